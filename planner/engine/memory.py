@@ -1,0 +1,85 @@
+"""Model-state memory: bytes per parameter for a precision/optimizer recipe, and ZeRO sharding.
+
+Sources: Rajbhandari et al., *ZeRO: Memory Optimizations Toward Training Trillion Parameter
+Models* (SC20), Sec. 3.1 and 5; Megatron-LM keeps an fp32 gradient buffer by default
+(ECOSYSTEM.md §1.5 quotes DeepSpeed's estimator: "2 grads16 + 4 grads32 + 4 params32 + 8 Adam").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+# (weight bytes, gradient bytes, master-copy bytes) per parameter for each precision recipe.
+# "mixed": 16-bit weights and grads, fp32 master (ZeRO's mixed-precision Adam).
+# "mixed-fp32-grads": as mixed but gradients accumulated in fp32 (Megatron's default main_grad).
+# "fp8": fp8 GEMMs with bf16 weights kept for the update; state bytes as "mixed".
+# "fp32": everything fp32, no separate master copy.
+# "bf16-pure": bf16 weights, grads and optimizer moments, no master copy.
+PRECISION_RECIPES: dict[str, tuple[float, float, float]] = {
+    "mixed": (2.0, 2.0, 4.0),
+    "mixed-fp32-grads": (2.0, 4.0, 4.0),
+    "fp8": (2.0, 2.0, 4.0),
+    "fp32": (4.0, 4.0, 0.0),
+    "bf16-pure": (2.0, 2.0, 0.0),
+}
+
+# Optimizer-state bytes per parameter at fp32 (moments), before any master copy.
+# Adam/AdamW: m and v (4 + 4). SGD with momentum: one buffer (4). 8-bit Adam: two 1-byte
+# moments (block-wise scales are <1% and ignored). Adafactor without momentum: factored second
+# moment, O(rows + cols) per matrix, counted as 0 per parameter.
+OPTIMIZER_STATE_BYTES: dict[str, float] = {
+    "adam": 8.0,
+    "adamw": 8.0,
+    "sgd-momentum": 4.0,
+    "sgd": 0.0,
+    "adam-8bit": 2.0,
+    "adafactor": 0.0,
+}
+
+
+def optimizer_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float, float]:
+    """(weight, gradient, K) bytes per parameter, K = master copy + optimizer moments (ZeRO's K).
+
+    Mixed-precision Adam: 2 + 2 + (4 + 4 + 4) = 16 bytes, K = 12. With "bf16-pure" the moments
+    are stored in bf16 too, halving them.
+    """
+    w, g, master = PRECISION_RECIPES[precision]
+    moments = OPTIMIZER_STATE_BYTES[optimizer]
+    if precision == "bf16-pure":
+        moments /= 2.0
+    return w, g, master + moments
+
+
+def model_state_bytes(params: Num, zero_stage: Num, shard_degree: Num,
+                      weight_bytes: Num = 2.0, grad_bytes: Num = 2.0, k_bytes: Num = 12.0) -> Num:
+    """Per-GPU bytes of weights, gradients and optimizer state under ZeRO (Rajbhandari Sec. 5).
+
+    stage 0: (w+g+K)Ψ;  stage 1: (w+g)Ψ + KΨ/N;  stage 2: wΨ + (g+K)Ψ/N;  stage 3: (w+g+K)Ψ/N
+    where Ψ is the parameters this GPU holds before sharding and N the sharding degree.
+    """
+    psi = np.asarray(params, dtype=float)
+    n = np.asarray(shard_degree, dtype=float)
+    z = np.asarray(zero_stage)
+    w, g, k = weight_bytes, grad_bytes, k_bytes
+    replicated = np.select([z <= 0, z == 1, z == 2], [w + g + k, w + g, w], 0.0)
+    sharded = np.select([z <= 0, z == 1, z == 2], [0.0, k, g + k], w + g + k)
+    return out(psi * (replicated + sharded / n))
+
+
+def state_split_bytes(params: Num, zero_stage: Num, shard_degree: Num,
+                      weight_bytes: Num = 2.0, grad_bytes: Num = 2.0,
+                      k_bytes: Num = 12.0) -> tuple[Num, Num, Num]:
+    """(weights, gradients, optimizer state) per GPU under ZeRO; the three sum to model_state_bytes.
+
+    Each item is divided by N from the stage that shards it: optimizer state from stage 1,
+    gradients from stage 2, weights from stage 3 (ZeRO's P_os, P_g, P_p).
+    """
+    psi = np.asarray(params, dtype=float)
+    n = np.asarray(shard_degree, dtype=float)
+    z = np.asarray(zero_stage)
+    weights = psi * weight_bytes / np.where(z >= 3, n, 1.0)
+    grads = psi * grad_bytes / np.where(z >= 2, n, 1.0)
+    optim = psi * k_bytes / np.where(z >= 1, n, 1.0)
+    return out(weights), out(grads), out(optim)

@@ -1,0 +1,231 @@
+"""The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
+`checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from . import validate as v
+from .engine import batch as batch_eq
+from .engine import checkpoint as ckpt_eq
+from .engine import comm as comm_eq
+from .engine import memory as mem_eq
+from .engine import pipeline as pipe_eq
+from .engine import scaling as scale_eq
+from .errors import InputError
+
+
+class ZeroRow(BaseModel):
+    zero_stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    total_bytes: float
+    fits: bool
+
+
+class StateMemoryResult(BaseModel):
+    params: float
+    shard_degree: int
+    precision: str
+    optimizer: str
+    bytes_per_param: float
+    k_bytes_per_param: float
+    gpu_memory_bytes: float
+    rows: list[ZeroRow]
+
+
+def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
+                 optimizer: str = "adam", gpu_memory_bytes: float = 80e9) -> StateMemoryResult:
+    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
+    params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    n = v.positive_int("--gpus", shard_degree)
+    v.choice("--precision", precision, tuple(mem_eq.PRECISION_RECIPES))
+    v.choice("--optimizer", optimizer, tuple(mem_eq.OPTIMIZER_STATE_BYTES))
+    w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
+    rows = []
+    for z in range(4):
+        parts = mem_eq.state_split_bytes(params, z, n, w, g, k)
+        total = mem_eq.model_state_bytes(params, z, n, w, g, k)
+        rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
+                            optimizer_bytes=parts[2], total_bytes=total,
+                            fits=total <= gpu_memory_bytes))
+    return StateMemoryResult(params=params, shard_degree=n, precision=precision,
+                             optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
+                             gpu_memory_bytes=gpu_memory_bytes, rows=rows)
+
+
+class CommRow(BaseModel):
+    gpus: int
+    collective: str
+    bytes_per_gpu: float
+    time_s: float
+
+
+class CommResult(BaseModel):
+    message_bytes: float
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    rows: list[CommRow]
+
+
+def comm(message_bytes: float, gpus: list[int], bandwidth_bytes_per_s: float,
+         latency_s: float = 0.0,
+         collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter")) -> CommResult:
+    """Ring collective volume and α–β time for each GPU count."""
+    m = v.positive("--message-gb", message_bytes)
+    bw = v.positive("--bandwidth", bandwidth_bytes_per_s)
+    lat = v.non_negative("--latency", latency_s)
+    rows = []
+    for n in gpus:
+        n = v.positive_int("--gpus", n)
+        for kind in collectives:
+            rows.append(CommRow(gpus=n, collective=kind,
+                                bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n),
+                                time_s=comm_eq.collective_time(kind, m, n, bw, lat)))
+    return CommResult(message_bytes=m, bandwidth_bytes_per_s=bw, latency_s=lat, rows=rows)
+
+
+class BubbleRow(BaseModel):
+    micro_batches: int
+    bubble_fraction: float
+    efficiency: float
+    overhead_vs_ideal: float
+
+
+class BubbleResult(BaseModel):
+    stages: int
+    schedule: str
+    chunks: int
+    rows: list[BubbleRow]
+
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
+
+
+def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
+           chunks: int = 1) -> BubbleResult:
+    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count."""
+    p = v.positive_int("--stages", stages)
+    v.choice("--schedule", schedule, SCHEDULES)
+    c = v.positive_int("--chunks", chunks)
+    if schedule != "interleaved" and c != 1:
+        raise InputError("--chunks", "is only meaningful with --schedule interleaved")
+    if schedule == "interleaved" and c < 2:
+        raise InputError("--chunks", "must be at least 2 with --schedule interleaved")
+    rows = []
+    for m in micro_batches:
+        m = v.positive_int("--micro-batches", m)
+        f = pipe_eq.bubble_fraction(p, m, c)
+        rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
+                              overhead_vs_ideal=pipe_eq.bubble_overhead(p, m, c)))
+    return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
+
+
+class BatchResult(BaseModel):
+    micro_batch: int
+    accumulation: int
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    global_batch: int
+    gpus: int
+    seq_len: int | None = None
+    tokens_per_step: int | None = None
+    solved_for: str | None = None
+
+
+def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = None,
+          global_batch: int | None = None, tp: int = 1, pp: int = 1, cp: int = 1,
+          seq_len: int | None = None) -> BatchResult:
+    """B_global = b × a × N_dp, or a solved from B_global; TP, PP, CP do not enter."""
+    b = v.positive_int("--micro-batch", micro_batch)
+    dp = v.positive_int("--dp", data_parallel)
+    tp, pp, cp = (v.positive_int(f, x) for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp)))
+    solved = None
+    if (accumulation is None) == (global_batch is None):
+        raise InputError("--accum", "give exactly one of --accum or --global-batch")
+    if global_batch is not None:
+        gb_ = v.positive_int("--global-batch", global_batch)
+        if not batch_eq.batch_divides(gb_, b, dp):
+            per = b * dp
+            raise InputError("--global-batch",
+                             f"{gb_} is not a multiple of micro-batch × DP = {b} × {dp} = {per}; "
+                             f"nearest valid: {max(per, gb_ // per * per)} or {(gb_ // per + 1) * per}")
+        acc = int(batch_eq.accumulation_steps(gb_, b, dp))
+        solved = "accumulation"
+    else:
+        acc = v.positive_int("--accum", accumulation)
+    g = int(batch_eq.global_batch(b, acc, dp))
+    s = v.positive_int("--seq-len", seq_len) if seq_len is not None else None
+    return BatchResult(micro_batch=b, accumulation=acc, data_parallel=dp, tensor_parallel=tp,
+                       pipeline_parallel=pp, context_parallel=cp, global_batch=g,
+                       gpus=dp * tp * pp * cp, seq_len=s,
+                       tokens_per_step=g * s if s else None, solved_for=solved)
+
+
+class CheckpointRow(BaseModel):
+    interval_s: float
+    overhead_fraction: float
+    lost_work_fraction: float
+    restart_fraction: float
+    waste_fraction: float
+
+
+class CheckpointResult(BaseModel):
+    cost_s: float
+    mtbf_s: float
+    restart_s: float
+    young_interval_s: float
+    daly_interval_s: float
+    young_waste_fraction: float
+    daly_waste_fraction: float
+    rows: list[CheckpointRow]
+
+
+def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
+               restart_s: float = 0.0) -> CheckpointResult:
+    """Waste δ/τ + τ/(2M) + R/M per interval, with Young's and Daly's optima."""
+    d = v.positive("--cost-min", cost_s)
+    m = v.positive("--mtbf-hours", mtbf_s)
+    r = v.non_negative("--restart-min", restart_s)
+    rows = []
+    for t in intervals_s:
+        t = v.positive("--intervals", t)
+        rows.append(CheckpointRow(interval_s=t, overhead_fraction=ckpt_eq.overhead_fraction(t, d),
+                                  lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
+                                  restart_fraction=ckpt_eq.restart_fraction(r, m),
+                                  waste_fraction=ckpt_eq.waste_fraction(t, d, m, r)))
+    young = ckpt_eq.young_interval(d, m)
+    daly = ckpt_eq.daly_interval(d, m)
+    return CheckpointResult(cost_s=d, mtbf_s=m, restart_s=r, young_interval_s=young,
+                            daly_interval_s=daly,
+                            young_waste_fraction=ckpt_eq.waste_fraction(young, d, m, r),
+                            daly_waste_fraction=ckpt_eq.waste_fraction(daly, d, m, r), rows=rows)
+
+
+class ScalingResult(BaseModel):
+    mode: str
+    gpus: int
+    baseline_s: float
+    measured_s: float
+    ideal_s: float
+    speedup: float
+    efficiency: float
+
+
+def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong") -> ScalingResult:
+    """Strong: speedup T1/Tn and efficiency T1/(n·Tn); weak: efficiency T1/Tn."""
+    t1 = v.positive("--baseline-ms", baseline_s)
+    tn = v.positive("--measured-ms", measured_s)
+    n = v.positive_int("--gpus", gpus)
+    v.choice("--mode", mode, ("strong", "weak"))
+    if mode == "strong":
+        return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn,
+                             ideal_s=scale_eq.ideal_time(t1, n),
+                             speedup=scale_eq.strong_speedup(t1, tn),
+                             efficiency=scale_eq.strong_efficiency(t1, tn, n))
+    return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn, ideal_s=t1,
+                         speedup=n * scale_eq.weak_efficiency(t1, tn),
+                         efficiency=scale_eq.weak_efficiency(t1, tn))

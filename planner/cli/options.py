@@ -1,0 +1,55 @@
+"""Option parsing shared by commands: formats and number lists ("8,64,512", "64..1024")."""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+from ..errors import InputError
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def parse_number(field: str, text: str) -> float:
+    try:
+        x = float(text.replace("_", ""))
+    except ValueError:
+        raise InputError(field, f"must be a number, got {text!r}") from None
+    if math.isnan(x) or math.isinf(x):
+        raise InputError(field, f"must be a finite number, got {text!r}")
+    return x
+
+
+def parse_list(field: str, values: list[str] | str | None) -> list[float]:
+    """Repeated options and comma lists: ["8,64", "512"] → [8, 64, 512]. "a..b" expands to the
+    powers of two from a to b (for GPU counts)."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    out: list[float] = []
+    for item in values:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if ".." in part:
+                lo_s, hi_s = part.split("..", 1)
+                lo, hi = parse_number(field, lo_s), parse_number(field, hi_s)
+                if lo <= 0 or hi < lo:
+                    raise InputError(field, f"range {part!r} must be low..high with 0 < low ≤ high")
+                x = lo
+                while x <= hi:
+                    out.append(x)
+                    x *= 2
+                if out[-1] != hi:
+                    out.append(hi)
+            else:
+                out.append(parse_number(field, part))
+    if not out:
+        raise InputError(field, "needs at least one value")
+    return out

@@ -1,0 +1,49 @@
+"""Checks at the boundary: each raises InputError naming the option and what is allowed."""
+
+from __future__ import annotations
+
+import math
+
+from .errors import InputError
+
+# Upper bounds that catch typos (1e30 GPUs) without limiting any real cluster.
+MAX_GPUS = 10_000_000
+MAX_PARAMS = 1e16
+
+
+def positive(field: str, value: float, *, upper: float = math.inf) -> float:
+    """A finite number > 0 (and ≤ upper)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(field, f"must be a number, got {value!r}") from None
+    if math.isnan(v) or math.isinf(v):
+        raise InputError(field, f"must be a finite number greater than 0, got {value}")
+    if v <= 0:
+        raise InputError(field, f"must be greater than 0, got {value:g}")
+    if v > upper:
+        raise InputError(field, f"must be at most {upper:g}, got {value:g}")
+    return v
+
+
+def non_negative(field: str, value: float) -> float:
+    """A finite number ≥ 0."""
+    v = float(value)
+    if math.isnan(v) or math.isinf(v) or v < 0:
+        raise InputError(field, f"must be a finite number of at least 0, got {value}")
+    return v
+
+
+def positive_int(field: str, value: float, *, upper: int = MAX_GPUS) -> int:
+    """A whole number ≥ 1 (and ≤ upper). Accepts 8.0 but not 8.5."""
+    v = positive(field, value, upper=upper)
+    if v != int(v):
+        raise InputError(field, f"must be a whole number, got {value:g}")
+    return int(v)
+
+
+def choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
+    """One of the allowed strings."""
+    if value not in allowed:
+        raise InputError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
+    return value

@@ -236,7 +236,7 @@ def model_from_params(n: float) -> ModelSpec:
 
     For each hidden size h (multiples of 1024) the layer count is solved from
     n = fixed(h) + L·layer(h); among those the shape with h/L closest to 128 (log scale) wins.
-    The count misses n by at most half a layer, under ~3% for n ≥ 1e9.
+    The count misses n by at most half a layer: under 3% from 3e8 up, about 2% from 1e9 up.
     """
     try:
         n = float(n)

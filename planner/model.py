@@ -1,0 +1,264 @@
+"""The model being planned: a decoder-only transformer shape, and what it costs in parameters/FLOPs.
+
+All arithmetic lives in ``planner.engine.params``; this module only says which pieces a model
+has. Layout assumed: embedding (+ learned positions), L blocks of [norm, attention, norm, MLP],
+final norm, LM head. MoE models replace the MLP by routed experts after ``dense_layers`` dense
+blocks (DeepSeek's ``first_k_dense_replace``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from .engine import params as P
+from .errors import InputError
+
+class ModelSpec(BaseModel):
+    """Shape of a decoder-only transformer.
+
+    ``mlp``: "gelu" is any plain 2-matrix MLP (GeLU, ReLU as in OPT); "swiglu" any gated
+    3-matrix MLP (SwiGLU, GeGLU). ``linear_bias`` covers attention-output and MLP biases
+    (GPT-style); ``qkv_bias`` the q/k/v projections only (Qwen2 sets just this one).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt          # defaults to heads (multi-head attention)
+    head_dim: PositiveInt          # defaults to hidden // heads
+    ffn: PositiveInt               # dense-layer MLP width
+    mlp: Literal["gelu", "swiglu"]
+    vocab: PositiveInt
+    tied_embeddings: bool
+    position: Literal["learned", "rope", "alibi", "none"]
+    max_positions: int | None = Field(default=None, gt=0)
+    qkv_bias: bool = False
+    linear_bias: bool = False
+    norm: Literal["layernorm", "rmsnorm"]
+    dropout: bool = False
+    experts: int = Field(default=0, ge=0)
+    experts_per_token: int = Field(default=0, ge=0)
+    expert_ffn: int | None = Field(default=None, gt=0)
+    shared_experts: int = Field(default=0, ge=0)
+    dense_layers: int = Field(default=0, ge=0)
+    inferred: bool = False
+    source: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        # kv_heads and head_dim are optional on input, but always concrete on the object, so
+        # downstream code never has to repeat the "None means ..." rule.
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        heads, hidden = data.get("heads"), data.get("hidden")
+        if data.get("kv_heads") is None and heads is not None:
+            data["kv_heads"] = heads
+        if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int) \
+                and heads > 0 and hidden > 0:
+            if hidden % heads:
+                raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}) "
+                                 "when head_dim is not given")
+            data["head_dim"] = hidden // heads
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelSpec":
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        if self.position == "learned" and self.max_positions is None:
+            raise ValueError("learned positions need max_positions (size of the position table)")
+        if self.experts:
+            if not 1 <= self.experts_per_token <= self.experts:
+                raise ValueError(f"experts_per_token must be in 1..experts ({self.experts}), "
+                                 f"got {self.experts_per_token}")
+            if self.dense_layers >= self.layers:
+                raise ValueError(f"dense_layers ({self.dense_layers}) must be below layers "
+                                 f"({self.layers}) for an MoE model")
+        elif self.experts_per_token or self.shared_experts or self.dense_layers \
+                or self.expert_ffn is not None:
+            raise ValueError("experts_per_token, shared_experts, dense_layers and expert_ffn "
+                             "need experts > 0")
+        return self
+
+    # ---- structure -------------------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp == "swiglu"
+
+    @property
+    def norm_bias(self) -> bool:
+        return self.norm == "layernorm"
+
+    @property
+    def attn_dim(self) -> int:
+        """Width of the concatenated query heads, a·d (the attention-score FLOPs scale with it)."""
+        return self.heads * self.head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def dense_layer_count(self) -> int:
+        return self.layers - self.moe_layers
+
+    @property
+    def expert_width(self) -> int:
+        return self.expert_ffn if self.expert_ffn is not None else self.ffn
+
+    # ---- parameter counts (exact integers) -----------------------------------------------------
+
+    def _attn_and_norms(self) -> float:
+        # Two norms per block (pre-attention and pre-MLP).
+        return (P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
+                                   self.qkv_bias, self.linear_bias)
+                + 2 * P.norm_params(self.hidden, self.norm_bias))
+
+    def layer_params(self) -> int:
+        """One dense block: attention + MLP of width ``ffn`` + two norms."""
+        return int(self._attn_and_norms()
+                   + P.mlp_params(self.hidden, self.ffn, self.gated, self.linear_bias))
+
+    def moe_layer_params(self, active: bool = False) -> int:
+        """One MoE block: attention + all experts (or top-k if ``active``) + shared + router + norms."""
+        if not self.is_moe:
+            return 0
+        routed = self.experts_per_token if active else self.experts
+        return int(self._attn_and_norms()
+                   + P.moe_mlp_params(self.hidden, self.expert_width, self.experts,
+                                      self.shared_experts, self.gated, self.linear_bias, routed))
+
+    def params_per_layer_list(self, active: bool = False) -> list[int]:
+        """Parameters of each block in order (leading dense blocks first), for stage balancing."""
+        return ([self.layer_params()] * self.dense_layer_count
+                + [self.moe_layer_params(active)] * self.moe_layers)
+
+    def embedding_params(self) -> int:
+        """Token embedding plus learned position table (0 rows for rope/alibi/none)."""
+        positions = self.max_positions if self.position == "learned" else 0
+        return int(P.embedding_params(self.vocab, self.hidden)
+                   + P.position_params(positions, self.hidden))
+
+    def head_params(self) -> int:
+        """LM head weights not shared with the embedding (0 when tied)."""
+        return int(P.lm_head_params(self.vocab, self.hidden, self.tied_embeddings))
+
+    def final_norm_params(self) -> int:
+        return int(P.norm_params(self.hidden, self.norm_bias))
+
+    def _count(self, active: bool) -> int:
+        return (self.embedding_params() + sum(self.params_per_layer_list(active))
+                + self.final_norm_params() + self.head_params())
+
+    def param_count(self) -> int:
+        """All trainable parameters (ECOSYSTEM.md §6.2 layout)."""
+        return self._count(active=False)
+
+    def active_param_count(self) -> int:
+        """Parameters one token uses: as param_count but MoE blocks hold only top-k experts."""
+        return self._count(active=True)
+
+    # ---- FLOPs -------------------------------------------------------------------------------
+
+    def matmul_params_per_token(self) -> int:
+        """Weight-matrix entries each token is multiplied through (incl. LM head, excl. embedding)."""
+        attn = P.attention_matmul_params(self.hidden, self.heads, self.kv_heads, self.head_dim)
+        dense = P.mlp_matmul_params(self.hidden, self.ffn, self.gated)
+        moe = (P.moe_mlp_matmul_params(self.hidden, self.expert_width, self.experts,
+                                       self.experts_per_token, self.shared_experts, self.gated)
+               if self.is_moe else 0.0)
+        head = P.embedding_params(self.vocab, self.hidden)  # logits matmul, V·h, tied or not
+        return int(self.layers * attn + self.dense_layer_count * dense + self.moe_layers * moe
+                   + head)
+
+    def training_flops_per_token(self, seq_len: int, causal: bool = False) -> float:
+        """Model FLOPs (fwd + bwd, no recompute) per token at sequence length ``seq_len``."""
+        return P.training_flops_per_token(self.matmul_params_per_token(), self.layers, seq_len,
+                                          self.attn_dim, causal)
+
+    def describe(self) -> str:
+        """One line for reports; inferred shapes say so, so nobody mistakes them for their model."""
+        kind = (f"MoE {self.experts}x top-{self.experts_per_token}" if self.is_moe else "dense")
+        text = (f"{self.name or 'model'}: {self.param_count() / 1e9:.2f}B params ({kind}), "
+                f"L={self.layers} h={self.hidden} heads={self.heads}/{self.kv_heads} "
+                f"ffn={self.ffn} vocab={self.vocab} [{self.source}]")
+        return ("INFERRED " + text) if self.inferred else text
+
+
+# ---- shape from a bare parameter count ----------------------------------------------------------
+
+INFER_VOCAB = 128256          # Llama-3 tokenizer: large modern vocabularies dominate small models
+INFER_HEAD_DIM = 128          # Llama, GPT-3 ≥ 6.7B, Mistral, Qwen2-72B
+INFER_KV_HEADS = 8            # Llama-2-70B / Llama-3 GQA groups; = heads when heads ≤ 8
+INFER_ASPECT = 128            # hidden/layers: 4096/32, 12288/96, 16384/126 in Llama-3 and GPT-3
+INFER_HIDDEN_STEP = 1024      # hidden a multiple of 8·head_dim, so heads divide by 8 (TP ≤ 8)
+INFER_MIN, INFER_MAX = 3e8, 1e14
+
+INFER_RULE = ("shape inferred from a bare parameter count: Llama-style dense decoder (SwiGLU, "
+              "RMSNorm, RoPE, untied, vocab 128256, head_dim 128, up to 8 KV heads, ffn 8h/3 "
+              "rounded up to 256), hidden a multiple of 1024 with hidden/layers nearest 128, "
+              "layers solved for the count; not a real model")
+
+
+def _short_count(n: float) -> str:
+    for scale, suffix in ((1e12, "t"), (1e9, "b"), (1e6, "m")):
+        if n >= scale:
+            return f"{n / scale:.4g}{suffix}"
+    return f"{n:.4g}"
+
+
+def _inferred_shape(hidden: int, layers: int, n: float) -> ModelSpec:
+    heads = hidden // INFER_HEAD_DIM
+    # Llama FeedForward: 2/3 of 4h, rounded up to multiple_of (ECOSYSTEM.md §6.2 derivation).
+    ffn = 256 * math.ceil((8 * hidden / 3) / 256)
+    return ModelSpec(name=f"inferred-{_short_count(n)}", layers=layers, hidden=hidden, heads=heads,
+                     kv_heads=min(INFER_KV_HEADS, heads), head_dim=INFER_HEAD_DIM, ffn=ffn,
+                     mlp="swiglu", vocab=INFER_VOCAB, tied_embeddings=False, position="rope",
+                     max_positions=None, norm="rmsnorm", dropout=False, inferred=True,
+                     source=f"{INFER_RULE} (target {n:.4g})")
+
+
+def model_from_params(n: float) -> ModelSpec:
+    """A standard dense decoder whose exact parameter count is close to ``n`` (see INFER_RULE).
+
+    For each hidden size h (multiples of 1024) the layer count is solved from
+    n = fixed(h) + L·layer(h); among those the shape with h/L closest to 128 (log scale) wins.
+    The count misses n by at most half a layer: under 3% from 3e8 up, about 2% from 1e9 up.
+    """
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        raise InputError("--params", f"must be a number of parameters, got {n!r}") from None
+    if not math.isfinite(n) or not INFER_MIN <= n <= INFER_MAX:
+        raise InputError("--params", f"must be between {INFER_MIN:.0e} and {INFER_MAX:.0e} "
+                                     f"to infer a shape, got {n:g}")
+    best: tuple[float, ModelSpec] | None = None
+    hidden = INFER_HIDDEN_STEP
+    while True:
+        probe = _inferred_shape(hidden, 1, n)
+        fixed = probe.param_count() - probe.layer_params()
+        layers = round((n - fixed) / probe.layer_params())
+        if layers < 1:
+            break
+        score = abs(math.log(hidden / layers / INFER_ASPECT))
+        if best is None or score < best[0]:
+            best = (score, _inferred_shape(hidden, layers, n))
+        elif hidden / layers > INFER_ASPECT:
+            break  # past the aspect target the score only grows with hidden
+        hidden += INFER_HIDDEN_STEP
+    if best is None:  # unreachable for n ≥ INFER_MIN; kept so the error is readable if limits move
+        raise InputError("--params", f"{n:g} is too small to infer a shape")
+    return best[1]

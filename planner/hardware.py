@@ -1,0 +1,347 @@
+"""Hardware profiles: GPU, NVLink (scale-up), network (scale-out), host and storage.
+
+Profiles live as TOML files in the ``hardware_profiles`` package, in human units (GB, TB/s,
+Gb/s, µs); the models here hold SI units (bytes, bytes/s, FLOP/s, s). Every bundled value cites
+its source in a comment (``gpu_specs.json`` / ``CALIBRATION.md`` §7–8, or "assumption: …").
+
+Unit conventions: bandwidths are decimal (1 GB/s = 1e9 B/s, 1 Gb/s = 1e9/8 B/s, 1 TB/s =
+1e12 B/s) as in gpu_specs.json. Memory capacities (``memory_gb``, ``host_memory_gb``) are read
+as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H100 has 80 GiB).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from planner.errors import InputError
+
+DEFAULT_PROFILE = "h100"
+MAX_PROFILE_BYTES = 1_000_000
+
+GB = 1e9
+GIB = float(2**30)
+TB = 1e12
+GBIT = 1e9 / 8.0
+TFLOP = 1e12
+US = 1e-6
+
+# Precisions a profile may list under peak_tflops.
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPUSpec(_Frozen):
+    """One accelerator: memory, HBM bandwidth, dense peak FLOP/s by precision, power."""
+
+    name: str
+    memory_bytes: float = Field(gt=0)
+    hbm_bytes_per_s: float = Field(gt=0)
+    peak_flops: dict[str, float]
+    power_w: float = Field(gt=0)
+    # Measured max achievable bf16 matmul FLOP/s ÷ bf16 peak (stas00's MAMF); a ceiling for MFU.
+    matmul_ceiling_fraction: float = Field(gt=0, le=1)
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        if "bf16" not in v:
+            raise ValueError("must include bf16")
+        for k, x in v.items():
+            if k not in PRECISIONS:
+                raise ValueError(f"unknown precision {k!r}; allowed: {', '.join(PRECISIONS)}")
+            if not (x > 0 and math.isfinite(x)):
+                raise ValueError(f"{k} must be a positive number")
+        return v
+
+    @property
+    def matmul_ceiling_flops(self) -> float:
+        """Achievable dense bf16 matmul FLOP/s (peak × measured fraction)."""
+        return self.peak_flops["bf16"] * self.matmul_ceiling_fraction
+
+
+class ScaleUp(_Frozen):
+    """NVLink-class domain: per-GPU unidirectional bandwidth, per-step latency, efficiency."""
+
+    gpus_per_domain: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+    # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
+    bus_efficiency: float = Field(gt=0, le=1)
+
+
+class ScaleOut(_Frozen):
+    """Inter-node network: NIC bandwidth per GPU (one direction), latency, efficiency."""
+
+    nic_bytes_per_s: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+    bus_efficiency: float = Field(gt=0, le=1)
+    oversubscription: float = Field(default=1.0, ge=1)
+    pod_gpus: Optional[int] = Field(default=None, ge=1)
+
+
+class Host(_Frozen):
+    pcie_bytes_per_s: float = Field(gt=0)
+    host_memory_bytes: float = Field(gt=0)
+    nvme_bytes_per_s: float = Field(gt=0)
+
+
+class Storage(_Frozen):
+    write_bytes_per_s: float = Field(gt=0)
+    read_bytes_per_s: float = Field(gt=0)
+
+
+class HardwareProfile(_Frozen):
+    name: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    gpu: GPUSpec
+    scale_up: ScaleUp
+    scale_out: ScaleOut
+    host: Host
+    storage: Storage
+    notes: str = ""
+    source_file: Optional[str] = None
+
+
+# ----------------------------------------------------------------------------------------------
+# TOML schema: section -> key -> (check, required). Checked by hand before pydantic so a bad file
+# gets one line naming the file, the key and what is allowed.
+
+_POS, _NONNEG, _POSINT, _FRAC, _GE1 = "pos", "nonneg", "posint", "frac", "ge1"
+_STR, _STRLIST, _TABLE, _PEAKS = "str", "strlist", "table", "peaks"
+
+_ALLOWED = {
+    _POS: "a number > 0",
+    _NONNEG: "a number >= 0",
+    _POSINT: "an integer >= 1",
+    _FRAC: "a number in (0, 1]",
+    _GE1: "a number >= 1",
+    _STR: "a string",
+    _STRLIST: "a list of strings",
+    _TABLE: "a table",
+    _PEAKS: "a table of precision = TFLOP/s > 0",
+}
+
+_SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+    "": {"name": (_STR, True), "aliases": (_STRLIST, False), "description": (_STR, False),
+         "notes": (_STR, False), "gpu": (_TABLE, True), "scale_up": (_TABLE, True),
+         "scale_out": (_TABLE, True), "host": (_TABLE, True), "storage": (_TABLE, True)},
+    "gpu": {"name": (_STR, True), "memory_gb": (_POS, True), "hbm_tbps": (_POS, True),
+            "peak_tflops": (_PEAKS, True), "power_w": (_POS, True),
+            "matmul_ceiling_tflops_bf16": (_POS, True)},
+    "scale_up": {"gpus_per_domain": (_POSINT, True), "gpus_per_node": (_POSINT, True),
+                 "bandwidth_gbps_uni": (_POS, True), "latency_us": (_NONNEG, True),
+                 "bus_efficiency": (_FRAC, True)},
+    "scale_out": {"nic_gbit_per_gpu": (_POS, True), "latency_us": (_NONNEG, True),
+                  "bus_efficiency": (_FRAC, True), "oversubscription": (_GE1, False),
+                  "pod_gpus": (_POSINT, False)},
+    "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True)},
+    "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
+}
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _ok(check: str, v: Any) -> bool:
+    if check == _STR:
+        return isinstance(v, str)
+    if check == _STRLIST:
+        return isinstance(v, list) and all(isinstance(s, str) and s for s in v)
+    if check in (_TABLE, _PEAKS):
+        return isinstance(v, dict)
+    if check == _POSINT:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if not _is_num(v):
+        return False
+    return {_POS: v > 0, _NONNEG: v >= 0, _FRAC: 0 < v <= 1, _GE1: v >= 1}[check]
+
+
+def _unknown(where: str, key: str, known) -> str:
+    near = difflib.get_close_matches(key, list(known), n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    return f"{where}{key}: unknown key{hint} (allowed: {', '.join(known)})"
+
+
+def _check(raw: dict, path: str) -> None:
+    for section, keys in _SCHEMA.items():
+        table = raw if section == "" else raw.get(section, {})
+        where = f"{section}." if section else ""
+        for key in table:
+            if key not in keys:
+                raise InputError(path, _unknown(where, key, keys))
+        for key, (check, required) in keys.items():
+            if key not in table:
+                if required:
+                    raise InputError(path, f"{where}{key}: missing; must be {_ALLOWED[check]}")
+                continue
+            v = table[key]
+            if not _ok(check, v):
+                raise InputError(path, f"{where}{key}: must be {_ALLOWED[check]}, got {v!r}")
+            if check == _PEAKS:
+                for p, x in v.items():
+                    if p not in PRECISIONS:
+                        raise InputError(path, _unknown(f"{where}{key}.", p, PRECISIONS))
+                    if not (_is_num(x) and x > 0):
+                        raise InputError(path, f"{where}{key}.{p}: must be a number > 0, got {x!r}")
+                if "bf16" not in v:
+                    raise InputError(path, f"{where}{key}.bf16: missing; must be a number > 0")
+    g = raw["gpu"]
+    if g["matmul_ceiling_tflops_bf16"] > g["peak_tflops"]["bf16"]:
+        raise InputError(path, "gpu.matmul_ceiling_tflops_bf16: must be <= gpu.peak_tflops.bf16")
+
+
+def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
+    """Human-unit TOML dict (already checked) → SI-unit HardwareProfile."""
+    g, su, so, h, st = (raw[k] for k in ("gpu", "scale_up", "scale_out", "host", "storage"))
+    return HardwareProfile(
+        name=raw["name"],
+        aliases=tuple(raw.get("aliases", ())),
+        description=raw.get("description", ""),
+        notes=raw.get("notes", ""),
+        source_file=source,
+        gpu=GPUSpec(
+            name=g["name"],
+            memory_bytes=g["memory_gb"] * GIB,
+            hbm_bytes_per_s=g["hbm_tbps"] * TB,
+            peak_flops={k: float(v) * TFLOP for k, v in g["peak_tflops"].items()},
+            power_w=g["power_w"],
+            matmul_ceiling_fraction=g["matmul_ceiling_tflops_bf16"] / g["peak_tflops"]["bf16"],
+        ),
+        scale_up=ScaleUp(
+            gpus_per_domain=su["gpus_per_domain"],
+            gpus_per_node=su["gpus_per_node"],
+            bandwidth_bytes_per_s=su["bandwidth_gbps_uni"] * GB,
+            latency_s=su["latency_us"] * US,
+            bus_efficiency=su["bus_efficiency"],
+        ),
+        scale_out=ScaleOut(
+            nic_bytes_per_s=so["nic_gbit_per_gpu"] * GBIT,
+            latency_s=so["latency_us"] * US,
+            bus_efficiency=so["bus_efficiency"],
+            oversubscription=so.get("oversubscription", 1.0),
+            pod_gpus=so.get("pod_gpus"),
+        ),
+        host=Host(
+            pcie_bytes_per_s=h["pcie_gbps"] * GB,
+            host_memory_bytes=h["host_memory_gb"] * GIB,
+            nvme_bytes_per_s=h["nvme_gbps"] * GB,
+        ),
+        storage=Storage(write_bytes_per_s=st["write_gbps"] * GB,
+                        read_bytes_per_s=st["read_gbps"] * GB),
+    )
+
+
+def _parse(data: bytes, path: str) -> HardwareProfile:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+    if len(data) > MAX_PROFILE_BYTES:
+        raise InputError(path, f"file is {len(data)} bytes; profiles must be at most 1 MB")
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(path, "not UTF-8 text; a profile must be a UTF-8 TOML file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(path, f"not valid TOML: {e}") from None
+    _check(raw, path)
+    try:
+        return _from_raw(raw, path)
+    except ValidationError as e:  # belt and braces: _check should have caught it
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InputError(path, f"{loc}: {err['msg']}") from None
+
+
+def load_profile_file(path) -> HardwareProfile:
+    """Load one profile TOML from any path; problems raise InputError(<path>, '<key>: …')."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise InputError(str(p), "file not found; expected a hardware profile .toml") from None
+    except OSError as e:
+        raise InputError(str(p), f"cannot read: {e.strerror or e}") from None
+    if p.is_dir():
+        raise InputError(str(p), "is a directory; expected a hardware profile .toml")
+    # Check the size before reading so a huge file is never pulled into memory.
+    if size > MAX_PROFILE_BYTES:
+        raise InputError(str(p), f"file is {size} bytes; profiles must be at most 1 MB")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputError(str(p), f"cannot read: {e.strerror or e}") from None
+    return _parse(data, str(p))
+
+
+_BUNDLED: Optional[tuple[HardwareProfile, ...]] = None
+
+
+def list_profiles() -> list[HardwareProfile]:
+    """The bundled profiles (``hardware_profiles/*.toml``), sorted by name."""
+    global _BUNDLED
+    if _BUNDLED is None:
+        from importlib.resources import files
+
+        found = []
+        for entry in files("hardware_profiles").iterdir():
+            if entry.name.endswith(".toml") and entry.is_file():
+                found.append(_parse(entry.read_bytes(), str(entry)))
+        _BUNDLED = tuple(sorted(found, key=lambda prof: prof.name))
+    return list(_BUNDLED)
+
+
+def load_profile(name: str) -> HardwareProfile:
+    """A bundled profile by name or alias, case-insensitive."""
+    profiles = list_profiles()
+    want = name.strip().lower()
+    for prof in profiles:
+        if want == prof.name.lower() or want in (a.lower() for a in prof.aliases):
+            return prof
+    names = [prof.name for prof in profiles]
+    every = names + [a.lower() for prof in profiles for a in prof.aliases]
+    near = difflib.get_close_matches(want, every, n=1, cutoff=0.5)
+    hint = ""
+    if near:
+        target = next(prof.name for prof in profiles
+                      if near[0] in [prof.name] + [a.lower() for a in prof.aliases])
+        hint = f"; did you mean '{target}'?"
+    raise InputError("--hardware", f"unknown profile '{name}'; known: {', '.join(names)}{hint}")
+
+
+def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = None,
+                   gpu_memory_gb: Optional[float] = None,
+                   nic_gbit_per_gpu: Optional[float] = None) -> HardwareProfile:
+    """A copy of `profile` with command-line overrides applied (None leaves a value alone).
+
+    When the NVLink domain is the node (gpus_per_domain == gpus_per_node, e.g. DGX) the domain
+    follows a new gpus_per_node; a domain larger than a node (NVL72) or smaller (PCIe) stays.
+    """
+    data = profile.model_dump()
+    if gpus_per_node is not None:
+        if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+            raise InputError("--gpus-per-node", f"must be an integer >= 1, got {gpus_per_node!r}")
+        su = data["scale_up"]
+        if su["gpus_per_domain"] == su["gpus_per_node"]:
+            su["gpus_per_domain"] = gpus_per_node
+        su["gpus_per_node"] = gpus_per_node
+    if gpu_memory_gb is not None:
+        if not (_is_num(gpu_memory_gb) and gpu_memory_gb > 0):
+            raise InputError("--gpu-memory-gb", f"must be a number > 0, got {gpu_memory_gb!r}")
+        data["gpu"]["memory_bytes"] = gpu_memory_gb * GIB
+    if nic_gbit_per_gpu is not None:
+        if not (_is_num(nic_gbit_per_gpu) and nic_gbit_per_gpu > 0):
+            raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
+        data["scale_out"]["nic_bytes_per_s"] = nic_gbit_per_gpu * GBIT
+    return HardwareProfile.model_validate(data)

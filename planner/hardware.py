@@ -99,6 +99,21 @@ class Storage(_Frozen):
     read_bytes_per_s: float = Field(gt=0)
 
 
+class Efficiency(_Frozen):
+    """How close real kernels and overlap get to the datasheet, fitted once per GPU generation on
+    published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
+
+    # GEMM half-efficiency points: n/(n + n½) of the matmul ceiling for hidden width per TP rank
+    # and for tokens per micro-batch per CP rank.
+    matmul_half_hidden: float = Field(128.0, gt=0)
+    matmul_half_tokens: float = Field(256.0, gt=0)
+    # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
+    # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
+    memory_passes: float = Field(2.0, ge=0)
+    # Share of tensor-parallel communication not hidden behind computation.
+    tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
+
+
 class HardwareProfile(_Frozen):
     name: str
     aliases: tuple[str, ...] = ()
@@ -108,6 +123,7 @@ class HardwareProfile(_Frozen):
     scale_out: ScaleOut
     host: Host
     storage: Storage
+    efficiency: Efficiency = Efficiency()
     notes: str = ""
     source_file: Optional[str] = None
 
@@ -134,7 +150,8 @@ _ALLOWED = {
 _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "": {"name": (_STR, True), "aliases": (_STRLIST, False), "description": (_STR, False),
          "notes": (_STR, False), "gpu": (_TABLE, True), "scale_up": (_TABLE, True),
-         "scale_out": (_TABLE, True), "host": (_TABLE, True), "storage": (_TABLE, True)},
+         "scale_out": (_TABLE, True), "host": (_TABLE, True), "storage": (_TABLE, True),
+         "efficiency": (_TABLE, False)},
     "gpu": {"name": (_STR, True), "memory_gb": (_POS, True), "hbm_tbps": (_POS, True),
             "peak_tflops": (_PEAKS, True), "power_w": (_POS, True),
             "matmul_ceiling_tflops_bf16": (_POS, True)},
@@ -146,6 +163,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                   "pod_gpus": (_POSINT, False)},
     "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True)},
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
+    "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
+                   "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False)},
 }
 
 
@@ -239,6 +258,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
         ),
         storage=Storage(write_bytes_per_s=st["write_gbps"] * GB,
                         read_bytes_per_s=st["read_gbps"] * GB),
+        efficiency=Efficiency(**raw.get("efficiency", {})),
     )
 
 

@@ -1,0 +1,52 @@
+"""Compute time of transformer work on one GPU.
+
+FLOPs: a matmul of an (m×k) by (k×n) costs 2mkn; a layer's forward is 2·(matmul weights)·tokens
+plus the attention scores and values, 4·tokens·s_kv·(a·d) (Korthikanti et al. 2022, App. A;
+Narayanan et al. 2021, Eq. 3). Backward costs twice the forward.
+
+Achievable rate: peak × measured matmul ceiling (the "MAMF" fraction in the hardware profile)
+× a shape factor n/(n + n½) for each GEMM dimension that shrinks under parallelism (the hidden
+width per TP rank, the tokens per micro-batch per CP rank): small GEMMs leave tensor cores idle
+(half-efficiency point n½, fitted per GPU generation). Memory-bound work (norms, activations,
+softmax, dropout, residuals, the optimizer) runs at HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+
+def layer_forward_flops(tokens: Num, kv_len: Num, matmul_params: Num, attn_dim: Num,
+                        attention_factor: Num = 1.0) -> Num:
+    """Forward FLOPs of one layer: 2·W·T + 4·T·s_kv·(a·d)·f, with f = ½ for causal kernels that
+    skip the masked half (FlashAttention) and 1 for the full score matrix the papers count."""
+    t = np.asarray(tokens, dtype=float)
+    return out(2.0 * np.asarray(matmul_params, dtype=float) * t
+               + 4.0 * t * np.asarray(kv_len, dtype=float) * attn_dim * attention_factor)
+
+
+def attention_core_forward_flops(tokens: Num, kv_len: Num, attn_dim: Num,
+                                 attention_factor: Num = 1.0) -> Num:
+    """The s×s part alone, 4·T·s_kv·(a·d)·f: what selective recomputation runs again."""
+    return out(4.0 * np.asarray(tokens, dtype=float) * kv_len * attn_dim * attention_factor)
+
+
+def shape_efficiency(dim: Num, half_point: Num) -> Num:
+    """n/(n + n½): the fraction of the matmul ceiling a GEMM of size n reaches."""
+    d = np.asarray(dim, dtype=float)
+    return out(d / (d + half_point))
+
+
+def matmul_rate(peak_flops: Num, ceiling_fraction: Num, hidden_per_rank: Num,
+                tokens_per_rank: Num, hidden_half: Num, tokens_half: Num) -> Num:
+    """Achieved FLOP/s = peak × ceiling × (h/t)/((h/t) + n½_h) × T/(T + n½_T)."""
+    return out(np.asarray(peak_flops, dtype=float) * ceiling_fraction
+               * shape_efficiency(hidden_per_rank, hidden_half)
+               * shape_efficiency(tokens_per_rank, tokens_half))
+
+
+def memory_bound_time(bytes_touched: Num, hbm_bytes_per_s: Num) -> Num:
+    """Time of bandwidth-bound work: bytes read and written ÷ HBM bandwidth."""
+    return out(np.asarray(bytes_touched, dtype=float) / hbm_bytes_per_s)

@@ -146,7 +146,8 @@ def _rules(p: Problem, c: Candidates, m: np.ndarray) -> dict[str, np.ndarray]:
         "tp-in-nvlink-domain": (inner <= g) & (g % inner == 0),
         "heads-divisible-by-tp": mod.heads % c.tp == 0,
         "kv-heads-compatible-with-tp": (mod.kv_heads % c.tp == 0) | (c.tp % mod.kv_heads == 0),
-        "layers-divisible-by-pp": mod.layers % per_stage == 0,
+        "layers-divisible-by-pp": (per_stage * np.ceil(mod.layers / per_stage) - mod.layers <= 2)
+        & (per_stage <= mod.layers),
         "interleaving-valid": np.where(c.schedule == SCHEDULE_CODES["interleaved"],
                                        (c.pp > 1) & (c.chunks >= 2) & (np.round(m) % c.pp == 0),
                                        c.chunks == 1),
@@ -181,7 +182,15 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     rules = _rules(p, c, m)
 
     # ---- parameters per GPU, per stage -----------------------------------------------------
-    n_layers = mod.layers / (pp)                  # layers on each stage
+    # Full stages hold ceil(L/(p·v))·v layers; when that overshoots L by 1 or 2 the first and
+    # last (virtual) stages hold one fewer each: Llama 3's 126 layers on 16 stages (Dubey et al.
+    # 2024, Sec. 3.3.2); Megatron's --decoder-first/last-pipeline-num-layers.
+    n_full = np.ceil(mod.layers / (pp * v)) * v
+    deficit = pp * n_full - mod.layers
+    n_stage = {"first": np.where(pp > 1, n_full - np.ceil(deficit / 2), mod.layers),
+               "middle": n_full,
+               "last": np.where(pp > 1, n_full - np.floor(deficit / 2), mod.layers)}
+    r["uneven_stages"] = deficit > 0
     moe_share = mod.moe_layers / mod.layers
     # Expert weights proper are all experts' MLPs; the rest of an MoE layer is dense.
     experts_w = (mod.experts * mlp_params(h, mod.expert_width, mod.gated, mod.linear_bias)
@@ -210,9 +219,11 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     a_sel = act.layer_activation_bytes(*shape, recompute=act.RECOMPUTE_SELECTIVE, **common)
     a_full = act.layer_activation_bytes(*shape, recompute=act.RECOMPUTE_FULL, **common)
     base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a_sel, a_none)
-    k_full = np.where(c.recompute == act.RECOMPUTE_FULL,
-                      np.where(c.recompute_layers < 0, n_layers,
-                               np.minimum(c.recompute_layers, n_layers)), 0.0)
+
+    def full_recomputed(n_layers):
+        return np.where(c.recompute == act.RECOMPUTE_FULL,
+                        np.where(c.recompute_layers < 0, n_layers,
+                                 np.minimum(c.recompute_layers, n_layers)), 0.0)
     sched_names = {code: name for name, code in SCHEDULE_CODES.items()}
 
     def in_flight(stage_index):
@@ -225,6 +236,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     capacity = hw.gpu.memory_bytes
     usable = capacity * (1.0 - budget.margin_fraction)
     for stage, (e_par, h_par, index) in stage_defs.items():
+        n_layers = n_stage[stage]
         dense_p, expert_p = bud.stage_params(n_layers, dense_per_layer, expert_per_layer, tp, ep,
                                              e_par, h_par)
         weights, grads, optim = bud.sharded_states(dense_p, expert_p, c.zero, shard, expert_shard,
@@ -232,6 +244,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
         weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
         live = bud.zero3_live_params(c.zero, largest_layer, tp, w_b)
         fl = in_flight(index)
+        k_full = full_recomputed(n_layers)
         layers_act = act.stage_activation_bytes(base, n_layers, fl, full_recompute_layers=k_full,
                                                 full_recompute_layer_bytes=a_full,
                                                 working_bytes=np.where(k_full > 0, a_none, 0.0))
@@ -262,13 +275,17 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
         r[f"params.{stage}"] = dense_p + expert_p
     has_middle = pp > 2
     r["has_middle"] = has_middle
-    peak = np.maximum(r["mem.first.total"], r["mem.last.total"])
+    middle = np.where(has_middle, r["mem.middle.total"], 0.0)
+    peak = np.maximum(np.maximum(r["mem.first.total"], r["mem.last.total"]), middle)
     r["peak_memory"] = peak
-    r["peak_stage_is_last"] = r["mem.last.total"] > r["mem.first.total"]
+    r["peak_stage"] = np.select([peak == r["mem.first.total"], peak == middle], [0, 1], 2)
     r["usable_memory"] = np.full_like(tp, usable)
     r["capacity"] = np.full_like(tp, capacity)
     rules["fits-in-memory"] = peak <= usable
     r["headroom"] = usable - peak
+
+    # The time model paces the pipeline by its fullest stage.
+    n_layers, k_full = n_full, full_recomputed(n_full)
 
     # ---- compute per micro-batch on one GPU ------------------------------------------------
     dtype = COMPUTE_DTYPE[p.precision]
@@ -417,7 +434,8 @@ RULE_TEXT = {
     "tp-in-nvlink-domain": "TP × CP must fit (and tile) one NVLink domain",
     "heads-divisible-by-tp": "attention heads must divide evenly across TP ranks",
     "kv-heads-compatible-with-tp": "KV heads must be a multiple or a divisor of TP",
-    "layers-divisible-by-pp": "layers must divide evenly across PP stages × interleaved chunks",
+    "layers-divisible-by-pp": "layers must divide across PP stages × chunks (first and last stage "
+                              "may hold one layer fewer)",
     "interleaving-valid": "interleaving needs PP > 1, v ≥ 2 and micro-batches a multiple of PP",
     "batch-divisible": "global batch must be a multiple of micro-batch × DP",
     "sequence-divisible": "sequence must divide by 2·CP (and by TP under sequence parallel)",
@@ -497,7 +515,7 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         fits=bool(r["rule.fits-in-memory"]), capacity_bytes=r["capacity"],
         usable_memory_bytes=r["usable_memory"], peak_memory_bytes=r["peak_memory"],
         headroom_bytes=r["headroom"],
-        peak_stage=("last" if r["peak_stage_is_last"] else "first") if lay.pp > 1 else "single stage",
+        peak_stage=("first", "middle", "last")[int(r["peak_stage"])] if lay.pp > 1 else "single stage",
         stages=stages, step_time_s=r["step_time"], tokens_per_s=r["tokens_per_s"],
         tokens_per_s_per_gpu=r["tokens_per_s_per_gpu"], model_flops_per_step=r["model_flops"],
         hardware_flops_per_step=r["hardware_flops"],

@@ -1,4 +1,4 @@
-"""Quick calculators: memory (model states), comm, bubble, batch, checkpoint, scaling, layout."""
+"""Quick calculators: comm, bubble, batch, checkpoint, scaling, layout."""
 
 from __future__ import annotations
 
@@ -10,34 +10,6 @@ from . import EXIT_FAIL, EXIT_OK, app
 from .options import Format, parse_list, parse_number
 
 FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
-
-
-@app.command("memory")
-def memory_cmd(
-    params: str = typer.Option(..., "--params", help="parameter count, e.g. 7e9"),
-    gpus: int = typer.Option(1, "--gpus", help="data-parallel (sharding) degree"),
-    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage for the verdict (0-3)"),
-    precision: str = typer.Option("mixed", "--precision",
-                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer",
-                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    gpu_memory_gb: float = typer.Option(80.0, "--gpu-memory-gb", help="GPU capacity, GB"),
-    fmt: Format = FormatOpt,
-) -> int:
-    """Per-GPU memory of weights, gradients and optimizer state for ZeRO stages 0-3."""
-    from ..calculators import state_memory
-    from ..errors import InputError
-    from ..render import emit
-    from ..render.quick import state_memory_doc
-
-    if zero is not None and zero not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
-    r = state_memory(parse_number("--params", params), gpus, precision=precision,
-                     optimizer=optimizer, gpu_memory_bytes=parse_number("--gpu-memory-gb",
-                                                                        str(gpu_memory_gb)) * 1e9)
-    doc = state_memory_doc(r, zero)
-    emit(doc, fmt.value)
-    return EXIT_OK if doc.ok else EXIT_FAIL
 
 
 @app.command("comm")

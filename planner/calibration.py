@@ -241,7 +241,7 @@ def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationRepor
         "that fits among every micro-batch dividing the per-replica batch and v in 1..4.",
         "Megatron-LM 2021-22 reduced gradients after the backward pass (Korthikanti Sec. 6.3): "
         "the data-parallel reduction is counted in full, not overlapped.",
-        "Fitted per-generation constants (profile [efficiency]): matmul_half_hidden, "
+        "Fitted per-generation constants (the profile's efficiency section): matmul_half_hidden, "
         "matmul_half_tokens, memory_passes, tp_exposed_fraction; the matmul ceiling and link "
         "efficiencies are measured (CALIBRATION.md §7-8), not fitted.",
     ]

@@ -261,3 +261,26 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
     if not out:
         out.append("nothing tried fits: more GPUs, offload, shorter sequences and bigger GPUs all fail")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint and failure planning for a chosen layout
+
+# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (CALIBRATION.md §6): a
+# per-GPU MTBF of 54 d × 24 h × 16,384 / 419 ≈ 50,700 h, the default failure rate here.
+DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
+
+
+def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
+                   gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
+                   gpu_hour_cost: Optional[float] = None, async_checkpoint: bool = False):
+    """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
+    given a token budget, the time to train including failures."""
+    from .resilience import plan_resilience
+    lay = e.layout
+    return plan_resilience(model.param_count(), e.gpus, hardware=hardware, model=e.model,
+                           tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
+                           optimizer=lay.optimizer, gpu_mtbf_s=gpu_mtbf_s,
+                           async_checkpoint=async_checkpoint,
+                           tokens=train_tokens, tokens_per_s=e.tokens_per_s if train_tokens else None,
+                           price_per_gpu_hour=gpu_hour_cost)

@@ -299,10 +299,18 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     f_head = 2.0 * vpad * h * tokens / tp
     rate = cmp.matmul_rate(peak_flops, hw.gpu.matmul_ceiling_fraction, h / tp, tokens,
                            eff.matmul_half_hidden, eff.matmul_half_tokens)
+    # Unfused attention (QKᵀ, scores×V) are batched GEMMs whose short side is the head dim;
+    # a fused flash kernel tiles over heads and sequence and runs at the layer GEMM rate.
+    rate_attn = rate if p.flash else cmp.matmul_rate(
+        peak_flops, hw.gpu.matmul_ceiling_fraction, mod.head_dim, tokens,
+        eff.matmul_half_hidden, eff.matmul_half_tokens)
     mem_fwd = cmp.memory_bound_time(eff.memory_passes * a_none, hw.gpu.hbm_bytes_per_s)
-    t_layer_fwd = f_layer / rate + mem_fwd
-    t_layer_bwd = 2.0 * f_layer / rate + 2.0 * mem_fwd
-    recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * f_attn / rate,
+    # softmax / dropout over the s×s scores: the memory-bound part selective recompute redoes
+    mem_attn = cmp.memory_bound_time(eff.memory_passes * (a_none - a_sel), hw.gpu.hbm_bytes_per_s)
+    t_attn_core = f_attn / rate_attn + mem_attn
+    t_layer_fwd = (f_layer - f_attn) / rate + f_attn / rate_attn + mem_fwd
+    t_layer_bwd = 2.0 * (t_layer_fwd - mem_fwd) + 2.0 * mem_fwd
+    recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * t_attn_core,
                            k_full * t_layer_fwd)
     t_head = 3.0 * f_head / rate
     # the slowest stage paces the pipeline: the last one carries the output layer

@@ -104,9 +104,11 @@ class Efficiency(_Frozen):
     published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
 
     # GEMM half-efficiency points: n/(n + n½) of the matmul ceiling for hidden width per TP rank
-    # and for tokens per micro-batch per CP rank.
+    # (and head dim for unfused attention) and for tokens per micro-batch per CP rank.
+    # Defaults = the A100 fit (a100-80g.toml [efficiency], `dtplan calibrate`); other
+    # generations have no published end-to-end runs in the reference and borrow them.
     matmul_half_hidden: float = Field(128.0, gt=0)
-    matmul_half_tokens: float = Field(256.0, gt=0)
+    matmul_half_tokens: float = Field(384.0, gt=0)
     # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
     # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
     memory_passes: float = Field(2.0, ge=0)

@@ -11,7 +11,7 @@ of the figures already.
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel
 
@@ -20,6 +20,9 @@ from .engine import checkpoint as ckpt_eq
 from .engine import memory as mem_eq
 from .engine import resilience as res_eq
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .hardware import HardwareProfile
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -353,7 +356,8 @@ class ResiliencePlan(BaseModel):
     straggler: Optional[Straggler] = None
 
 
-def plan_resilience(params: float, gpus: int, *, hardware: str = "h100", model: Optional[str] = None,
+def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfile" = "h100",
+                    model: Optional[str] = None,
                     tp: int = 1, pp: int = 1, zero_stage: int = 3, precision: str = "mixed",
                     optimizer: str = "adam", storage_write_bytes_per_s: Optional[float] = None,
                     storage_read_bytes_per_s: Optional[float] = None,
@@ -372,7 +376,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: str = "h100", model: 
     """
     from .hardware import load_profile
 
-    hw = load_profile(hardware)
+    hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node
     c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
                             precision=precision, optimizer=optimizer)

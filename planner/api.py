@@ -130,6 +130,8 @@ class RankedLayout(BaseModel):
     bubble_fraction: float
     collective_fraction: float
     accumulation: float
+    checkpoint_interval_s: Optional[float] = None
+    goodput: Optional[float] = None
 
 
 class Rejection(BaseModel):
@@ -218,6 +220,10 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                 precision=precision, optimizer=optimizer, budget=budget)
     res = search(p, space, objective)
     ranked = _ranked(res, top)
+    for x in ranked:  # checkpoint interval and goodput at the default failure rate
+        plan = _resilience(model, hardware, gpus, x.layout)
+        x.checkpoint_interval_s = plan.optimum.interval_s
+        x.goodput = plan.optimum.goodput_fraction
     best = estimate_problem(p, ranked[0].layout) if ranked else None
     result = FitResult(model=model.name or "model", model_description=model.describe(),
                        model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
@@ -271,16 +277,24 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
 DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
 
 
+def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Layout, *,
+                gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
+                tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
+                async_checkpoint: bool = False):
+    from .resilience import plan_resilience
+    return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
+                           tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
+                           optimizer=lay.optimizer, gpu_mtbf_s=gpu_mtbf_s,
+                           async_checkpoint=async_checkpoint, tokens=train_tokens,
+                           tokens_per_s=tokens_per_s if train_tokens else None,
+                           price_per_gpu_hour=gpu_hour_cost)
+
+
 def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
                    gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
                    gpu_hour_cost: Optional[float] = None, async_checkpoint: bool = False):
     """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
     given a token budget, the time to train including failures."""
-    from .resilience import plan_resilience
-    lay = e.layout
-    return plan_resilience(model.param_count(), e.gpus, hardware=hardware, model=e.model,
-                           tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
-                           optimizer=lay.optimizer, gpu_mtbf_s=gpu_mtbf_s,
-                           async_checkpoint=async_checkpoint,
-                           tokens=train_tokens, tokens_per_s=e.tokens_per_s if train_tokens else None,
-                           price_per_gpu_hour=gpu_hour_cost)
+    return _resilience(model, hardware, e.gpus, e.layout, gpu_mtbf_s=gpu_mtbf_s,
+                       train_tokens=train_tokens, tokens_per_s=e.tokens_per_s,
+                       gpu_hour_cost=gpu_hour_cost, async_checkpoint=async_checkpoint)

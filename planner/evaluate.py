@@ -325,14 +325,15 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     tp_exposed = eff.tp_exposed_fraction * tp_comm
     cp_comm = n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
                                               fab, act_b)
-    cp_exposed = st.exposed(cp_comm, n_layers * 3.0 * f_attn / rate)
+    hide = eff.overlap_efficiency
+    cp_exposed = st.exposed(cp_comm, hide * n_layers * 3.0 * f_attn / rate)
     ep_comm = n_layers * moe_share * st.ep_time_per_layer(
         tokens / np.where(sp, tp, 1.0), h, max(mod.experts_per_token, 1), ep, tp * cp, gpn, fab, act_b)
     pp_comm = st.pp_time_per_micro_batch(tokens, h, tp, pp, tp * cp * dp, gpn, fab, v, act_b)
     stage_params_max = np.maximum(r["params.first"], r["params.last"])
     z3_comm = np.where(c.zero >= 3, st.zero3_time_per_micro_batch(
         stage_params_max * w_b, shard, tp, gpn, fab), 0.0)
-    z3_exposed = st.exposed(z3_comm, compute_mb, 0.05)
+    z3_exposed = st.exposed(z3_comm, hide * compute_mb, 0.05)
     t_mb = compute_mb + tp_exposed + cp_exposed + ep_comm + pp_comm + z3_exposed
     busy, bubble = st.pipeline_step_time(t_mb, m, pp, v)
 
@@ -340,7 +341,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     grad_reduce_bytes = np.where(c.zero >= 3, 0.0, stage_params_max * np.where(c.zero >= 1, w_b, g_b))
     dp_comm = np.where(dp * cp > 1, st.dp_time_per_step(grad_reduce_bytes, dp * cp, tp, gpn, fab), 0.0)
     # overlapped with the last micro-batch's backward, except the last bucket (~5 %)
-    dp_exposed = st.exposed(dp_comm, 2.0 / 3.0 * compute_mb, 0.05)
+    dp_exposed = st.exposed(dp_comm, hide * 2.0 / 3.0 * compute_mb, 0.05)
     local_state = r["mem.first.weights"] + r["mem.first.gradients"] + r["mem.first.optimizer"]
     t_opt = cmp.memory_bound_time(2.0 * local_state, hw.gpu.hbm_bytes_per_s)
     # Offloaded optimizer: gradients down and weights up over PCIe, update at host speed.

@@ -114,6 +114,10 @@ class Efficiency(_Frozen):
     memory_passes: float = Field(2.0, ge=0)
     # Share of tensor-parallel communication not hidden behind computation.
     tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
+    # Share of compute time that overlapped collectives (DP reduction, ZeRO-3 gathers, the CP
+    # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
+    # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
+    overlap_efficiency: float = Field(0.8, ge=0, le=1)
 
 
 class HardwareProfile(_Frozen):
@@ -166,7 +170,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True)},
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
-                   "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False)},
+                   "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
+                   "overlap_efficiency": (_FRAC, False)},
 }
 
 

@@ -86,15 +86,34 @@ def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[
     return prof
 
 
+def sequences_for_tokens(tokens: float, seq_len: int, tolerance: float = 0.05) -> int:
+    """Global batch in sequences for a token budget: tokens/seq rounded to a multiple of the
+    largest power of two that stays within `tolerance`, so data-parallel degrees divide it
+    (Llama 3's "16M tokens" at 8K is 2048 sequences, 16.8M tokens)."""
+    exact = tokens / seq_len
+    g = 1 << max(0, int(exact).bit_length())
+    while g > 1:
+        n = max(1, round(exact / g)) * g
+        if abs(n - exact) <= tolerance * exact:
+            return n
+        g //= 2
+    return max(1, round(exact))
+
+
 def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
-                  tokens_per_batch: Optional[float]) -> tuple[int, int]:
-    """(sequence length, global batch in sequences). Tokens per batch round to whole sequences."""
+                  tokens_per_batch: Optional[float]) -> tuple[int, int, str]:
+    """(sequence length, global batch in sequences, a note on any rounding)."""
     s = v.positive_int("--seq-len", seq_len if seq_len is not None else DEFAULT_SEQ_LEN,
                        upper=10**8)
     if global_batch is not None and tokens_per_batch is not None:
         raise InputError("--global-batch", "give --global-batch or --tokens-per-batch, not both")
     if global_batch is not None:
-        return s, v.positive_int("--global-batch", global_batch, upper=10**9)
+        return s, v.positive_int("--global-batch", global_batch, upper=10**9), ""
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
                         else DEFAULT_TOKENS_PER_BATCH, upper=1e13)
-    return s, max(1, round(tokens / s))
+    n = sequences_for_tokens(tokens, s)
+    note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
+            "so that data-parallel degrees divide it" if n * s != tokens else "")
+    if tokens_per_batch is None:
+        note = f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s})"
+    return s, n, note

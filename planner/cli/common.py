@@ -48,7 +48,7 @@ def hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb,
                             nic_gbit_per_gpu=nic_gbit)
 
 
-def batch_from_options(seq_len, global_batch, tokens_per_batch) -> tuple[int, int]:
+def batch_from_options(seq_len, global_batch, tokens_per_batch) -> tuple[int, int, str]:
     from ..resolve import resolve_batch
     tpb = parse_number("--tokens-per-batch", tokens_per_batch) if tokens_per_batch else None
     return resolve_batch(seq_len=seq_len, global_batch=global_batch, tokens_per_batch=tpb)

@@ -53,7 +53,7 @@ def fit_cmd(
     spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
                                 vocab, mlp)
     prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-    s, gbatch = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
     if recompute is not None:
         v.choice("--recompute", recompute, ("none", "selective", "full"))
     if zero is not None and zero not in (0, 1, 2, 3):
@@ -75,5 +75,7 @@ def fit_cmd(
     else:
         from ..render.fit import sweep_doc
         doc = sweep_doc(results)
+    if batch_note:
+        doc.notes.insert(1, batch_note)
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL

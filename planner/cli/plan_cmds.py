@@ -91,7 +91,7 @@ def evaluate_cmd(
     spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
                                 vocab, mlp)
     prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-    s, gbatch = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
     budget_kw = {k: x for k, x in (("context_bytes", context_gb and context_gb * 1e9),
                                    ("comm_buffer_bytes", comm_buffer_gb and comm_buffer_gb * 1e9),
                                    ("fragmentation_fraction", fragmentation),
@@ -109,15 +109,16 @@ def evaluate_cmd(
     e, auto_note = estimate_with_auto(spec, prof, gpus, lay, seq_len=s, global_batch=gbatch,
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")
-    notes = [auto_note] if auto_note else []
-    if train_tokens is not None:
-        from ..api import time_to_train
-        from .options import parse_number
-        ttt = time_to_train(e, parse_number("--train-tokens", train_tokens), gpu_hour_cost)
-        notes.append(ttt.summary)
+    notes = [x for x in (batch_note, auto_note) if x]
     doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes)
-    if train_tokens is not None:
-        doc.data["time_to_train"] = ttt.model_dump()
+    if view == "estimate":
+        from ..api import resilience_for
+        from ..render.estimate import resilience_table
+        from .options import parse_number
+        tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
+        plan = resilience_for(e, prof, spec, train_tokens=tokens, gpu_hour_cost=gpu_hour_cost)
+        doc.tables.insert(-1, resilience_table(plan))
+        doc.data["resilience"] = plan.model_dump()
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL
 

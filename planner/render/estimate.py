@@ -80,6 +80,28 @@ def time_tables(e: Estimate) -> list[Table]:
     return tables
 
 
+def resilience_table(plan) -> Table:
+    """Checkpoint and failure planning for the layout (planner.resilience.ResiliencePlan)."""
+    o, w, f = plan.optimum, plan.write, plan.failures
+    rows = [["checkpoint size", f"{plan.contents.total_bytes / 1e12:.2f} TB "
+             f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
+            ["write time (blocking)", f"{w.blocking_s:.1f} s"],
+            ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day)"],
+            ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
+            ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],
+            ["wasted: writes + lost work + restarts",
+             f"{o.overhead_fraction:.1%} + {o.lost_work_fraction:.1%} + {o.restart_fraction:.1%}"],
+            ["goodput", f"{o.goodput_fraction:.1%}"]]
+    if plan.training is not None:
+        t = plan.training
+        rows += [["time to train (no failures)", f"{t.ideal_s / 86400:.1f} days, {t.ideal_gpu_hours:,.0f} GPU-h"],
+                 ["time to train (with failures)", f"{t.with_failures_s / 86400:.1f} days, {t.gpu_hours:,.0f} GPU-h"]
+                 + ([] if t.cost is None else [])]
+        if t.cost is not None:
+            rows.append(["cost", f"{t.cost:,.0f}"])
+    return Table("Checkpoints and failures (per-GPU MTBF 50,700 h unless given)", ["quantity", "value"], rows)
+
+
 def rules_table(e: Estimate) -> Table:
     return Table("Rules", ["rule", "status", "measured", "limit"],
                  [[r.name, r.status, r.measured, r.limit] for r in e.rules])

@@ -4,7 +4,6 @@
     best = planner.fit(planner.get_preset("llama3-70b"), gpus=256).layouts[0]
 """
 
-from __future__ import annotations
 
 from typing import Optional
 

@@ -1,7 +1,6 @@
 """The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
 `checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
 
-from __future__ import annotations
 
 from pydantic import BaseModel
 

@@ -5,7 +5,6 @@ every candidate at once (numpy arrays, no per-candidate Python loop). The arithm
 engine/; this module only gathers the model's, the hardware's and the layout's numbers.
 """
 
-from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any

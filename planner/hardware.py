@@ -9,7 +9,6 @@ Unit conventions: bandwidths are decimal (1 GB/s = 1e9 B/s, 1 Gb/s = 1e9/8 B/s, 
 as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H100 has 80 GiB).
 """
 
-from __future__ import annotations
 
 import difflib
 import math

@@ -1,6 +1,5 @@
 """A parallel layout (pydantic) and the topology rules a plan must obey."""
 
-from __future__ import annotations
 
 from typing import Literal
 

@@ -6,7 +6,6 @@ final norm, LM head. MoE models replace the MLP by routed experts after ``dense_
 blocks (DeepSeek's ``first_k_dense_replace``).
 """
 
-from __future__ import annotations
 
 import math
 from typing import Any, Literal

@@ -8,7 +8,6 @@ the pieces (``checkpoint_contents``, ``checkpoint_write``, ``failure_rate``, ``r
 of the figures already.
 """
 
-from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Literal, Optional

@@ -135,7 +135,7 @@ def models_cmd(fmt: Format = FormatOpt) -> int:
         total, active = m.param_count(), m.active_param_count()
         rows.append([name, count(total), count(active) if m.is_moe else "", str(m.layers),
                      str(m.hidden), f"{m.heads}/{m.kv_heads}", str(m.ffn), m.mlp, str(m.vocab)])
-        data.append({"name": name, "params": total, "active_params": active, **m.model_dump()})
+        data.append({**m.model_dump(), "preset": name, "params": total, "active_params": active})
     emit(Document(command="models", title="Model presets (use with --model NAME)",
                   tables=[Table("Presets", ["name", "params", "active", "layers", "hidden",
                                             "heads/kv", "ffn", "mlp", "vocab"], rows)],

@@ -12,6 +12,7 @@ from .engine import memory as mem_eq
 from .engine import pipeline as pipe_eq
 from .engine import scaling as scale_eq
 from .errors import InputError
+from .resilience import IntervalOptimum, interval_optimum
 
 
 class ZeroRow(BaseModel):
@@ -173,22 +174,15 @@ class CheckpointRow(BaseModel):
 
 
 class CheckpointResult(BaseModel):
-    cost_s: float
-    mtbf_s: float
-    restart_s: float
-    young_interval_s: float
-    daly_interval_s: float
-    young_waste_fraction: float
-    daly_waste_fraction: float
     rows: list[CheckpointRow]
+    optimum: IntervalOptimum
 
 
 def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
                restart_s: float = 0.0) -> CheckpointResult:
     """Waste δ/τ + τ/(2M) + R/M per interval, with Young's and Daly's optima."""
-    d = v.positive("--cost-min", cost_s)
-    m = v.positive("--mtbf-hours", mtbf_s)
-    r = v.non_negative("--restart-min", restart_s)
+    opt = interval_optimum(cost_s, mtbf_s, restart_s)
+    d, m, r = opt.cost_s, opt.mtbf_s, opt.restart_s
     rows = []
     for t in intervals_s:
         t = v.positive("--intervals", t)
@@ -196,12 +190,7 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
                                   lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
                                   restart_fraction=ckpt_eq.restart_fraction(r, m),
                                   waste_fraction=ckpt_eq.waste_fraction(t, d, m, r)))
-    young = ckpt_eq.young_interval(d, m)
-    daly = ckpt_eq.daly_interval(d, m)
-    return CheckpointResult(cost_s=d, mtbf_s=m, restart_s=r, young_interval_s=young,
-                            daly_interval_s=daly,
-                            young_waste_fraction=ckpt_eq.waste_fraction(young, d, m, r),
-                            daly_waste_fraction=ckpt_eq.waste_fraction(daly, d, m, r), rows=rows)
+    return CheckpointResult(rows=rows, optimum=opt)
 
 
 class ScalingResult(BaseModel):

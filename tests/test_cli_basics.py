@@ -69,8 +69,8 @@ def test_batch_seed(dtplan):
 def test_checkpoint_seed(dtplan):
     j = dtplan("checkpoint", "--cost-min", "3", "--mtbf-hours", "50", "-f", "json").json()
     assert [round(x["waste_fraction"] * 100, 3) for x in j["rows"]] == [20.25, 6.0, 5.25, 8.625]
-    assert round(j["young_interval_s"] / 60) == 134
-    assert round(j["daly_interval_s"] / 60, 1) == 132.2
+    assert round(j["optimum"]["young_interval_s"] / 60) == 134
+    assert round(j["optimum"]["daly_interval_s"] / 60, 1) == 132.2
     r = dtplan("checkpoint", "--cost-min", "3", "--mtbf-hours", "50")
     assert "20.25%" in r.out and "134.2" in r.out
 

@@ -175,7 +175,7 @@ def test_straggler():
 
 def test_cli_simple_form_unchanged():
     j = json.loads(cli("checkpoint", "--cost-min", "3", "--mtbf-hours", "50", "-f", "json").stdout)
-    assert round(j["daly_interval_s"] / 60, 1) == 132.2
+    assert round(j["optimum"]["daly_interval_s"] / 60, 1) == 132.2
 
 
 def test_cli_derived():

@@ -93,20 +93,24 @@ def checkpoint_doc(r: CheckpointResult | ResiliencePlan,
     `table` adds the waste at chosen intervals."""
     if isinstance(r, ResiliencePlan):
         return _resilience_doc(r, table)
+    o = r.optimum
     rows = [[f"{x.interval_s / 60:g}", pct(x.overhead_fraction, 2), pct(x.lost_work_fraction, 2)]
-            + ([pct(x.restart_fraction, 2)] if r.restart_s else []) + [pct(x.waste_fraction, 2)]
+            + ([pct(x.restart_fraction, 2)] if o.restart_s else []) + [pct(x.waste_fraction, 2)]
             for x in r.rows]
-    cols = ["interval (min)", "checkpointing", "lost work"] + (["restarts"] if r.restart_s else []) \
+    cols = ["interval (min)", "checkpointing", "lost work"] + (["restarts"] if o.restart_s else []) \
         + ["wasted"]
-    opt = [["Young √(2δM)", f"{r.young_interval_s / 60:.1f}", pct(r.young_waste_fraction, 2)],
-           ["Daly (2006, Eq. 37)", f"{r.daly_interval_s / 60:.1f}", pct(r.daly_waste_fraction, 2)]]
-    notes = [f"Checkpoint cost δ = {r.cost_s / 60:g} min, mean time between failures "
-             f"M = {duration(r.mtbf_s)}; wasted = δ/τ + τ/(2M)"
-             + (f" + R/M with restart R = {r.restart_s / 60:g} min" if r.restart_s else "")]
+    notes = [f"Checkpoint cost δ = {o.cost_s / 60:g} min, mean time between failures "
+             f"M = {duration(o.mtbf_s)}; wasted = δ/τ + τ/(2M)"
+             + (f" + R/M with restart R = {o.restart_s / 60:g} min" if o.restart_s else "")]
     return Document(command="checkpoint", title="Checkpoint interval and wasted time",
-                    tables=[Table("Waste by interval", cols, rows),
-                            Table("Optimum interval", ["rule", "interval (min)", "wasted"], opt)],
+                    tables=[Table("Waste by interval", cols, rows), _optimum_table(o)],
                     notes=notes, data=r.model_dump())
+
+
+def _optimum_table(o) -> Table:
+    return Table("Optimum interval", ["rule", "interval (min)", "wasted"],
+                 [["Young √(2δM)", f"{o.young_interval_s / 60:.1f}", pct(o.young_waste_fraction, 2)],
+                  ["Daly (2006, Eq. 37)", f"{o.daly_interval_s / 60:.1f}", pct(o.daly_waste_fraction, 2)]])
 
 def _size(n_bytes: float) -> str:
     """Decimal bytes with the unit that keeps 1–999 before the point: 16 B, 10.0 kB, 5.68 TB."""
@@ -171,11 +175,7 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
                   ["warm-up", f"{duration(rs.warmup_s)}{default}"]]
     frows.append(["restart cost R", duration(rs.total_s) + (" (given)" if rs.overridden else "")])
     tables.append(Table("Failures and restart", ["quantity", "value"], frows))
-    tables.append(Table("Optimum interval", ["rule", "interval (min)", "wasted"],
-                        [["Young √(2δM)", f"{o.young_interval_s / 60:.1f}",
-                          pct(o.young_waste_fraction, 2)],
-                         ["Daly (2006, Eq. 37)", f"{o.daly_interval_s / 60:.1f}",
-                          pct(o.daly_waste_fraction, 2)]]))
+    tables.append(_optimum_table(o))
     tables.append(Table(f"Waste at τ = {o.interval_s / 60:.1f} min "
                         f"({'async-write floor' if o.floored else 'Daly'})",
                         ["term", "formula", "fraction"],

@@ -462,7 +462,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
         rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
                                "the interleaved schedule needs pipeline-model-parallel size > 2 "
                                "(> 1 with p2p overlap)", key="--pipeline-model-parallel-size"))
-    else:
+    elif lpv is None:
         rules.append(make_rule("megatron-layers-divisible", layers % pp == 0,
                                f"{layers} layers % PP {pp}", "= 0", "Number of layers should be "
                                "divisible by the pipeline-model-parallel size",

@@ -268,7 +268,10 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
         raise InputError(where, "empty document; a plan needs at least model, gpus, seq_len")
     if not isinstance(data, dict):
         raise InputError(where, f"top level must be a mapping of keys, got {type(data).__name__}")
-    check_unknown_keys(data)
+    try:
+        check_unknown_keys(data)
+    except InputError as e:
+        raise InputError(f"{where}: {e.field}" if where else e.field, e.message) from None
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:

@@ -667,11 +667,11 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
     seq = tr.int("seq_len", 2048)
     if opts.seq_len and opts.seq_len != seq:
         raise InputError("--seq-len", f"{opts.seq_len} conflicts with training.seq_len = {seq}")
-    if tp * cp > 1:
-        rules.append(make_rule("torchtitan-seq-divisor", seq % (tp * 2 * cp) == 0,
-                               f"seq_len {seq} % (TP {tp} × 2 × CP {cp})", "= 0",
-                               "seq_len must divide by tp·2·cp (ParallelDims.seq_len_divisor)",
-                               key="training.seq_len"))
+    # parallelize.py asserts it for every job (the divisor is 2 when tp = cp = 1)
+    rules.append(make_rule("torchtitan-seq-divisor", seq % (tp * 2 * cp) == 0,
+                           f"seq_len {seq} % (TP {tp} × 2 × CP {cp})", "= 0",
+                           "seq_len must divide by tp·2·cp (ParallelDims.seq_len_divisor)",
+                           key="training.seq_len"))
     schedule_name = par.str("pipeline_parallel_schedule", "1F1B")
     sched_key = schedule_name.lower()
     pp_mb = par.int("pipeline_parallel_microbatch_size", 1)

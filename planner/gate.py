@@ -31,7 +31,7 @@ from .errors import InputError
 from .hardware import HardwareProfile, load_profile, load_profile_file, with_overrides
 from .layout import Layout, Rule
 from .model import ModelSpec
-from .plan import Plan, Thresholds, load_document, safe_reference, validate_plan
+from .plan import Plan, Thresholds, safe_reference, validate_plan
 
 VERDICT_SCHEMA_VERSION = 1
 Status = Literal["pass", "fail", "warn"]
@@ -500,12 +500,6 @@ def _finish(verdict: FileVerdict, text: str, strict: bool) -> FileVerdict:
         verdict.counts[r.status] += 1
     verdict.ok = verdict.error is None and verdict.counts["fail"] == 0
     return verdict
-
-
-def detect_kind(path: str, fmt: str, data: Any, text: str) -> str:
-    """plan | deepspeed | megatron | torchtitan, by extension and content."""
-    from . import engine_configs as ec
-    return ec.detect(path, fmt, data, text)
 
 
 def check_file(path: str, opts: CheckOptions | None = None) -> FileVerdict:

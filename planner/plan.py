@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import stat
 from pathlib import Path
@@ -513,6 +512,3 @@ def json_schema() -> dict[str, Any]:
     schema["title"] = "dtplan plan file"
     return schema
 
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)

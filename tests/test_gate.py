@@ -486,3 +486,19 @@ def test_checkpoint_needs_one_mtbf(tmp_path):
     p.write_text(GOOD.read_text().replace("gpu_mtbf_hours: 50000", "cost_min: 3"))
     with pytest.raises(InputError, match="mtbf"):
         check_file(str(p))
+
+
+def test_budget_and_hardware_overrides(tmp_path):
+    text = GOOD.read_text()
+    tight = tmp_path / "tight.yaml"
+    tight.write_text(text + "budget:\n  margin_fraction: 0.6\n")
+    v = check_file(str(tight))
+    assert not v.ok and [r.name for r in v.rules if r.status == "fail"] == ["fits-in-memory"]
+    small = tmp_path / "small.yaml"
+    small.write_text(text.replace("hardware: h100", "hardware: {profile: h100, gpu_memory_gb: 24}"))
+    v = check_file(str(small))
+    assert v.summary["capacity_bytes"] == 24 * 2**30 and not v.ok
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(text.replace("global_batch: 1024", f"tokens_per_batch: {1024 * 8192}"))
+    v = check_file(str(tokens))
+    assert v.ok and v.summary["global_batch"] == 1024

@@ -33,7 +33,7 @@ class SchemaKind(str, Enum):
 
 @app.command("check")
 def check_cmd(
-    files: List[str] = typer.Argument(..., metavar="FILE...",
+    files: List[str] = typer.Argument(..., metavar="FILE",
                                       help="plan files (YAML/TOML/JSON) or engine configs"),
     fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f",
                                    help="table, json, markdown or github (workflow annotations)"),

@@ -146,7 +146,8 @@ def _rules(p: Problem, c: Candidates, m: np.ndarray) -> dict[str, np.ndarray]:
         "tp-in-nvlink-domain": (inner <= g) & (g % inner == 0),
         "heads-divisible-by-tp": mod.heads % c.tp == 0,
         "kv-heads-compatible-with-tp": (mod.kv_heads % c.tp == 0) | (c.tp % mod.kv_heads == 0),
-        "layers-divisible-by-pp": mod.layers % per_stage == 0,
+        "layers-divisible-by-pp": (per_stage * np.ceil(mod.layers / per_stage) - mod.layers <= 2)
+        & (per_stage <= mod.layers),
         "interleaving-valid": np.where(c.schedule == SCHEDULE_CODES["interleaved"],
                                        (c.pp > 1) & (c.chunks >= 2) & (np.round(m) % c.pp == 0),
                                        c.chunks == 1),
@@ -181,7 +182,15 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     rules = _rules(p, c, m)
 
     # ---- parameters per GPU, per stage -----------------------------------------------------
-    n_layers = mod.layers / (pp)                  # layers on each stage
+    # Full stages hold ceil(L/(p·v))·v layers; when that overshoots L by 1 or 2 the first and
+    # last (virtual) stages hold one fewer each: Llama 3's 126 layers on 16 stages (Dubey et al.
+    # 2024, Sec. 3.3.2); Megatron's --decoder-first/last-pipeline-num-layers.
+    n_full = np.ceil(mod.layers / (pp * v)) * v
+    deficit = pp * n_full - mod.layers
+    n_stage = {"first": np.where(pp > 1, n_full - np.ceil(deficit / 2), mod.layers),
+               "middle": n_full,
+               "last": np.where(pp > 1, n_full - np.floor(deficit / 2), mod.layers)}
+    r["uneven_stages"] = deficit > 0
     moe_share = mod.moe_layers / mod.layers
     # Expert weights proper are all experts' MLPs; the rest of an MoE layer is dense.
     experts_w = (mod.experts * mlp_params(h, mod.expert_width, mod.gated, mod.linear_bias)
@@ -210,9 +219,11 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     a_sel = act.layer_activation_bytes(*shape, recompute=act.RECOMPUTE_SELECTIVE, **common)
     a_full = act.layer_activation_bytes(*shape, recompute=act.RECOMPUTE_FULL, **common)
     base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a_sel, a_none)
-    k_full = np.where(c.recompute == act.RECOMPUTE_FULL,
-                      np.where(c.recompute_layers < 0, n_layers,
-                               np.minimum(c.recompute_layers, n_layers)), 0.0)
+
+    def full_recomputed(n_layers):
+        return np.where(c.recompute == act.RECOMPUTE_FULL,
+                        np.where(c.recompute_layers < 0, n_layers,
+                                 np.minimum(c.recompute_layers, n_layers)), 0.0)
     sched_names = {code: name for name, code in SCHEDULE_CODES.items()}
 
     def in_flight(stage_index):
@@ -225,6 +236,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     capacity = hw.gpu.memory_bytes
     usable = capacity * (1.0 - budget.margin_fraction)
     for stage, (e_par, h_par, index) in stage_defs.items():
+        n_layers = n_stage[stage]
         dense_p, expert_p = bud.stage_params(n_layers, dense_per_layer, expert_per_layer, tp, ep,
                                              e_par, h_par)
         weights, grads, optim = bud.sharded_states(dense_p, expert_p, c.zero, shard, expert_shard,
@@ -232,6 +244,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
         weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
         live = bud.zero3_live_params(c.zero, largest_layer, tp, w_b)
         fl = in_flight(index)
+        k_full = full_recomputed(n_layers)
         layers_act = act.stage_activation_bytes(base, n_layers, fl, full_recompute_layers=k_full,
                                                 full_recompute_layer_bytes=a_full,
                                                 working_bytes=np.where(k_full > 0, a_none, 0.0))
@@ -262,13 +275,17 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
         r[f"params.{stage}"] = dense_p + expert_p
     has_middle = pp > 2
     r["has_middle"] = has_middle
-    peak = np.maximum(r["mem.first.total"], r["mem.last.total"])
+    middle = np.where(has_middle, r["mem.middle.total"], 0.0)
+    peak = np.maximum(np.maximum(r["mem.first.total"], r["mem.last.total"]), middle)
     r["peak_memory"] = peak
-    r["peak_stage_is_last"] = r["mem.last.total"] > r["mem.first.total"]
+    r["peak_stage"] = np.select([peak == r["mem.first.total"], peak == middle], [0, 1], 2)
     r["usable_memory"] = np.full_like(tp, usable)
     r["capacity"] = np.full_like(tp, capacity)
     rules["fits-in-memory"] = peak <= usable
     r["headroom"] = usable - peak
+
+    # The time model paces the pipeline by its fullest stage.
+    n_layers, k_full = n_full, full_recomputed(n_full)
 
     # ---- compute per micro-batch on one GPU ------------------------------------------------
     dtype = COMPUTE_DTYPE[p.precision]
@@ -282,10 +299,18 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     f_head = 2.0 * vpad * h * tokens / tp
     rate = cmp.matmul_rate(peak_flops, hw.gpu.matmul_ceiling_fraction, h / tp, tokens,
                            eff.matmul_half_hidden, eff.matmul_half_tokens)
+    # Unfused attention (QKᵀ, scores×V) are batched GEMMs whose short side is the head dim;
+    # a fused flash kernel tiles over heads and sequence and runs at the layer GEMM rate.
+    rate_attn = rate if p.flash else cmp.matmul_rate(
+        peak_flops, hw.gpu.matmul_ceiling_fraction, mod.head_dim, tokens,
+        eff.matmul_half_hidden, eff.matmul_half_tokens)
     mem_fwd = cmp.memory_bound_time(eff.memory_passes * a_none, hw.gpu.hbm_bytes_per_s)
-    t_layer_fwd = f_layer / rate + mem_fwd
-    t_layer_bwd = 2.0 * f_layer / rate + 2.0 * mem_fwd
-    recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * f_attn / rate,
+    # softmax / dropout over the s×s scores: the memory-bound part selective recompute redoes
+    mem_attn = cmp.memory_bound_time(eff.memory_passes * (a_none - a_sel), hw.gpu.hbm_bytes_per_s)
+    t_attn_core = f_attn / rate_attn + mem_attn
+    t_layer_fwd = (f_layer - f_attn) / rate + f_attn / rate_attn + mem_fwd
+    t_layer_bwd = 2.0 * (t_layer_fwd - mem_fwd) + 2.0 * mem_fwd
+    recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * t_attn_core,
                            k_full * t_layer_fwd)
     t_head = 3.0 * f_head / rate
     # the slowest stage paces the pipeline: the last one carries the output layer
@@ -300,14 +325,15 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     tp_exposed = eff.tp_exposed_fraction * tp_comm
     cp_comm = n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
                                               fab, act_b)
-    cp_exposed = st.exposed(cp_comm, n_layers * 3.0 * f_attn / rate)
+    hide = eff.overlap_efficiency
+    cp_exposed = st.exposed(cp_comm, hide * n_layers * 3.0 * f_attn / rate)
     ep_comm = n_layers * moe_share * st.ep_time_per_layer(
         tokens / np.where(sp, tp, 1.0), h, max(mod.experts_per_token, 1), ep, tp * cp, gpn, fab, act_b)
     pp_comm = st.pp_time_per_micro_batch(tokens, h, tp, pp, tp * cp * dp, gpn, fab, v, act_b)
     stage_params_max = np.maximum(r["params.first"], r["params.last"])
     z3_comm = np.where(c.zero >= 3, st.zero3_time_per_micro_batch(
         stage_params_max * w_b, shard, tp, gpn, fab), 0.0)
-    z3_exposed = st.exposed(z3_comm, compute_mb, 0.05)
+    z3_exposed = st.exposed(z3_comm, hide * compute_mb, 0.05)
     t_mb = compute_mb + tp_exposed + cp_exposed + ep_comm + pp_comm + z3_exposed
     busy, bubble = st.pipeline_step_time(t_mb, m, pp, v)
 
@@ -315,7 +341,7 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     grad_reduce_bytes = np.where(c.zero >= 3, 0.0, stage_params_max * np.where(c.zero >= 1, w_b, g_b))
     dp_comm = np.where(dp * cp > 1, st.dp_time_per_step(grad_reduce_bytes, dp * cp, tp, gpn, fab), 0.0)
     # overlapped with the last micro-batch's backward, except the last bucket (~5 %)
-    dp_exposed = st.exposed(dp_comm, 2.0 / 3.0 * compute_mb, 0.05)
+    dp_exposed = st.exposed(dp_comm, hide * 2.0 / 3.0 * compute_mb, 0.05)
     local_state = r["mem.first.weights"] + r["mem.first.gradients"] + r["mem.first.optimizer"]
     t_opt = cmp.memory_bound_time(2.0 * local_state, hw.gpu.hbm_bytes_per_s)
     # Offloaded optimizer: gradients down and weights up over PCIe, update at host speed.
@@ -417,7 +443,8 @@ RULE_TEXT = {
     "tp-in-nvlink-domain": "TP × CP must fit (and tile) one NVLink domain",
     "heads-divisible-by-tp": "attention heads must divide evenly across TP ranks",
     "kv-heads-compatible-with-tp": "KV heads must be a multiple or a divisor of TP",
-    "layers-divisible-by-pp": "layers must divide evenly across PP stages × interleaved chunks",
+    "layers-divisible-by-pp": "layers must divide across PP stages × chunks (first and last stage "
+                              "may hold one layer fewer)",
     "interleaving-valid": "interleaving needs PP > 1, v ≥ 2 and micro-batches a multiple of PP",
     "batch-divisible": "global batch must be a multiple of micro-batch × DP",
     "sequence-divisible": "sequence must divide by 2·CP (and by TP under sequence parallel)",
@@ -497,7 +524,7 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         fits=bool(r["rule.fits-in-memory"]), capacity_bytes=r["capacity"],
         usable_memory_bytes=r["usable_memory"], peak_memory_bytes=r["peak_memory"],
         headroom_bytes=r["headroom"],
-        peak_stage=("last" if r["peak_stage_is_last"] else "first") if lay.pp > 1 else "single stage",
+        peak_stage=("first", "middle", "last")[int(r["peak_stage"])] if lay.pp > 1 else "single stage",
         stages=stages, step_time_s=r["step_time"], tokens_per_s=r["tokens_per_s"],
         tokens_per_s_per_gpu=r["tokens_per_s_per_gpu"], model_flops_per_step=r["model_flops"],
         hardware_flops_per_step=r["hardware_flops"],

@@ -9,7 +9,8 @@ Rules come from four places, in this order:
 3. ``batch-accounting``: when the job states its accumulation steps a, the global batch must be
    exactly b × a × DP; TP, PP and CP ranks never multiply it (DESIGN.md "Batch");
 4. one rule per threshold the plan sets, and ``checkpoint-interval`` when it has a checkpoint
-   policy (waste δ/τ + τ/2M + R/M, Young's optimum √(2δM); engine/checkpoint.py).
+   policy (waste δ/τ + τ/2M + R/M at the stated interval against Daly's optimum; the sizes,
+   write cost and MTBF come from planner.resilience).
 
 Each rule carries the key path it concerns (``layout.tp``, ``--pipeline-model-parallel-size``)
 and that key's line in the file, so CI annotations land on the offending line.
@@ -26,7 +27,6 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, Field
 
 from .engine import checkpoint as ckpt
-from .engine.memory import optimizer_bytes_per_param
 from .errors import InputError
 from .hardware import HardwareProfile, load_profile, load_profile_file, with_overrides
 from .layout import Layout, Rule
@@ -334,50 +334,68 @@ class CheckpointFigures:
     mtbf_s: float
     interval_s: float
     waste: float
-    young_s: float
-    young_waste: float
+    optimum_s: float
+    optimum_waste: float
     source: str
 
 
 def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
+    """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
+    Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
+    from .resilience import (checkpoint_contents, checkpoint_write, failure_rate,
+                             interval_optimum)
+
     c = inp.checkpoint
     if c is None:
         return None
-    if (c.mtbf_hours is None) == (c.gpu_mtbf_hours is None):
-        raise InputError(f"{where}: checkpoint", "give exactly one of mtbf_hours (the job's) or "
-                                                 "gpu_mtbf_hours (one GPU's)")
-    mtbf = c.mtbf_hours * 3600 if c.mtbf_hours is not None else c.gpu_mtbf_hours * 3600 / inp.gpus
+    lay, hw = inp.layout, inp.hardware
+    try:
+        fr = failure_rate(gpus=inp.gpus, gpus_per_node=hw.scale_up.gpus_per_node,
+                          gpu_mtbf_s=_hours(c.gpu_mtbf_hours), node_mtbf_s=_hours(c.node_mtbf_hours),
+                          job_mtbf_s=_hours(c.mtbf_hours))
+    except InputError:
+        raise InputError(f"{where}: checkpoint", "give exactly one of mtbf_hours (the job's), "
+                         "node_mtbf_hours or gpu_mtbf_hours") from None
     if c.cost_min is not None:
         if c.size_gb is not None or c.write_gbps is not None:
             raise InputError(f"{where}: checkpoint.cost_min", "give cost_min or size_gb/write_gbps,"
                                                               " not both")
         cost, source = c.cost_min * 60, "stated cost"
     else:
-        w, _g, k = optimizer_bytes_per_param(inp.layout.precision, inp.layout.optimizer)
-        size = (c.size_gb * 1e9 if c.size_gb is not None
-                else inp.model.param_count() * (w + k))
-        bw = c.write_gbps * 1e9 if c.write_gbps is not None else inp.hardware.storage.write_bytes_per_s
-        cost = size / bw
-        source = (f"{size / 1e9:.0f} GB ({'stated' if c.size_gb else f'weights + optimizer state, {w + k:g} B/param'})"
-                  f" at {bw / 1e9:g} GB/s")
-    tau = c.interval_min * 60
+        contents = checkpoint_contents(inp.model.param_count(), lay.dp * lay.tp * lay.pp,
+                                       tp=lay.tp, pp=lay.pp, zero_stage=lay.zero,
+                                       precision=lay.precision, optimizer=lay.optimizer,
+                                       shard_degree=lay.shard_group)
+        size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
+        storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
+        write = checkpoint_write(size, storage, writers=contents.effective_writers,
+                                 link_bytes_per_s=hw.scale_out.nic_bytes_per_s,
+                                 busiest_rank_bytes=None if c.size_gb else contents.busiest_rank_bytes)
+        cost = write.blocking_s
+        source = (f"{size / 1e9:,.0f} GB {'(stated)' if c.size_gb else 'of weights and optimizer state'}"
+                  f" at {min(storage, write.links_bytes_per_s) / 1e9:,.0f} GB/s, bound by "
+                  f"{write.binds}")
     restart = c.restart_min * 60
-    young = float(ckpt.young_interval(cost, mtbf))
-    return CheckpointFigures(cost_s=cost, mtbf_s=mtbf, interval_s=tau,
-                             waste=float(ckpt.waste_fraction(tau, cost, mtbf, restart)),
-                             young_s=young,
-                             young_waste=float(ckpt.waste_fraction(young, cost, mtbf, restart)),
+    opt = interval_optimum(cost, fr.job_mtbf_s, restart)
+    tau = c.interval_min * 60
+    return CheckpointFigures(cost_s=cost, mtbf_s=fr.job_mtbf_s, interval_s=tau,
+                             waste=float(ckpt.waste_fraction(tau, cost, fr.job_mtbf_s, restart)),
+                             optimum_s=opt.daly_interval_s, optimum_waste=opt.daly_waste_fraction,
                              source=source)
+
+
+def _hours(h: float | None) -> float | None:
+    return None if h is None else h * 3600.0
 
 
 def checkpoint_rules(f: CheckpointFigures | None, t: Thresholds) -> list[GateRule]:
     if f is None:
         return []
-    far = not (0.5 <= f.interval_s / f.young_s <= 2.0)
+    far = not (0.5 <= f.interval_s / f.optimum_s <= 2.0)
     out = [make_rule("checkpoint-interval", not far,
                      f"{f.interval_s / 60:.0f} min (waste {f.waste:.1%})",
-                     f"within 2× of Young's √(2δM) = {f.young_s / 60:.0f} min "
-                     f"(waste {f.young_waste:.1%})",
+                     f"within 2× of the optimum {f.optimum_s / 60:.0f} min (Daly; waste "
+                     f"{f.optimum_waste:.1%})",
                      f"checkpoint cost δ = {f.cost_s / 60:.1f} min ({f.source}), job MTBF "
                      f"{f.mtbf_s / 3600:.1f} h", key="checkpoint.interval_min", warn=True)]
     if t.max_checkpoint_waste is not None:

@@ -104,14 +104,20 @@ class Efficiency(_Frozen):
     published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
 
     # GEMM half-efficiency points: n/(n + n½) of the matmul ceiling for hidden width per TP rank
-    # and for tokens per micro-batch per CP rank.
+    # (and head dim for unfused attention) and for tokens per micro-batch per CP rank.
+    # Defaults = the A100 fit (a100-80g.toml [efficiency], `dtplan calibrate`); other
+    # generations have no published end-to-end runs in the reference and borrow them.
     matmul_half_hidden: float = Field(128.0, gt=0)
-    matmul_half_tokens: float = Field(256.0, gt=0)
+    matmul_half_tokens: float = Field(384.0, gt=0)
     # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
     # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
     memory_passes: float = Field(2.0, ge=0)
     # Share of tensor-parallel communication not hidden behind computation.
     tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
+    # Share of compute time that overlapped collectives (DP reduction, ZeRO-3 gathers, the CP
+    # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
+    # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
+    overlap_efficiency: float = Field(0.8, ge=0, le=1)
 
 
 class HardwareProfile(_Frozen):
@@ -164,7 +170,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True)},
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
-                   "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False)},
+                   "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
+                   "overlap_efficiency": (_FRAC, False)},
 }
 
 

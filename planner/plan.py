@@ -126,14 +126,18 @@ class BatchSection(_Strict):
 
 
 class CheckpointSection(_Strict):
-    """Checkpoint policy. Cost: ``cost_min`` directly, else checkpoint size (``size_gb``, default
-    weights + optimizer state) ÷ storage write bandwidth (``write_gbps``, default: profile)."""
+    """Checkpoint policy. Cost δ: ``cost_min`` directly, else the checkpoint size (``size_gb``,
+    default weights + master + optimizer state, planner.resilience) ÷ the write bandwidth
+    (``write_gbps``, default the profile's storage, capped by the writers' NICs). Failure rate:
+    exactly one of ``mtbf_hours`` (job), ``node_mtbf_hours`` or ``gpu_mtbf_hours``."""
 
     interval_min: float = Field(..., gt=0)
     cost_min: Optional[float] = Field(None, gt=0)
     size_gb: Optional[float] = Field(None, gt=0)
     write_gbps: Optional[float] = Field(None, gt=0)
     mtbf_hours: Optional[float] = Field(None, gt=0, description="job (whole cluster) MTBF")
+    node_mtbf_hours: Optional[float] = Field(None, gt=0, description="one node's MTBF; the "
+                                             "job's is this ÷ nodes")
     gpu_mtbf_hours: Optional[float] = Field(None, gt=0, description="one GPU's MTBF; the job's "
                                             "is this ÷ gpus")
     restart_min: float = Field(0.0, ge=0)

@@ -122,7 +122,7 @@ def test_json_verdict_is_stable():
     f = failing[0]
     assert f["key"] == "layout.pp" and f["measured"] and f["limit"]
     text = (PLANS / "fail-layers-divisible-by-pp.yaml").read_text().splitlines()
-    assert text[f["line"] - 1].strip() == "pp: 3"
+    assert text[f["line"] - 1].strip() == "pp: 6"
     assert bad["counts"]["fail"] == 1
     s = good["summary"]
     assert s["gpus"] == 256 and s["layout"]["dp"] == 8 and 0 < s["peak_memory_bytes"] < 80e9
@@ -502,3 +502,13 @@ def test_budget_and_hardware_overrides(tmp_path):
     tokens.write_text(text.replace("global_batch: 1024", f"tokens_per_batch: {1024 * 8192}"))
     v = check_file(str(tokens))
     assert v.ok and v.summary["global_batch"] == 1024
+
+
+def test_checkpoint_waste_matches_the_seed():
+    # DESIGN.md seed: δ = 3 min, M = 50 h, τ = 15 min → 20.25% wasted; optimum near 134 min.
+    from planner.gate import checkpoint_figures, resolve_plan
+    path = PLANS / "warn-checkpoint-interval.yaml"
+    plan, _ = load_plan(path)
+    f = checkpoint_figures(resolve_plan(plan, path.parent, str(path)), str(path))
+    assert f.waste == pytest.approx(0.2025)
+    assert 125 * 60 < f.optimum_s < 140 * 60

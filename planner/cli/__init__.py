@@ -27,7 +27,7 @@ Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP,
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
-from . import quick  # noqa: E402,F401  (registers commands on `app`)
+from . import calibrate, fit_cmd, plan_cmds, quick  # noqa: E402,F401  (register commands on `app`)
 from . import gate  # noqa: E402,F401  (check, schema)
 
 

@@ -1,4 +1,4 @@
-"""Quick calculators: memory (model states), comm, bubble, batch, checkpoint, scaling, layout."""
+"""Quick calculators: comm, bubble, batch, checkpoint, scaling, layout."""
 
 from __future__ import annotations
 
@@ -10,34 +10,6 @@ from . import EXIT_FAIL, EXIT_OK, app
 from .options import Format, parse_list, parse_number
 
 FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
-
-
-@app.command("memory")
-def memory_cmd(
-    params: str = typer.Option(..., "--params", help="parameter count, e.g. 7e9"),
-    gpus: int = typer.Option(1, "--gpus", help="data-parallel (sharding) degree"),
-    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage for the verdict (0-3)"),
-    precision: str = typer.Option("mixed", "--precision",
-                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer",
-                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    gpu_memory_gb: float = typer.Option(80.0, "--gpu-memory-gb", help="GPU capacity, GB"),
-    fmt: Format = FormatOpt,
-) -> int:
-    """Per-GPU memory of weights, gradients and optimizer state for ZeRO stages 0-3."""
-    from ..calculators import state_memory
-    from ..errors import InputError
-    from ..render import emit
-    from ..render.quick import state_memory_doc
-
-    if zero is not None and zero not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
-    r = state_memory(parse_number("--params", params), gpus, precision=precision,
-                     optimizer=optimizer, gpu_memory_bytes=parse_number("--gpu-memory-gb",
-                                                                        str(gpu_memory_gb)) * 1e9)
-    doc = state_memory_doc(r, zero)
-    emit(doc, fmt.value)
-    return EXIT_OK if doc.ok else EXIT_FAIL
 
 
 @app.command("comm")
@@ -102,22 +74,115 @@ def batch_cmd(
 
 @app.command("checkpoint")
 def checkpoint_cmd(
-    cost_min: float = typer.Option(..., "--cost-min", help="time to write one checkpoint, min"),
-    mtbf_hours: float = typer.Option(..., "--mtbf-hours", help="job mean time between failures, h"),
-    intervals: List[str] = typer.Option(["15,60,240,480"], "--intervals",
-                                        help="intervals to tabulate, min"),
-    restart_min: float = typer.Option(0.0, "--restart-min", help="restart cost per failure, min"),
+    cost_min: Optional[float] = typer.Option(None, "--cost-min",
+                                             help="time to write one checkpoint, min (derived "
+                                                  "from the model when --model/--params is given)"),
+    mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours",
+                                               help="job mean time between failures, h"),
+    intervals: Optional[List[str]] = typer.Option(None, "--intervals",
+                                                  help="intervals to tabulate, min "
+                                                       "[default: 15,60,240,480]"),
+    restart_min: Optional[float] = typer.Option(None, "--restart-min",
+                                                help="restart cost per failure, min [simple "
+                                                     "form: 0; derived: detect+reschedule+reload"
+                                                     "+warm-up]"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset (derived form)"),
+    params: Optional[str] = typer.Option(None, "--params", help="parameter count (derived form)"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in the job"),
+    hardware: str = typer.Option("h100", "--hardware", help="hardware profile"),
+    storage_gbs: Optional[float] = typer.Option(None, "--storage-gbs",
+                                                help="aggregate storage write bandwidth, GB/s "
+                                                     "[default: the profile's]"),
+    read_gbs: Optional[float] = typer.Option(None, "--read-gbs",
+                                             help="aggregate storage read bandwidth, GB/s "
+                                                  "[default: the profile's]"),
+    gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
+                                                   help="MTBF of one GPU, h (job: ÷ GPUs)"),
+    node_mtbf_hours: Optional[float] = typer.Option(None, "--node-mtbf-hours",
+                                                    help="MTBF of one node, h (job: ÷ nodes)"),
+    job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
+                                                   help="job MTBF (or MTTI), h"),
+    interruptions: Optional[float] = typer.Option(None, "--interruptions",
+                                                  help="observed job interruptions (with "
+                                                       "--over-days)"),
+    over_days: Optional[float] = typer.Option(None, "--over-days",
+                                              help="period the interruptions were counted in, days"),
+    async_ckpt: bool = typer.Option(False, "--async", help="asynchronous checkpointing"),
+    tokens_per_s: Optional[str] = typer.Option(None, "--tokens-per-s",
+                                               help="training throughput, tokens/s"),
+    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="token budget"),
+    price: Optional[float] = typer.Option(None, "--price-per-gpu-hour",
+                                          help="price of one GPU-hour (any currency)"),
+    straggler: Optional[float] = typer.Option(None, "--straggler",
+                                              help="slowdown of one GPU, e.g. 1.2"),
+    zero: int = typer.Option(3, "--zero", help="ZeRO stage for per-rank sizes (0-3)"),
+    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
+    precision: str = typer.Option("mixed", "--precision",
+                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
+    optimizer: str = typer.Option("adam", "--optimizer",
+                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
     fmt: Format = FormatOpt,
 ) -> int:
-    """Wasted fraction per checkpoint interval and the Young and Daly optima."""
+    """Checkpoint interval, waste and goodput. Simple form: --cost-min and --mtbf-hours.
+    Derived form: --model (or --params), --gpus and a failure rate; the checkpoint's size,
+    write time, restart cost and (with tokens) the time to train follow."""
     from ..calculators import checkpoint
+    from ..errors import InputError
     from ..render import emit
     from ..render.quick import checkpoint_doc
 
-    ts = [t * 60 for t in parse_list("--intervals", intervals)]
-    emit(checkpoint_doc(checkpoint(cost_min * 60, mtbf_hours * 3600, ts, restart_min * 60)),
-         fmt.value)
-    return EXIT_OK
+    ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
+    if model is None and params is None:
+        derived_only = {"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
+                        "--node-mtbf-hours": node_mtbf_hours, "--job-mtbf-hours": job_mtbf_hours,
+                        "--interruptions": interruptions, "--tokens-per-s": tokens_per_s,
+                        "--train-tokens": train_tokens, "--straggler": straggler,
+                        "--storage-gbs": storage_gbs}
+        stray = next((k for k, x in derived_only.items() if x is not None), None)
+        if stray:
+            raise InputError(stray, "needs --model or --params (the derived form)")
+        for name, x in (("--cost-min", cost_min), ("--mtbf-hours", mtbf_hours)):
+            if x is None:
+                raise InputError(name, "is required (or give --model/--params, --gpus and a "
+                                       "failure rate for the derived form)")
+        r = checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
+        emit(checkpoint_doc(r), fmt.value)
+        return EXIT_OK
+
+    from ..presets import get_preset
+    from ..resilience import plan_resilience
+
+    if model is not None and params is not None:
+        raise InputError("--params", "give --model or --params, not both")
+    if gpus is None:
+        raise InputError("--gpus", "is required with --model/--params")
+    if zero not in (0, 1, 2, 3):
+        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    if mtbf_hours is not None and job_mtbf_hours is not None:
+        raise InputError("--mtbf-hours", "is the job MTBF; give it or --job-mtbf-hours, not both")
+    job = job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours
+    spec = get_preset(model) if model is not None else None
+    n_params = spec.param_count() if spec else parse_number("--params", params)
+    hours = {k: (x * 3600 if x is not None else None) for k, x in
+             (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
+    plan = plan_resilience(
+        n_params, gpus, hardware=hardware, model=spec.name if spec else None, tp=tp, pp=pp, zero_stage=zero,
+        precision=precision, optimizer=optimizer,
+        storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
+        storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
+        async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
+        gpu_mtbf_s=hours["gpu"], node_mtbf_s=hours["node"], job_mtbf_s=hours["job"],
+        interruptions=interruptions,
+        period_s=over_days * 86400 if over_days is not None else None,
+        restart_s=restart_min * 60 if restart_min is not None else None,
+        tokens=parse_number("--train-tokens", train_tokens) if train_tokens else None,
+        tokens_per_s=parse_number("--tokens-per-s", tokens_per_s) if tokens_per_s else None,
+        price_per_gpu_hour=price, straggler_slowdown=straggler)
+    table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
+             if intervals else None)
+    doc = checkpoint_doc(plan, table)
+    emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL
 
 
 @app.command("scaling")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                            ScalingResult, StateMemoryResult)
 from ..layout import LayoutResult
+from ..resilience import ResiliencePlan
 from .document import Document, Table
 from .units import count, duration, gb, ms, pct
 
@@ -85,7 +86,13 @@ def batch_doc(r: BatchResult) -> Document:
                     notes=notes, data=r.model_dump())
 
 
-def checkpoint_doc(r: CheckpointResult) -> Document:
+def checkpoint_doc(r: CheckpointResult | ResiliencePlan,
+                   table: CheckpointResult | None = None) -> Document:
+    """Simple form (δ and M given): waste by interval and the optima. Derived form (a
+    ResiliencePlan): contents, write, failures, optimum, waste, goodput, time to train;
+    `table` adds the waste at chosen intervals."""
+    if isinstance(r, ResiliencePlan):
+        return _resilience_doc(r, table)
     rows = [[f"{x.interval_s / 60:g}", pct(x.overhead_fraction, 2), pct(x.lost_work_fraction, 2)]
             + ([pct(x.restart_fraction, 2)] if r.restart_s else []) + [pct(x.waste_fraction, 2)]
             for x in r.rows]
@@ -100,6 +107,159 @@ def checkpoint_doc(r: CheckpointResult) -> Document:
                     tables=[Table("Waste by interval", cols, rows),
                             Table("Optimum interval", ["rule", "interval (min)", "wasted"], opt)],
                     notes=notes, data=r.model_dump())
+
+def _size(n_bytes: float) -> str:
+    """Decimal bytes with the unit that keeps 1–999 before the point: 16 B, 10.0 kB, 5.68 TB."""
+    for div, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if n_bytes >= div:
+            return f"{n_bytes / div:,.{2 if div >= 1e9 else 1}f} {unit}"
+    return f"{n_bytes:g} B"
+
+
+def _rate(bytes_per_s: float) -> str:
+    for div, unit in ((1e12, "TB/s"), (1e9, "GB/s")):
+        if bytes_per_s >= div:
+            return f"{bytes_per_s / div:,.{1 if div > 1e9 else 0}f} {unit}"
+    return f"{bytes_per_s / 1e6:,.0f} MB/s"
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:,.1f}" if seconds != float("inf") else "never"
+
+
+def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Document:
+    c, w, f, rs, o = p.contents, p.write, p.failures, p.restart, p.optimum
+    tables = []
+    # Small items carry their scope as the rule ("per rank"); show it with the size.
+    rows = [[x.name, f"{_size(x.per_rank_bytes)} {x.rule}" if x.basis else x.rule,
+             _size(x.total_bytes), _size(x.per_rank_bytes), f"{x.writers:,}"] for x in c.items]
+    rows.append(["total", f"{c.bytes_per_param:g} B/param + small items", _size(c.total_bytes),
+                 _size(c.busiest_rank_bytes) + " (rank 0)", f"≈{c.effective_writers:,.0f}"])
+    tables.append(Table(f"Checkpoint contents (TP {c.tp} × PP {c.pp} × DP {c.dp}, "
+                        f"ZeRO-{c.zero_stage}, {c.precision} {c.optimizer})",
+                        ["item", "size", "total", "per rank", "ranks writing"], rows,
+                        bars=[0.0 if x.basis else x.total_bytes for x in c.items] + [0.0]))
+    link = (f"≈{w.writers:,.0f} writing GPUs × {_rate(w.link_bytes_per_s)} NIC = "
+            f"{_rate(w.links_bytes_per_s)}")
+    wrows = [["checkpoint size", _size(w.size_bytes)],
+             ["storage write bandwidth (aggregate)", _rate(w.storage_write_bytes_per_s)],
+             ["writers' network links", link],
+             ["write time", f"{duration(w.write_s)}, bound by "
+              + ("the file system" if w.binds == "storage" else "the writers' NICs")]]
+    if w.async_checkpoint:
+        wrows.append(["async: GPU → host copy (blocks)",
+                      f"{_size(c.busiest_rank_bytes)} at {_rate(w.pcie_bytes_per_s)} PCIe = "
+                      f"{ms(w.stall_s)} ms"])
+    wrows.append(["checkpoint cost δ (training stalls)",
+                  f"{ms(w.blocking_s)} ms" if w.blocking_s < 1 else duration(w.blocking_s)])
+    tables.append(Table("Checkpoint write", ["quantity", "value"], wrows))
+    if f.source in ("gpu", "node"):
+        what = f"{f.gpus:,} GPUs" if f.source == "gpu" else f"{f.nodes:,} nodes"
+        src = f"per-{f.source.upper() if f.source == 'gpu' else 'node'} MTBF " \
+              f"{duration(f.component_mtbf_s)} ÷ {what}"
+    elif f.source == "interruptions":
+        src = f"{f.interruptions:g} interruptions in {_days(f.period_s)} days"
+    else:
+        src = "given"
+    default = "" if rs.overridden else " (default)"
+    frows = [["job MTBF M", f"{duration(f.job_mtbf_s)} ({src}); "
+              f"{f.failures_per_day:.1f} failures/day"]]
+    if not rs.overridden:
+        frows += [["detect and diagnose", f"{duration(rs.detect_s)}{default}"],
+                  ["reschedule and relaunch", f"{duration(rs.reschedule_s)}{default}"],
+                  ["reload checkpoint", f"{duration(rs.reload_s)} ({_size(c.total_bytes)} read)"],
+                  ["warm-up", f"{duration(rs.warmup_s)}{default}"]]
+    frows.append(["restart cost R", duration(rs.total_s) + (" (given)" if rs.overridden else "")])
+    tables.append(Table("Failures and restart", ["quantity", "value"], frows))
+    tables.append(Table("Optimum interval", ["rule", "interval (min)", "wasted"],
+                        [["Young √(2δM)", f"{o.young_interval_s / 60:.1f}",
+                          pct(o.young_waste_fraction, 2)],
+                         ["Daly (2006, Eq. 37)", f"{o.daly_interval_s / 60:.1f}",
+                          pct(o.daly_waste_fraction, 2)]]))
+    tables.append(Table(f"Waste at τ = {o.interval_s / 60:.1f} min "
+                        f"({'async-write floor' if o.floored else 'Daly'})",
+                        ["term", "formula", "fraction"],
+                        [["checkpointing", "δ/τ", pct(o.overhead_fraction, 2)],
+                         ["lost work", "τ/(2M)", pct(o.lost_work_fraction, 2)],
+                         ["restarts", "R/M", pct(o.restart_fraction, 2)],
+                         ["wasted", "sum", pct(o.waste_fraction, 2)],
+                         ["goodput", "1 − wasted", pct(o.goodput_fraction, 2)]]))
+    if table is not None:
+        tables.append(checkpoint_doc(table).tables[0])
+    t, s = p.training, p.straggler
+    if t is not None:
+        price = t.price_per_gpu_hour is not None
+        trows = [["without failures", _days(t.ideal_s), f"{t.ideal_gpu_hours / 1e6:,.2f}"]
+                 + ([f"{t.ideal_gpu_hours * t.price_per_gpu_hour:,.0f}"] if price else []),
+                 [f"with failures (goodput {pct(t.goodput_fraction)})", _days(t.with_failures_s),
+                  f"{t.gpu_hours / 1e6:,.2f}"] + ([f"{t.cost:,.0f}"] if price else [])]
+        if s is not None:
+            for label, secs, hours in (
+                    (f"with one GPU ×{s.slowdown:g} (straggler kept)", s.run_with_straggler_s,
+                     s.gpu_hours_with_straggler),
+                    (f"after evicting its node (−{s.gpus_lost_on_eviction} GPUs)",
+                     s.run_after_eviction_s, s.gpu_hours_after_eviction)):
+                trows.append([label, _days(secs), f"{hours / 1e6:,.2f}"]
+                             + ([f"{hours * t.price_per_gpu_hour:,.0f}"] if price else []))
+        tables.append(Table(f"Time to train {count(t.tokens)} tokens at "
+                            f"{count(t.tokens_per_s)} tokens/s",
+                            ["run", "days", "M GPU-hours"] + (["cost"] if price else []), trows))
+    if s is not None:
+        tables.append(Table(f"Straggler: one GPU ×{s.slowdown:g}", ["quantity", "value"],
+                            [["throughput with the straggler", pct(s.throughput_fraction_with_straggler)],
+                             [f"throughput after evicting its node ({s.gpus_lost_on_eviction} GPUs)",
+                              pct(s.throughput_fraction_after_eviction, 2)],
+                             ["evict when slowdown exceeds", f"×{s.break_even_slowdown:.4f}"],
+                             ["verdict", "evict" if s.evict else "keep"]]))
+    notes = [f"Checkpoint = model states without gradients, {c.bytes_per_param:g} B/param; the "
+             "small items are estimates (JSON: items[].basis). Narayanan et al. (SC21) wrote "
+             "13.8 TB for 1.008T parameters; 14 B/param predicts 14.1 TB (+2%).",
+             "Write time = size ÷ min(storage write bandwidth, writers × NIC per GPU); "
+             "a replicated state is written by one data-parallel replica only.",
+             "Waste = δ/τ + τ/(2M) + R/M (first order; Young 1974); goodput = 1 − waste. "
+             "Young's interval minimises this sum exactly; Daly's (2006, Eq. 37, ≈ 2δ/3 "
+             "shorter) minimises his higher-order model and is the one recommended."]
+    if not rs.overridden:
+        notes.append("Restart defaults: detect 10 min, reschedule 3 min, warm-up 2 min (15 min "
+                     "plus reload, as MegaScale reports: diagnosis < 10 min, training back within "
+                     "15 min); give --restart-min to use a measured R.")
+    if w.async_checkpoint:
+        notes.append(f"Asynchronous: only the GPU → host copy blocks; the background write "
+                     f"({duration(w.write_s)}) must end before the next checkpoint"
+                     + (f", so it floors the interval at {duration(o.interval_s)} (Daly's "
+                        f"{duration(o.daly_interval_s)} is shorter)" if o.floored else "")
+                     + f". Host staging: {_size(p.host_bytes_per_node)} per node of "
+                     f"{_size(p.host_memory_bytes)}."
+                     + " A failure during the write falls back to the previous checkpoint, "
+                       "which the τ/(2M) term does not count.")
+    if not o.first_order_valid:
+        notes.append("δ, τ or R exceed 30% of M: the first-order waste understates the loss "
+                     "(Daly 2006 Sec. 3); treat the goodput as optimistic.")
+    if t is not None:
+        notes.append("tokens/s is an input (from a performance model or a measurement); "
+                     "time = tokens ÷ tokens/s ÷ goodput.")
+    if s is not None:
+        notes.append("A synchronous step runs at its slowest rank's pace. After eviction DP "
+                     "shrinks by the replicas on that node and throughput is assumed to scale "
+                     "linearly; the evicted run includes one restart. A hot spare node would "
+                     "restore full speed.")
+    if o.goodput_fraction > 0:
+        verdict = (f"Checkpoint every {o.interval_s / 60:.1f} min; goodput "
+                   f"{pct(o.goodput_fraction)}")
+        if t is not None:
+            verdict += (f"; {_days(t.with_failures_s)} days to train {count(t.tokens)} tokens "
+                        f"({_days(t.ideal_s)} without failures)")
+    else:
+        verdict = (f"Failures waste {pct(o.waste_fraction)} of the time: the job cannot make "
+                   "progress; checkpoint faster, restart faster or fail less")
+    data = p.model_dump()
+    if table is not None:
+        data["rows"] = table.model_dump()["rows"]
+    name = p.model or count(c.params) + " parameters"
+    return Document(command="checkpoint",
+                    title=f"Checkpoint and failure plan: {name} on {p.gpus:,} GPUs ({p.hardware})",
+                    tables=tables, notes=notes, verdict=verdict, ok=o.goodput_fraction > 0,
+                    data=data)
 
 
 def scaling_doc(r: ScalingResult) -> Document:

@@ -1,0 +1,300 @@
+"""The public library API the CLI renders: fit, estimate (with auto micro-batch), time to train.
+
+    import planner
+    best = planner.fit(planner.get_preset("llama3-70b"), gpus=256).layouts[0]
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from pydantic import BaseModel
+
+from . import validate as v
+from .errors import InputError
+from .evaluate import (RULE_NAMES, RULE_TEXT, Estimate, MemoryBudget, Problem, estimate_problem)
+from .hardware import HardwareProfile, list_profiles
+from .layout import Layout
+from .model import ModelSpec
+from .search import OBJECTIVES, SearchResult, SearchSpace, search
+
+
+def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0,
+                 shard_group: Optional[int] = None, micro_batch: Optional[int] = 1,
+                 schedule: str = "1f1b", chunks: Optional[int] = 1, sp: Optional[bool] = None,
+                 recompute: str = "none", recompute_layers: Optional[int] = None,
+                 offload_optimizer: str = "none", offload_params: str = "none",
+                 precision: str = "mixed", optimizer: str = "adam") -> Layout:
+    """A Layout with DP derived as GPUs ÷ (TP·PP·CP); each bad value named as its option."""
+    gpus = v.positive_int("--gpus", gpus)
+    for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep)):
+        v.positive_int(f, x)
+    if zero not in (0, 1, 2, 3):
+        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    if gpus % (tp * pp * cp):
+        raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
+    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved"))
+    v.choice("--recompute", recompute, ("none", "selective", "full"))
+    v.choice("--offload-optimizer", offload_optimizer, ("none", "cpu", "nvme"))
+    v.choice("--offload-params", offload_params, ("none", "cpu", "nvme"))
+    if shard_group is not None:
+        v.positive_int("--shard-group", shard_group)
+    if recompute_layers is not None and recompute != "full":
+        raise InputError("--recompute-layers", "needs --recompute full")
+    return Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), zero=zero,
+                  shard_group=shard_group, micro_batch=micro_batch or 1, schedule=schedule,
+                  chunks=chunks or 1, sp=sp, recompute=recompute, recompute_layers=recompute_layers,
+                  offload_optimizer=offload_optimizer, offload_params=offload_params,
+                  precision=precision, optimizer=optimizer)
+
+
+def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
+            global_batch: int, precision: str = "mixed", optimizer: str = "adam",
+            budget: MemoryBudget | None = None) -> Problem:
+    return Problem(model=model, hardware=hardware, gpus=v.positive_int("--gpus", gpus),
+                   seq_len=seq_len, global_batch=global_batch, precision=precision,
+                   optimizer=optimizer, budget=budget or MemoryBudget())
+
+
+def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
+                       seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
+                       auto_micro_batch: bool = False,
+                       auto_chunks: bool = False) -> tuple[Estimate, str]:
+    """estimate(); with auto micro-batch (and/or chunks) the fastest setting that fits this
+    layout, found by the search with every other knob fixed."""
+    from .evaluate import _check_recipe
+    _check_recipe(layout)
+    p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
+                precision=layout.precision, optimizer=layout.optimizer, budget=budget)
+    note = ""
+    if auto_micro_batch or auto_chunks:
+        space = SearchSpace(tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero,
+                            micro_batch=None if auto_micro_batch else layout.micro_batch,
+                            recompute=layout.recompute,
+                            schedule=None if auto_chunks else layout.schedule,
+                            chunks=None if auto_chunks else layout.chunks,
+                            allow_offload=False)
+        res = search(p, space)
+        if len(res.order):
+            best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer)
+            layout = layout.model_copy(update={"micro_batch": best.micro_batch,
+                                               "schedule": best.schedule, "chunks": best.chunks})
+            note = (f"auto: micro-batch {best.micro_batch}"
+                    + (f", {best.schedule} v={best.chunks}" if auto_chunks else "")
+                    + f" is the fastest of {len(res.candidates)} settings tried that fits")
+        else:
+            note = "auto: no micro-batch setting fits this layout; showing micro-batch 1"
+            layout = layout.model_copy(update={"micro_batch": 1})
+    return estimate_problem(p, layout), note
+
+
+class TimeToTrain(BaseModel):
+    train_tokens: float
+    seconds: float
+    days: float
+    gpu_hours: float
+    cost: Optional[float] = None
+    energy_mwh: float
+    summary: str
+
+
+def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[float] = None,
+                  goodput: float = 1.0) -> TimeToTrain:
+    """Wall-clock time to train a token budget: tokens ÷ tokens/s ÷ goodput."""
+    tokens = v.positive("--train-tokens", train_tokens)
+    secs = tokens / e.tokens_per_s / goodput
+    gpu_h = secs * e.gpus / 3600
+    cost = gpu_h * gpu_hour_cost if gpu_hour_cost is not None else None
+    energy = e.energy_per_step_j / e.step_time_s * secs / 3.6e9
+    text = (f"Training {tokens:.3g} tokens takes {secs / 86400:.1f} days on {e.gpus} GPUs "
+            f"({gpu_h:,.0f} GPU-hours" + (f", cost {cost:,.0f}" if cost is not None else "")
+            + f", {energy:,.1f} MWh at board power)" + ("" if goodput == 1.0 else
+                                                      f" at {goodput:.1%} goodput"))
+    return TimeToTrain(train_tokens=tokens, seconds=secs, days=secs / 86400, gpu_hours=gpu_h,
+                       cost=cost, energy_mwh=energy, summary=text)
+
+
+# ---------------------------------------------------------------------------------------------
+# fit
+
+
+class RankedLayout(BaseModel):
+    rank: int
+    layout: Layout
+    peak_memory_bytes: float
+    headroom_bytes: float
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    bubble_fraction: float
+    collective_fraction: float
+    accumulation: float
+    checkpoint_interval_s: Optional[float] = None
+    goodput: Optional[float] = None
+
+
+class Rejection(BaseModel):
+    rule: str
+    message: str
+    count: int
+    closest: Optional[str] = None
+
+
+class FitResult(BaseModel):
+    model: str
+    model_description: str
+    model_inferred: bool
+    hardware: str
+    gpus: int
+    seq_len: int
+    global_batch: int
+    objective: str
+    enumerated: int
+    valid: int
+    layouts: list[RankedLayout]
+    best: Optional[Estimate] = None
+    rejections: list[Rejection]
+    suggestions: list[str] = []
+
+    @property
+    def fits(self) -> bool:
+        return self.valid > 0
+
+
+def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
+    r, p = res.results, res.problem
+    out = []
+    for rank, i in enumerate(res.order[:top], 1):
+        i = int(i)
+        out.append(RankedLayout(
+            rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer),
+            peak_memory_bytes=float(r["peak_memory"][i]), headroom_bytes=float(r["headroom"][i]),
+            step_time_s=float(r["step_time"][i]), tokens_per_s=float(r["tokens_per_s"][i]),
+            mfu=float(r["mfu"][i]), bubble_fraction=float(r["bubble_fraction"][i]),
+            collective_fraction=float(r["collective_fraction"][i]),
+            accumulation=float(r["micro_batches"][i])))
+    return out
+
+
+def _rejections(res: SearchResult) -> list[Rejection]:
+    """How many candidates each rule rejected first, and the closest miss for each rule."""
+    out = []
+    r, c, p = res.results, res.candidates, res.problem
+    for k, name in enumerate(RULE_NAMES):
+        idx = np.flatnonzero(res.first_failure == k)
+        if not len(idx):
+            continue
+        if name == "fits-in-memory":
+            j = int(idx[np.argmax(r["headroom"][idx])])
+            over = -r["headroom"][j] / 1e9
+            closest = (f"{_short(c.layout(j, p.precision, p.optimizer))} needs "
+                       f"{r['peak_memory'][j] / 1e9:.1f} GB, {over:.1f} GB over")
+        else:
+            j = int(idx[0])
+            closest = f"e.g. {_short(c.layout(j, p.precision, p.optimizer))}"
+        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=len(idx), closest=closest))
+    return out
+
+
+def _short(lay: Layout) -> str:
+    s = f"TP{lay.tp} PP{lay.pp} DP{lay.dp}"
+    s += f" CP{lay.cp}" if lay.cp > 1 else ""
+    s += f" EP{lay.ep}" if lay.ep > 1 else ""
+    s += f" ZeRO-{lay.zero}" + ("h" if lay.shard_group else "") + f" mb{lay.micro_batch}"
+    s += f" v{lay.chunks}" if lay.chunks > 1 else ""
+    s += f" rc={lay.recompute}"
+    s += " offload" if lay.offload_optimizer != "none" else ""
+    return s
+
+
+def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
+        global_batch: int, precision: str = "mixed", optimizer: str = "adam",
+        budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
+        objective: str = "time", top: int = 10, suggest: bool = True) -> FitResult:
+    """Search every layout; return the best `top`, the winner's full estimate and the rejections.
+    When nothing fits, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
+    v.choice("--objective", objective, OBJECTIVES)
+    v.choice("--precision", precision, ("mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"))
+    p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
+                precision=precision, optimizer=optimizer, budget=budget)
+    res = search(p, space, objective)
+    ranked = _ranked(res, top)
+    for x in ranked:  # checkpoint interval and goodput at the default failure rate
+        plan = _resilience(model, hardware, gpus, x.layout)
+        x.checkpoint_interval_s = plan.optimum.interval_s
+        x.goodput = plan.optimum.goodput_fraction
+    best = estimate_problem(p, ranked[0].layout) if ranked else None
+    result = FitResult(model=model.name or "model", model_description=model.describe(),
+                       model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
+                       seq_len=seq_len, global_batch=global_batch, objective=objective,
+                       enumerated=len(res.candidates), valid=len(res.order), layouts=ranked,
+                       best=best, rejections=_rejections(res))
+    if not ranked and suggest:
+        result.suggestions = _what_would_fit(p, space, objective)
+    return result
+
+
+def _first_fit(p: Problem, space: SearchSpace) -> bool:
+    return bool(len(search(p, space).order))
+
+
+def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
+    out = []
+    node = p.hardware.scale_up.gpus_per_node
+    n = p.gpus
+    for _ in range(12):  # up to 4096× more GPUs
+        n = max(2 * n, node)
+        q = Problem(**{**p.__dict__, "gpus": n,
+                       "global_batch": p.global_batch if p.global_batch % n == 0 or True else n})
+        if _first_fit(q, space):
+            out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
+            break
+    if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
+        out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")
+    s = p.seq_len
+    while s > 512:
+        s //= 2
+        q = Problem(**{**p.__dict__, "seq_len": s, "global_batch": max(1, p.global_batch * p.seq_len // s)})
+        if _first_fit(q, space):
+            out.append(f"--seq-len {s}: a shorter sequence (same tokens per batch) fits")
+            break
+    for prof in sorted(list_profiles(), key=lambda x: x.gpu.memory_bytes):
+        if prof.gpu.memory_bytes > p.hardware.gpu.memory_bytes and \
+                _first_fit(Problem(**{**p.__dict__, "hardware": prof}), space):
+            out.append(f"--hardware {prof.name}: {prof.gpu.memory_bytes / 2**30:.0f} GiB GPUs fit")
+            break
+    if not out:
+        out.append("nothing tried fits: more GPUs, offload, shorter sequences and bigger GPUs all fail")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoint and failure planning for a chosen layout
+
+# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (CALIBRATION.md §6): a
+# per-GPU MTBF of 54 d × 24 h × 16,384 / 419 ≈ 50,700 h, the default failure rate here.
+DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
+
+
+def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Layout, *,
+                gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
+                tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
+                async_checkpoint: bool = False):
+    from .resilience import plan_resilience
+    return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
+                           tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
+                           optimizer=lay.optimizer, gpu_mtbf_s=gpu_mtbf_s,
+                           async_checkpoint=async_checkpoint, tokens=train_tokens,
+                           tokens_per_s=tokens_per_s if train_tokens else None,
+                           price_per_gpu_hour=gpu_hour_cost)
+
+
+def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
+                   gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
+                   gpu_hour_cost: Optional[float] = None, async_checkpoint: bool = False):
+    """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
+    given a token budget, the time to train including failures."""
+    return _resilience(model, hardware, e.gpus, e.layout, gpu_mtbf_s=gpu_mtbf_s,
+                       train_tokens=train_tokens, tokens_per_s=e.tokens_per_s,
+                       gpu_hour_cost=gpu_hour_cost, async_checkpoint=async_checkpoint)

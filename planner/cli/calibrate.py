@@ -1,0 +1,41 @@
+"""`dtplan calibrate`: the step-time model against published Megatron-LM runs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import EXIT_OK, app
+from .options import Format
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="hardware profile "
+                                           "(default a100-80g, the published runs' GPU)"),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+) -> int:
+    """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error."""
+    from ..calibration import calibrate
+    from ..render import Document, Table, emit
+
+    rep = calibrate(hardware)
+    unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU"}
+    rows = [[r.case, unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
+             f"{r.error_pct:+.1f}%", r.layout] for r in rep.rows]
+    consts = ", ".join(f"{k} = {v:g}" for k, v in rep.constants.items())
+    notes = rep.notes + [f"Constants ({rep.hardware}): {consts}."] + [
+        f"Skipped {k}: {v}" for k, v in rep.skipped.items()]
+    verdict = (f"Median |error| {rep.median_abs_error_pct:.1f}%, worst "
+               f"{rep.worst_abs_error_pct:.1f}% ({rep.worst_case}); {rep.within_tolerance}/"
+               f"{len(rep.rows)} within ±{rep.tolerance_pct:g}%")
+    doc = Document(command="calibrate",
+                   title=f"Calibration against published runs ({rep.hardware})",
+                   tables=[Table("Published vs predicted", ["case", "metric", "published",
+                                                            "predicted", "error", "layout"],
+                                 rows, bars=[abs(r.error_pct) for r in rep.rows])],
+                   notes=notes, verdict=verdict,
+                   ok=rep.within_tolerance == len(rep.rows), data=rep.model_dump())
+    emit(doc, fmt.value)
+    return EXIT_OK

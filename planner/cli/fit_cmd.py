@@ -1,0 +1,81 @@
+"""`dtplan fit`: search every layout, rank, explain the winner and the losers."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from . import EXIT_FAIL, EXIT_OK, app
+from . import common as o
+from .options import Format, parse_list
+
+
+@app.command("fit")
+def fit_cmd(
+    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
+    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
+    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
+    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
+    mlp: Optional[str] = o.MLP,
+    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
+    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
+    nic_gbit: Optional[float] = o.NIC,
+    gpus: List[str] = typer.Option(..., "--gpus", help="GPU count, a list 64,128 or a range 64..1024"),
+    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
+    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
+    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="fix TP"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="fix PP"),
+    cp: Optional[int] = typer.Option(None, "--cp", help="fix CP"),
+    ep: Optional[int] = typer.Option(None, "--ep", help="fix EP"),
+    zero: Optional[int] = typer.Option(None, "--zero", help="fix the ZeRO stage"),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="fix the micro-batch"),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="fix recompute: none, selective, full"),
+    allow_offload: bool = typer.Option(False, "--allow-offload", help="also consider CPU offload"),
+    objective: str = typer.Option("time", "--objective", help="time, headroom, cost or gpus"),
+    top: int = typer.Option(10, "--top", help="how many layouts to show"),
+    gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+) -> int:
+    """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
+    rank the ones that fit, and say why the rest were rejected."""
+    from .. import validate as v
+    from ..api import fit
+    from ..errors import InputError
+    from ..render import emit
+    from ..render.fit import fit_doc
+    from ..search import SearchSpace
+
+    counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
+    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
+                                vocab, mlp)
+    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
+    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    if recompute is not None:
+        v.choice("--recompute", recompute, ("none", "selective", "full"))
+    if zero is not None and zero not in (0, 1, 2, 3):
+        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    v.positive_int("--top", top, upper=1000)
+    space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+                        recompute=recompute, allow_offload=allow_offload)
+    results = []
+    for i, n in enumerate(counts):
+        if len(counts) > 3 and sys.stderr.isatty():
+            sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{len(counts)})")
+        results.append(fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
+                           optimizer=optimizer, space=space, objective=objective, top=top,
+                           suggest=len(counts) == 1))
+    if len(counts) > 3 and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if len(results) == 1:
+        doc = fit_doc(results[0], gib=gib)
+    else:
+        from ..render.fit import sweep_doc
+        doc = sweep_doc(results)
+    if batch_note:
+        doc.notes.insert(1, batch_note)
+    emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL

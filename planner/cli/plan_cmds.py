@@ -1,0 +1,189 @@
+"""Commands about one training job: memory, estimate, and the catalogues (models, profiles)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import EXIT_FAIL, EXIT_OK, app
+from . import common as o
+from .options import Format
+
+FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
+
+
+@app.command("memory")
+@app.command("estimate")
+def evaluate_cmd(
+    ctx: typer.Context,
+    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
+    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
+    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
+    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
+    mlp: Optional[str] = o.MLP,
+    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
+    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
+    nic_gbit: Optional[float] = o.NIC,
+    gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
+    tp: int = typer.Option(1, "--tp", help="tensor parallel"),
+    pp: int = typer.Option(1, "--pp", help="pipeline parallel (stages)"),
+    cp: int = typer.Option(1, "--cp", help="context parallel"),
+    ep: int = typer.Option(1, "--ep", help="expert parallel (borrows from DP)"),
+    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (memory without a "
+                                       "model and layout: the stage for the verdict)"),
+    shard_group: Optional[int] = typer.Option(None, "--shard-group",
+                                              help="hybrid sharding: ZeRO over this many DP ranks"),
+    micro_batch: str = typer.Option("1", "--micro-batch", help="per-GPU micro-batch, or auto"),
+    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe or interleaved"),
+    chunks: str = typer.Option("1", "--chunks", help="interleaved chunks per device v, or auto"),
+    sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="sequence parallel (default: on "
+                                      "when TP > 1)"),
+    recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
+    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers",
+                                                   help="full recompute on this many layers per stage"),
+    offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none, cpu or nvme"),
+    offload_params: str = typer.Option("none", "--offload-params", help="none, cpu or nvme (ZeRO-3)"),
+    precision: str = typer.Option("mixed", "--precision",
+                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
+    optimizer: str = typer.Option("adam", "--optimizer",
+                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
+    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
+    context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
+    comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),
+    fragmentation: Optional[float] = typer.Option(None, "--fragmentation",
+                                                  help="allocator fragmentation share (0.08)"),
+    margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share (0.05)"),
+    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
+    gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
+    gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+    fmt: Format = FormatOpt,
+) -> int:
+    """memory: the per-GPU memory budget per pipeline stage. estimate: also step time, throughput,
+    MFU and the communication tax per axis. Both check the layout rules."""
+    from ..errors import InputError
+    from ..render import emit
+
+    view = ctx.info_name
+    arch_given = any(x is not None for x in (model, model_config, layers, hidden, heads))
+    layout_given = (tp, pp, cp, ep) != (1, 1, 1, 1) or seq_len or micro_batch != "1" or \
+        recompute != "none" or global_batch or tokens_per_batch
+    if view == "memory" and params is not None and not arch_given and not layout_given:
+        # The quick question: model states only, every ZeRO stage, over --gpus ranks.
+        from ..calculators import state_memory
+        from ..render.quick import state_memory_doc
+        from .options import parse_number
+        if zero is not None and zero not in (0, 1, 2, 3):
+            raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+        prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
+        cap = prof.gpu.memory_bytes if (hardware or hardware_file or gpu_memory_gb) else 80e9
+        r = state_memory(parse_number("--params", params), gpus, precision=precision,
+                         optimizer=optimizer, gpu_memory_bytes=cap)
+        doc = state_memory_doc(r, zero)
+        emit(doc, fmt.value)
+        return EXIT_OK if doc.ok else EXIT_FAIL
+
+    from ..api import build_layout, estimate_with_auto
+    from ..evaluate import MemoryBudget
+    from ..render.estimate import estimate_doc
+
+    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
+                                vocab, mlp)
+    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
+    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    budget_kw = {k: x for k, x in (("context_bytes", context_gb and context_gb * 1e9),
+                                   ("comm_buffer_bytes", comm_buffer_gb and comm_buffer_gb * 1e9),
+                                   ("fragmentation_fraction", fragmentation),
+                                   ("margin_fraction", margin)) if x is not None}
+    try:
+        budget = MemoryBudget(**budget_kw)
+    except ValueError as e:
+        raise InputError("--fragmentation/--margin", str(e).splitlines()[-1].strip()) from None
+    lay = build_layout(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero or 0,
+                       shard_group=shard_group, micro_batch=o.optional_int("--micro-batch", micro_batch),
+                       schedule=schedule, chunks=o.optional_int("--chunks", chunks), sp=sp,
+                       recompute=recompute, recompute_layers=recompute_layers,
+                       offload_optimizer=offload_optimizer, offload_params=offload_params,
+                       precision=precision, optimizer=optimizer)
+    e, auto_note = estimate_with_auto(spec, prof, gpus, lay, seq_len=s, global_batch=gbatch,
+                                      budget=budget, auto_micro_batch=micro_batch == "auto",
+                                      auto_chunks=chunks == "auto")
+    notes = [x for x in (batch_note, auto_note) if x]
+    doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes)
+    if view == "estimate":
+        from ..api import resilience_for
+        from ..render.estimate import resilience_table
+        from .options import parse_number
+        tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
+        plan = resilience_for(e, prof, spec, train_tokens=tokens, gpu_hour_cost=gpu_hour_cost)
+        doc.tables.insert(-1, resilience_table(plan))
+        doc.data["resilience"] = plan.model_dump()
+    emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+@app.command("models")
+def models_cmd(fmt: Format = FormatOpt) -> int:
+    """List the model presets with their exact parameter counts."""
+    from ..presets import PRESETS
+    from ..render import Document, Table, emit
+    from ..render.units import count
+
+    rows, data = [], []
+    for name, m in PRESETS.items():
+        total, active = m.param_count(), m.active_param_count()
+        rows.append([name, count(total), count(active) if m.is_moe else "", str(m.layers),
+                     str(m.hidden), f"{m.heads}/{m.kv_heads}", str(m.ffn), m.mlp, str(m.vocab)])
+        data.append({"name": name, "params": total, "active_params": active, **m.model_dump()})
+    emit(Document(command="models", title="Model presets (use with --model NAME)",
+                  tables=[Table("Presets", ["name", "params", "active", "layers", "hidden",
+                                            "heads/kv", "ffn", "mlp", "vocab"], rows)],
+                  data={"models": data}), fmt.value)
+    return EXIT_OK
+
+
+profiles_app = typer.Typer(help="Hardware profiles: list them, or show one.", invoke_without_command=True)
+app.add_typer(profiles_app, name="profiles")
+
+
+@profiles_app.callback()
+def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
+    """List the hardware profiles."""
+    if ctx.invoked_subcommand is not None:
+        return EXIT_OK
+    from ..hardware import DEFAULT_PROFILE, list_profiles
+    from ..render import Document, Table, emit
+
+    rows, data = [], []
+    for p in list_profiles():
+        rows.append([p.name + (" (default)" if p.name == DEFAULT_PROFILE else ""), p.gpu.name,
+                     f"{p.gpu.memory_bytes / 2**30:.0f} GiB", f"{p.gpu.peak_flops['bf16'] / 1e12:.0f}",
+                     str(p.scale_up.gpus_per_domain),
+                     f"{p.scale_up.bandwidth_bytes_per_s / 1e9:.0f}",
+                     f"{p.scale_out.nic_bytes_per_s * 8 / 1e9:.0f}", ", ".join(p.aliases)])
+        data.append(p.model_dump())
+    emit(Document(command="profiles", title="Hardware profiles (use with --hardware NAME)",
+                  tables=[Table("Profiles", ["name", "GPU", "memory", "bf16 TFLOP/s", "NVLink domain",
+                                             "NVLink GB/s", "NIC Gb/s", "aliases"], rows)],
+                  data={"profiles": data}), fmt.value)
+    return EXIT_OK
+
+
+@profiles_app.command("show")
+def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
+                  fmt: Format = FormatOpt) -> int:
+    """Print one hardware profile with every value."""
+    from ..hardware import load_profile
+    from ..render import Document, Table, emit
+
+    p = load_profile(name)
+    rows = []
+    for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
+        for k, x in getattr(p, section).model_dump().items():
+            rows.append([f"{section}.{k}", ", ".join(f"{a}={b / 1e12:g}T" for a, b in x.items())
+                         if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
+    emit(Document(command="profiles show", title=f"{p.name}: {p.description}",
+                  tables=[Table("Values (SI units)", ["key", "value"], rows)],
+                  notes=[p.notes] if p.notes else [], data=p.model_dump()), fmt.value)
+    return EXIT_OK

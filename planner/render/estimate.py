@@ -1,0 +1,136 @@
+"""Documents for one layout's estimate: the memory budget per stage and the step-time breakdown."""
+
+from __future__ import annotations
+
+from ..evaluate import Estimate
+from .document import Document, Table
+from .units import GB, GIB, count, gb, ms, pct
+
+ITEM_LABELS = {
+    "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
+    "zero3_gathered_params": "ZeRO-3 gathered params", "activations": "activations (layers)",
+    "embedding_output_activations": "embedding / output-layer activations", "logits": "logits + loss",
+    "comm_buffers": "communication buffers", "cuda_context": "CUDA / NCCL context",
+    "fragmentation": "allocator fragmentation",
+}
+TIME_LABELS = {
+    "compute": "compute (forward + backward)", "recompute": "recomputation",
+    "tp_exposed": "TP communication (exposed)", "cp_exposed": "CP ring exchange (exposed)",
+    "ep": "EP all-to-all", "pp": "PP send/recv", "zero3_exposed": "ZeRO-3 gathers (exposed)",
+    "bubble": "pipeline bubble", "dp_exposed": "DP gradient reduction (exposed)",
+    "optimizer": "optimizer step", "offload": "offload transfers",
+}
+
+
+def layout_line(e: Estimate) -> str:
+    lay = e.layout
+    parts = [f"TP {lay.tp}", f"PP {lay.pp}", f"DP {lay.dp}"]
+    parts += [f"CP {lay.cp}"] if lay.cp > 1 else []
+    parts += [f"EP {lay.ep}"] if lay.ep > 1 else []
+    parts += [f"ZeRO-{lay.zero}" + (f" (shard group {lay.shard_group})" if lay.shard_group else ""),
+              f"micro-batch {lay.micro_batch}", f"{lay.schedule}" + (f" v={lay.chunks}" if lay.chunks > 1 else ""),
+              "SP" if lay.sequence_parallel else "no SP", f"recompute {lay.recompute}"
+              + (f" ({lay.recompute_layers} layers/stage)" if lay.recompute_layers is not None else "")]
+    if lay.offload_optimizer != "none" or lay.offload_params != "none":
+        parts.append(f"offload opt={lay.offload_optimizer} params={lay.offload_params}")
+    return ", ".join(parts)
+
+
+def memory_tables(e: Estimate, gib: bool = False) -> list[Table]:
+    unit = "GiB" if gib else "GB"
+    names = [s.name for s in e.stages]
+    rows, bars = [], []
+    for key, label in ITEM_LABELS.items():
+        vals = [s.items[key] for s in e.stages]
+        if max(vals) <= 0:
+            continue
+        rows.append([label] + [gb(x, gib=gib) for x in vals])
+        bars.append(max(vals))
+    rows.append(["total"] + [gb(s.total_bytes, gib=gib) for s in e.stages])
+    bars.append(0.0)
+    return [Table(f"Memory per GPU by pipeline stage ({unit})", ["item"] + names, rows, bars=bars)]
+
+
+def verdict_line(e: Estimate, gib: bool = False) -> str:
+    unit = "GiB" if gib else "GB"
+    state = "FITS" if e.fits else "DOES NOT FIT"
+    return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on the {e.peak_stage} stage vs "
+            f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
+            f"{unit} ({'headroom' if e.fits else 'short by'} "
+            f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
+
+
+def time_tables(e: Estimate) -> list[Table]:
+    rows = [[TIME_LABELS[k], ms(x), pct(x / e.step_time_s)] for k, x in e.breakdown.items() if x > 0]
+    rows.append(["step time", ms(e.step_time_s), "100.0%"])
+    summary = [["tokens/s", f"{e.tokens_per_s:,.0f}"], ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}"],
+               ["model TFLOP/s per GPU", f"{e.model_tflops_per_gpu:.1f}"],
+               ["hardware TFLOP/s per GPU", f"{e.hardware_tflops_per_gpu:.1f}"],
+               ["MFU", pct(e.mfu)], ["HFU", pct(e.hfu)], ["bubble", pct(e.bubble_fraction)],
+               ["collective fraction", pct(e.collective_fraction)],
+               ["accumulation steps", f"{e.accumulation:g}"],
+               ["energy per step", f"{e.energy_per_step_j / 3.6e6:.2f} kWh"]]
+    comm = [[axis.upper(), ms(t), e.links.get(axis, "nvlink" if axis == "zero3" else "—")]
+            for axis, t in e.communication_s.items() if t > 0]
+    tables = [Table("Step time breakdown (ms)", ["component", "time", "share"], rows,
+                    bars=[float(r[1].replace(",", "")) for r in rows[:-1]] + [0.0]),
+              Table("Throughput", ["metric", "value"], summary)]
+    if comm:
+        tables.append(Table("Communication per step, before overlap (ms)", ["axis", "time", "link"], comm))
+    return tables
+
+
+def resilience_table(plan) -> Table:
+    """Checkpoint and failure planning for the layout (planner.resilience.ResiliencePlan)."""
+    o, w, f = plan.optimum, plan.write, plan.failures
+    rows = [["checkpoint size", f"{plan.contents.total_bytes / 1e12:.2f} TB "
+             f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
+            ["write time (blocking)", f"{w.blocking_s:.1f} s"],
+            ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day)"],
+            ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
+            ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],
+            ["wasted: writes + lost work + restarts",
+             f"{o.overhead_fraction:.1%} + {o.lost_work_fraction:.1%} + {o.restart_fraction:.1%}"],
+            ["goodput", f"{o.goodput_fraction:.1%}"]]
+    if plan.training is not None:
+        t = plan.training
+        rows += [["time to train (no failures)", f"{t.ideal_s / 86400:.1f} days, {t.ideal_gpu_hours:,.0f} GPU-h"],
+                 ["time to train (with failures)", f"{t.with_failures_s / 86400:.1f} days, {t.gpu_hours:,.0f} GPU-h"]
+                 + ([] if t.cost is None else [])]
+        if t.cost is not None:
+            rows.append(["cost", f"{t.cost:,.0f}"])
+    return Table("Checkpoints and failures (per-GPU MTBF 50,700 h unless given)", ["quantity", "value"], rows)
+
+
+def rules_table(e: Estimate) -> Table:
+    return Table("Rules", ["rule", "status", "measured", "limit"],
+                 [[r.name, r.status, r.measured, r.limit] for r in e.rules])
+
+
+def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
+                 extra_notes: list[str] | None = None) -> Document:
+    title = (f"{e.model} on {e.gpus} × {e.hardware}: {layout_line(e)}; seq {e.seq_len}, "
+             f"global batch {e.global_batch} ({count(e.tokens_per_step)} tokens)")
+    tables = memory_tables(e, gib)
+    if view == "estimate":
+        tables += time_tables(e)
+    tables.append(rules_table(e))
+    failed = [r for r in e.rules if r.status == "fail"]
+    verdict = verdict_line(e, gib)
+    if view == "estimate":
+        verdict += (f"; step {e.step_time_s:.3f} s, {e.tokens_per_s:,.0f} tokens/s, "
+                    f"MFU {pct(e.mfu)}")
+    if failed:
+        verdict += "; failing rules: " + ", ".join(r.name for r in failed)
+    data = e.model_dump()
+    data["fits"] = e.fits
+    data["ok"] = not failed
+    notes = list(e.notes) + (extra_notes or [])
+    if e.model_inferred:
+        notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
+    data["notes"] = notes
+    return Document(command=view, title=title, tables=tables, notes=notes, verdict=verdict,
+                    ok=not failed, data=data)
+
+
+__all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line", "GB", "GIB"]

@@ -1,0 +1,95 @@
+"""Documents for `dtplan fit`: the ranked layouts, the winner's breakdown, the rejections."""
+
+from __future__ import annotations
+
+from ..api import FitResult
+from .document import Document, Table
+from .estimate import memory_tables, time_tables
+from .units import count, gb, pct
+
+
+def _rc(lay) -> str:
+    if lay.recompute == "full" and lay.recompute_layers is not None:
+        return f"full×{lay.recompute_layers}"
+    return lay.recompute
+
+
+def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
+    cols = ["#", "TP", "PP", "DP", "CP", "EP", "ZeRO", "mb", "acc", "sched", "recomp",
+            "peak GB", "free GB", "step s", "tok/s", "MFU", "bubble", "comm", "ckpt", "goodput"]
+    rows = []
+    for x in r.layouts:
+        lay = x.layout
+        rows.append([str(x.rank), str(lay.tp), str(lay.pp), str(lay.dp), str(lay.cp), str(lay.ep),
+                     f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
+                     + (" +off" if lay.offload_optimizer != "none" else ""),
+                     str(lay.micro_batch), f"{x.accumulation:g}",
+                     "1f1b" if lay.schedule == "1f1b" else (f"int v{lay.chunks}"
+                                                            if lay.schedule == "interleaved" else lay.schedule),
+                     _rc(lay),
+                     gb(x.peak_memory_bytes, 1, gib=gib), gb(x.headroom_bytes, 1, gib=gib),
+                     f"{x.step_time_s:.3f}", count(x.tokens_per_s), pct(x.mfu), pct(x.bubble_fraction),
+                     pct(x.collective_fraction),
+                     f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
+                     pct(x.goodput) if x.goodput is not None else ""])
+    rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
+    rejected = sum(j.count for j in r.rejections)
+    tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
+                    f"ranked by {r.objective}", cols, rows)]
+    if r.best is not None:
+        tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
+                   for t in memory_tables(r.best, gib)]
+        tables += time_tables(r.best)[:2]
+    tables.append(Table(f"Rejected: {rejected} candidates, by the first rule each failed",
+                        ["rule", "count", "closest miss"], rej_rows))
+    if r.layouts:
+        w = r.layouts[0]
+        verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
+                   + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
+                   + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
+                   f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}")
+    else:
+        verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule"
+    notes = []
+    if r.model_inferred:
+        notes.append("MODEL SHAPE INFERRED from the parameter count — " + r.model_description)
+    else:
+        notes.append(r.model_description)
+    notes += [f"Batch: {r.global_batch} sequences × {r.seq_len} tokens = "
+              f"{count(r.global_batch * r.seq_len)} tokens per step",
+              "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "
+              "(dtplan estimate shows each); measure the first steps.",
+              "Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of 50,700 h (Llama 3's "
+              "419 interruptions in 54 days on 16,384 GPUs) and the profile's storage bandwidth; "
+              "`dtplan checkpoint` takes your own figures."]
+    notes += [f"What would fit: {s}" for s in r.suggestions]
+    data = r.model_dump()
+    data["ok"] = r.fits
+    data["rejected"] = rejected
+    return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
+                    notes=notes, verdict=verdict, ok=r.fits, data=data)
+
+
+def sweep_doc(results: list[FitResult]) -> Document:
+    """`--gpus 64..1024`: the best layout at each GPU count, to answer "how many do I need"."""
+    rows, data = [], []
+    for r in results:
+        if r.layouts:
+            w = r.layouts[0]
+            lay = w.layout
+            rows.append([str(r.gpus), f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
+                         + (f" EP{lay.ep}" if lay.ep > 1 else "") + f" ZeRO-{lay.zero} mb{lay.micro_batch} "
+                         + _rc(lay), f"{w.step_time_s:.3f}", f"{w.tokens_per_s:,.0f}",
+                         f"{w.tokens_per_s / r.gpus:,.0f}", pct(w.mfu), gb(w.peak_memory_bytes, 1)])
+        else:
+            rows.append([str(r.gpus), "nothing fits", "", "", "", "", ""])
+        data.append(r.model_dump(exclude={"best"}))
+    fitting = [r.gpus for r in results if r.layouts]
+    verdict = (f"Smallest GPU count tried that fits: {min(fitting)}" if fitting
+               else "No GPU count tried fits")
+    first = results[0]
+    notes = [("MODEL SHAPE INFERRED — " if first.model_inferred else "") + first.model_description]
+    return Document(command="fit", title=f"{first.model} on {first.hardware}: best layout per GPU count",
+                    tables=[Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
+                                                               "tokens/s/GPU", "MFU", "peak GB"], rows)],
+                    verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)})

@@ -1,0 +1,423 @@
+"""Failure and checkpoint planning: checkpoint contents and size, write time, failure rate,
+restart cost, optimum interval, goodput, time to train, stragglers.
+
+Validated inputs in, pydantic results out (SI units, unit-suffixed names); every formula is in
+``engine/resilience.py`` or ``engine/checkpoint.py``. The entry point is ``plan_resilience``;
+the pieces (``checkpoint_contents``, ``checkpoint_write``, ``failure_rate``, ``restart_cost``,
+``interval_optimum``, ``training_time``, ``straggler``) are public for callers that have some
+of the figures already.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import BaseModel
+
+from . import validate as v
+from .engine import checkpoint as ckpt_eq
+from .engine import memory as mem_eq
+from .engine import resilience as res_eq
+from .errors import InputError
+
+if TYPE_CHECKING:
+    from .hardware import HardwareProfile
+
+MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
+
+# Restart components (seconds). Their sum without the reload, 15 min, matches MegaScale's report
+# (NSDI 2024): diagnosis under 10 min and training back within 15 min of the latest checkpoint.
+DEFAULT_DETECT_S = 10 * MIN      # failure noticed and diagnosed (collective timeout, health checks)
+DEFAULT_RESCHEDULE_S = 3 * MIN   # assumption: swap in a spare node, relaunch the processes
+DEFAULT_WARMUP_S = 2 * MIN       # assumption: NCCL communicators, compilation, data-loader refill
+
+# The first-order waste model assumes δ, τ and R are small against M; beyond this the figures
+# understate the waste (Daly 2006 Sec. 3) and are marked approximate.
+FIRST_ORDER_LIMIT = 0.3
+
+
+class CheckpointItem(BaseModel):
+    name: str
+    rule: str                  # how the size is reckoned, briefly
+    basis: str = ""            # why that size (small items)
+    total_bytes: float
+    per_rank_bytes: float      # what one writing rank writes
+    writers: int               # ranks that write this item
+    sharded: bool
+
+
+class CheckpointContents(BaseModel):
+    params: float
+    precision: str
+    optimizer: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    zero_stage: int
+    shard_degree: int
+    bytes_per_param: float     # model states only (the small items are not per parameter)
+    items: list[CheckpointItem]
+    total_bytes: float
+    busiest_rank_bytes: float  # rank 0: its shards plus every job-wide item
+    effective_writers: float   # total ÷ busiest rank: the writing GPUs when the load is even
+
+
+def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
+                        zero_stage: int = 3, precision: str = "mixed", optimizer: str = "adam",
+                        shard_degree: Optional[int] = None) -> CheckpointContents:
+    """What one checkpoint holds, in total and per writing rank.
+
+    Gradients are not saved (the next step recomputes them). Weights, fp32 master and optimizer
+    moments follow the precision/optimizer recipe (``engine.memory``); ZeRO shards the master
+    and moments from stage 1 and the weights from stage 3, over ``shard_degree`` ranks
+    (default: all of DP). A replicated state is written by one DP replica only.
+    """
+    params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    n = v.positive_int("--gpus", gpus)
+    tp, pp = v.positive_int("--tp", tp), v.positive_int("--pp", pp)
+    if zero_stage not in (0, 1, 2, 3):
+        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero_stage}")
+    v.choice("--precision", precision, tuple(mem_eq.PRECISION_RECIPES))
+    v.choice("--optimizer", optimizer, tuple(mem_eq.OPTIMIZER_STATE_BYTES))
+    if n % (tp * pp):
+        raise InputError("--gpus", f"{n} is not a multiple of TP × PP = {tp} × {pp} = {tp * pp}")
+    dp = n // (tp * pp)
+    shards = dp if shard_degree is None else v.positive_int("--shard-degree", shard_degree)
+    if dp % shards:
+        raise InputError("--shard-degree", f"must divide DP = {dp}, got {shards}")
+
+    w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
+    master = mem_eq.PRECISION_RECIPES[precision][2]
+    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= 3),
+           ("fp32 master weights", master, zero_stage >= 1),
+           (f"optimizer moments ({optimizer})", k - master, zero_stage >= 1)]
+    items = []
+    for name, per_param, sharded in big:
+        if per_param == 0:
+            continue  # e.g. no master copy in fp32 or bf16-pure training
+        s = shards if sharded else 1
+        total = params * per_param
+        items.append(CheckpointItem(
+            name=name, total_bytes=total, sharded=sharded,
+            rule=f"{per_param:g} B/param, " + ("sharded" if sharded else "one DP replica"),
+            per_rank_bytes=res_eq.shard_bytes(total, tp, pp, s),
+            writers=int(res_eq.writing_ranks(tp, pp, s))))
+    count = {"job": 1, "gpu": n, "dp": dp}
+    for name, (size, scope, why) in res_eq.SMALL_ITEMS.items():
+        per = {"job": "once", "gpu": "per rank", "dp": "per DP rank"}[scope]
+        items.append(CheckpointItem(name=name, rule=per, basis=why,
+                                    total_bytes=size * count[scope],
+                                    per_rank_bytes=size, writers=count[scope], sharded=False))
+    total = sum(x.total_bytes for x in items)
+    busiest = sum(x.per_rank_bytes for x in items)
+    return CheckpointContents(params=params, precision=precision, optimizer=optimizer, gpus=n,
+                              tp=tp, pp=pp, dp=dp, zero_stage=zero_stage, shard_degree=shards,
+                              bytes_per_param=w + k, items=items, total_bytes=total,
+                              busiest_rank_bytes=busiest, effective_writers=total / busiest)
+
+
+class CheckpointWrite(BaseModel):
+    size_bytes: float
+    storage_write_bytes_per_s: float
+    link_bytes_per_s: float          # per writing GPU (its NIC)
+    writers: float                   # effective writing GPUs
+    links_bytes_per_s: float         # writers × link
+    write_s: float
+    binds: Literal["storage", "node links"]
+    async_checkpoint: bool
+    pcie_bytes_per_s: float
+    stall_s: float                   # GPU → host copy (async only blocks for this)
+    blocking_s: float                # δ: what training loses per checkpoint
+
+
+def checkpoint_write(size_bytes: float, storage_write_bytes_per_s: float, *,
+                     writers: float = 1.0, link_bytes_per_s: float = math.inf,
+                     busiest_rank_bytes: Optional[float] = None,
+                     pcie_bytes_per_s: float = math.inf,
+                     async_checkpoint: bool = False) -> CheckpointWrite:
+    """Write time size ÷ min(storage, writers × link) and the blocking cost δ: the write time,
+    or with asynchronous checkpointing only the GPU→host copy of the busiest rank's shard."""
+    size = v.positive("--size", size_bytes)
+    st = v.positive("--storage-gbs", storage_write_bytes_per_s)
+    per_gpu = size / writers if busiest_rank_bytes is None else busiest_rank_bytes
+    t = res_eq.write_time(size, st, writers, link_bytes_per_s)
+    links = writers * link_bytes_per_s
+    stall = res_eq.copy_stall(per_gpu, pcie_bytes_per_s)
+    return CheckpointWrite(size_bytes=size, storage_write_bytes_per_s=st,
+                           link_bytes_per_s=link_bytes_per_s, writers=writers,
+                           links_bytes_per_s=links, write_s=t,
+                           binds="storage" if st <= links else "node links",
+                           async_checkpoint=async_checkpoint, pcie_bytes_per_s=pcie_bytes_per_s,
+                           stall_s=stall, blocking_s=stall if async_checkpoint else t)
+
+
+class FailureRate(BaseModel):
+    source: Literal["gpu", "node", "job", "interruptions"]
+    job_mtbf_s: float
+    gpus: Optional[int] = None
+    nodes: Optional[int] = None
+    component_mtbf_s: Optional[float] = None
+    interruptions: Optional[float] = None
+    period_s: Optional[float] = None
+    failures_per_day: float
+
+
+def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
+                 gpu_mtbf_s: Optional[float] = None, node_mtbf_s: Optional[float] = None,
+                 job_mtbf_s: Optional[float] = None, interruptions: Optional[float] = None,
+                 period_s: Optional[float] = None) -> FailureRate:
+    """Job MTBF from exactly one of: a per-GPU MTBF ÷ GPUs, a per-node MTBF ÷ nodes, the job
+    MTBF itself, or an observed count of interruptions over a period (Llama 3: 419 in 54 days
+    → 3.09 h)."""
+    given = [name for name, x in (("--gpu-mtbf-hours", gpu_mtbf_s),
+                                  ("--node-mtbf-hours", node_mtbf_s),
+                                  ("--job-mtbf-hours", job_mtbf_s),
+                                  ("--interruptions", interruptions)) if x is not None]
+    if len(given) != 1:
+        raise InputError(given[1] if given[1:] else "--job-mtbf-hours",
+                         "give exactly one of --gpu-mtbf-hours, --node-mtbf-hours, "
+                         "--job-mtbf-hours or --interruptions with --over-days")
+    n = v.positive_int("--gpus", gpus) if gpus is not None else None
+    nodes = math.ceil(n / v.positive_int("--gpus-per-node", gpus_per_node)) if n else None
+    if gpu_mtbf_s is not None or node_mtbf_s is not None:
+        if n is None:
+            raise InputError("--gpus", "is needed to turn a per-GPU or per-node MTBF into a job MTBF")
+        src = "gpu" if gpu_mtbf_s is not None else "node"
+        comp = v.positive(f"--{src}-mtbf-hours", gpu_mtbf_s if src == "gpu" else node_mtbf_s)
+        m = res_eq.job_mtbf(comp, n if src == "gpu" else nodes)
+        return FailureRate(source=src, job_mtbf_s=m, gpus=n, nodes=nodes, component_mtbf_s=comp,
+                           failures_per_day=DAY / m)
+    if job_mtbf_s is not None:
+        m = v.positive("--job-mtbf-hours", job_mtbf_s)
+        return FailureRate(source="job", job_mtbf_s=m, gpus=n, nodes=nodes,
+                           failures_per_day=DAY / m)
+    count = v.positive("--interruptions", interruptions)
+    if period_s is None:
+        raise InputError("--over-days", "is needed with --interruptions")
+    period = v.positive("--over-days", period_s)
+    m = res_eq.mtbf_from_interruptions(period, count)
+    return FailureRate(source="interruptions", job_mtbf_s=m, gpus=n, nodes=nodes,
+                       interruptions=count, period_s=period, failures_per_day=DAY / m)
+
+
+class RestartCost(BaseModel):
+    detect_s: float
+    reschedule_s: float
+    reload_s: float
+    warmup_s: float
+    total_s: float
+    overridden: bool           # total given directly (--restart-min)
+
+
+def restart_cost(*, reload_s: float = 0.0, detect_s: float = DEFAULT_DETECT_S,
+                 reschedule_s: float = DEFAULT_RESCHEDULE_S, warmup_s: float = DEFAULT_WARMUP_S,
+                 total_s: Optional[float] = None) -> RestartCost:
+    """R = detect + reschedule + reload + warm-up; `total_s` replaces the sum when measured."""
+    parts = [v.non_negative(f, x) for f, x in (("--detect-min", detect_s),
+                                               ("--reschedule-min", reschedule_s),
+                                               ("--reload", reload_s),
+                                               ("--warmup-min", warmup_s))]
+    r = res_eq.restart_time(*parts)
+    if total_s is not None:
+        r = v.non_negative("--restart-min", total_s)
+    return RestartCost(detect_s=parts[0], reschedule_s=parts[1], reload_s=parts[2],
+                       warmup_s=parts[3], total_s=r, overridden=total_s is not None)
+
+
+class IntervalOptimum(BaseModel):
+    cost_s: float
+    mtbf_s: float
+    restart_s: float
+    young_interval_s: float
+    daly_interval_s: float
+    young_waste_fraction: float
+    daly_waste_fraction: float
+    interval_s: float                   # the recommendation: Daly's, floored by `min_interval_s`
+    floored: bool                       # True when the floor (async write time) raised it
+    overhead_fraction: float            # δ/τ
+    lost_work_fraction: float           # τ/(2M)
+    restart_fraction: float             # R/M
+    waste_fraction: float
+    goodput_fraction: float
+    first_order_valid: bool             # δ, τ, R small against M
+
+
+def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
+                     min_interval_s: float = 0.0) -> IntervalOptimum:
+    """Young's and Daly's optimum interval and the waste breakdown at Daly's (engine.checkpoint);
+    goodput = 1 − waste. Daly's examples (δ = 5 min): M = 24 h → 117 min, 6 h → 57, 15 min → 9.1."""
+    d = v.positive("--cost-min", cost_s)
+    m = v.positive("--mtbf-hours", mtbf_s)
+    r = v.non_negative("--restart-min", restart_s)
+    young = ckpt_eq.young_interval(d, m)
+    daly = ckpt_eq.daly_interval(d, m)
+    tau = max(daly, min_interval_s)
+    waste = ckpt_eq.waste_fraction(tau, d, m, r)
+    return IntervalOptimum(
+        cost_s=d, mtbf_s=m, restart_s=r, young_interval_s=young, daly_interval_s=daly,
+        young_waste_fraction=ckpt_eq.waste_fraction(young, d, m, r),
+        daly_waste_fraction=ckpt_eq.waste_fraction(daly, d, m, r), interval_s=tau,
+        floored=tau > daly, overhead_fraction=ckpt_eq.overhead_fraction(tau, d),
+        lost_work_fraction=ckpt_eq.lost_work_fraction(tau, m),
+        restart_fraction=ckpt_eq.restart_fraction(r, m), waste_fraction=waste,
+        goodput_fraction=res_eq.goodput(waste),
+        first_order_valid=max(d, tau, r) <= FIRST_ORDER_LIMIT * m)
+
+
+class TrainingTime(BaseModel):
+    tokens: float
+    tokens_per_s: float
+    gpus: int
+    goodput_fraction: float
+    ideal_s: float                      # no failures, no checkpoints
+    with_failures_s: float
+    ideal_gpu_hours: float
+    gpu_hours: float
+    price_per_gpu_hour: Optional[float] = None
+    cost: Optional[float] = None
+
+
+def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fraction: float,
+                  price_per_gpu_hour: Optional[float] = None) -> TrainingTime:
+    """T = (tokens ÷ tokens/s) ÷ goodput; GPU-hours = T × GPUs; cost = GPU-hours × price."""
+    tok = v.positive("--train-tokens", tokens)
+    rate = v.positive("--tokens-per-s", tokens_per_s)
+    n = v.positive_int("--gpus", gpus)
+    ideal = res_eq.train_time(tok, rate)
+    # Waste ≥ 100%: the job never finishes (infinite time; JSON writes null).
+    t = res_eq.train_time(tok, rate, goodput_fraction) if goodput_fraction > 0 else math.inf
+    price = (v.non_negative("--price-per-gpu-hour", price_per_gpu_hour)
+             if price_per_gpu_hour is not None else None)
+    hours = res_eq.gpu_hours(t, n)
+    return TrainingTime(tokens=tok, tokens_per_s=rate, gpus=n, goodput_fraction=goodput_fraction,
+                        ideal_s=ideal, with_failures_s=t, ideal_gpu_hours=res_eq.gpu_hours(ideal, n),
+                        gpu_hours=hours, price_per_gpu_hour=price,
+                        cost=hours * price if price is not None else None)
+
+
+class Straggler(BaseModel):
+    slowdown: float
+    gpus: int
+    gpus_lost_on_eviction: int
+    throughput_fraction_with_straggler: float   # 1/s
+    throughput_fraction_after_eviction: float   # (N − lost)/N, linear scaling assumed
+    break_even_slowdown: float                  # evict when s exceeds N/(N − lost)
+    evict: bool
+    run_s: Optional[float] = None               # nominal run (with failures)
+    run_with_straggler_s: Optional[float] = None
+    run_after_eviction_s: Optional[float] = None  # includes one restart to evict
+    gpu_hours_with_straggler: Optional[float] = None
+    gpu_hours_after_eviction: Optional[float] = None
+
+
+def straggler(slowdown: float, gpus: int, *, gpus_per_node: int = 8, replica_gpus: int = 1,
+              run_s: Optional[float] = None, restart_s: float = 0.0) -> Straggler:
+    """One GPU at ×`slowdown` paces every synchronous step: the run takes ×slowdown. Evicting its
+    node (no spare) removes the DP replicas sharing it; throughput then scales as (N − lost)/N,
+    assuming linear scaling in DP, and eviction costs one restart."""
+    s = v.positive("--straggler", slowdown)
+    if s < 1:
+        raise InputError("--straggler", f"is a slowdown factor ≥ 1 (1.2 = 20% slower), got {s:g}")
+    n = v.positive_int("--gpus", gpus)
+    lost = int(res_eq.gpus_lost_to_eviction(gpus_per_node, replica_gpus))
+    if lost >= n:
+        raise InputError("--straggler", f"evicting a node would idle all {n} GPUs "
+                                        f"({lost} GPUs per eviction); nothing left to compare")
+    keep = res_eq.evicted_throughput_fraction(n, lost)
+    slow_t = res_eq.straggler_step_time(run_s, s) if run_s is not None else None
+    evict_t = run_s / keep + restart_s if run_s is not None else None
+    return Straggler(slowdown=s, gpus=n, gpus_lost_on_eviction=lost,
+                     throughput_fraction_with_straggler=1.0 / s,
+                     throughput_fraction_after_eviction=keep,
+                     break_even_slowdown=res_eq.break_even_slowdown(n, lost),
+                     evict=(evict_t < slow_t) if run_s is not None else 1.0 / s < keep,
+                     run_s=run_s, run_with_straggler_s=slow_t, run_after_eviction_s=evict_t,
+                     gpu_hours_with_straggler=res_eq.gpu_hours(slow_t, n) if run_s else None,
+                     gpu_hours_after_eviction=res_eq.gpu_hours(evict_t, n - lost) if run_s else None)
+
+
+class ResiliencePlan(BaseModel):
+    model: Optional[str] = None
+    hardware: str
+    gpus: int
+    gpus_per_node: int
+    nodes: int
+    contents: CheckpointContents
+    write: CheckpointWrite
+    failures: FailureRate
+    restart: RestartCost
+    optimum: IntervalOptimum
+    async_write_exceeds_interval: bool     # background write outlasts Daly's interval
+    host_bytes_per_node: float             # host memory async staging needs on the busiest node
+    host_memory_bytes: float
+    training: Optional[TrainingTime] = None
+    straggler: Optional[Straggler] = None
+
+
+def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfile" = "h100",
+                    model: Optional[str] = None,
+                    tp: int = 1, pp: int = 1, zero_stage: int = 3, precision: str = "mixed",
+                    optimizer: str = "adam", storage_write_bytes_per_s: Optional[float] = None,
+                    storage_read_bytes_per_s: Optional[float] = None,
+                    async_checkpoint: bool = False, cost_s: Optional[float] = None,
+                    gpu_mtbf_s: Optional[float] = None, node_mtbf_s: Optional[float] = None,
+                    job_mtbf_s: Optional[float] = None, interruptions: Optional[float] = None,
+                    period_s: Optional[float] = None, restart_s: Optional[float] = None,
+                    detect_s: float = DEFAULT_DETECT_S, reschedule_s: float = DEFAULT_RESCHEDULE_S,
+                    warmup_s: float = DEFAULT_WARMUP_S, tokens: Optional[float] = None,
+                    tokens_per_s: Optional[float] = None, price_per_gpu_hour: Optional[float] = None,
+                    straggler_slowdown: Optional[float] = None) -> ResiliencePlan:
+    """Checkpoint size → write time δ (or the async stall) → with the job MTBF M and restart R,
+    the Young/Daly interval, waste, goodput and (given tokens and tokens/s) time to train.
+
+    `cost_s` replaces the derived δ with a measured one; `restart_s` the derived R.
+    """
+    from .hardware import load_profile
+
+    hw = load_profile(hardware) if isinstance(hardware, str) else hardware
+    gpn = hw.scale_up.gpus_per_node
+    c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
+                            precision=precision, optimizer=optimizer)
+    wbw = (v.positive("--storage-gbs", storage_write_bytes_per_s)
+           if storage_write_bytes_per_s is not None else hw.storage.write_bytes_per_s)
+    rbw = (v.positive("--read-gbs", storage_read_bytes_per_s)
+           if storage_read_bytes_per_s is not None else hw.storage.read_bytes_per_s)
+    # Each writing GPU sends its shard through its own NIC (one per GPU on the bundled
+    # profiles), so writers × NIC per GPU = writing nodes × NIC per node for full nodes.
+    w = checkpoint_write(c.total_bytes, wbw, writers=c.effective_writers,
+                         link_bytes_per_s=hw.scale_out.nic_bytes_per_s,
+                         busiest_rank_bytes=c.busiest_rank_bytes,
+                         pcie_bytes_per_s=hw.host.pcie_bytes_per_s,
+                         async_checkpoint=async_checkpoint)
+    if cost_s is not None:
+        w = w.model_copy(update={"blocking_s": v.positive("--cost-min", cost_s)})
+    f = failure_rate(gpus=c.gpus, gpus_per_node=gpn, gpu_mtbf_s=gpu_mtbf_s,
+                     node_mtbf_s=node_mtbf_s, job_mtbf_s=job_mtbf_s, interruptions=interruptions,
+                     period_s=period_s)
+    r = restart_cost(reload_s=res_eq.reload_time(c.total_bytes, rbw), detect_s=detect_s,
+                     reschedule_s=reschedule_s, warmup_s=warmup_s, total_s=restart_s)
+    # A background write must finish before the next one starts: its time floors the interval.
+    opt = interval_optimum(w.blocking_s, f.job_mtbf_s, r.total_s,
+                           min_interval_s=w.write_s if async_checkpoint else 0.0)
+    train = None
+    if (tokens is None) != (tokens_per_s is None):
+        raise InputError("--train-tokens" if tokens is None else "--tokens-per-s",
+                         "give both --train-tokens and --tokens-per-s for the time to train")
+    if tokens is not None:
+        train = training_time(tokens, tokens_per_s, c.gpus, opt.goodput_fraction,
+                              price_per_gpu_hour)
+    strag = None
+    if straggler_slowdown is not None:
+        strag = straggler(straggler_slowdown, c.gpus, gpus_per_node=gpn,
+                          replica_gpus=c.tp * c.pp,
+                          run_s=train.with_failures_s if train else None, restart_s=r.total_s)
+    return ResiliencePlan(model=model, hardware=hw.name, gpus=c.gpus, gpus_per_node=gpn,
+                          nodes=math.ceil(c.gpus / gpn), contents=c, write=w, failures=f,
+                          restart=r, optimum=opt,
+                          async_write_exceeds_interval=async_checkpoint
+                          and w.write_s > opt.daly_interval_s,
+                          host_bytes_per_node=min(gpn, c.gpus) * c.busiest_rank_bytes,
+                          host_memory_bytes=hw.host.host_memory_bytes, training=train,
+                          straggler=strag)

@@ -1,0 +1,119 @@
+"""From what a user typed (a preset, a config.json, a bare count, architecture flags, a profile
+name or file, overrides) to a ModelSpec and a HardwareProfile."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import validate as v
+from .errors import InputError
+from .hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
+from .model import ModelSpec, model_from_params
+
+# When the user gives no batch: 4M tokens per step (the Llama/GPT-3 class), sequence 4096.
+DEFAULT_SEQ_LEN = 4096
+DEFAULT_TOKENS_PER_BATCH = 4 * 2**20
+
+
+def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = None,
+                  params: Optional[float] = None, layers: Optional[int] = None,
+                  hidden: Optional[int] = None, heads: Optional[int] = None,
+                  kv_heads: Optional[int] = None, ffn: Optional[int] = None,
+                  vocab: Optional[int] = None, mlp: Optional[str] = None) -> ModelSpec:
+    """Exactly one source: --model, --model-config, --params, or the architecture flags."""
+    arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
+            "ffn": ffn, "vocab": vocab, "mlp": mlp}
+    given_arch = {k: x for k, x in arch.items() if x is not None}
+    sources = [s for s, x in (("--model", model), ("--model-config", model_config),
+                              ("--params", params)) if x is not None]
+    if given_arch and not {"layers", "hidden", "heads"} <= set(given_arch):
+        missing = sorted({"layers", "hidden", "heads"} - set(given_arch))
+        raise InputError("--" + missing[0], "architecture flags need at least --layers, --hidden "
+                         "and --heads")
+    if given_arch:
+        sources.append("--layers/--hidden/--heads")
+    if len(sources) != 1:
+        raise InputError("--model", "give exactly one of --model PRESET, --model-config PATH, "
+                         "--params N or the architecture flags (--layers --hidden --heads ...)"
+                         + (f"; got {', '.join(sources)}" if sources else ""))
+    if model is not None:
+        from .presets import get_preset
+        return get_preset(model)
+    if model_config is not None:
+        from .hf_config import load_hf_config
+        return load_hf_config(model_config)
+    if params is not None:
+        return model_from_params(v.positive("--params", params, upper=v.MAX_PARAMS))
+    return _from_flags(**given_arch)
+
+
+def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = None,
+                ffn: Optional[int] = None, vocab: Optional[int] = None,
+                mlp: Optional[str] = None) -> ModelSpec:
+    """A model described as papers do. GeLU (the default) means the GPT/Megatron layer: 4h FFN,
+    learned positions, biases, LayerNorm, dropout, tied embeddings; SwiGLU means Llama-style."""
+    for f, x in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)):
+        v.positive_int(f, x)
+    mlp = v.choice("--mlp", mlp or "gelu", ("gelu", "swiglu"))
+    gpt = mlp == "gelu"
+    spec = dict(name=f"custom-{layers}L-{hidden}h", layers=layers, hidden=hidden, heads=heads,
+                kv_heads=kv_heads or heads,
+                ffn=ffn or (4 * hidden if gpt else int(8 * hidden / 3 / 256 + 0.999) * 256),
+                vocab=vocab or (51200 if gpt else 128256), mlp=mlp,
+                tied_embeddings=gpt, position="learned" if gpt else "rope",
+                max_positions=2048 if gpt else None, qkv_bias=gpt, linear_bias=gpt,
+                norm="layernorm" if gpt else "rmsnorm", dropout=gpt,
+                source="architecture flags (" + ("GPT-style: GeLU 4h MLP, learned positions, "
+                                                 "biases, dropout, tied embeddings" if gpt else
+                                                 "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
+    try:
+        return ModelSpec(**spec)
+    except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
+        msg = str(e).splitlines()
+        raise InputError("--heads", msg[-1].strip() if msg else "invalid architecture") from None
+
+
+def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[str] = None,
+                     gpus_per_node: Optional[int] = None, gpu_memory_gb: Optional[float] = None,
+                     nic_gbit_per_gpu: Optional[float] = None) -> HardwareProfile:
+    """A profile by name (default h100) or file, with what-if overrides."""
+    if hardware and hardware_file:
+        raise InputError("--hardware", "give --hardware NAME or --hardware-file PATH, not both")
+    prof = load_profile_file(hardware_file) if hardware_file else load_profile(hardware or DEFAULT_PROFILE)
+    if gpus_per_node is not None or gpu_memory_gb is not None or nic_gbit_per_gpu is not None:
+        prof = with_overrides(prof, gpus_per_node=gpus_per_node, gpu_memory_gb=gpu_memory_gb,
+                              nic_gbit_per_gpu=nic_gbit_per_gpu)
+    return prof
+
+
+def sequences_for_tokens(tokens: float, seq_len: int, tolerance: float = 0.05) -> int:
+    """Global batch in sequences for a token budget: tokens/seq rounded to a multiple of the
+    largest power of two that stays within `tolerance`, so data-parallel degrees divide it
+    (Llama 3's "16M tokens" at 8K is 2048 sequences, 16.8M tokens)."""
+    exact = tokens / seq_len
+    g = 1 << max(0, int(exact).bit_length())
+    while g > 1:
+        n = max(1, round(exact / g)) * g
+        if abs(n - exact) <= tolerance * exact:
+            return n
+        g //= 2
+    return max(1, round(exact))
+
+
+def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
+                  tokens_per_batch: Optional[float]) -> tuple[int, int, str]:
+    """(sequence length, global batch in sequences, a note on any rounding)."""
+    s = v.positive_int("--seq-len", seq_len if seq_len is not None else DEFAULT_SEQ_LEN,
+                       upper=10**8)
+    if global_batch is not None and tokens_per_batch is not None:
+        raise InputError("--global-batch", "give --global-batch or --tokens-per-batch, not both")
+    if global_batch is not None:
+        return s, v.positive_int("--global-batch", global_batch, upper=10**9), ""
+    tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
+                        else DEFAULT_TOKENS_PER_BATCH, upper=1e13)
+    n = sequences_for_tokens(tokens, s)
+    note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
+            "so that data-parallel degrees divide it" if n * s != tokens else "")
+    if tokens_per_batch is None:
+        note = f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s})"
+    return s, n, note

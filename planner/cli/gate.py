@@ -1,0 +1,92 @@
+"""`dtplan check` (CI gate over plan files and engine configs) and `dtplan schema`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+from . import EXIT_OK, app
+
+
+class GateFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+
+
+class Engine(str, Enum):
+    plan = "plan"
+    deepspeed = "deepspeed"
+    megatron = "megatron"
+    torchtitan = "torchtitan"
+
+
+class SchemaKind(str, Enum):
+    plan = "plan"
+    verdict = "verdict"
+
+
+@app.command("check")
+def check_cmd(
+    files: List[str] = typer.Argument(..., metavar="FILE",
+                                      help="plan files (YAML/TOML/JSON) or engine configs"),
+    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f",
+                                   help="table, json, markdown or github (workflow annotations)"),
+    strict: bool = typer.Option(False, "--strict", help="treat warnings as failures"),
+    engine: Optional[Engine] = typer.Option(None, "--engine",
+                                            help="input kind; detected from content if omitted"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (engine configs)"),
+    hardware: Optional[str] = typer.Option(None, "--hardware",
+                                           help="hardware profile name or .toml path"),
+    model: Optional[str] = typer.Option(None, "--model",
+                                        help="model preset or config.json path (engine configs)"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length (DeepSpeed)"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel (DeepSpeed configs)"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline parallel (DeepSpeed configs)"),
+) -> int:
+    """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input."""
+    from ..errors import InputError
+    from ..gate import CheckOptions, check_paths
+    from ..render import emit
+    from ..render.gate import (file_document, render_github, render_json_verdict,
+                               render_markdown_verdict)
+
+    for name, value in (("--gpus", gpus), ("--seq-len", seq_len), ("--tp", tp), ("--pp", pp)):
+        if value is not None and value < 1:
+            raise InputError(name, f"must be an integer >= 1, got {value}")
+    opts = CheckOptions(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
+                        model=model, seq_len=seq_len, tp=tp, pp=pp, strict=strict)
+    verdict = check_paths(files, opts)
+    for v in verdict.files:
+        if v.error:
+            sys.stderr.write(f"dtplan: error: {v.error}\n")
+    if fmt is GateFormat.json:
+        sys.stdout.write(render_json_verdict(verdict) + "\n")
+    elif fmt is GateFormat.github:
+        sys.stdout.write(render_github(verdict) + "\n")
+    elif fmt is GateFormat.markdown:
+        sys.stdout.write(render_markdown_verdict(verdict) + "\n")
+    else:
+        for v in verdict.files:
+            if not v.error:
+                emit(file_document(v), "table")
+    return verdict.exit_code
+
+
+@app.command("schema")
+def schema_cmd(
+    kind: SchemaKind = typer.Argument(SchemaKind.plan, help="plan (plan-file schema) or "
+                                      "verdict (check --format json output)"),
+) -> int:
+    """Print the JSON Schema of plan files (or of the check verdict)."""
+    from ..gate import verdict_json_schema
+    from ..plan import json_schema
+
+    schema = json_schema() if kind is SchemaKind.plan else verdict_json_schema()
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    return EXIT_OK

@@ -1,0 +1,566 @@
+"""CI verdicts: a plan (or an engine config read into one) → every rule, pass / fail / warn.
+
+Rules come from four places, in this order:
+1. ``evaluate.estimate(...).rules``: the layout rules (world size, TP inside the NVLink domain,
+   heads and KV heads vs TP, layers vs PP·v, interleaving, batch divisibility, sequence vs CP,
+   experts vs EP, sharding, offload) and ``fits-in-memory`` (peak ≤ capacity minus margin);
+2. the engine's own assertions when the input was a DeepSpeed / Megatron-LM / torchtitan file
+   (``planner.engine_configs``);
+3. ``batch-accounting``: when the job states its accumulation steps a, the global batch must be
+   exactly b × a × DP; TP, PP and CP ranks never multiply it (DESIGN.md "Batch");
+4. one rule per threshold the plan sets, and ``checkpoint-interval`` when it has a checkpoint
+   policy (waste δ/τ + τ/2M + R/M at the stated interval against Daly's optimum; the sizes,
+   write cost and MTBF come from planner.resilience).
+
+Each rule carries the key path it concerns (``layout.tp``, ``--pipeline-model-parallel-size``)
+and that key's line in the file, so CI annotations land on the offending line.
+The verdict JSON (``Verdict``) is versioned by ``schema_version``; see ``dtplan schema verdict``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from .engine import checkpoint as ckpt
+from .errors import InputError
+from .hardware import HardwareProfile, load_profile, load_profile_file, with_overrides
+from .layout import Layout, Rule
+from .model import ModelSpec
+from .plan import Plan, Thresholds, safe_reference, validate_plan
+
+VERDICT_SCHEMA_VERSION = 1
+Status = Literal["pass", "fail", "warn"]
+
+
+class GateRule(BaseModel):
+    """One checked rule in a verdict."""
+
+    name: str = Field(description="stable rule id, e.g. fits-in-memory, layers-divisible-by-pp")
+    status: Status
+    measured: str = Field("", description="the value found, human-readable")
+    limit: str = Field("", description="what the rule allows, human-readable")
+    message: str = Field("", description="what the rule means")
+    key: Optional[str] = Field(None, description="key path in the file the rule concerns "
+                               "(layout.tp, train_batch_size, --micro-batch-size)")
+    line: Optional[int] = Field(None, description="1-based line of that key in the file")
+
+
+class FileVerdict(BaseModel):
+    """The verdict on one input file."""
+
+    file: str
+    kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
+    ok: bool = Field(description="no rule failed and the file was valid input")
+    error: Optional[str] = Field(None, description="bad input: the one-line reason (exit 2)")
+    counts: dict[str, int] = Field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
+    summary: dict[str, Any] = Field(default_factory=dict, description="inputs and headline "
+                                    "estimates (SI units: bytes, seconds)")
+    rules: list[GateRule] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Verdict(BaseModel):
+    """``dtplan check --format json`` output."""
+
+    schema_version: Literal[1] = VERDICT_SCHEMA_VERSION
+    command: Literal["check"] = "check"
+    ok: bool
+    strict: bool
+    exit_code: int = Field(description="0 all pass, 1 a rule failed, 2 bad input")
+    files: list[FileVerdict]
+
+
+def make_rule(name: str, ok: bool, measured: str, limit: str, message: str, *,
+              key: str | None = None, warn: bool = False) -> GateRule:
+    """A rule that fails (or only warns, with ``warn``) when ``ok`` is False."""
+    status: Status = "pass" if ok else ("warn" if warn else "fail")
+    return GateRule(name=name, status=status, measured=measured, limit=limit, message=message,
+                    key=key)
+
+
+# ---- resolved inputs ---------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    """A plan with every reference resolved: what ``estimate`` needs plus the gate's extras."""
+
+    model: ModelSpec
+    hardware: HardwareProfile
+    gpus: int
+    layout: Layout
+    seq_len: int
+    global_batch: int
+    accumulation: Optional[int] = None
+    budget: dict[str, float] = field(default_factory=dict)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    checkpoint: Any = None
+    keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
+    rules: list[GateRule] = field(default_factory=list)     # rules found while resolving
+    notes: list[str] = field(default_factory=list)
+
+
+MODEL_FIELDS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab",
+                "tied_embeddings", "position", "max_positions", "qkv_bias", "linear_bias", "norm",
+                "dropout", "experts", "experts_per_token", "expert_ffn", "shared_experts",
+                "dense_layers")
+# Inline shapes without a base default to the Llama layout (SwiGLU, RMSNorm, RoPE, untied).
+INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
+                   "tied_embeddings": False}
+
+
+def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
+    from .hf_config import load_hf_config
+    from .presets import get_preset
+
+    if isinstance(section, str):
+        try:
+            return get_preset(section)
+        except InputError as e:
+            raise InputError(f"{where}: model", e.message) from None
+    if section.preset is not None and section.config is not None:
+        raise InputError(f"{where}: model", "give preset or config, not both")
+    inline = {k: getattr(section, k) for k in MODEL_FIELDS if getattr(section, k) is not None}
+    if section.preset is not None:
+        try:
+            base = get_preset(section.preset).model_dump()
+        except InputError as e:
+            raise InputError(f"{where}: model.preset", e.message) from None
+    elif section.config is not None:
+        path = safe_reference(section.config, base_dir, f"{where}: model.config", "config.json")
+        try:
+            base = load_hf_config(path).model_dump()
+        except InputError as e:
+            raise InputError(f"{where}: model.config", e.message) from None
+    else:
+        base = {**INLINE_DEFAULTS, "source": "inline shape in the plan file"}
+        missing = [k for k in ("layers", "hidden", "heads", "ffn", "vocab") if k not in inline]
+        if missing:
+            raise InputError(f"{where}: model", f"inline shape needs {', '.join(missing)} "
+                                                "(or give preset: / config:)")
+    if inline and (section.preset or section.config):
+        base["source"] = f"{base.get('source', '')}; overridden in the plan: {', '.join(inline)}"
+        if ("heads" in inline or "hidden" in inline) and "head_dim" not in inline:
+            base.pop("head_dim", None)  # re-derived from the new hidden ÷ heads
+    data = {**base, **inline}
+    try:
+        return ModelSpec.model_validate(data)
+    except Exception as e:  # pydantic ValidationError from the model's own checks
+        msg = getattr(e, "errors", lambda: [{"msg": str(e)}])()[0]["msg"]
+        raise InputError(f"{where}: model", msg.removeprefix("Value error, ")) from None
+
+
+def load_hardware(text: str) -> HardwareProfile:
+    """A profile name or a path to a profile TOML (a CLI option, trusted)."""
+    if text.endswith(".toml") or "/" in text:
+        return load_profile_file(text)
+    return load_profile(text)
+
+
+def resolve_hardware(section: Any, base_dir: Path, where: str) -> HardwareProfile:
+    if isinstance(section, str):
+        try:
+            return load_profile(section)
+        except InputError as e:
+            raise InputError(f"{where}: hardware", e.message) from None
+    if section.profile is not None and section.file is not None:
+        raise InputError(f"{where}: hardware", "give profile or file, not both")
+    try:
+        if section.file is not None:
+            prof = load_profile_file(safe_reference(section.file, base_dir,
+                                                    f"{where}: hardware.file", "profile TOML"))
+        else:
+            prof = load_profile(section.profile or "h100")
+        return with_overrides(prof, gpus_per_node=section.gpus_per_node,
+                              gpu_memory_gb=section.gpu_memory_gb,
+                              nic_gbit_per_gpu=section.nic_gbit_per_gpu)
+    except InputError as e:
+        raise InputError(f"{where}: hardware", f"{e.field}: {e.message}"
+                         if e.field.startswith("--") else e.message) from None
+
+
+def _pick_one(where: str, a: Any, a_key: str, b: Any, b_key: str, default: Any) -> Any:
+    if a is not None and b is not None and a != b:
+        raise InputError(f"{where}: {b_key}", f"{b!r} conflicts with {a_key} = {a!r}; give one")
+    return a if a is not None else (b if b is not None else default)
+
+
+def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | None = None,
+                 hardware: HardwareProfile | None = None) -> Inputs:
+    """Plan → Inputs. ``model``/``hardware`` override the plan's (engine configs, CLI options)."""
+    mod = model or resolve_model(plan.model, base_dir, where)
+    hw = hardware or resolve_hardware(plan.hardware, base_dir, where)
+    lay = plan.layout
+    keys: dict[str, str] = {}
+    rules: list[GateRule] = []
+    notes: list[str] = []
+    precision = _pick_one(where, plan.precision, "precision", lay.precision, "layout.precision",
+                          "mixed")
+    optimizer = _pick_one(where, plan.optimizer, "optimizer", lay.optimizer, "layout.optimizer",
+                          "adam")
+    micro = _pick_one(where, plan.batch.micro_batch, "batch.micro_batch", lay.micro_batch,
+                      "layout.micro_batch", 1)
+    model_gpus = lay.tp * lay.pp * lay.cp
+    if lay.dp is None:
+        dp = max(1, plan.gpus // model_gpus)
+        keys["world-size"] = "gpus"
+        if plan.gpus % model_gpus == 0:
+            notes.append(f"DP = gpus ÷ (TP·PP·CP) = {plan.gpus} ÷ {model_gpus} = {dp}")
+    else:
+        dp = lay.dp
+        keys["world-size"] = "layout.dp"
+    layout = Layout(tp=lay.tp, pp=lay.pp, dp=dp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
+                    shard_group=lay.shard_group, micro_batch=micro, schedule=lay.schedule,
+                    chunks=lay.chunks, sp=lay.sp, recompute=lay.recompute,
+                    recompute_layers=lay.recompute_layers,
+                    offload_optimizer=lay.offload_optimizer, offload_params=lay.offload_params,
+                    precision=precision, optimizer=optimizer)
+    b = plan.batch
+    if b.global_batch is not None and b.tokens_per_batch is not None:
+        raise InputError(f"{where}: batch.tokens_per_batch", "give global_batch or "
+                                                             "tokens_per_batch, not both")
+    if b.tokens_per_batch is not None:
+        g = max(1, b.tokens_per_batch // plan.seq_len)
+        rules.append(make_rule("tokens-per-batch", b.tokens_per_batch % plan.seq_len == 0,
+                               f"{b.tokens_per_batch} tokens / seq {plan.seq_len}",
+                               "whole number of sequences",
+                               "tokens_per_batch must be a whole number of sequences",
+                               key="batch.tokens_per_batch"))
+        keys["batch-divisible"] = keys["batch-accounting"] = "batch.tokens_per_batch"
+    elif b.global_batch is not None:
+        g = b.global_batch
+        keys["batch-divisible"] = keys["batch-accounting"] = "batch.global_batch"
+    else:
+        g = micro * (b.accumulation or 1) * dp
+        notes.append(f"no global batch stated: B = b × a × DP = {micro} × {b.accumulation or 1}"
+                     f" × {dp} = {g}")
+        keys["batch-divisible"] = keys["batch-accounting"] = "batch"
+    if b.accumulation is not None and b.global_batch is None and b.tokens_per_batch is None:
+        accumulation = None  # B was derived from a; nothing to check
+    else:
+        accumulation = b.accumulation
+    if accumulation is not None:
+        keys["batch-accounting"] = "batch.accumulation"
+    budget = {}
+    if plan.budget is not None:
+        gb = plan.budget
+        for src, dst, scale in (("context_gb", "context_bytes", 1e9),
+                                ("comm_buffer_gb", "comm_buffer_bytes", 1e9),
+                                ("fragmentation_fraction", "fragmentation_fraction", 1.0),
+                                ("margin_fraction", "margin_fraction", 1.0)):
+            val = getattr(gb, src)
+            if val is not None:
+                budget[dst] = val * scale
+    keys.update({
+        "tp-in-nvlink-domain": "layout.tp", "heads-divisible-by-tp": "layout.tp",
+        "kv-heads-compatible-with-tp": "layout.tp", "layers-divisible-by-pp": "layout.pp",
+        "interleaving-valid": "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
+        "sequence-divisible": "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
+        "experts-divisible-by-ep": "layout.ep", "sharding-valid": "layout.shard_group",
+        "offload-valid": ("layout.offload_params" if lay.offload_params != "none"
+                          else "layout.offload_optimizer"),
+        "fits-in-memory": "layout",
+    })
+    return Inputs(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
+                  global_batch=g, accumulation=accumulation, budget=budget,
+                  thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
+                  notes=notes)
+
+
+# ---- rules -------------------------------------------------------------------------------------
+
+def batch_accounting_rule(g: int, micro: int, accumulation: int, layout: Layout,
+                          key: str | None = None) -> GateRule:
+    """B = b × a × DP exactly; name the TP/PP/CP inflation when that is what happened."""
+    expected = micro * accumulation * layout.dp
+    ok = g == expected
+    message = "global batch = micro-batch × accumulation × DP; TP, PP and CP never multiply it"
+    model_par = layout.tp * layout.pp * layout.cp
+    if not ok and model_par > 1 and g == expected * model_par:
+        message = (f"global batch is inflated by TP×PP×CP = {model_par}: it counts every GPU as a "
+                   "data-parallel rank")
+    return make_rule("batch-accounting", ok,
+                     f"{g} vs {micro} × {accumulation} × DP {layout.dp} = {expected}",
+                     f"= {expected}", message, key=key)
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.2f} GB"
+
+
+def threshold_rules(t: Thresholds, est: Any) -> list[GateRule]:
+    out: list[GateRule] = []
+
+    def add(field_: str, ok: bool, measured: str, limit: str, message: str) -> None:
+        out.append(make_rule(field_.replace("_", "-"), ok, measured, limit, message,
+                             key=f"thresholds.{field_}"))
+
+    if t.max_memory_fraction is not None:
+        frac = est.peak_memory_bytes / est.capacity_bytes
+        add("max_memory_fraction", frac <= t.max_memory_fraction,
+            f"{frac:.1%} ({_gb(est.peak_memory_bytes)} of {_gb(est.capacity_bytes)})",
+            f"≤ {t.max_memory_fraction:.1%}", "peak memory as a share of GPU capacity")
+    if t.min_headroom_gb is not None:
+        head = est.usable_memory_bytes - est.peak_memory_bytes
+        add("min_headroom_gb", head >= t.min_headroom_gb * 1e9, _gb(head),
+            f"≥ {t.min_headroom_gb:g} GB", "usable memory left after the peak")
+    if t.min_mfu is not None:
+        add("min_mfu", est.mfu >= t.min_mfu, f"{est.mfu:.1%}", f"≥ {t.min_mfu:.1%}",
+            "model FLOPs utilisation (estimated)")
+    if t.max_bubble is not None:
+        add("max_bubble", est.bubble_fraction <= t.max_bubble, f"{est.bubble_fraction:.1%}",
+            f"≤ {t.max_bubble:.1%}", "pipeline bubble share of the step")
+    if t.max_step_time_s is not None:
+        add("max_step_time_s", est.step_time_s <= t.max_step_time_s, f"{est.step_time_s:.2f} s",
+            f"≤ {t.max_step_time_s:g} s", "estimated time per optimizer step")
+    if t.min_tokens_per_s_per_gpu is not None:
+        add("min_tokens_per_s_per_gpu", est.tokens_per_s_per_gpu >= t.min_tokens_per_s_per_gpu,
+            f"{est.tokens_per_s_per_gpu:,.0f}", f"≥ {t.min_tokens_per_s_per_gpu:,.0f}",
+            "estimated training throughput per GPU")
+    if t.max_collective_fraction is not None:
+        add("max_collective_fraction", est.collective_fraction <= t.max_collective_fraction,
+            f"{est.collective_fraction:.1%}", f"≤ {t.max_collective_fraction:.1%}",
+            "exposed communication share of the step")
+    return out
+
+
+@dataclass
+class CheckpointFigures:
+    cost_s: float
+    mtbf_s: float
+    interval_s: float
+    waste: float
+    optimum_s: float
+    optimum_waste: float
+    source: str
+
+
+def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
+    """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
+    Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
+    from .resilience import (checkpoint_contents, checkpoint_write, failure_rate,
+                             interval_optimum)
+
+    c = inp.checkpoint
+    if c is None:
+        return None
+    lay, hw = inp.layout, inp.hardware
+    try:
+        fr = failure_rate(gpus=inp.gpus, gpus_per_node=hw.scale_up.gpus_per_node,
+                          gpu_mtbf_s=_hours(c.gpu_mtbf_hours), node_mtbf_s=_hours(c.node_mtbf_hours),
+                          job_mtbf_s=_hours(c.mtbf_hours))
+    except InputError:
+        raise InputError(f"{where}: checkpoint", "give exactly one of mtbf_hours (the job's), "
+                         "node_mtbf_hours or gpu_mtbf_hours") from None
+    if c.cost_min is not None:
+        if c.size_gb is not None or c.write_gbps is not None:
+            raise InputError(f"{where}: checkpoint.cost_min", "give cost_min or size_gb/write_gbps,"
+                                                              " not both")
+        cost, source = c.cost_min * 60, "stated cost"
+    else:
+        contents = checkpoint_contents(inp.model.param_count(), lay.dp * lay.tp * lay.pp,
+                                       tp=lay.tp, pp=lay.pp, zero_stage=lay.zero,
+                                       precision=lay.precision, optimizer=lay.optimizer,
+                                       shard_degree=lay.shard_group)
+        size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
+        storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
+        write = checkpoint_write(size, storage, writers=contents.effective_writers,
+                                 link_bytes_per_s=hw.scale_out.nic_bytes_per_s,
+                                 busiest_rank_bytes=None if c.size_gb else contents.busiest_rank_bytes)
+        cost = write.blocking_s
+        source = (f"{size / 1e9:,.0f} GB {'(stated)' if c.size_gb else 'of weights and optimizer state'}"
+                  f" at {min(storage, write.links_bytes_per_s) / 1e9:,.0f} GB/s, bound by "
+                  f"{write.binds}")
+    restart = c.restart_min * 60
+    opt = interval_optimum(cost, fr.job_mtbf_s, restart)
+    tau = c.interval_min * 60
+    return CheckpointFigures(cost_s=cost, mtbf_s=fr.job_mtbf_s, interval_s=tau,
+                             waste=float(ckpt.waste_fraction(tau, cost, fr.job_mtbf_s, restart)),
+                             optimum_s=opt.daly_interval_s, optimum_waste=opt.daly_waste_fraction,
+                             source=source)
+
+
+def _hours(h: float | None) -> float | None:
+    return None if h is None else h * 3600.0
+
+
+def checkpoint_rules(f: CheckpointFigures | None, t: Thresholds) -> list[GateRule]:
+    if f is None:
+        return []
+    far = not (0.5 <= f.interval_s / f.optimum_s <= 2.0)
+    out = [make_rule("checkpoint-interval", not far,
+                     f"{f.interval_s / 60:.0f} min (waste {f.waste:.1%})",
+                     f"within 2× of the optimum {f.optimum_s / 60:.0f} min (Daly; waste "
+                     f"{f.optimum_waste:.1%})",
+                     f"checkpoint cost δ = {f.cost_s / 60:.1f} min ({f.source}), job MTBF "
+                     f"{f.mtbf_s / 3600:.1f} h", key="checkpoint.interval_min", warn=True)]
+    if t.max_checkpoint_waste is not None:
+        out.append(make_rule("max-checkpoint-waste", f.waste <= t.max_checkpoint_waste,
+                             f"{f.waste:.1%}", f"≤ {t.max_checkpoint_waste:.1%}",
+                             "time lost to writing checkpoints, redoing work and restarting",
+                             key="thresholds.max_checkpoint_waste"))
+    return out
+
+
+def _from_rule(r: Rule, key: str | None) -> GateRule:
+    return GateRule(name=r.name, status=r.status, measured=r.measured, limit=r.limit,
+                    message=r.message, key=key)
+
+
+@dataclass
+class Outcome:
+    rules: list[GateRule]
+    estimate: Any
+    notes: list[str]
+
+
+def evaluate_inputs(inp: Inputs, where: str = "plan") -> Outcome:
+    """Run the estimate and collect every rule for one resolved input."""
+    from .evaluate import MemoryBudget, estimate
+
+    try:
+        budget = MemoryBudget(**inp.budget)
+    except Exception as e:
+        raise InputError(f"{where}: budget", str(e).splitlines()[-1]) from None
+    est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
+                   global_batch=inp.global_batch, budget=budget)
+    rules = [_from_rule(r, inp.keys.get(r.name)) for r in est.rules]
+    rules += inp.rules
+    if inp.accumulation is not None:
+        rules.append(batch_accounting_rule(inp.global_batch, inp.layout.micro_batch,
+                                           inp.accumulation, inp.layout,
+                                           key=inp.keys.get("batch-accounting")))
+    rules += threshold_rules(inp.thresholds, est)
+    ck = checkpoint_figures(inp, where)
+    rules += checkpoint_rules(ck, inp.thresholds)
+    return Outcome(rules=rules, estimate=est, notes=inp.notes + est.notes)
+
+
+# ---- lines of keys in the file text ------------------------------------------------------------
+
+def _segment_patterns(seg: str) -> list[re.Pattern]:
+    s = re.escape(seg)
+    if seg.startswith("-"):  # a command-line flag
+        return [re.compile(rf"(?<![\w-]){s}(?=[\s=\"']|$)")]
+    return [re.compile(rf"^\s*(?:-\s+)?[\"']?{s}[\"']?\s*[:=]"),          # key: / key = / "key":
+            re.compile(rf"^\s*\[+\s*(?:[\w.\-]+\.)?{s}\s*\]+"),              # [section] / [a.seg]
+            re.compile(rf"[{{,]\s*[\"']?{s}[\"']?\s*[:=]")]                    # flow / inline tables
+
+
+def find_key_line(text: str, key: str | None) -> int | None:
+    """1-based line of a dotted key path (``layout.tp``) or a flag, by a simple scan: each
+    segment is searched from the line where the previous one was found. Comment lines are
+    skipped. Returns the deepest segment found, or None."""
+    if not key:
+        return None
+    lines = text.splitlines()
+    segs = [key] if key.startswith("-") else [s for s in key.split(".") if s]
+    start, found = 0, None
+    for seg in segs:
+        pats = _segment_patterns(seg)
+        for i in range(start, len(lines)):
+            stripped = lines[i].lstrip()
+            if stripped.startswith("#") or stripped.startswith("//"):
+                continue
+            if any(p.search(lines[i]) for p in pats):
+                start, found = i, i + 1
+                break
+        else:
+            break
+    return found
+
+
+# ---- files ---------------------------------------------------------------------------------------
+
+@dataclass
+class CheckOptions:
+    """Command-line facts an engine config cannot state (and engine selection)."""
+
+    engine: str | None = None          # deepspeed | megatron | torchtitan | plan | None (detect)
+    gpus: int | None = None
+    hardware: str | None = None
+    model: str | None = None
+    seq_len: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    strict: bool = False
+
+
+def _summary(inp: Inputs, est: Any) -> dict[str, Any]:
+    lay = inp.layout
+    return {
+        "model": inp.model.name, "params": inp.model.param_count(),
+        "hardware": inp.hardware.name, "gpus": inp.gpus,
+        "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
+                   "zero": lay.zero, "micro_batch": lay.micro_batch, "schedule": lay.schedule,
+                   "chunks": lay.chunks, "sequence_parallel": lay.sequence_parallel,
+                   "recompute": lay.recompute, "precision": lay.precision,
+                   "optimizer": lay.optimizer},
+        "seq_len": inp.seq_len, "global_batch": inp.global_batch,
+        "accumulation": est.accumulation,
+        "peak_memory_bytes": est.peak_memory_bytes, "usable_memory_bytes": est.usable_memory_bytes,
+        "capacity_bytes": est.capacity_bytes, "peak_stage": est.peak_stage,
+        "step_time_s": est.step_time_s, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu,
+        "bubble_fraction": est.bubble_fraction, "collective_fraction": est.collective_fraction,
+    }
+
+
+def _finish(verdict: FileVerdict, text: str, strict: bool) -> FileVerdict:
+    for r in verdict.rules:
+        if strict and r.status == "warn":
+            r.status = "fail"
+            r.message = f"(strict) {r.message}"
+        r.line = find_key_line(text, r.key)
+        verdict.counts[r.status] += 1
+    verdict.ok = verdict.error is None and verdict.counts["fail"] == 0
+    return verdict
+
+
+def check_file(path: str, opts: CheckOptions | None = None) -> FileVerdict:
+    """Verdict on one file; bad input raises InputError (the CLI turns it into exit 2)."""
+    from . import engine_configs as ec
+
+    opts = opts or CheckOptions()
+    where = str(path)
+    text, fmt, data = ec.load_any(path, opts.engine)
+    kind = opts.engine or ec.detect(where, fmt, data, text)
+    if kind == "plan":
+        plan = validate_plan(data, where)
+        cli_model = ec.cli_model(opts.model) if opts.model else None
+        cli_hw = load_hardware(opts.hardware) if opts.hardware else None
+        inp = resolve_plan(plan, Path(path).parent, where, model=cli_model, hardware=cli_hw)
+    else:
+        inp = ec.read_engine(kind, where, text, data, opts)
+    out = evaluate_inputs(inp, where)
+    verdict = FileVerdict(file=where, kind=kind, ok=True, rules=out.rules, notes=out.notes,
+                          summary=_summary(inp, out.estimate))
+    return _finish(verdict, text, opts.strict)
+
+
+def check_paths(paths: list[str], opts: CheckOptions | None = None) -> Verdict:
+    """Verdicts on every file; a bad file is recorded with its error and the rest still run."""
+    opts = opts or CheckOptions()
+    files: list[FileVerdict] = []
+    bad = failed = False
+    for p in paths:
+        try:
+            files.append(check_file(p, opts))
+        except InputError as e:
+            bad = True
+            files.append(FileVerdict(file=str(p), ok=False, error=str(e)))
+            continue
+        failed |= not files[-1].ok
+    code = 2 if bad else (1 if failed else 0)
+    return Verdict(ok=code == 0, strict=opts.strict, exit_code=code, files=files)
+
+
+def verdict_json_schema() -> dict[str, Any]:
+    schema = Verdict.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "dtplan check verdict"
+    return schema
+

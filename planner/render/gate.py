@@ -1,0 +1,103 @@
+"""Renderings of a gate verdict: terminal table, Markdown, JSON, GitHub workflow annotations.
+
+GitHub annotations follow the workflow-command syntax
+``::error file={name},line={line},title={title}::{message}`` (docs.github.com, "Workflow commands
+for GitHub Actions"); data is escaped with %25 / %0D / %0A, property values also %3A / %2C.
+Formatting only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..gate import FileVerdict, Verdict
+from .document import Document, Table, _clean, render_markdown
+from .units import count, duration, gb, pct
+
+STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def _where(r) -> str:
+    if not r.key:
+        return ""
+    return f"{r.key}:{r.line}" if r.line else r.key
+
+
+def file_document(v: FileVerdict) -> Document:
+    if v.error:
+        return Document(command="check", title=f"{v.file}: bad input", verdict=f"ERROR: {v.error}",
+                        ok=False)
+    s = v.summary
+    lay = s.get("layout", {})
+    facts = [["model", f"{s.get('model')} ({count(s.get('params', 0))} params)"],
+             ["hardware", f"{s.get('hardware')} × {s.get('gpus')} GPUs"],
+             ["layout", f"TP {lay.get('tp')} · PP {lay.get('pp')} · DP {lay.get('dp')} · "
+                        f"CP {lay.get('cp')} · EP {lay.get('ep')} · ZeRO {lay.get('zero')} · "
+                        f"b {lay.get('micro_batch')} · {lay.get('schedule')}"
+                        f"{' v' + str(lay.get('chunks')) if lay.get('chunks', 1) > 1 else ''} · "
+                        f"SP {'on' if lay.get('sequence_parallel') else 'off'} · "
+                        f"recompute {lay.get('recompute')} · {lay.get('precision')}"],
+             ["batch", f"{s.get('global_batch')} × {s.get('seq_len')} tokens, "
+                       f"{s.get('accumulation', 0):g} micro-batches per step"],
+             ["peak memory", f"{gb(s.get('peak_memory_bytes', 0))} GB ({s.get('peak_stage')}) "
+                             f"of {gb(s.get('usable_memory_bytes', 0))} GB usable"],
+             ["step time", f"{duration(s.get('step_time_s', 0))}, MFU {pct(s.get('mfu', 0))}, "
+                           f"bubble {pct(s.get('bubble_fraction', 0))}"]]
+    rows = [[STATUS[r.status], r.name, r.measured, r.limit, _where(r)] for r in v.rules]
+    failed = [r.name for r in v.rules if r.status == "fail"]
+    warned = [r.name for r in v.rules if r.status == "warn"]
+    c = v.counts
+    if failed:
+        verdict = f"FAIL {v.file}: {len(failed)} rule(s) failed: {', '.join(failed)}"
+    else:
+        verdict = f"PASS {v.file}: {c['pass']} passed" + (f", {c['warn']} warning(s): "
+                                                          f"{', '.join(warned)}" if warned else "")
+    return Document(command="check", title=f"dtplan check: {v.file} ({v.kind})",
+                    tables=[Table("Plan", ["", ""], facts),
+                            Table("Rules", ["status", "rule", "measured", "limit", "key:line"],
+                                  rows)],
+                    notes=v.notes, verdict=verdict, ok=v.ok)
+
+
+def render_markdown_verdict(verdict: Verdict) -> str:
+    parts = []
+    for v in verdict.files:
+        doc = file_document(v)
+        parts.append(render_markdown(doc, heading="##"))
+    return "\n".join(parts)
+
+
+def render_json_verdict(verdict: Verdict) -> str:
+    return json.dumps(_clean(verdict.model_dump()), indent=2)
+
+
+def _escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(verdict: Verdict) -> str:
+    """One ``::error``/``::warning`` line per failing/warning rule, then a plain summary line."""
+    out = []
+    for v in verdict.files:
+        if v.error:
+            out.append(f"::error file={_escape_prop(v.file)},title=dtplan bad input::"
+                       f"{_escape_data(v.error)}")
+            continue
+        for r in v.rules:
+            if r.status == "pass":
+                continue
+            level = "error" if r.status == "fail" else "warning"
+            props = [f"file={_escape_prop(v.file)}"]
+            if r.line:
+                props.append(f"line={r.line}")
+            props.append(f"title={_escape_prop('dtplan ' + r.name)}")
+            msg = f"{r.name}: {r.measured} (limit {r.limit}) — {r.message}"
+            out.append(f"::{level} {','.join(props)}::{_escape_data(msg)}")
+    n_fail = sum(1 for v in verdict.files if not v.ok)
+    out.append(f"dtplan check: {len(verdict.files) - n_fail} of {len(verdict.files)} file(s) "
+               f"passed{' (strict)' if verdict.strict else ''}")
+    return "\n".join(out)

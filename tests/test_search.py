@@ -107,3 +107,25 @@ def test_objectives():
     h = fit(m, H100, 64, seq_len=4096, global_batch=256, objective="headroom")
     assert h.layouts[0].headroom_bytes >= t.layouts[0].headroom_bytes
     assert t.layouts[0].step_time_s <= h.layouts[0].step_time_s
+
+
+def test_elastic_shrink_keeps_the_split_and_the_batch(dtplan):
+    j = dtplan("fit", "--gpus", "192", "--from-plan", "examples/plans/llama3-70b-256xh100.yaml",
+               "-f", "json").json()
+    assert j["ok"] and j["from_gpus"] == 256 and j["to_gpus"] == 192
+    keep = j["keep_split"][0]
+    lay = keep["layout"]
+    assert (lay["tp"], lay["pp"]) == (8, 4) and "reshard on load" in keep["resume"]
+    # the global batch is held: b × a × DP = 1024
+    assert lay["micro_batch"] * keep["accumulation"] * lay["dp"] == 1024
+    assert all("convert" in o["resume"] for o in j["options"]
+               if (o["layout"]["tp"], o["layout"]["pp"]) != (8, 4))
+
+
+def test_resume_kind():
+    from planner.api import resume_kind
+    from planner.layout import Layout
+    old = Layout(tp=8, pp=4, dp=8, zero=1)
+    assert resume_kind(old, old) == "resume as is"
+    assert resume_kind(old, Layout(tp=8, pp=4, dp=6, zero=1)).startswith("reshard")
+    assert "TP" in resume_kind(old, Layout(tp=4, pp=4, dp=12, zero=1))

@@ -36,6 +36,8 @@ def fit_cmd(
     recompute: Optional[str] = typer.Option(None, "--recompute", help="fix recompute: none, selective, full"),
     allow_offload: bool = typer.Option(False, "--allow-offload", help="also consider CPU offload"),
     objective: str = typer.Option("time", "--objective", help="time, headroom, cost or gpus"),
+    from_plan: Optional[str] = typer.Option(None, "--from-plan", help="a running plan file: which "
+                                            "layouts remain on --gpus GPUs (elastic shrink)"),
     top: int = typer.Option(10, "--top", help="how many layouts to show"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
@@ -50,6 +52,8 @@ def fit_cmd(
     from ..search import SearchSpace
 
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
+    if from_plan is not None:
+        return _shrink(from_plan, counts, top, fmt.value)
     spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
                                 vocab, mlp)
     prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
@@ -78,4 +82,26 @@ def fit_cmd(
     if batch_note:
         doc.notes.insert(1, batch_note)
     emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _shrink(path: str, counts: list[int], top: int, fmt: str) -> int:
+    from pathlib import Path
+
+    from ..api import shrink
+    from ..errors import InputError
+    from ..evaluate import MemoryBudget
+    from ..gate import resolve_plan
+    from ..plan import load_plan
+    from ..render import emit
+    from ..render.fit import shrink_doc
+
+    if len(counts) != 1:
+        raise InputError("--gpus", "give one GPU count with --from-plan")
+    plan, _ = load_plan(path)
+    inp = resolve_plan(plan, Path(path).resolve().parent, path)
+    r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
+               global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top)
+    doc = shrink_doc(r)
+    emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

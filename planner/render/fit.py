@@ -93,3 +93,36 @@ def sweep_doc(results: list[FitResult]) -> Document:
                     tables=[Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
                                                                "tokens/s/GPU", "MFU", "peak GB"], rows)],
                     verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)})
+
+
+def shrink_doc(r) -> Document:
+    """`fit --from-plan`: the running plan on fewer GPUs (planner.api.ShrinkResult)."""
+    old = r.plan_layout
+    rows = []
+    opts = [("keep split", o) for o in r.keep_split] + [(f"#{i}", o) for i, o in enumerate(r.options, 1)]
+    for label, o in opts:
+        lay = o.layout
+        rows.append([label, f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
+                     + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay),
+                     f"{o.accumulation:g}" if o.accumulation else "",
+                     f"{o.step_time_s:.3f}" if o.step_time_s else "",
+                     count(o.tokens_per_s) if o.tokens_per_s else "", "yes" if o.fits else "no", o.resume])
+    k = r.keep_split[0] if r.keep_split else None
+    verdict = (f"Keep TP {old.tp} × PP {old.pp}: DP {old.dp} → {k.layout.dp}, accumulation "
+               f"{k.accumulation:g}; {k.resume}" if k else
+               "The running split does not carry over; pick a new layout (the checkpoint needs "
+               "conversion)" if r.options else "Nothing fits on the smaller cluster")
+    if not r.options:
+        notes_extra = [f"No layout uses all {r.to_gpus} GPUs with the global batch of "
+                       f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it."]
+    else:
+        notes_extra = []
+    notes = [f"Shrinking from {r.from_gpus} to {r.to_gpus} GPUs with the global batch held at "
+             f"{r.global_batch} sequences: B = b × a × DP, so fewer DP ranks means more accumulation.",
+             "ZeRO/FSDP shards re-partition on load; a TP, PP, CP or EP change re-slices weights and "
+             "needs an offline conversion of the checkpoint."] + notes_extra
+    return Document(command="fit", title=f"{r.fit.model}: from {r.from_gpus} to {r.to_gpus} GPUs",
+                    tables=[Table("Options on the smaller cluster", ["option", "layout", "acc",
+                                                                    "step s", "tok/s", "fits", "resume"], rows)],
+                    verdict=verdict, ok=bool(r.options or k), notes=notes,
+                    data={**r.model_dump(exclude={"fit"}), "ok": bool(r.options or k)})

@@ -277,24 +277,30 @@ DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
 
 
 def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Layout, *,
-                gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
+                gpu_mtbf_s: Optional[float] = DEFAULT_GPU_MTBF_S,
+                job_mtbf_s: Optional[float] = None, train_tokens: Optional[float] = None,
                 tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                 async_checkpoint: bool = False):
     from .resilience import plan_resilience
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
-                           optimizer=lay.optimizer, gpu_mtbf_s=gpu_mtbf_s,
-                           async_checkpoint=async_checkpoint, tokens=train_tokens,
+                           optimizer=lay.optimizer,
+                           gpu_mtbf_s=None if job_mtbf_s is not None else gpu_mtbf_s,
+                           job_mtbf_s=job_mtbf_s, async_checkpoint=async_checkpoint,
+                           tokens=train_tokens,
                            tokens_per_s=tokens_per_s if train_tokens else None,
                            price_per_gpu_hour=gpu_hour_cost)
 
 
 def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
-                   gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, train_tokens: Optional[float] = None,
-                   gpu_hour_cost: Optional[float] = None, async_checkpoint: bool = False):
+                   gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, job_mtbf_s: Optional[float] = None,
+                   train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
+                   async_checkpoint: bool = False):
     """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
-    given a token budget, the time to train including failures."""
+    given a token budget, the time to train including failures. A job MTBF, when given,
+    replaces the per-GPU one."""
     return _resilience(model, hardware, e.gpus, e.layout, gpu_mtbf_s=gpu_mtbf_s,
+                       job_mtbf_s=job_mtbf_s,
                        train_tokens=train_tokens, tokens_per_s=e.tokens_per_s,
                        gpu_hour_cost=gpu_hour_cost, async_checkpoint=async_checkpoint)
 

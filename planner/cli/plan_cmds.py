@@ -57,6 +57,11 @@ def evaluate_cmd(
     margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share (0.05)"),
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
+    gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
+                                                   help="per-GPU MTBF (default 50,700 h, Llama 3)"),
+    job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
+                                                   help="job mean time between interruptions"),
+    async_ckpt: bool = typer.Option(False, "--async-checkpoint", help="asynchronous checkpoints"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
     fmt: Format = FormatOpt,
 ) -> int:
@@ -116,7 +121,13 @@ def evaluate_cmd(
         from ..render.estimate import resilience_table
         from .options import parse_number
         tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
-        plan = resilience_for(e, prof, spec, train_tokens=tokens, gpu_hour_cost=gpu_hour_cost)
+        from ..api import DEFAULT_GPU_MTBF_S
+        if gpu_mtbf_hours is not None and job_mtbf_hours is not None:
+            raise InputError("--job-mtbf-hours", "give --gpu-mtbf-hours or --job-mtbf-hours, not both")
+        plan = resilience_for(e, prof, spec, train_tokens=tokens, gpu_hour_cost=gpu_hour_cost,
+                              gpu_mtbf_s=gpu_mtbf_hours * 3600 if gpu_mtbf_hours else DEFAULT_GPU_MTBF_S,
+                              job_mtbf_s=job_mtbf_hours * 3600 if job_mtbf_hours else None,
+                              async_checkpoint=async_ckpt)
         doc.tables.insert(-1, resilience_table(plan))
         doc.data["resilience"] = plan.model_dump()
     emit(doc, fmt.value)

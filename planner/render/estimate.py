@@ -86,7 +86,9 @@ def resilience_table(plan) -> Table:
     rows = [["checkpoint size", f"{plan.contents.total_bytes / 1e12:.2f} TB "
              f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
-            ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day)"],
+            ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
+             + ("given" if f.source == "job" else f"per-GPU MTBF {f.component_mtbf_s / 3600:,.0f} h")
+             + ")"],
             ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
             ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],
             ["wasted: writes + lost work + restarts",
@@ -99,7 +101,7 @@ def resilience_table(plan) -> Table:
                  + ([] if t.cost is None else [])]
         if t.cost is not None:
             rows.append(["cost", f"{t.cost:,.0f}"])
-    return Table("Checkpoints and failures (per-GPU MTBF 50,700 h unless given)", ["quantity", "value"], rows)
+    return Table("Checkpoints and failures", ["quantity", "value"], rows)
 
 
 def rules_table(e: Estimate) -> Table:

@@ -19,6 +19,7 @@ from .engine import step_time as st
 from .engine.params import mlp_params
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES, optimizer_bytes_per_param
 from .engine.pipeline import micro_batches_in_flight
+from .engine.ranks import inside_domain
 from .engine.topology import fabric
 from .hardware import HardwareProfile
 from .layout import Layout, Rule
@@ -142,7 +143,7 @@ def _rules(p: Problem, c: Candidates, m: np.ndarray) -> dict[str, np.ndarray]:
     shard = np.where(c.shard > 0, c.shard, dpcp)
     return {
         "world-size": c.dp * c.tp * c.pp * c.cp == p.gpus,
-        "tp-in-nvlink-domain": (inner <= g) & (g % inner == 0),
+        "tp-in-nvlink-domain": inside_domain(inner, g),
         "heads-divisible-by-tp": mod.heads % c.tp == 0,
         "kv-heads-compatible-with-tp": (mod.kv_heads % c.tp == 0) | (c.tp % mod.kv_heads == 0),
         "layers-divisible-by-pp": (per_stage * np.ceil(mod.layers / per_stage) - mod.layers <= 2)

@@ -64,26 +64,16 @@ class Rule(BaseModel):
 
 
 def topology_rules(layout: Layout, gpus: int, gpus_per_domain: int) -> list[Rule]:
-    """World size = DP×TP×PP×CP; TP×CP inside one NVLink domain and tiling it evenly."""
-    rules = [Rule(name="world-size", status="pass" if layout.world == gpus else "fail",
-                  measured=f"{layout.dp}×{layout.tp}×{layout.pp}×{layout.cp} = {layout.world}",
-                  limit=f"= {gpus} GPUs", message="DP × TP × PP × CP must equal the GPU count")]
+    """World size = DP×TP×PP×CP; TP×CP inside one NVLink domain and tiling it (the same
+    predicate the search applies to every candidate)."""
     inner = layout.tp * layout.cp
-    inside = inner <= gpus_per_domain and gpus_per_domain % inner == 0
-    rules.append(Rule(name="tp-in-nvlink-domain", status="pass" if inside else "fail",
-                      measured=f"TP×CP = {inner}", limit=f"divides {gpus_per_domain} (NVLink domain)",
-                      message="TP (and CP) traffic runs every layer; it must stay on NVLink"))
-    if layout.ep > 1:
-        ok = layout.dp % layout.ep == 0
-        rules.append(Rule(name="ep-divides-dp", status="pass" if ok else "fail",
-                          measured=f"EP = {layout.ep}", limit=f"divides DP = {layout.dp}",
-                          message="expert parallel borrows its ranks from data parallel"))
-    if layout.shard_group is not None:
-        ok = layout.dp % layout.shard_group == 0
-        rules.append(Rule(name="shard-group-divides-dp", status="pass" if ok else "fail",
-                          measured=f"shard group = {layout.shard_group}", limit=f"divides DP = {layout.dp}",
-                          message="hybrid sharding replicates whole shard groups across DP"))
-    return rules
+    return [Rule(name="world-size", status="pass" if layout.world == gpus else "fail",
+                 measured=f"{layout.dp}×{layout.tp}×{layout.pp}×{layout.cp} = {layout.world}",
+                 limit=f"= {gpus} GPUs", message="DP × TP × PP × CP must equal the GPU count"),
+            Rule(name="tp-in-nvlink-domain",
+                 status="pass" if ranks.inside_domain(inner, gpus_per_domain) else "fail",
+                 measured=f"TP×CP = {inner}", limit=f"divides {gpus_per_domain} (NVLink domain)",
+                 message="TP (and CP) traffic runs every layer; it must stay on NVLink")]
 
 
 class GroupInfo(BaseModel):

@@ -25,7 +25,9 @@ def nodes_spanned(groups: np.ndarray, gpus_per_node: int) -> np.ndarray:
     return np.array([len(np.unique(row)) for row in nodes]) if len(groups) else np.zeros(0, int)
 
 
-def ranks_per_node_in_group(size: int, stride: int, gpus_per_node: int):
-    """For a group of `size` ranks `stride` apart: how many of them share a node (at least 1).
-    With Megatron's order a group's stride is the product of the faster axes' degrees."""
-    return max(1, min(size, gpus_per_node // stride)) if stride <= gpus_per_node else 1
+def inside_domain(group_size, gpus_per_domain):
+    """True where a group of `group_size` consecutive ranks (TP×CP) stays inside one NVLink
+    domain and tiles it: size ≤ domain and domain divisible by size."""
+    g = np.asarray(group_size)
+    ok = (g <= gpus_per_domain) & (gpus_per_domain % g == 0)
+    return bool(ok) if np.ndim(ok) == 0 else ok

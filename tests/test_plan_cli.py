@@ -121,3 +121,10 @@ def test_bad_input(dtplan, args, option):
     r = dtplan(*args)
     assert r.code == 2, (r.out, r.err)
     assert option in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("option,value", [("--fragmentation", "2"), ("--margin", "-0.1"),
+                                          ("--context-gb", "nan"), ("--comm-buffer-gb", "-1")])
+def test_budget_options_are_checked(dtplan, option, value):
+    r = dtplan("memory", "--model", "llama3-8b", "--gpus", "8", option, value)
+    assert r.code == 2 and option in r.err and "pydantic" not in r.err

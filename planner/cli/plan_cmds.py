@@ -90,21 +90,13 @@ def evaluate_cmd(
         return EXIT_OK if doc.ok else EXIT_FAIL
 
     from ..api import build_layout, estimate_with_auto
-    from ..evaluate import MemoryBudget
     from ..render.estimate import estimate_doc
 
     spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
                                 vocab, mlp)
     prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
     s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
-    budget_kw = {k: x for k, x in (("context_bytes", context_gb and context_gb * 1e9),
-                                   ("comm_buffer_bytes", comm_buffer_gb and comm_buffer_gb * 1e9),
-                                   ("fragmentation_fraction", fragmentation),
-                                   ("margin_fraction", margin)) if x is not None}
-    try:
-        budget = MemoryBudget(**budget_kw)
-    except ValueError as e:
-        raise InputError("--fragmentation/--margin", str(e).splitlines()[-1].strip()) from None
+    budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     lay = build_layout(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero or 0,
                        shard_group=shard_group, micro_batch=o.optional_int("--micro-batch", micro_batch),
                        schedule=schedule, chunks=o.optional_int("--chunks", chunks), sp=sp,
@@ -198,3 +190,23 @@ def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   tables=[Table("Values (SI units)", ["key", "value"], rows)],
                   notes=[p.notes] if p.notes else [], data=p.model_dump()), fmt.value)
     return EXIT_OK
+
+
+def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
+    """The memory budget's named reserves, each checked against what is allowed."""
+    from .. import validate as v
+    from ..errors import InputError
+    from ..evaluate import MemoryBudget
+
+    kw = {}
+    if context_gb is not None:
+        kw["context_bytes"] = v.non_negative("--context-gb", context_gb) * 1e9
+    if comm_buffer_gb is not None:
+        kw["comm_buffer_bytes"] = v.non_negative("--comm-buffer-gb", comm_buffer_gb) * 1e9
+    for name, x, key, top in (("--fragmentation", fragmentation, "fragmentation_fraction", 1.0),
+                              ("--margin", margin, "margin_fraction", 0.99)):
+        if x is not None:
+            if not 0 <= v.non_negative(name, x) <= top:
+                raise InputError(name, f"must be a fraction from 0 to {top:g}, got {x:g}")
+            kw[key] = x
+    return MemoryBudget(**kw)

@@ -388,7 +388,8 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     ck = checkpoint_figures(inp, source) if c is not None else None
     if ck is not None:
         text.append(f"The plan checkpoints every {ck.interval_s / 60:.0f} min: waste {ck.waste:.2%} "
-                    f"(optimum {ck.optimum_s / 60:.0f} min, {ck.optimum_waste:.2%}).")
+                    f"(optimum {ck.optimum_s / 60:.0f} min, {ck.optimum_waste:.2%}; these two figures use "
+                    f"the plan's restart cost, {c.restart_min:g} min, as `dtplan check` does).")
     taus = np.geomspace(max(o.interval_s / 10, 1.0), o.interval_s * 10, 120)
     waste = np.asarray(ckpt.waste_fraction(taus, res.write.blocking_s, res.failures.job_mtbf_s,
                                            res.restart.total_s))

@@ -28,7 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP,
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 from . import calibrate, fit_cmd, plan_cmds, quick  # noqa: E402,F401  (register commands on `app`)
-from . import gate  # noqa: E402,F401  (check, schema)
+from . import gate, report_cmds  # noqa: E402,F401  (check, schema; report, export)
 
 
 def _fail(message: str, code: int) -> int:

@@ -1,0 +1,176 @@
+"""`dtplan report` (design-review printout) and `dtplan export` (engine configs).
+
+Both take either a plan file (its layout is the one reviewed / exported) or the same model,
+hardware and batch options as `dtplan fit` (the search's winner).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import EXIT_FAIL, EXIT_OK, app
+from . import common as o
+
+PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
+                      "fit options and the search's winner")
+OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
+FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
+
+
+def _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab, mlp,
+            hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit, gpus, seq_len,
+            global_batch, tokens_per_batch, precision, optimizer):
+    """(Inputs or None, source text, FitResult or None)."""
+    from ..errors import InputError
+    from ..report import inputs_from_fit, inputs_from_plan
+
+    fit_opts = {"--model": model, "--model-config": model_config, "--params": params,
+                "--layers": layers, "--hidden": hidden, "--heads": heads, "--kv-heads": kv_heads,
+                "--ffn": ffn, "--vocab": vocab, "--mlp": mlp, "--hardware": hardware,
+                "--hardware-file": hardware_file, "--gpus-per-node": gpus_per_node,
+                "--gpu-memory-gb": gpu_memory_gb, "--nic-gbit": nic_gbit, "--gpus": gpus,
+                "--seq-len": seq_len, "--global-batch": global_batch,
+                "--tokens-per-batch": tokens_per_batch}
+    if plan is not None:
+        given = [k for k, v in fit_opts.items() if v is not None]
+        if given:
+            raise InputError(given[0], "give a plan file or the fit options, not both")
+        return inputs_from_plan(plan), f"plan file {plan}", None
+    if gpus is None:
+        raise InputError("--gpus", "needed without a plan file (or give a plan file)")
+    from .. import validate as v
+    n = v.positive_int("--gpus", gpus)
+    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
+                                vocab, mlp)
+    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
+    s, gbatch, _note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    inp, res = inputs_from_fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
+                               optimizer=optimizer)
+    return inp, f"fit search over {n} GPUs (the winner)", res
+
+
+@app.command("report")
+def report_cmd(
+    plan: Optional[str] = PLAN,
+    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
+    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
+    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
+    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
+    mlp: Optional[str] = o.MLP,
+    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
+    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
+    nic_gbit: Optional[float] = o.NIC,
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
+    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
+    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
+    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time, energy, cost)"),
+    gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
+    output: str = OUT, force: bool = FORCE,
+    html: bool = typer.Option(False, "--html", help="HTML even on stdout (default: by -o suffix)"),
+    charts: bool = typer.Option(True, "--charts/--no-charts", help="draw charts (needs matplotlib)"),
+) -> int:
+    """Write a design-review document: inputs and assumptions, the layout and its alternatives,
+    memory item by item, step time and communication, bubble, batch arithmetic, checkpoints,
+    time and cost to train, rejections and rules. -o review.md (charts in review_files/),
+    -o review.html (self-contained), -o - (Markdown on stdout)."""
+    from .. import files
+    from ..errors import InputError
+    from ..render.review import render_review_html, render_review_markdown
+    from ..report import build_review, train_tokens_value
+
+    as_html = html or output.lower().endswith((".html", ".htm"))
+    to_stdout = files.is_stdout(output)
+    chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
+    files.check_targets([output], force=force)
+    if gpu_hour_cost is not None and not gpu_hour_cost > 0:
+        raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")
+    tokens = train_tokens_value(train_tokens)
+    inp, source, res = _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads,
+                               ffn, vocab, mlp, hardware, hardware_file, gpus_per_node,
+                               gpu_memory_gb, nic_gbit, gpus, seq_len, global_batch,
+                               tokens_per_batch, precision, optimizer)
+    draw = charts and (as_html or chart_dir is not None)
+    review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
+                          gpu_hour_cost=gpu_hour_cost, charts=draw)
+    if charts and not draw and review.charts_note is None:
+        review.charts_note = "Charts are written with -o FILE.md (as SVG files) or -o FILE.html."
+    if as_html:
+        files.write_text(output, render_review_html(review), force=force)
+    else:
+        if chart_dir is not None and review.charts:
+            svgs = {chart_dir / f"{name}.svg": svg for name, svg in review.charts.items()}
+            files.check_targets(list(svgs), force=force)
+            for path, svg in svgs.items():
+                files.write_text(path, svg if svg.lstrip().startswith("<?xml") else svg,
+                                 force=force, make_dirs=True)
+        files.write_text(output, render_review_markdown(review, chart_dir.name if chart_dir else None),
+                         force=force)
+    if not to_stdout:
+        sys.stderr.write(f"dtplan: wrote {output}" + (f" and {len(review.charts)} charts in "
+                                                      f"{chart_dir}/" if chart_dir and review.charts
+                                                      else "") + f" — {review.verdict}\n")
+    return EXIT_OK if review.ok else EXIT_FAIL
+
+
+@app.command("export")
+def export_cmd(
+    plan: Optional[str] = PLAN,
+    to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
+    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
+    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
+    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
+    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
+    mlp: Optional[str] = o.MLP,
+    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
+    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
+    nic_gbit: Optional[float] = o.NIC,
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
+    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
+    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
+    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    output: str = OUT, force: bool = FORCE,
+    allow_failing: bool = typer.Option(False, "--allow-failing",
+                                       help="export a plan that fails a rule (it will fail check too)"),
+) -> int:
+    """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan TOML,
+    Accelerate YAML) for a plan's layout or the search's winner; `dtplan check` reads it back
+    to the same verdict."""
+    from .. import files
+    from ..errors import InputError
+    from ..export import TARGETS, export
+    from ..gate import evaluate_inputs
+
+    if to not in TARGETS:
+        raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {to!r}")
+    files.check_targets([output], force=force)
+    inp, source, res = _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads,
+                               ffn, vocab, mlp, hardware, hardware_file, gpus_per_node,
+                               gpu_memory_gb, nic_gbit, gpus, seq_len, global_batch,
+                               tokens_per_batch, precision, optimizer)
+    if inp is None:
+        sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
+                         "(see dtplan fit)\n")
+        return EXIT_FAIL
+    failed = [r.name for r in evaluate_inputs(inp, source).rules if r.status == "fail"]
+    if failed and not allow_failing:
+        sys.stderr.write(f"dtplan: error: the plan fails {', '.join(failed)}; the export would "
+                         "fail `dtplan check` too (pass --allow-failing to write it anyway)\n")
+        return EXIT_FAIL
+    result = export(to, inp)
+    files.write_text(output, result.text, force=force)
+    for n in result.notes:
+        sys.stderr.write(f"dtplan: note: {n}\n")
+    if to != "accelerate":
+        name = output if not files.is_stdout(output) else "FILE"
+        sys.stderr.write(f"dtplan: check it with: dtplan check {name} --engine {to} "
+                         + " ".join(result.check_args + (["--hardware", inp.hardware.name]))
+                         + ("" if "--model" in result.check_args or to == "megatron"
+                            else f" --model {inp.model.name}") + "\n")
+    return EXIT_OK

@@ -1,0 +1,81 @@
+"""Writing output files: atomically, never over an existing file without ``--force``.
+
+A file is written to a temporary file in the destination's directory and then moved into
+place, so a reader (or a crash) never sees half a file. Without ``force`` the move is a hard
+link, which fails if the destination exists (no check-then-write race); with ``force`` it is
+``os.replace`` (atomic on POSIX, https://docs.python.org/3/library/os.html#os.replace).
+``-`` means standard output.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import InputError
+
+STDOUT = "-"
+
+
+def is_stdout(path: str) -> bool:
+    return path == STDOUT
+
+
+def check_targets(paths: list[str | Path], *, force: bool, field: str = "-o") -> None:
+    """Fail early (before any work) when a target exists and ``force`` is not given, or its
+    directory does not exist."""
+    for p in paths:
+        p = Path(p)
+        if str(p) == STDOUT:
+            continue
+        if p.is_dir():
+            raise InputError(field, f"{p} is a directory; give a file name")
+        if p.exists() and not force:
+            raise InputError(field, f"{p} exists; pass --force to overwrite it")
+
+
+def write_text(path: str | Path, content: str, *, force: bool = False, field: str = "-o",
+               make_dirs: bool = False) -> None:
+    """Write ``content`` to ``path`` atomically; ``-`` writes to stdout."""
+    if str(path) == STDOUT:
+        sys.stdout.write(content if content.endswith("\n") else content + "\n")
+        sys.stdout.flush()
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if make_dirs:
+        parent.mkdir(parents=True, exist_ok=True)
+    if not parent.is_dir():
+        raise InputError(field, f"{parent}: directory does not exist")
+    if p.is_dir():
+        raise InputError(field, f"{p} is a directory; give a file name")
+    if p.exists() and not force:
+        raise InputError(field, f"{p} exists; pass --force to overwrite it")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise InputError(field, f"{p}: cannot write ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        if force:
+            os.replace(tmp, p)
+        else:
+            try:
+                os.link(tmp, p)          # fails if p appeared meanwhile: never clobber
+            except FileExistsError:
+                raise InputError(field, f"{p} exists; pass --force to overwrite it") from None
+            except OSError:              # no hard links on this filesystem
+                if p.exists():
+                    raise InputError(field, f"{p} exists; pass --force to overwrite it") from None
+                os.replace(tmp, p)
+    except OSError as e:
+        raise InputError(field, f"{p}: cannot write ({e.strerror or e})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,492 @@
+"""The design-review printout: one layout explained section by section, from a plan or a search.
+
+``review_from_plan(path)`` takes the plan's own layout; ``review_from_fit(...)`` the search's
+winner. Either way the same builder assembles the sections (inputs and assumptions, chosen
+layout and alternatives, memory, step time and communication, bubble, batch arithmetic,
+checkpoints, time and cost to train, rejections, rules) out of numbers the library already
+computes: ``evaluate.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
+``api.resilience_for`` and ``api.time_to_train``. Tables come from ``render.estimate`` and
+``render.fit``; this module adds no formula of its own except ``pipeline_timeline``, the
+schedule drawn in the review, whose bubble agrees with ``engine.pipeline.bubble_fraction``.
+
+Rendering (Markdown, HTML) is ``render.review``; charts are ``render.charts``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .engine import checkpoint as ckpt
+from .engine.memory import optimizer_bytes_per_param
+from .engine.pipeline import bubble_fraction
+from .errors import InputError
+from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
+from .hardware import HardwareProfile
+from .model import ModelSpec
+from .render.document import Table
+
+# Section titles, top to bottom (tests check every one is present).
+SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",
+            "Step time and communication", "Pipeline bubble", "Global batch arithmetic",
+            "Checkpoint plan", "Time, energy and cost to train", "Throughput versus GPU count",
+            "Rejected layouts", "Rules")
+
+CHARTS_HINT = "pip install 'dtplan[report]'"
+
+
+# ---- the pipeline schedule as blocks -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Block:
+    """One forward or backward pass of one micro-batch through one model chunk on one stage."""
+
+    stage: int
+    micro_batch: int
+    chunk: int
+    kind: str          # "F" or "B"
+    start: float
+    end: float
+
+
+def pipeline_timeline(p: int, m: int, v: int = 1, schedule: str = "1f1b", *,
+                      forward: float = 1.0, backward: float = 2.0) -> list[Block]:
+    """The schedule of one optimizer step on ``p`` stages with ``m`` micro-batches (``v`` chunks
+    per stage when interleaved), as start/end times in units of one full-stage forward.
+
+    Each stage runs its passes in the schedule's order; a pass starts when its stage is free
+    and its input is ready (the previous virtual stage's forward, the next one's backward).
+    Orders (Narayanan et al., SC21, Sec. 2.2, and Megatron-LM's ``schedules.py``):
+    GPipe runs all forwards, then all backwards; 1F1B runs p−i−1 warm-up forwards on stage i,
+    then alternates one forward and one backward; interleaved 1F1B takes micro-batches in groups
+    of p per chunk, with (p−i−1)·2 + (v−1)·p warm-up forwards. A chunk's pass takes 1/v of the
+    stage's. The idle share of p × makespan is (p−1)/(v·m + p−1) (tested).
+    """
+    for name, x in (("stages", p), ("micro-batches", m), ("chunks", v)):
+        if int(x) != x or x < 1:
+            raise InputError(name, f"must be a whole number >= 1, got {x}")
+    p, m, v = int(p), int(m), int(v)
+    if schedule != "interleaved":
+        v = 1
+    elif m % p:
+        raise InputError("micro-batches", f"the interleaved schedule needs a multiple of p = {p}, "
+                                          f"got {m}")
+    t_f, t_b = forward / v, backward / v
+    n = m * v
+    # k-th forward on a stage: micro-batch group k // (p·v), chunk (k // p) % v
+    fwd = [((k // (p * v)) * p + k % p, (k // p) % v) for k in range(n)]
+    bwd = [(mb, v - 1 - c) for mb, c in fwd]
+    orders = []
+    for d in range(p):
+        if schedule == "gpipe":
+            seq = [("F", x) for x in fwd] + [("B", x) for x in bwd]
+        else:
+            warm = min((p - d - 1) * 2 + (v - 1) * p if v > 1 else p - d - 1, n)
+            seq = [("F", x) for x in fwd[:warm]]
+            for i in range(warm, n):
+                seq += [("F", fwd[i]), ("B", bwd[i - warm])]
+            seq += [("B", x) for x in bwd[n - warm:]]
+        orders.append(seq)
+    done: dict[tuple[str, int, int], float] = {}
+    free = [0.0] * p
+    pos = [0] * p
+    blocks: list[Block] = []
+    total = sum(len(s) for s in orders)
+    while len(blocks) < total:
+        moved = False
+        for d in range(p):
+            while pos[d] < len(orders[d]):
+                kind, (mb, chunk) = orders[d][pos[d]]
+                vs = chunk * p + d                      # virtual stage
+                if kind == "F":
+                    dep = ("F", vs - 1, mb) if vs > 0 else None
+                else:
+                    dep = ("B", vs + 1, mb) if vs < p * v - 1 else ("F", vs, mb)
+                if dep is not None and dep not in done:
+                    break
+                start = max(free[d], done[dep] if dep else 0.0)
+                end = start + (t_f if kind == "F" else t_b)
+                done[(kind, vs, mb)] = free[d] = end
+                blocks.append(Block(d, mb, chunk, kind, start, end))
+                pos[d] += 1
+                moved = True
+        if not moved:  # pragma: no cover - the orders above never deadlock
+            raise RuntimeError("pipeline schedule deadlocked")
+    return blocks
+
+
+def timeline_bubble(blocks: list[Block]) -> float:
+    """Idle share of (stages × makespan) in a timeline."""
+    stages = 1 + max(b.stage for b in blocks)
+    span = max(b.end for b in blocks) - min(b.start for b in blocks)
+    busy = sum(b.end - b.start for b in blocks)
+    return 1.0 - busy / (stages * span)
+
+
+# ---- the review ------------------------------------------------------------------------------------
+
+@dataclass
+class Section:
+    title: str
+    text: list[str] = field(default_factory=list)       # paragraphs (`code`, **bold** allowed)
+    tables: list[Table] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)     # keys into Review.charts
+
+
+@dataclass
+class Review:
+    title: str
+    source: str
+    verdict: str
+    ok: bool
+    sections: list[Section]
+    charts: dict[str, str] = field(default_factory=dict)          # name → SVG text
+    chart_titles: dict[str, str] = field(default_factory=dict)
+    charts_note: Optional[str] = None
+
+
+def inputs_from_plan(path: str) -> Inputs:
+    from .plan import load_plan
+    plan, _text = load_plan(path)
+    inp = resolve_plan(plan, Path(path).parent, str(path))
+    inp.notes.insert(0, f"plan {plan.name or Path(path).name}")
+    return inp
+
+
+def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
+                    global_batch: int, precision: str = "mixed", optimizer: str = "adam"):
+    """(Inputs with the search's winner, FitResult); Inputs is None when nothing fits."""
+    from .api import fit
+    res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
+              precision=precision, optimizer=optimizer, top=5)
+    if not res.layouts:
+        return None, res
+    return Inputs(model=model, hardware=hardware, gpus=gpus, layout=res.layouts[0].layout,
+                  seq_len=seq_len, global_batch=global_batch), res
+
+
+def _gbs(x: float) -> str:
+    return f"{x / 1e9:,.0f} GB/s"
+
+
+def _assumption_tables(inp: Inputs, budget) -> list[Table]:
+    hw, mod, lay = inp.hardware, inp.model, inp.layout
+    g, up, out, host, st = hw.gpu, hw.scale_up, hw.scale_out, hw.host, hw.storage
+    peaks = ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in g.peak_flops.items())
+    hw_rows = [["profile", f"{hw.name}" + (f" ({hw.description})" if hw.description else "")],
+               ["GPU", f"{g.name}, {g.memory_bytes / 1e9:,.1f} GB HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s"],
+               ["peak TFLOP/s (dense)", peaks],
+               ["matmul ceiling", f"{g.matmul_ceiling_fraction:.0%} of peak"],
+               ["board power", f"{g.power_w:,.0f} W"],
+               ["NVLink domain", f"{up.gpus_per_domain} GPUs ({up.gpus_per_node} per node), "
+                                 f"{_gbs(up.bandwidth_bytes_per_s)} per GPU, latency "
+                                 f"{up.latency_s * 1e6:.1f} µs, bus efficiency {up.bus_efficiency:.0%}"],
+               ["scale-out network", f"{_gbs(out.nic_bytes_per_s)} per GPU, latency "
+                                     f"{out.latency_s * 1e6:.1f} µs, bus efficiency "
+                                     f"{out.bus_efficiency:.0%}, oversubscription {out.oversubscription:g}"],
+               ["host", f"PCIe {_gbs(host.pcie_bytes_per_s)}, host memory "
+                        f"{host.host_memory_bytes / 1e9:,.0f} GB, NVMe {_gbs(host.nvme_bytes_per_s)}"],
+               ["storage", f"write {_gbs(st.write_bytes_per_s)}, read {_gbs(st.read_bytes_per_s)}"]]
+    w, gr, k = optimizer_bytes_per_param(lay.precision, lay.optimizer)
+    recipe = [["precision", lay.precision], ["optimizer", lay.optimizer],
+              ["bytes per parameter", f"weights {w:g} + gradients {gr:g} + optimizer (K) {k:g} = "
+                                      f"{w + gr + k:g}"]]
+    bud = [[name, (f"{getattr(budget, name) / 1e9:g} GB" if name.endswith("bytes")
+                   else f"{getattr(budget, name):.0%}"), f.description or ""]
+           for name, f in type(budget).model_fields.items()]
+    eff_labels = {"matmul_half_hidden": "GEMM half-efficiency width (hidden per TP rank)",
+                  "matmul_half_tokens": "GEMM half-efficiency tokens per micro-batch",
+                  "memory_passes": "memory-bound passes over activations per layer",
+                  "tp_exposed_fraction": "share of TP communication not hidden",
+                  "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
+    eff = [[eff_labels.get(k_, k_), f"{v:g}"] for k_, v in hw.efficiency.model_dump().items()]
+    from .api import DEFAULT_GPU_MTBF_S
+    from .resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
+    fail = [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
+                             "54 days on 16,384 GPUs), unless the plan states one"],
+            ["restart: detect + reschedule + warm-up",
+             f"{DEFAULT_DETECT_S / 60:g} + {DEFAULT_RESCHEDULE_S / 60:g} + {DEFAULT_WARMUP_S / 60:g} min, "
+             "plus reloading the checkpoint"]]
+    model_rows = [["model", mod.describe()],
+                  ["parameters", f"{mod.param_count():,} ({mod.active_param_count():,} active)"
+                   if mod.is_moe else f"{mod.param_count():,}"],
+                  ["GPUs", f"{inp.gpus}"], ["sequence length", f"{inp.seq_len:,}"],
+                  ["global batch", f"{inp.global_batch:,} sequences "
+                                   f"({inp.global_batch * inp.seq_len:,} tokens)"]]
+    return [Table("Job", ["input", "value"], model_rows),
+            Table("Hardware profile values used", ["quantity", "value"], hw_rows),
+            Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
+            Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
+            Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Failure-rate defaults", ["quantity", "value"], fail)]
+
+
+def _scaling(inp: Inputs, budget, counts: list[int]) -> list[dict]:
+    from .api import fit
+    rows = []
+    for n in counts:
+        r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len, global_batch=inp.global_batch,
+                precision=inp.layout.precision, optimizer=inp.layout.optimizer, budget=budget,
+                top=1, suggest=False)
+        best = r.layouts[0] if r.layouts else None
+        rows.append({"gpus": n, "fits": best is not None,
+                     "layout": _short(best.layout) if best else "nothing fits",
+                     "tokens_per_s": best.tokens_per_s if best else 0.0,
+                     "mfu": best.mfu if best else 0.0,
+                     "step_time_s": best.step_time_s if best else 0.0})
+    return rows
+
+
+def _short(lay) -> str:
+    from .api import _short as short
+    return short(lay)
+
+
+def scaling_counts(gpus: int, node: int) -> list[int]:
+    """GPU counts around the chosen one: ¼×, ½×, 1×, 2×, 4× (whole nodes when ≥ a node)."""
+    out = set()
+    for f in (0.25, 0.5, 1, 2, 4):
+        n = max(1, int(round(gpus * f)))
+        if n >= node:
+            n = max(node, n // node * node)
+        out.add(n)
+    return sorted(out)
+
+
+def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
+                 train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
+                 charts: bool = True, scaling: bool = True) -> Review:
+    """Every section of the review for one resolved input (``inp``: the chosen layout)."""
+    from .api import fit, resilience_for, time_to_train
+    from .evaluate import MemoryBudget
+    from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
+        time_tables, verdict_line
+    from .render.fit import fit_doc
+
+    if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
+        return _nothing_fits(fit_result, source)
+    try:
+        budget = MemoryBudget(**inp.budget)
+    except Exception as e:
+        raise InputError("budget", str(e).splitlines()[-1]) from None
+    outcome = evaluate_inputs(inp, source)
+    e = outcome.estimate
+    lay, mod, hw = inp.layout, inp.model, inp.hardware
+    if fit_result is None:
+        fit_result = fit(mod, hw, inp.gpus, seq_len=inp.seq_len, global_batch=inp.global_batch,
+                         precision=lay.precision, optimizer=lay.optimizer, budget=budget, top=5)
+    fdoc = fit_doc(fit_result)
+    failed = [r for r in outcome.rules if r.status == "fail"]
+    sections: list[Section] = []
+    chart_specs: dict[str, tuple] = {}
+
+    # 1. inputs and assumptions
+    text = [f"Source: {source}."]
+    if mod.inferred:
+        text.insert(0, "**WARNING: MODEL SHAPE INFERRED** from a bare parameter count — the "
+                       "layers, hidden size and heads below are a guess (Llama-style dense "
+                       "decoder), not your model. Pass `--model`, `--model-config` or the "
+                       "architecture flags for real numbers.")
+    text += [f"Note: {n}" for n in dict.fromkeys(outcome.notes)]
+    sections.append(Section(SECTIONS[0], text, _assumption_tables(inp, budget)))
+
+    # 2. chosen layout and the alternatives
+    text = [f"Chosen layout ({'the plan' if 'plan' in source else 'the search winner'}): "
+            f"**{layout_line(e)}**.", verdict_line(e)]
+    rank = next((x.rank for x in fit_result.layouts if x.layout == lay), None)
+    text.append(f"The search ranks this layout #{rank} of {fit_result.valid} valid layouts."
+                if rank else f"The search's top {len(fit_result.layouts)} of {fit_result.valid} "
+                             "valid layouts (this layout is not among them):")
+    sections.append(Section(SECTIONS[1], text, [fdoc.tables[0]]))
+
+    # 3. memory
+    chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
+    sections.append(Section(SECTIONS[2], [
+        f"Per-GPU memory item by item on each pipeline stage; peak {e.peak_memory_bytes / 1e9:.2f} GB "
+        f"on the {e.peak_stage} stage against {e.usable_memory_bytes / 1e9:.2f} GB usable "
+        f"({e.capacity_bytes / 1e9:.2f} GB capacity minus the {budget.margin_fraction:.0%} margin). "
+        "Context, buffers and fragmentation are budgeted explicitly; an estimate, not a promise."],
+        memory_tables(e), ["memory"]))
+
+    # 4. step time and communication per axis
+    tt = time_tables(e)
+    text = [f"Step time {e.step_time_s:.3f} s. Communication is listed per axis before overlap "
+            "with the link each axis's groups cross (Megatron rank order: TP fastest, then CP, "
+            "DP, PP); the breakdown table counts only the exposed part."]
+    for axis, t in e.communication_s.items():
+        if t > 0:
+            text.append(f"- {axis.upper()}: {t * 1e3:,.1f} ms per step over "
+                        f"{e.links.get(axis, 'nvlink' if axis == 'zero3' else '—')} "
+                        f"({t / e.step_time_s:.1%} of the step if nothing overlapped)")
+    chart_specs["step_time"] = ("Step-time breakdown", "step_time_chart", (e,))
+    sections.append(Section(SECTIONS[3], text, tt, ["step_time"]))
+
+    # 5. bubble
+    m = e.accumulation
+    v = lay.chunks if lay.schedule == "interleaved" else 1
+    formula = float(bubble_fraction(lay.pp, m, v))
+    if lay.schedule == "interleaved":
+        form = f"(p−1)/(v·m + p−1) = ({lay.pp}−1)/({v}·{m:g} + {lay.pp}−1)"
+    else:
+        form = f"(p−1)/(m + p−1) = ({lay.pp}−1)/({m:g} + {lay.pp}−1)"
+    text = [f"Schedule {lay.schedule}" + (f" with v = {v} chunks per stage" if v > 1 else "")
+            + f", p = {lay.pp} stages, m = {m:g} micro-batches per step.",
+            f"Bubble share of the pipeline's time: {form} = **{formula:.2%}** "
+            "(Narayanan et al., SC21, Sec. 2.2).",
+            f"In the estimate the bubble is {e.breakdown.get('bubble', 0.0) * 1e3:,.1f} ms, "
+            f"{e.bubble_fraction:.2%} of the whole step (the step also holds the optimizer and "
+            "the exposed gradient reduction)."]
+    if lay.pp > 1 and m == int(m):
+        shown = int(min(m, 2 * lay.pp))
+        chart_specs["pipeline"] = (f"Pipeline schedule, {shown} of {m:g} micro-batches",
+                                   "pipeline_chart",
+                                   (pipeline_timeline(lay.pp, shown, v, lay.schedule), lay.pp,
+                                    shown, v, lay.schedule))
+        text.append(f"The chart draws the schedule for {shown} micro-batches (the real step has "
+                    f"{m:g}), forward blocks 1 unit and backward 2 units per stage.")
+    sections.append(Section(SECTIONS[4], text, [], ["pipeline"] if "pipeline" in chart_specs else []))
+
+    # 6. global batch
+    model_par = lay.tp * lay.pp * lay.cp
+    text = [f"B = b × a × DP = {lay.micro_batch} × {m:g} × {lay.dp} = "
+            f"{lay.micro_batch * m * lay.dp:g} sequences (stated: {inp.global_batch}).",
+            f"Tokens per step: {inp.global_batch:,} × {inp.seq_len:,} = "
+            f"{inp.global_batch * inp.seq_len:,}.",
+            f"TP × PP × CP = {lay.tp} × {lay.pp} × {lay.cp} = {model_par} GPUs hold one model "
+            f"replica and share its micro-batches; they never multiply the batch. "
+            f"DP = {inp.gpus} ÷ {model_par} = {lay.dp}."]
+    if inp.accumulation is not None:
+        text.append(f"The plan states accumulation a = {inp.accumulation}.")
+    sections.append(Section(SECTIONS[5], text))
+
+    # 7. checkpoints
+    mtbf_note, gpu_mtbf = "", None
+    c = inp.checkpoint
+    if c is not None:
+        if c.gpu_mtbf_hours is not None:
+            gpu_mtbf = c.gpu_mtbf_hours * 3600
+        elif c.node_mtbf_hours is not None:
+            gpu_mtbf = c.node_mtbf_hours * 3600 * hw.scale_up.gpus_per_node
+        elif c.mtbf_hours is not None:
+            gpu_mtbf = c.mtbf_hours * 3600 * inp.gpus
+        if gpu_mtbf:
+            mtbf_note = "MTBF from the plan's checkpoint section."
+    kw = {"gpu_mtbf_s": gpu_mtbf} if gpu_mtbf else {}
+    res = resilience_for(e, hw, mod, train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost, **kw)
+    o = res.optimum
+    text = [f"Checkpoint size {res.contents.total_bytes / 1e12:.2f} TB, blocking write "
+            f"δ = {res.write.blocking_s:.1f} s (bound by {res.write.binds}); job MTBF "
+            f"M = {res.failures.job_mtbf_s / 3600:.1f} h; restart R = {res.restart.total_s / 60:.1f} min. "
+            + mtbf_note,
+            f"Wasted fraction δ/τ + τ/(2M) + R/M (Young 1974); Daly's (2006) interval "
+            f"τ = {o.interval_s / 60:.1f} min wastes {o.waste_fraction:.2%}: goodput "
+            f"**{o.goodput_fraction:.1%}**."]
+    ck = checkpoint_figures(inp, source) if c is not None else None
+    if ck is not None:
+        text.append(f"The plan checkpoints every {ck.interval_s / 60:.0f} min: waste {ck.waste:.2%} "
+                    f"(optimum {ck.optimum_s / 60:.0f} min, {ck.optimum_waste:.2%}; these two figures use "
+                    f"the plan's restart cost, {c.restart_min:g} min, as `dtplan check` does).")
+    taus = np.geomspace(max(o.interval_s / 10, 1.0), o.interval_s * 10, 120)
+    waste = np.asarray(ckpt.waste_fraction(taus, res.write.blocking_s, res.failures.job_mtbf_s,
+                                           res.restart.total_s))
+    chart_specs["checkpoint"] = ("Checkpoint waste versus interval", "checkpoint_chart",
+                                 (taus, waste, o.interval_s, o.waste_fraction,
+                                  ck.interval_s if ck else None))
+    sections.append(Section(SECTIONS[6], text, [resilience_table(res)], ["checkpoint"]))
+
+    # 8. time, energy and cost to train
+    if train_tokens:
+        ideal = time_to_train(e, train_tokens, gpu_hour_cost)
+        real = time_to_train(e, train_tokens, gpu_hour_cost, goodput=o.goodput_fraction)
+        rows = [["tokens", f"{train_tokens:.4g}"],
+                ["time, no failures", f"{ideal.days:.1f} days ({ideal.gpu_hours:,.0f} GPU-hours)"],
+                ["time at the goodput", f"{real.days:.1f} days ({real.gpu_hours:,.0f} GPU-hours)"],
+                ["energy at board power", f"{real.energy_mwh:,.1f} MWh (GPUs only)"],
+                ["cost", f"{real.cost:,.0f} at {gpu_hour_cost:g} per GPU-hour"
+                 if real.cost is not None else "pass --gpu-hour-cost"]]
+        sections.append(Section(SECTIONS[7], [real.summary + "."],
+                                [Table("Time to train", ["quantity", "value"], rows)]))
+    else:
+        sections.append(Section(SECTIONS[7], [
+            f"Throughput {e.tokens_per_s:,.0f} tokens/s on {inp.gpus} GPUs "
+            f"({e.energy_per_step_j / e.step_time_s / 1e3:,.0f} kW at board power). Pass "
+            "`--train-tokens` (and `--gpu-hour-cost`) for the time, energy and cost to train."]))
+
+    # 9. throughput versus GPU count
+    if scaling:
+        counts = scaling_counts(inp.gpus, hw.scale_up.gpus_per_node)
+        srows = _scaling(inp, budget, counts)
+        rows = [[str(r["gpus"]), r["layout"], f"{r['step_time_s']:.3f}" if r["fits"] else "",
+                 f"{r['tokens_per_s']:,.0f}" if r["fits"] else "",
+                 f"{r['tokens_per_s'] / r['gpus']:,.0f}" if r["fits"] else "",
+                 f"{r['mfu']:.1%}" if r["fits"] else ""] for r in srows]
+        chart_specs["scaling"] = ("Throughput versus GPU count", "scaling_chart", (srows, inp.gpus))
+        sections.append(Section(SECTIONS[8], [
+            "The search's best layout at GPU counts around the chosen one, same model and global "
+            "batch."], [Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
+                                                            "tokens/s/GPU", "MFU"], rows)],
+            ["scaling"]))
+    else:
+        sections.append(Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
+
+    # 10. rejections
+    rej = fdoc.tables[-1]
+    sections.append(Section(SECTIONS[9], [
+        f"The search enumerated {fit_result.enumerated} layouts; {fit_result.valid} pass every "
+        "rule. Each rejected one is counted under the first rule it failed."], [rej]))
+
+    # 11. rules
+    if "plan" in source:
+        rt = Table("Rules", ["rule", "status", "measured", "limit", "key"],
+                   [[r.name, r.status, r.measured, r.limit, r.key or ""] for r in outcome.rules])
+    else:
+        rt = rules_table(e)
+    sections.append(Section(SECTIONS[10], [
+        "Every rule the layout is checked against (`dtplan check` gives the same verdict)."], [rt]))
+
+    verdict = ("PASS" if not failed else "FAIL: " + ", ".join(r.name for r in failed)) + \
+        f" — {verdict_line(e)}; step {e.step_time_s:.2f} s, {e.tokens_per_s:,.0f} tokens/s, " \
+        f"MFU {e.mfu:.1%}"
+    title = f"Design review: {mod.name or 'model'} on {inp.gpus} × {hw.name}"
+    review = Review(title=title, source=source, verdict=verdict, ok=not failed, sections=sections)
+    _draw(review, chart_specs, charts)
+    return review
+
+
+def _draw(review: Review, specs: dict[str, tuple], charts: bool) -> None:
+    from .render import charts as ch
+    if not charts:
+        review.charts_note = "Charts switched off."
+        return
+    if not ch.available():
+        review.charts_note = f"Charts need matplotlib: {CHARTS_HINT}. Tables are complete without them."
+        return
+    for name, (title, fn, args) in specs.items():
+        review.charts[name] = getattr(ch, fn)(*args)
+        review.chart_titles[name] = title
+
+
+def _nothing_fits(res, source: str) -> Review:
+    from .render.fit import fit_doc
+    doc = fit_doc(res)
+    secs = [Section(SECTIONS[0], [f"Source: {source}."] + doc.notes),
+            Section(SECTIONS[1], [f"No layout of {res.gpus} GPUs passes every rule."]
+                    + [f"What would fit: {s}" for s in res.suggestions]),
+            Section(SECTIONS[9], [f"The search enumerated {res.enumerated} layouts; none is valid."],
+                    [doc.tables[-1]])]
+    return Review(title=f"Design review: {res.model} on {res.gpus} × {res.hardware}",
+                  source=source, verdict=doc.verdict or "DOES NOT FIT", ok=False, sections=secs)
+
+
+def train_tokens_value(text: Optional[str]) -> Optional[float]:
+    if text is None:
+        return None
+    from .cli.options import parse_number
+    x = parse_number("--train-tokens", text)
+    if x <= 0 or math.isnan(x):
+        raise InputError("--train-tokens", f"must be > 0, got {text}")
+    return x

@@ -1,0 +1,165 @@
+"""dtplan export: engine configs consistent with the engines' rules, read back by dtplan check
+to the same verdict as the plan they came from."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import yaml
+
+from planner.errors import InputError
+from planner.export import export
+from planner.report import inputs_from_plan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAN = os.path.join(ROOT, "examples", "plans", "llama3-70b-256xh100.yaml")
+FAIL_HEADS = os.path.join(ROOT, "examples", "plans", "fail-heads-divisible-by-tp.yaml")
+CHECK = ["--gpus", "256", "--seq-len", "8192", "--hardware", "h100", "--model", "llama3-70b"]
+
+
+def run(*args, cwd=None):
+    """python -m planner from this worktree (not the installed dtplan)."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "200"}
+    p = subprocess.run([sys.executable, "-m", "planner", *map(str, args)], capture_output=True,
+                       text=True, cwd=cwd or ROOT, env=env, timeout=120)
+    return p
+
+
+def verdict(path, engine, extra=(), base=CHECK):
+    p = run("check", path, "--engine", engine, *base, *extra, "-f", "json")
+    data = json.loads(p.stdout)
+    f = data["files"][0]
+    return p.returncode, {r["name"]: r["status"] for r in f["rules"]}
+
+
+@pytest.fixture(scope="module")
+def inp():
+    return inputs_from_plan(PLAN)
+
+
+def test_deepspeed_batch_keys_consistent(inp):
+    cfg = json.loads(export("deepspeed", inp).text)
+    dp = 256 // (8 * 4)
+    assert cfg["train_batch_size"] == 1024
+    assert cfg["train_batch_size"] == (cfg["train_micro_batch_size_per_gpu"]
+                                       * cfg["gradient_accumulation_steps"] * dp)
+    assert cfg["zero_optimization"]["stage"] == 1
+    assert cfg["bf16"] == {"enabled": True}
+    assert "activation_checkpointing" not in cfg  # selective recompute is a model flag
+
+
+def test_deepspeed_refuses_zero2_with_pp(inp):
+    bad = inp.__class__(**{**inp.__dict__, "layout": inp.layout.model_copy(update={"zero": 2})})
+    with pytest.raises(InputError, match="incompatible with pipeline"):
+        export("deepspeed", bad)
+
+
+def test_deepspeed_full_recompute_and_offload(inp):
+    lay = inp.layout.model_copy(update={"pp": 1, "dp": 32, "zero": 3, "recompute": "full",
+                                        "offload_optimizer": "cpu", "offload_params": "cpu"})
+    cfg = json.loads(export("deepspeed", inp.__class__(**{**inp.__dict__, "layout": lay})).text)
+    z = cfg["zero_optimization"]
+    assert z["offload_optimizer"]["device"] == "cpu" and z["offload_param"]["device"] == "cpu"
+    assert "stage3_prefetch_bucket_size" in z and "activation_checkpointing" in cfg
+
+
+def test_megatron_flags(inp):
+    text = export("megatron", inp).text
+    for flag in ("--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+                 "--sequence-parallel", "--micro-batch-size 1", "--global-batch-size 1024",
+                 "--seq-length 8192", "--num-query-groups 8", "--swiglu", "--normalization RMSNorm",
+                 "--recompute-activations", "--use-distributed-optimizer", "--bf16",
+                 "--nproc_per_node 8 --nnodes 32"):
+        assert flag in text
+
+
+def test_megatron_uneven_and_interleaved(inp):
+    from planner.presets import get_preset
+    m = get_preset("llama3.1-405b")  # 126 layers on 16 stages: 7 on the first and last
+    lay = inp.layout.model_copy(update={"pp": 16, "dp": 2, "tp": 8})
+    text = export("megatron", inp.__class__(**{**inp.__dict__, "model": m, "layout": lay})).text
+    assert "--decoder-first-pipeline-num-layers 7" in text
+    assert "--decoder-last-pipeline-num-layers 7" in text
+    lay = inp.layout.model_copy(update={"schedule": "interleaved", "chunks": 2})
+    text = export("megatron", inp.__class__(**{**inp.__dict__, "layout": lay})).text
+    assert "--num-layers-per-virtual-pipeline-stage 10" in text
+
+
+def test_torchtitan_keys(inp):
+    cfg = tomllib.loads(export("torchtitan", inp).text)
+    p, t = cfg["parallelism"], cfg["training"]
+    assert p["tensor_parallel_degree"] == 8 and p["pipeline_parallel_degree"] == 4
+    assert p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"] == 8
+    assert p["pipeline_parallel_schedule"] == "1F1B"
+    assert t["global_batch_size"] == 1024 and t["seq_len"] == 8192
+    assert t["local_batch_size"] % p["pipeline_parallel_microbatch_size"] == 0
+    assert cfg["activation_checkpoint"]["mode"] == "selective"
+    assert cfg["model"] == {"name": "llama3", "flavor": "70B"}
+
+
+def test_accelerate_refuses_pp_and_exports_fsdp(inp):
+    with pytest.raises(InputError, match="pipeline parallel"):
+        export("accelerate", inp)
+    lay = inp.layout.model_copy(update={"pp": 1, "dp": 32, "zero": 3, "recompute": "full"})
+    cfg = yaml.safe_load(export("accelerate", inp.__class__(**{**inp.__dict__, "layout": lay})).text)
+    assert cfg["distributed_type"] == "FSDP" and cfg["num_processes"] == 256
+    assert cfg["num_machines"] == 32 and cfg["mixed_precision"] == "bf16"
+    f = cfg["fsdp_config"]
+    assert f["fsdp_version"] == 2 and f["fsdp_reshard_after_forward"] is True
+    assert f["fsdp_activation_checkpointing"] is True
+    assert cfg["parallelism_config"]["parallelism_config_tp_size"] == 8
+    assert cfg["parallelism_config"]["parallelism_config_dp_shard_size"] == 32
+
+
+@pytest.mark.parametrize("engine", ["deepspeed", "megatron", "torchtitan"])
+def test_round_trip_pass(engine, tmp_path):
+    out = tmp_path / f"cfg.{engine}"
+    p = run("export", PLAN, "--to", engine, "-o", out)
+    assert p.returncode == 0, p.stderr
+    code, rules = verdict(out, engine, ("--tp", "8", "--pp", "4") if engine == "deepspeed" else ())
+    assert run("check", PLAN).returncode == 0
+    assert code == 0, rules
+    assert all(s != "fail" for s in rules.values())
+
+
+def test_round_trip_fail_same_rule(tmp_path):
+    assert run("check", FAIL_HEADS).returncode == 1
+    p = run("export", FAIL_HEADS, "--to", "megatron")
+    assert p.returncode == 1 and "heads-divisible-by-tp" in p.stderr
+    out = tmp_path / "bad.sh"
+    p = run("export", FAIL_HEADS, "--to", "megatron", "--allow-failing", "-o", out)
+    assert p.returncode == 0, p.stderr
+    code, rules = verdict(out, "megatron", base=["--hardware", "h100"])  # shape from the flags
+    assert code == 1 and rules["heads-divisible-by-tp"] == "fail"
+
+
+def test_export_stdout_force_and_errors(tmp_path):
+    p = run("export", PLAN, "--to", "torchtitan", "-o", "-")
+    assert p.returncode == 0 and "[parallelism]" in p.stdout
+    out = tmp_path / "ds.json"
+    assert run("export", PLAN, "--to", "deepspeed", "-o", out).returncode == 0
+    p = run("export", PLAN, "--to", "deepspeed", "-o", out)
+    assert p.returncode == 2 and "--force" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert run("export", PLAN, "--to", "deepspeed", "-o", out, "--force").returncode == 0
+    p = run("export", PLAN, "--to", "accelerate")
+    assert p.returncode == 2 and "pipeline parallel" in p.stderr
+    assert run("export", PLAN, "--to", "nemo").returncode == 2
+
+
+def test_export_from_fit_options():
+    p = run("export", "--to", "accelerate", "--model", "llama3-8b", "--gpus", "8",
+            "--seq-len", "2048", "--global-batch", "64")
+    # the winner may use PP, which Accelerate cannot express: either a YAML or a one-line refusal
+    assert p.returncode in (0, 2)
+    if p.returncode == 0:
+        assert yaml.safe_load(p.stdout)["num_processes"] == 8
+    else:
+        assert "cannot express" in p.stderr
+    p = run("export", "--to", "deepspeed", "--model", "llama3-8b", "--gpus", "8",
+            "--seq-len", "2048", "--global-batch", "64")
+    assert p.returncode in (0, 2)

@@ -348,8 +348,6 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     """After losing GPUs: keep the global batch (more accumulation), prefer the running TP×PP
     split (a reshard, not a conversion), and rank the alternatives."""
     to_gpus = v.positive_int("--gpus", to_gpus)
-    p = problem(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=plan_layout.precision, optimizer=plan_layout.optimizer, budget=budget)
     result = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,
                  precision=plan_layout.precision, optimizer=plan_layout.optimizer, budget=budget,
                  top=top)

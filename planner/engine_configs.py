@@ -265,7 +265,8 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--vocab-size",
            "--padded-vocab-size", "--recompute-num-layers", "--nproc_per_node",
            "--nproc-per-node", "--nnodes", "--world-size",
-           "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage"}
+           "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
+           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
            "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -462,6 +463,20 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
         rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
                                "the interleaved schedule needs pipeline-model-parallel size > 2 "
                                "(> 1 with p2p overlap)", key="--pipeline-model-parallel-size"))
+    elif lpv is None and ("--decoder-first-pipeline-num-layers" in a
+                          or "--decoder-last-pipeline-num-layers" in a):
+        # Uneven stages: the first/last stage take the given layers, the rest split evenly.
+        first = a.get("--decoder-first-pipeline-num-layers")
+        last = a.get("--decoder-last-pipeline-num-layers")
+        rest = layers - (first or 0) - (last or 0)
+        stages = pp - (first is not None) - (last is not None)
+        rules.append(make_rule("megatron-layers-divisible", stages > 0 and rest > 0
+                               and rest % stages == 0,
+                               f"({layers} − first {first or 0} − last {last or 0}) layers over "
+                               f"{stages} middle stages", "whole number",
+                               "the layers left after the first and last stages must divide "
+                               "evenly across the other stages",
+                               key="--decoder-first-pipeline-num-layers"))
     elif lpv is None:
         rules.append(make_rule("megatron-layers-divisible", layers % pp == 0,
                                f"{layers} layers % PP {pp}", "= 0", "Number of layers should be "

@@ -7,21 +7,27 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@dataclass
 class Run:
-    code: int
-    out: str
-    err: str
+    """One CLI run: exit code, stdout, stderr (also under subprocess's names)."""
+
+    def __init__(self, p: subprocess.CompletedProcess):
+        self.code, self.out, self.err = p.returncode, p.stdout, p.stderr
+
+    returncode = property(lambda self: self.code)
+    stdout = property(lambda self: self.out)
+    stderr = property(lambda self: self.err)
 
     def json(self):
         return json.loads(self.out)
+
+    def __repr__(self) -> str:
+        return f"Run(code={self.code}, err={self.err[-500:]!r})"
 
 
 def _command() -> list[str]:
@@ -29,15 +35,14 @@ def _command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "planner"]
 
 
+def run_dtplan(*args, cwd=None, stdin: str | None = None) -> Run:
+    """Call the real `dtplan` console script: run_dtplan("memory", "--params", "7e9")."""
+    p = subprocess.run(_command() + [str(a) for a in args], capture_output=True, text=True,
+                       cwd=str(cwd or ROOT), input=stdin, timeout=120,
+                       env={**os.environ, "COLUMNS": "200"})
+    return Run(p)
+
+
 @pytest.fixture(scope="session")
 def dtplan():
-    """Call the real `dtplan` console script: dtplan("memory", "--params", "7e9")."""
-    base = _command()
-
-    def run(*args: str, cwd: str | None = None, stdin: str | None = None) -> Run:
-        p = subprocess.run(base + [str(a) for a in args], capture_output=True, text=True,
-                           cwd=cwd or ROOT, input=stdin, timeout=120,
-                           env={**os.environ, "COLUMNS": "200"})
-        return Run(p.returncode, p.stdout, p.stderr)
-
-    return run
+    return run_dtplan

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tomllib
 
 import pytest
+from conftest import run_dtplan
 import yaml
 
 from planner.errors import InputError
@@ -23,11 +22,7 @@ CHECK = ["--gpus", "256", "--seq-len", "8192", "--hardware", "h100", "--model", 
 
 
 def run(*args, cwd=None):
-    """python -m planner from this worktree (not the installed dtplan)."""
-    env = {**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "planner", *map(str, args)], capture_output=True,
-                       text=True, cwd=cwd or ROOT, env=env, timeout=120)
-    return p
+    return run_dtplan(*args, cwd=cwd)
 
 
 def verdict(path, engine, extra=(), base=CHECK):
@@ -163,3 +158,20 @@ def test_export_from_fit_options():
     p = run("export", "--to", "deepspeed", "--model", "llama3-8b", "--gpus", "8",
             "--seq-len", "2048", "--global-batch", "64")
     assert p.returncode in (0, 2)
+
+
+def test_uneven_pipeline_round_trip_through_megatron(tmp_path):
+    # Llama 3's 126 layers on 16 stages: first and last stage one layer fewer.
+    plan = tmp_path / "p405.yaml"
+    plan.write_text("model: llama3.1-405b\ngpus: 16384\nseq_len: 8192\n"
+                    "layout: {tp: 8, pp: 16, zero: 1, recompute: full, recompute_layers: 4}\n"
+                    "batch: {global_batch: 2048, micro_batch: 1}\n")
+    out = tmp_path / "p405.sh"
+    assert run("export", plan, "--to", "megatron", "-o", out).returncode == 0
+    text = out.read_text()
+    assert "--decoder-first-pipeline-num-layers 7" in text
+    assert "--decoder-last-pipeline-num-layers 7" in text
+    r = run("check", out, "--model", "llama3.1-405b", "-f", "json")
+    assert r.returncode == 0, r.stdout[-2000:]
+    rules = {x["name"]: x["status"] for x in json.loads(r.stdout)["files"][0]["rules"]}
+    assert rules["megatron-layers-divisible"] == "pass"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+from conftest import run_dtplan
 
 from planner import files
 from planner.engine.pipeline import bubble_fraction
@@ -23,9 +22,7 @@ PLAN = os.path.join(ROOT, "examples", "plans", "llama3-70b-256xh100.yaml")
 
 
 def run(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "planner", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd or ROOT, env=env, timeout=120)
+    return run_dtplan(*args, cwd=cwd)
 
 
 @pytest.mark.parametrize("p,m,v,schedule", [(4, 8, 1, "1f1b"), (4, 8, 1, "gpipe"),

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import run_dtplan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,11 +25,7 @@ MIN, H, DAY = 60.0, 3600.0, 86400.0
 
 
 def cli(*args: str):
-    """`python -m planner ...` from this checkout (not whatever `dtplan` is installed)."""
-    env = {**os.environ, "PYTHONPATH": ROOT, "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "planner", *map(str, args)], capture_output=True,
-                       text=True, cwd=ROOT, env=env, timeout=120)
-    return p
+    return run_dtplan(*args)
 
 
 # --- interval: Daly's and Young's published figures through the API -------------------------

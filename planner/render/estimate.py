@@ -54,7 +54,8 @@ def memory_tables(e: Estimate, gib: bool = False) -> list[Table]:
 def verdict_line(e: Estimate, gib: bool = False) -> str:
     unit = "GiB" if gib else "GB"
     state = "FITS" if e.fits else "DOES NOT FIT"
-    return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on the {e.peak_stage} stage vs "
+    where = "the single stage" if e.peak_stage == "single stage" else f"the {e.peak_stage} stage"
+    return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on {where} vs "
             f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
             f"{unit} ({'headroom' if e.fits else 'short by'} "
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")

@@ -2,6 +2,8 @@
 `checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
 
 
+from typing import Optional
+
 from pydantic import BaseModel
 
 from . import validate as v
@@ -60,30 +62,44 @@ class CommRow(BaseModel):
     collective: str
     bytes_per_gpu: float
     time_s: float
+    link: str = "given"
 
 
 class CommResult(BaseModel):
     message_bytes: float
-    bandwidth_bytes_per_s: float
+    bandwidth_bytes_per_s: Optional[float] = None
     latency_s: float
+    hardware: Optional[str] = None
     rows: list[CommRow]
 
 
-def comm(message_bytes: float, gpus: list[int], bandwidth_bytes_per_s: float,
-         latency_s: float = 0.0,
+def comm(message_bytes: float, gpus: list[int], bandwidth_bytes_per_s: Optional[float] = None,
+         latency_s: float = 0.0, hardware=None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter")) -> CommResult:
-    """Ring collective volume and α–β time for each GPU count."""
+    """Ring collective volume and α–β time for each GPU count: over one given link bandwidth,
+    or on a hardware profile's topology (NVLink inside a domain, NICs across, hierarchical
+    where faster) with the link each group crosses."""
+    from .engine import topology as topo
     m = v.positive("--message-gb", message_bytes)
-    bw = v.positive("--bandwidth", bandwidth_bytes_per_s)
     lat = v.non_negative("--latency", latency_s)
+    if (bandwidth_bytes_per_s is None) == (hardware is None):
+        raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
+    bw = v.positive("--bandwidth", bandwidth_bytes_per_s) if hardware is None else None
     rows = []
     for n in gpus:
         n = v.positive_int("--gpus", n)
         for kind in collectives:
-            rows.append(CommRow(gpus=n, collective=kind,
-                                bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n),
-                                time_s=comm_eq.collective_time(kind, m, n, bw, lat)))
-    return CommResult(message_bytes=m, bandwidth_bytes_per_s=bw, latency_s=lat, rows=rows)
+            if hardware is None:
+                t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
+            else:
+                per_domain = min(n, hardware.scale_up.gpus_per_domain)
+                fab = topo.fabric(hardware, n)
+                t = topo.topo_collective_time(kind, m, n, per_domain, fab)
+                link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
+            rows.append(CommRow(gpus=n, collective=kind, bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n),
+                                time_s=t, link=link))
+    return CommResult(message_bytes=m, bandwidth_bytes_per_s=bw, latency_s=lat,
+                      hardware=hardware.name if hardware is not None else None, rows=rows)
 
 
 class BubbleRow(BaseModel):

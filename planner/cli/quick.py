@@ -16,17 +16,26 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 def comm_cmd(
     message_gb: float = typer.Option(..., "--message-gb", help="message size, GB (1e9 bytes)"),
     gpus: List[str] = typer.Option(["8"], "--gpus", help="rank counts: 8 or 8,64,512 (repeatable)"),
-    bandwidth: float = typer.Option(..., "--bandwidth", help="link bandwidth per GPU, GB/s"),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s"),
     latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs"),
+    hardware: Optional[str] = typer.Option(None, "--hardware",
+                                           help="use a profile's topology instead of --bandwidth"),
     fmt: Format = FormatOpt,
 ) -> int:
-    """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter."""
+    """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
+    one link or on a hardware profile's NVLink + network topology."""
     from ..calculators import comm
     from ..render import emit
     from ..render.quick import comm_doc
 
     ns = parse_list("--gpus", gpus)
-    emit(comm_doc(comm(message_gb * 1e9, ns, bandwidth * 1e9, latency_us * 1e-6)), fmt.value)
+    prof = None
+    if hardware is not None:
+        from ..hardware import load_profile
+        prof = load_profile(hardware)
+    r = comm(message_gb * 1e9, ns, bandwidth * 1e9 if bandwidth is not None else None,
+             latency_us * 1e-6, hardware=prof)
+    emit(comm_doc(r), fmt.value)
     return EXIT_OK
 
 

@@ -42,12 +42,21 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None) -> Document:
 
 
 def comm_doc(r: CommResult) -> Document:
-    rows = [[str(x.gpus), x.collective, gb(x.bytes_per_gpu), ms(x.time_s)] for x in r.rows]
-    notes = [f"Ring algorithms: all-reduce moves 2(n−1)/n × message per GPU, all-gather and "
-             f"reduce-scatter (n−1)/n; time = steps × α + bytes / bandwidth with "
-             f"α = {r.latency_s * 1e6:g} µs, bandwidth = {gb(r.bandwidth_bytes_per_s, 0)} GB/s"]
+    topo = r.hardware is not None
+    rows = [[str(x.gpus), x.collective, gb(x.bytes_per_gpu), ms(x.time_s)] + ([x.link] if topo else [])
+            for x in r.rows]
+    if topo:
+        how = (f"on the {r.hardware} profile's topology: NVLink inside a domain, the NICs across "
+               "domains (the faster of a flat ring and a hierarchical reduce-scatter / all-reduce / "
+               "all-gather), with the profile's latencies and bus efficiencies")
+    else:
+        how = (f"time = steps × α + bytes / bandwidth with α = {r.latency_s * 1e6:g} µs, "
+               f"bandwidth = {gb(r.bandwidth_bytes_per_s, 0)} GB/s")
+    notes = ["Ring algorithms: all-reduce moves 2(n−1)/n × message per GPU, all-gather and "
+             f"reduce-scatter (n−1)/n; {how}"]
     return Document(command="comm", title=f"Collective cost of a {gb(r.message_bytes)} GB message",
-                    tables=[Table("Per GPU", ["GPUs", "collective", "GB moved", "time (ms)"], rows)],
+                    tables=[Table("Per GPU", ["GPUs", "collective", "GB moved", "time (ms)"]
+                                  + (["link"] if topo else []), rows)],
                     notes=notes, data=r.model_dump())
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import typer
@@ -62,3 +65,75 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
     if x != int(x) or x < 1:
         raise InputError(field, f"must be a whole number ≥ 1 or 'auto', got {text!r}")
     return int(x)
+
+
+# The model, hardware and batch options every job command shares, in one place: the commands
+# take a single `job: Job` and the decorator below adds these options to their signature.
+JOB_OPTIONS = (
+    ("model", Optional[str], MODEL), ("model_config", Optional[str], MODEL_CONFIG),
+    ("params", Optional[str], PARAMS), ("layers", Optional[int], LAYERS),
+    ("hidden", Optional[int], HIDDEN), ("heads", Optional[int], HEADS),
+    ("kv_heads", Optional[int], KV_HEADS), ("ffn", Optional[int], FFN),
+    ("vocab", Optional[int], VOCAB), ("mlp", Optional[str], MLP),
+    ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
+    ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
+    ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
+    ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
+)
+
+
+@dataclass
+class Job:
+    """What the user said about the model, the hardware and the batch."""
+
+    model: Optional[str] = None
+    model_config: Optional[str] = None
+    params: Optional[str] = None
+    layers: Optional[int] = None
+    hidden: Optional[int] = None
+    heads: Optional[int] = None
+    kv_heads: Optional[int] = None
+    ffn: Optional[int] = None
+    vocab: Optional[int] = None
+    mlp: Optional[str] = None
+    hardware: Optional[str] = None
+    hardware_file: Optional[str] = None
+    gpus_per_node: Optional[int] = None
+    gpu_memory_gb: Optional[float] = None
+    nic_gbit: Optional[float] = None
+    seq_len: Optional[int] = None
+    global_batch: Optional[int] = None
+    tokens_per_batch: Optional[str] = None
+
+    def model_spec(self):
+        return model_from_options(self.model, self.model_config, self.params, self.layers,
+                                  self.hidden, self.heads, self.kv_heads, self.ffn, self.vocab,
+                                  self.mlp)
+
+    def hardware_profile(self):
+        return hardware_from_options(self.hardware, self.hardware_file, self.gpus_per_node,
+                                     self.gpu_memory_gb, self.nic_gbit)
+
+    def batch(self) -> tuple[int, int, str]:
+        return batch_from_options(self.seq_len, self.global_batch, self.tokens_per_batch)
+
+    def given(self) -> list[str]:
+        """The options the user typed, spelled as on the command line."""
+        return ["--" + f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name) is not None]
+
+
+def job_options(fn):
+    """Add the JOB_OPTIONS to a typer command whose body takes `job: Job`."""
+    sig = inspect.signature(fn, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "job"]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+             for name, ann, default in JOB_OPTIONS]
+    names = [name for name, _, _ in JOB_OPTIONS]
+
+    @functools.wraps(fn)
+    def command(**kw):
+        return fn(job=Job(**{n: kw.pop(n) for n in names}), **kw)
+
+    command.__signature__ = sig.replace(parameters=own + extra)
+    command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    return command

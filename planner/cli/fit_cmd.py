@@ -13,18 +13,10 @@ from .options import Format, parse_list
 
 
 @app.command("fit")
+@o.job_options
 def fit_cmd(
-    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
-    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
-    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
-    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
-    mlp: Optional[str] = o.MLP,
-    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
-    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
-    nic_gbit: Optional[float] = o.NIC,
+    job: o.Job,
     gpus: List[str] = typer.Option(..., "--gpus", help="GPU count, a list 64,128 or a range 64..1024"),
-    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
-    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
     tp: Optional[int] = typer.Option(None, "--tp", help="fix TP"),
@@ -54,10 +46,9 @@ def fit_cmd(
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value)
-    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
-                                vocab, mlp)
-    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    spec = job.model_spec()
+    prof = job.hardware_profile()
+    s, gbatch, batch_note = job.batch()
     if recompute is not None:
         v.choice("--recompute", recompute, ("none", "selective", "full"))
     if zero is not None and zero not in (0, 1, 2, 3):

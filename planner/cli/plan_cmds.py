@@ -15,16 +15,9 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 
 @app.command("memory")
 @app.command("estimate")
+@o.job_options
 def evaluate_cmd(
-    ctx: typer.Context,
-    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
-    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
-    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
-    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
-    mlp: Optional[str] = o.MLP,
-    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
-    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
-    nic_gbit: Optional[float] = o.NIC,
+    ctx: typer.Context, job: o.Job,
     gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
     tp: int = typer.Option(1, "--tp", help="tensor parallel"),
     pp: int = typer.Option(1, "--pp", help="pipeline parallel (stages)"),
@@ -48,8 +41,6 @@ def evaluate_cmd(
                                   help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
     optimizer: str = typer.Option("adam", "--optimizer",
                                   help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
-    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
     context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
     comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),
     fragmentation: Optional[float] = typer.Option(None, "--fragmentation",
@@ -71,19 +62,20 @@ def evaluate_cmd(
     from ..render import emit
 
     view = ctx.info_name
-    arch_given = any(x is not None for x in (model, model_config, layers, hidden, heads))
-    layout_given = (tp, pp, cp, ep) != (1, 1, 1, 1) or seq_len or micro_batch != "1" or \
-        recompute != "none" or global_batch or tokens_per_batch
-    if view == "memory" and params is not None and not arch_given and not layout_given:
+    arch_given = any(x is not None for x in (job.model, job.model_config, job.layers, job.hidden,
+                                             job.heads))
+    layout_given = (tp, pp, cp, ep) != (1, 1, 1, 1) or job.seq_len or micro_batch != "1" or \
+        recompute != "none" or job.global_batch or job.tokens_per_batch
+    if view == "memory" and job.params is not None and not arch_given and not layout_given:
         # The quick question: model states only, every ZeRO stage, over --gpus ranks.
         from ..calculators import state_memory
         from ..render.quick import state_memory_doc
         from .options import parse_number
         if zero is not None and zero not in (0, 1, 2, 3):
             raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
-        prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-        cap = prof.gpu.memory_bytes if (hardware or hardware_file or gpu_memory_gb) else 80e9
-        r = state_memory(parse_number("--params", params), gpus, precision=precision,
+        prof = job.hardware_profile()
+        cap = prof.gpu.memory_bytes if (job.hardware or job.hardware_file or job.gpu_memory_gb) else 80e9
+        r = state_memory(parse_number("--params", job.params), gpus, precision=precision,
                          optimizer=optimizer, gpu_memory_bytes=cap)
         doc = state_memory_doc(r, zero)
         emit(doc, fmt.value)
@@ -92,10 +84,9 @@ def evaluate_cmd(
     from ..api import build_layout, estimate_with_auto
     from ..render.estimate import estimate_doc
 
-    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
-                                vocab, mlp)
-    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-    s, gbatch, batch_note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
+    spec = job.model_spec()
+    prof = job.hardware_profile()
+    s, gbatch, batch_note = job.batch()
     budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     lay = build_layout(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero or 0,
                        shard_group=shard_group, micro_batch=o.optional_int("--micro-batch", micro_batch),

@@ -21,22 +21,13 @@ OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
 FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
 
 
-def _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab, mlp,
-            hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit, gpus, seq_len,
-            global_batch, tokens_per_batch, precision, optimizer):
+def _inputs(plan, job: o.Job, gpus, precision, optimizer):
     """(Inputs or None, source text, FitResult or None)."""
     from ..errors import InputError
     from ..report import inputs_from_fit, inputs_from_plan
 
-    fit_opts = {"--model": model, "--model-config": model_config, "--params": params,
-                "--layers": layers, "--hidden": hidden, "--heads": heads, "--kv-heads": kv_heads,
-                "--ffn": ffn, "--vocab": vocab, "--mlp": mlp, "--hardware": hardware,
-                "--hardware-file": hardware_file, "--gpus-per-node": gpus_per_node,
-                "--gpu-memory-gb": gpu_memory_gb, "--nic-gbit": nic_gbit, "--gpus": gpus,
-                "--seq-len": seq_len, "--global-batch": global_batch,
-                "--tokens-per-batch": tokens_per_batch}
     if plan is not None:
-        given = [k for k, v in fit_opts.items() if v is not None]
+        given = job.given() + (["--gpus"] if gpus is not None else [])
         if given:
             raise InputError(given[0], "give a plan file or the fit options, not both")
         return inputs_from_plan(plan), f"plan file {plan}", None
@@ -44,29 +35,18 @@ def _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads, 
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
-    spec = o.model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn,
-                                vocab, mlp)
-    prof = o.hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit)
-    s, gbatch, _note = o.batch_from_options(seq_len, global_batch, tokens_per_batch)
-    inp, res = inputs_from_fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
-                               optimizer=optimizer)
+    s, gbatch, _note = job.batch()
+    inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
+                               global_batch=gbatch, precision=precision, optimizer=optimizer)
     return inp, f"fit search over {n} GPUs (the winner)", res
 
 
 @app.command("report")
+@o.job_options
 def report_cmd(
+    job: o.Job,
     plan: Optional[str] = PLAN,
-    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
-    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
-    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
-    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
-    mlp: Optional[str] = o.MLP,
-    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
-    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
-    nic_gbit: Optional[float] = o.NIC,
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
-    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time, energy, cost)"),
@@ -91,10 +71,7 @@ def report_cmd(
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:
         raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")
     tokens = train_tokens_value(train_tokens)
-    inp, source, res = _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads,
-                               ffn, vocab, mlp, hardware, hardware_file, gpus_per_node,
-                               gpu_memory_gb, nic_gbit, gpus, seq_len, global_batch,
-                               tokens_per_batch, precision, optimizer)
+    inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     draw = charts and (as_html or chart_dir is not None)
     review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
                           gpu_hour_cost=gpu_hour_cost, charts=draw)
@@ -119,20 +96,12 @@ def report_cmd(
 
 
 @app.command("export")
+@o.job_options
 def export_cmd(
+    job: o.Job,
     plan: Optional[str] = PLAN,
     to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
-    model: Optional[str] = o.MODEL, model_config: Optional[str] = o.MODEL_CONFIG,
-    params: Optional[str] = o.PARAMS, layers: Optional[int] = o.LAYERS,
-    hidden: Optional[int] = o.HIDDEN, heads: Optional[int] = o.HEADS,
-    kv_heads: Optional[int] = o.KV_HEADS, ffn: Optional[int] = o.FFN, vocab: Optional[int] = o.VOCAB,
-    mlp: Optional[str] = o.MLP,
-    hardware: Optional[str] = o.HARDWARE, hardware_file: Optional[str] = o.HARDWARE_FILE,
-    gpus_per_node: Optional[int] = o.GPUS_PER_NODE, gpu_memory_gb: Optional[float] = o.GPU_MEMORY,
-    nic_gbit: Optional[float] = o.NIC,
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    seq_len: Optional[int] = o.SEQ_LEN, global_batch: Optional[int] = o.GLOBAL_BATCH,
-    tokens_per_batch: Optional[str] = o.TOKENS_PER_BATCH,
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
     output: str = OUT, force: bool = FORCE,
@@ -150,10 +119,7 @@ def export_cmd(
     if to not in TARGETS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {to!r}")
     files.check_targets([output], force=force)
-    inp, source, res = _inputs(plan, model, model_config, params, layers, hidden, heads, kv_heads,
-                               ffn, vocab, mlp, hardware, hardware_file, gpus_per_node,
-                               gpu_memory_gb, nic_gbit, gpus, seq_len, global_batch,
-                               tokens_per_batch, precision, optimizer)
+    inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     if inp is None:
         sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
                          "(see dtplan fit)\n")

@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field
 
 from .engine import checkpoint as ckpt
 from .errors import InputError
-from .hardware import HardwareProfile, load_profile, load_profile_file, with_overrides
+from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
+                       with_overrides)
 from .layout import Layout, Rule
 from .model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
@@ -174,7 +175,7 @@ def resolve_hardware(section: Any, base_dir: Path, where: str) -> HardwareProfil
             prof = load_profile_file(safe_reference(section.file, base_dir,
                                                     f"{where}: hardware.file", "profile TOML"))
         else:
-            prof = load_profile(section.profile or "h100")
+            prof = load_profile(section.profile or DEFAULT_PROFILE)
         return with_overrides(prof, gpus_per_node=section.gpus_per_node,
                               gpu_memory_gb=section.gpu_memory_gb,
                               nic_gbit_per_gpu=section.nic_gbit_per_gpu)

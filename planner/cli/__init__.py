@@ -24,11 +24,11 @@ HELP = """Capacity and layout planner for distributed training of large models.
 Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage;
 3 internal error (rerun with --debug for the traceback)."""
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP,
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
-from . import calibrate, fit_cmd, plan_cmds, quick  # noqa: E402,F401  (register commands on `app`)
-from . import gate, report_cmds  # noqa: E402,F401  (check, schema; report, export)
+# Importing a module registers its commands; `dtplan --help` lists them in this order.
+from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E402,F401,I001
 
 
 def _fail(message: str, code: int) -> int:

@@ -13,8 +13,10 @@ from .options import Format
 FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
 
 
-@app.command("memory")
-@app.command("estimate")
+@app.command("memory", help="The per-GPU memory budget per pipeline stage, item by item, with a "
+             "verdict and the layout rules.")
+@app.command("estimate", help="One layout's memory, step time and where it goes, tokens/s, MFU, "
+             "the communication tax per axis, checkpoint interval, goodput and time to train.")
 @o.job_options
 def evaluate_cmd(
     ctx: typer.Context, job: o.Job,

@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "fit": "api", "build_layout": "api", "time_to_train": "api", "resilience_for": "api",
+    "shrink": "api",
     "estimate": "evaluate", "layout_rules": "evaluate", "MemoryBudget": "evaluate",
     "Estimate": "evaluate", "Layout": "layout", "plan_layout": "layout", "ModelSpec": "model",
     "model_from_params": "model", "get_preset": "presets", "list_presets": "presets",

@@ -297,19 +297,22 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     f_layer = cmp.layer_forward_flops(tokens, s, layer_matmul / tp, mod.attn_dim / tp, attn_factor)
     f_attn = cmp.attention_core_forward_flops(tokens, s, mod.attn_dim / tp, attn_factor)
     f_head = 2.0 * vpad * h * tokens / tp
-    rate = cmp.matmul_rate(peak_flops, hw.gpu.matmul_ceiling_fraction, h / tp, tokens,
+    ceiling = hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction
+    rate = cmp.matmul_rate(peak_flops, ceiling, h / tp, tokens,
                            eff.matmul_half_hidden, eff.matmul_half_tokens)
     # Unfused attention (QKᵀ, scores×V) are batched GEMMs whose short side is the head dim;
-    # a fused flash kernel tiles over heads and sequence and runs at the layer GEMM rate.
-    rate_attn = rate if p.flash else cmp.matmul_rate(
-        peak_flops, hw.gpu.matmul_ceiling_fraction, mod.head_dim, tokens,
+    # a fused flash kernel runs at its own measured share of peak (Efficiency.flash_attention_fraction).
+    rate_attn = peak_flops * eff.flash_attention_fraction if p.flash else cmp.matmul_rate(
+        peak_flops, ceiling, mod.head_dim, tokens,
         eff.matmul_half_hidden, eff.matmul_half_tokens)
+    # a fused kernel's backward recomputes QKᵀ: 5 s×s matmuls against the forward's 2
+    attn_bwd = cmp.FLASH_BACKWARD_FACTOR if p.flash else 2.0
     mem_fwd = cmp.memory_bound_time(eff.memory_passes * a_none, hw.gpu.hbm_bytes_per_s)
     # softmax / dropout over the s×s scores: the memory-bound part selective recompute redoes
     mem_attn = cmp.memory_bound_time(eff.memory_passes * (a_none - a_sel), hw.gpu.hbm_bytes_per_s)
     t_attn_core = f_attn / rate_attn + mem_attn
     t_layer_fwd = (f_layer - f_attn) / rate + f_attn / rate_attn + mem_fwd
-    t_layer_bwd = 2.0 * (t_layer_fwd - mem_fwd) + 2.0 * mem_fwd
+    t_layer_bwd = 2.0 * (f_layer - f_attn) / rate + attn_bwd * f_attn / rate_attn + 2.0 * mem_fwd
     recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * t_attn_core,
                            k_full * t_layer_fwd)
     t_head = 3.0 * f_head / rate

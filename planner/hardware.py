@@ -106,8 +106,8 @@ class Efficiency(_Frozen):
     # (and head dim for unfused attention) and for tokens per micro-batch per CP rank.
     # Defaults = the A100 fit (a100-80g.toml [efficiency], `dtplan calibrate`); other
     # generations have no published end-to-end runs in the reference and borrow them.
-    matmul_half_hidden: float = Field(128.0, gt=0)
-    matmul_half_tokens: float = Field(384.0, gt=0)
+    matmul_half_hidden: float = Field(64.0, gt=0)
+    matmul_half_tokens: float = Field(64.0, gt=0)
     # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
     # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
     memory_passes: float = Field(2.0, ge=0)
@@ -117,6 +117,14 @@ class Efficiency(_Frozen):
     # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
     # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
     overlap_efficiency: float = Field(0.8, ge=0, le=1)
+    # Share of the isolated-GEMM ceiling (MAMF) a training step's GEMMs sustain: MAMF is a
+    # best-of-sweep on an idle GPU; in a step, clocks sag under the power cap and GEMMs share L2
+    # and HBM with the kernels around them.
+    sustained_matmul_fraction: float = Field(0.84, gt=0, le=1)
+    # Share of the bf16 peak a fused (Flash) attention kernel reaches over forward + backward:
+    # FlashAttention-2 reaches 50-73 % of A100 peak forward and less backward (Dao 2023, Fig. 4-6),
+    # well below the GEMM ceiling the projections run at.
+    flash_attention_fraction: float = Field(0.5, gt=0, le=1)
 
 
 class HardwareProfile(_Frozen):
@@ -170,7 +178,9 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
-                   "overlap_efficiency": (_FRAC, False)},
+                   "overlap_efficiency": (_FRAC, False),
+                   "sustained_matmul_fraction": (_FRAC, False),
+                   "flash_attention_fraction": (_FRAC, False)},
 }
 
 

@@ -1,4 +1,4 @@
-"""`dtplan calibrate`: the step-time model against published Megatron-LM runs."""
+"""`dtplan calibrate`: the step-time model against published Megatron-LM and FSDP runs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def calibrate_cmd(
     from ..render import Document, Table, emit
 
     rep = calibrate(hardware)
-    unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU"}
+    unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU",
+            "tokens_per_s_per_gpu": "tok/s/GPU"}
     rows = [[r.case, unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
              f"{r.error_pct:+.1f}%", r.layout] for r in rep.rows]
     consts = ", ".join(f"{k} = {v:g}" for k, v in rep.constants.items())
@@ -29,7 +30,8 @@ def calibrate_cmd(
         f"Skipped {k}: {v}" for k, v in rep.skipped.items()]
     verdict = (f"Median |error| {rep.median_abs_error_pct:.1f}%, worst "
                f"{rep.worst_abs_error_pct:.1f}% ({rep.worst_case}); {rep.within_tolerance}/"
-               f"{len(rep.rows)} within ±{rep.tolerance_pct:g}%")
+               f"{len(rep.rows)} within their bar (Megatron-LM ±{rep.tolerance_pct:g}%, "
+               f"FSDP ±{rep.fsdp_tolerance_pct:g}%)")
     doc = Document(command="calibrate",
                    title=f"Calibration against published runs ({rep.hardware})",
                    tables=[Table("Published vs predicted", ["case", "metric", "published",

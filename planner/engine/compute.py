@@ -17,6 +17,11 @@ import numpy as np
 
 from ._array import Num, out
 
+# A fused (Flash) attention backward recomputes the scores QKᵀ and then runs dV, dP, dQ, dK:
+# 5 s×s matmuls against the forward's 2, i.e. 2.5× the forward FLOPs, not the 2× of a plain
+# GEMM (Dao 2023, FlashAttention-2, Sec. 4 benchmark convention).
+FLASH_BACKWARD_FACTOR = 2.5
+
 
 def layer_forward_flops(tokens: Num, kv_len: Num, matmul_params: Num, attn_dim: Num,
                         attention_factor: Num = 1.0) -> Num:

@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, validation_message
 from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
 from .hardware import HardwareProfile
 from .layout import Layout
@@ -416,8 +416,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
         try:
             model = ModelSpec.model_validate(shape)
         except Exception as e:
-            msg = getattr(e, "errors", lambda: [{"msg": str(e)}])()[0]["msg"]
-            raise InputError(f"{where}: model flags", msg.removeprefix("Value error, ")) from None
+            raise InputError(f"{where}: model flags", validation_message(e)) from None
     else:
         raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
                                     "--hidden-size, --num-attention-heads); pass --model")

@@ -27,7 +27,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, Field
 
 from .engine import checkpoint as ckpt
-from .errors import InputError
+from .errors import InputError, validation_message
 from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
                        with_overrides)
 from .layout import Layout, Rule
@@ -151,8 +151,7 @@ def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
     try:
         return ModelSpec.model_validate(data)
     except Exception as e:  # pydantic ValidationError from the model's own checks
-        msg = getattr(e, "errors", lambda: [{"msg": str(e)}])()[0]["msg"]
-        raise InputError(f"{where}: model", msg.removeprefix("Value error, ")) from None
+        raise InputError(f"{where}: model", validation_message(e)) from None
 
 
 def load_hardware(text: str) -> HardwareProfile:
@@ -426,7 +425,7 @@ def evaluate_inputs(inp: Inputs, where: str = "plan") -> Outcome:
     try:
         budget = MemoryBudget(**inp.budget)
     except Exception as e:
-        raise InputError(f"{where}: budget", str(e).splitlines()[-1]) from None
+        raise InputError(f"{where}: budget", validation_message(e)) from None
     est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
                    global_batch=inp.global_batch, budget=budget)
     rules = [_from_rule(r, inp.keys.get(r.name)) for r in est.rules]

@@ -24,7 +24,7 @@ import numpy as np
 from .engine import checkpoint as ckpt
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
-from .errors import InputError
+from .errors import InputError, validation_message
 from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
 from .hardware import HardwareProfile
 from .model import ModelSpec
@@ -272,7 +272,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     try:
         budget = MemoryBudget(**inp.budget)
     except Exception as e:
-        raise InputError("budget", str(e).splitlines()[-1]) from None
+        raise InputError("budget", validation_message(e)) from None
     outcome = evaluate_inputs(inp, source)
     e = outcome.estimate
     lay, mod, hw = inp.layout, inp.model, inp.hardware

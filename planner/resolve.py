@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import validate as v
-from .errors import InputError
+from .errors import InputError, validation_message
 from .hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
 from .model import ModelSpec, model_from_params
 
@@ -69,8 +69,7 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
     try:
         return ModelSpec(**spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
-        msg = str(e).splitlines()
-        raise InputError("--heads", msg[-1].strip() if msg else "invalid architecture") from None
+        raise InputError("--heads", validation_message(e)) from None
 
 
 def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[str] = None,

@@ -29,8 +29,7 @@ def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 
     gpus = v.positive_int("--gpus", gpus)
     for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep)):
         v.positive_int(f, x)
-    if zero not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    v.zero_stage("--zero", zero)
     if gpus % (tp * pp * cp):
         raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
     v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved"))
@@ -62,8 +61,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
                        auto_chunks: bool = False) -> tuple[Estimate, str]:
     """estimate(); with auto micro-batch (and/or chunks) the fastest setting that fits this
     layout, found by the search with every other knob fixed."""
-    from .evaluate import _check_recipe
-    _check_recipe(layout)
+    v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=layout.precision, optimizer=layout.optimizer, budget=budget)
     note = ""
@@ -216,7 +214,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     """Search every layout; return the best `top`, the winner's full estimate and the rejections.
     When nothing fits, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
     v.choice("--objective", objective, OBJECTIVES)
-    v.choice("--precision", precision, ("mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"))
+    v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
     res = search(p, space, objective)
@@ -246,8 +244,7 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
     n = p.gpus
     for _ in range(12):  # up to 4096× more GPUs
         n = max(2 * n, node)
-        q = Problem(**{**p.__dict__, "gpus": n,
-                       "global_batch": p.global_batch if p.global_batch % n == 0 or True else n})
+        q = Problem(**{**p.__dict__, "gpus": n})
         if _first_fit(q, space):
             out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
             break

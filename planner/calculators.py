@@ -42,8 +42,7 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
     """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
     n = v.positive_int("--gpus", shard_degree)
-    v.choice("--precision", precision, tuple(mem_eq.PRECISION_RECIPES))
-    v.choice("--optimizer", optimizer, tuple(mem_eq.OPTIMIZER_STATE_BYTES))
+    v.recipe(precision, optimizer)
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     rows = []
     for z in range(4):

@@ -17,7 +17,8 @@ from .engine import budget as bud
 from .engine import compute as cmp
 from .engine import step_time as st
 from .engine.params import mlp_params
-from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES, optimizer_bytes_per_param
+from . import validate
+from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import micro_batches_in_flight
 from .engine.ranks import inside_domain
 from .engine.topology import fabric
@@ -316,11 +317,9 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     recompute_t = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, n_layers * t_attn_core,
                            k_full * t_layer_fwd)
     t_head = 3.0 * f_head / rate
-    # the slowest stage paces the pipeline: the last one carries the output layer
+    # the slowest stage paces the pipeline: the one carrying the output layer (the last, or the only)
     t_compute = n_layers * (t_layer_fwd + t_layer_bwd) + recompute_t
-    t_compute_last = t_compute + t_head
-    t_compute_first = t_compute + np.where(pp == 1, t_head, 0.0)
-    compute_mb = np.maximum(t_compute_first, t_compute_last)
+    compute_mb = t_compute + t_head
 
     # ---- communication per micro-batch ---------------------------------------------------------
     tp_passes = 4.0 + np.where(c.recompute == act.RECOMPUTE_FULL, 2.0 * k_full / np.maximum(n_layers, 1), 0.0)
@@ -542,7 +541,7 @@ def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Lay
              seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
              flash_attention: bool | None = None) -> Estimate:
     """Memory per stage, step time and rules for one layout."""
-    _check_recipe(layout)
+    validate.recipe(layout.precision, layout.optimizer)
     p = Problem(model=model, hardware=hardware, gpus=gpus, seq_len=seq_len,
                 global_batch=global_batch, precision=layout.precision, optimizer=layout.optimizer,
                 budget=budget or MemoryBudget(), flash_attention=flash_attention)
@@ -555,10 +554,3 @@ def layout_rules(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout:
     return estimate(model, hardware, gpus, layout, seq_len=seq_len, global_batch=global_batch,
                     budget=budget).rules
 
-
-def _check_recipe(layout: Layout) -> None:
-    from .errors import InputError
-    if layout.precision not in PRECISION_RECIPES:
-        raise InputError("--precision", f"must be one of {', '.join(PRECISION_RECIPES)}")
-    if layout.optimizer not in OPTIMIZER_STATE_BYTES:
-        raise InputError("--optimizer", f"must be one of {', '.join(OPTIMIZER_STATE_BYTES)}")

@@ -76,10 +76,8 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
     n = v.positive_int("--gpus", gpus)
     tp, pp = v.positive_int("--tp", tp), v.positive_int("--pp", pp)
-    if zero_stage not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero_stage}")
-    v.choice("--precision", precision, tuple(mem_eq.PRECISION_RECIPES))
-    v.choice("--optimizer", optimizer, tuple(mem_eq.OPTIMIZER_STATE_BYTES))
+    v.zero_stage("--zero", zero_stage)
+    v.recipe(precision, optimizer)
     if n % (tp * pp):
         raise InputError("--gpus", f"{n} is not a multiple of TP × PP = {tp} × {pp} = {tp * pp}")
     dp = n // (tp * pp)

@@ -47,3 +47,17 @@ def choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
     if value not in allowed:
         raise InputError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
     return value
+
+
+def zero_stage(field: str, value: int) -> int:
+    """A ZeRO stage: 0, 1, 2 or 3."""
+    if value not in (0, 1, 2, 3):
+        raise InputError(field, f"must be 0, 1, 2 or 3, got {value}")
+    return value
+
+
+def recipe(precision: str, optimizer: str) -> None:
+    """A precision recipe and an optimizer that engine/memory.py knows."""
+    from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
+    choice("--precision", precision, tuple(PRECISION_RECIPES))
+    choice("--optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))

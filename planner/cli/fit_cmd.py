@@ -38,7 +38,6 @@ def fit_cmd(
     rank the ones that fit, and say why the rest were rejected."""
     from .. import validate as v
     from ..api import fit
-    from ..errors import InputError
     from ..render import emit
     from ..render.fit import fit_doc
     from ..search import SearchSpace
@@ -51,8 +50,8 @@ def fit_cmd(
     s, gbatch, batch_note = job.batch()
     if recompute is not None:
         v.choice("--recompute", recompute, ("none", "selective", "full"))
-    if zero is not None and zero not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    if zero is not None:
+        v.zero_stage("--zero", zero)
     v.positive_int("--top", top, upper=1000)
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)

@@ -73,8 +73,9 @@ def evaluate_cmd(
         from ..calculators import state_memory
         from ..render.quick import state_memory_doc
         from .options import parse_number
-        if zero is not None and zero not in (0, 1, 2, 3):
-            raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+        from .. import validate as v
+        if zero is not None:
+            v.zero_stage("--zero", zero)
         prof = job.hardware_profile()
         cap = prof.gpu.memory_bytes if (job.hardware or job.hardware_file or job.gpu_memory_gb) else 80e9
         r = state_memory(parse_number("--params", job.params), gpus, precision=precision,

@@ -159,14 +159,14 @@ def checkpoint_cmd(
         return EXIT_OK
 
     from ..presets import get_preset
+    from .. import validate as v
     from ..resilience import plan_resilience
 
     if model is not None and params is not None:
         raise InputError("--params", "give --model or --params, not both")
     if gpus is None:
         raise InputError("--gpus", "is required with --model/--params")
-    if zero not in (0, 1, 2, 3):
-        raise InputError("--zero", f"must be 0, 1, 2 or 3, got {zero}")
+    v.zero_stage("--zero", zero)
     if mtbf_hours is not None and job_mtbf_hours is not None:
         raise InputError("--mtbf-hours", "is the job MTBF; give it or --job-mtbf-hours, not both")
     job = job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours

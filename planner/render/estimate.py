@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..evaluate import Estimate
 from .document import Document, Table
-from .units import GB, GIB, count, gb, ms, pct
+from .units import count, gb, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -99,7 +99,7 @@ def resilience_table(plan) -> Table:
         t = plan.training
         rows += [["time to train (no failures)", f"{t.ideal_s / 86400:.1f} days, {t.ideal_gpu_hours:,.0f} GPU-h"],
                  ["time to train (with failures)", f"{t.with_failures_s / 86400:.1f} days, {t.gpu_hours:,.0f} GPU-h"]
-                 + ([] if t.cost is None else [])]
+]
         if t.cost is not None:
             rows.append(["cost", f"{t.cost:,.0f}"])
     return Table("Checkpoints and failures", ["quantity", "value"], rows)
@@ -136,4 +136,4 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
                     ok=not failed, data=data)
 
 
-__all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line", "GB", "GIB"]
+__all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line"]

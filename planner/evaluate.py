@@ -20,6 +20,7 @@ from .engine.params import mlp_params
 from . import validate
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import micro_batches_in_flight
+from .engine.allocator import FRAGMENTATION_SHARE
 from .engine.ranks import inside_domain
 from .engine.topology import fabric
 from .hardware import HardwareProfile
@@ -40,12 +41,13 @@ class MemoryBudget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    context_bytes: float = Field(1.0e9, ge=0, description="CUDA context, cuBLAS/cuDNN workspaces "
-                                 "and NCCL's own memory: ~0.5-1 GB on Hopper-class GPUs")
-    comm_buffer_bytes: float = Field(1.0e9, ge=0, description="gradient-reduction and all-gather "
-                                     "buckets and NCCL channel buffers")
-    fragmentation_fraction: float = Field(0.08, ge=0, le=1, description="caching-allocator "
-                                          "fragmentation, as a share of allocated tensors")
+    context_bytes: float = Field(1.0e9, ge=0, description="CUDA context and cuBLAS/cuDNN "
+                                 "workspaces outside PyTorch's allocator: ~0.5-1 GB on Hopper")
+    comm_buffer_bytes: float = Field(1.0e9, ge=0, description="NCCL's channel buffers, outside "
+                                     "PyTorch's allocator (framework buckets are counted inside)")
+    fragmentation_fraction: float = Field(FRAGMENTATION_SHARE, ge=0, le=1, description=
+                                          "caching-allocator fragmentation, as a share of the "
+                                          "bytes allocated and freed within a step (fitted)")
     margin_fraction: float = Field(0.05, ge=0, lt=1, description="safety margin held back from "
                                    "capacity for spikes the model does not see")
 
@@ -120,6 +122,7 @@ class Problem:
     optimizer: str = "adam"
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: Any = None  # specs.framework.FrameworkProfile; None: the default profile
 
     @property
     def flash(self) -> bool:
@@ -200,12 +203,11 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
     dense_per_layer = (1 - moe_share) * mod.layer_params() + moe_share * moe_dense
     expert_per_layer = moe_share * experts_w
     vpad = bud.padded_vocab(mod.vocab, tp)
-    emb = vpad * h + (mod.embedding_params() - mod.vocab * h)        # + learned positions
-    head = np.where(mod.tied_embeddings & (pp == 1), 0.0, vpad * h) + mod.final_norm_params()
-    first_head = np.where(pp == 1, head, 0.0)
-    last_emb = np.where(pp == 1, emb, 0.0)
-    stage_defs = {"first": (emb, first_head, 0.0), "middle": (0.0, 0.0, 1.0),
-                  "last": (last_emb, head, pp - 1.0)}
+    single = pp == 1
+    none_ = np.zeros_like(tp, dtype=bool)
+    # stage → (runs the embedding, runs the output layer and loss, stage index); p = 1: both
+    stage_defs = {"first": (~none_, single, 0.0), "middle": (none_, none_, 1.0),
+                  "last": (single, ~none_, pp - 1.0)}
     shard = np.where(c.shard > 0, f64(c.shard), dp * cp)
     expert_shard = np.maximum(np.minimum(shard, dp * cp / ep), 1.0)
     largest_layer = np.maximum(mod.layer_params(), moe_dense + experts_w / ep) if mod.is_moe \
@@ -232,47 +234,41 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
                          [f64(micro_batches_in_flight(name, pp, m, stage_index, v))
                           for code, name in sched_names.items()])
 
-    # ---- memory items per stage ----------------------------------------------------------------
+    # ---- memory per stage: framework_profile × engine (memory_model.stage_memory) -----------
+    from .memory_model import Stage, replicated_layer_params, stage_memory
+    from .specs.framework import load_framework
+    fw = p.framework or load_framework(None)
     budget = p.budget
     capacity = hw.gpu.memory_bytes
     usable = capacity * (1.0 - budget.margin_fraction)
-    for stage, (e_par, h_par, index) in stage_defs.items():
+    # norms and row-parallel biases (and the MoE router) stay whole on every TP rank
+    repl = replicated_layer_params(mod) + (moe_share * h * mod.experts if mod.is_moe else 0.0)
+    positions = mod.embedding_params() - mod.vocab * h
+    vocab_w = vpad * h
+    head_w = np.where(mod.tied_embeddings & (pp == 1), 0.0, vocab_w)
+    layer_gpu = (largest_layer - repl) / tp + repl
+    for stage, (has_emb, has_head, index) in stage_defs.items():
         n_layers = n_stage[stage]
-        dense_p, expert_p = bud.stage_params(n_layers, dense_per_layer, expert_per_layer, tp, ep,
-                                             e_par, h_par)
-        weights, grads, optim = bud.sharded_states(dense_p, expert_p, c.zero, shard, expert_shard,
-                                                   w_b, g_b, k_b)
-        weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
-        live = bud.zero3_live_params(c.zero, largest_layer, tp, w_b)
-        fl = in_flight(index)
-        k_full = full_recomputed(n_layers)
-        layers_act = act.stage_activation_bytes(base, n_layers, fl, full_recompute_layers=k_full,
-                                                full_recompute_layer_bytes=a_full,
-                                                working_bytes=np.where(k_full > 0, a_none, 0.0))
-        edge = np.zeros_like(tp)
-        if stage == "first":
-            edge = fl * act.embedding_activation_bytes(s, mb, h, dropout=mod.dropout, tp=tp,
-                                                       sp=c.sp, cp=cp)
-        logits = np.zeros_like(tp)
-        if stage == "last":
-            edge = fl * act.output_layer_bytes(s, mb, h, tp=tp, sp=c.sp, cp=cp,
-                                               bytes_per_elem=act_b)
-            logits = act.logits_bytes(s, mb, vpad, tp, cp=cp) + 0.0 * tp
-        if stage == "first":  # a single stage (p = 1) also holds the output layer and logits
-            edge = edge + np.where(pp == 1, act.output_layer_bytes(s, mb, h, tp=tp, sp=c.sp, cp=cp,
-                                                                   bytes_per_elem=act_b), 0.0)
-            logits = np.where(pp == 1, act.logits_bytes(s, mb, vpad, tp, cp=cp), 0.0)
-        tensors = weights + grads + optim + live + layers_act + edge + logits
-        items = {"weights": weights, "gradients": grads, "optimizer": optim,
-                 "zero3_gathered_params": live, "activations": layers_act,
-                 "embedding_output_activations": edge, "logits": logits,
-                 "comm_buffers": np.full_like(tp, budget.comm_buffer_bytes),
-                 "cuda_context": np.full_like(tp, budget.context_bytes),
-                 "fragmentation": bud.fragmentation(tensors, budget.fragmentation_fraction)}
-        total = sum(items.values())
+        emb_gpu = np.where(has_emb, vocab_w / tp + positions, 0.0)
+        head_gpu = np.where(has_head, head_w / tp + mod.final_norm_params(), 0.0)
+        dense_p, expert_p = bud.stage_params(n_layers, dense_per_layer - repl, expert_per_layer,
+                                             tp, ep)
+        dense_p = dense_p + n_layers * repl + emb_gpu + head_gpu
+        st_ = Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+                    layer_params=layer_gpu, root_params=emb_gpu + head_gpu, head_params=head_gpu,
+                    in_flight=in_flight(index), has_embedding=has_emb, has_head=has_head)
+        mem = stage_memory(p, c, fw, st_, m)
+        items = dict(mem["items"])
+        items.update(comm_buffers=np.full_like(tp, budget.comm_buffer_bytes),
+                     cuda_context=np.full_like(tp, budget.context_bytes),
+                     fragmentation=mem["fragmentation"])
         for k_, val in items.items():
             r[f"mem.{stage}.{k_}"] = f64(val) + 0.0 * tp
-        r[f"mem.{stage}.total"] = total
+        r[f"mem.{stage}.total"] = f64(mem["device_total"]) + 0.0 * tp
+        r[f"mem.{stage}.allocated"] = f64(mem["allocated"]) + 0.0 * tp
+        r[f"mem.{stage}.reserved"] = f64(mem["reserved"]) + 0.0 * tp
+        r[f"mem.{stage}.moment"] = f64(mem["moment"]) + 0.0 * tp
+        r[f"mem.{stage}.in_flight"] = f64(mem["in_flight_at_peak"]) + 0.0 * tp
         r[f"params.{stage}"] = dense_p + expert_p
     has_middle = pp > 2
     r["has_middle"] = has_middle
@@ -390,9 +386,25 @@ def evaluate(p: Problem, c: Candidates) -> dict[str, np.ndarray]:
 
 
 class StageMemory(BaseModel):
+    """One stage's items at its peak and the three views (total_bytes = device total)."""
+
     name: str
     items: dict[str, float]
     total_bytes: float
+    allocated_bytes: float = 0.0
+    reserved_bytes: float = 0.0
+    moment: str = ""
+
+
+def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) -> str:
+    """"first stage, backward of micro-batch 1, 16 forwards in flight" for a printout."""
+    from .engine.peak import PHASES
+    what = {0: f"forward of micro-batch {in_flight:g}", 1: "loss and its gradient",
+            2: "backward of micro-batch 1", 3: "backward of micro-batch 2 (gradients accumulated)",
+            4: "optimizer step"}[phase]
+    where = "the single stage" if stage == "single stage" else f"{stage} stage"
+    held = f", {in_flight:g} forwards in flight" if phase < 4 and micro_batches > 1 else ""
+    return f"{where}, {what}{held} ({PHASES[phase]})"
 
 
 class Estimate(BaseModel):
@@ -500,12 +512,17 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     r_arr = evaluate(p, Candidates.from_layouts([lay]))
     r = {k: (v[0].item() if isinstance(v, np.ndarray) else v) for k, v in r_arr.items()}
     stage_names = ["first"] + (["middle"] if r["has_middle"] else []) + (["last"] if lay.pp > 1 else [])
-    item_keys = ["weights", "gradients", "optimizer", "zero3_gathered_params", "activations",
-                 "embedding_output_activations", "logits", "comm_buffers", "cuda_context",
-                 "fragmentation"]
+    from .memory_model import ITEMS
+    item_keys = list(ITEMS) + ["fragmentation", "cuda_context", "comm_buffers"]
     stages = [StageMemory(name=n if lay.pp > 1 else "single stage",
                           items={k: r[f"mem.{n}.{k}"] for k in item_keys},
-                          total_bytes=r[f"mem.{n}.total"]) for n in stage_names]
+                          total_bytes=r[f"mem.{n}.total"],
+                          allocated_bytes=r[f"mem.{n}.allocated"],
+                          reserved_bytes=r[f"mem.{n}.reserved"],
+                          moment=peak_moment(n if lay.pp > 1 else "single stage",
+                                             int(r[f"mem.{n}.moment"]), r[f"mem.{n}.in_flight"],
+                                             r["micro_batches"]))
+              for n in stage_names]
     breakdown = {k[2:]: r[k] for k in ("t.compute", "t.recompute", "t.tp_exposed", "t.cp_exposed",
                                        "t.ep", "t.pp", "t.zero3_exposed", "t.bubble",
                                        "t.dp_exposed", "t.optimizer", "t.offload")}
@@ -539,12 +556,13 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
              seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
-             flash_attention: bool | None = None) -> Estimate:
-    """Memory per stage, step time and rules for one layout."""
+             flash_attention: bool | None = None, framework: Any = None) -> Estimate:
+    """Memory per stage, step time and rules for one layout (framework: a FrameworkProfile)."""
     validate.recipe(layout.precision, layout.optimizer)
     p = Problem(model=model, hardware=hardware, gpus=gpus, seq_len=seq_len,
                 global_batch=global_batch, precision=layout.precision, optimizer=layout.optimizer,
-                budget=budget or MemoryBudget(), flash_attention=flash_attention)
+                budget=budget or MemoryBudget(), flash_attention=flash_attention,
+                framework=framework)
     return estimate_problem(p, layout)
 
 

@@ -12,6 +12,7 @@ from planner.evaluate import MemoryBudget, estimate
 from planner.hardware import load_profile
 from planner.layout import Layout
 from planner.presets import get_preset
+from planner.specs.framework import load_framework
 
 H100 = load_profile("h100")
 MODELS = [get_preset(n) for n in ("llama3-8b", "llama3-70b", "megatron-gpt-22b", "mixtral-8x7b")]
@@ -86,17 +87,54 @@ def test_vocab_padding_matches_megatron_table():
 
 
 def test_zero_states_match_the_paper_inside_the_budget():
-    # 7.5B-parameter GPT-like model on 64 GPUs of DP: the weights/grads/optimizer items are
-    # ZeRO's 16Ψ split (the embedding is part of Ψ here).
+    # 7.5B-parameter GPT-like model on 64 GPUs of DP: under DeepSpeed (bf16 grads) the
+    # weights/grads/optimizer items are ZeRO's 16Ψ split (the embedding is part of Ψ here).
     m = get_preset("megatron-gpt-7.5b")
     psi = m.param_count()
+    ds = load_framework("deepspeed")
     for z, expected in ((0, 16), (1, 4 + 12 / 64), (2, 2 + 14 / 64), (3, 16 / 64)):
         lay = Layout(dp=64, zero=z)
-        e = estimate(m, H100, 64, lay, seq_len=2048, global_batch=64)
+        e = estimate(m, H100, 64, lay, seq_len=2048, global_batch=64, framework=ds)
         items = e.stages[0].items
         states = items["weights"] + items["gradients"] + items["optimizer"]
         # vocabulary padding (51200 is already a multiple of 128) adds nothing at TP 1
         assert states == pytest.approx(expected * psi, rel=1e-6)
+
+
+def test_megatron_keeps_fp32_main_grads_and_shards_only_the_optimizer():
+    # Megatron bf16: 2 (params) + 4 (fp32 main_grad) + 12 (master + Adam): 18 bytes with DDP,
+    # 6 + 12/d with the distributed optimizer (docs distrib_optimizer.md), even for --precision mixed
+    m = get_preset("megatron-gpt-7.5b")
+    psi = m.param_count()
+    for z, expected in ((0, 18), (1, 6 + 12 / 64)):
+        e = estimate(m, H100, 64, Layout(dp=64, zero=z), seq_len=2048, global_batch=64,
+                     framework=load_framework("megatron"))
+        it = e.stages[0].items
+        assert it["weights"] + it["gradients"] + it["optimizer"] == pytest.approx(expected * psi)
+
+
+def test_fsdp2_shards_fp32_params_grads_and_moments():
+    # torchtitan FSDP2: fp32 sharded param (master) + fp32 sharded grad + AdamW moments = 16/N,
+    # plus the gathered bf16 copies, which are their own item
+    m = get_preset("megatron-gpt-7.5b")
+    e = estimate(m, H100, 64, Layout(dp=64, zero=3), seq_len=2048, global_batch=64,
+                 framework=load_framework("torchtitan"))
+    it = e.stages[0].items
+    assert it["weights"] == pytest.approx(4 * m.param_count() / 64)
+    assert it["weights"] + it["gradients"] + it["optimizer"] == pytest.approx(16 * m.param_count() / 64)
+    assert it["gathered_params"] > 0
+
+
+def test_replicated_parameters_are_not_divided_by_tp():
+    # GPT (LayerNorm with bias, linear biases): norms and row-parallel biases stay whole per rank
+    m = get_preset("megatron-gpt-7.5b")
+    ds = load_framework("deepspeed")
+    one = estimate(m, H100, 8, Layout(tp=1, dp=8), seq_len=2048, global_batch=8, framework=ds)
+    eight = estimate(m, H100, 8, Layout(tp=8, dp=1), seq_len=2048, global_batch=8, framework=ds)
+    per_layer_whole = 2 * 2 * m.hidden + 2 * m.hidden   # two LayerNorms (scale+shift), two biases
+    whole = m.layers * per_layer_whole + 2 * m.hidden + m.embedding_params() - m.vocab * m.hidden
+    w1, w8 = one.stages[0].items["weights"], eight.stages[0].items["weights"]
+    assert w8 / 2 == pytest.approx((w1 / 2 - whole) / 8 + whole, rel=1e-6)
 
 
 def test_fp32_grad_recipe_is_18_bytes():

@@ -47,23 +47,24 @@ def fsdp_gathered_params(stage_params: Num, layer_params: Num, root_params: Num,
 
 def fsdp_unsharded_grads(stage_params: Num, layer_params: Num, head_params: Num, *,
                          accumulate: Num, grad_bytes: Num = 2.0, reduce_bytes: Num = 4.0,
-                         reduce_in_flight: Num = 1.0) -> Num:
-    """Unsharded gradient bytes on an FSDP2 rank during backward.
+                         reduce_in_flight: Num = 1.0) -> tuple[Num, Num]:
+    """(one block's gradient buffers, gradients accumulated across micro-batches) on an FSDP2
+    rank in backward, bytes.
 
-    accumulate (gradient sync off between micro-batches, as under PP): ψ_stage·reduce_bytes of
-    accumulated gradients plus the block's fresh gradient ψ_layer·grad_bytes. Otherwise the
-    block's gradient in `param_dtype`, `reduce_in_flight` reduce-scatter inputs copied to
-    `reduce_dtype`, and the output layer's gradient, which the root unit keeps until the end of
-    backward: ψ_layer·(g + n·r) + ψ_head·g.
+    A block's backward holds its fresh gradient in `param_dtype`, `reduce_in_flight`
+    reduce-scatter inputs copied to `reduce_dtype`, and the output layer's gradient, which the
+    root unit keeps until the end of backward: ψ_layer·(g + n·r) + ψ_head·g. With gradient sync
+    off between micro-batches (as under PP) the stage's unsharded gradients accumulate in
+    `reduce_dtype` instead of being reduce-scattered: ψ_stage·r, and a block's backward holds
+    only its fresh gradient.
     """
     acc = np.asarray(accumulate) != 0
     g = np.asarray(grad_bytes, dtype=float)
     r = np.asarray(reduce_bytes, dtype=float)
     layer = np.asarray(layer_params, dtype=float)
-    accumulated = np.asarray(stage_params, dtype=float) * r + layer * g
-    per_layer = layer * (g + np.asarray(reduce_in_flight, dtype=float) * r) \
-        + np.asarray(head_params, dtype=float) * g
-    return out(np.where(acc, accumulated, per_layer))
+    per_layer = np.where(acc, layer * g, layer * (g + np.asarray(reduce_in_flight, dtype=float)
+                                                  * r) + np.asarray(head_params, dtype=float) * g)
+    return out(per_layer), out(np.where(acc, np.asarray(stage_params, dtype=float) * r, 0.0))
 
 
 def deepspeed_buffers(zero: Num, stage_params: Num, layer_params: Num, *,

@@ -1,12 +1,16 @@
 """The moment of a stage's memory peak: which phase of the step, and what is live then.
 
 A step runs, on each pipeline stage, the forwards of its in-flight micro-batches, their
-backwards, then the optimizer. Allocated bytes at four moments (n = micro-batches in flight at
+backwards, then the optimizer. Allocated bytes at five moments (n = micro-batches in flight at
 the stage's peak, A = one micro-batch's saved activations on the stage, S = persistent states):
-- forward: the last in-flight micro-batch's forward ends (on the last stage: with the loss):
-  S + n·A + forward working set + gathered parameters + loss forward transient;
-- first backward: S + n·A + loss backward transient + backward working set (the layer being
-  recomputed and the activation gradients) + gathered parameters + the gradients live then;
+- forward: the last in-flight micro-batch's last layer runs forward:
+  S + n·A + forward working set + gathered parameters;
+- loss (the stage with the output layer): the loss and its gradient run with every in-flight
+  activation still held: S + n·A + the larger loss transient + the parameters gathered then
+  (+ gradients accumulated across micro-batches from micro-batch 2 on);
+- first backward: a layer's backward, its recomputation rebuilt: S + n·A + backward working set
+  (the layer being recomputed and the activation gradients) + gathered parameters + the
+  gradient buffers live then;
 - later backward (m ≥ 2): as the first, with gradients that accumulate across micro-batches
   complete and min(n, m − 1) micro-batches in flight (1F1B refills to n between backwards while
   forwards remain; when m ≤ n none remain);
@@ -21,45 +25,59 @@ import numpy as np
 
 from ._array import Num, out
 
-PHASES = ("forward", "first backward", "later backward", "optimizer step")
+PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
 
 
-def phase_bytes(states: Num, activations_per_mb: Num, in_flight: Num, micro_batches: Num, *,
-                forward_working: Num = 0.0, backward_working: Num = 0.0,
-                loss_forward: Num = 0.0, loss_backward: Num = 0.0, gathered_forward: Num = 0.0,
-                gathered_backward: Num = 0.0, grads_first: Num = 0.0, grads_later: Num = 0.0,
-                optimizer_temp: Num = 0.0) -> dict[str, Num]:
-    """Allocated bytes at each moment of PHASES (see the module docstring for each sum)."""
-    s = np.asarray(states, dtype=float)
-    a = np.asarray(activations_per_mb, dtype=float)
+def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batches: Num, *,
+                forward_working: Num = 0.0, backward_working: Num = 0.0, loss: Num = 0.0,
+                gathered_forward: Num = 0.0, gathered_at_loss: Num = 0.0,
+                gathered_backward: Num = 0.0, grads_first: Num = 0.0,
+                grads_accumulated: Num = 0.0, optimizer_temp: Num = 0.0
+                ) -> dict[str, dict[str, Num]]:
+    """What is allocated at each moment of PHASES, item by item (sums in the module docstring).
+
+    Items: states, activations, working (forward or backward working set), loss (transient),
+    gathered (sharded-DP parameters gathered), grads (gradient buffers live then), optimizer.
+    `grads_first` is one layer's gradient buffers, `grads_accumulated` what accumulates across
+    micro-batches. A later backward exists only for m ≥ 2 (its items are 0 otherwise).
+    """
     n = np.asarray(in_flight, dtype=float)
     m = np.asarray(micro_batches, dtype=float)
-    later_n = np.minimum(n, m - 1.0)
-    bwd_common = s + np.asarray(loss_backward) + np.asarray(backward_working) \
-        + np.asarray(gathered_backward)
-    phases = {
-        "forward": s + n * a + np.asarray(forward_working) + np.asarray(gathered_forward)
-        + np.asarray(loss_forward),
-        "first backward": bwd_common + n * a + np.asarray(grads_first),
-        "later backward": np.where(m >= 2.0, bwd_common + later_n * a + np.asarray(grads_later),
-                                   0.0),
-        "optimizer step": s + np.asarray(optimizer_temp),
+    a = np.asarray(activations_per_mb, dtype=float)
+    later = np.asarray(m >= 2.0, dtype=float)
+    acc = np.asarray(grads_accumulated, dtype=float)
+    zero = 0.0 * (n + a + m)
+    raw = {
+        "forward": dict(states=states, activations=n * a, working=forward_working, loss=zero,
+                        gathered=gathered_forward, grads=zero, optimizer=zero),
+        "loss": dict(states=states, activations=n * a, working=zero, loss=loss,
+                     gathered=gathered_at_loss, grads=later * acc, optimizer=zero),
+        "first backward": dict(states=states, activations=n * a, working=backward_working,
+                               loss=zero, gathered=gathered_backward, grads=grads_first,
+                               optimizer=zero),
+        "later backward": {k: later * np.asarray(v, dtype=float) for k, v in dict(
+            states=states, activations=np.minimum(n, m - 1.0) * a, working=backward_working,
+            loss=zero, gathered=gathered_backward, grads=acc + grads_first,
+            optimizer=zero).items()},
+        "optimizer step": dict(states=states, activations=zero, working=zero, loss=zero,
+                               gathered=zero, grads=zero, optimizer=optimizer_temp),
     }
-    shape = np.broadcast_shapes(*(np.shape(v) for v in phases.values()))
-    return {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float))
-            for k, v in phases.items()}
+    shape = np.broadcast_shapes(*(np.shape(v) for items in raw.values() for v in items.values()))
+    return {ph: {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float))
+                 for k, v in items.items()} for ph, items in raw.items()}
 
 
-def peak_of(phases: dict[str, Num]) -> tuple[Num, Num]:
-    """(peak bytes, index into PHASES of the moment it happens); ties go to the earlier phase."""
-    stack = np.stack([np.asarray(phases[p], dtype=float) for p in PHASES])
-    return out(stack.max(axis=0)), out(stack.argmax(axis=0).astype(float))
+def peak_of(phases: dict[str, dict[str, Num]]) -> tuple[Num, Num, dict[str, Num]]:
+    """(peak bytes, index into PHASES of its moment, the items at that moment).
 
-
-def in_flight_at_later_backward(in_flight: Num, micro_batches: Num) -> Num:
-    """Micro-batches in flight at a backward once gradients are complete: min(n, m − 1)."""
-    return out(np.minimum(np.asarray(in_flight, dtype=float),
-                          np.asarray(micro_batches, dtype=float) - 1.0))
+    Ties go to the earlier phase.
+    """
+    totals = np.stack([sum(np.asarray(v, dtype=float) for v in phases[p].values())
+                       for p in PHASES])
+    moment = totals.argmax(axis=0)
+    items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
+             for k in phases[PHASES[0]]}
+    return out(totals.max(axis=0)), out(moment.astype(float)), items
 
 
 def loss_bytes(tokens: Num, vocab_local: Num, bytes_per_logit: Num) -> Num:

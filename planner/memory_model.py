@@ -89,13 +89,18 @@ def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                    for k, v in terms.items())
     none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
+    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
+    # experts (k·h per token, on the rank's sequence shard), beside the router's input
+    moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
+        * width / seq_div if mod.is_moe else 0.0 * tokens
+    none = none + moe_in
     if fw.time.selective_recompute == "op-save-list":
         selective = np.asarray(rc.op_sac_layer_bytes(
             *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
             mm_is_saved=p.precision != "fp8"), dtype=float)
     else:
-        selective = total(act.RECOMPUTE_SELECTIVE)
-    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+        selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     return {"none": none, "selective": selective, "full": full,
             "terms": float(len(act.layer_activation_terms(*shape, **common))),
             # autograd holds the incoming gradient of a block and those of its widest op

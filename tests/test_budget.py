@@ -12,7 +12,7 @@ from planner.evaluate import MemoryBudget, estimate
 from planner.hardware import load_profile
 from planner.layout import Layout
 from planner.presets import get_preset
-from planner.specs.framework import load_framework
+from planner.specs.framework import list_frameworks, load_framework
 
 H100 = load_profile("h100")
 MODELS = [get_preset(n) for n in ("llama3-8b", "llama3-70b", "megatron-gpt-22b", "mixtral-8x7b")]
@@ -27,6 +27,7 @@ layouts = st.fixed_dictionaries({
     "seq": st.sampled_from([1024, 2048, 4096, 8192]),
     "recompute": st.sampled_from(["none", "selective", "full"]),
     "sp": st.booleans(),
+    "framework": st.sampled_from(list_frameworks()),
 })
 
 
@@ -36,11 +37,12 @@ def peak(d, **change):
                  recompute=d["recompute"], sp=d["sp"],
                  offload_optimizer=d.get("offload", "none"))
     gb = d["mb"] * d["dp"] * d["pp"] * 2
-    e = estimate(d["model"], H100, lay.world, lay, seq_len=d["seq"], global_batch=gb)
+    e = estimate(d["model"], H100, lay.world, lay, seq_len=d["seq"], global_batch=gb,
+                 framework=d["framework"])
     return e.peak_memory_bytes
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(layouts)
 def test_more_sharding_recompute_sp_tp_offload_never_raise_peak(d):
     base = peak(d)
@@ -58,7 +60,7 @@ def test_more_sharding_recompute_sp_tp_offload_never_raise_peak(d):
         assert peak(d, offload="cpu") <= base * (1 + 1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(layouts)
 def test_larger_micro_batch_or_sequence_never_lowers_peak(d):
     base = peak(d)
@@ -71,7 +73,8 @@ def test_larger_micro_batch_or_sequence_never_lowers_peak(d):
 def test_items_sum_to_total_and_units_agree(d):
     lay = Layout(tp=d["tp"], pp=d["pp"], dp=d["dp"], zero=d["zero"], micro_batch=d["mb"],
                  recompute=d["recompute"], sp=d["sp"])
-    e = estimate(d["model"], H100, lay.world, lay, seq_len=d["seq"], global_batch=d["mb"] * d["dp"] * 4)
+    e = estimate(d["model"], H100, lay.world, lay, seq_len=d["seq"],
+                 global_batch=d["mb"] * d["dp"] * 4, framework=d["framework"])
     for s in e.stages:
         assert sum(s.items.values()) == pytest.approx(s.total_bytes, rel=1e-12)
     assert e.peak_memory_bytes == max(s.total_bytes for s in e.stages)

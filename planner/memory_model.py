@@ -174,8 +174,10 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
         max_live=fw.memory.max_live_params, grad_bytes=fw.memory.grad_bytes
         if p.precision in ("mixed", "fp8") else 2.0, param_bytes=gather_b)
     zero_layout = ~fsdp
-    # Megatron's buckets are views of its main_grad buffer: reduce_in_flight = 0 there
-    bucket = np.asarray(bucket) * fw.memory.reduce_in_flight
+    # Megatron's buckets are views of its main_grad buffer: reduce_in_flight = 0 there; an
+    # FSDP framework below ZeRO 2 runs plain DDP, whose gradients are views of its buckets
+    bucket = np.asarray(bucket) * fw.memory.reduce_in_flight \
+        * float(fw.memory.state_layout == "zero")
     # when the loss runs the root unit has resharded (no PP) and the last block, which
     # torchtitan never reshards after forward, is still gathered
     at_loss = np.where(keep, gathered, np.asarray(st.layer_params) * gather_b)
@@ -213,7 +215,7 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
         loss=head * pk.loss_bytes(tokens, vocab_local, np.maximum(loss_fwd, loss_bwd)),
         gathered_forward=buf["gathered"], gathered_at_loss=buf["gathered_at_loss"],
         gathered_backward=buf["gathered"], grads_first=buf["grads_first"],
-        grads_accumulated=buf["grads_accumulated"],
+        grads_accumulated=buf["grads_accumulated"], has_loss=head,
         optimizer_temp=states["optimizer_temp"])
     allocated, moment, at_peak = pk.peak_of(phases)
     live_tensors = np.asarray(st.in_flight, dtype=float) * st.layers * a["terms"]

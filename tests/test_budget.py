@@ -46,7 +46,11 @@ def peak(d, **change):
 @given(layouts)
 def test_more_sharding_recompute_sp_tp_offload_never_raise_peak(d):
     base = peak(d)
-    if d["zero"] < 3 and d["dp"] > 1:  # with one rank there is nothing to shard
+    # FSDP2 under PP (ZeRO 2 and 3 there) keeps the stage gathered in bf16 and accumulates its
+    # gradients unsharded in fp32: 6 + 16/N bytes per parameter against ZeRO-1's 6 + 12/N, so
+    # the step from 1 to 2 is a change of implementation, not more sharding of the same one.
+    fsdp_under_pp = d["framework"].memory.state_layout == "fsdp2" and d["pp"] > 1
+    if d["zero"] < 3 and d["dp"] > 1 and not (fsdp_under_pp and d["zero"] == 1):
         assert peak(d, zero=d["zero"] + 1) <= base * (1 + 1e-9)
     order = ["none", "selective", "full"]
     i = order.index(d["recompute"])

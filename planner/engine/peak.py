@@ -32,14 +32,15 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
                 forward_working: Num = 0.0, backward_working: Num = 0.0, loss: Num = 0.0,
                 gathered_forward: Num = 0.0, gathered_at_loss: Num = 0.0,
                 gathered_backward: Num = 0.0, grads_first: Num = 0.0,
-                grads_accumulated: Num = 0.0, optimizer_temp: Num = 0.0
-                ) -> dict[str, dict[str, Num]]:
+                grads_accumulated: Num = 0.0, optimizer_temp: Num = 0.0,
+                has_loss: Num = 1.0) -> dict[str, dict[str, Num]]:
     """What is allocated at each moment of PHASES, item by item (sums in the module docstring).
 
     Items: states, activations, working (forward or backward working set), loss (transient),
     gathered (sharded-DP parameters gathered), grads (gradient buffers live then), optimizer.
     `grads_first` is one layer's gradient buffers, `grads_accumulated` what accumulates across
-    micro-batches. A later backward exists only for m ≥ 2 (its items are 0 otherwise).
+    micro-batches. A later backward exists only for m ≥ 2, the loss moment only on the stage
+    that runs the loss (`has_loss`); their items are 0 otherwise.
     """
     n = np.asarray(in_flight, dtype=float)
     m = np.asarray(micro_batches, dtype=float)
@@ -50,8 +51,10 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
     raw = {
         "forward": dict(states=states, activations=n * a, working=forward_working, loss=zero,
                         gathered=gathered_forward, grads=zero, optimizer=zero),
-        "loss": dict(states=states, activations=n * a, working=zero, loss=loss,
-                     gathered=gathered_at_loss, grads=later * acc, optimizer=zero),
+        "loss": {k: np.asarray(has_loss, dtype=float) * np.asarray(v, dtype=float)
+                 for k, v in dict(states=states, activations=n * a, working=zero, loss=loss,
+                                  gathered=gathered_at_loss, grads=later * acc,
+                                  optimizer=zero).items()},
         "first backward": dict(states=states, activations=n * a, working=backward_working,
                                loss=zero, gathered=gathered_backward, grads=grads_first,
                                optimizer=zero),

@@ -223,12 +223,14 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
     budget = p.budget
     outside = budget.context_bytes + budget.comm_buffer_bytes
     usable = p.hardware.gpu.memory_bytes * (1.0 - budget.margin_fraction)
-    # only the states survive the step boundary; gathered copies and accumulated gradients are
-    # freed at the last backward and allocated again among the activations of the next step
-    reserved = alc.reserved_bytes(allocated, persistent_states, rounding,
-                                  share=budget.fragmentation_fraction,
-                                  expandable=fw.memory.expandable_segments,
-                                  limit=usable - outside)
+    # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
+    # step boundary; gathered copies and accumulated gradients are freed at the last backward
+    # and allocated again among the activations of the next step, so they churn with them.
+    reserved = np.max(np.stack([np.asarray(alc.reserved_bytes(
+        sum(np.asarray(v, dtype=float) for v in phases[ph].values()), persistent_states,
+        rounding * (np.asarray(phases[ph]["activations"]) > 0),
+        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
+        limit=usable - outside), dtype=float) for ph in pk.PHASES]), axis=0)
     items = {"weights": states["weights"], "gradients": states["gradients"],
              "optimizer": states["optimizer"], "fp8_weight_cache": states["fp8_weight_cache"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],

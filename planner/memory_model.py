@@ -190,8 +190,9 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
 def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict[str, Any]:
     """Items at the peak, the three views and the peak's moment for one stage.
 
-    allocated = max over peak.PHASES; reserved = allocator.reserved_bytes(allocated, persistent,
-    rounding) capped at usable − context − NCCL; device total = reserved + context + NCCL.
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
+    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
+    compares it with capacity minus the margin).
     """
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
@@ -222,7 +223,6 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
     rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors)
     budget = p.budget
     outside = budget.context_bytes + budget.comm_buffer_bytes
-    usable = p.hardware.gpu.memory_bytes * (1.0 - budget.margin_fraction)
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
@@ -230,7 +230,8 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
         sum(np.asarray(v, dtype=float) for v in phases[ph].values()), persistent_states,
         rounding * (np.asarray(phases[ph]["activations"]) > 0),
         share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-        limit=usable - outside), dtype=float) for ph in pk.PHASES]), axis=0)
+        limit=p.hardware.gpu.memory_bytes - outside), dtype=float) for ph in pk.PHASES]),
+        axis=0)
     items = {"weights": states["weights"], "gradients": states["gradients"],
              "optimizer": states["optimizer"], "fp8_weight_cache": states["fp8_weight_cache"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],

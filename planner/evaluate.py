@@ -403,7 +403,8 @@ def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) 
             2: "backward of micro-batch 1", 3: "backward of micro-batch 2 (gradients accumulated)",
             4: "optimizer step"}[phase]
     where = "the single stage" if stage == "single stage" else f"{stage} stage"
-    held = f", {in_flight:g} forwards in flight" if phase < 4 and micro_batches > 1 else ""
+    plural = "" if in_flight == 1 else "s"
+    held = f", {in_flight:g} forward{plural} in flight" if phase < 4 and micro_batches > 1 else ""
     return f"{where}, {what}{held} ({PHASES[phase]})"
 
 

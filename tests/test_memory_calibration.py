@@ -146,7 +146,7 @@ def test_megatron_mixtral_ci_max_allocated_within_10_percent(tag):
     measured = _golden(tag, "mem-max-allocated-bytes")
     assert abs(last.allocated_bytes / measured - 1.0) <= 0.10, \
         f"{tag} on {gpus} GPUs: {last.allocated_bytes / 1e9:.2f} GB vs {measured / 1e9:.2f} GB"
-    assert last.moment.startswith("last stage, ") and "in flight" in last.moment
+    assert last.moment.startswith("last stage, ") and " in flight" in last.moment
 
 
 if __name__ == "__main__":  # the residual table for the note

@@ -98,3 +98,12 @@ def test_torchtitan_under_pp_keeps_the_stage_gathered_with_fp32_gradients():
     assert first.items["gathered_params"] == pytest.approx(2 * stage_params, rel=1e-9)
     assert "gradients accumulated" in first.moment
     assert first.items["grad_buffers"] >= 4 * stage_params
+
+
+def test_gelu_model_with_and_without_dropout_through_the_cli(dtplan):
+    gpt = ["memory", "--layers", "24", "--hidden", "2048", "--heads", "16", "--mlp", "gelu",
+           "--gpus", "8", "--format", "json"]
+    with_masks = dtplan(*gpt).json()["stages"][0]["items"]["activations"]
+    plain = dtplan(*gpt, "--no-dropout").json()["stages"][0]["items"]["activations"]
+    assert dtplan(*gpt, "--dropout").json()["stages"][0]["items"]["activations"] == with_masks
+    assert plain < with_masks

@@ -334,8 +334,7 @@ class CheckpointFigures:
 def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
     """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
     Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
-    from .resilience import (checkpoint_contents, checkpoint_write, failure_rate,
-                             interval_optimum)
+    from .resilience import checkpoint_write, failure_rate, interval_optimum, layout_checkpoint
 
     c = inp.checkpoint
     if c is None:
@@ -354,10 +353,7 @@ def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
                                                               " not both")
         cost, source = c.cost_min * 60, "stated cost"
     else:
-        contents = checkpoint_contents(inp.model.param_count(), lay.dp * lay.tp * lay.pp,
-                                       tp=lay.tp, pp=lay.pp, zero_stage=lay.zero,
-                                       precision=lay.precision, optimizer=lay.optimizer,
-                                       shard_degree=lay.shard_group)
+        contents = layout_checkpoint(inp.model.param_count(), lay)
         size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
         storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
         write = checkpoint_write(size, storage, writers=contents.effective_writers,

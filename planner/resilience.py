@@ -88,9 +88,11 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
 
     w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     master = mem_eq.PRECISION_RECIPES[precision][2]
-    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= 3),
-           ("fp32 master weights", master, zero_stage >= 1),
-           (f"optimizer moments ({optimizer})", k - master, zero_stage >= 1)]
+    sharded_from = mem_eq.SHARDED_FROM_STAGE
+    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= sharded_from["weights"]),
+           ("fp32 master weights", master, zero_stage >= sharded_from["optimizer"]),
+           (f"optimizer moments ({optimizer})", k - master,
+            zero_stage >= sharded_from["optimizer"])]
     items = []
     for name, per_param, sharded in big:
         if per_param == 0:

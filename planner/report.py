@@ -222,7 +222,18 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
             Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Time-model constants", ["constant", "value", "meaning"], _time_constants()),
             Table("Failure-rate defaults", ["quantity", "value"], fail)]
+
+
+def _time_constants() -> list[list[str]]:
+    """The named modelling constants of the step time (timing.py, engine), as printed."""
+    from .engine.compute import FLASH_BACKWARD_FACTOR
+    from .timing import ASSUMPTIONS
+    rows = [[name, f"{value:g}", meaning] for name, value, meaning in ASSUMPTIONS]
+    rows.append(["flash_backward_factor", f"{FLASH_BACKWARD_FACTOR:g}", "fused attention "
+                 "backward / forward FLOPs (recomputes QKᵀ; FlashAttention-2)"])
+    return rows
 
 
 def _scaling(inp: Inputs, budget, counts: list[int]) -> list[dict]:

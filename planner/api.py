@@ -16,9 +16,9 @@ from .candidates import Problem
 from .estimation import Estimate, estimate_problem
 from .rules import RULE_NAMES, RULE_TEXT
 from .specs.budget import MemoryBudget
-from .hardware import HardwareProfile, list_profiles
-from .layout import Layout
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile, list_profiles
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .search import OBJECTIVES, SearchResult, SearchSpace, search
 
 

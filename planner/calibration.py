@@ -43,10 +43,10 @@ from pydantic import BaseModel
 
 from .candidates import Candidates, Problem
 from .evaluate import evaluate
-from .hardware import HardwareProfile, load_profile
-from .layout import Layout
-from .model import ModelSpec
-from .presets import PRESETS, get_preset
+from .specs.hardware import HardwareProfile, load_profile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .specs.presets import PRESETS, get_preset
 
 CASES_FILE = "calibration_cases.json"
 # The cases' hardware: DGX A100 80GB on Selene (CALIBRATION.md §2, §3), and torchtitan's 64 A100 80GB.

@@ -12,9 +12,9 @@ import numpy as np
 
 from .engine import activations as act
 from .engine import budget as bud
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 
 SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2}

@@ -8,9 +8,9 @@ from pydantic import BaseModel
 from . import validate
 from .candidates import Candidates, Problem
 from .evaluate import STAGES, Evaluation, evaluate
-from .hardware import HardwareProfile
-from .layout import Layout, Rule
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout, Rule
+from .specs.model import ModelSpec
 from .rules import Figures, rules_for
 from .specs.budget import MemoryBudget
 
@@ -61,7 +61,7 @@ class Estimate(BaseModel):
 
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
-    from .layout import rank_groups
+    from .specs.layout import rank_groups
     groups, _ = rank_groups(lay, p.hardware.scale_up.gpus_per_domain)
     return {g.axis: g.link for g in groups}
 

@@ -28,10 +28,10 @@ from pydantic import BaseModel, Field
 
 from .engine import checkpoint as ckpt
 from .errors import InputError, validation_message
-from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
+from .specs.hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
                        with_overrides)
-from .layout import Layout, Rule
-from .model import ModelSpec
+from .specs.layout import Layout, Rule
+from .specs.model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
 from .rules import plan_keys
 
@@ -117,7 +117,7 @@ INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
 
 def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     if isinstance(section, str):
         try:

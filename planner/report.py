@@ -26,8 +26,8 @@ from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
 from .errors import InputError, validation_message
 from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
-from .hardware import HardwareProfile
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile
+from .specs.model import ModelSpec
 from .render.document import Table
 
 # Section titles, top to bottom (tests check every one is present).

@@ -21,8 +21,8 @@ from .engine import resilience as res_eq
 from .errors import InputError
 
 if TYPE_CHECKING:
-    from .hardware import HardwareProfile
-    from .layout import Layout
+    from .specs.hardware import HardwareProfile
+    from .specs.layout import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -383,7 +383,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
 
     `cost_s` replaces the derived δ with a measured one; `restart_s` the derived R.
     """
-    from .hardware import load_profile
+    from .specs.hardware import load_profile
 
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node

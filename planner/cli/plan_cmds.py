@@ -124,7 +124,7 @@ def evaluate_cmd(
 @app.command("models")
 def models_cmd(fmt: Format = FormatOpt) -> int:
     """List the model presets with their exact parameter counts."""
-    from ..presets import PRESETS
+    from ..specs.presets import PRESETS
     from ..render import Document, Table, emit
     from ..render.units import count
 
@@ -150,7 +150,7 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
-    from ..hardware import DEFAULT_PROFILE, list_profiles
+    from ..specs.hardware import DEFAULT_PROFILE, list_profiles
     from ..render import Document, Table, emit
 
     rows, data = [], []
@@ -172,7 +172,7 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
 def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   fmt: Format = FormatOpt) -> int:
     """Print one hardware profile with every value."""
-    from ..hardware import load_profile
+    from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
 
     p = load_profile(name)

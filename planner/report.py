@@ -496,7 +496,7 @@ def _nothing_fits(res, source: str) -> Review:
 def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
-    from .cli.options import parse_number
+    from .validate import parse_number
     x = parse_number("--train-tokens", text)
     if x <= 0 or math.isnan(x):
         raise InputError("--train-tokens", f"must be > 0, got {text}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import COMPUTE_DTYPE, Candidates, Problem, Shape
+from .candidates import COMPUTE_DTYPE, Candidates, Problem, Shape, full_recomputed
 from .engine import activations as act
 from .engine import compute as cmp
 from .engine import step_time as st
@@ -211,8 +211,6 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
               ) -> tuple[StepTime, Throughput]:
     """The step, composed as a list of per-axis terms; the pipeline is paced by its fullest
     stage (ceil(L/(p·v))·v layers)."""
-    from .evaluate import full_recomputed
-
     n_layers = x.layers[1]
     k_full = full_recomputed(c, n_layers)
     comp = _compute(p, c, x, a, n_layers, k_full)

@@ -10,9 +10,9 @@ import itertools
 import time
 
 from planner.evaluate import Candidates, Problem, evaluate, estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 
 def main() -> None:

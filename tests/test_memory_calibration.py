@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from planner.evaluate import MemoryBudget, Problem, estimate_problem
-from planner.hardware import load_profile, with_overrides
+from planner.candidates import Problem
+from planner.estimation import estimate_problem
 from planner.hf_config import load_hf_config
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.budget import MemoryBudget
 from planner.specs.framework import load_framework
+from planner.specs.hardware import load_profile, with_overrides
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 GIB = 2.0**30
 REPO = Path(__file__).resolve().parents[1]

@@ -10,11 +10,11 @@ from planner.engine import framework_memory as fwm
 from planner.engine import peak as pk
 from planner.engine.pipeline import micro_batches_in_flight
 from planner.engine.recompute import every_nth_checkpointed, op_sac_saved_mms, op_sac_terms
-from planner.evaluate import estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.estimation import estimate
 from planner.specs.framework import load_framework
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 MiB = 2.0**20
 

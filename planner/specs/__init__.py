@@ -1,1 +1,1 @@
-"""Pydantic models of what a question is made of (no arithmetic, no I/O beyond loading)."""
+"""Pydantic models of what a user states: model, hardware, layout, budgets, framework profiles."""

@@ -99,6 +99,24 @@ def _notes(p: Problem) -> list[str]:
             "compares device total. An estimate, not a promise: measure the first steps."]
 
 
+def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:
+    """When the tensors fit and only the allocator's fragmentation term tips the verdict, say
+    which assumption rejects the layout and by how much."""
+    mem = ev.memory
+    sm = mem.stage(STAGES[int(mem.peak_stage[0])])
+    outside = p.budget.context_bytes + p.budget.comm_buffer_bytes
+    tensors = float(sm.allocated[0]) + outside
+    usable, total = float(mem.usable[0]), float(mem.peak[0])
+    if total <= usable or tensors > usable:
+        return []
+    return [f"Rejected by the allocator's fragmentation alone: max allocated + context + NCCL = "
+            f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; fragmentation "
+            f"({float(sm.fragmentation[0]) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
+            f"of the bytes freed within a step) puts it {(total - usable) / 1e9:.2f} GB over. "
+            "Expandable segments (a framework profile's expandable_segments = true) or "
+            "--fragmentation 0 would admit it."]
+
+
 def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
     mem = ev.memory
     names = ["first"] + (["middle"] if bool(mem.has_middle[0]) else []) \
@@ -145,7 +163,7 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         communication_s={k: float(v[0]) for k, v in t.communication().items()},
         links=_links(p, lay),
         rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
-        budget=p.budget, notes=_notes(p))
+        budget=p.budget, notes=_notes(p) + _fragmentation_note(p, ev))
 
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,

@@ -220,7 +220,10 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
         optimizer_temp=states["optimizer_temp"])
     allocated, moment, at_peak = pk.peak_of(phases)
     live_tensors = np.asarray(st.in_flight, dtype=float) * st.layers * a["terms"]
-    rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors)
+    # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
+    # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
+    rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors) \
+        * (not fw.memory.expandable_segments)
     budget = p.budget
     outside = budget.context_bytes + budget.comm_buffer_bytes
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the

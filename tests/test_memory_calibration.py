@@ -164,6 +164,22 @@ def test_dtplan_memory_megatron_mixtral_vpp_through_the_cli(dtplan):
     assert last["moment"].startswith("last stage, loss and its gradient, 3.625 forwards in flight")
 
 
+def test_meta_405b_layout_is_rejected_by_one_named_assumption():
+    # Llama 3.1 405B as Meta ran it (Dubey et al. 2024 Sec. 3.3.2): TP 8, PP 16 (first and last
+    # stage one layer short), DP 128, interleaved, 8K sequences, 16M-token batches, 80 GB H100;
+    # FSDP without resharding after forward: gradients and optimizer sharded (ZeRO-2 states)
+    m = get_preset("llama3.1-405b")
+    lay = Layout(tp=8, pp=16, dp=128, zero=2, micro_batch=1, schedule="interleaved", chunks=2)
+    fw = load_framework("megatron")
+    p = Problem(model=m, hardware=load_profile("h100"), gpus=16384, seq_len=8192,
+                global_batch=2048, framework=fw)
+    e = estimate_problem(p, lay)
+    assert not e.fits and any("fragmentation alone" in n for n in e.notes)
+    roomy = fw.model_copy(update={"memory": fw.memory.model_copy(
+        update={"expandable_segments": True})})
+    assert estimate_problem(Problem(**{**p.__dict__, "framework": roomy}), lay).fits
+
+
 if __name__ == "__main__":  # the residual table for the note
     import tempfile
     with tempfile.TemporaryDirectory() as d:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .candidates import full_recomputed
 from .engine import activations as act
 from .engine import allocator as alc
 from .engine import budget as bud
@@ -115,10 +116,10 @@ def _stage_activations(p: Any, c: Any, st: Stage, a: dict[str, np.ndarray]
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
     base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a["selective"], a["none"])
-    k_full = np.where(c.recompute == act.RECOMPUTE_FULL,
-                      np.where(c.recompute_layers < 0, st.layers,
-                               np.minimum(c.recompute_layers, st.layers)), 0.0)
-    per_mb = (st.layers - k_full) * base + k_full * a["full"]
+    k_full = full_recomputed(c, np.asarray(st.layers, dtype=float))
+    per_mb = np.asarray(act.stage_activation_bytes(base, st.layers, 1.0,
+                                                   full_recompute_layers=k_full,
+                                                   full_recompute_layer_bytes=a["full"]))
     mb = np.asarray(c.mb, dtype=float)
     per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
         p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
@@ -200,8 +201,6 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
     per_mb, recompute_transient = _stage_activations(p, c, st, a)
     states = _states(p, c, fw, st)
     buf = _framework_buffers(p, c, fw, st, states["fsdp"])
-    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
-    vocab_local = bud.padded_vocab(mod.vocab, tp) / tp
     head = np.asarray(st.has_head, dtype=float)
     fm = fw.memory
     loss_fwd = np.where(tp > 1, fm.loss_forward_bytes if fm.loss_forward_bytes_tp is None
@@ -213,7 +212,9 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
     phases = pk.phase_items(
         persistent_states, per_mb, st.in_flight, micro_batches,
         forward_working=a["fwd_working"], backward_working=recompute_transient + a["grad_working"],
-        loss=head * pk.loss_bytes(tokens, vocab_local, np.maximum(loss_fwd, loss_bwd)),
+        loss=head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
+                                     logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
+                                     copy_bytes_per_elem=0.0),
         gathered_forward=buf["gathered"], gathered_at_loss=buf["gathered_at_loss"],
         gathered_backward=buf["gathered"], grads_first=buf["grads_first"],
         grads_accumulated=buf["grads_accumulated"], has_loss=head,

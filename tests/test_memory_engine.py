@@ -74,7 +74,6 @@ def test_peak_moment_and_items():
     assert total == 26.0 and pk.PHASES[int(moment)] == "loss" and items["grads"] == 3.0
     ph = pk.phase_items(10.0, 2.0, 4, 1, loss=5.0, grads_accumulated=3.0, has_loss=0.0)
     assert pk.PHASES[int(pk.peak_of(ph)[1])] == "forward"
-    assert pk.loss_bytes(8192, 128256, 12) == 8192 * 128256 * 12
 
 
 def test_fsdp_gathered_and_accumulated_gradients():

@@ -81,16 +81,3 @@ def peak_of(phases: dict[str, dict[str, Num]]) -> tuple[Num, Num, dict[str, Num]
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}
     return out(totals.max(axis=0)), out(moment.astype(float)), items
-
-
-def loss_bytes(tokens: Num, vocab_local: Num, bytes_per_logit: Num) -> Num:
-    """A loss transient: tokens × V/t × bytes per logit element.
-
-    Megatron's vocab-parallel cross-entropy: forward 2 (bf16 logits) + 4 (fp32 copy turned into
-    the softmax in place); backward works in place on the saved softmax: 4 + 2 for the bf16
-    gradient into the output layer. torchtitan's cross_entropy(pred.float()): forward 2 + 4 + 4
-    (bf16 logits, fp32 copy, log-softmax output); backward 4 + 4 + 4 (saved log-softmax, its
-    incoming gradient, the gradient it returns), the bf16 logits having been deleted.
-    """
-    return out(np.asarray(tokens, dtype=float) * np.asarray(vocab_local, dtype=float)
-               * np.asarray(bytes_per_logit, dtype=float))

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, validation_message
-from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
+from .specs.hardware import load_hardware
+from .specs.job import CheckOptions, Inputs
+from .verdict import GateRule, make_rule
 from .specs.hardware import HardwareProfile
 from .specs.layout import Layout
 from .specs.model import ModelSpec

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .engine.stages import stage_layers
 from .errors import InputError
-from .gate import Inputs
+from .specs.job import Inputs
 
 TARGETS = ("deepspeed", "megatron", "torchtitan", "accelerate")
 

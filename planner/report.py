@@ -25,7 +25,9 @@ from .engine import checkpoint as ckpt
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
 from .errors import InputError, validation_message
-from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
+from .gate import checkpoint_figures, evaluate_inputs, resolve_plan
+from .specs.job import Inputs
+from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 from .specs.hardware import HardwareProfile
 from .specs.model import ModelSpec
 from .render.document import Table
@@ -222,18 +224,9 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
             Table("Efficiency constants", ["constant", "value"], eff),
-            Table("Time-model constants", ["constant", "value", "meaning"], _time_constants()),
+            Table("Time-model constants", ["constant", "value", "meaning"],
+                  [[name, f"{value:g}", meaning] for name, value, meaning in TIME_ASSUMPTIONS]),
             Table("Failure-rate defaults", ["quantity", "value"], fail)]
-
-
-def _time_constants() -> list[list[str]]:
-    """The named modelling constants of the step time (timing.py, engine), as printed."""
-    from .engine.compute import FLASH_BACKWARD_FACTOR
-    from .timing import ASSUMPTIONS
-    rows = [[name, f"{value:g}", meaning] for name, value, meaning in ASSUMPTIONS]
-    rows.append(["flash_backward_factor", f"{FLASH_BACKWARD_FACTOR:g}", "fused attention "
-                 "backward / forward FLOPs (recomputes QKᵀ; FlashAttention-2)"])
-    return rows
 
 
 def _scaling(inp: Inputs, budget, counts: list[int]) -> list[dict]:

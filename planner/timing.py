@@ -36,6 +36,8 @@ ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
      "reduction overlaps (backward = 2× forward)"),
     ("host_update_bytes_per_s", HOST_UPDATE_BYTES_PER_S, "offloaded optimizer: host update "
      "speed, bytes/s (assumed)"),
+    ("flash_backward_factor", cmp.FLASH_BACKWARD_FACTOR, "fused attention backward / forward "
+     "FLOPs (recomputes QKᵀ; FlashAttention-2)"),
 )
 
 

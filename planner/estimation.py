@@ -89,14 +89,27 @@ def _notes(p: Problem) -> list[str]:
     return [p.model.describe(),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            f"Framework {p.fw.name} (memory: {p.fw.memory.state_layout} states, gradients "
-            f"{p.fw.memory.grad_bytes:g} B/param under mixed precision, selective recompute = "
-            f"{p.fw.time.selective_recompute}).",
+            _framework_memory_note(p),
             f"Budget: CUDA context {p.budget.context_bytes / 1e9:g} GB and NCCL buffers "
             f"{p.budget.comm_buffer_bytes / 1e9:g} GB outside the allocator, fragmentation "
             f"{p.budget.fragmentation_fraction:.0%} of the bytes freed within a step (caching "
             f"allocator, fitted), margin {p.budget.margin_fraction:.0%} of capacity; the verdict "
             "compares device total. An estimate, not a promise: measure the first steps."]
+
+
+def _framework_memory_note(p: Problem) -> str:
+    """The framework profile's memory behaviour, as the memory model uses it."""
+    fw, m = p.fw, p.fw.memory
+    under_pp = ("stage kept gathered, gradients accumulated unsharded in the reduce dtype"
+                if m.accumulate_unsharded_grads_under_pp else "as without PP")
+    return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
+            f"{m.grad_bytes:g} B/param under 16-bit mixed precision, selective recompute = "
+            f"{fw.time.selective_recompute}, loss {m.loss_backward_bytes:g} B per logit"
+            + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
+               if m.loss_backward_bytes_tp is not None else "")
+            + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "
+            f"caching allocator: 512 B blocks, 2 / 20 MiB segments, expandable segments "
+            f"{'on' if m.expandable_segments else 'off'}.")
 
 
 def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:

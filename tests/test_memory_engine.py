@@ -106,3 +106,29 @@ def test_gelu_model_with_and_without_dropout_through_the_cli(dtplan):
     plain = dtplan(*gpt, "--no-dropout").json()["stages"][0]["items"]["activations"]
     assert dtplan(*gpt, "--dropout").json()["stages"][0]["items"]["activations"] == with_masks
     assert plain < with_masks
+
+
+def test_megatron_fp8_caches_two_weight_copies_and_saves_gemm_inputs_in_fp8():
+    m = get_preset("llama3-8b")
+    mega = load_framework("megatron")
+    bf16 = estimate(m, load_profile("h100"), 8, Layout(tp=8, dp=1, micro_batch=1),
+                    seq_len=4096, global_batch=8, framework=mega).stages[0]
+    fp8 = estimate(m, load_profile("h100"), 8, Layout(tp=8, dp=1, micro_batch=1, precision="fp8"),
+                   seq_len=4096, global_batch=8, framework=mega).stages[0]
+    # TE keeps the fp8 weight and its transpose: 2 bytes per parameter on the GPU
+    assert fp8.items["fp8_weight_cache"] == pytest.approx(fp8.items["weights"], rel=1e-12)
+    assert bf16.items["fp8_weight_cache"] == 0
+    assert fp8.items["activations"] < bf16.items["activations"]
+
+
+def test_deepspeed_zero3_buckets_and_live_parameters():
+    m = get_preset("llama3-8b")
+    # the first of two stages has no loss: its peak is a layer's backward, buckets live
+    e = estimate(m, load_profile("h100"), 8, Layout(pp=2, dp=4, zero=3), seq_len=2048,
+                 global_batch=8, framework=load_framework("deepspeed"))
+    first = e.stages[0]
+    assert "backward" in first.moment
+    it = first.items
+    layer = m.layer_params()
+    assert it["gathered_params"] == pytest.approx(2 * (layer + 5e7))   # block + prefetch bucket
+    assert it["grad_buffers"] == pytest.approx(2 * 5e8)                 # reduce_bucket_size

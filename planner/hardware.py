@@ -75,6 +75,9 @@ class ScaleUp(_Frozen):
     latency_s: float = Field(ge=0)
     # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
     bus_efficiency: float = Field(gt=0, le=1)
+    # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
+    # reduce-scatters inside the domain and crosses the network with 1/k of the data.
+    nvls: bool = False
 
 
 class ScaleOut(_Frozen):
@@ -125,6 +128,16 @@ class Efficiency(_Frozen):
     # FlashAttention-2 reaches 50-73 % of A100 peak forward and less backward (Dao 2023, Fig. 4-6),
     # well below the GEMM ceiling the projections run at.
     flash_attention_fraction: float = Field(0.5, gt=0, le=1)
+    # FlashAttention-3 (Hopper+; None: not available, FA2 runs) at long sequences, same measure.
+    fa3_attention_fraction: Optional[float] = Field(None, gt=0, le=1)
+    # KV length (causal: the mean, s/2) at which a flash kernel reaches half its long-sequence
+    # rate: short sequences leave the tile pipeline half empty (engine/attention.py).
+    attention_half_seq: float = Field(512.0, gt=0)
+    # Measured max achievable fp8 matmul ÷ fp8 peak (MAMF, CALIBRATION.md §8); None: no fp8.
+    fp8_matmul_ceiling_fraction: Optional[float] = Field(None, gt=0, le=1)
+    # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
+    # same total size: each expert's token count is small and uneven.
+    grouped_gemm_fraction: float = Field(0.85, gt=0, le=1)
 
 
 class HardwareProfile(_Frozen):
@@ -146,7 +159,7 @@ class HardwareProfile(_Frozen):
 # gets one line naming the file, the key and what is allowed.
 
 _POS, _NONNEG, _POSINT, _FRAC, _GE1 = "pos", "nonneg", "posint", "frac", "ge1"
-_STR, _STRLIST, _TABLE, _PEAKS = "str", "strlist", "table", "peaks"
+_STR, _STRLIST, _TABLE, _PEAKS, _BOOL = "str", "strlist", "table", "peaks", "bool"
 
 _ALLOWED = {
     _POS: "a number > 0",
@@ -155,6 +168,7 @@ _ALLOWED = {
     _FRAC: "a number in (0, 1]",
     _GE1: "a number >= 1",
     _STR: "a string",
+    _BOOL: "true or false",
     _STRLIST: "a list of strings",
     _TABLE: "a table",
     _PEAKS: "a table of precision = TFLOP/s > 0",
@@ -170,7 +184,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
             "matmul_ceiling_tflops_bf16": (_POS, True)},
     "scale_up": {"gpus_per_domain": (_POSINT, True), "gpus_per_node": (_POSINT, True),
                  "bandwidth_gbps_uni": (_POS, True), "latency_us": (_NONNEG, True),
-                 "bus_efficiency": (_FRAC, True)},
+                 "bus_efficiency": (_FRAC, True), "nvls": (_BOOL, False)},
     "scale_out": {"nic_gbit_per_gpu": (_POS, True), "latency_us": (_NONNEG, True),
                   "bus_efficiency": (_FRAC, True), "oversubscription": (_GE1, False),
                   "pod_gpus": (_POSINT, False)},
@@ -180,7 +194,11 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
                    "overlap_efficiency": (_FRAC, False),
                    "sustained_matmul_fraction": (_FRAC, False),
-                   "flash_attention_fraction": (_FRAC, False)},
+                   "flash_attention_fraction": (_FRAC, False),
+                   "fa3_attention_fraction": (_FRAC, False),
+                   "attention_half_seq": (_POS, False),
+                   "fp8_matmul_ceiling_fraction": (_FRAC, False),
+                   "grouped_gemm_fraction": (_FRAC, False)},
 }
 
 
@@ -191,6 +209,8 @@ def _is_num(v: Any) -> bool:
 def _ok(check: str, v: Any) -> bool:
     if check == _STR:
         return isinstance(v, str)
+    if check == _BOOL:
+        return isinstance(v, bool)
     if check == _STRLIST:
         return isinstance(v, list) and all(isinstance(s, str) and s for s in v)
     if check in (_TABLE, _PEAKS):
@@ -259,6 +279,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
             bandwidth_bytes_per_s=su["bandwidth_gbps_uni"] * GB,
             latency_s=su["latency_us"] * US,
             bus_efficiency=su["bus_efficiency"],
+            nvls=su.get("nvls", False),
         ),
         scale_out=ScaleOut(
             nic_bytes_per_s=so["nic_gbit_per_gpu"] * GBIT,

@@ -138,6 +138,10 @@ class Efficiency(_Frozen):
     # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
     # same total size: each expert's token count is small and uneven.
     grouped_gemm_fraction: float = Field(0.85, gt=0, le=1)
+    # The software stack these constants describe, and the runs they were fitted on ("" = none:
+    # the estimate says "uncalibrated").
+    software_stack: str = ""
+    calibrated_on: str = ""
 
 
 class HardwareProfile(_Frozen):
@@ -198,7 +202,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                    "fa3_attention_fraction": (_FRAC, False),
                    "attention_half_seq": (_POS, False),
                    "fp8_matmul_ceiling_fraction": (_FRAC, False),
-                   "grouped_gemm_fraction": (_FRAC, False)},
+                   "grouped_gemm_fraction": (_FRAC, False),
+                   "software_stack": (_STR, False), "calibrated_on": (_STR, False)},
 }
 
 

@@ -16,7 +16,8 @@ from planner.errors import InputError
 from planner.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
                               load_profile_file, with_overrides)
 
-EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "l40s"}
+EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "l40s",
+            "h100-96gb-500w"}
 CASES = Path("/work/shared/reference/calibration_cases.json")
 
 GOOD = """\

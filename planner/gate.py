@@ -1,7 +1,7 @@
 """CI verdicts: a plan (or an engine config read into one) → every rule, pass / fail / warn.
 
 Rules come from four places, in this order:
-1. ``evaluate.estimate(...).rules``: the layout rules (world size, TP inside the NVLink domain,
+1. ``estimate.estimate(...).rules``: the layout rules (world size, TP inside the NVLink domain,
    heads and KV heads vs TP, layers vs PP·v, interleaving, batch divisibility, sequence vs CP,
    experts vs EP, sharding, offload) and ``fits-in-memory`` (peak ≤ capacity minus margin);
 2. the engine's own assertions when the input was a DeepSpeed / Megatron-LM / torchtitan file
@@ -33,6 +33,7 @@ from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_prof
 from .layout import Layout, Rule
 from .model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
+from .rules import plan_keys
 
 VERDICT_SCHEMA_VERSION = 1
 Status = Literal["pass", "fail", "warn"]
@@ -255,16 +256,7 @@ def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | N
             val = getattr(gb, src)
             if val is not None:
                 budget[dst] = val * scale
-    keys.update({
-        "tp-in-nvlink-domain": "layout.tp", "heads-divisible-by-tp": "layout.tp",
-        "kv-heads-compatible-with-tp": "layout.tp", "layers-divisible-by-pp": "layout.pp",
-        "interleaving-valid": "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
-        "sequence-divisible": "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
-        "experts-divisible-by-ep": "layout.ep", "sharding-valid": "layout.shard_group",
-        "offload-valid": ("layout.offload_params" if lay.offload_params != "none"
-                          else "layout.offload_optimizer"),
-        "fits-in-memory": "layout",
-    })
+    keys.update(plan_keys(layout))
     return Inputs(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
@@ -342,8 +334,7 @@ class CheckpointFigures:
 def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
     """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
     Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
-    from .resilience import (checkpoint_contents, checkpoint_write, failure_rate,
-                             interval_optimum)
+    from .resilience import checkpoint_write, failure_rate, interval_optimum, layout_checkpoint
 
     c = inp.checkpoint
     if c is None:
@@ -362,10 +353,7 @@ def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
                                                               " not both")
         cost, source = c.cost_min * 60, "stated cost"
     else:
-        contents = checkpoint_contents(inp.model.param_count(), lay.dp * lay.tp * lay.pp,
-                                       tp=lay.tp, pp=lay.pp, zero_stage=lay.zero,
-                                       precision=lay.precision, optimizer=lay.optimizer,
-                                       shard_degree=lay.shard_group)
+        contents = layout_checkpoint(inp.model.param_count(), lay)
         size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
         storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
         write = checkpoint_write(size, storage, writers=contents.effective_writers,
@@ -420,7 +408,8 @@ class Outcome:
 
 def evaluate_inputs(inp: Inputs, where: str = "plan") -> Outcome:
     """Run the estimate and collect every rule for one resolved input."""
-    from .evaluate import MemoryBudget, estimate
+    from .estimation import estimate
+    from .specs.budget import MemoryBudget
 
     try:
         budget = MemoryBudget(**inp.budget)

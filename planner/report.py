@@ -4,7 +4,7 @@
 winner. Either way the same builder assembles the sections (inputs and assumptions, chosen
 layout and alternatives, memory, step time and communication, bubble, batch arithmetic,
 checkpoints, time and cost to train, rejections, rules) out of numbers the library already
-computes: ``evaluate.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
+computes: ``estimation.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
 ``api.resilience_for`` and ``api.time_to_train``. Tables come from ``render.estimate`` and
 ``render.fit``; this module adds no formula of its own except ``pipeline_timeline``, the
 schedule drawn in the review, whose bubble agrees with ``engine.pipeline.bubble_fraction``.
@@ -262,7 +262,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout)."""
     from .api import fit, resilience_for, time_to_train
-    from .evaluate import MemoryBudget
+    from .specs.budget import MemoryBudget
     from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
         time_tables, verdict_line
     from .render.fit import fit_doc

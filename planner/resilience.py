@@ -22,6 +22,7 @@ from .errors import InputError
 
 if TYPE_CHECKING:
     from .hardware import HardwareProfile
+    from .layout import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -353,8 +354,17 @@ class ResiliencePlan(BaseModel):
     straggler: Optional[Straggler] = None
 
 
+def layout_checkpoint(params: float, layout: "Layout") -> CheckpointContents:
+    """The checkpoint one layout writes, for every command (check, report, estimate): all
+    DP × TP × PP × CP GPUs hold state; CP ranks replicate the weights like DP ranks, so ZeRO
+    shards over DP × CP (or the layout's hybrid shard group)."""
+    return checkpoint_contents(params, layout.world, tp=layout.tp, pp=layout.pp,
+                               zero_stage=layout.zero, precision=layout.precision,
+                               optimizer=layout.optimizer, shard_degree=layout.shard_group)
+
+
 def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfile" = "h100",
-                    model: Optional[str] = None,
+                    model: Optional[str] = None, shard_degree: Optional[int] = None,
                     tp: int = 1, pp: int = 1, zero_stage: int = 3, precision: str = "mixed",
                     optimizer: str = "adam", storage_write_bytes_per_s: Optional[float] = None,
                     storage_read_bytes_per_s: Optional[float] = None,
@@ -376,7 +386,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node
     c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
-                            precision=precision, optimizer=optimizer)
+                            precision=precision, optimizer=optimizer, shard_degree=shard_degree)
     wbw = (v.positive("--storage-gbs", storage_write_bytes_per_s)
            if storage_write_bytes_per_s is not None else hw.storage.write_bytes_per_s)
     rbw = (v.positive("--read-gbs", storage_read_bytes_per_s)

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from planner.api import build_layout
 from planner.engine import budget as bud
-from planner.evaluate import MemoryBudget, estimate
+from planner.estimation import estimate
+from planner.specs.budget import MemoryBudget
 from planner.hardware import load_profile
 from planner.layout import Layout
 from planner.presets import get_preset

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.calibration import calibrate, case_by_id, load_cases
-from planner.evaluate import estimate
+from planner.estimation import estimate
 from planner.hardware import load_profile
 from planner.layout import Layout
 from planner.presets import get_preset

@@ -190,7 +190,7 @@ def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
     """The memory budget's named reserves, each checked against what is allowed."""
     from .. import validate as v
     from ..errors import InputError
-    from ..evaluate import MemoryBudget
+    from ..specs.budget import MemoryBudget
 
     kw = {}
     if context_gb is not None:

@@ -97,3 +97,15 @@ def pipeline_step_time(micro_batch_time: Num, micro_batches: Num, stages: Num,
     busy = np.asarray(micro_batches, dtype=float) * t
     bubble = (np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float) * t
     return out(busy), out(bubble)
+
+
+def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
+                 per_step: list[Num]) -> tuple[Num, Num]:
+    """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
+    Σ per-step terms (Narayanan Eq. 1). The terms are summed in the order given."""
+    t_mb = sum(per_micro_batch)
+    busy, bubble = pipeline_step_time(t_mb, micro_batches, stages, chunks)
+    step = busy + bubble
+    for term in per_step:
+        step = step + term
+    return out(step), bubble

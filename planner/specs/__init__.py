@@ -1,1 +1,1 @@
-"""Pydantic models of what a question is made of (no arithmetic, no I/O beyond loading)."""
+"""Pydantic models of what a user states: budgets (and, as they move here, model, hardware, layout)."""

@@ -16,6 +16,7 @@ from .hardware import HardwareProfile
 from .layout import Layout
 from .model import ModelSpec
 from .specs.budget import MemoryBudget
+from .specs.framework import FrameworkProfile, load_framework
 
 SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2}
 RECOMPUTE_CODES = {"none": act.RECOMPUTE_NONE, "selective": act.RECOMPUTE_SELECTIVE,
@@ -96,6 +97,12 @@ class Problem:
     optimizer: str = "adam"
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+
+    @property
+    def fw(self) -> FrameworkProfile:
+        """The framework profile whose implementation the time model follows."""
+        return self.framework if self.framework is not None else load_framework(None)
 
     @property
     def flash(self) -> bool:

@@ -203,7 +203,8 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
                   "memory_passes": "memory-bound passes over activations per layer",
                   "tp_exposed_fraction": "share of TP communication not hidden",
                   "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
-    eff = [[eff_labels.get(k_, k_), f"{v:g}"] for k_, v in hw.efficiency.model_dump().items()]
+    eff = [[eff_labels.get(k_, k_), f"{v:g}" if isinstance(v, (int, float)) else str(v or "—")]
+           for k_, v in hw.efficiency.model_dump().items()]
     from .api import DEFAULT_GPU_MTBF_S
     from .resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     fail = [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "

@@ -59,6 +59,8 @@ class TimeBehaviour(_Frozen):
                                           "GEMMs selective recompute runs again")
     kernel_class: Literal["fused", "compiled", "eager"] = Field(
         description="kernel class setting memory-bound efficiency")
+    attention_kernel: Literal["fa2", "fa3"] = Field(
+        description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
     pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = Field(
         description="pipeline schedules the framework implements")
 

@@ -71,6 +71,22 @@ def regime(framework: str, hw: HardwareProfile, lay: Layout) -> str:
     return f"{framework}/{family(lay)}"
 
 
+def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float]:
+    """The error band (per cent) the profile states for this regime, None if uncalibrated."""
+    return hw.efficiency.error_bands.get(regime(framework, hw, lay))
+
+
+def band_note(hw: HardwareProfile, framework: str, lay: Layout) -> str:
+    """The sentence every estimate prints about its uncertainty."""
+    b = band_for(hw, framework, lay)
+    key = regime(framework, hw, lay)
+    if b is None:
+        return (f"Uncalibrated: no published run of regime {key} on {hw.name} "
+                "(`dtplan calibrate`); step time, tokens/s and MFU carry no error band.")
+    return (f"Error band ± {b:g}% on step time, tokens/s and MFU: RMS of `dtplan calibrate`'s "
+            f"residuals for {key} on {hw.name}.")
+
+
 def band_pct(errors_pct: list[float]) -> float:
     """A regime's band: RMS of its rows' errors, rounded up to 0.5 %."""
     rms = math.sqrt(sum(e * e for e in errors_pct) / len(errors_pct))

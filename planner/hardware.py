@@ -142,6 +142,9 @@ class Efficiency(_Frozen):
     # the estimate says "uncalibrated").
     software_stack: str = ""
     calibrated_on: str = ""
+    # Error band per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan
+    # calibrate`'s residuals for that regime on this GPU, per cent. Absent: uncalibrated.
+    error_bands: dict[str, float] = Field(default_factory=dict)
 
 
 class HardwareProfile(_Frozen):
@@ -203,7 +206,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                    "attention_half_seq": (_POS, False),
                    "fp8_matmul_ceiling_fraction": (_FRAC, False),
                    "grouped_gemm_fraction": (_FRAC, False),
-                   "software_stack": (_STR, False), "calibrated_on": (_STR, False)},
+                   "software_stack": (_STR, False), "calibrated_on": (_STR, False),
+                   "error_bands": (_TABLE, False)},
 }
 
 

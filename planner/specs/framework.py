@@ -182,6 +182,36 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
                      f"or a path to a .toml{hint}")
 
 
+# The profile a command selected (--framework, a plan file's `framework:` key, or the kind of
+# engine config it read); None: DEFAULT_FRAMEWORK. One CLI process answers one question, so the
+# selection is process-wide; library callers pass Problem(framework=...) instead.
+_SELECTED: Optional[FrameworkProfile] = None
+
+
+def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
+    """Select the profile estimates use from here on (None: back to the default)."""
+    global _SELECTED
+    _SELECTED = None if name_or_path is None else load_framework(name_or_path)
+    return current_framework()
+
+
+def current_framework() -> FrameworkProfile:
+    """The selected profile, else the default."""
+    return _SELECTED if _SELECTED is not None else load_framework(None)
+
+
+def describe(fw: FrameworkProfile) -> str:
+    """One line for the assumptions: which profile, where from, and the default."""
+    t = fw.time
+    where = fw.source_file if fw.source_file and not fw.source_file.startswith(
+        str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
+    default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
+    return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
+            f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
+            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention, "
+            f"selective recompute = {t.selective_recompute}")
+
+
 def framework_names() -> list[str]:
     """Names of the bundled framework profiles."""
     return [f.name for f in list_frameworks()]

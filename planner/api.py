@@ -134,6 +134,7 @@ class RankedLayout(BaseModel):
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
+    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
 class Rejection(BaseModel):
@@ -165,7 +166,9 @@ class FitResult(BaseModel):
 
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
+    from .search import candidate_bands
     r, p = res.results, res.problem
+    bands = candidate_bands(p, res.candidates)
     out = []
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
@@ -175,7 +178,8 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i])))
+            accumulation=float(r.micro_batches[i]),
+            error_band_pct=float(bands[i]) if bands[i] > 0 else None))
     return out
 
 

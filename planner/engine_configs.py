@@ -93,7 +93,13 @@ def _hardware(opts: CheckOptions, notes: list[str]) -> HardwareProfile:
     return load_hardware("h100")
 
 
+# The framework profile an engine config's kind implies (its estimates follow that profile).
+ENGINE_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchtitan"}
+
+
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
+    from .specs.framework import use_framework_if_unset
+    use_framework_if_unset(ENGINE_FRAMEWORK.get(kind))
     if kind == "deepspeed":
         return read_deepspeed(where, data, opts)
     if kind == "megatron":

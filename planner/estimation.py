@@ -66,9 +66,19 @@ class Estimate(BaseModel):
 
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
+    """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard
+    group (DP × CP, or the hybrid shard group) and EP (inside DP × CP) from how many of their
+    members share an NVLink domain."""
+    from .engine.topology import LINK_NAMES, link_kind, members_per_domain
     from .layout import rank_groups
-    groups, _ = rank_groups(lay, p.hardware.scale_up.gpus_per_domain)
-    return {g.axis: g.link for g in groups}
+    g = p.hardware.scale_up.gpus_per_domain
+    groups, _ = rank_groups(lay, g)
+    out = {x.axis: x.link for x in groups}
+    for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
+                        ("ep", lay.ep, lay.ep > 1)):
+        k = members_per_domain(n, lay.tp, g)
+        out[axis] = LINK_NAMES[int(link_kind(n, k))] if on and n > 1 else "none"
+    return out
 
 
 def band_for(hw, framework: str, lay: Layout) -> Optional[float]:

@@ -180,6 +180,8 @@ class Plan(_Strict):
     seq_len: int = Field(..., ge=1)
     precision: Optional[str] = None
     optimizer: Optional[str] = None
+    framework: Optional[str] = Field(None, description="framework profile the estimates follow: "
+                                     "megatron (default), torchtitan, deepspeed, fsdp or a .toml")
     checkpoint: Optional[CheckpointSection] = None
     budget: Optional[BudgetSection] = None
     thresholds: Thresholds = Thresholds()
@@ -290,6 +292,12 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise InputError(f"{where}: {key}", f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
+    if plan.framework is not None:   # the plan's framework is the one its estimates follow
+        from .specs.framework import use_framework
+        try:
+            use_framework(plan.framework)
+        except InputError as e:
+            raise InputError(f"{where}: framework", e.message) from None
     return plan
 
 

@@ -321,7 +321,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     for axis, t in e.communication_s.items():
         if t > 0:
             text.append(f"- {axis.upper()}: {t * 1e3:,.1f} ms per step over "
-                        f"{e.links.get(axis, 'nvlink' if axis == 'zero3' else '—')} "
+                        f"{e.links.get(axis, '—')} "
                         f"({t / e.step_time_s:.1%} of the step if nothing overlapped)")
     chart_specs["step_time"] = ("Step-time breakdown", "step_time_chart", (e,))
     sections.append(Section(SECTIONS[3], text, tt, ["step_time"]))

@@ -169,6 +169,12 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, layer_params: n
     return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
 
 
+def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
+    """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
+    reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
+    return np.asarray(stage_params, dtype=float) * p.fw.time.reduce_bytes
+
+
 def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params: np.ndarray,
                n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Once per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced in the framework's
@@ -179,7 +185,7 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params:
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     n = x.dp * x.cp
     per_dom = members_per_domain(n, x.tp, gpn)
-    grad = stage_params * fw.reduce_bytes
+    grad = dp_gradient_bytes(p, stage_params)
     sharded = c.zero >= 1
     red = np.where(sharded, topo_collective_time("reduce-scatter", grad, n, per_dom, fab),
                    topo_collective_time("all-reduce", grad, n, per_dom, fab))

@@ -78,7 +78,7 @@ def time_tables(e: Estimate) -> list[Table]:
                ["collective fraction", pct(e.collective_fraction)],
                ["accumulation steps", f"{e.accumulation:g}"],
                ["energy per step", f"{e.energy_per_step_j / 3.6e6:.2f} kWh"]]
-    comm = [[axis.upper(), ms(t), e.links.get(axis, "nvlink" if axis == "zero3" else "—")]
+    comm = [[axis.upper(), ms(t), e.links.get(axis, "—")]
             for axis, t in e.communication_s.items() if t > 0]
     tables = [Table("Step time breakdown (ms)", ["component", "time", "share"], rows,
                     bars=[float(r[1].replace(",", "")) for r in rows[:-1]] + [0.0]),

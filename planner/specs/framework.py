@@ -195,6 +195,13 @@ def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
     return current_framework()
 
 
+def use_framework_if_unset(name: Optional[str]) -> None:
+    """Select `name` unless a command already selected one (an engine config's kind sets the
+    framework only where --framework did not)."""
+    if _SELECTED is None and name is not None:
+        use_framework(name)
+
+
 def current_framework() -> FrameworkProfile:
     """The selected profile, else the default."""
     return _SELECTED if _SELECTED is not None else load_framework(None)

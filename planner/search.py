@@ -149,14 +149,14 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     key = rank_key(res, p.gpus, objective)[valid]
     headroom = np.zeros(len(valid))
     if objective in ("time", "cost") and len(valid):
-        # Layouts within the regime's error band of the best are ties the model cannot order:
-        # the key is bucketed in steps of (1 + band) from the best, and within a bucket more
-        # memory headroom ranks first. Uncalibrated regimes (band 0) keep the exact key.
-        band = candidate_bands(p, cand)[valid] / 100.0
-        b = np.maximum(band, 1e-12)
-        steps = np.floor(np.log(key / key.min()) / np.log1p(b))
-        key = np.where(band > 0, key.min() * (1.0 + b) ** steps, key)   # the bucket's floor
-        headroom = np.where(band > 0, -np.round(res.memory.headroom[valid] / 1e9, 1), 0.0)
+        # Layouts within the error band of the fastest one's regime are ties the model cannot
+        # order: the key is bucketed in steps of (1 + band) from the best, and within a bucket
+        # more memory headroom ranks first. An uncalibrated leader (band 0) keeps the exact key.
+        band = float(candidate_bands(p, cand)[valid][np.argmin(key)]) / 100.0
+        if band > 0:
+            steps = np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
+            key = key.min() * (1.0 + band) ** steps          # the bucket's floor
+            headroom = -np.round(res.memory.headroom[valid] / 1e9, 1)
     # stable tie-break: simpler layouts first (smaller TP, PP, ZeRO, then larger micro-batch)
     tie = np.lexsort((-cand.mb[valid], cand.recompute[valid], cand.zero[valid], cand.pp[valid],
                       cand.tp[valid], headroom, np.round(key, 12)))

@@ -20,10 +20,10 @@ _EXPORTS = {
     "fit": "api", "build_layout": "api", "time_to_train": "api", "resilience_for": "api",
     "shrink": "api",
     "estimate": "estimation", "layout_rules": "estimation", "MemoryBudget": "specs.budget",
-    "Estimate": "estimation", "Layout": "layout", "plan_layout": "layout", "ModelSpec": "model",
-    "model_from_params": "model", "get_preset": "presets", "list_presets": "presets",
-    "load_hf_config": "hf_config", "load_profile": "hardware", "list_profiles": "hardware",
-    "HardwareProfile": "hardware", "state_memory": "calculators", "InputError": "errors",
+    "Estimate": "estimation", "Layout": "specs.layout", "plan_layout": "specs.layout", "ModelSpec": "specs.model",
+    "model_from_params": "specs.model", "get_preset": "specs.presets", "list_presets": "specs.presets",
+    "load_hf_config": "hf_config", "load_profile": "specs.hardware", "list_profiles": "specs.hardware",
+    "HardwareProfile": "specs.hardware", "state_memory": "calculators", "InputError": "errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["memory"]

@@ -16,10 +16,10 @@ from .candidates import Problem
 from .estimation import Estimate, estimate_problem
 from .rules import RULE_NAMES, RULE_TEXT
 from .specs.budget import MemoryBudget
-from .hardware import HardwareProfile, list_profiles
-from .layout import Layout
-from .model import ModelSpec
-from .search import OBJECTIVES, SearchResult, SearchSpace, search
+from .specs.hardware import HardwareProfile, list_profiles
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .search import OBJECTIVES, SearchResult, SearchSpace, candidate_bands, search
 
 
 def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0,
@@ -166,10 +166,8 @@ class FitResult(BaseModel):
 
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
-    from .search import candidate_bands
-    r, p = res.results, res.problem
+    r, p, out = res.results, res.problem, []
     bands = candidate_bands(p, res.candidates)
-    out = []
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
@@ -178,8 +176,7 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i]),
-            error_band_pct=float(bands[i]) if bands[i] > 0 else None))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
     return out
 
 

@@ -42,12 +42,13 @@ from pydantic import BaseModel
 
 from .candidates import Candidates, Problem
 from .evaluate import evaluate
-from .hardware import HardwareProfile, load_profile
-from .layout import Layout
-from .model import ModelSpec
-from .presets import PRESETS, get_preset
-from .calibration_modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT, band_pct, family,
-                                 generation, modern_rows)
+from .specs.hardware import HardwareProfile, load_profile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .specs.presets import PRESETS, get_preset
+from .calibration_modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT, family, generation,
+                                 modern_calibration_rows, regimes)
+from .calibration_report import CalibrationReport, CalibrationRow, Metric
 from .errors import InputError
 from .specs.framework import FrameworkProfile, load_framework
 
@@ -57,53 +58,6 @@ DEFAULT_PROFILE = "a100-80g"
 TOLERANCE_PCT = 10.0           # the Megatron-LM rows (the constants were fitted on them)
 # The torchtitan FSDP rows on A100 under the torchtitan profile (achieved: worst 10.7 %).
 FSDP_TOLERANCE_PCT = 15.0
-
-Metric = Literal["iteration_time_s", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu",
-                 "peak_memory_gib"]
-
-
-class CalibrationRow(BaseModel):
-    """One published figure against dtplan's prediction."""
-
-    case: str                 # row id: case id plus the column (e.g. "/full-recompute")
-    source: str
-    metric: Metric
-    published: float
-    predicted: float
-    error_pct: float          # (predicted − published) / published × 100
-    layout: str               # the layout evaluated (auto-chosen for Narayanan rows)
-    step_time_s: float
-    mfu: float
-    hfu: float
-    fits: bool
-    regime: str = ""          # framework/GPU generation/layout family
-    hardware: str = ""
-
-
-class RegimeStat(BaseModel):
-    """Residuals of one regime (framework × GPU generation × layout family)."""
-
-    rows: int
-    median_abs_error_pct: float
-    worst_abs_error_pct: float
-    band_pct: float           # RMS of the errors, rounded up to 0.5 %
-
-
-class CalibrationReport(BaseModel):
-    hardware: str
-    rows: list[CalibrationRow]
-    median_abs_error_pct: float
-    worst_abs_error_pct: float
-    worst_case: str
-    within_tolerance: int     # rows within their family's bar (Megatron ±10 %, FSDP ±15 %)
-    tolerance_pct: float
-    fsdp_tolerance_pct: float
-    constants: dict[str, float]
-    skipped: dict[str, str]   # throughput cases not evaluated, with the reason
-    notes: list[str]
-    regimes: dict[str, RegimeStat] = {}   # throughput rows only
-    memory_rows: list[CalibrationRow] = []   # modern max-reserved rows (the memory model, #13)
-
 
 @lru_cache(maxsize=1)
 def load_cases() -> tuple[dict, ...]:
@@ -319,33 +273,6 @@ def bar(case: str) -> float:
     return FSDP_TOLERANCE_PCT if case.startswith("torchtitan-") else TOLERANCE_PCT
 
 
-def _modern(hw: Optional[HardwareProfile]) -> tuple[list[CalibrationRow], list[CalibrationRow]]:
-    """(throughput rows, memory rows) of the modern H100 cases, on their own profile unless
-    `hw` is given."""
-    prof = hw or load_profile(MODERN_PROFILE)
-    thr, mem = [], []
-    for r in modern_rows(prof):
-        g = r["got"]
-        row = CalibrationRow(
-            case=r["case"], source=r["source"], metric=r["metric"], published=r["published"],
-            predicted=r["predicted"], error_pct=r["error_pct"], layout=_describe(g["layout"]),
-            step_time_s=g["step"], mfu=g["mfu"], hfu=g["hfu"], fits=g["fits"],
-            regime=f"{g['framework']}/{generation(prof)}/{family(g['layout'])}",
-            hardware=prof.name)
-        (thr if r["metric"] == "tokens_per_s_per_gpu" else mem).append(row)
-    return thr, mem
-
-
-def regimes(rows: list[CalibrationRow]) -> dict[str, RegimeStat]:
-    """Per regime: rows, median and worst |error|, and the band (RMS, rounded up to 0.5 %)."""
-    by: dict[str, list[float]] = {}
-    for r in rows:
-        by.setdefault(r.regime, []).append(r.error_pct)
-    return {k: RegimeStat(rows=len(v), median_abs_error_pct=statistics.median(map(abs, v)),
-                          worst_abs_error_pct=max(map(abs, v)), band_pct=band_pct(v))
-            for k, v in sorted(by.items())}
-
-
 def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
     """The shipped cases (Megatron-LM papers, torchtitan A100) evaluated on `hw`."""
     rows: list[CalibrationRow] = []
@@ -382,7 +309,7 @@ def calibrate(hardware: HardwareProfile | str | None = None,
     if given is None or not own or given.name == DEFAULT_PROFILE:
         rows, skipped = _rows(given if given is not None else load_profile(DEFAULT_PROFILE))
     if given is None or not own or given.name == MODERN_PROFILE:
-        modern, memory = _modern(given)
+        modern, memory = modern_calibration_rows(given, _describe)
         if not modern:
             skipped["calibration_modern.json"] = "shared/reference not beside the repository"
         rows += modern

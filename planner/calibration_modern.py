@@ -15,19 +15,21 @@ checks they equal what calibrate computes) and printed with every step time, tok
 from __future__ import annotations
 
 import json
+import statistics
 import math
 from pathlib import Path
 from typing import Optional
 
 from .candidates import Candidates, Problem
 from .evaluate import evaluate
-from .hardware import HardwareProfile, load_profile
+from .specs.hardware import HardwareProfile, load_profile
 from .hf_config import model_from_config
-from .layout import Layout
-from .model import ModelSpec
-from .presets import get_preset
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .specs.presets import get_preset
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, load_framework
+from .calibration_report import CalibrationRow, RegimeStat
 
 MODERN_FILE = "calibration_modern.json"
 MODERN_PROFILE = "h100-96gb-500w"
@@ -152,3 +154,31 @@ def modern_rows(hw: Optional[HardwareProfile] = None,
                     "got": got, "regime": regime(got["framework"], hw or
                                                  load_profile(MODERN_PROFILE), got["layout"])})
     return out
+
+
+def modern_calibration_rows(hw: Optional[HardwareProfile], describe
+                            ) -> tuple[list[CalibrationRow], list[CalibrationRow]]:
+    """(throughput rows, memory rows) of the modern H100 cases as CalibrationRows, on their own
+    profile unless `hw` is given; `describe` spells a layout."""
+    prof = hw or load_profile(MODERN_PROFILE)
+    thr, mem = [], []
+    for r in modern_rows(prof):
+        g = r["got"]
+        row = CalibrationRow(
+            case=r["case"], source=r["source"], metric=r["metric"], published=r["published"],
+            predicted=r["predicted"], error_pct=r["error_pct"], layout=describe(g["layout"]),
+            step_time_s=g["step"], mfu=g["mfu"], hfu=g["hfu"], fits=g["fits"],
+            regime=f"{g['framework']}/{generation(prof)}/{family(g['layout'])}",
+            hardware=prof.name)
+        (thr if r["metric"] == "tokens_per_s_per_gpu" else mem).append(row)
+    return thr, mem
+
+
+def regimes(rows: list[CalibrationRow]) -> dict[str, RegimeStat]:
+    """Per regime: rows, median and worst |error|, and the band (RMS, rounded up to 0.5 %)."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        by.setdefault(r.regime, []).append(r.error_pct)
+    return {k: RegimeStat(rows=len(v), median_abs_error_pct=statistics.median(map(abs, v)),
+                          worst_abs_error_pct=max(map(abs, v)), band_pct=band_pct(v))
+            for k, v in sorted(by.items())}

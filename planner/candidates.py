@@ -12,9 +12,9 @@ import numpy as np
 
 from .engine import activations as act
 from .engine import budget as bud
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, current_framework
 
@@ -151,3 +151,10 @@ def shape(p: Problem, c: Candidates) -> Shape:
                  vocab_padded=f64(padded_vocab(p.model.vocab, tp)),
                  state_bytes=optimizer_bytes_per_param(p.precision, p.optimizer),
                  act_bytes=4.0 if p.precision == "fp32" else 2.0)
+
+
+def full_recomputed(c: Candidates, n_layers: np.ndarray) -> np.ndarray:
+    """Layers of a stage that full recomputation redoes (all, or --recompute-layers of them)."""
+    return np.where(c.recompute == act.RECOMPUTE_FULL,
+                    np.where(c.recompute_layers < 0, n_layers,
+                             np.minimum(c.recompute_layers, n_layers)), 0.0)

@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, validation_message
-from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
+from .specs.hardware import load_hardware
+from .specs.framework import use_framework_if_unset
+from .specs.job import CheckOptions, Inputs
+from .verdict import GateRule, make_rule
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .plan import detect_format, parse_text, read_text
 
 ENGINES = ("deepspeed", "megatron", "torchtitan")
@@ -72,7 +75,7 @@ def detect(path: str, fmt: str, data: Any, text: str) -> str:
 def cli_model(text: str) -> ModelSpec:
     """``--model``: a preset name, or a path to a config.json (or its directory)."""
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     p = Path(text)
     if p.exists() or text.endswith(".json"):
@@ -93,13 +96,8 @@ def _hardware(opts: CheckOptions, notes: list[str]) -> HardwareProfile:
     return load_hardware("h100")
 
 
-# The framework profile an engine config's kind implies (its estimates follow that profile).
-ENGINE_FRAMEWORK = {"deepspeed": "deepspeed", "megatron": "megatron", "torchtitan": "torchtitan"}
-
-
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
-    from .specs.framework import use_framework_if_unset
-    use_framework_if_unset(ENGINE_FRAMEWORK.get(kind))
+    use_framework_if_unset(kind)   # each engine kind names its framework profile too
     if kind == "deepspeed":
         return read_deepspeed(where, data, opts)
     if kind == "megatron":
@@ -641,7 +639,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
         if preset is None:
             raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
                                         "known shape; pass --model")
-        from .presets import get_preset
+        from .specs.presets import get_preset
         model = get_preset(preset)
         notes.append(f"[model] {name} {flavor} read as the {preset} preset")
     rep = par.int("data_parallel_replicate_degree", 1)

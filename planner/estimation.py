@@ -10,9 +10,9 @@ from pydantic import BaseModel
 from . import validate
 from .candidates import Candidates, Problem
 from .evaluate import STAGES, Evaluation, evaluate
-from .hardware import HardwareProfile
-from .layout import Layout, Rule
-from .model import ModelSpec
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout, Rule
+from .specs.model import ModelSpec
 from .rules import Figures, rules_for
 from .specs.budget import MemoryBudget
 
@@ -70,7 +70,7 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
     group (DP × CP, or the hybrid shard group) and EP (inside DP × CP) from how many of their
     members share an NVLink domain."""
     from .engine.topology import LINK_NAMES, link_kind, members_per_domain
-    from .layout import rank_groups
+    from .specs.layout import rank_groups
     g = p.hardware.scale_up.gpus_per_domain
     groups, _ = rank_groups(lay, g)
     out = {x.axis: x.link for x in groups}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, shape
+from .candidates import Candidates, Problem, Shape, full_recomputed, shape
 from .engine import activations as act
 from .engine import budget as bud
 from .engine.params import mlp_params
@@ -133,13 +133,6 @@ def layer_activations(p: Problem, c: Candidates, x: Shape) -> dict[int, np.ndarr
     dims = (p.seq_len, x.mb, mod.hidden, mod.heads, mod.kv_heads, mod.head_dim, ffn_act)
     return {mode: act.layer_activation_bytes(*dims, recompute=mode, **common)
             for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
-
-
-def full_recomputed(c: Candidates, n_layers: np.ndarray) -> np.ndarray:
-    """Layers of a stage that full recomputation redoes (all, or --recompute-layers of them)."""
-    return np.where(c.recompute == act.RECOMPUTE_FULL,
-                    np.where(c.recompute_layers < 0, n_layers,
-                             np.minimum(c.recompute_layers, n_layers)), 0.0)
 
 
 def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:

@@ -22,89 +22,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from .engine import checkpoint as ckpt
 from .errors import InputError, validation_message
-from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
-                       with_overrides)
-from .layout import Layout, Rule
-from .model import ModelSpec
+from .specs.hardware import (DEFAULT_PROFILE, HardwareProfile, load_hardware, load_profile,
+                             load_profile_file, with_overrides)
+from .specs.layout import Layout, Rule
+from .specs.model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
 from .rules import plan_keys
-
-VERDICT_SCHEMA_VERSION = 1
-Status = Literal["pass", "fail", "warn"]
-
-
-class GateRule(BaseModel):
-    """One checked rule in a verdict."""
-
-    name: str = Field(description="stable rule id, e.g. fits-in-memory, layers-divisible-by-pp")
-    status: Status
-    measured: str = Field("", description="the value found, human-readable")
-    limit: str = Field("", description="what the rule allows, human-readable")
-    message: str = Field("", description="what the rule means")
-    key: Optional[str] = Field(None, description="key path in the file the rule concerns "
-                               "(layout.tp, train_batch_size, --micro-batch-size)")
-    line: Optional[int] = Field(None, description="1-based line of that key in the file")
-
-
-class FileVerdict(BaseModel):
-    """The verdict on one input file."""
-
-    file: str
-    kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
-    ok: bool = Field(description="no rule failed and the file was valid input")
-    error: Optional[str] = Field(None, description="bad input: the one-line reason (exit 2)")
-    counts: dict[str, int] = Field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
-    summary: dict[str, Any] = Field(default_factory=dict, description="inputs and headline "
-                                    "estimates (SI units: bytes, seconds)")
-    rules: list[GateRule] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-
-class Verdict(BaseModel):
-    """``dtplan check --format json`` output."""
-
-    schema_version: Literal[1] = VERDICT_SCHEMA_VERSION
-    command: Literal["check"] = "check"
-    ok: bool
-    strict: bool
-    exit_code: int = Field(description="0 all pass, 1 a rule failed, 2 bad input")
-    files: list[FileVerdict]
-
-
-def make_rule(name: str, ok: bool, measured: str, limit: str, message: str, *,
-              key: str | None = None, warn: bool = False) -> GateRule:
-    """A rule that fails (or only warns, with ``warn``) when ``ok`` is False."""
-    status: Status = "pass" if ok else ("warn" if warn else "fail")
-    return GateRule(name=name, status=status, measured=measured, limit=limit, message=message,
-                    key=key)
-
-
-# ---- resolved inputs ---------------------------------------------------------------------------
-
-@dataclass
-class Inputs:
-    """A plan with every reference resolved: what ``estimate`` needs plus the gate's extras."""
-
-    model: ModelSpec
-    hardware: HardwareProfile
-    gpus: int
-    layout: Layout
-    seq_len: int
-    global_batch: int
-    accumulation: Optional[int] = None
-    budget: dict[str, float] = field(default_factory=dict)
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    checkpoint: Any = None
-    keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
-    rules: list[GateRule] = field(default_factory=list)     # rules found while resolving
-    notes: list[str] = field(default_factory=list)
-
+from .specs.job import CheckOptions, Inputs
+from .verdict import FileVerdict, GateRule, Verdict, make_rule
 
 MODEL_FIELDS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab",
                 "tied_embeddings", "position", "max_positions", "qkv_bias", "linear_bias", "norm",
@@ -117,7 +46,7 @@ INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
 
 def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     if isinstance(section, str):
         try:
@@ -153,13 +82,6 @@ def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
         return ModelSpec.model_validate(data)
     except Exception as e:  # pydantic ValidationError from the model's own checks
         raise InputError(f"{where}: model", validation_message(e)) from None
-
-
-def load_hardware(text: str) -> HardwareProfile:
-    """A profile name or a path to a profile TOML (a CLI option, trusted)."""
-    if text.endswith(".toml") or "/" in text:
-        return load_profile_file(text)
-    return load_profile(text)
 
 
 def resolve_hardware(section: Any, base_dir: Path, where: str) -> HardwareProfile:
@@ -464,20 +386,6 @@ def find_key_line(text: str, key: str | None) -> int | None:
 
 
 # ---- files ---------------------------------------------------------------------------------------
-
-@dataclass
-class CheckOptions:
-    """Command-line facts an engine config cannot state (and engine selection)."""
-
-    engine: str | None = None          # deepspeed | megatron | torchtitan | plan | None (detect)
-    gpus: int | None = None
-    hardware: str | None = None
-    model: str | None = None
-    seq_len: int | None = None
-    tp: int | None = None
-    pp: int | None = None
-    strict: bool = False
-
 
 def _summary(inp: Inputs, est: Any) -> dict[str, Any]:
     lay = inp.layout

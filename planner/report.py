@@ -25,9 +25,11 @@ from .engine import checkpoint as ckpt
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
 from .errors import InputError, validation_message
-from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
-from .hardware import HardwareProfile
-from .model import ModelSpec
+from .gate import checkpoint_figures, evaluate_inputs, resolve_plan
+from .specs.job import Inputs
+from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
+from .specs.hardware import HardwareProfile
+from .specs.model import ModelSpec
 from .render.document import Table
 
 # Section titles, top to bottom (tests check every one is present).
@@ -203,8 +205,7 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
                   "memory_passes": "memory-bound passes over activations per layer",
                   "tp_exposed_fraction": "share of TP communication not hidden",
                   "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
-    eff = [[eff_labels.get(k_, k_), f"{v:g}" if isinstance(v, (int, float)) else str(v or "—")]
-           for k_, v in hw.efficiency.model_dump().items()]
+    eff = [[eff_labels.get(k_, k_), f"{v:g}" if isinstance(v, float) else str(v)] for k_, v in hw.efficiency.model_dump().items()]
     from .api import DEFAULT_GPU_MTBF_S
     from .resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     fail = [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
@@ -223,6 +224,8 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
             Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Time-model constants", ["constant", "value", "meaning"],
+                  [[name, f"{value:g}", meaning] for name, value, meaning in TIME_ASSUMPTIONS]),
             Table("Failure-rate defaults", ["quantity", "value"], fail)]
 
 
@@ -486,7 +489,7 @@ def _nothing_fits(res, source: str) -> Review:
 def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
-    from .cli.options import parse_number
+    from .validate import parse_number
     x = parse_number("--train-tokens", text)
     if x <= 0 or math.isnan(x):
         raise InputError("--train-tokens", f"must be > 0, got {text}")

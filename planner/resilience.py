@@ -21,8 +21,8 @@ from .engine import resilience as res_eq
 from .errors import InputError
 
 if TYPE_CHECKING:
-    from .hardware import HardwareProfile
-    from .layout import Layout
+    from .specs.hardware import HardwareProfile
+    from .specs.layout import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -88,9 +88,11 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
 
     w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     master = mem_eq.PRECISION_RECIPES[precision][2]
-    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= 3),
-           ("fp32 master weights", master, zero_stage >= 1),
-           (f"optimizer moments ({optimizer})", k - master, zero_stage >= 1)]
+    sharded_from = mem_eq.SHARDED_FROM_STAGE
+    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= sharded_from["weights"]),
+           ("fp32 master weights", master, zero_stage >= sharded_from["optimizer"]),
+           (f"optimizer moments ({optimizer})", k - master,
+            zero_stage >= sharded_from["optimizer"])]
     items = []
     for name, per_param, sharded in big:
         if per_param == 0:
@@ -381,7 +383,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
 
     `cost_s` replaces the derived δ with a measured one; `restart_s` the derived R.
     """
-    from .hardware import load_profile
+    from .specs.hardware import load_profile
 
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node

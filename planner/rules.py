@@ -16,7 +16,7 @@ from .candidates import SCHEDULE_CODES, Candidates, Problem
 from .engine.batch import batch_divides
 from .engine.ranks import inside_domain
 from .engine.stages import layers_split_valid
-from .layout import Layout, Rule
+from .specs.layout import Layout, Rule
 
 Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape
+from .candidates import Candidates, Problem, Shape, full_recomputed
 from .engine import activations as act
 from .engine import compute as cmp
 from .engine import step_time as st
@@ -29,6 +29,8 @@ ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
      "eager PyTorch relative to fused / compiled kernels (fitted, timing_terms.py)"),
     ("host_update_bytes_per_s", HOST_UPDATE_BYTES_PER_S, "offloaded optimizer: host update "
      "speed, bytes/s (assumed)"),
+    ("flash_backward_factor", cmp.FLASH_BACKWARD_FACTOR, "fused attention backward / forward "
+     "FLOPs (recomputes QKᵀ; FlashAttention-2)"),
 )
 
 
@@ -103,8 +105,6 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
               ) -> tuple[StepTime, Throughput]:
     """The step, composed as a list of per-axis terms; the pipeline is paced by its fullest
     stage (ceil(L/(p·v))·v layers)."""
-    from .evaluate import full_recomputed
-
     n_layers = x.layers[1]
     k_full = full_recomputed(c, n_layers)
     comp = terms.compute(p, c, x, a, n_layers, k_full)

@@ -10,9 +10,9 @@ from planner.api import build_layout
 from planner.engine import budget as bud
 from planner.estimation import estimate
 from planner.specs.budget import MemoryBudget
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")
 MODELS = [get_preset(n) for n in ("llama3-8b", "llama3-70b", "megatron-gpt-22b", "mixtral-8x7b")]

@@ -6,9 +6,9 @@ import pytest
 
 from planner.calibration import calibrate, case_by_id, load_cases
 from planner.estimation import estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 BAR = 10.0  # per cent, Megatron-LM rows
 FSDP_BAR = 15.0  # per cent, torchtitan FSDP rows under the torchtitan profile (worst 10.7 %)

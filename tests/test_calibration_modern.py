@@ -6,8 +6,8 @@ import pytest
 
 from planner.calibration import calibrate
 from planner.calibration_modern import band_for, band_pct, family, load_modern
-from planner.hardware import load_profile
-from planner.layout import Layout
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
-from planner.presets import get_preset
+from planner.specs.presets import get_preset
 from planner.resilience import (checkpoint_contents, checkpoint_write, failure_rate,
                                 interval_optimum, plan_resilience, restart_cost, straggler,
                                 training_time)

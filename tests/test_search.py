@@ -7,8 +7,8 @@ import pytest
 
 from planner.api import fit, problem
 from planner.rules import RULE_NAMES
-from planner.hardware import load_profile
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.presets import get_preset
 from planner.search import SearchSpace, search
 
 H100 = load_profile("h100")
@@ -124,7 +124,7 @@ def test_elastic_shrink_keeps_the_split_and_the_batch(dtplan):
 
 def test_resume_kind():
     from planner.api import resume_kind
-    from planner.layout import Layout
+    from planner.specs.layout import Layout
     old = Layout(tp=8, pp=4, dp=8, zero=1)
     assert resume_kind(old, old) == "resume as is"
     assert resume_kind(old, Layout(tp=8, pp=4, dp=6, zero=1)).startswith("reshard")

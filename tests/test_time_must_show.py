@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from planner.candidates import Candidates, Problem
 from planner.evaluate import evaluate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 from planner.specs.framework import load_framework
 from planner.timing_terms import dp_gradient_bytes
 

@@ -37,7 +37,7 @@ def comm_cmd(
     sizes = [x * 1e9 for x in parse_list("--message-gb", message_gb)]
     prof = None
     if hardware is not None:
-        from ..hardware import load_profile, with_overrides
+        from ..specs.hardware import load_profile, with_overrides
         prof = with_overrides(load_profile(hardware), gpus_per_node=gpus_per_node,
                               nic_gbit_per_gpu=nic_gbit)
     elif gpus_per_node is not None or nic_gbit is not None:
@@ -169,7 +169,7 @@ def checkpoint_cmd(
         emit(checkpoint_doc(r), fmt.value)
         return EXIT_OK
 
-    from ..presets import get_preset
+    from ..specs.presets import get_preset
     from .. import validate as v
     from ..resilience import plan_resilience
 
@@ -232,7 +232,7 @@ def layout_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Derive DP from GPUs / (TP x PP x CP), check the topology rules, show the rank groups."""
-    from ..layout import plan_layout
+    from ..specs.layout import plan_layout
     from ..render import emit
     from ..render.quick import layout_doc
 

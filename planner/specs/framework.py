@@ -195,10 +195,19 @@ def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
     return current_framework()
 
 
+def select_for(field: str, name_or_path: Optional[str]) -> None:
+    """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
+    if name_or_path is not None:
+        try:
+            use_framework(name_or_path)
+        except InputError as e:
+            raise InputError(field, e.message) from None
+
+
 def use_framework_if_unset(name: Optional[str]) -> None:
     """Select `name` unless a command already selected one (an engine config's kind sets the
     framework only where --framework did not)."""
-    if _SELECTED is None and name is not None:
+    if _SELECTED is None and name is not None and name in framework_names():
         use_framework(name)
 
 

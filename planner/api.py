@@ -35,7 +35,7 @@ def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 
     v.zero_stage("--zero", zero)
     if gpus % (tp * pp * cp):
         raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
-    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved"))
+    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved", "zb-h1"))
     v.choice("--recompute", recompute, ("none", "selective", "full"))
     v.choice("--offload-optimizer", offload_optimizer, ("none", "cpu", "nvme"))
     v.choice("--offload-params", offload_params, ("none", "cpu", "nvme"))

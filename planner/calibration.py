@@ -50,6 +50,7 @@ from .calibration_modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT, family, g
                                  modern_calibration_rows, regimes)
 from .calibration_report import CalibrationReport, CalibrationRow, Metric
 from .errors import InputError
+from .timing_terms import KERNEL_MEMORY_FACTOR
 from .specs.framework import FrameworkProfile, load_framework
 
 CASES_FILE = "calibration_cases.json"
@@ -344,6 +345,13 @@ def calibrate(hardware: HardwareProfile | str | None = None,
         "matmul ceiling, link efficiencies and NCCL step latencies are measured (CALIBRATION.md "
         "§7-8, shared/fixtures/real/nccl).",
     ]
+    if any(r.hardware == MODERN_PROFILE for r in rows):
+        h = load_profile(MODERN_PROFILE)
+        notes.append(f"Constants ({h.name}; {h.efficiency.calibrated_on}): " + ", ".join(
+            f"{k} = {v:g}" for k, v in efficiency_constants(h).items())
+            + f", fa3_attention_fraction = {h.efficiency.fa3_attention_fraction:g}, "
+            f"fp8_matmul_ceiling_fraction = {h.efficiency.fp8_matmul_ceiling_fraction:g}; "
+            f"eager kernel-class factor {KERNEL_MEMORY_FACTOR['eager']:g} (timing_terms.py).")
     return CalibrationReport(
         hardware=hw.name, rows=rows, median_abs_error_pct=statistics.median(errs),
         worst_abs_error_pct=max(errs), worst_case=worst.case,

@@ -18,7 +18,7 @@ from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, current_framework
 
-SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2}
+SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2, "zb-h1": 3}
 RECOMPUTE_CODES = {"none": act.RECOMPUTE_NONE, "selective": act.RECOMPUTE_SELECTIVE,
                    "full": act.RECOMPUTE_FULL}
 OFFLOAD_CODES = {"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU, "nvme": bud.OFFLOAD_NVME}

@@ -19,6 +19,8 @@ from .engine import activations as act
 from .engine import compute as cmp
 from .engine import step_time as st
 from . import timing_terms as terms
+from .candidates import SCHEDULE_CODES
+from .engine import schedules as sched
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
@@ -115,6 +117,10 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
                        cm.zero3_exposed]
     per_step = [cm.dp_exposed, t_opt, t_offload]
     step, bubble = st.compose_step(per_micro_batch, m, x.pp, x.v, per_step)
+    # ZB-H1 defers the weight-gradient half of the backward into the cool-down (schedules.py)
+    zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
+    step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
+    bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
     t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute), recompute=m * comp.recompute,
                  tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
                  pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,

@@ -106,3 +106,14 @@ def test_every_axis_reports_the_link_it_crosses(dtplan):
     j = dtplan("estimate", "--params", "70e9", "--gpus", "256", "--tp", "2", "--zero", "3",
                "--hardware", "h100", "-f", "json").json()
     assert j["links"]["zero3"] == "network"      # a 128-rank shard group spans 32 nodes
+
+
+def test_zb_h1_is_a_schedule_with_a_third_of_the_bubble_and_1f1b_memory(dtplan):
+    args = ("estimate", "--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4",
+            "--hardware", "h100", "-f", "json")
+    one = dtplan(*args).json()
+    zb = dtplan(*args, "--schedule", "zb-h1").json()
+    assert zb["layout"]["schedule"] == "zb-h1"
+    assert zb["breakdown"]["bubble"] < 0.5 * one["breakdown"]["bubble"]
+    assert zb["peak_memory_bytes"] == pytest.approx(one["peak_memory_bytes"])
+    assert dtplan("export", "--to", "megatron", *args[1:-2], "--schedule", "zb-h1").code == 2

@@ -9,7 +9,7 @@ from .. import validate as v
 from ..engine import ranks
 from ..errors import InputError
 
-Schedule = Literal["1f1b", "gpipe", "interleaved"]
+Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 

@@ -10,9 +10,10 @@ path wherever ``--framework`` is accepted.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -183,9 +184,24 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
 
 
 # The profile a command selected (--framework, a plan file's `framework:` key, or the kind of
-# engine config it read); None: DEFAULT_FRAMEWORK. One CLI process answers one question, so the
-# selection is process-wide; library callers pass Problem(framework=...) instead.
+# engine config it read); None: DEFAULT_FRAMEWORK. A CLI run answers one question, so the
+# selection lasts for that run (`command_scope`); library callers pass Problem(framework=...).
 _SELECTED: Optional[FrameworkProfile] = None
+_IN_COMMAND = 0
+
+
+@contextlib.contextmanager
+def command_scope() -> Iterator[None]:
+    """One CLI command: selections made inside last until it returns, then the previous one
+    (normally the default) is back; plan keys and engine kinds select only inside a command."""
+    global _SELECTED, _IN_COMMAND
+    saved, _SELECTED = _SELECTED, None
+    _IN_COMMAND += 1
+    try:
+        yield
+    finally:
+        _SELECTED = saved
+        _IN_COMMAND -= 1
 
 
 def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
@@ -197,7 +213,7 @@ def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
 
 def select_for(field: str, name_or_path: Optional[str]) -> None:
     """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
-    if name_or_path is not None:
+    if name_or_path is not None and _IN_COMMAND:
         try:
             use_framework(name_or_path)
         except InputError as e:
@@ -207,7 +223,7 @@ def select_for(field: str, name_or_path: Optional[str]) -> None:
 def use_framework_if_unset(name: Optional[str]) -> None:
     """Select `name` unless a command already selected one (an engine config's kind sets the
     framework only where --framework did not)."""
-    if _SELECTED is None and name is not None and name in framework_names():
+    if _IN_COMMAND and _SELECTED is None and name is not None and name in framework_names():
         use_framework(name)
 
 

@@ -59,3 +59,9 @@ def test_estimate_prints_band_or_uncalibrated(dtplan):
     assert j["framework"] == "torchtitan" and j["error_band_pct"] == 7.5
     u = dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100")
     assert "uncalibrated" in u.out.lower() and "Framework megatron (the default)" in u.out
+
+
+def test_calibrate_cli_framework_filter(dtplan):
+    assert dtplan("calibrate", "--framework", "deepspeed").code == 2   # no row ran on it
+    r = dtplan("calibrate", "--framework", "megatron", "-f", "json")
+    assert r.code == 0 and all(x["regime"].startswith("megatron/") for x in r.json()["rows"])

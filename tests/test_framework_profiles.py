@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from planner.errors import InputError
+from conftest import ROOT
 from planner.specs.framework import (DEFAULT_FRAMEWORK, load_framework, list_frameworks,
                                      parse_framework)
 
@@ -73,3 +74,19 @@ def test_bad_value_names_the_field(tmp_path: Path):
         load_framework("megatorn")
     with pytest.raises(InputError, match="file not found"):
         load_framework(str(tmp_path / "nope.toml"))
+
+
+def test_selection_through_cli_plan_and_engine_kind(dtplan, tmp_path):
+    bad = dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--framework", "megatorn")
+    assert bad.code == 2 and "--framework" in bad.err and "megatron" in bad.err
+    eng = dtplan("check", "examples/engines/torchtitan-llama3-8b-64gpu.toml", "--gpus", "64",
+                 "-f", "json", cwd=ROOT)
+    assert eng.json()["files"][0]["summary"]["framework"] == "torchtitan"
+    plan = (Path(ROOT) / "examples/plans/llama3-70b-256xh100.yaml").read_text()
+    p = tmp_path / "plan.yaml"
+    p.write_text(plan + "\nframework: deepspeed\n")
+    j = dtplan("check", str(p), "-f", "json").json()
+    assert j["files"][0]["summary"]["framework"] == "deepspeed"
+    p.write_text(plan + "\nframework: nope\n")
+    r = dtplan("check", str(p), "-f", "json").json()
+    assert "framework" in r["files"][0]["error"]

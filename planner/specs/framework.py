@@ -10,9 +10,10 @@ path wherever ``--framework`` is accepted.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,6 +60,8 @@ class TimeBehaviour(_Frozen):
                                           "GEMMs selective recompute runs again")
     kernel_class: Literal["fused", "compiled", "eager"] = Field(
         description="kernel class setting memory-bound efficiency")
+    attention_kernel: Literal["fa2", "fa3"] = Field(
+        description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
     pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = Field(
         description="pipeline schedules the framework implements")
 
@@ -208,6 +211,67 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     hint = f"; did you mean '{near[0]}'?" if near else ""
     raise InputError("--framework", f"unknown framework '{want}'; known: {', '.join(names)} "
                      f"or a path to a .toml{hint}")
+
+
+# The profile a command selected (--framework, a plan file's `framework:` key, or the kind of
+# engine config it read); None: DEFAULT_FRAMEWORK. A CLI run answers one question, so the
+# selection lasts for that run (`command_scope`); library callers pass Problem(framework=...).
+_SELECTED: Optional[FrameworkProfile] = None
+_IN_COMMAND = 0
+
+
+@contextlib.contextmanager
+def command_scope() -> Iterator[None]:
+    """One CLI command: selections made inside last until it returns, then the previous one
+    (normally the default) is back; plan keys and engine kinds select only inside a command."""
+    global _SELECTED, _IN_COMMAND
+    saved, _SELECTED = _SELECTED, None
+    _IN_COMMAND += 1
+    try:
+        yield
+    finally:
+        _SELECTED = saved
+        _IN_COMMAND -= 1
+
+
+def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
+    """Select the profile estimates use from here on (None: back to the default)."""
+    global _SELECTED
+    _SELECTED = None if name_or_path is None else load_framework(name_or_path)
+    return current_framework()
+
+
+def select_for(field: str, name_or_path: Optional[str]) -> None:
+    """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
+    if name_or_path is not None and _IN_COMMAND:
+        try:
+            use_framework(name_or_path)
+        except InputError as e:
+            raise InputError(field, e.message) from None
+
+
+def use_framework_if_unset(name: Optional[str]) -> None:
+    """Select `name` unless a command already selected one (an engine config's kind sets the
+    framework only where --framework did not)."""
+    if _IN_COMMAND and _SELECTED is None and name is not None and name in framework_names():
+        use_framework(name)
+
+
+def current_framework() -> FrameworkProfile:
+    """The selected profile, else the default."""
+    return _SELECTED if _SELECTED is not None else load_framework(None)
+
+
+def describe(fw: FrameworkProfile) -> str:
+    """One line for the assumptions: which profile, where from, and the default."""
+    t = fw.time
+    where = fw.source_file if fw.source_file and not fw.source_file.startswith(
+        str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
+    default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
+    return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
+            f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
+            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention, "
+            f"selective recompute = {t.selective_recompute}")
 
 
 def framework_names() -> list[str]:

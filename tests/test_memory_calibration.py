@@ -151,9 +151,10 @@ def test_megatron_mixtral_ci_max_allocated_within_10_percent(tag):
 
 
 def test_dtplan_memory_megatron_mixtral_vpp_through_the_cli(dtplan):
-    # Megatron is the default framework profile; EP 8 × ETP 1 at TP 2 is dtplan's EP 4 (above)
+    # EP 8 × ETP 1 at TP 2 is dtplan's EP 4 (above)
     measured = _golden("tp2-pp4-vpp-ep8", "mem-max-allocated-bytes")
-    j = dtplan("memory", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--pp", "4",
+    j = dtplan("memory", "--framework", "megatron", "--model", "mixtral-8x7b", "--gpus", "64",
+               "--tp", "2", "--pp", "4",
                "--ep", "4", "--zero", "1", "--micro-batch", "1", "--schedule", "interleaved",
                "--chunks", "8", "--seq-len", "4096", "--global-batch", "256",
                "--format", "json").json()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,8 +15,18 @@ def calibrate_cmd(
     hardware: Optional[str] = typer.Option(None, "--hardware", help="hardware profile "
                                            "(default a100-80g, the published runs' GPU)"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+    evidence: Optional[List[str]] = typer.Option(None, "--from", help="measured files or "
+                                                 "directories (nccl-tests, training logs, "
+                                                 "profiler traces, memory): print what they say"),
+    more: Optional[List[str]] = typer.Argument(None, hidden=True),
+    warmup_steps: int = typer.Option(1, "--warmup-steps", min=0, help="drop logged steps up "
+                                     "to this step as warm-up"),
 ) -> int:
-    """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error."""
+    """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error;
+    with --from, what your own cluster's files measured."""
+    if evidence or more:
+        from .evidence_cmds import show_evidence
+        return show_evidence(list(evidence or []) + list(more or []), fmt.value, warmup_steps)
     from ..calibration import calibrate
     from ..render import Document, Table, emit
 

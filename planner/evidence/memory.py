@@ -42,7 +42,7 @@ def read_summary(path: Path, data: bytes) -> Evidence:
             device = int(m[1])
         for name, val in SUMMARY_COUNTER.findall(s):
             mem.counters[name.replace(" ", "_").lower()] = float(val)
-        m = SUMMARY_ROW.search(s)
+        m = SUMMARY_ROW.match(s.strip())
         if not m or m[1].strip().lower() in ("metric",):
             if re.match(r"\|\s*(Allocated|Active|Reserved|GPU reserved)", s.strip()):
                 raise fail(path, ln, "memory_summary row: expected '| name | cur | peak | ...'")

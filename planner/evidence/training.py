@@ -30,8 +30,8 @@ MEG_WORLD = re.compile(r"using world size:\s*(\d+)(?:,\s*data-parallel-size:\s*(
                        r"size:\s*(\d+))?(?:\s+and model-parallel size:\s*(\d+))?")
 ARG_DUMP = re.compile(r"^\s+([a-z_][a-z0-9_]*) \.{2,}\s*(\S.*?)\s*$")
 TITAN = re.compile(r"\bstep:\s*(\d+)\s+.*?\b(?:loss|tps):")
-TITAN_FIELD = re.compile(r"\b(tps|tflops|mfu|memory):\s*(" + NUM + r")(GiB\((" + NUM
-                         + r")%\))?")
+TITAN_FIELD = re.compile(r"\b(tps|tflops|mfu|memory):\s*(\S+)")
+TITAN_MEM = re.compile(r"(" + NUM + r")GiB\((" + NUM + r")%\)$")
 NEMO = re.compile(r"train_step_timing in s=(\S+?)[,\]]")
 NEMO_STEP = re.compile(r"global_step=(\S+?)[,\]]")
 TQDM = re.compile(r"\b(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<")
@@ -151,15 +151,18 @@ def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
     f.fmt("torchtitan")
     step = int(m[1])
     seen = {}
-    for k, val, gib, pct in TITAN_FIELD.findall(s):
-        seen[k] = number(val, path, ln, k)
-        if k == "memory":
-            if not gib:
-                raise fail(path, ln, "torchtitan memory: expected '<GiB>GiB(<percent>%)'")
-            f.peak(None, seen[k] * GIB)
-            share = number(pct, path, ln, "memory percent") / 100.0
-            if share > 0:
-                f.memory.capacity_bytes = seen[k] * GIB / share
+    for k, token in TITAN_FIELD.findall(s):
+        if k != "memory":
+            seen[k] = number(token.removesuffix("%"), path, ln, k)
+            continue
+        if not (mem := TITAN_MEM.match(token)):
+            raise fail(path, ln, "torchtitan memory: expected '<GiB>GiB(<percent>%)', got "
+                       f"{token!r}")
+        seen[k] = number(mem[1], path, ln, k)
+        f.peak(None, seen[k] * GIB)
+        share = number(mem[2], path, ln, "memory percent") / 100.0
+        if share > 0 and f.memory.capacity_bytes is None:  # a stated capacity wins
+            f.memory.capacity_bytes = seen[k] * GIB / share
     if "tps" not in seen:
         raise fail(path, ln, "torchtitan step line without 'tps:'")
     f.add("tokens_per_s_per_gpu", step, seen["tps"])

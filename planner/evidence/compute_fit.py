@@ -1,0 +1,97 @@
+"""Closed loop, part 2: one compute-speed factor from a measured step of a known job.
+
+A step time (or tokens/s) of a run whose model and layout are known pins down how fast the
+GPUs actually compute, but not which kernel family is slow: the factor k multiplies the
+profile's sustained GEMM fraction and flash-attention fraction together (each capped at 1),
+found by bisection on the planner's own step-time estimate. Link constants come from
+nccl-tests, not from here; overlap is not separable from compute speed with step times alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..evaluate import Candidates, Problem, evaluate
+from ..hardware import HardwareProfile
+from ..layout import Layout
+from ..model import ModelSpec
+from .calibrate import ConstantFit
+from .model import Evidence
+
+FACTOR_RANGE = (0.05, 20.0)
+BISECTION_STEPS = 40  # halves the log-interval 40 times: far below any measurement's spread
+
+
+@dataclass
+class RunSpec:
+    """The job a measured run executed: model, GPUs, sequence length, global batch, layout."""
+
+    model: ModelSpec
+    gpus: int
+    seq_len: int
+    global_batch: int
+    layout: Layout
+
+
+def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
+    """The planner's estimate for the run (its memory verdict ignored: the run did run)."""
+    p = Problem(model=run.model, hardware=hw, gpus=run.gpus, seq_len=run.seq_len,
+                global_batch=run.global_batch, precision=run.layout.precision,
+                optimizer=run.layout.optimizer)
+    r = evaluate(p, Candidates.from_layouts([run.layout]))
+    return {k: float(v[0]) for k, v in r.items() if isinstance(v, np.ndarray)}
+
+
+def with_compute_factor(hw: HardwareProfile, k: float) -> HardwareProfile:
+    """The profile with GEMM and flash-attention efficiencies both multiplied by k (≤ 1)."""
+    e = hw.efficiency
+    eff = e.model_copy(update={
+        "sustained_matmul_fraction": min(1.0, e.sustained_matmul_fraction * k),
+        "flash_attention_fraction": min(1.0, e.flash_attention_fraction * k)})
+    return hw.model_copy(update={"efficiency": eff})
+
+
+def measured_rate(e: Evidence, run: RunSpec) -> tuple[str, float] | None:
+    """("tokens_per_s_per_gpu", value) from tokens/s or from step time x tokens per step."""
+    st = e.steps
+    if st is None:
+        return None
+    if st.tokens_per_s_per_gpu is not None:
+        return "tokens_per_s_per_gpu", st.tokens_per_s_per_gpu.median
+    if st.step_time_s is not None:
+        tokens = run.global_batch * run.seq_len
+        return "tokens_per_s_per_gpu", tokens / st.step_time_s.median / run.gpus
+    return None
+
+
+def fit_compute(e: Evidence, run: RunSpec, hw: HardwareProfile) -> ConstantFit | None:
+    """The factor k with predicted tokens/s/GPU = measured, and the error before and after."""
+    m = measured_rate(e, run)
+    if m is None:
+        return None
+    _, target = m
+    rate = lambda k: predict(run, with_compute_factor(hw, k))["tokens_per_s_per_gpu"]  # noqa: E731
+    before = rate(1.0)
+    lo, hi = math.log(FACTOR_RANGE[0]), math.log(FACTOR_RANGE[1])
+    for _ in range(BISECTION_STEPS):  # tokens/s rises with k until the caps bind
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if rate(math.exp(mid)) < target else (lo, mid)
+    k = math.exp(0.5 * (lo + hi))
+    after = rate(k)
+    note = (f"tokens/s/GPU {target:,.0f} measured vs {before:,.0f} estimated; GEMM and attention "
+            "efficiencies scaled together")
+    if abs(after / target - 1.0) > 0.01:
+        note += "; the estimate cannot reach the measurement within the caps (other terms bind)"
+    return ConstantFit("efficiency.compute_factor", 1.0, k, abs(before / target - 1) * 100,
+                       abs(after / target - 1) * 100, Path(e.path).name, note)
+
+
+def calibrated_efficiency(hw: HardwareProfile, k: float) -> dict[str, float]:
+    """The two efficiency keys a factor k writes into a profile."""
+    e = with_compute_factor(hw, k).efficiency
+    return {"efficiency.sustained_matmul_fraction": e.sustained_matmul_fraction,
+            "efficiency.flash_attention_fraction": e.flash_attention_fraction}

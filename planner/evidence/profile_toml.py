@@ -1,0 +1,71 @@
+"""Writing a calibrated hardware profile: the base profile's own TOML with the fitted keys
+replaced in place (each with a comment naming its evidence and the value it replaced), so
+every constant the evidence did not identify keeps its source comment unchanged."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import InputError
+from ..files import write_text
+from ..hardware import HardwareProfile, load_profile_file
+
+SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
+
+
+def _key_line(key: str) -> re.Pattern:
+    return re.compile(rf"^(\s*){re.escape(key)}\s*=\s*([^#\n]*?)\s*(#.*)?$")
+
+
+def _toml_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def _set(lines: list[str], section: str, key: str, value: str, comment: str) -> None:
+    """Replace `key = ...` inside [section] (or the top level for section ""); add it at the
+    section's end (creating the section) when absent."""
+    current, end = "", None
+    pat = _key_line(key)
+    for i, line in enumerate(lines):
+        if m := SECTION.match(line):
+            if current == section and end is None:
+                end = i
+            current = m[1]
+            continue
+        if current == section and (m := pat.match(line)):
+            lines[i] = f"{m[1]}{key} = {value}" + (f"  # {comment}" if comment else "")
+            return
+    new = f"{key} = {value}" + (f"  # {comment}" if comment else "")
+    if section == "":
+        lines.insert(0, new)
+    elif current == section and end is None:
+        lines.append(new)
+    elif end is not None:
+        lines.insert(end, new)
+    else:
+        lines += ["", f"[{section}]", new]
+
+
+def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[float, str]],
+                    evidence: list[str]) -> str:
+    """The base profile's TOML with `values` ("section.key" -> (value, why)) applied."""
+    if not base.source_file or not Path(base.source_file).is_file():
+        raise InputError("--hardware", f"profile {base.name} has no TOML file to start from")
+    lines = Path(base.source_file).read_text(encoding="utf-8").splitlines()
+    _set(lines, "", "name", _toml_string(name), "")
+    _set(lines, "", "aliases", "[]", "")
+    _set(lines, "", "description", _toml_string(
+        f"{base.description} - calibrated on {len(evidence)} evidence file(s)"), "")
+    for dotted, (value, why) in values.items():
+        section, key = dotted.split(".", 1)
+        _set(lines, section, key, f"{value:.4g}", f"calibrated: {why}")
+    header = [f"# Calibrated by `dtplan calibrate` from profile '{base.name}' with:"]
+    header += [f"#   {e}" for e in evidence]
+    return "\n".join(header + lines) + "\n"
+
+
+def write_profile(path: str, text: str, force: bool) -> HardwareProfile:
+    """Write atomically (no clobber without force), then load it back as --hardware-file does."""
+    write_text(path, text, force=force, field="-o")
+    return load_profile_file(path)

@@ -21,12 +21,19 @@ def calibrate_cmd(
     more: Optional[List[str]] = typer.Argument(None, hidden=True),
     warmup_steps: int = typer.Option(1, "--warmup-steps", min=0, help="drop logged steps up "
                                      "to this step as warm-up"),
+    hardware_file: Optional[str] = typer.Option(None, "--hardware-file", help="base profile TOML"),
+    plan: Optional[str] = typer.Option(None, "--plan", help="the measured job: plan file or "
+                                       "engine config (fits compute speed from its step time)"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the calibrated "
+                                         "profile TOML here"),
+    force: bool = typer.Option(False, "--force", help="overwrite -o"),
 ) -> int:
     """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error;
     with --from, what your own cluster's files measured."""
     if evidence or more:
-        from .evidence_cmds import show_evidence
-        return show_evidence(list(evidence or []) + list(more or []), fmt.value, warmup_steps)
+        from .evidence_cmds import calibrate_from
+        return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,
+                              hardware, hardware_file, plan, output, force)
     from ..calibration import calibrate
     from ..render import Document, Table, emit
 

@@ -110,3 +110,92 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
                          "fits": {k: FITS[k] for k in kinds}})
     emit(_escaped(doc) if fmt == "table" else doc, fmt)
     return 0
+
+
+def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None):
+    """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
+    from ..evidence.job import run_from_file
+    from ..gate import load_hardware
+    from ..errors import InputError
+
+    if hardware and hardware_file:
+        raise InputError("--hardware-file", "give --hardware or --hardware-file, not both")
+    hw = load_hardware(hardware_file or hardware) if (hardware or hardware_file) else None
+    if plan:
+        return run_from_file(plan, hw)
+    return None, hw
+
+
+def _fit_table(cal) -> Table:
+    rows = []
+    for f in cal.fits:
+        after = "not identified" if f.after is None else f"{f.after:.4g}"
+        res = ("-" if f.residual_before_pct is None else
+               f"{f.residual_before_pct:.1f}% -> {f.residual_after_pct:.1f}%")
+        rows.append([f.key, f"{f.before:.4g}", after, res, f.evidence, f.note])
+    return Table("Fitted constants (residual = median |error| of the evidence)",
+                 ["constant", "profile", "fitted", "residual before -> after", "file", "how"], rows)
+
+
+def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str | None,
+                   hardware_file: str | None, plan: str | None, output: str | None,
+                   force: bool) -> int:
+    """Read the evidence; with a base profile (and a job for compute), fit and write -o."""
+    from ..errors import InputError
+    from ..evidence.closedloop import calibrate_evidence
+    from ..evidence.profile_toml import calibrated_toml, write_profile
+    from ..files import check_targets
+
+    if output is None and not (hardware or hardware_file or plan):
+        return show_evidence(paths, fmt, warmup_steps)
+    if output:
+        check_targets([output], force=force)
+    run, hw = _base_profile(hardware, hardware_file, plan)
+    if hw is None:
+        raise InputError("-o", "needs a base profile to calibrate: --hardware NAME, "
+                         "--hardware-file FILE or --plan FILE")
+    evidence = read_evidence(paths, warmup_steps)
+    cal = calibrate_evidence(evidence, hw, run)
+    notes = list(cal.notes) + [f"unchanged {k}: {why}" for k, why in cal.unchanged.items()]
+    if output:
+        name = Path(output).stem if output != "-" else f"{hw.name}-calibrated"
+        text = calibrated_toml(hw, name, cal.values, [e.path for e in evidence])
+        write_profile(output, text, force) if output != "-" else sys.stdout.write(text)
+        if output != "-":
+            notes.insert(0, f"wrote {output}: use it with --hardware-file {output}")
+    doc = Document(command="calibrate", title=f"Calibration of {hw.name} on {len(evidence)} file(s)",
+                   tables=[_fit_table(cal)], notes=notes,
+                   verdict=f"{len(cal.values)} constant(s) calibrated, {len(cal.unchanged)} unchanged",
+                   data={"calibration": cal.to_dict(),
+                         "evidence": [e.to_dict() for e in evidence]})
+    if output != "-":
+        emit(_escaped(doc) if fmt == "table" else doc, fmt)
+    return 0
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.2f}"
+
+
+def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
+                     hardware_file: str | None, fmt: str, warmup_steps: int) -> int:
+    """Measured run(s) vs the plan's estimate, term by term, and the largest discrepancy."""
+    from ..evidence.compare import compare_run
+
+    run, hw = _base_profile(hardware, hardware_file, plan)
+    evidence = read_evidence(runs, warmup_steps)
+    cmp = compare_run(evidence, run, hw)
+    rows = [[t.name, _ms(t.measured_s), _ms(t.estimate_s),
+             f"{t.ratio:.2f}x" if t.ratio else "-", t.explains] for t in cmp.terms]
+    tables = [Table("Step time by term (ms per step)", ["term", "measured", "estimate", "ratio",
+                                                       "estimate from / knob"], rows)]
+    if cmp.memory:
+        tables.append(Table("Memory per view (GB)", ["view", "measured", "estimate", "ratio", ""],
+                            [[t.name, _gb(t.measured_s), _gb(t.estimate_s),
+                              f"{t.ratio:.2f}x" if t.ratio else "-", t.explains]
+                             for t in cmp.memory]))
+    doc = Document(command="compare", title=f"Measured vs estimate on {hw.name} "
+                   f"({', '.join(cmp.sources)})", tables=tables, notes=cmp.notes,
+                   verdict=cmp.largest, data=cmp.to_dict())
+    emit(_escaped(doc) if fmt == "table" else doc, fmt)
+    return 0

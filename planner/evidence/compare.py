@@ -122,8 +122,10 @@ def _largest(terms: list[Term], hw: HardwareProfile, run: RunSpec) -> str:
         return "nothing to compare beyond the step time"
     t = max(cands, key=lambda t: abs(t.measured_s - t.estimate_s))
     m, e = t.measured_s * 1e3, t.estimate_s * 1e3
-    head = (f"{t.name} {t.ratio:.1f}x the estimate" if t.ratio else f"{t.name}") + \
-        f": measured {m:.1f} ms vs estimated {e:.1f} ms"
+    if t.ratio:
+        head = f"{t.name} {t.ratio:.1f}x the estimate: measured {m:.1f} ms vs estimated {e:.1f} ms"
+    else:
+        head = f"{t.name}: measured {m:.1f} ms where the estimate has {e:.1f} ms"
     if t.name == "compute" and t.ratio:
         f = hw.efficiency.sustained_matmul_fraction
         return head + (f"; efficiency.sustained_matmul_fraction {f:.2f} -> {min(1, f / t.ratio):.2f}"

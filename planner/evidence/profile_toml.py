@@ -57,6 +57,17 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
     _set(lines, "", "aliases", "[]", "")
     _set(lines, "", "description", _toml_string(
         f"{base.description} - calibrated on {len(evidence)} evidence file(s)"), "")
+    src = load_profile_file(base.source_file)
+    overrides = {"gpu.memory_gb": (base.gpu.memory_bytes / 2**30, src.gpu.memory_bytes / 2**30),
+                 "scale_up.gpus_per_node": (base.scale_up.gpus_per_node, src.scale_up.gpus_per_node),
+                 "scale_up.gpus_per_domain": (base.scale_up.gpus_per_domain,
+                                              src.scale_up.gpus_per_domain),
+                 "scale_out.nic_gbit_per_gpu": (base.scale_out.nic_bytes_per_s * 8 / 1e9,
+                                                src.scale_out.nic_bytes_per_s * 8 / 1e9)}
+    for dotted, (now, was) in overrides.items():  # plan / option overrides of the base
+        if abs(now - was) > 1e-9 * max(1.0, abs(was)):
+            section, key = dotted.split(".", 1)
+            _set(lines, section, key, f"{now:g}", f"as the job ran (profile {base.name}: {was:g})")
     for dotted, (value, why) in values.items():
         section, key = dotted.split(".", 1)
         _set(lines, section, key, f"{value:.4g}", f"calibrated: {why}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import pickle
@@ -13,6 +14,12 @@ from planner.evidence import read_file
 from evidence_paths import real
 
 MIB = 2**20
+
+
+@functools.lru_cache(maxsize=None)
+def _trace(name: str):
+    """Each real trace parsed once per session (the 16-rank one is 25 MB of JSON)."""
+    return read_file(real("traces/" + name))
 
 
 def test_per_rank_memory_by_pipeline_stage():
@@ -84,7 +91,7 @@ def test_snapshot_pickle_plain(tmp_path):
     "hta_a100-80gb_16rank_rank0.pt.trace.json.gz",
 ])
 def test_trace_categories_sum_to_step_time(trace):
-    e = read_file(real("traces/" + trace))
+    e = _trace(trace)
     t = e.trace
     mean_step = sum(t.step_ms) / len(t.step_ms)
     assert sum(t.exclusive_ms.values()) == pytest.approx(mean_step, rel=0.02)
@@ -94,7 +101,7 @@ def test_trace_categories_sum_to_step_time(trace):
 
 
 def test_trace_sampled_128_rank_job():
-    e = read_file(real("traces/hta_rank0_128rank-job_sampled.pt.trace.json.gz"))
+    e = _trace("hta_rank0_128rank-job_sampled.pt.trace.json.gz")
     assert e.ranks == 128 and e.config["rank"] == 0 and e.gpu is None
     assert e.trace.steps == ["ProfilerStep#551", "ProfilerStep#552"]
     assert [round(x) for x in e.trace.step_ms] == [607, 623]                     # SOURCES
@@ -103,7 +110,7 @@ def test_trace_sampled_128_rank_job():
 
 
 def test_trace_ddp_two_ranks():
-    e = read_file(real("traces/hta_a100_2rank_ddp_nccl-metadata.pt.trace.json.gz"))
+    e = _trace("hta_a100_2rank_ddp_nccl-metadata.pt.trace.json.gz")
     assert (e.ranks, e.gpu) == (2, "NVIDIA A100-PG509-200")
     assert e.trace.steps == [f"ProfilerStep#{i}" for i in (4, 5, 6)]
     assert all(219 <= s <= 225 for s in e.trace.step_ms)                          # ~220 ms
@@ -111,6 +118,6 @@ def test_trace_ddp_two_ranks():
 
 
 def test_trace_16_rank_a100_80gb():
-    e = read_file(real("traces/hta_a100-80gb_16rank_rank0.pt.trace.json.gz"))
+    e = _trace("hta_a100-80gb_16rank_rank0.pt.trace.json.gz")
     assert (e.ranks, e.gpu) == (16, "NVIDIA A100-SXM4-80GB")
     assert len(e.trace.steps) == 5 and all(209 <= s <= 217 for s in e.trace.step_ms)

@@ -51,8 +51,14 @@ def _series(path: Path, text: str, data: dict, metric: str) -> list[tuple[int, f
     if entry is None:
         return []
     values = entry.get("values")
+    if isinstance(values, list):  # older CI files: a list, one value every step_interval
+        start, every = entry.get("start_step", 0), entry.get("step_interval", 1)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, every)):
+            raise fail(path, _line_of(text, metric), f"{metric}: start_step and step_interval "
+                       "must be integers")
+        values = {str(start + i * every): v for i, v in enumerate(values)}
     if not isinstance(values, dict):
-        raise fail(path, _line_of(text, metric), f"{metric}.values: expected an object")
+        raise fail(path, _line_of(text, metric), f"{metric}.values: expected an object or a list")
     out = []
     for step, v in values.items():
         if v == "nan" or (isinstance(v, float) and math.isnan(v)):

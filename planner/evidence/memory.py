@@ -71,6 +71,8 @@ def read_timeline(path: Path, text: str, data: list) -> Evidence:
     """Peak of the profiler's raw memory timeline: entries [time_ns, action, bytes, category]
     with signed bytes (create +, destroy -, a version bump moves bytes between categories);
     time -1 is memory that existed before profiling. Peak = max of the running sum."""
+    if _is_sampled(data):
+        return _read_sampled(path, data)
     totals = [0.0] * len(TIMELINE_CATEGORIES)
     events = []
     for i, e in enumerate(data):
@@ -97,6 +99,27 @@ def read_timeline(path: Path, text: str, data: list) -> Evidence:
     ev = Evidence(path=str(path), kind="memory", format="profiler-memory-timeline", memory=mem)
     ev.config["entries"] = len(events)
     ev.config["peak_time_ns"] = peak_at
+    return ev
+
+
+def _is_sampled(data: list) -> bool:
+    """`export_memory_timeline(x.json)`: [times, sizes], sizes one list of 8 per time."""
+    return (len(data) == 2 and all(isinstance(x, list) for x in data)
+            and len(data[0]) == len(data[1]) and all(isinstance(r, list) for r in data[1]))
+
+
+def _read_sampled(path: Path, data: list) -> Evidence:
+    times, sizes = data
+    best, at = -1.0, 0
+    for i, row in enumerate(sizes):
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row):
+            raise fail(path, 1, f"memory timeline sizes[{i}]: expected numbers")
+        if sum(row) > best:
+            best, at = float(sum(row)), i
+    cats = dict(zip(TIMELINE_CATEGORIES, map(float, sizes[at]))) if sizes else {}
+    mem = MemoryStats(peak_allocated_bytes=max(best, 0.0), by_category_bytes=cats)
+    ev = Evidence(path=str(path), kind="memory", format="profiler-memory-timeline", memory=mem)
+    ev.config["entries"] = len(times)
     return ev
 
 

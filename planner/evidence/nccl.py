@@ -96,10 +96,15 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
         if stripped.startswith("#"):
             if m := RANK_LINE.match(stripped):
                 ranks[int(m[1])] = (m[2], int(m[3]), m[4])
-            elif m := STARTING.search(stripped):
-                collective = m[1]
-            elif m := THREADS.search(stripped):
-                threads = (int(m[1]), int(m[2]))
+            elif (m := STARTING.search(stripped)) or THREADS.search(stripped):
+                if rows:  # nccl-tests prints one header per run
+                    raise fail(path, ln, "a second nccl-tests run starts here; give each test "
+                               "its own file")
+                if m:
+                    collective = m[1]
+                else:
+                    t = THREADS.search(stripped)
+                    threads = (int(t[1]), int(t[2]))
             elif m := AVG.search(stripped):
                 avg = _value(m[1], path, ln, "Avg bus bandwidth")
             elif "(us)" in stripped or "(ms)" in stripped:

@@ -27,8 +27,10 @@ MPI_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>)?:?")
 SRUN_TAG = re.compile(r"^\s{0,3}\d{1,5}: ")
 # At the start of a line also torchrun's `[default7]:` and `[rank3]:` tags.
 MPI_TAG_LEAD = re.compile(r"^\s*(?:\[(?:\d+(?:,\d+)?|default\d+|rank\d+)\](?:<std(?:out|err)>)?:?\s?)+")
-# A leading timestamp added by a log collector (`2024-05-01T12:00:00.123Z `).
-COLLECTOR_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s")
+# A leading timestamp added by a log collector (`2024-05-01T12:00:00.123Z `,
+# `[2024-05-01 12:00:00,123] `); the frameworks' own mid-line timestamps stay.
+COLLECTOR_TS = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+                          r"(?:Z|[+-]\d\d:?\d\d)?\]?\s")
 
 
 def where(path: str | Path, line: int) -> str:

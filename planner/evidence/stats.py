@@ -33,6 +33,8 @@ def steady(points: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS,
     is dropped (there is nothing else to report)."""
     if len(points) <= 1:
         return [v for _, v in points], 0
+    if points[0][0] == 0:  # a 0-based counter (NeMo's global_step): its step 0 is step 1
+        points = [(s + 1, v) for s, v in points]
     steps = [s for s, _ in points]
     gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
     interval = (min(gaps) if gaps else 1) if averaged else 1

@@ -147,11 +147,12 @@ def read_trace(path: Path, raw: bytes) -> Evidence:
                     and str(e.get("name", "")).startswith("ProfilerStep#")
                     and e.get("cat") in ("user_annotation", "cpu_op", None)),
                    key=lambda e: float(e["ts"]))
-    if not steps:
-        raise fail(path, 1, "no ProfilerStep#N ranges: profile with torch.profiler.schedule and "
-                   "call prof.step() each iteration")
     dev, gpu = _categorise([e for e in events if isinstance(e, dict)], path)
     iv = np.array([(a, b) for a, b, _ in gpu], dtype=float)
+    whole = not steps
+    if whole:  # profiled without a schedule: the GPU's active span is the one window
+        t0, t1 = float(iv[:, 0].min()), float(iv[:, 1].max())
+        steps = [{"name": "whole trace", "ts": t0, "dur": t1 - t0}]
     kinds = [k for _, _, k in gpu]
     order = list(COMPUTE) + sorted({k for k in kinds if k.startswith("comm:")}) + [COPY]
     tot_ex = {k: 0.0 for k in order + [IDLE]}
@@ -168,7 +169,9 @@ def read_trace(path: Path, raw: bytes) -> Evidence:
     mean = lambda d: {k: v / n / 1e3 for k, v in d.items()}  # noqa: E731  (µs total -> ms/step)
     summary = TraceSummary(steps=[s["name"] for s in steps], step_ms=step_ms,
                            exclusive_ms=mean(tot_ex), overlapped_ms=mean(tot_ov),
-                           busy_ms=mean(tot_busy), device=dev)
+                           busy_ms=mean(tot_busy), device=dev,
+                           window="GPU active span (no ProfilerStep)" if whole else
+                           "cpu ProfilerStep")
     return _evidence(path, doc, summary, step_ms)
 
 
@@ -184,6 +187,10 @@ def _evidence(path: Path, doc: dict, summary: TraceSummary, step_ms: list[float]
         ev.config["rank"] = info["rank"]
     if gpu is None:
         ev.notes.append("no deviceProperties: the GPU model is not stated in this trace")
-    ev.notes.append("per-step means; GPU work is clipped to each CPU ProfilerStep range, so "
-                    "work queued by the previous step counts in the step it runs in")
+    if summary.window == "cpu ProfilerStep":
+        ev.notes.append("per-step means; GPU work is clipped to each CPU ProfilerStep range, so "
+                        "work queued by the previous step counts in the step it runs in")
+    else:
+        ev.notes.append("no ProfilerStep#N ranges (profile with a schedule and call prof.step()"
+                        " for per-step figures): the whole GPU span is one window")
     return ev

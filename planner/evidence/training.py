@@ -32,8 +32,9 @@ ARG_DUMP = re.compile(r"^\s+([a-z_][a-z0-9_]*) \.{2,}\s*(\S.*?)\s*$")
 TITAN = re.compile(r"\bstep:\s*(\d+)\s+.*?\b(?:loss|tps):")
 TITAN_FIELD = re.compile(r"\b(tps|tflops|mfu|memory):\s*(\S+)")
 TITAN_MEM = re.compile(r"(" + NUM + r")GiB\((" + NUM + r")%\)$")
-NEMO = re.compile(r"train_step_timing in s=(\S+?)[,\]]")
-NEMO_STEP = re.compile(r"global_step=(\S+?)[,\]]")
+# PTL progress bar (`train_step_timing in s=0.615,`) and NeMo 2 (`train_step_timing in s: 0.6 |`)
+NEMO = re.compile(r"train_step_timing in s\s*[=:]\s*([^\s,\]|]+)")
+NEMO_STEP = re.compile(r"global_step\s*[=:]\s*([^\s,\]|]+)")
 TQDM = re.compile(r"\b(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<")
 HF_METRIC = re.compile(r"'train_(runtime|samples_per_second|steps_per_second)': (" + NUM + ")")
 DS_MEM = re.compile(r"see_memory_usage\]\s*MA (\S+) GB\s+Max_MA (\S+) GB\s+CA (\S+) GB\s+"
@@ -97,7 +98,7 @@ def _fields(body: str) -> dict[str, str]:
 
 
 def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
-    if m := MEG_ITER.search(s):
+    if (m := MEG_ITER.search(s)) and not NEMO.search(s):  # NeMo 2 says "iteration" too
         f.fmt("megatron-lm")
         step = int(m[1])
         f.last_step = step
@@ -205,7 +206,8 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
     if m := NEMO.search(s):
         f.fmt("nemo")
         st = NEMO_STEP.search(s)
-        step = int(number(st[1], path, ln, "global_step")) if st else len(f.series) + 1
+        step = (int(number(st[1], path, ln, "global_step")) if st
+                else len(f.series.get("step_time_s", [])) + 1)
         f.add("step_time_s", step, number(m[1], path, ln, "train_step_timing"))
         return True
     if m := TQDM.search(s):

@@ -56,7 +56,7 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
     _set(lines, "", "name", _toml_string(name), "")
     _set(lines, "", "aliases", "[]", "")
     _set(lines, "", "description", _toml_string(
-        f"{base.description} - calibrated on {len(evidence)} evidence file(s)"), "")
+        f"{base.description} - calibrated on " + ", ".join(Path(e).name for e in evidence)), "")
     src = load_profile_file(base.source_file)
     overrides = {"gpu.memory_gb": (base.gpu.memory_bytes / 2**30, src.gpu.memory_bytes / 2**30),
                  "scale_up.gpus_per_node": (base.scale_up.gpus_per_node, src.scale_up.gpus_per_node),

@@ -39,8 +39,8 @@ TQDM = re.compile(r"\b(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d+)<")
 HF_METRIC = re.compile(r"'train_(runtime|samples_per_second|steps_per_second)': (" + NUM + ")")
 DS_MEM = re.compile(r"see_memory_usage\]\s*MA (\S+) GB\s+Max_MA (\S+) GB\s+CA (\S+) GB\s+"
                     r"Max_CA (\S+) GB")
-DS_TPUT = re.compile(r"global_step=(\d+).*?CurrSamplesPerSec=(" + NUM + r").*?"
-                     r"MaxMemAllocated=(" + NUM + r")GB")
+DS_TPUT = re.compile(r"global_step=(\d+).*?CurrSamplesPerSec=(" + NUM + r")(?:.*?"
+                     r"MaxMemAllocated=(" + NUM + r")GB)?")
 FLOPS_PROF = re.compile(r"^(Profile Summary at step|world size|data parallel size|model parallel "
                         r"size|batch size per GPU|iter latency|samples/second)\s*:?\s+(" + NUM
                         + r")\s*(ms|us|s)?\b")
@@ -108,6 +108,8 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
                 f.add("step_time_s", step, number(val, path, ln, key) * scale)
             elif key.startswith("throughput per GPU") or key == "TFLOPs":
                 f.add("tflops_per_gpu", step, number(val, path, ln, key))
+            elif key.startswith("tokens per gpu per second"):  # Megatron-DeepSpeed "(tgs)"
+                f.add("tokens_per_s_per_gpu", step, number(val, path, ln, key))
             elif key == "samples per second":
                 f.add("samples_per_s", step, number(val, path, ln, key))
             elif key == "global batch size":
@@ -230,7 +232,8 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
         f.fmt("deepspeed")
         step = int(m[1])
         f.add("samples_per_s", step, number(m[2], path, ln, "CurrSamplesPerSec"))
-        f.peak(number(m[3], path, ln, "MaxMemAllocated") * GIB, None)
+        if m[3]:
+            f.peak(number(m[3], path, ln, "MaxMemAllocated") * GIB, None)
         return True
     return False
 

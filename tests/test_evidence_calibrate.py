@@ -109,3 +109,24 @@ def test_calibrating_on_one_torchtitan_run_predicts_the_others_closer(dtplan, tm
             / c["published"]["value"])) for c in others]
     assert sum(err["after"]) < sum(err["before"])
     assert max(err["after"]) < max(err["before"])
+
+
+def test_compute_factor_from_a_trace_ignores_communication():
+    """A trace's compute kernels (not the step) set the factor: twice the estimated compute
+    time -> about half the efficiency, whatever the exposed communication."""
+    from planner.evidence.compute_fit import fit_compute
+    from planner.evidence.model import Evidence, StepStats, TraceSummary
+
+    hw = load_profile("h100")
+    run = RunSpec(get_preset("llama3.1-8b"), 8, 8192, 16, Layout(dp=8, zero=3, micro_batch=2,
+                                                                 recompute="selective"))
+    est = predict(run, hw)
+    compute_ms = (est["t.compute"] + est["t.recompute"] + est["t.optimizer"]) * 1e3
+    ex = {"gemm": 1.5 * compute_ms, "attention": 0.5 * compute_ms, "other_compute": 0.0,
+          "comm:all_gather": 300.0, "idle": 10.0}
+    tr = TraceSummary(["ProfilerStep#3"], [sum(ex.values())], ex, {}, dict(ex))
+    ev = Evidence(path="rank0.json", kind="profiler-trace", format="kineto", trace=tr,
+                  steps=StepStats(1, 0))
+    f = fit_compute(ev, run, hw)
+    assert f.after == pytest.approx(0.5, rel=0.05)
+    assert f.residual_before_pct == pytest.approx(50, abs=1) and f.residual_after_pct < 1

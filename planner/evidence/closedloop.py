@@ -69,8 +69,9 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
         notes.append("training logs read but no job layout given (--plan or options): compute "
                      "efficiency not fitted")
     if rates and run is not None:
-        compute = [f for e in rates if (f := fit_compute(e, run, calibrated)) is not None]
-        fits += compute
+        tried = [f for e in rates if (f := fit_compute(e, run, calibrated)) is not None]
+        fits += tried
+        compute = [f for f in tried if f.after is not None]
         if compute:
             k = statistics.median(f.after for f in compute)
             why = (f"compute factor {k:.3f} from " + ", ".join(f.evidence for f in compute))
@@ -81,4 +82,10 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
             notes.append(f"{f.evidence}: allocator overhead {f.after:.1%} of allocated; "
                          f"pass --fragmentation {f.after:.3f} to plan with it")
     unchanged = {k: f"needs {why}" for k, why in FITTABLE.items() if k not in values}
+    if run is not None and rates and not any(k.startswith("efficiency.") for k in values):
+        for k in ("efficiency.sustained_matmul_fraction", "efficiency.flash_attention_fraction"):
+            unchanged[k] = "not fitted: no compute factor within the caps reaches the measurement"
+    unchanged["efficiency.overlap_efficiency"] = (
+        "not identified: a trace shows how much communication ran under compute (dtplan "
+        "compare), which bounds the overlap capacity but does not measure it")
     return Calibration(base=hw.name, fits=fits, values=values, unchanged=unchanged, notes=notes)

@@ -68,13 +68,27 @@ def measured_rate(e: Evidence, run: RunSpec) -> tuple[str, float] | None:
     return None
 
 
+def _compute_s(est: dict[str, float]) -> float:
+    return est["t.compute"] + est["t.recompute"] + est["t.optimizer"]
+
+
 def fit_compute(e: Evidence, run: RunSpec, hw: HardwareProfile) -> ConstantFit | None:
-    """The factor k with predicted tokens/s/GPU = measured, and the error before and after."""
-    m = measured_rate(e, run)
-    if m is None:
+    """The factor k with the estimate = the measurement, and the error before and after. A
+    trace gives the compute time itself (GEMM + attention + other kernels, not hidden by
+    anything), so its fit ignores communication; a log gives tokens/s of the whole step."""
+    if e.trace is not None:
+        ms = e.trace.exclusive_ms
+        target = sum(ms.get(k, 0.0) for k in ("gemm", "attention", "other_compute")) / 1e3
+        if target <= 0:
+            return None
+        # compute time falls as k rises: bisect on its inverse so the search below is shared
+        rate = lambda k: 1.0 / _compute_s(predict(run, with_compute_factor(hw, k)))  # noqa: E731
+        what, target = "compute time", 1.0 / target
+    elif (m := measured_rate(e, run)) is not None:
+        rate = lambda k: predict(run, with_compute_factor(hw, k))["tokens_per_s_per_gpu"]  # noqa: E731
+        what, target = "tokens/s/GPU", m[1]
+    else:
         return None
-    _, target = m
-    rate = lambda k: predict(run, with_compute_factor(hw, k))["tokens_per_s_per_gpu"]  # noqa: E731
     before = rate(1.0)
     lo, hi = math.log(FACTOR_RANGE[0]), math.log(FACTOR_RANGE[1])
     for _ in range(BISECTION_STEPS):  # tokens/s rises with k until the caps bind
@@ -82,12 +96,18 @@ def fit_compute(e: Evidence, run: RunSpec, hw: HardwareProfile) -> ConstantFit |
         lo, hi = (mid, hi) if rate(math.exp(mid)) < target else (lo, mid)
     k = math.exp(0.5 * (lo + hi))
     after = rate(k)
-    note = (f"tokens/s/GPU {target:,.0f} measured vs {before:,.0f} estimated; GEMM and attention "
+    shown = (lambda x: f"{1e3 / x:,.1f} ms") if what == "compute time" else (  # noqa: E731
+        lambda x: f"{x:,.0f}")
+    note = (f"{what} {shown(target)} measured vs {shown(before)} estimated; GEMM and attention "
             "efficiencies scaled together")
-    if abs(after / target - 1.0) > 0.01:
-        note += "; the estimate cannot reach the measurement within the caps (other terms bind)"
-    return ConstantFit("efficiency.compute_factor", 1.0, k, abs(before / target - 1) * 100,
-                       abs(after / target - 1) * 100, Path(e.path).name, note)
+    reached = abs(after / target - 1.0) <= 0.01
+    if not reached:  # efficiencies capped at 1, or other terms dominate: nothing to set
+        note += "; not fitted: no factor within the caps reaches the measurement"
+    # error relative to the measured quantity (a time for traces, a rate for logs)
+    err = (lambda x: abs(target / x - 1) * 100) if what == "compute time" else (  # noqa: E731
+        lambda x: abs(x / target - 1) * 100)
+    return ConstantFit("efficiency.compute_factor", 1.0, k if reached else None, err(before),
+                       err(after), Path(e.path).name, note)
 
 
 def calibrated_efficiency(hw: HardwareProfile, k: float) -> dict[str, float]:

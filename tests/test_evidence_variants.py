@@ -90,3 +90,13 @@ def test_two_nccl_runs_in_one_file_refused(tmp_path):
     with pytest.raises(Exception) as e:
         read_file(p)
     assert f"{p}:3:" in str(e.value) and "second nccl-tests run" in str(e.value)
+
+
+def test_deepspeed_pipeline_engine_lines(tmp_path):
+    p = tmp_path / "ds_pipe.log"
+    p.write_text("".join(f"[2026-01-05 10:00:0{i},000] [INFO] [engine.py:2000:_exec] steps: {10 * i} "
+                         f"loss: 2.{i}000 iter time (s): {t} samples/sec: {64 / t:.3f}\n"
+                         for i, t in ((1, 9.0), (2, 2.0), (3, 2.5), (4, 2.25))))
+    st = read_file(p).steps
+    assert st.warmup_dropped == 1 and st.step_time_s.median == 2.25
+    assert st.samples_per_s.median == pytest.approx(64 / 2.25, rel=1e-3)

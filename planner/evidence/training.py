@@ -44,6 +44,9 @@ DS_TPUT = re.compile(r"global_step=(\d+).*?CurrSamplesPerSec=(" + NUM + r")(?:.*
 FLOPS_PROF = re.compile(r"^(Profile Summary at step|world size|data parallel size|model parallel "
                         r"size|batch size per GPU|iter latency|samples/second)\s*:?\s+(" + NUM
                         + r")\s*(ms|us|s)?\b")
+# DeepSpeed's pipeline engine: `steps: 10 loss: 2.3456 iter time (s): 1.234 samples/sec: 51.9`
+DS_PIPE = re.compile(r"\bsteps:\s*(\d+)\s+loss:\s*\S+\s+iter time \(s\):\s*(\S+)\s+"
+                     r"samples/sec:\s*(\S+)")
 NVSMI_GPU = re.compile(r"^\|\s+(\d+)\s+(\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:")
 TITAN_GPU = re.compile(r"CUDA capacity:\s*(.+?) with (" + NUM + r")GiB memory")
 LATENCY = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -227,6 +230,12 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
         f.fmt("deepspeed")
         vals = [number(m[i], path, ln, "see_memory_usage") * GIB for i in (1, 2, 3, 4)]
         f.peak(vals[1], vals[3])
+        return True
+    if m := DS_PIPE.search(s):
+        f.fmt("deepspeed")
+        step = int(m[1])
+        f.add("step_time_s", step, number(m[2], path, ln, "iter time (s)"))
+        f.add("samples_per_s", step, number(m[3], path, ln, "samples/sec"))
         return True
     if m := DS_TPUT.search(s):
         f.fmt("deepspeed")

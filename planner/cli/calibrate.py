@@ -28,8 +28,7 @@ def calibrate_cmd(
                                          "profile TOML here"),
     force: bool = typer.Option(False, "--force", help="overwrite -o"),
 ) -> int:
-    """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error;
-    with --from, what your own cluster's files measured."""
+    """Published runs vs dtplan's prediction; --from: your cluster's measurements, fitted."""
     if evidence or more:
         from .evidence_cmds import calibrate_from
         return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,

@@ -155,6 +155,10 @@ def compare_run(evidence: list[Evidence], run: RunSpec, hw: HardwareProfile) -> 
     mems = [e for e in evidence if e.memory is not None]
     cmp = Comparison(terms=terms, memory=_memory(mems, est) if mems else [],
                      largest=_largest(terms, hw, run), sources=[Path(e.path).name for e in evidence])
+    if len(traces) > 1:  # one trace per rank: the slowest rank sets the step
+        slow = max(traces, key=lambda e: _mean(e.trace.step_ms))
+        cmp.notes.append(f"{len(traces)} traces averaged; slowest {Path(slow.path).name} at "
+                         f"{_mean(slow.trace.step_ms):.1f} ms per step")
     if not traces:
         cmp.notes.append("no profiler trace: only the step time is compared (a trace gives the "
                          "per-term breakdown)")

@@ -71,3 +71,14 @@ def test_largest_discrepancy_names_the_link():
     line = compare_run([ev], run, hw).largest
     assert line.startswith("comm.reduce_scatter") and "x the estimate" in line
     assert "scale_out.bus_efficiency 0.90 ->" in line and "dp_exposed+zero3_exposed" in line
+
+
+def test_two_rank_traces_and_idle_at_step_start(dtplan):
+    t0 = real("traces/hta_rank0_128rank-job_sampled.pt.trace.json.gz")
+    t1 = real("traces/hta_rank1_128rank-job_sampled.pt.trace.json.gz")
+    r = dtplan("compare", t0, t1, "--plan", PLAN, "-f", "json")
+    assert r.code == 0, r
+    d = r.json()
+    assert any("slowest hta_rank1" in n for n in d["notes"])
+    start = d["terms"]["idle.at_step_start"]["measured_s"]
+    assert 0 <= start <= d["terms"]["idle"]["measured_s"]

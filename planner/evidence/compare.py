@@ -100,6 +100,9 @@ def _trace_terms(traces: list[Evidence], est: dict[str, float], lay: Layout) -> 
     rows.append(Term("memcpy", ms.get("memcpy", 0.0) / 1e3, est["t.offload"], "offload"))
     rows.append(Term("idle", ms.get("idle", 0.0) / 1e3, est["t.bubble"],
                      "bubble; data loading and host stalls show here too"))
+    start = _mean([e.trace.idle_at_start_ms for e in traces]) / 1e3
+    rows.append(Term("idle.at_step_start", start, 0.0, "data loading / host before the first "
+                     "kernel (not modelled)"))
     return rows
 
 

@@ -108,6 +108,7 @@ class TraceSummary:
     busy_ms: dict[str, float]
     device: int = 0
     window: str = "cpu ProfilerStep"
+    idle_at_start_ms: float = 0.0   # GPU idle from the step's start to its first kernel
 
 
 @dataclass

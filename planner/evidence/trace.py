@@ -134,6 +134,16 @@ def _step_breakdown(iv: np.ndarray, kinds: list[str], order: list[str], t0: floa
     return exclusive, overlapped, busy
 
 
+def _idle_at_start(iv: np.ndarray, t0: float, t1: float) -> float:
+    """µs from the window's start until the GPU first works in it (the input pipeline, the
+    host's launch latency): the idle a data loader that cannot keep up shows."""
+    running = (iv[:, 0] <= t0) & (iv[:, 1] > t0)
+    if running.any():
+        return 0.0
+    later = iv[(iv[:, 0] > t0) & (iv[:, 0] < t1), 0]
+    return float(later.min() - t0) if len(later) else t1 - t0
+
+
 def read_trace(path: Path, raw: bytes) -> Evidence:
     """Summarise one rank's Kineto trace; the parsed JSON is dropped when this returns."""
     try:
@@ -157,11 +167,12 @@ def read_trace(path: Path, raw: bytes) -> Evidence:
     order = list(COMPUTE) + sorted({k for k in kinds if k.startswith("comm:")}) + [COPY]
     tot_ex = {k: 0.0 for k in order + [IDLE]}
     tot_ov, tot_busy = {}, {}
-    step_ms = []
+    step_ms, start_idle = [], 0.0
     for s in steps:
         t0, t1 = float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0))
         ex, ov, busy = _step_breakdown(iv, kinds, order, t0, t1)
         step_ms.append((t1 - t0) / 1e3)
+        start_idle += _idle_at_start(iv, t0, t1)
         for d, tot in ((ex, tot_ex), (ov, tot_ov), (busy, tot_busy)):
             for k, v in d.items():
                 tot[k] = tot.get(k, 0.0) + v
@@ -170,6 +181,7 @@ def read_trace(path: Path, raw: bytes) -> Evidence:
     summary = TraceSummary(steps=[s["name"] for s in steps], step_ms=step_ms,
                            exclusive_ms=mean(tot_ex), overlapped_ms=mean(tot_ov),
                            busy_ms=mean(tot_busy), device=dev,
+                           idle_at_start_ms=start_idle / n / 1e3,
                            window="GPU active span (no ProfilerStep)" if whole else
                            "cpu ProfilerStep")
     return _evidence(path, doc, summary, step_ms)

@@ -92,12 +92,18 @@ def _progress(i: int, n: int, path: Path) -> None:
     sys.stderr.flush()
 
 
-def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
-    """Print what each file is and what it measured; exit 0 (or 2 via InputError)."""
+def _read(paths: list[str], warmup_steps: int) -> list[Evidence]:
+    """read_evidence with a progress line on a terminal (quiet when stderr is piped)."""
     tty = sys.stderr.isatty()
     evidence = read_evidence(paths, warmup_steps, progress=_progress if tty else None)
     if tty:
         sys.stderr.write("\r" + " " * 80 + "\r")
+    return evidence
+
+
+def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
+    """Print what each file is and what it measured; exit 0 (or 2 via InputError)."""
+    evidence = _read(paths, warmup_steps)
     rows = [[Path(e.path).name, e.format, _cluster(e), _figures(e)] for e in evidence]
     tables = [Table("What the files say", ["file", "format", "cluster", "measured"], rows)]
     tables += [_trace_table(e) for e in evidence if e.trace is not None]
@@ -154,7 +160,7 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
     if hw is None:
         raise InputError("-o", "needs a base profile to calibrate: --hardware NAME, "
                          "--hardware-file FILE or --plan FILE")
-    evidence = read_evidence(paths, warmup_steps)
+    evidence = _read(paths, warmup_steps)
     cal = calibrate_evidence(evidence, hw, run)
     notes = list(cal.notes) + [f"unchanged {k}: {why}" for k, why in cal.unchanged.items()]
     if output:
@@ -183,7 +189,7 @@ def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
     from ..evidence.compare import compare_run
 
     run, hw = _base_profile(hardware, hardware_file, plan)
-    evidence = read_evidence(runs, warmup_steps)
+    evidence = _read(runs, warmup_steps)
     cmp = compare_run(evidence, run, hw)
     rows = [[t.name, _ms(t.measured_s), _ms(t.estimate_s),
              f"{t.ratio:.2f}x" if t.ratio else "-", t.explains] for t in cmp.terms]

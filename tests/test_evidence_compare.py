@@ -82,3 +82,14 @@ def test_two_rank_traces_and_idle_at_step_start(dtplan):
     assert any("slowest hta_rank1" in n for n in d["notes"])
     start = d["terms"]["idle.at_step_start"]["measured_s"]
     assert 0 <= start <= d["terms"]["idle"]["measured_s"]
+
+
+def test_megatron_timers_term_by_term(dtplan):
+    log = real("training/bigscience_megatron-lm_gpt-18b_v100-32gb_4x4_tp4-pp4.log")
+    r = dtplan("compare", log, "--plan", DATA / "gpt-18b_16xa100_tp4-pp4.yaml", "-f", "json")
+    assert r.code == 0, r
+    t = r.json()["terms"]
+    assert t["compute"]["measured_s"] == pytest.approx((175.99 + 514.86) / 1e3)   # timer medians
+    assert t["embedding all-reduce"]["measured_s"] == pytest.approx(0.4186)
+    assert t["step"]["measured_s"] == pytest.approx(1.3806)
+    assert r.json()["largest_discrepancy"].startswith("compute ")   # V100 run vs A100 profile

@@ -106,6 +106,35 @@ def _trace_terms(traces: list[Evidence], est: dict[str, float], lay: Layout) -> 
     return rows
 
 
+# Megatron-LM's timers (megatron/training/training.py timers_to_log), ms per iteration, grouped
+# by the estimate term they measure. Pipeline receives include waiting for the previous stage,
+# so they are compared with the p2p time plus the bubble.
+MEGATRON_TIMERS = {
+    "compute": (("forward-compute", "backward-compute"), ("t.compute", "t.recompute")),
+    "pipeline p2p + bubble": (("forward-recv", "forward-send", "backward-recv", "backward-send",
+                               "forward-send-backward-recv", "backward-send-forward-recv",
+                               "forward-backward-send-forward-backward-recv"),
+                              ("t.pp", "t.bubble")),
+    "dp grad reduction": (("backward-params-all-reduce", "grads-reduce-scatter",
+                           "params-all-gather", "all-grads-sync"),
+                          ("t.dp_exposed", "t.zero3_exposed")),
+    "embedding all-reduce": (("backward-embedding-all-reduce", "embedding-grads-all-reduce"), ()),
+    "optimizer": (("optimizer",), ("t.optimizer",)),
+}
+
+
+def _timer_terms(logs: list[Evidence], est: dict[str, float]) -> list[Term]:
+    """Rows from a Megatron log's per-iteration timers (the first log that has them)."""
+    timers = next(e.steps.timers_ms for e in logs if e.steps and e.steps.timers_ms)
+    rows = []
+    for name, (keys, terms) in MEGATRON_TIMERS.items():
+        found = [timers[k] for k in keys if k in timers]
+        if found:
+            rows.append(Term(name, sum(found) / 1e3, sum(est[t] for t in terms),
+                             "+".join(t[2:] for t in terms) or "not modelled"))
+    return rows
+
+
 def _memory(mems: list[Evidence], est: dict[str, float]) -> list[Term]:
     stage = ("first", "middle", "last")[int(est.get("peak_stage", 0))]
     tensors = sum(est.get(f"mem.{stage}.{k}", 0.0) for k in TENSOR_TERMS)
@@ -148,7 +177,9 @@ def compare_run(evidence: list[Evidence], run: RunSpec, hw: HardwareProfile) -> 
     est = predict(run, hw)
     traces = [e for e in evidence if e.trace is not None]
     steps = [e.steps.step_time_s.median for e in evidence if e.steps and e.steps.step_time_s]
-    terms = _trace_terms(traces, est, run.layout) if traces else []
+    timed = [e for e in evidence if e.steps and e.steps.timers_ms]
+    terms = (_trace_terms(traces, est, run.layout) if traces else
+             _timer_terms(timed, est) if timed else [])
     tokens = run.global_batch * run.seq_len
     if not steps:
         rates = [e.steps.tokens_per_s_per_gpu.median for e in evidence
@@ -162,7 +193,10 @@ def compare_run(evidence: list[Evidence], run: RunSpec, hw: HardwareProfile) -> 
         slow = max(traces, key=lambda e: _mean(e.trace.step_ms))
         cmp.notes.append(f"{len(traces)} traces averaged; slowest {Path(slow.path).name} at "
                          f"{_mean(slow.trace.step_ms):.1f} ms per step")
-    if not traces:
+    if not traces and timed:
+        cmp.notes.append("terms from Megatron's timers (ms per iteration on the logging rank; "
+                         "pipeline receives include waiting, hence compared with p2p + bubble)")
+    elif not traces:
         cmp.notes.append("no profiler trace: only the step time is compared (a trace gives the "
                          "per-term breakdown)")
     return cmp

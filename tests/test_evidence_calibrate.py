@@ -11,9 +11,9 @@ import pytest
 from planner.evidence import read_file
 from planner.evidence.calibrate import fit_fragmentation, fit_nccl
 from planner.evidence.compute_fit import RunSpec, predict
-from planner.hardware import load_profile, load_profile_file
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile, load_profile_file
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 from evidence_paths import DATA, real
 
 REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"

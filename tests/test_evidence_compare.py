@@ -53,9 +53,9 @@ def test_largest_discrepancy_names_the_link():
     from planner.evidence.compute_fit import RunSpec, predict
     from planner.evidence.model import Evidence, StepStats, TraceSummary
     from planner.evidence.stats import spread
-    from planner.hardware import load_profile
-    from planner.layout import Layout
-    from planner.presets import get_preset
+    from planner.specs.hardware import load_profile
+    from planner.specs.layout import Layout
+    from planner.specs.presets import get_preset
 
     hw = load_profile("h100")
     run = RunSpec(get_preset("llama3.1-8b"), 16, 4096, 32, Layout(dp=16, zero=3, micro_batch=2,

@@ -121,7 +121,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
 def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None):
     """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
     from ..evidence.job import run_from_file
-    from ..gate import load_hardware
+    from ..specs.hardware import load_hardware
     from ..errors import InputError
 
     if hardware and hardware_file:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.fit import fit_link, link_times
 from ..engine.topology import fabric
-from ..hardware import HardwareProfile
+from ..specs.hardware import HardwareProfile
 from .model import Evidence
 
 KIND = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",

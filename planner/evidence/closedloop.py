@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from ..hardware import HardwareProfile
+from ..specs.hardware import HardwareProfile
 from .calibrate import ConstantFit, combine, fit_fragmentation, fit_nccl
 from .compute_fit import RunSpec, calibrated_efficiency, fit_compute
 from .model import Evidence

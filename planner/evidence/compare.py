@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..hardware import HardwareProfile
-from ..layout import Layout
+from ..specs.hardware import HardwareProfile
+from ..specs.layout import Layout
 from .compute_fit import RunSpec, predict
 from .model import Evidence
 

@@ -10,15 +10,16 @@ nccl-tests, not from here; overlap is not separable from compute speed with step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
-from ..evaluate import Candidates, Problem, evaluate
-from ..hardware import HardwareProfile
-from ..layout import Layout
-from ..model import ModelSpec
+from ..candidates import Candidates, Problem
+from ..evaluate import STAGES, evaluate
+from ..specs.hardware import HardwareProfile
+from ..specs.layout import Layout
+from ..specs.model import ModelSpec
 from .calibrate import ConstantFit
 from .model import Evidence
 
@@ -38,12 +39,22 @@ class RunSpec:
 
 
 def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
-    """The planner's estimate for the run (its memory verdict ignored: the run did run)."""
+    """The planner's estimate for the run, flat: `t.<term>` and `step_time` (s),
+    `mem.<stage>.<item>` and `peak_stage`, and the throughput fields (its memory verdict is
+    ignored: the run did run)."""
     p = Problem(model=run.model, hardware=hw, gpus=run.gpus, seq_len=run.seq_len,
                 global_batch=run.global_batch, precision=run.layout.precision,
                 optimizer=run.layout.optimizer)
-    r = evaluate(p, Candidates.from_layouts([run.layout]))
-    return {k: float(v[0]) for k, v in r.items() if isinstance(v, np.ndarray)}
+    ev = evaluate(p, Candidates.from_layouts([run.layout]))
+    first = lambda a: float(np.asarray(a).ravel()[0])  # noqa: E731  (one candidate)
+    out = {f"t.{f.name}": first(getattr(ev.time, f.name)) for f in fields(ev.time)}
+    out["step_time"] = out.pop("t.step")
+    out.update({f.name: first(getattr(ev.throughput, f.name)) for f in fields(ev.throughput)})
+    for stage in STAGES:
+        sm = getattr(ev.memory, stage)
+        out.update({f"mem.{stage}.{f.name}": first(getattr(sm, f.name)) for f in fields(sm)})
+    out["peak_stage"] = first(ev.memory.peak_stage)
+    return out
 
 
 def with_compute_factor(hw: HardwareProfile, k: float) -> HardwareProfile:

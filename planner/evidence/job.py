@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..hardware import HardwareProfile
+from ..specs.hardware import HardwareProfile
 from .compute_fit import RunSpec
 
 
@@ -13,7 +13,8 @@ def run_from_file(path: str, hardware: HardwareProfile | None = None
                   ) -> tuple[RunSpec, HardwareProfile]:
     """(RunSpec, the plan's hardware or `hardware` when given); bad input -> InputError."""
     from .. import engine_configs as ec
-    from ..gate import CheckOptions, resolve_plan
+    from ..gate import resolve_plan
+    from ..specs.job import CheckOptions
     from ..plan import validate_plan
 
     text, fmt, data = ec.load_any(path, None)

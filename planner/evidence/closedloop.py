@@ -17,7 +17,8 @@ FITTABLE = {"scale_up.bus_efficiency": "nccl-tests inside one NVLink domain (lar
             "scale_out.bus_efficiency": "nccl-tests across nodes (large messages)",
             "scale_out.latency_us": "nccl-tests across nodes (small messages)",
             "efficiency.sustained_matmul_fraction": "a training log or trace plus the job layout",
-            "efficiency.flash_attention_fraction": "a training log or trace plus the job layout"}
+            "efficiency.flash_attention_fraction": "a training log or trace plus the job layout",
+            "efficiency.grouped_gemm_fraction": "a training log or trace plus the job layout"}
 DEFAULT_FRAGMENTATION = 0.08  # evaluate.MemoryBudget's default share
 
 
@@ -83,7 +84,7 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
                          f"pass --fragmentation {f.after:.3f} to plan with it")
     unchanged = {k: f"needs {why}" for k, why in FITTABLE.items() if k not in values}
     if run is not None and rates and not any(k.startswith("efficiency.") for k in values):
-        for k in ("efficiency.sustained_matmul_fraction", "efficiency.flash_attention_fraction"):
+        for k in [k for k in FITTABLE if k.startswith("efficiency.")]:
             unchanged[k] = "not fitted: no compute factor within the caps reaches the measurement"
     unchanged["efficiency.overlap_efficiency"] = (
         "not identified: a trace shows how much communication ran under compute (dtplan "

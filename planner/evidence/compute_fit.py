@@ -2,7 +2,7 @@
 
 A step time (or tokens/s) of a run whose model and layout are known pins down how fast the
 GPUs actually compute, but not which kernel family is slow: the factor k multiplies the
-profile's sustained GEMM fraction and flash-attention fraction together (each capped at 1),
+profile's kernel-speed shares together (GEMM, attention, grouped GEMM, fp8; each capped at 1),
 found by bisection on the planner's own step-time estimate. Link constants come from
 nccl-tests, not from here; overlap is not separable from compute speed with step times alone.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class RunSpec:
     seq_len: int
     global_batch: int
     layout: Layout
+    framework: Any = None  # a FrameworkProfile; None: the selected/default one
 
 
 def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
@@ -44,7 +46,7 @@ def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
     ignored: the run did run)."""
     p = Problem(model=run.model, hardware=hw, gpus=run.gpus, seq_len=run.seq_len,
                 global_batch=run.global_batch, precision=run.layout.precision,
-                optimizer=run.layout.optimizer)
+                optimizer=run.layout.optimizer, framework=run.framework)
     ev = evaluate(p, Candidates.from_layouts([run.layout]))
     first = lambda a: float(np.asarray(a).ravel()[0])  # noqa: E731  (one candidate)
     out = {f"t.{f.name}": first(getattr(ev.time, f.name)) for f in fields(ev.time)}
@@ -57,13 +59,18 @@ def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
     return out
 
 
+# The profile's kernel-speed shares (specs/efficiency.py): what "how fast the GPUs compute"
+# means to the time model. Unset ones (None: that kernel family uses another) stay unset.
+SPEED_KEYS = ("sustained_matmul_fraction", "flash_attention_fraction", "fa3_attention_fraction",
+              "grouped_gemm_fraction", "fp8_matmul_ceiling_fraction")
+
+
 def with_compute_factor(hw: HardwareProfile, k: float) -> HardwareProfile:
-    """The profile with GEMM and flash-attention efficiencies both multiplied by k (≤ 1)."""
+    """The profile with every kernel-speed share multiplied by k (each capped at 1)."""
     e = hw.efficiency
-    eff = e.model_copy(update={
-        "sustained_matmul_fraction": min(1.0, e.sustained_matmul_fraction * k),
-        "flash_attention_fraction": min(1.0, e.flash_attention_fraction * k)})
-    return hw.model_copy(update={"efficiency": eff})
+    update = {key: min(1.0, getattr(e, key) * k) for key in SPEED_KEYS
+              if getattr(e, key, None) is not None}
+    return hw.model_copy(update={"efficiency": e.model_copy(update=update)})
 
 
 def measured_rate(e: Evidence, run: RunSpec) -> tuple[str, float] | None:
@@ -109,8 +116,8 @@ def fit_compute(e: Evidence, run: RunSpec, hw: HardwareProfile) -> ConstantFit |
     after = rate(k)
     shown = (lambda x: f"{1e3 / x:,.1f} ms") if what == "compute time" else (  # noqa: E731
         lambda x: f"{x:,.0f}")
-    note = (f"{what} {shown(target)} measured vs {shown(before)} estimated; GEMM and attention "
-            "efficiencies scaled together")
+    note = (f"{what} {shown(target)} measured vs {shown(before)} estimated; kernel "
+            "speed shares scaled together")
     reached = abs(after / target - 1.0) <= 0.01
     if not reached:  # efficiencies capped at 1, or other terms dominate: nothing to set
         note += "; not fitted: no factor within the caps reaches the measurement"
@@ -122,7 +129,7 @@ def fit_compute(e: Evidence, run: RunSpec, hw: HardwareProfile) -> ConstantFit |
 
 
 def calibrated_efficiency(hw: HardwareProfile, k: float) -> dict[str, float]:
-    """The two efficiency keys a factor k writes into a profile."""
+    """The efficiency keys a factor k writes into a profile."""
     e = with_compute_factor(hw, k).efficiency
-    return {"efficiency.sustained_matmul_fraction": e.sustained_matmul_fraction,
-            "efficiency.flash_attention_fraction": e.flash_attention_fraction}
+    return {f"efficiency.{key}": getattr(e, key) for key in SPEED_KEYS
+            if getattr(e, key, None) is not None}

@@ -25,6 +25,9 @@ def run_from_file(path: str, hardware: HardwareProfile | None = None
         inp = ec.read_engine(kind, path, text, data, CheckOptions())
         if hardware is not None:
             inp.hardware = hardware
+    from ..specs.framework import current_framework
+
     run = RunSpec(model=inp.model, gpus=inp.gpus, seq_len=inp.seq_len,
-                  global_batch=inp.global_batch, layout=inp.layout)
+                  global_batch=inp.global_batch, layout=inp.layout,
+                  framework=current_framework())  # the plan's framework: key or --framework
     return run, inp.hardware

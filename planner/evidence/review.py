@@ -18,8 +18,10 @@ def compare_section(inp: Any, paths: list[str], warmup_steps: int = WARMUP_STEPS
     from ..report import Section
     from . import read_evidence
 
+    from ..specs.framework import current_framework
+
     run = RunSpec(model=inp.model, gpus=inp.gpus, seq_len=inp.seq_len,
-                  global_batch=inp.global_batch, layout=inp.layout)
+                  global_batch=inp.global_batch, layout=inp.layout, framework=current_framework())
     cmp = compare_run(read_evidence(paths, warmup_steps), run, inp.hardware)
     text = [f"Measured: {', '.join(f'`{Path(p).name}`' for p in cmp.sources)} against the "
             f"estimate on `{inp.hardware.name}`.", f"**Largest discrepancy:** {cmp.largest}."]

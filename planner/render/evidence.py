@@ -9,11 +9,13 @@ from ..evidence import Evidence
 from .document import Document, Table
 
 # What each kind of evidence lets `calibrate` fit once it knows the job's layout.
-FITS = {"nccl-tests": "link bus bandwidth and per-step latency for this group shape",
-        "training-log": "sustained compute fraction and comm/compute overlap (needs the layout: "
-                        "--plan, an engine config or options)",
-        "profiler-trace": "exposed communication per collective and the overlap fraction",
-        "memory": "allocator overhead: reserved over allocated (fragmentation)",
+FITS = {"nccl-tests": "link bus efficiency and per-step latency for this group shape "
+                      "(with --hardware or --hardware-file as the base)",
+        "training-log": "compute speed from the step time or tokens/s (with --plan: a plan "
+                        "file or the engine config the run used)",
+        "profiler-trace": "compute speed from its kernels (with --plan); exposed communication "
+                          "per collective is compared by dtplan compare",
+        "memory": "allocator overhead: reserved over allocated (the --fragmentation share)",
         "job-config": "nothing by itself: the layout the other files were measured with"}
 
 

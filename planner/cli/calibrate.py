@@ -37,7 +37,7 @@ def calibrate_cmd(
     if evidence or more:
         from .evidence_cmds import calibrate_from
         return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,
-                              hardware, hardware_file, plan, output, force)
+                              hardware, hardware_file, plan, output, force, framework)
     from ..calibration import calibrate
     from ..render import Document, Table, emit
 

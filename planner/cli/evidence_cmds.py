@@ -58,8 +58,9 @@ def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | N
 
 def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str | None,
                    hardware_file: str | None, plan: str | None, output: str | None,
-                   force: bool) -> int:
-    """Read the evidence; with a base profile (and a job for compute), fit and write -o."""
+                   force: bool, framework: str | None = None) -> int:
+    """Read the evidence; with a base profile (and a job for compute), fit and write -o.
+    --framework selects the time model the job ran on (else the plan's framework: key)."""
     from ..errors import InputError
     from ..evidence.closedloop import calibrate_evidence
     from ..evidence.profile_toml import calibrated_toml, write_profile
@@ -69,6 +70,9 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
         return show_evidence(paths, fmt, warmup_steps)
     if output:
         check_targets([output], force=force)
+    if framework is not None:
+        from ..specs.framework import use_framework
+        use_framework(framework)
     run, hw = _base_profile(hardware, hardware_file, plan)
     if hw is None:
         raise InputError("-o", "needs a base profile to calibrate: --hardware NAME, "

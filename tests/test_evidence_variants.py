@@ -100,3 +100,12 @@ def test_deepspeed_pipeline_engine_lines(tmp_path):
     st = read_file(p).steps
     assert st.warmup_dropped == 1 and st.step_time_s.median == 2.25
     assert st.samples_per_s.median == pytest.approx(64 / 2.25, rel=1e-3)
+
+
+def test_older_torchtitan_wps(tmp_path):
+    p = tmp_path / "titan_2024.log"
+    p.write_text("".join(f"[rank0]:2024-05-01 10:00:0{i},000 - root - INFO - step: {i * 10}  "
+                         f"loss: 9.{i}  memory: 30.00GiB(31.58%)  wps: {w:,}  mfu: 40.0%\n"
+                         for i, w in ((1, 1000), (2, 5000), (3, 5200))))
+    st = read_file(p).steps
+    assert st.tokens_per_s_per_gpu.median == 5100 and st.warmup_dropped == 1

@@ -29,8 +29,9 @@ MEG_WORLD = re.compile(r"using world size:\s*(\d+)(?:,\s*data-parallel-size:\s*(
                        r"tensor-model-parallel size:\s*(\d+),\s*pipeline-model-parallel "
                        r"size:\s*(\d+))?(?:\s+and model-parallel size:\s*(\d+))?")
 ARG_DUMP = re.compile(r"^\s+([a-z_][a-z0-9_]*) \.{2,}\s*(\S.*?)\s*$")
-TITAN = re.compile(r"\bstep:\s*(\d+)\s+.*?\b(?:loss|tps):")
-TITAN_FIELD = re.compile(r"\b(tps|tflops|mfu|memory):\s*(\S+)")
+TITAN = re.compile(r"\bstep:\s*(\d+)\s+.*?\b(?:loss|tps|wps):")
+# torchtitan before 2024-07 printed tokens per second per GPU as "wps"
+TITAN_FIELD = re.compile(r"\b(tps|wps|tflops|mfu|memory):\s*(\S+)")
 TITAN_MEM = re.compile(r"(" + NUM + r")GiB\((" + NUM + r")%\)$")
 # PTL progress bar (`train_step_timing in s=0.615,`) and NeMo 2 (`train_step_timing in s: 0.6 |`)
 NEMO = re.compile(r"train_step_timing in s\s*[=:]\s*([^\s,\]|]+)")
@@ -159,7 +160,7 @@ def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
     seen = {}
     for k, token in TITAN_FIELD.findall(s):
         if k != "memory":
-            seen[k] = number(token.removesuffix("%"), path, ln, k)
+            seen["tps" if k == "wps" else k] = number(token.removesuffix("%"), path, ln, k)
             continue
         if not (mem := TITAN_MEM.match(token)):
             raise fail(path, ln, "torchtitan memory: expected '<GiB>GiB(<percent>%)', got "

@@ -109,3 +109,17 @@ def test_older_torchtitan_wps(tmp_path):
                          for i, w in ((1, 1000), (2, 5000), (3, 5200))))
     st = read_file(p).steps
     assert st.tokens_per_s_per_gpu.median == 5100 and st.warmup_dropped == 1
+
+
+def test_log_cut_mid_line_is_forgiven_only_at_the_end(tmp_path):
+    good = "".join(f" iteration {i}/ 100 | elapsed time per iteration (ms): {t} | global batch size: 8 |\n"
+                   for i, t in ((1, 900.0), (2, 100.0), (3, 110.0)))
+    cut = tmp_path / "killed.log"
+    cut.write_text(good + " iteration 4/ 100 | elapsed time per iteration (ms): 1x")
+    e = read_file(cut)
+    assert e.steps.step_time_s.median == pytest.approx(0.105) and "line 4" in e.notes[-1]
+    bad = tmp_path / "corrupt.log"
+    bad.write_text(" iteration 1/ 100 | elapsed time per iteration (ms): 1x |\n" + good)
+    with pytest.raises(Exception) as err:
+        read_file(bad)
+    assert f"{bad}:1:" in str(err.value)

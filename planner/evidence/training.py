@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .model import Evidence, MemoryStats, StepStats
+from ..errors import InputError
 from .source import fail, number, text_lines
 from .stats import WARMUP_STEPS, spread, steady
 
@@ -265,15 +266,26 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
 def read_training(path: Path, data: bytes, warmup_steps: int = WARMUP_STEPS) -> Evidence:
     """Parse a training log into an Evidence of kind "training-log"."""
     f = _Found()
-    for ln, s in text_lines(path, data):
-        _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) or _others(f, s, path, ln)
+    lines = text_lines(path, data)
+    last = max((ln for ln, s in lines if s.strip()), default=0)
+    cut = None
+    for ln, s in lines:
+        try:
+            _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) or _others(f, s, path, ln)
+        except InputError:
+            if ln != last or data.endswith(b"\n"):  # only a job killed mid-write is forgiven
+                raise
+            cut = ln
     if not f.formats or not (f.series or f.tqdm_elapsed or f.memory.peak_allocated_bytes
                              or f.memory.peak_reserved_bytes):
         raise fail(path, 1, "no training-log lines (Megatron iteration, torchtitan step, "
                    "Trainer progress, DeepSpeed memory) found")
     if f.tqdm_elapsed:
         _tqdm_steps(f)
-    return _evidence(path, f, warmup_steps)
+    ev = _evidence(path, f, warmup_steps)
+    if cut is not None:
+        ev.notes.append(f"line {cut} (the last, without a newline) is cut short: ignored")
+    return ev
 
 
 def _tqdm_steps(f: _Found) -> None:

@@ -133,3 +133,16 @@ def test_compute_factor_from_a_trace_ignores_communication():
     f = fit_compute(ev, run, hw)
     assert 0.3 < f.after < 0.6             # below 1/2: not all of compute scales with kernel speed
     assert f.residual_before_pct == pytest.approx(50, abs=1) and f.residual_after_pct < 1
+
+
+def test_compute_calibration_drops_the_base_error_bands(dtplan, tmp_path):
+    out = tmp_path / "v100ish.toml"
+    r = dtplan("calibrate", "--from", real("training/bigscience_megatron-lm_gpt-18b_v100-32gb_4x4_"
+                                           "tp4-pp4.log"),
+               "--plan", DATA / "gpt-18b_16xa100_tp4-pp4.yaml", "-o", out, "-f", "json")
+    assert r.code == 0, r
+    assert load_profile("a100-40g").efficiency.error_bands           # the base has bands
+    prof = load_profile_file(out)
+    assert prof.efficiency.error_bands == {}
+    assert prof.efficiency.sustained_matmul_fraction < load_profile(
+        "a100-40g").efficiency.sustained_matmul_fraction             # a V100 run: slower kernels

@@ -71,6 +71,10 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
     for dotted, (value, why) in values.items():
         section, key = dotted.split(".", 1)
         _set(lines, section, key, f"{value:.4g}", f"calibrated: {why}")
+    if any(k.startswith("efficiency.") for k in values) and base.efficiency.error_bands:
+        # the base's bands were the residuals of its own constants on published runs
+        _set(lines, "efficiency", "error_bands", "{}", "dropped: the base profile's bands "
+             "measured its constants, not these (estimates print 'uncalibrated')")
     header = [f"# Calibrated by `dtplan calibrate` from profile '{base.name}' with:"]
     header += [f"#   {e}" for e in evidence]
     return "\n".join(header + lines) + "\n"

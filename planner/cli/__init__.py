@@ -29,7 +29,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_ma
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 # Importing a module registers its commands; `dtplan --help` lists them in this order.
-from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E402,F401,I001
+from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate, compare  # noqa: E402,F401,I001
 
 
 def _fail(message: str, code: int) -> int:

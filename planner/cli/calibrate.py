@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -19,9 +19,25 @@ def calibrate_cmd(
     framework: Optional[str] = typer.Option(None, "--framework", help="keep the rows that ran "
                                             "on this framework (megatron, torchtitan)"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+    evidence: Optional[List[str]] = typer.Option(None, "--from", help="measured files or "
+                                                 "directories (nccl-tests, training logs, "
+                                                 "profiler traces, memory): print what they say"),
+    more: Optional[List[str]] = typer.Argument(None, hidden=True),
+    warmup_steps: int = typer.Option(1, "--warmup-steps", min=0, help="drop logged steps up "
+                                     "to this step as warm-up"),
+    hardware_file: Optional[str] = typer.Option(None, "--hardware-file", help="base profile TOML"),
+    plan: Optional[str] = typer.Option(None, "--plan", help="the measured job: plan file or "
+                                       "engine config (fits compute speed from its step time)"),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the calibrated "
+                                         "profile TOML here"),
+    force: bool = typer.Option(False, "--force", help="overwrite -o"),
 ) -> int:
-    """Published step time / TFLOP/s / tokens/s vs dtplan's prediction, case by case and by regime
-    (median, worst, the error band), with the fitted constants and their data."""
+    """Published runs vs dtplan's prediction, case by case and by regime (median, worst, the
+    error band); --from: your own cluster's measurements, fitted."""
+    if evidence or more:
+        from .evidence_cmds import calibrate_from
+        return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,
+                              hardware, hardware_file, plan, output, force, framework)
     from ..calibration import calibrate
     from ..render import Document, Table, emit
 

@@ -130,9 +130,9 @@ def fit_fragmentation(e: Evidence, default: float,
     churn = alloc - states if states is not None and states < alloc else alloc
     f = max(0.0, (res - alloc) / churn)
     before = abs((alloc + default * churn) / res - 1.0) * 100.0
-    over = "of the bytes freed within a step" if churn < alloc else \
-        "of allocated (a lower bound: give the job to subtract its states)"
+    over = "the bytes freed within a step" if churn < alloc else \
+        "all allocated bytes (a lower bound: give the job to subtract its states)"
     return ConstantFit("budget.fragmentation_fraction", default, f, before, 0.0,
                        Path(e.path).name,
-                       f"(peak reserved - peak allocated) / {over}; pass --fragmentation "
+                       f"(peak reserved - peak allocated) over {over}; pass --fragmentation "
                        f"{f:.3f} (a budget option, not a hardware constant)")

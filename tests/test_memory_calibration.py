@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from evidence_paths import real, shared_dir
 
 from planner.candidates import Problem
 from planner.estimation import estimate_problem
@@ -23,21 +24,6 @@ from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 
 GIB = 2.0**30
-REPO = Path(__file__).resolve().parents[1]
-
-
-def shared_dir() -> Path | None:
-    for cand in (REPO.parent / "shared", Path("/work/shared")):
-        if cand.is_dir():
-            return cand
-    return None
-
-
-def _need(rel: str) -> Path:
-    base = shared_dir()
-    if base is None or not (base / rel).exists():
-        pytest.skip(f"{rel} not found beside the repository (shared/ absent)")
-    return base / rel
 
 
 def memory_cases() -> list[dict]:
@@ -108,7 +94,7 @@ MIXTRAL = {
 def _mixtral_run(tag: str, gpus: int):
     import yaml
     base = "training/megatron-lm-ci_mixtral-8x7b_" + tag
-    cfg = yaml.safe_load(_need(f"fixtures/real/{base}_model_config.yaml").read_text())["MODEL_ARGS"]
+    cfg = yaml.safe_load(real(f"{base}_model_config.yaml").read_text())["MODEL_ARGS"]
     tokenizer, vocab = MIXTRAL[tag]
     assert cfg["--tokenizer-type"] == tokenizer
     tp, pp = cfg["--tensor-model-parallel-size"], cfg["--pipeline-model-parallel-size"]
@@ -128,8 +114,7 @@ def _mixtral_run(tag: str, gpus: int):
 
 
 def _golden(tag: str, metric: str) -> float:
-    path = _need(f"fixtures/real/training/megatron-lm-ci_mixtral-8x7b_{tag}_dgx-h100_"
-                 "golden-values.json")
+    path = real(f"training/megatron-lm-ci_mixtral-8x7b_{tag}_dgx-h100_golden-values.json")
     values = json.loads(path.read_text())[metric]["values"].values()
     return max(float(v) for v in values if v != "nan")
 

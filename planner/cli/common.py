@@ -23,6 +23,9 @@ KV_HEADS = typer.Option(None, "--kv-heads", help="architecture: KV heads (GQA)")
 FFN = typer.Option(None, "--ffn", help="architecture: FFN size (default 4h GeLU, ~8h/3 SwiGLU)")
 VOCAB = typer.Option(None, "--vocab", help="architecture: vocabulary")
 MLP = typer.Option(None, "--mlp", help="architecture: gelu (GPT-style) or swiglu (Llama-style)")
+DROPOUT = typer.Option(None, "--dropout/--no-dropout", help="train with dropout (default: as the "
+                       "model source says; GeLU flags: on; a dropout model's attention defaults "
+                       "to unfused, as in the papers)")
 # Hardware.
 HARDWARE = typer.Option(None, "--hardware", help="profile name (default h100; `dtplan profiles`)")
 HARDWARE_FILE = typer.Option(None, "--hardware-file", help="profile TOML file")
@@ -39,12 +42,12 @@ FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtit
 
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
-                       mlp):
+                       mlp, dropout=None):
     from ..resolve import resolve_model
     return resolve_model(model=model, model_config=model_config,
                          params=parse_number("--params", params) if params is not None else None,
                          layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                         vocab=vocab, mlp=mlp)
+                         vocab=vocab, mlp=mlp, dropout=dropout)
 
 
 def hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit):
@@ -78,7 +81,7 @@ JOB_OPTIONS = (
     ("hidden", Optional[int], HIDDEN), ("heads", Optional[int], HEADS),
     ("kv_heads", Optional[int], KV_HEADS), ("ffn", Optional[int], FFN),
     ("vocab", Optional[int], VOCAB), ("mlp", Optional[str], MLP),
-    ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
+    ("dropout", Optional[bool], DROPOUT), ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
     ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
     ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
     ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
@@ -100,6 +103,7 @@ class Job:
     ffn: Optional[int] = None
     vocab: Optional[int] = None
     mlp: Optional[str] = None
+    dropout: Optional[bool] = None
     hardware: Optional[str] = None
     hardware_file: Optional[str] = None
     gpus_per_node: Optional[int] = None
@@ -118,7 +122,7 @@ class Job:
     def model_spec(self):
         return model_from_options(self.model, self.model_config, self.params, self.layers,
                                   self.hidden, self.heads, self.kv_heads, self.ffn, self.vocab,
-                                  self.mlp)
+                                  self.mlp, self.dropout)
 
     def hardware_profile(self):
         return hardware_from_options(self.hardware, self.hardware_file, self.gpus_per_node,

@@ -5,7 +5,7 @@ Rules come from four places, in this order:
    heads and KV heads vs TP, layers vs PP·v, interleaving, batch divisibility, sequence vs CP,
    experts vs EP, sharding, offload) and ``fits-in-memory`` (peak ≤ capacity minus margin);
 2. the engine's own assertions when the input was a DeepSpeed / Megatron-LM / torchtitan file
-   (``planner.engine_configs``);
+   (``planner.engines``);
 3. ``batch-accounting``: when the job states its accumulation steps a, the global batch must be
    exactly b × a × DP; TP, PP and CP ranks never multiply it (DESIGN.md "Batch");
 4. one rule per threshold the plan sets, and ``checkpoint-interval`` when it has a checkpoint
@@ -419,7 +419,7 @@ def _finish(verdict: FileVerdict, text: str, strict: bool) -> FileVerdict:
 
 def check_file(path: str, opts: CheckOptions | None = None) -> FileVerdict:
     """Verdict on one file; bad input raises InputError (the CLI turns it into exit 2)."""
-    from . import engine_configs as ec
+    from . import engines as ec
 
     opts = opts or CheckOptions()
     where = str(path)

@@ -113,7 +113,7 @@ def export_cmd(
     to the same verdict."""
     from .. import files
     from ..errors import InputError
-    from ..export import TARGETS, export
+    from ..engines import TARGETS, export
     from ..gate import evaluate_inputs
 
     if to not in TARGETS:

@@ -28,7 +28,7 @@ from .engine import checkpoint as ckpt
 from .errors import InputError, validation_message
 from .specs.hardware import (DEFAULT_PROFILE, HardwareProfile, load_hardware, load_profile,
                              load_profile_file, with_overrides)
-from .specs.layout import Layout, Rule
+from .specs.layout import KNOBS, Layout, Rule
 from .specs.model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
 from .rules import plan_keys
@@ -136,12 +136,8 @@ def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | N
     else:
         dp = lay.dp
         keys["world-size"] = "layout.dp"
-    layout = Layout(tp=lay.tp, pp=lay.pp, dp=dp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
-                    shard_group=lay.shard_group, micro_batch=micro, schedule=lay.schedule,
-                    chunks=lay.chunks, sp=lay.sp, recompute=lay.recompute,
-                    recompute_layers=lay.recompute_layers,
-                    offload_optimizer=lay.offload_optimizer, offload_params=lay.offload_params,
-                    precision=precision, optimizer=optimizer)
+    layout = Layout(**{k.name: getattr(lay, k.name) for k in KNOBS if not k.plan_optional},
+                    dp=dp, micro_batch=micro, precision=precision, optimizer=optimizer)
     b = plan.batch
     if b.global_batch is not None and b.tokens_per_batch is not None:
         raise InputError(f"{where}: batch.tokens_per_batch", "give global_batch or "

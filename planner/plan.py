@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
 from .errors import InputError
+from .specs.layout import KNOBS
 
 MAX_FILE_BYTES = 1_000_000      # plan and engine-config files; real ones are a few kB
 MAX_DEPTH = 32                  # nesting of mappings/lists; a plan needs 3
@@ -91,27 +92,13 @@ class HardwareSection(_Strict):
     nic_gbit_per_gpu: Optional[float] = Field(None, gt=0)
 
 
-class LayoutSection(_Strict):
-    """The Layout fields. ``dp`` defaults to gpus ÷ (tp·pp·cp); precision and optimizer may be
-    given here or at the top level (not both)."""
-
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: Optional[int] = Field(None, ge=1)
-    cp: int = Field(1, ge=1)
-    ep: int = Field(1, ge=1)
-    zero: int = Field(0, ge=0, le=3)
-    shard_group: Optional[int] = Field(None, ge=1)
-    micro_batch: Optional[int] = Field(None, ge=1)
-    schedule: Literal["1f1b", "gpipe", "interleaved"] = "1f1b"
-    chunks: int = Field(1, ge=1)
-    sp: Optional[bool] = None
-    recompute: Literal["none", "selective", "full"] = "none"
-    recompute_layers: Optional[int] = Field(None, ge=0)
-    offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
-    offload_params: Literal["none", "cpu", "nvme"] = "none"
-    precision: Optional[str] = None
-    optimizer: Optional[str] = None
+# Every layout knob of specs.layout.KNOBS, with its help, unit and range; dp, micro_batch,
+# precision and optimizer may be left out (derived, or given in batch / at the top level).
+LayoutSection = create_model(
+    "LayoutSection", __base__=_Strict, __module__=__name__,
+    __doc__="""The Layout fields. ``dp`` defaults to gpus ÷ (tp·pp·cp); precision and optimizer may be
+    given here or at the top level (not both).""",
+    **{k.name: k.field(plan=True) for k in KNOBS})
 
 
 class BatchSection(_Strict):

@@ -6,7 +6,7 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 
@@ -25,6 +25,14 @@ OFFLOAD_CODES = KNOB["offload_optimizer"].codes
 
 class _Columns:
     """Candidate layouts as parallel numpy arrays (one entry per candidate)."""
+
+    def __post_init__(self) -> None:
+        # A column the caller does not give (the search builds only the axes it varies) holds
+        # the knob's default for every candidate.
+        n = len(next(a for a in (getattr(self, k.column) for k in COLUMNS) if a is not None))
+        for k in COLUMNS:
+            if getattr(self, k.column) is None:
+                setattr(self, k.column, np.full(n, k.default_code, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -47,8 +55,8 @@ class _Columns:
 
 # Columns named as in KNOBS (shard: 0 = the whole data-parallel (× CP) group; recompute_layers:
 # -1 = all layers of the stage; string knobs as their codes above).
-Candidates = make_dataclass("Candidates", [(k.column, np.ndarray) for k in COLUMNS],
-                            bases=(_Columns,))
+Candidates = make_dataclass("Candidates", [(k.column, np.ndarray, field(default=None))
+                                           for k in COLUMNS], bases=(_Columns,))
 Candidates.__module__, Candidates.__doc__ = __name__, _Columns.__doc__
 
 

@@ -75,3 +75,13 @@ def test_candidates_round_trip_every_column(layouts):
         # sp travels as the effective sequence-parallel flag (the column the engine reads)
         assert back.model_dump() == {**lay.model_dump(), "sp": lay.sequence_parallel}
         assert all(int(getattr(c, k.column)[i]) == k.encode(lay) for k in COLUMNS)
+
+
+def test_a_column_not_given_holds_the_knob_default():
+    import numpy as np
+    given = {"tp": np.array([2, 4]), "pp": np.array([1, 1]), "dp": np.array([4, 2]),
+             "sp": np.array([1, 1])}
+    c = Candidates(**given)
+    assert c.layout(1, "mixed", "adam") == Layout(tp=4, dp=2, sp=True)
+    assert all(int(getattr(c, k.column)[0]) == k.default_code for k in COLUMNS
+               if k.column not in given)

@@ -75,6 +75,15 @@ class Knob:
             return self.none_code
         return int(value)
 
+    @property
+    def default_code(self) -> int:
+        """The Candidates code of the default value (sp has none: its default depends on TP)."""
+        if self.codes is not None:
+            return self.codes[self.default]
+        if self.default is None and self.none_code is None:
+            raise ValueError(f"layout knob {self.name}: no fixed default code; give its column")
+        return self.none_code if self.default is None else int(self.default)
+
     def decode(self, code: int) -> Any:
         """The Layout value for a Candidates code (the inverse of ``encode``)."""
         if self.codes is not None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.candidates import COLUMNS, Candidates
-from planner.plan import LayoutSection
+from planner.specs.plan import LayoutSection
 from planner.specs.layout import KNOB, KNOBS, Layout
 
 from conftest import run_dtplan

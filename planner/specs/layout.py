@@ -3,7 +3,7 @@
 Each layout knob is declared once, in ``KNOBS``: its name (the Layout field, the plan key
 ``layout.<name>`` and the JSON name), type, default, range, unit and help, the CLI option of
 ``dtplan memory`` / ``estimate``, and its search-axis column in ``Candidates`` with the integer
-code of each choice. The Layout model, the plan schema's LayoutSection, the CLI layout options
+code of each choice. The Layout model, the plan schema's LayoutSection (specs.plan), the CLI layout options
 and the Candidates columns are all built from this table.
 """
 

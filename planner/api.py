@@ -1,7 +1,8 @@
 """The public library API the CLI renders: fit, estimate (with auto micro-batch), time to train.
 
     import planner
-    best = planner.fit(planner.get_preset("llama3-70b"), gpus=256).layouts[0]
+    model, hw = planner.get_preset("llama3-70b"), planner.load_profile("h100")
+    best = planner.fit(model, hw, 256, seq_len=8192, global_batch=512).layouts[0]
 """
 
 
@@ -29,8 +30,7 @@ def build_layout(*, gpus: int, **knobs: Any) -> Layout:
     if unknown:
         raise TypeError(f"build_layout: not a layout knob here: {', '.join(unknown)}")
     k = {n: knobs.get(n, KNOB[n].default) for n in KNOB if n != "dp"}
-    tp, pp, cp = k["tp"], k["pp"], k["cp"]
-    gpus = v.positive_int("--gpus", gpus)
+    tp, pp, cp, gpus = k["tp"], k["pp"], k["cp"], v.positive_int("--gpus", gpus)
     for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", k["ep"])):
         v.positive_int(f, x)
     v.zero_stage("--zero", k["zero"])

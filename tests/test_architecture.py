@@ -10,12 +10,10 @@ from pathlib import Path
 PLANNER = Path(__file__).resolve().parent.parent / "planner"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 # Over the limit today (issue #12 asks for them to be split); the figure is a ceiling.
-OVERSIZE_FILES = {"gate.py": 463, "plan.py": 518, "report.py": 496, "resilience.py": 432,
-                  "api.py": 404}
+OVERSIZE_FILES = {"report.py": 496}
 # Typer commands whose option declarations are the length, the engine-config readers'
 # assertion lists, and the long document builders still to be split.
-OVERSIZE_FUNCTIONS = {("cli/plan_cmds.py", "evaluate_cmd"): 101,
-                      ("cli/quick.py", "checkpoint_cmd"): 110,
+OVERSIZE_FUNCTIONS = {("cli/quick.py", "checkpoint_cmd"): 110,
                       ("engines/deepspeed.py", "read_deepspeed"): 95,
                       ("engines/megatron.py", "read_megatron"): 228,
                       ("engines/torchtitan.py", "read_torchtitan"): 143,

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from ..errors import InputError
+from ..resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
 from ..specs.layout import _SAME, KNOBS, Knob
 from .options import parse_number
 
@@ -31,9 +32,10 @@ GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per no
 GPU_MEMORY = typer.Option(None, "--gpu-memory-gb", help="what-if: GPU memory (GiB)")
 NIC = typer.Option(None, "--nic-gbit", help="what-if: NIC Gb/s per GPU")
 # Batch.
-SEQ_LEN = typer.Option(None, "--seq-len", help="sequence length (default 4096)")
+SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAULT_SEQ_LEN})")
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
-TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default 4M)")
+TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default "
+                                f"{DEFAULT_TOKENS_PER_BATCH / 2**20:g}M)")
 
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,

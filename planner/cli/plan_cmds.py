@@ -8,7 +8,11 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
+from ..specs.budget import MemoryBudget
 from .options import Format
+
+_BUDGET = MemoryBudget()  # the defaults the help text quotes
+_FRAGMENTATION = f"allocator fragmentation share ({_BUDGET.fragmentation_fraction:g})"
 
 FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
 
@@ -24,9 +28,9 @@ def evaluate_cmd(
     gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
     context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
     comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),
-    fragmentation: Optional[float] = typer.Option(None, "--fragmentation",
-                                                  help="allocator fragmentation share (0.08)"),
-    margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share (0.05)"),
+    fragmentation: Optional[float] = typer.Option(None, "--fragmentation", help=_FRAGMENTATION),
+    margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share "
+                                           f"({_BUDGET.margin_fraction:g})"),
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
     gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",

@@ -84,8 +84,7 @@ def report_cmd(
             svgs = {chart_dir / f"{name}.svg": svg for name, svg in review.charts.items()}
             files.check_targets(list(svgs), force=force)
             for path, svg in svgs.items():
-                files.write_text(path, svg if svg.lstrip().startswith("<?xml") else svg,
-                                 force=force, make_dirs=True)
+                files.write_text(path, svg, force=force, make_dirs=True)
         files.write_text(output, render_review_markdown(review, chart_dir.name if chart_dir else None),
                          force=force)
     if not to_stdout:

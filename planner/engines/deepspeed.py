@@ -143,8 +143,6 @@ def to_deepspeed(inp: Inputs) -> Export:
     if lay.schedule != "1f1b" and lay.pp > 1:
         raise _unsupported("deepspeed", f"the {lay.schedule} pipeline schedule (its pipeline "
                            "engine runs 1F1B)", "use --to megatron or torchtitan")
-    if lay.offload_optimizer == "nvme" or lay.offload_params == "nvme":
-        pass  # expressible; the path is a placeholder (note below)
     notes: list[str] = []
     gas = _accumulation(inp)
     h = mod.hidden

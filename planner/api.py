@@ -20,12 +20,11 @@ from .specs.budget import MemoryBudget
 from .specs.hardware import HardwareProfile, list_profiles
 from .specs.layout import KNOB, Layout
 from .specs.model import ModelSpec
-from .search import OBJECTIVES, SearchResult, SearchSpace, search
+from .search import OBJECTIVES, SearchResult, SearchSpace, candidate_bands, search
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
-    """A Layout from layout knobs by name (specs.layout.KNOBS; the rest at their defaults) with
-    DP derived as GPUs ÷ (TP·PP·CP); each bad value named as its option."""
+    """A Layout from knobs by name (specs.layout.KNOBS), DP = GPUs/(TP·PP·CP); errors name flags."""
     unknown = sorted(set(knobs) - set(KNOB) | ({"dp"} & set(knobs)))
     if unknown:
         raise TypeError(f"build_layout: not a layout knob here: {', '.join(unknown)}")
@@ -130,6 +129,7 @@ class RankedLayout(BaseModel):
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
+    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
 class Rejection(BaseModel):
@@ -161,8 +161,8 @@ class FitResult(BaseModel):
 
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
-    r, p = res.results, res.problem
-    out = []
+    r, p, out = res.results, res.problem, []
+    bands = candidate_bands(p, res.candidates)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
@@ -171,7 +171,7 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i])))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
     return out
 
 

@@ -15,6 +15,7 @@ from .specs.hardware import HardwareProfile
 from .specs.layout import KNOB, KNOBS, Layout
 from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
+from .specs.framework import FrameworkProfile, current_framework
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
@@ -73,6 +74,12 @@ class Problem:
     optimizer: str = "adam"
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+
+    @property
+    def fw(self) -> FrameworkProfile:
+        """The framework profile whose implementation the time model follows."""
+        return self.framework if self.framework is not None else current_framework()
 
     @property
     def flash(self) -> bool:

@@ -33,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
+from .specs.framework import select_for
 from .errors import InputError
 from .specs.plan import Plan
 
@@ -150,6 +151,7 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise InputError(f"{where}: {key}", f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
+    select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
     return plan
 
 

@@ -36,6 +36,9 @@ SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAU
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
 TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default "
                                 f"{DEFAULT_TOKENS_PER_BATCH / 2**20:g}M)")
+# Framework whose implementation the time (and memory) model follows.
+FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtitan, deepspeed, "
+                         "fsdp, or a framework profile .toml")
 
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
@@ -82,6 +85,7 @@ JOB_OPTIONS = (
     ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
     ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
     ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
+    ("framework", Optional[str], FRAMEWORK),
 )
 
 
@@ -107,6 +111,12 @@ class Job:
     seq_len: Optional[int] = None
     global_batch: Optional[int] = None
     tokens_per_batch: Optional[str] = None
+    framework: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.framework is not None:   # select it now: every estimate below follows it
+            from ..specs.framework import use_framework
+            use_framework(self.framework)
 
     def model_spec(self):
         return model_from_options(self.model, self.model_config, self.params, self.layers,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
+from ..specs.framework import use_framework_if_unset
 from ..specs.job import CheckOptions, Inputs
 from .accelerate import to_accelerate
 from .common import ENGINES, TARGETS, Export, cli_model, detect, load_any
@@ -24,6 +25,7 @@ from .torchtitan import read_torchtitan, to_torchtitan
 
 
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
+    use_framework_if_unset(kind)   # each engine kind names its framework profile too
     if kind == "deepspeed":
         return read_deepspeed(where, data, opts)
     if kind == "megatron":

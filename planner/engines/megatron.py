@@ -261,8 +261,8 @@ def to_megatron(inp: Inputs) -> Export:
                            "use --to torchtitan or accelerate")
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
-    if lay.schedule == "gpipe" and lay.pp > 1:
-        raise _unsupported("megatron", "the GPipe schedule (it runs 1F1B or interleaved 1F1B)")
+    if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
+        raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
     gas = _accumulation(inp)

@@ -210,6 +210,8 @@ def to_torchtitan(inp: Inputs) -> Export:
                  "tensor_parallel_degree": lay.tp, "context_parallel_degree": lay.cp,
                  "expert_parallel_degree": lay.ep, "pipeline_parallel_degree": lay.pp}
     if lay.pp > 1:
+        if lay.schedule == "zb-h1":   # torch.distributed.pipelining's zero-bubble ones are looped
+            raise _unsupported("torchtitan", "ZB-H1 with one stage per rank")
         schedule = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}[lay.schedule]
         per_stage = full // lay.chunks
         par.update(pipeline_parallel_schedule=schedule,

@@ -18,7 +18,7 @@ from ..engine import budget as bud
 from ..engine import ranks
 from ..errors import InputError
 
-Schedule = Literal["1f1b", "gpipe", "interleaved"]
+Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 _SAME = object()  # "as the knob's default"
@@ -107,8 +107,9 @@ KNOBS: tuple[Knob, ...] = (
          none_code=0, cli_help="hybrid sharding: ZeRO over this many DP ranks"),
     Knob("micro_batch", int, 1, "per-GPU micro-batch", "sequences", ge=1, plan_optional=True,
          column="mb", cli_auto=True),
-    Knob("schedule", Schedule, "1f1b", "pipeline schedule: 1f1b, gpipe or interleaved",
-         column="schedule", codes={"1f1b": 0, "gpipe": 1, "interleaved": 2}),
+    Knob("schedule", Schedule, "1f1b", "pipeline schedule: 1f1b, gpipe, interleaved or zb-h1",
+         column="schedule", codes={"1f1b": 0, "gpipe": 1, "interleaved": 2,
+                                   "zb-h1": 3}),
     Knob("chunks", int, 1, "interleaved model chunks per device (v)", "chunks", ge=1,
          column="chunks", cli_auto=True, cli_help="interleaved chunks per device v"),
     Knob("sp", bool | None, None, "sequence parallel; None = on whenever TP > 1", column="sp",
@@ -170,16 +171,17 @@ class Rule(BaseModel):
 
 
 def topology_rules(layout: Layout, gpus: int, gpus_per_domain: int) -> list[Rule]:
-    """World size = DP×TP×PP×CP; TP×CP inside one NVLink domain and tiling it (the same
-    predicate the search applies to every candidate)."""
-    inner = layout.tp * layout.cp
+    """World size = DP×TP×PP×CP; TP inside one NVLink domain and tiling it (the same predicate
+    the search applies to every candidate); CP may cross the network."""
+    inner = layout.tp
     return [Rule(name="world-size", status="pass" if layout.world == gpus else "fail",
                  measured=f"{layout.dp}×{layout.tp}×{layout.pp}×{layout.cp} = {layout.world}",
                  limit=f"= {gpus} GPUs", message="DP × TP × PP × CP must equal the GPU count"),
             Rule(name="tp-in-nvlink-domain",
                  status="pass" if ranks.inside_domain(inner, gpus_per_domain) else "fail",
-                 measured=f"TP×CP = {inner}", limit=f"divides {gpus_per_domain} (NVLink domain)",
-                 message="TP (and CP) traffic runs every layer; it must stay on NVLink")]
+                 measured=f"TP = {inner}", limit=f"divides {gpus_per_domain} (NVLink domain)",
+                 message="TP's all-reduces run every layer; they must stay on NVLink (CP's ring "
+                         "may cross the network, priced on the link it crosses)")]
 
 
 class GroupInfo(BaseModel):

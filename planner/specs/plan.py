@@ -131,6 +131,7 @@ class Plan(_Strict):
     seq_len: int = Field(..., ge=1)
     precision: Optional[str] = None
     optimizer: Optional[str] = None
+    framework: Optional[str] = Field(None, description="framework profile (default megatron)")
     checkpoint: Optional[CheckpointSection] = None
     budget: Optional[BudgetSection] = None
     thresholds: Thresholds = Thresholds()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from ..errors import InputError
+from ..resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from ..specs.layout import _SAME, KNOBS, Knob
 from .options import parse_number
 
 # Model: exactly one of these sources.
@@ -33,9 +35,10 @@ GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per no
 GPU_MEMORY = typer.Option(None, "--gpu-memory-gb", help="what-if: GPU memory (GiB)")
 NIC = typer.Option(None, "--nic-gbit", help="what-if: NIC Gb/s per GPU")
 # Batch.
-SEQ_LEN = typer.Option(None, "--seq-len", help="sequence length (default 4096)")
+SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAULT_SEQ_LEN})")
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
-TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default 4M)")
+TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default "
+                                f"{DEFAULT_TOKENS_PER_BATCH / 2**20:g}M)")
 # Framework whose implementation the time (and memory) model follows.
 FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtitan, deepspeed, "
                          "fsdp, or a framework profile .toml")
@@ -150,4 +153,42 @@ def job_options(fn):
 
     command.__signature__ = sig.replace(parameters=own + extra)
     command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    return command
+
+
+def layout_option(k: Knob) -> tuple[Any, Any]:
+    """(annotation, typer.Option) of one layout knob, from its declaration in specs.layout."""
+    text = k.cli_help or k.help
+    if k.cli_auto:
+        return str, typer.Option(str(k.default), k.flag, help=f"{text}, or auto")
+    default = k.default if k.cli_default is _SAME else k.cli_default
+    if k.type in (bool, bool | None):
+        return Optional[bool], typer.Option(default, f"{k.flag}/--no-{k.flag[2:]}", help=text)
+    if k.choices or k.type is str:
+        return str, typer.Option(default, k.flag, help=text)
+    return (int if default is not None else Optional[int]), typer.Option(default, k.flag, help=text)
+
+
+# The layout knobs a command takes as options (dp is derived from --gpus).
+LAYOUT_OPTIONS = tuple((k.name,) + layout_option(k) for k in KNOBS if k.cli)
+
+
+def layout_options(fn):
+    """Add the LAYOUT_OPTIONS after --gpus of a typer command whose body takes
+    `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string)."""
+    sig = inspect.signature(fn, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "layout"]
+    at = next((i + 1 for i, p in enumerate(own) if p.name == "gpus"), len(own))
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+             for name, ann, default in LAYOUT_OPTIONS]
+    names = [name for name, _, _ in LAYOUT_OPTIONS]
+
+    @functools.wraps(fn)
+    def command(**kw):
+        return fn(layout={n: kw.pop(n) for n in names}, **kw)
+
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    params = own[:at] + extra + [p.replace(kind=kw_only) for p in own[at:]]
+    command.__signature__ = sig.replace(parameters=params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
     return command

@@ -27,8 +27,28 @@ Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
-# Importing a module registers its commands; `dtplan --help` lists them in this order.
-from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E402,F401,I001
+# Importing a module registers its commands. Only the invoked command's module is imported
+# (each costs imports and click objects); anything else (--help, a typo) imports them all, and
+# `dtplan --help` lists them in this order.
+MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate")
+COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
+            "models": "plan_cmds", "profiles": "plan_cmds", "check": "gate", "schema": "gate",
+            "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
+            "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
+            "calibrate": "calibrate"}
+
+# BLAS thread pools dtplan never uses (its arrays are element-wise) cost start-up time; the
+# user's own setting wins.
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def register(argv: list[str]) -> None:
+    """Import the module of the command argv names, or every command module."""
+    import importlib
+    name = argv[0] if argv else None
+    for mod in (COMMANDS[name],) if name in COMMANDS else MODULES:
+        importlib.import_module(f"{__name__}.{mod}")
 
 
 def _fail(message: str, code: int) -> int:
@@ -40,7 +60,8 @@ def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (used by main and by tests)."""
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    command = typer.main.get_command(app)
+    register(argv)
+    command = typer.main.get_group(app)  # a group even when one command is registered
     try:
         rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:
@@ -65,4 +86,9 @@ def run(argv: list[str]) -> int:
 
 
 def main() -> None:
+    """The console script: one BLAS thread unless the user set a count, then run."""
+    import os
+    if "numpy" not in sys.modules:
+        for var in _BLAS_THREADS:
+            os.environ.setdefault(var, "1")
     sys.exit(run(sys.argv[1:]))

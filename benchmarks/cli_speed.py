@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -36,10 +37,15 @@ def _dtplan() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "planner"]
 
 
-def _wall(cmd: list[str], env: dict[str, str]) -> float:
+def _wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and the child's CPU seconds (user + system): on a shared machine the CPU
+    time is the steadier of the two."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -57,9 +63,10 @@ def main() -> None:
         for _ in range(args.repeats):
             floor.append(_wall(FLOOR, env))
             ours.append(_wall(cmd, env))
-        m, f = statistics.median(ours), statistics.median(floor)
-        print(f"dtplan {' '.join(argv)}\n    median {m * 1e3:7.1f} ms   floor {f * 1e3:7.1f} ms   "
-              f"ratio {m / f:5.2f}x   (min {min(ours) * 1e3:.1f}, max {max(ours) * 1e3:.1f} ms)")
+        m, f = (statistics.median(x[0] for x in ours), statistics.median(x[0] for x in floor))
+        mc, fc = (statistics.median(x[1] for x in ours), statistics.median(x[1] for x in floor))
+        print(f"dtplan {' '.join(argv)}\n    wall median {m * 1e3:6.1f} ms, floor {f * 1e3:6.1f} ms: "
+              f"{m / f:4.2f}x   CPU median {mc * 1e3:6.1f} ms, floor {fc * 1e3:6.1f} ms: {mc / fc:4.2f}x")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,9 @@ def _base_residues(sizes: dict[str, int], axis: str, g: int) -> np.ndarray:
         if b == axis or sizes[b] == 1:
             continue
         step = (np.arange(min(sizes[b], g), dtype=np.int64) * st[b]) % g
-        res = np.unique((res[:, None] + step[None, :]) % g)
+        seen = np.zeros(g, dtype=bool)
+        seen[((res[:, None] + step[None, :]) % g).ravel()] = True
+        res = np.flatnonzero(seen)
     return res
 
 

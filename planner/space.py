@@ -84,15 +84,6 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
     return out
 
 
-def _product(*tables: np.ndarray) -> np.ndarray:
-    """Cartesian product of row tables (each rows × columns), columns side by side."""
-    out = np.zeros((1, 0), dtype=np.int64)
-    for t in tables:
-        t = np.asarray(t, dtype=np.int64).reshape(len(t), -1)
-        out = np.hstack([np.repeat(out, len(t), axis=0), np.tile(t, (len(out), 1))])
-    return out
-
-
 def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
     """(ZeRO stage, shard group, offload optimizer, offload params) rows for one split."""
     zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dpcp > 1 else [0])
@@ -130,37 +121,44 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
 
 
 def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
-               rec: np.ndarray) -> np.ndarray:
-    """Every candidate of one split, one row each, in COLUMNS order, recompute innermost."""
+               rec: np.ndarray) -> dict[str, np.ndarray]:
+    """Every candidate of one split as COLUMNS arrays, recompute innermost: row r takes table
+    t's row (r // stride_t) mod len_t, the stride being the product of the later tables' sizes."""
     tp, cp, pp, dp, ep = split
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
     mbs = [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
-    sps = [0, 1] if tp > 1 else [0]
-    grid = _product(_states(space, dp * cp), np.array(mbs), _schedules(p, space, pp),
-                    np.array(sps), rec)
-    z, g, oo, op, mb, sch, v, sp, rc, rl = grid.T
-    n = len(grid)
+    tables = (_states(space, dp * cp), np.array(mbs, dtype=np.int64).reshape(-1, 1),
+              _schedules(p, space, pp), np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
+    sizes = [len(t) for t in tables]
+    n = int(np.prod(sizes))
+    r = np.arange(n, dtype=np.int64)
+    picked, stride = [], n
+    for t, size in zip(tables, sizes):
+        stride //= size
+        picked += list(t[(r // stride) % size].T)
+    z, g, oo, op, mb, sch, v, sp, rc, rl = picked
     const = lambda x: np.full(n, x, dtype=np.int64)  # noqa: E731
-    return np.stack([const(tp), const(pp), const(dp), const(cp), const(ep), z, g, mb, v, sp, rc,
-                     rl, sch, oo, op], axis=1)
+    cols = (const(tp), const(pp), const(dp), const(cp), const(ep), z, g, mb, v, sp, rc, rl, sch,
+            oo, op)
+    return dict(zip(COLUMNS, cols))
 
 
 def candidate_batches(p: Problem, space: SearchSpace,
                       rows: int = CHUNK_ROWS) -> Iterator[Candidates]:
     """The whole space, as Candidates of about `rows` rows each (whole splits per batch)."""
     rec = recomputes(p, space)
-    pending: list[np.ndarray] = []
+    pending: list[dict[str, np.ndarray]] = []
     size = 0
     for split in splits(p, space):
         block = split_rows(p, space, split, rec)
         pending.append(block)
-        size += len(block)
+        size += len(block["tp"])
         if size >= rows:
-            yield _columns(np.concatenate(pending))
+            yield _columns(pending)
             pending, size = [], 0
     if pending:
-        yield _columns(np.concatenate(pending))
+        yield _columns(pending)
 
 
-def _columns(a: np.ndarray) -> Candidates:
-    return Candidates(**{name: np.ascontiguousarray(a[:, i]) for i, name in enumerate(COLUMNS)})
+def _columns(blocks: list[dict[str, np.ndarray]]) -> Candidates:
+    return Candidates(**{name: np.concatenate([b[name] for b in blocks]) for name in COLUMNS})

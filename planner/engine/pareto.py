@@ -15,7 +15,7 @@ import numpy as np
 def _front_2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Indices of the 2-objective front of (a, b), each point once: sort by a then b, keep a
     row when its b is below every b seen before it (the skyline sweep)."""
-    order = np.lexsort((np.arange(len(a)), b, a))
+    order = np.lexsort((b, a))  # stable: equal points keep their given order
     bs = b[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], bs[:-1])))
     return order[bs < best_before]

@@ -23,7 +23,7 @@ ROWS = st.integers(0, 40).flatmap(lambda n: st.lists(
     min_size=n, max_size=n))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(rows=ROWS, three=st.booleans())
 def test_front_is_the_definition(rows, three):
     x = np.array(rows, dtype=float).reshape(-1, 3)
@@ -32,7 +32,7 @@ def test_front_is_the_definition(rows, three):
     np.testing.assert_array_equal(pareto_front(x), _brute(x))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(rows=ROWS)
 def test_no_kept_row_is_dominated_and_every_dropped_row_is(rows):
     x = np.array(rows, dtype=float).reshape(-1, 3)

@@ -85,9 +85,10 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
                                 f"= {p.gpus}"), None),
     RuleSpec("tp-in-nvlink-domain",
-             lambda p, c, m: inside_domain(c.tp * c.cp, p.hardware.scale_up.gpus_per_domain),
-             "TP × CP must fit (and tile) one NVLink domain",
-             lambda p, lay, f: (f"TP×CP = {lay.tp * lay.cp}",
+             lambda p, c, m: inside_domain(c.tp, p.hardware.scale_up.gpus_per_domain),
+             "TP must fit (and tile) one NVLink domain; CP may cross nodes, priced on the link "
+             "it crosses",
+             lambda p, lay, f: (f"TP = {lay.tp}",
                                 f"divides {p.hardware.scale_up.gpus_per_domain}"),
              _key("layout.tp")),
     RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from planner import cli, hardware
+from planner import cli
+from planner.specs import hardware
 
 CLI_DIR = pathlib.Path(cli.__file__).parent
 

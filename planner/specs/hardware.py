@@ -338,26 +338,16 @@ def list_profiles() -> list[HardwareProfile]:
     return list(_BUNDLED)
 
 
-def _bundled_by_file_name(want: str) -> Optional[HardwareProfile]:
-    """The bundled profile whose file is `<want>.toml` and whose name is `want`, parsed alone:
-    a profile named on the command line costs one TOML, not all of them."""
-    if _BUNDLED is not None or not want.replace("-", "").replace("_", "").isalnum():
-        return None
-    from importlib.resources import files
-
-    entry = files("hardware_profiles").joinpath(f"{want}.toml")
-    if not entry.is_file():
-        return None
-    prof = _parse(entry.read_bytes(), str(entry))
-    return prof if prof.name.lower() == want else None
-
-
 def load_profile(name: str) -> HardwareProfile:
-    """A bundled profile by name or alias, case-insensitive."""
+    """A bundled profile by name or alias, case-insensitive. A name that is its own file
+    (`h100` → h100.toml) is parsed alone, not with every bundled profile."""
+    from importlib.resources import files
     want = name.strip().lower()
-    direct = _bundled_by_file_name(want)
-    if direct is not None:
-        return direct
+    entry = files("hardware_profiles").joinpath(f"{want}.toml")
+    if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
+        prof = _parse(entry.read_bytes(), str(entry))
+        if prof.name.lower() == want:
+            return prof
     profiles = list_profiles()
     for prof in profiles:
         if want == prof.name.lower() or want in (a.lower() for a in prof.aliases):

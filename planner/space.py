@@ -30,7 +30,8 @@ from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 
 COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "mb", "chunks", "sp", "recompute",
            "recompute_layers", "schedule", "offload_opt", "offload_par")
-CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the memory of the cost model's arrays
+CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
+# fresh process pays page faults on every large new array, and this size measured fastest cold
 # Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
 # Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
 # (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the

@@ -113,10 +113,12 @@ def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
     return np.stack([ev.time.step, ev.memory.peak, np.full(len(ev), float(gpus))], axis=1)
 
 
-def _front(obj: np.ndarray) -> np.ndarray:
-    """The rows no other beats: engine.pareto with step times within STEP_TIME_RESOLUTION
-    counted as equal when the other row is leaner."""
-    return pareto_front(obj, tolerance=STEP_TIME_RESOLUTION)
+def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
+    """The rows no other beats: engine.pareto with step times within `tolerance` counted as
+    equal when the other row is leaner. Batches keep their exact fronts (tolerance 0: exact
+    fronts merge batch by batch, tolerant ones would depend on the batching); the tolerance
+    applies once, to the union."""
+    return pareto_front(obj, tolerance=tolerance)
 
 
 def _order(ev: Evaluation, c: Candidates, gpus: int, objective: str) -> np.ndarray:
@@ -173,7 +175,7 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
     if not dominated and len(rows):
         keep = ev_s.memory.peak <= ev_s.memory.usable
         obj = np.concatenate([_objectives(ev, p.gpus)[idx], _objectives(ev_s, p.gpus)[keep]])
-        rows = rows.take(np.flatnonzero(_front(obj)))
+        rows = rows.take(np.flatnonzero(_front(obj, tolerance=0.0)))
     t.kept.append(rows)
 
 

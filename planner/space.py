@@ -145,8 +145,10 @@ def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
 
 
 def candidate_batches(p: Problem, space: SearchSpace,
-                      rows: int = CHUNK_ROWS) -> Iterator[Candidates]:
-    """The whole space, as Candidates of about `rows` rows each (whole splits per batch)."""
+                      rows: int | None = None) -> Iterator[Candidates]:
+    """The whole space, as Candidates of about `rows` (default CHUNK_ROWS) rows each, whole
+    splits per batch."""
+    rows = rows or CHUNK_ROWS
     rec = recomputes(p, space)
     pending: list[dict[str, np.ndarray]] = []
     size = 0

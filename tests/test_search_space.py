@@ -97,6 +97,20 @@ def test_batches_are_bounded_and_cover_every_split(p70):
     assert CHUNK_ROWS >= 4096
 
 
+def test_the_shown_rows_do_not_depend_on_the_batch_size(p70, shown, monkeypatch):
+    import planner.space
+    monkeypatch.setattr(planner.space, "CHUNK_ROWS", 5000)
+    small = search(p70)
+
+    def rows(res):
+        c = res.candidates
+        return [tuple(int(getattr(c, f)[i]) for f in planner.space.COLUMNS) for i in res.order]
+    assert rows(small) == rows(shown)
+    assert (small.enumerated, small.valid, small.solved) == (shown.enumerated, shown.valid,
+                                                              shown.solved)
+    assert small.rejected.tolist() == shown.rejected.tolist()
+
+
 @pytest.mark.parametrize("seq,batch,tp,pp,cp", [(8192, 2048, 8, 16, 1), (131072, 128, 8, 16, 16)])
 def test_metas_llama3_405b_layouts_are_valid_candidates(seq, batch, tp, pp, cp):
     # Dubey et al. 2024 (Table 4): TP8 × PP16 × DP128 at 8K; TP8 × CP16 × PP16 × DP8 at 128K.

@@ -75,3 +75,35 @@ def test_an_alias_still_finds_its_profile(monkeypatch):
     assert hardware.load_profile("dgx-h100").name == "h100"
     with pytest.raises(hardware.InputError, match="unknown profile"):
         hardware.load_profile("../h100")
+
+
+_HEAP_PROBE = """
+import ctypes, sys
+import planner.cli as c
+c.run = lambda argv: 0
+try:
+    c.main()
+except SystemExit:
+    pass
+import numpy as np
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                "usmblks", "fsmblks", "uordblks", "fordblks",
+                                                "keepcost")]
+info = ctypes.CDLL(None).mallinfo2
+info.restype = Info
+before = info().hblks
+x = np.ones(1 << 18)  # 2 MB: above glibc's default mmap threshold
+print(info().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
+def test_the_entry_point_keeps_large_arrays_on_the_heap():
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("no glibc mallinfo2 to observe the allocator")
+    assert _child(_HEAP_PROBE) == "0"                           # tuned: not mmap'ed
+    assert _child(_HEAP_PROBE, MALLOC_ARENA_MAX="8") == "1"     # a user's MALLOC_* setting wins

@@ -19,7 +19,7 @@ from .specs.budget import MemoryBudget
 from .specs.hardware import HardwareProfile, list_profiles
 from .specs.layout import Layout
 from .specs.model import ModelSpec
-from .search import OBJECTIVES, SearchResult, SearchSpace, search
+from .search import OBJECTIVES, SearchResult, SearchSpace, candidate_bands, search
 
 
 def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0,
@@ -35,7 +35,7 @@ def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 
     v.zero_stage("--zero", zero)
     if gpus % (tp * pp * cp):
         raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
-    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved"))
+    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved", "zb-h1"))
     v.choice("--recompute", recompute, ("none", "selective", "full"))
     v.choice("--offload-optimizer", offload_optimizer, ("none", "cpu", "nvme"))
     v.choice("--offload-params", offload_params, ("none", "cpu", "nvme"))
@@ -134,6 +134,7 @@ class RankedLayout(BaseModel):
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
+    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
 class Rejection(BaseModel):
@@ -165,8 +166,8 @@ class FitResult(BaseModel):
 
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
-    r, p = res.results, res.problem
-    out = []
+    r, p, out = res.results, res.problem, []
+    bands = candidate_bands(p, res.candidates)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
@@ -175,7 +176,7 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i])))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
     return out
 
 

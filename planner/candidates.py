@@ -16,8 +16,9 @@ from .specs.hardware import HardwareProfile
 from .specs.layout import Layout
 from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
+from .specs.framework import FrameworkProfile, current_framework
 
-SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2}
+SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2, "zb-h1": 3}
 RECOMPUTE_CODES = {"none": act.RECOMPUTE_NONE, "selective": act.RECOMPUTE_SELECTIVE,
                    "full": act.RECOMPUTE_FULL}
 OFFLOAD_CODES = {"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU, "nvme": bud.OFFLOAD_NVME}
@@ -96,6 +97,12 @@ class Problem:
     optimizer: str = "adam"
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+
+    @property
+    def fw(self) -> FrameworkProfile:
+        """The framework profile whose implementation the time model follows."""
+        return self.framework if self.framework is not None else current_framework()
 
     @property
     def flash(self) -> bool:

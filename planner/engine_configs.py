@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import InputError, validation_message
 from .specs.hardware import load_hardware
+from .specs.framework import use_framework_if_unset
 from .specs.job import CheckOptions, Inputs
 from .verdict import GateRule, make_rule
 from .specs.hardware import HardwareProfile
@@ -96,6 +97,7 @@ def _hardware(opts: CheckOptions, notes: list[str]) -> HardwareProfile:
 
 
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
+    use_framework_if_unset(kind)   # each engine kind names its framework profile too
     if kind == "deepspeed":
         return read_deepspeed(where, data, opts)
     if kind == "megatron":

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pydantic import BaseModel
 
 from . import validate
@@ -58,16 +60,37 @@ class Estimate(BaseModel):
     rules: list[Rule]
     budget: MemoryBudget
     notes: list[str]
+    framework: str = "megatron"
+    # ± per cent on step time, tokens/s and MFU for this regime (None: uncalibrated)
+    error_band_pct: Optional[float] = None
 
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
+    """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard
+    group (DP × CP, or the hybrid shard group) and EP (inside DP × CP) from how many of their
+    members share an NVLink domain."""
+    from .engine.topology import LINK_NAMES, link_kind, members_per_domain
     from .specs.layout import rank_groups
-    groups, _ = rank_groups(lay, p.hardware.scale_up.gpus_per_domain)
-    return {g.axis: g.link for g in groups}
+    g = p.hardware.scale_up.gpus_per_domain
+    groups, _ = rank_groups(lay, g)
+    out = {x.axis: x.link for x in groups}
+    for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
+                        ("ep", lay.ep, lay.ep > 1)):
+        k = members_per_domain(n, lay.tp, g)
+        out[axis] = LINK_NAMES[int(link_kind(n, k))] if on and n > 1 else "none"
+    return out
 
 
-def _notes(p: Problem) -> list[str]:
-    return [p.model.describe(),
+def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
+    """The profile's error band for this regime (calibration_modern.band_for)."""
+    from .calibration_modern import band_for as _band
+    return _band(hw, framework, lay)
+
+
+def _notes(p: Problem, lay: Layout) -> list[str]:
+    from .calibration_modern import band_note
+    from .specs.framework import describe
+    return [p.model.describe(), describe(p.fw), band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             f"Budget: CUDA/NCCL context {p.budget.context_bytes / 1e9:g} GB, comm buffers "
@@ -119,7 +142,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         communication_s={k: float(v[0]) for k, v in t.communication().items()},
         links=_links(p, lay),
         rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
-        budget=p.budget, notes=_notes(p))
+        budget=p.budget, notes=_notes(p, lay), framework=p.fw.name,
+        error_band_pct=band_for(p.hardware, p.fw.name, lay))
 
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,

@@ -144,8 +144,8 @@ def to_megatron(inp: Inputs) -> Export:
                            "use --to torchtitan or accelerate")
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
-    if lay.schedule == "gpipe" and lay.pp > 1:
-        raise _unsupported("megatron", "the GPipe schedule (it runs 1F1B or interleaved 1F1B)")
+    if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
+        raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
     gas = _accumulation(inp)
@@ -299,6 +299,8 @@ def to_torchtitan(inp: Inputs) -> Export:
                  "tensor_parallel_degree": lay.tp, "context_parallel_degree": lay.cp,
                  "expert_parallel_degree": lay.ep, "pipeline_parallel_degree": lay.pp}
     if lay.pp > 1:
+        if lay.schedule == "zb-h1":   # torch.distributed.pipelining's zero-bubble ones are looped
+            raise _unsupported("torchtitan", "ZB-H1 with one stage per rank")
         schedule = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}[lay.schedule]
         per_stage = full // lay.chunks
         par.update(pipeline_parallel_schedule=schedule,

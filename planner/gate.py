@@ -391,7 +391,7 @@ def _summary(inp: Inputs, est: Any) -> dict[str, Any]:
     lay = inp.layout
     return {
         "model": inp.model.name, "params": inp.model.param_count(),
-        "hardware": inp.hardware.name, "gpus": inp.gpus,
+        "hardware": inp.hardware.name, "gpus": inp.gpus, "framework": est.framework,
         "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep,
                    "zero": lay.zero, "micro_batch": lay.micro_batch, "schedule": lay.schedule,
                    "chunks": lay.chunks, "sequence_parallel": lay.sequence_parallel,

@@ -236,6 +236,11 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
 def load_hf_config(path: str | Path) -> ModelSpec:
     """ModelSpec from a Hugging Face config.json (or a directory holding one)."""
     where, data = _read(path)
+    return model_from_config(data, where)
+
+
+def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
+    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
     c = _Cfg(where, data)
     mtype = (c.str("model_type") or "").lower()
     note = ""

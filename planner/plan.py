@@ -33,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
+from .specs.framework import select_for
 from .errors import InputError
 
 MAX_FILE_BYTES = 1_000_000      # plan and engine-config files; real ones are a few kB
@@ -180,6 +181,7 @@ class Plan(_Strict):
     seq_len: int = Field(..., ge=1)
     precision: Optional[str] = None
     optimizer: Optional[str] = None
+    framework: Optional[str] = Field(None, description="framework profile (default megatron)")
     checkpoint: Optional[CheckpointSection] = None
     budget: Optional[BudgetSection] = None
     thresholds: Thresholds = Thresholds()
@@ -290,6 +292,7 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise InputError(f"{where}: {key}", f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
+    select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
     return plan
 
 

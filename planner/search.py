@@ -20,14 +20,16 @@ from .evaluate import Evaluation, evaluate
 from .rules import RULE_NAMES, structural_predicates
 from .space import COLUMNS, SearchSpace, candidate_batches, recomputes
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "rank_key", "search", "solve_partial"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
+           "solve_partial"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
 # Step times closer than this share count as equal when the other layout is leaner: far below
 # the time model's accuracy (calibration residuals are several per cent, `dtplan calibrate`)
-# and at the printed precision (ms at second-scale steps).
+# and at the printed precision (ms at second-scale steps). Where the profile has an error band
+# for the fastest layout's regime, the band is the tolerance instead (when it is larger).
 STEP_TIME_RESOLUTION = 1e-3
 
 
@@ -60,6 +62,14 @@ def rank_key(results: Evaluation, gpus: int, objective: str,
     if objective == "gpus":
         return n * 1e6 + per_token
     return per_token
+
+
+def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
+    """Each candidate's error band (per cent, 0 where uncalibrated): the profile's error_bands
+    for its regime, framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
+    bands, fw = p.hardware.efficiency.error_bands, p.fw.name
+    data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
+    return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
 
 
 def _stage_memory(ev: Evaluation) -> np.ndarray:
@@ -121,11 +131,22 @@ def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarr
     return pareto_front(obj, tolerance=tolerance)
 
 
-def _order(ev: Evaluation, c: Candidates, gpus: int, objective: str) -> np.ndarray:
+def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
+    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated."""
+    return float(candidate_bands(p, c)[np.argmin(ev.time.step)]) / 100.0 if len(c) else 0.0
+
+
+def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
     """Best first by the objective; ties by more headroom, then the simpler layout (smaller TP,
-    PP, ZeRO, no recompute, larger micro-batch)."""
-    key = np.round(rank_key(ev, gpus, objective), 12)
-    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom, key))
+    PP, ZeRO, no recompute, larger micro-batch). For time and cost, layouts within the error
+    band of the fastest one's regime are ties the model cannot order: the key is bucketed in
+    steps of (1 + band) from the best, and within a bucket more headroom ranks first."""
+    key = rank_key(ev, p.gpus, objective)
+    band = _band(p, ev, c) if objective in ("time", "cost") else 0.0
+    if band > 0:
+        key = key.min() * (1.0 + band) ** np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
+    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom,
+                       np.round(key, 12)))
 
 
 @dataclass
@@ -191,14 +212,15 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMNS})
     if len(kept) and not dominated:  # fronts of batches → the front of the whole space
         ev = evaluate(p, kept)
-        kept = kept.take(np.flatnonzero(_front(_objectives(ev, p.gpus))))
+        tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))
+        kept = kept.take(np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=tol)))
     if t.closest is not None:
         t.examples[FITS] = t.closest[1]
     rules = sorted(t.examples)
     cand = _concat([kept] + [t.examples[k] for k in rules])
     ev = evaluate(p, cand)
     n = len(kept)
-    order = _order(_Rows(ev, np.arange(n)), kept, p.gpus, objective) if n else np.zeros(0, int)
+    order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
     return SearchResult(problem=p, candidates=cand, results=ev, order=order, first_failure=first,
                         enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,

@@ -3,7 +3,7 @@
 A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
-per-replica batch), schedule (1F1B; interleaved with v = 2…max_chunks under PP), sequence
+per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
 parallel on/off (TP > 1), recompute (none, selective, full; recompute is the innermost knob,
 so each layout's recompute variants are consecutive rows, and full recompute of part of each
 stage is solved from them by the search, search.solve_partial), offload when asked.
@@ -98,9 +98,11 @@ def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
 
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
-    """(schedule code, chunks v) rows: 1F1B, and interleaved v where the layers split."""
+    """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
+    where the layers split (GPipe is never enumerated: 1F1B has its bubble and less memory)."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
     if pp > 1:
+        rows += [(SCHEDULE_CODES["zb-h1"], 1)]
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
                  if stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
     if space.schedule:

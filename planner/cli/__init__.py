@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc
 
 from ..errors import InputError
+from ..specs.framework import command_scope
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -30,12 +31,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_ma
 # Importing a module registers its commands. Only the invoked command's module is imported
 # (each costs imports and click objects); anything else (--help, a typo) imports them all, and
 # `dtplan --help` lists them in this order.
-MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate")
+MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate", "compare")
 COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
             "models": "plan_cmds", "profiles": "plan_cmds", "check": "gate", "schema": "gate",
             "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
             "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
-            "calibrate": "calibrate"}
+            "calibrate": "calibrate", "compare": "compare"}
 
 # BLAS thread pools dtplan never uses (its arrays are element-wise) cost start-up time; the
 # user's own setting wins.
@@ -63,7 +64,8 @@ def run(argv: list[str]) -> int:
     register(argv)
     command = typer.main.get_group(app)  # a group even when one command is registered
     try:
-        rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
+        with command_scope():   # a --framework / plan / engine-config selection lasts one run
+            rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:
         return _fail(str(e), EXIT_INPUT)
     except click_exc.NoArgsIsHelpError as e:

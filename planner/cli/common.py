@@ -33,6 +33,9 @@ NIC = typer.Option(None, "--nic-gbit", help="what-if: NIC Gb/s per GPU")
 SEQ_LEN = typer.Option(None, "--seq-len", help="sequence length (default 4096)")
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
 TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default 4M)")
+# Framework whose implementation the time (and memory) model follows.
+FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtitan, deepspeed, "
+                         "fsdp, or a framework profile .toml")
 
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
@@ -79,6 +82,7 @@ JOB_OPTIONS = (
     ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
     ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
     ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
+    ("framework", Optional[str], FRAMEWORK),
 )
 
 
@@ -104,6 +108,12 @@ class Job:
     seq_len: Optional[int] = None
     global_batch: Optional[int] = None
     tokens_per_batch: Optional[str] = None
+    framework: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.framework is not None:   # select it now: every estimate below follows it
+            from ..specs.framework import use_framework
+            use_framework(self.framework)
 
     def model_spec(self):
         return model_from_options(self.model, self.model_config, self.params, self.layers,

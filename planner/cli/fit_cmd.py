@@ -75,8 +75,8 @@ def fit_cmd(
         doc.notes.insert(1, batch_note)
     if not show_all and any(r.layouts for r in results):
         doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
-                         "peak memory (steps within 0.1 % count as equal); --all ranks every "
-                         "valid layout")
+                         "peak memory (steps within 0.1 % or the error band count as equal); "
+                         "--all ranks every valid layout")
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL
 

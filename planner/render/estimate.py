@@ -61,17 +61,24 @@ def verdict_line(e: Estimate, gib: bool = False) -> str:
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
 
 
+def band(e) -> str:
+    """' ± 6%' (relative, from the regime's calibration residuals) or ' (uncalibrated)'."""
+    b = getattr(e, "error_band_pct", None)
+    return f" ± {b:g}%" if b is not None else " (uncalibrated)"
+
+
 def time_tables(e: Estimate) -> list[Table]:
     rows = [[TIME_LABELS[k], ms(x), pct(x / e.step_time_s)] for k, x in e.breakdown.items() if x > 0]
-    rows.append(["step time", ms(e.step_time_s), "100.0%"])
-    summary = [["tokens/s", f"{e.tokens_per_s:,.0f}"], ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}"],
+    rows.append(["step time", ms(e.step_time_s) + band(e), "100.0%"])
+    summary = [["tokens/s", f"{e.tokens_per_s:,.0f}{band(e)}"],
+               ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}{band(e)}"],
                ["model TFLOP/s per GPU", f"{e.model_tflops_per_gpu:.1f}"],
                ["hardware TFLOP/s per GPU", f"{e.hardware_tflops_per_gpu:.1f}"],
-               ["MFU", pct(e.mfu)], ["HFU", pct(e.hfu)], ["bubble", pct(e.bubble_fraction)],
+               ["MFU", pct(e.mfu) + band(e)], ["HFU", pct(e.hfu)], ["bubble", pct(e.bubble_fraction)],
                ["collective fraction", pct(e.collective_fraction)],
                ["accumulation steps", f"{e.accumulation:g}"],
                ["energy per step", f"{e.energy_per_step_j / 3.6e6:.2f} kWh"]]
-    comm = [[axis.upper(), ms(t), e.links.get(axis, "nvlink" if axis == "zero3" else "—")]
+    comm = [[axis.upper(), ms(t), e.links.get(axis, "—")]
             for axis, t in e.communication_s.items() if t > 0]
     tables = [Table("Step time breakdown (ms)", ["component", "time", "share"], rows,
                     bars=[float(r[1].replace(",", "")) for r in rows[:-1]] + [0.0]),
@@ -122,7 +129,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     verdict = verdict_line(e, gib)
     if view == "estimate":
         verdict += (f"; step {e.step_time_s:.3f} s, {e.tokens_per_s:,.0f} tokens/s, "
-                    f"MFU {pct(e.mfu)}")
+                    f"MFU {pct(e.mfu)}{band(e)}; framework {e.framework}")
     if failed:
         verdict += "; failing rules: " + ", ".join(r.name for r in failed)
     data = e.model_dump()

@@ -9,7 +9,7 @@ from .. import validate as v
 from ..engine import ranks
 from ..errors import InputError
 
-Schedule = Literal["1f1b", "gpipe", "interleaved"]
+Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 
@@ -65,15 +65,16 @@ class Rule(BaseModel):
 
 def topology_rules(layout: Layout, gpus: int, gpus_per_domain: int) -> list[Rule]:
     """World size = DP×TP×PP×CP; TP inside one NVLink domain and tiling it (the same predicate
-    the search applies to every candidate). CP may cross nodes: Llama 3 ran TP8 × CP16 on
-    8-GPU nodes (Dubey et al. 2024, Sec. 3.3.2), its ring priced on the link it crosses."""
+    the search applies to every candidate); CP may cross the network."""
+    inner = layout.tp
     return [Rule(name="world-size", status="pass" if layout.world == gpus else "fail",
                  measured=f"{layout.dp}×{layout.tp}×{layout.pp}×{layout.cp} = {layout.world}",
                  limit=f"= {gpus} GPUs", message="DP × TP × PP × CP must equal the GPU count"),
             Rule(name="tp-in-nvlink-domain",
-                 status="pass" if ranks.inside_domain(layout.tp, gpus_per_domain) else "fail",
-                 measured=f"TP = {layout.tp}", limit=f"divides {gpus_per_domain} (NVLink domain)",
-                 message="TP traffic runs every layer; it must stay on NVLink")]
+                 status="pass" if ranks.inside_domain(inner, gpus_per_domain) else "fail",
+                 measured=f"TP = {inner}", limit=f"divides {gpus_per_domain} (NVLink domain)",
+                 message="TP's all-reduces run every layer; they must stay on NVLink (CP's ring "
+                         "may cross the network, priced on the link it crosses)")]
 
 
 class GroupInfo(BaseModel):

@@ -16,7 +16,6 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc
 
 from ..errors import InputError
-from ..specs.framework import command_scope
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -52,6 +51,16 @@ def register(argv: list[str]) -> None:
         importlib.import_module(f"{__name__}.{mod}")
 
 
+def _scope(argv: list[str]):
+    """The framework selection's per-run scope, for a command; --help and typos select nothing
+    and skip importing the framework specs."""
+    if argv and argv[0] in COMMANDS:
+        from ..specs.framework import command_scope
+        return command_scope()
+    import contextlib
+    return contextlib.nullcontext()
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"dtplan: error: {message}\n")
     return code
@@ -64,7 +73,7 @@ def run(argv: list[str]) -> int:
     register(argv)
     command = typer.main.get_group(app)  # a group even when one command is registered
     try:
-        with command_scope():   # a --framework / plan / engine-config selection lasts one run
+        with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
             rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:
         return _fail(str(e), EXIT_INPUT)

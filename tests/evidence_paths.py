@@ -11,12 +11,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "evidence"
 
 
-def real_dir() -> Path | None:
+def shared_dir() -> Path | None:
+    """`<repo>/../shared` (CI), else /work/shared (worktrees), else None."""
     for base in (ROOT.parent / "shared", Path("/work/shared")):
-        d = base / "fixtures" / "real"
-        if d.is_dir():
-            return d
+        if base.is_dir():
+            return base
     return None
+
+
+def real_dir() -> Path | None:
+    base = shared_dir()
+    d = base / "fixtures" / "real" if base is not None else None
+    return d if d is not None and d.is_dir() else None
 
 
 def real(rel: str) -> Path:

@@ -1,16 +1,17 @@
 """nccl-tests outputs measured on real clusters, reproduced by `dtplan comm --hardware …`.
 
 Each file in shared/fixtures/real/nccl/ (SOURCES.md §1) is compared row by row at messages
-≥ 64 MB: dtplan's busbw within ±15% of the measured out-of-place busbw. The table is parsed here
-minimally (size, out-of-place time, algbw, busbw) until the closed-loop nccl-tests reader lands.
+≥ 64 MB: dtplan's busbw within ±15% of the measured out-of-place busbw. Tables are read by
+dtplan's own nccl-tests reader, as `dtplan calibrate --from` reads them.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+
+from planner.evidence import read_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_BYTES = 64 * 2**20
@@ -23,30 +24,11 @@ def _shared() -> Path:
     pytest.skip("shared/fixtures/real/nccl not available beside the repository")
 
 
-# nccl-tests ≥ 2.13 column order (size count type redop root time algbw busbw #wrong …), the
-# fallback for excerpts whose header lines were dropped.
-_DEFAULT_HEADER = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw"]
-
-
 def _rows(path: Path) -> list[tuple[int, float]]:
-    """(size bytes, out-of-place busbw GB/s) for every data row. Columns come from the file's
-    own header line (older nccl-tests have no root / redop column); launcher prefixes like
-    '[0]' are dropped first (nccl issue #1453 prints one inside rows)."""
-    header, out = _DEFAULT_HEADER, []
-    for line in path.read_text().splitlines():
-        line = re.sub(r"\[\d+\]", " ", line)
-        words = line.replace("#", " ").split()
-        if "busbw" in words and "size" in words:
-            header = words
-            continue
-        if line.lstrip().startswith("#") or not words or not words[0].isdigit():
-            continue
-        # after the dtype word: an optional redop word, [root], time, algbw, busbw
-        rest = [w for w in words[3:] if not w.isalpha()]
-        col = 3 if "root" in header else 2
-        if len(rest) > col:
-            out.append((int(words[0]), float(rest[col])))
-    return out
+    """(size bytes, out-of-place busbw GB/s) for every data row, read by dtplan's own
+    nccl-tests reader (planner.evidence.nccl)."""
+    (ev,) = read_evidence([path])
+    return [(r.size_bytes, r.busbw_gbps) for r in ev.nccl.rows]
 
 
 def _predicted(dtplan, hardware: str, kind: str, gpus: int, sizes: list[int], *extra) -> dict:

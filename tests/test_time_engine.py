@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.engine import attention, fp8, moe, overlap, schedules
+from planner.engine.pipeline import micro_batches_in_flight
 
 # ---- attention ---------------------------------------------------------------------------------
 
@@ -90,9 +91,9 @@ def test_bubbles_seed():
 
 
 def test_zb_h1_keeps_1f1b_memory_and_interleaving_costs_more():
-    assert schedules.in_flight("zb-h1", 8, 32) == schedules.in_flight("1f1b", 8, 32) == 8
-    assert schedules.in_flight("interleaved", 8, 32, chunks=2) == pytest.approx(8 * (1 + 7 / 16))
-    assert schedules.in_flight("gpipe", 8, 32) == 32
+    assert micro_batches_in_flight("zb-h1", 8, 32) == micro_batches_in_flight("1f1b", 8, 32) == 8
+    assert micro_batches_in_flight("interleaved", 8, 32, chunks=2) == pytest.approx(8 * (1 + 7 / 16))
+    assert micro_batches_in_flight("gpipe", 8, 32) == 32
 
 
 @settings(max_examples=100, deadline=None)
@@ -102,7 +103,7 @@ def test_less_memory_in_flight_never_buys_a_smaller_bubble(p, tf, r, v):
     one = schedules.bubble_time("1f1b", p, tf, tb)
     assert schedules.bubble_time("zb-h1", p, tf, tb) <= one
     assert schedules.bubble_time("interleaved", p, tf, tb, v) <= one
-    assert schedules.in_flight("interleaved", p, 4 * p, 0, v) >= schedules.in_flight("1f1b", p, 4 * p)
+    assert micro_batches_in_flight("interleaved", p, 4 * p, 0, v) >= micro_batches_in_flight("1f1b", p, 4 * p)
 
 
 # ---- MoE, fp8 ----------------------------------------------------------------------------------

@@ -89,8 +89,7 @@ def report_cmd(
             svgs = {chart_dir / f"{name}.svg": svg for name, svg in review.charts.items()}
             files.check_targets(list(svgs), force=force)
             for path, svg in svgs.items():
-                files.write_text(path, svg if svg.lstrip().startswith("<?xml") else svg,
-                                 force=force, make_dirs=True)
+                files.write_text(path, svg, force=force, make_dirs=True)
         files.write_text(output, render_review_markdown(review, chart_dir.name if chart_dir else None),
                          force=force)
     if not to_stdout:
@@ -118,7 +117,7 @@ def export_cmd(
     to the same verdict."""
     from .. import files
     from ..errors import InputError
-    from ..export import TARGETS, export
+    from ..engines import TARGETS, export
     from ..gate import evaluate_inputs
 
     if to not in TARGETS:

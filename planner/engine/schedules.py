@@ -2,8 +2,8 @@
 
 With p stages, m micro-batches, per-micro-batch forward t_f and backward t_b on the slowest
 stage (the one that paces the pipeline; uneven first/last stages are priced by the caller):
-- GPipe and 1F1B idle (p−1)·(t_f + t_b) (Narayanan et al. 2021, Sec. 2.2); 1F1B holds at most
-  p micro-batches, GPipe m.
+- GPipe and 1F1B idle (p−1)·(t_f + t_b) (Narayanan et al. 2021, Sec. 2.2); what each schedule keeps
+  in flight per stage is pipeline.micro_batches_in_flight (one formula for memory and time).
 - Interleaved 1F1B with v chunks per rank idles (p−1)·(t_f + t_b)/v (Narayanan Sec. 2.2.2) and
   holds p·(1 + (p−1)/(p·v)) stage-sized units (Korthikanti Sec. 4.2.3, pipeline.py). Llama 3
   ran it with m not a multiple of p (Dubey et al. 2024, Sec. 3.3.2); the bubble formula needs
@@ -42,17 +42,3 @@ def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num 
     else:
         b = (p - 1.0) * (tf + tb)
     return out(np.where(p > 1, b, 0.0))
-
-
-def in_flight(schedule: str, stages: Num, micro_batches: Num, stage_index: Num = 0,
-              chunks: Num = 1) -> Num:
-    """Micro-batches of activations stage i holds at its peak (units of one full stage):
-    GPipe m; 1F1B and ZB-H1 min(p − i, m); interleaved that × (1 + (p−1)/(p·v))."""
-    p = np.asarray(stages, dtype=float)
-    m = np.asarray(micro_batches, dtype=float)
-    base = np.minimum(p - np.asarray(stage_index, dtype=float), m)
-    if schedule == "gpipe":
-        return out(m + 0.0 * p)
-    if schedule == "interleaved":
-        return out(base * (1.0 + (p - 1.0) / (p * np.asarray(chunks, dtype=float))))
-    return out(base)

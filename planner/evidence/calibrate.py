@@ -117,14 +117,22 @@ def combine(fits: list[ConstantFit]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in by_key.items()}
 
 
-def fit_fragmentation(e: Evidence, default: float) -> ConstantFit | None:
-    """reserved = allocated x (1 + f): f from the peaks a memory artifact states."""
+def fit_fragmentation(e: Evidence, default: float,
+                      states: float | None = None) -> ConstantFit | None:
+    """reserved = allocated + f × (allocated − states) (engine.allocator.reserved_bytes): f from
+    the peaks a memory artifact states. `states` is the estimate's persistent bytes (weights,
+    gradients, optimizer) when the job is known; without it f is taken over all allocated bytes,
+    a lower bound on the share of the bytes freed within a step."""
     m = e.memory
     if m is None or not m.peak_reserved_bytes or not m.peak_allocated_bytes:
         return None
-    ratio = m.peak_reserved_bytes / m.peak_allocated_bytes
-    f = max(0.0, ratio - 1.0)
-    return ConstantFit("budget.fragmentation_fraction", default, f,
-                       abs((1.0 + default) / ratio - 1.0) * 100.0, 0.0, Path(e.path).name,
-                       "peak reserved / peak allocated - 1; pass --fragmentation "
+    alloc, res = m.peak_allocated_bytes, m.peak_reserved_bytes
+    churn = alloc - states if states is not None and states < alloc else alloc
+    f = max(0.0, (res - alloc) / churn)
+    before = abs((alloc + default * churn) / res - 1.0) * 100.0
+    over = "the bytes freed within a step" if churn < alloc else \
+        "all allocated bytes (a lower bound: give the job to subtract its states)"
+    return ConstantFit("budget.fragmentation_fraction", default, f, before, 0.0,
+                       Path(e.path).name,
+                       f"(peak reserved - peak allocated) over {over}; pass --fragmentation "
                        f"{f:.3f} (a budget option, not a hardware constant)")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from ..engine.allocator import FRAGMENTATION_SHARE
 from ..specs.hardware import HardwareProfile
 from .calibrate import ConstantFit, combine, fit_fragmentation, fit_nccl
-from .compute_fit import RunSpec, calibrated_efficiency, fit_compute
+from .compute_fit import RunSpec, calibrated_efficiency, fit_compute, predict
 from .model import Evidence
 
 # The profile constants evidence can move, and what identifies each.
@@ -19,7 +20,7 @@ FITTABLE = {"scale_up.bus_efficiency": "nccl-tests inside one NVLink domain (lar
             "efficiency.sustained_matmul_fraction": "a training log or trace plus the job layout",
             "efficiency.flash_attention_fraction": "a training log or trace plus the job layout",
             "efficiency.grouped_gemm_fraction": "a training log or trace plus the job layout"}
-DEFAULT_FRAGMENTATION = 0.08  # evaluate.MemoryBudget's default share
+DEFAULT_FRAGMENTATION = FRAGMENTATION_SHARE  # specs.budget.MemoryBudget's default share
 
 
 @dataclass
@@ -77,11 +78,13 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
             k = statistics.median(f.after for f in compute)
             why = (f"compute factor {k:.3f} from " + ", ".join(f.evidence for f in compute))
             values.update({key: (v, why) for key, v in calibrated_efficiency(calibrated, k).items()})
+    states = _estimated_states(run, calibrated) if run is not None else None
     for e in evidence:
-        if (f := fit_fragmentation(e, DEFAULT_FRAGMENTATION)) is not None:
+        if (f := fit_fragmentation(e, DEFAULT_FRAGMENTATION, states)) is not None:
             fits.append(f)
-            notes.append(f"{f.evidence}: allocator overhead {f.after:.1%} of allocated; "
-                         f"pass --fragmentation {f.after:.3f} to plan with it")
+            notes.append(f"{f.evidence}: allocator fragmentation {f.after:.1%} "
+                         f"({f.note.split(';')[0]}); pass --fragmentation {f.after:.3f} to plan "
+                         "with it")
     unchanged = {k: f"needs {why}" for k, why in FITTABLE.items() if k not in values}
     if run is not None and rates and not any(k.startswith("efficiency.") for k in values):
         for k in [k for k in FITTABLE if k.startswith("efficiency.")]:
@@ -90,3 +93,12 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
         "not identified: a trace shows how much communication ran under compute (dtplan "
         "compare), which bounds the overlap capacity but does not measure it")
     return Calibration(base=hw.name, fits=fits, values=values, unchanged=unchanged, notes=notes)
+
+
+def _estimated_states(run: RunSpec, hw: HardwareProfile) -> float:
+    """Persistent bytes (weights, gradients, optimizer, fp8 cache) on the estimate's peak stage:
+    what does not churn within a step, so fragmentation is fitted over the rest."""
+    est = predict(run, hw)
+    stage = ("first", "middle", "last")[int(est["peak_stage"])]
+    return sum(est[f"mem.{stage}.{k}"] for k in
+               ("weights", "gradients", "optimizer", "fp8_weight_cache"))

@@ -17,10 +17,6 @@ from ..specs.layout import Layout
 from .compute_fit import RunSpec, predict
 from .model import Evidence
 
-TENSOR_TERMS = ("weights", "gradients", "optimizer", "zero3_gathered_params", "activations",
-                "embedding_output_activations", "logits", "comm_buffers")
-
-
 @dataclass
 class Term:
     """One row: what was measured and what the planner estimated (seconds per step)."""
@@ -137,13 +133,14 @@ def _timer_terms(logs: list[Evidence], est: dict[str, float]) -> list[Term]:
 
 def _memory(mems: list[Evidence], est: dict[str, float]) -> list[Term]:
     stage = ("first", "middle", "last")[int(est.get("peak_stage", 0))]
-    tensors = sum(est.get(f"mem.{stage}.{k}", 0.0) for k in TENSOR_TERMS)
-    reserved = tensors + est.get(f"mem.{stage}.fragmentation", 0.0)
+    # the memory model's own views of the peak stage (memory_model.stage_memory)
+    tensors = est.get(f"mem.{stage}.allocated", 0.0)
+    reserved = est.get(f"mem.{stage}.reserved", 0.0)
     alloc = [e.memory.peak_allocated_bytes for e in mems if e.memory.peak_allocated_bytes]
     res = [e.memory.peak_reserved_bytes for e in mems if e.memory.peak_reserved_bytes]
     return [Term("peak_allocated", max(alloc) if alloc else None, tensors, "tensors"),
             Term("peak_reserved", max(res) if res else None, reserved,
-                 "tensors + fragmentation")]
+                 "allocated + the caching allocator's rounding and fragmentation")]
 
 
 def _largest(terms: list[Term], hw: HardwareProfile, run: RunSpec) -> str:

@@ -12,7 +12,7 @@ from .compute_fit import RunSpec
 def run_from_file(path: str, hardware: HardwareProfile | None = None
                   ) -> tuple[RunSpec, HardwareProfile]:
     """(RunSpec, the plan's hardware or `hardware` when given); bad input -> InputError."""
-    from .. import engine_configs as ec
+    from .. import engines as ec
     from ..gate import resolve_plan
     from ..specs.job import CheckOptions
     from ..plan import validate_plan

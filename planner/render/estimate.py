@@ -8,10 +8,12 @@ from .units import count, gb, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
-    "zero3_gathered_params": "ZeRO-3 gathered params", "activations": "activations (layers)",
-    "embedding_output_activations": "embedding / output-layer activations", "logits": "logits + loss",
-    "comm_buffers": "communication buffers", "cuda_context": "CUDA / NCCL context",
-    "fragmentation": "allocator fragmentation",
+    "fp8_weight_cache": "fp8 weight cache", "gathered_params": "gathered params (sharded DP)",
+    "grad_buffers": "gradient buffers (unsharded / buckets)", "activations": "activations (saved)",
+    "working": "working set (recompute, grads)", "loss": "logits + loss",
+    "optimizer_temp": "optimizer temporaries",
+    "fragmentation": "allocator fragmentation", "cuda_context": "CUDA context",
+    "comm_buffers": "NCCL buffers",
 }
 TIME_LABELS = {
     "compute": "compute (forward + backward)", "recompute": "recomputation",
@@ -46,16 +48,20 @@ def memory_tables(e: Estimate, gib: bool = False) -> list[Table]:
             continue
         rows.append([label] + [gb(x, gib=gib) for x in vals])
         bars.append(max(vals))
-    rows.append(["total"] + [gb(s.total_bytes, gib=gib) for s in e.stages])
-    bars.append(0.0)
+    rows.append(["max allocated"] + [gb(s.allocated_bytes, gib=gib) for s in e.stages])
+    rows.append(["max reserved"] + [gb(s.reserved_bytes, gib=gib) for s in e.stages])
+    rows.append(["device total (nvidia-smi)"] + [gb(s.total_bytes, gib=gib) for s in e.stages])
+    bars += [0.0, 0.0, 0.0]
     return [Table(f"Memory per GPU by pipeline stage ({unit})", ["item"] + names, rows, bars=bars)]
 
 
 def verdict_line(e: Estimate, gib: bool = False) -> str:
     unit = "GiB" if gib else "GB"
     state = "FITS" if e.fits else "DOES NOT FIT"
-    where = "the single stage" if e.peak_stage == "single stage" else f"the {e.peak_stage} stage"
-    return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on {where} vs "
+    peak = next((s for s in e.stages if s.name == e.peak_stage), e.stages[0])
+    where = peak.moment or ("the single stage" if e.peak_stage == "single stage"
+                            else f"the {e.peak_stage} stage")
+    return (f"{state}: device total {gb(e.peak_memory_bytes, gib=gib)} {unit} at {where} vs "
             f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
             f"{unit} ({'headroom' if e.fits else 'short by'} "
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")

@@ -89,10 +89,40 @@ class TimeBehaviour(_Frozen):
 
 
 class MemoryBehaviour(_Frozen):
-    """What in a framework's implementation changes memory (issue #13 fills the rest)."""
+    """What in a framework's implementation changes memory (engine/framework_memory.py)."""
 
     precision: Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"] = Field(
         description="precision recipe this framework uses by default")
+    state_layout: Literal["zero", "fsdp2"] = Field(
+        "zero", description="zero: 16-bit params + grads + fp32 optimizer, sharded by ZeRO stage; "
+        "fsdp2: fp32 params, grads and moments all sharded from ZeRO 2, 16-bit copies gathered")
+    grad_bytes: float = Field(2.0, ge=0, le=4, description="bytes per gradient element kept for "
+                              "the optimizer under 16-bit mixed precision")
+    accumulate_unsharded_grads_under_pp: bool = Field(
+        False, description="under PP a sharded stage accumulates unsharded gradients in the "
+        "reduce dtype until the last micro-batch")
+    reduce_in_flight: float = Field(1.0, ge=0, le=4, description="reduce-scatter input buffers "
+                                    "(reduce dtype, one block each) live in backward")
+    loss_forward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+                                      "while the loss runs forward")
+    loss_backward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+                                       "while the loss runs backward")
+    loss_forward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same with the "
+                                                   "vocabulary split over TP (None: as without)")
+    loss_backward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same in "
+                                                    "backward with the vocabulary split over TP")
+    sp_saves_gathered_input: bool = Field(False, description="under sequence parallel the "
+                                          "all-gathered input of a column-parallel matmul is "
+                                          "saved for backward (else the shard, re-gathered)")
+    fp8_weight_copies: float = Field(0.0, ge=0, le=4, description="fp8 weight copies (1 byte "
+                                     "each) cached between micro-batches under fp8")
+    fp8_saved_activations: bool = Field(False, description="GEMM inputs saved for backward in "
+                                        "fp8 under fp8 training")
+    optimizer_temp_bytes: float = Field(0.0, ge=0, description="optimizer step temporaries per "
+                                        "local optimizer parameter")
+    max_live_params: float = Field(1e9, ge=0, description="ZeRO-3 cap on gathered parameters")
+    expandable_segments: bool = Field(False, description="PYTORCH_CUDA_ALLOC_CONF "
+                                      "expandable_segments:True by default")
 
 
 class FrameworkProfile(_Frozen):

@@ -87,6 +87,14 @@ def test_context_parallel_crosses_nodes_and_tp_does_not(shown):
     assert np.any(c.tp * c.cp > H100.scale_up.gpus_per_domain)
 
 
+def test_the_space_fills_every_candidates_column():
+    import dataclasses
+
+    from planner.candidates import Candidates
+    from planner.space import COLUMNS
+    assert sorted(COLUMNS) == sorted(f.name for f in dataclasses.fields(Candidates))
+
+
 def test_batches_are_bounded_and_cover_every_split(p70):
     space = SearchSpace()
     rec = recomputes(p70, space)

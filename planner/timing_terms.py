@@ -177,7 +177,8 @@ def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
 
 def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params: np.ndarray,
                n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Once per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced in the framework's
+    """Per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced (once per step; per
+    micro-batch for ZeRO-2, which keeps only its shard) in the framework's
     reduce dtype (all-reduce; ZeRO-1/2 reduce-scatter) and, for ZeRO-1/2, the updated
     parameters all-gathered in the gather dtype; bucketed and overlapped with the last
     micro-batch's backward (and the gather with the next forward) where the framework does."""
@@ -191,15 +192,21 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params:
                    topo_collective_time("all-reduce", grad, n, per_dom, fab))
     gather = np.where(sharded, topo_collective_time("all-gather", stage_params * fw.gather_bytes,
                                                     n, per_dom, fab), 0.0)
+    # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters
+    # (DeepSpeed stage 2 reduces each micro-step; FSDP2 with gradient sync on); only a framework
+    # that accumulates unsharded gradients under PP (torchtitan's pipelining) reduces once.
+    mem = p.fw.memory
+    unsharded = (x.pp > 1) & (mem.state_layout == "fsdp2") & mem.accumulate_unsharded_grads_under_pp
+    times = np.where((c.zero == 2) & ~unsharded, x.micro_batches, 1.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     buckets = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), n_layers)
     overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
     bwd = n_layers * comp.layer_bwd
     fwd = n_layers * comp.layer_fwd
-    exp = (ov.bucketed_exposed(red, bwd, buckets, overlap, eff.overlap_efficiency)
+    exp = (times * ov.bucketed_exposed(red, bwd, buckets, overlap, eff.overlap_efficiency)
            + ov.bucketed_exposed(gather, fwd, buckets, overlap, eff.overlap_efficiency))
     on = (n > 1) & (c.zero < 3)
-    return np.where(on, red + gather, 0.0), np.where(on, exp, 0.0)
+    return np.where(on, times * red + gather, 0.0), np.where(on, exp, 0.0)
 
 
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,

@@ -24,6 +24,8 @@ from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
 from .hardware import HardwareProfile
 from .layout import Layout
 from .model import ModelSpec
+from .inputs.files import shown
+from .inputs.parse import Refused, bounded_int
 from .plan import detect_format, parse_text, read_text
 
 ENGINES = ("deepspeed", "megatron", "torchtitan")
@@ -74,9 +76,10 @@ def cli_model(text: str) -> ModelSpec:
     from .hf_config import load_hf_config
     from .presets import get_preset
 
-    p = Path(text)
-    if p.exists() or text.endswith(".json"):
-        return load_hf_config(p)
+    from .inputs.files import looks_like_path
+
+    if looks_like_path(text, ".json"):
+        return load_hf_config(text, option="--model")
     return get_preset(text)
 
 
@@ -324,10 +327,12 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
                                  "dtplan cannot resolve; set it in the file (NAME=value)")
             if name in MEG_INT:
                 try:
-                    args[name] = int(value)
+                    args[name] = bounded_int(value)
+                except Refused as e:
+                    raise InputError(f"{where}: {name}", str(e)) from None
                 except ValueError:
                     raise InputError(f"{where}: {name}", f"must be an integer, got "
-                                                         f"{value!r}") from None
+                                                         f"{shown(value)!r}") from None
                 if args[name] < (0 if name == "--recompute-num-layers" else 1):
                     raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
             else:

@@ -157,7 +157,7 @@ def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
 def load_hardware(text: str) -> HardwareProfile:
     """A profile name or a path to a profile TOML (a CLI option, trusted)."""
     if text.endswith(".toml") or "/" in text:
-        return load_profile_file(text)
+        return load_profile_file(text, option="--hardware")
     return load_profile(text)
 
 

@@ -289,10 +289,11 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
     return plan
 
 
-def load_plan(path: str | Path) -> tuple[Plan, str]:
-    """Read and validate one plan file; returns the Plan and the file's text (for line lookup)."""
-    text, _fmt, data = load_document(path)
-    return validate_plan(data, str(path)), text
+def load_plan(path: str | Path, *, option: Optional[str] = None) -> tuple[Plan, str]:
+    """Read and validate one plan file; returns the Plan and the file's text (for line lookup).
+    ``option`` is the command-line option the path came from (``--from-plan``), named first."""
+    text, _fmt, data = load_document(path, option=option)
+    return validate_plan(data, f"{option}: {path}" if option else str(path)), text
 
 
 def json_schema() -> dict[str, Any]:

@@ -41,7 +41,7 @@ def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = 
         return get_preset(model)
     if model_config is not None:
         from .hf_config import load_hf_config
-        return load_hf_config(model_config)
+        return load_hf_config(model_config, option="--model-config")
     if params is not None:
         return model_from_params(v.positive("--params", params, upper=v.MAX_PARAMS))
     return _from_flags(**given_arch)
@@ -78,7 +78,7 @@ def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[
     """A profile by name (default h100) or file, with what-if overrides."""
     if hardware and hardware_file:
         raise InputError("--hardware", "give --hardware NAME or --hardware-file PATH, not both")
-    prof = load_profile_file(hardware_file) if hardware_file else load_profile(hardware or DEFAULT_PROFILE)
+    prof = load_profile_file(hardware_file, option="--hardware-file") if hardware_file is not None else load_profile(hardware or DEFAULT_PROFILE)
     if gpus_per_node is not None or gpu_memory_gb is not None or nic_gbit_per_gpu is not None:
         prof = with_overrides(prof, gpus_per_node=gpus_per_node, gpu_memory_gb=gpu_memory_gb,
                               nic_gbit_per_gpu=nic_gbit_per_gpu)

@@ -1,202 +1,142 @@
-"""Safe reading of the files the CLI takes: bounded before parsing, special files refused.
+"""Safe reading of the files the CLI takes: special files refused, size bounded before reading.
 
-Loading is defensive because a CI gate reads files from pull requests: the size is checked
-before reading (1 MB), binary and non-UTF-8 bytes are refused, YAML goes through a SafeLoader
-that bounds aliases, nodes and nesting depth (a "billion laughs" document is refused while it
-is being composed). Every problem is one ``InputError``.
+A CI gate reads files from pull requests, so every file the CLI reads (plan files, engine
+configs, Hugging Face config.json, hardware profiles) comes through ``read_file``: an empty
+path, a NUL byte or a path over the OS limit is refused; the file is opened non-blocking and
+checked with ``fstat`` on the open descriptor, so a FIFO, a device, a socket or a directory
+where a file is meant is refused without ever blocking (and without a check-then-open race);
+at most ``max_bytes + 1`` bytes are read; binary and non-UTF-8 content is refused. Parsing is
+bounded in ``inputs.parse``. Every problem is one ``InputError`` naming the option (when the
+path came from one) and then the path: ``--model-config: 16: file not found; ...``.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import stat
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Optional
 
 from ..errors import InputError
+from .parse import MAX_ALIASES, MAX_DEPTH, MAX_NODES, detect_format, parse_text  # noqa: F401
 
-MAX_FILE_BYTES = 1_000_000      # plan and engine-config files; real ones are a few kB
-MAX_DEPTH = 32                  # nesting of mappings/lists; a plan needs 3
-MAX_NODES = 20_000              # YAML nodes composed (after alias expansion counting)
-MAX_ALIASES = 100               # YAML alias uses; plans need none
+MAX_FILE_BYTES = 1_000_000      # plan, engine-config and profile files; real ones are a few kB
+MAX_CONFIG_BYTES = 5 * 2**20    # a Hugging Face config.json is a few kB; some carry label maps
+_SHOWN_CHARS = 120              # a longer path is shown cut, with its length
 
 
-# ---- safe reading ----------------------------------------------------------------------------
+def shown(path: str | Path) -> str:
+    """A user-supplied path as printed in one error line: control characters escaped, a very
+    long one cut (with its length) so the message stays readable."""
+    s = str(path)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in s):
+        s = s.encode("unicode_escape", "backslashreplace").decode("ascii")
+    if len(s) > _SHOWN_CHARS:
+        s = f"{s[:60]}…{s[-20:]} ({len(s)} characters)"
+    return s
 
-def read_text(path: str | Path, *, what: str = "plan file") -> str:
-    """The file's text, refusing missing, special, oversized, binary and non-UTF-8 files
-    before reading more than MAX_FILE_BYTES."""
-    p = Path(path)
-    where = str(path)
+
+def _error(option: Optional[str], path: str | Path, message: str) -> InputError:
+    if option:
+        return InputError(option, f"{shown(path)}: {message}")
+    return InputError(shown(path), message)
+
+
+def _os_problem(e: OSError, what: str) -> str:
+    if e.errno == errno.ENAMETOOLONG:
+        return ("path too long for the operating system (at most 255 bytes per name, "
+                f"4096 in all); expected a {what}")
+    if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+        return f"file not found; expected a {what}"
+    if isinstance(e, PermissionError):
+        return "not readable (permission denied)"
+    if e.errno == errno.ELOOP:
+        return "too many levels of symbolic links"
+    return f"cannot read ({e.strerror or e})"
+
+
+def _kind(mode: int) -> Optional[str]:
+    """What a non-regular file is (None for a regular file)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "a special file"
+
+
+def _not_regular(mode: int, what: str) -> str:
+    kind = _kind(mode)
+    if kind == "a directory":
+        return f"is a directory; expected a {what}"
+    return f"is {kind}, not a regular file; expected a {what}"
+
+
+def _open_regular(path: str, what: str, option: Optional[str],
+                  dir_file: Optional[str]) -> tuple[str, int, os.stat_result]:
+    """(path opened, descriptor, its fstat) of a regular file; a directory is replaced by its
+    ``dir_file`` when one is given (a model directory holding config.json)."""
+    if not path.strip():
+        raise InputError(option or what, f"empty path; expected a {what}")
+    if "\x00" in path:
+        raise _error(option, path, "path contains a NUL byte")
     try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise InputError(where, f"file not found; expected a {what}") from None
+        # stat first so a special file is never opened; O_NONBLOCK so even a FIFO swapped in
+        # after the stat cannot block the open, and fstat below decides on what was opened.
+        before = os.stat(path)
+        if stat.S_ISDIR(before.st_mode) and dir_file:
+            return _open_regular(os.path.join(path, dir_file), what, option, None)
+        if _kind(before.st_mode):
+            raise _error(option, path, _not_regular(before.st_mode, what))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise InputError(where, f"cannot read ({e.strerror or e})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(where, f"is a directory; expected a {what}")
-    if not stat.S_ISREG(st.st_mode):  # FIFOs, devices: reading could block or never end
-        raise InputError(where, f"not a regular file; expected a {what}")
-    if st.st_size > MAX_FILE_BYTES:
-        raise InputError(where, f"file is {st.st_size} bytes; a {what} must be at most "
-                                f"{MAX_FILE_BYTES // 1_000_000} MB")
+        raise _error(option, path, _os_problem(e, what)) from None
+    st = os.fstat(fd)
+    if _kind(st.st_mode):
+        os.close(fd)
+        raise _error(option, path, _not_regular(st.st_mode, what))
+    return path, fd, st
+
+
+def read_file(path: str | Path, *, what: str = "plan file", option: Optional[str] = None,
+              dir_file: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
+    """(path read, text) of a regular UTF-8 text file of at most ``max_bytes`` bytes."""
+    opened, fd, st = _open_regular(str(path), what, option, dir_file)
+    limit = f"{max_bytes / 1e6:g} MB" if max_bytes % 2**20 else f"{max_bytes // 2**20} MiB"
+    if st.st_size > max_bytes:
+        os.close(fd)
+        raise _error(option, opened, f"file is {st.st_size} bytes; a {what} must be at most {limit}")
     try:
-        with open(p, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
     except OSError as e:
-        raise InputError(where, f"cannot read ({e.strerror or e})") from None
-    if len(raw) > MAX_FILE_BYTES:  # grew between stat and read
-        raise InputError(where, f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB")
+        raise _error(option, opened, _os_problem(e, what)) from None
+    if len(raw) > max_bytes:  # grew between fstat and read
+        raise _error(option, opened, f"file is larger than {limit}")
     if not raw.strip():
-        raise InputError(where, f"file is empty; expected a {what}")
+        raise _error(option, opened, f"file is empty; expected a {what}")
     if b"\x00" in raw:
-        raise InputError(where, f"binary data (NUL bytes); expected a text {what}")
+        raise _error(option, opened, f"binary data (NUL bytes), not UTF-8 text; expected a {what}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(where, f"not UTF-8 text (bad byte at offset {e.start})") from None
-    return text.removeprefix("\ufeff")
+        raise _error(option, opened, f"not UTF-8 text (bad byte at offset {e.start})") from None
+    return opened, text.removeprefix("\ufeff")
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs and deep nesting while composing, before any
-    expansion: it counts alias uses, nodes (an alias counts as the size of its target) and depth."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._aliases = 0
-        self._nodes = 0
-        self._depth = 0
-        self._sizes: dict[int, int] = {}
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise _Refused(f"more than {MAX_ALIASES} YAML aliases (alias bomb?)")
-            event = self.peek_event()
-            target = self.anchors.get(event.anchor)
-            self._nodes += self._sizes.get(id(target), 1)
-            if self._nodes > MAX_NODES:
-                raise _Refused(f"YAML expands to more than {MAX_NODES} nodes (alias bomb?)")
-            return super().compose_node(parent, index)
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-        before = self._nodes
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise _Refused(f"more than {MAX_NODES} YAML nodes")
-        node = super().compose_node(parent, index)
-        self._sizes[id(node)] = self._nodes - before
-        self._depth -= 1
-        return node
+def read_text(path: str | Path, *, what: str = "plan file", option: Optional[str] = None) -> str:
+    """The text of a plan or engine-config file (see read_file)."""
+    return read_file(path, what=what, option=option)[1]
 
 
-class _Refused(Exception):
-    pass
-
-
-def _depth_ok(obj: Any, limit: int = MAX_DEPTH) -> None:
-    """Iterative depth/size check for parsed JSON/TOML (no recursion of our own)."""
-    stack, count = [(obj, 1)], 0
-    while stack:
-        cur, d = stack.pop()
-        count += 1
-        if d > limit:
-            raise _Refused(f"nested deeper than {limit} levels")
-        if count > MAX_NODES:
-            raise _Refused(f"more than {MAX_NODES} values")
-        if isinstance(cur, dict):
-            stack.extend((v, d + 1) for v in cur.values())
-        elif isinstance(cur, list):
-            stack.extend((v, d + 1) for v in cur)
-
-
-def _bracket_depth(text: str) -> int:
-    """Upper bound on JSON/TOML nesting from brackets outside strings (cheap pre-scan so a
-    deeply nested document never reaches a recursive parser)."""
-    depth = best = 0
-    in_str = esc = False
-    quote = ""
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == quote:
-                in_str = False
-        elif ch in "\"'":
-            in_str, quote = True, ch
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
-    return best
-
-
-def detect_format(path: str | Path, text: str) -> str:
-    suffix = Path(path).suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return "yaml"
-    if suffix == ".toml":
-        return "toml"
-    if suffix == ".json":
-        return "json"
-    head = text.lstrip()[:1]
-    return "json" if head in "{[" and head else "yaml"
-
-
-def parse_text(text: str, fmt: str, where: str) -> Any:
-    """Parse YAML / TOML / JSON text with bounded size, aliases and depth."""
-    try:
-        if fmt in ("json", "toml") and _bracket_depth(text) > MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-        if fmt == "yaml":
-            loader = _BoundedLoader(text)
-            try:
-                data = loader.get_single_data()
-            finally:
-                loader.dispose()
-        elif fmt == "toml":
-            import tomllib
-            data = tomllib.loads(text)
-        elif fmt == "json":
-            data = json.loads(text, parse_constant=_no_constant)
-        else:  # pragma: no cover
-            raise InputError(where, f"unknown format {fmt!r}")
-        _depth_ok(data)
-    except _Refused as e:
-        raise InputError(where, f"refused: {e}") from None
-    except RecursionError:
-        raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(where, f"invalid YAML{at}: {problem}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except ValueError as e:  # tomllib.TOMLDecodeError and JSON constants
-        raise InputError(where, f"invalid {fmt.upper()}: {e}") from None
-    return data
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
-
-
-def load_document(path: str | Path, *, what: str = "plan file") -> tuple[str, str, Any]:
+def load_document(path: str | Path, *, what: str = "plan file",
+                  option: Optional[str] = None) -> tuple[str, str, Any]:
     """(text, format, parsed data) of a plan or engine-config file."""
-    text = read_text(path, what=what)
+    text = read_text(path, what=what, option=option)
     fmt = detect_format(path, text)
-    return text, fmt, parse_text(text, fmt, str(path))
+    where = f"{option}: {shown(path)}" if option else shown(path)
+    return text, fmt, parse_text(text, fmt, where)
 
 
 # ---- paths referenced by a plan ----------------------------------------------------------------
@@ -212,23 +152,27 @@ def safe_reference(ref: str, base_dir: Path, key: str, what: str) -> Path:
     try:
         resolved = p.resolve(strict=False)
     except (OSError, RuntimeError) as e:
-        raise InputError(key, f"{ref}: cannot resolve ({e})") from None
+        raise InputError(key, f"{shown(ref)}: cannot resolve ({e})") from None
     roots = [base_dir.resolve(), Path.cwd().resolve()]
     if not any(resolved == r or r in resolved.parents for r in roots):
-        raise InputError(key, f"{ref}: resolves outside the plan's directory and the working "
+        raise InputError(key, f"{shown(ref)}: resolves outside the plan's directory and the working "
                               "directory; refusing to read it")
-    if resolved.is_dir() and what == "config.json":
-        resolved = resolved / "config.json"
+    # The same checks as reading (special files, permissions), under the plan's key; size,
+    # encoding and content are checked when the file is read.
+    opened, fd, _st = _open_regular(str(resolved), what, key,
+                                    "config.json" if what == "config.json" else None)
+    os.close(fd)
+    return Path(opened)
+
+
+def looks_like_path(text: str, suffix: str) -> bool:
+    """Whether an option that takes a name or a path (``check --model``) was given a path: it
+    has a separator, ends in ``suffix`` or names something that exists. Never raises (a name
+    too long for the OS is a path, so the reader says so)."""
+    if os.sep in text or text.endswith(suffix) or any(len(part.encode()) > 255
+                                                      for part in text.split(os.sep)):
+        return True
     try:
-        st = os.stat(resolved)
-    except FileNotFoundError:
-        raise InputError(key, f"{ref}: file not found") from None
-    except OSError as e:
-        raise InputError(key, f"{ref}: cannot read ({e.strerror or e})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(key, f"{ref}: not a regular file; expected a {what}")
-    if st.st_size > MAX_FILE_BYTES:
-        raise InputError(key, f"{ref}: file is {st.st_size} bytes; a {what} must be at most 1 MB")
-    if not os.access(resolved, os.R_OK):
-        raise InputError(key, f"{ref}: not readable (permission denied)")
-    return resolved
+        return os.path.exists(text)
+    except (OSError, ValueError):
+        return True

@@ -89,6 +89,8 @@ def _open_regular(path: str, what: str, option: Optional[str],
             return _open_regular(os.path.join(path, dir_file), what, option, None)
         if _kind(before.st_mode):
             raise _error(option, path, _not_regular(before.st_mode, what))
+        if not os.access(path, os.R_OK):
+            raise _error(option, path, "not readable (permission denied)")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise _error(option, path, _os_problem(e, what)) from None

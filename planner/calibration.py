@@ -40,6 +40,7 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel
 
+from .errors import InputError
 from .evaluate import Candidates, Problem, evaluate
 from .hardware import HardwareProfile, load_profile
 from .layout import Layout
@@ -124,6 +125,11 @@ def _describe(lay: Layout) -> str:
             f"{'SP ' if lay.sequence_parallel else ''}recompute={lay.recompute}{k}")
 
 
+class NoValidLayout(ValueError):
+    """A published case whose layout cannot run on the chosen hardware (e.g. TP 8 on a profile
+    whose NVLink domain is smaller): the case is skipped with this reason."""
+
+
 def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, seq_len: int,
          layouts: list[Layout], overlap_dp: bool) -> tuple[Layout, dict[str, float]]:
     """Evaluate the layouts in one vectorised call; keep the fastest valid one (or, if none is
@@ -137,7 +143,10 @@ def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, se
             structural &= v
     ok = r["valid"] if r["valid"].any() else structural
     if not ok.any():
-        raise ValueError("no candidate layout passes the structural rules")
+        failed = sorted(k.removeprefix("rule.") for k, v in r.items() if k.startswith("rule.")
+                        and k != "rule.fits-in-memory" and not v.any())
+        raise NoValidLayout(f"no layout of the published shape passes {', '.join(failed)} on "
+                            f"{hw.name}")
     i = int(np.argmin(np.where(ok, step, np.inf)))
     out = {k: float(v[i]) for k, v in r.items() if isinstance(v, np.ndarray)}
     out["step"] = float(step[i])
@@ -291,12 +300,19 @@ def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationRepor
         why = _evaluable(case)
         if why is not None:
             skipped[case["id"]] = why
-        elif case["id"].startswith("narayanan-"):
-            rows.append(_narayanan_row(case, hw))
-        elif case["id"].startswith("torchtitan-"):
-            rows.append(_torchtitan_row(case, hw))
-        else:
-            rows.extend(_korthikanti_rows(case, hw))
+            continue
+        try:
+            if case["id"].startswith("narayanan-"):
+                rows.append(_narayanan_row(case, hw))
+            elif case["id"].startswith("torchtitan-"):
+                rows.append(_torchtitan_row(case, hw))
+            else:
+                rows.extend(_korthikanti_rows(case, hw))
+        except NoValidLayout as e:
+            skipped[case["id"]] = str(e)
+    if not rows:
+        raise InputError("--hardware", f"no published case can be laid out on {hw.name} "
+                                       "(each one's layout fails a structural rule there)")
     errs = [abs(r.error_pct) for r in rows]
     worst = max(rows, key=lambda r: abs(r.error_pct))
     notes = [

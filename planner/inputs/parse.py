@@ -37,11 +37,12 @@ MAX_INT_DIGITS = 20             # longer integer literals are refused unread (2^
 
 
 class Refused(Exception):
-    """A bound was exceeded; ``line`` is 1-based when known."""
+    """A bound was exceeded; ``line`` is 1-based when known; ``label`` prefixes the message
+    ("refused: nested deeper ..." but "n_layer: integer of 400 digits ...")."""
 
-    def __init__(self, message: str, line: Optional[int] = None):
+    def __init__(self, message: str, line: Optional[int] = None, label: str = "refused: "):
         super().__init__(message)
-        self.line = line
+        self.line, self.label = line, label
 
 
 class _Bad:
@@ -73,7 +74,7 @@ def bounded_int(literal: str) -> int:
     """``int(literal)`` within ±MAX_INT, else Refused (for readers of flags in text files)."""
     reason = int_bound_reason(literal)
     if reason:
-        raise Refused(reason)
+        raise Refused(reason, label="")
     return int(literal)
 
 
@@ -150,26 +151,27 @@ def _prescan(text: str, toml: bool) -> None:
     in_str = esc = comment = False
     quote = ""
     for i, ch in enumerate(text):
-        if ch == "\n":
-            line += 1
-            comment = False
-        if comment:
+        if comment and ch != "\n":
             continue
+        comment = False
         if in_str:
             if esc:
                 esc = False
             elif ch == "\\" and quote == '"':
                 esc = True
-            elif ch == quote or (ch == "\n" and not toml):
+            elif ch == quote:
                 in_str = False
+            line += ch == "\n"
             continue
         if ch.isdigit() or (toml and ch == "_" and run):
             run_start = run_start if run else i
-            run += 1
+            run += ch != "_"
             continue
-        if toml and run > MAX_INT_DIGITS:
-            raise Refused(int_bound_reason(text[run_start:i]) or "number too long", line)
+        if toml and run > MAX_INT_DIGITS and _is_int_literal(text, run_start, i):
+            _refuse_literal(text, run_start, i, line)
         run = 0
+        if ch == "\n":
+            line += 1
         if ch in "\"'":
             in_str, quote = True, ch
         elif toml and ch == "#":
@@ -180,8 +182,26 @@ def _prescan(text: str, toml: bool) -> None:
                 raise Refused(f"nested deeper than {MAX_DEPTH} levels", line)
         elif ch in "]}":
             depth -= 1
-    if toml and run > MAX_INT_DIGITS:
-        raise Refused(int_bound_reason(text[run_start:]) or "number too long", line)
+    if toml and run > MAX_INT_DIGITS and _is_int_literal(text, run_start, len(text)):
+        _refuse_literal(text, run_start, len(text), line)
+
+
+def _is_int_literal(text: str, start: int, end: int) -> bool:
+    """Whether the digit run text[start:end] is an integer (not a float's fraction or exponent,
+    not part of a bare key or a date)."""
+    before = text[start - 1] if start else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before in "._-:" or after.isalpha() or after in ".eE-:")
+
+
+def _refuse_literal(text: str, start: int, end: int, line: int) -> None:
+    """Refused for the over-long integer literal text[start:end], naming the TOML key assigned
+    on its line when there is one."""
+    head = text[text.rfind("\n", 0, start) + 1:start]
+    m = re.search(r"([A-Za-z0-9_.\-\"']+)\s*=\s*[+-]?$", head)
+    key = f"{m.group(1).strip(chr(34) + chr(39))}: " if m else ""
+    raise Refused(f"{key}{int_bound_reason(text[start:end]) or 'integer literal too long'}", line,
+                  label="")
 
 
 def _key_line(text: str, key: str, literal: Optional[str]) -> Optional[int]:
@@ -265,7 +285,7 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
     try:
         data = _parse(text, fmt, where)
     except Refused as e:
-        raise InputError(f"{where}:{e.line}" if e.line else where, f"refused: {e}") from None
+        raise InputError(f"{where}:{e.line}" if e.line else where, f"{e.label}{e}") from None
     except RecursionError:
         raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as e:

@@ -11,18 +11,27 @@ MAX_GPUS = 10_000_000
 MAX_PARAMS = 1e16
 
 
+def _fmt(x: float) -> str:
+    """A bound or value as a person reads it: 10000000, not 1e+07; 1.5e+23 stays short."""
+    return f"{int(x)}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
 def positive(field: str, value: float, *, upper: float = math.inf) -> float:
     """A finite number > 0 (and ≤ upper)."""
     try:
         v = float(value)
+    except OverflowError:  # an int beyond float range: 400 digits
+        raise InputError(field, f"must be at most {_fmt(upper)}, got a number of "
+                                f"{len(str(abs(value)))} digits") from None
     except (TypeError, ValueError):
         raise InputError(field, f"must be a number, got {value!r}") from None
     if math.isnan(v) or math.isinf(v):
         raise InputError(field, f"must be a finite number greater than 0, got {value}")
     if v <= 0:
-        raise InputError(field, f"must be greater than 0, got {value:g}")
+        raise InputError(field, f"must be greater than 0, got {_fmt(v)}")
     if v > upper:
-        raise InputError(field, f"must be at most {upper:g}, got {value:g}")
+        shown = str(value) if isinstance(value, int) and abs(value) < 10**30 else _fmt(v)
+        raise InputError(field, f"must be at most {_fmt(upper)}, got {shown}")
     return v
 
 
@@ -38,7 +47,7 @@ def positive_int(field: str, value: float, *, upper: int = MAX_GPUS) -> int:
     """A whole number ≥ 1 (and ≤ upper). Accepts 8.0 but not 8.5."""
     v = positive(field, value, upper=upper)
     if v != int(v):
-        raise InputError(field, f"must be a whole number, got {value:g}")
+        raise InputError(field, f"must be a whole number, got {_fmt(v)}")
     return int(v)
 
 

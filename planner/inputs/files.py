@@ -77,8 +77,8 @@ def _open_regular(path: str, what: str, option: Optional[str],
                   dir_file: Optional[str]) -> tuple[str, int, os.stat_result]:
     """(path opened, descriptor, its fstat) of a regular file; a directory is replaced by its
     ``dir_file`` when one is given (a model directory holding config.json)."""
-    if not path.strip():
-        raise InputError(option or what, f"empty path; expected a {what}")
+    if not path.strip():  # a positional argument has no option to name: its metavar
+        raise InputError(option or "FILE", f"empty path; expected a {what}")
     if "\x00" in path:
         raise _error(option, path, "path contains a NUL byte")
     try:

@@ -29,7 +29,7 @@ EXAMPLES = ROOT / "examples"
 LARGE = os.environ.get("DTPLAN_FUZZ", "") == "large"
 
 HOSTILE_STR = ["", " ", "x", "[x]", "[bold]b[/bold]", "[/x]", "a" * 300, "\u00e9\u4e2d", "-", "..",
-               "nan", "1e400", "9" * 400]
+               "nan", "1e400", "9" * 400, "a\nb", "\x1b[2Jx", "\t"]
 HOSTILE_INT = ["0", "-1", "-9223372036854775809", "9223372036854775808", "10000001",
                "9" * 400, "1.5", "1e3", "x", ""]
 HOSTILE_FLOAT = ["0", "-1", "nan", "inf", "-inf", "1e308", "1e400", "5e-324", "x", "", "9" * 400]

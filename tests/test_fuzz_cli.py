@@ -21,9 +21,9 @@ from conftest import run_dtplan
 from fuzz_support import (LARGE, Command, commands, contract_violation, example_files,
                           invocation, run_inprocess)
 
-N_INVOCATIONS = 10_000 if LARGE else 1_500
-N_FILES = 2_000 if LARGE else 400
-N_REAL = 100 if LARGE else 12
+N_INVOCATIONS = 10_000 if LARGE else 2_000
+N_FILES = 2_000 if LARGE else 500
+N_REAL = 100 if LARGE else 10
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
                 suppress_health_check=list(HealthCheck))
 

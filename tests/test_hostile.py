@@ -172,3 +172,12 @@ def test_calibrate_on_hardware_without_the_published_nvlink_domain(dtplan):
 
 def test_bracketed_missing_path_is_printed_literally(dtplan, tmp_path):
     _exit2(dtplan("check", "[/x]/a.sh", cwd=tmp_path), "[/x]/a.sh: file not found")
+
+
+@pytest.mark.parametrize("args,option", [(("memory", "--model", "a\nb\x1b[2J"), "--model: "),
+                                         (("memory", "--model-config", "a\nb"), "--model-config: "),
+                                         (("memory", "--params", "7e9", "--hardware", "x\ny"),
+                                          "--hardware: ")])
+def test_control_characters_in_a_value_keep_the_error_on_one_line(dtplan, args, option):
+    msg = _exit2(dtplan(*args), option)
+    assert "\x1b" not in msg and ("\\n" in msg)

@@ -32,6 +32,8 @@ from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E
 
 
 def _fail(message: str, code: int) -> int:
+    # One line whatever the user typed: control characters in echoed values are escaped.
+    message = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in message)
     sys.stderr.write(f"dtplan: error: {message}\n")
     return code
 

@@ -101,9 +101,11 @@ def _open_regular(path: str, what: str, option: Optional[str],
     return path, fd, st
 
 
-def read_file(path: str | Path, *, what: str = "plan file", option: Optional[str] = None,
-              dir_file: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
-    """(path read, text) of a regular UTF-8 text file of at most ``max_bytes`` bytes."""
+def read_bytes(path: str | Path, *, what: str, option: Optional[str] = None,
+               dir_file: Optional[str] = None,
+               max_bytes: int = MAX_FILE_BYTES) -> tuple[str, bytes]:
+    """(path read, bytes) of a regular file of at most ``max_bytes`` bytes, refused before
+    reading when its size says so (and when it grows past the limit while being read)."""
     opened, fd, st = _open_regular(str(path), what, option, dir_file)
     limit = f"{max_bytes / 1e6:g} MB" if max_bytes % 2**20 else f"{max_bytes // 2**20} MiB"
     if st.st_size > max_bytes:
@@ -114,8 +116,16 @@ def read_file(path: str | Path, *, what: str = "plan file", option: Optional[str
             raw = fh.read(max_bytes + 1)
     except OSError as e:
         raise _error(option, opened, _os_problem(e, what)) from None
-    if len(raw) > max_bytes:  # grew between fstat and read
+    if len(raw) > max_bytes:
         raise _error(option, opened, f"file is larger than {limit}")
+    return opened, raw
+
+
+def read_file(path: str | Path, *, what: str = "plan file", option: Optional[str] = None,
+              dir_file: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
+    """(path read, text) of a regular, non-empty UTF-8 text file (see read_bytes)."""
+    opened, raw = read_bytes(path, what=what, option=option, dir_file=dir_file,
+                             max_bytes=max_bytes)
     if not raw.strip():
         raise _error(option, opened, f"file is empty; expected a {what}")
     if b"\x00" in raw:

@@ -205,16 +205,18 @@ def _refuse_literal(text: str, start: int, end: int, line: int) -> None:
 
 
 def _key_line(text: str, key: str, literal: Optional[str]) -> Optional[int]:
-    """1-based line where ``key`` is assigned (``key:``, ``"key":``, ``key =``), preferring the
-    line that also holds ``literal``; None if not found."""
+    """1-based line of the value of ``key`` (``key:``, ``"key":``, ``key =``): the first line
+    from the key's on that holds ``literal`` (a value may sit on the next line), else the key's
+    line; None if the key is not found."""
     pat = re.compile(rf"(^|[\s{{,\"'])\"?'?{re.escape(key)}\"?'?\s*[:=]")
-    found = None
-    for n, ln in enumerate(text.splitlines(), 1):
-        if pat.search(ln):
-            if literal is None or literal in ln:
-                return n
-            found = found or n
-    return found
+    lines = text.splitlines()
+    keyed = [n for n, ln in enumerate(lines) if pat.search(ln)]
+    if literal is not None:
+        for n in keyed:
+            for m in range(n, min(n + 3, len(lines))):
+                if literal in lines[m]:
+                    return m + 1
+    return keyed[0] + 1 if keyed else None
 
 
 def _walk(data: Any, text: str, where: str) -> Any:
@@ -236,7 +238,7 @@ def _walk(data: Any, text: str, where: str) -> Any:
             bad = _Bad(f"integer {cur} is out of range; at most {MAX_INT} (2^53) in magnitude",
                        None)
         if bad is not None:
-            leaf = re.split(r"[.\[]", path)[-1].rstrip("]") if path else ""
+            leaf = re.sub(r"\[\d+\]", "", path).split(".")[-1]  # the last key, not an index
             line = bad.line or (_key_line(text, leaf, bad.literal) if leaf else None)
             raise InputError(f"{where}:{line}" if line else where,
                              f"{path or 'value'}: {bad.reason}")

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_dtplan
-from fuzz_support import (LARGE, Command, commands, contract_violation, example_files,
+from fuzz_support import (LARGE, ROOT, Command, commands, contract_violation, example_files,
                           invocation, run_inprocess)
 
 N_INVOCATIONS = 10_000 if LARGE else 2_000
@@ -29,7 +29,8 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
 
 CMDS = commands()
 SOURCES = (example_files("plans/*.yaml") + example_files("engines/*")
-           + example_files("models/*/config.json"))
+           + example_files("models/*/config.json")
+           + sorted(str(p) for p in (ROOT / "hardware_profiles").glob("*.toml")))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_generated_invocations_keep_the_contract(tmp, data):
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
 HOSTILE_NUMBERS = ["0", "-1", "9223372036854775808", "9" * 400, "1e400", "-1e400", "0.5",
-                   "4294967297", "9007199254740993"]
+                   "4294967297", "9007199254740993", "1e300", "1e-300", "4294967296"]
 HOSTILE_VALUES = ["true", "[]", "{}", '"x"', '"[x]"', ".nan", "~", "null", '"', "[[[[", "'"]
 
 
@@ -105,13 +106,19 @@ def mutated(draw) -> tuple[str, str, str]:
         text = "".join(lines)
     if src.name == "config.json":
         return "model", f"{src.parent.name}.json", text
-    return ("plan" if src.parent.name == "plans" else "engine"), src.name, text
+    kind = {"plans": "plan", "hardware_profiles": "hardware"}.get(src.parent.name, "engine")
+    return kind, src.name, text
 
 
 def _commands_for(kind: str, f: str) -> list[list[str]]:
     if kind == "model":
         return [["memory", "--model-config", f],
                 ["estimate", "--model-config", f, "--gpus", "8", "-f", "json"]]
+    if kind == "hardware":
+        return [["memory", "--params", "7e9", "--hardware-file", f],
+                ["estimate", "--model", "llama3-8b", "--gpus", "64", "--tp", "8",
+                 "--hardware-file", f, "-f", "json"],
+                ["fit", "--model", "llama3-8b", "--gpus", "64", "--hardware-file", f, "-f", "json"]]
     if kind == "plan":
         return [["check", f, "-f", "json"], ["export", f, "--to", "megatron"],
                 ["fit", "--from-plan", f, "--gpus", "128", "-f", "json"]]

@@ -181,3 +181,8 @@ def test_bracketed_missing_path_is_printed_literally(dtplan, tmp_path):
 def test_control_characters_in_a_value_keep_the_error_on_one_line(dtplan, args, option):
     msg = _exit2(dtplan(*args), option)
     assert "\x1b" not in msg and ("\\n" in msg)
+
+
+def test_a_gpu_list_is_bounded_work(dtplan):
+    counts = ",".join(str(8 * i) for i in range(1, 66))
+    _exit2(dtplan("fit", "--model", "gpt2", "--gpus", counts), "--gpus: at most 64 values, got 65")

@@ -37,8 +37,14 @@ class StateMemoryResult(BaseModel):
     rows: list[ZeroRow]
 
 
+# The quick model-state calculator's GPU when none is named: 80 GB, the class of the A100-80G and
+# H100 (80 GB = 80e9 bytes as the vendors count it; the profiles hold the exact HBM size).
+DEFAULT_GPU_MEMORY_BYTES = 80e9
+
+
 def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
-                 optimizer: str = "adam", gpu_memory_bytes: float = 80e9) -> StateMemoryResult:
+                 optimizer: str = "adam",
+                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES) -> StateMemoryResult:
     """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
     n = v.positive_int("--gpus", shard_degree)

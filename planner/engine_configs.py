@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, validation_message
-from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
-from .inputs.files import shown
-from .inputs.parse import Refused, bounded_int
-from .plan import detect_format, parse_text, read_text
+from .specs.hardware import load_hardware
+from .specs.job import CheckOptions, Inputs
+from .verdict import GateRule, make_rule
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .inputs.files import detect_format, parse_text, read_text
+from .inputs.parse import bounded_int
 
 ENGINES = ("deepspeed", "megatron", "torchtitan")
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
@@ -74,7 +75,7 @@ def detect(path: str, fmt: str, data: Any, text: str) -> str:
 def cli_model(text: str) -> ModelSpec:
     """``--model``: a preset name, or a path to a config.json (or its directory)."""
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     from .inputs.files import looks_like_path
 
@@ -326,13 +327,7 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
                 raise InputError(f"{where}: {name}", f"value {value!r} is a shell variable "
                                  "dtplan cannot resolve; set it in the file (NAME=value)")
             if name in MEG_INT:
-                try:
-                    args[name] = bounded_int(value)
-                except Refused as e:
-                    raise InputError(f"{where}: {name}", str(e)) from None
-                except ValueError:
-                    raise InputError(f"{where}: {name}", f"must be an integer, got "
-                                                         f"{shown(value)!r}") from None
+                args[name] = bounded_int(value, f"{where}: {name}")
                 if args[name] < (0 if name == "--recompute-num-layers" else 1):
                     raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
             else:
@@ -640,7 +635,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
         if preset is None:
             raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
                                         "known shape; pass --model")
-        from .presets import get_preset
+        from .specs.presets import get_preset
         model = get_preset(preset)
         notes.append(f"[model] {name} {flavor} read as the {preset} preset")
     rep = par.int("data_parallel_replicate_degree", 1)

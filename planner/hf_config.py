@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from .errors import InputError
 from .inputs.files import MAX_CONFIG_BYTES, parse_text, read_file, shown
-from .model import ModelSpec
+from .specs.model import ModelSpec
 
 LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 FALCON = {"falcon", "refinedweb", "refinedwebmodel"}

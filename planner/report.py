@@ -4,7 +4,7 @@
 winner. Either way the same builder assembles the sections (inputs and assumptions, chosen
 layout and alternatives, memory, step time and communication, bubble, batch arithmetic,
 checkpoints, time and cost to train, rejections, rules) out of numbers the library already
-computes: ``evaluate.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
+computes: ``estimation.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
 ``api.resilience_for`` and ``api.time_to_train``. Tables come from ``render.estimate`` and
 ``render.fit``; this module adds no formula of its own except ``pipeline_timeline``, the
 schedule drawn in the review, whose bubble agrees with ``engine.pipeline.bubble_fraction``.
@@ -25,9 +25,11 @@ from .engine import checkpoint as ckpt
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
 from .errors import InputError, validation_message
-from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
-from .hardware import HardwareProfile
-from .model import ModelSpec
+from .gate import checkpoint_figures, evaluate_inputs, resolve_plan
+from .specs.job import Inputs
+from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
+from .specs.hardware import HardwareProfile
+from .specs.model import ModelSpec
 from .render.document import Table
 
 # Section titles, top to bottom (tests check every one is present).
@@ -222,6 +224,8 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
             Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Time-model constants", ["constant", "value", "meaning"],
+                  [[name, f"{value:g}", meaning] for name, value, meaning in TIME_ASSUMPTIONS]),
             Table("Failure-rate defaults", ["quantity", "value"], fail)]
 
 
@@ -262,7 +266,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout)."""
     from .api import fit, resilience_for, time_to_train
-    from .evaluate import MemoryBudget
+    from .specs.budget import MemoryBudget
     from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
         time_tables, verdict_line
     from .render.fit import fit_doc
@@ -485,7 +489,7 @@ def _nothing_fits(res, source: str) -> Review:
 def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
-    from .cli.options import parse_number
+    from .validate import parse_number
     x = parse_number("--train-tokens", text)
     if x <= 0 or math.isnan(x):
         raise InputError("--train-tokens", f"must be > 0, got {text}")

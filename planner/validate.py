@@ -70,3 +70,14 @@ def recipe(precision: str, optimizer: str) -> None:
     from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
     choice("--precision", precision, tuple(PRECISION_RECIPES))
     choice("--optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))
+
+
+def parse_number(field: str, text: str) -> float:
+    """A number as users write it (70e9, 4_000_000), finite, or an error naming the field."""
+    try:
+        x = float(text.replace("_", ""))
+    except ValueError:
+        raise InputError(field, f"must be a number, got {text!r}") from None
+    if math.isnan(x) or math.isinf(x):
+        raise InputError(field, f"must be a finite number, got {text!r}")
+    return x

@@ -86,7 +86,9 @@ def test_a_refused_number_names_key_and_line(fmt, text, key, line):
 
 
 def test_bounded_int_at_the_edges():
-    assert bounded_int(str(MAX_INT)) == MAX_INT and bounded_int(str(-MAX_INT)) == -MAX_INT
+    assert bounded_int(str(MAX_INT), "k") == MAX_INT and bounded_int(str(-MAX_INT), "k") == -MAX_INT
     for literal in (str(MAX_INT + 1), "9" * (MAX_INT_DIGITS + 1), "9" * 5000):
-        with pytest.raises(Exception, match="out of range"):
-            bounded_int(literal)
+        with pytest.raises(InputError, match="^k: integer .* out of range"):
+            bounded_int(literal, "k")
+    with pytest.raises(InputError, match="^k: must be an integer, got 'x1'"):
+        bounded_int("x1", "k")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 
 from ..errors import InputError
+from ..validate import parse_number  # noqa: F401  (the CLI's number parser lives with the checks)
 
 
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
@@ -17,16 +17,6 @@ class Format(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
-
-
-def parse_number(field: str, text: str) -> float:
-    try:
-        x = float(text.replace("_", ""))
-    except ValueError:
-        raise InputError(field, f"must be a number, got {text!r}") from None
-    if math.isnan(x) or math.isinf(x):
-        raise InputError(field, f"must be a finite number, got {text!r}")
-    return x
 
 
 def parse_list(field: str, values: list[str] | str | None) -> list[float]:

@@ -70,14 +70,15 @@ def evaluate_cmd(
         recompute != "none" or job.global_batch or job.tokens_per_batch
     if view == "memory" and job.params is not None and not arch_given and not layout_given:
         # The quick question: model states only, every ZeRO stage, over --gpus ranks.
-        from ..calculators import state_memory
+        from ..calculators import DEFAULT_GPU_MEMORY_BYTES, state_memory
         from ..render.quick import state_memory_doc
         from .options import parse_number
         from .. import validate as v
         if zero is not None:
             v.zero_stage("--zero", zero)
         prof = job.hardware_profile()
-        cap = prof.gpu.memory_bytes if (job.hardware or job.hardware_file or job.gpu_memory_gb) else 80e9
+        named = job.hardware or job.hardware_file or job.gpu_memory_gb
+        cap = prof.gpu.memory_bytes if named else DEFAULT_GPU_MEMORY_BYTES
         r = state_memory(parse_number("--params", job.params), gpus, precision=precision,
                          optimizer=optimizer, gpu_memory_bytes=cap)
         doc = state_memory_doc(r, zero)
@@ -123,7 +124,7 @@ def evaluate_cmd(
 @app.command("models")
 def models_cmd(fmt: Format = FormatOpt) -> int:
     """List the model presets with their exact parameter counts."""
-    from ..presets import PRESETS
+    from ..specs.presets import PRESETS
     from ..render import Document, Table, emit
     from ..render.units import count
 
@@ -149,7 +150,7 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
-    from ..hardware import DEFAULT_PROFILE, list_profiles
+    from ..specs.hardware import DEFAULT_PROFILE, list_profiles
     from ..render import Document, Table, emit
 
     rows, data = [], []
@@ -172,7 +173,7 @@ def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   fmt: Format = FormatOpt) -> int:
     """Print one hardware profile with every value."""
     from ..errors import InputError
-    from ..hardware import load_profile
+    from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
 
     try:
@@ -194,7 +195,7 @@ def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
     """The memory budget's named reserves, each checked against what is allowed."""
     from .. import validate as v
     from ..errors import InputError
-    from ..evaluate import MemoryBudget
+    from ..specs.budget import MemoryBudget
 
     kw = {}
     if context_gb is not None:

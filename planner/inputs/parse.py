@@ -70,12 +70,17 @@ def int_bound_reason(literal: str) -> Optional[str]:
     return None
 
 
-def bounded_int(literal: str) -> int:
-    """``int(literal)`` within ±MAX_INT, else Refused (for readers of flags in text files)."""
+def bounded_int(literal: str, field: str) -> int:
+    """``int(literal)`` within ±MAX_INT (for readers of flags in text files); otherwise an
+    InputError naming ``field``."""
     reason = int_bound_reason(literal)
     if reason:
-        raise Refused(reason, label="")
-    return int(literal)
+        raise InputError(field, reason)
+    try:
+        return int(literal)
+    except ValueError:
+        shown = literal if len(literal) <= 40 else f"{literal[:20]}…({len(literal)} characters)"
+        raise InputError(field, f"must be an integer, got {shown!r}") from None
 
 
 def _json_int(s: str) -> Any:

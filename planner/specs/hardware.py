@@ -279,7 +279,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
 
 def _parse(text: str, path: str) -> HardwareProfile:
     """A profile from TOML text, parsed by the one bounded reader (planner.inputs)."""
-    from .inputs.parse import parse_text
+    from ..inputs.parse import parse_text
 
     raw = parse_text(text, "toml", path)
     _check(raw, path)
@@ -294,7 +294,7 @@ def _parse(text: str, path: str) -> HardwareProfile:
 def load_profile_file(path: str | Path, *, option: Optional[str] = None) -> HardwareProfile:
     """Load one profile TOML from any path through the one bounded reader (planner.inputs);
     problems raise InputError(<option or path>, '<key>: …')."""
-    from .inputs.files import read_file, shown
+    from ..inputs.files import read_file, shown
 
     opened, text = read_file(path, what="hardware profile .toml", option=option)
     return _parse(text, f"{option}: {shown(opened)}" if option else shown(opened))
@@ -360,3 +360,10 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
             raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
         data["scale_out"]["nic_bytes_per_s"] = nic_gbit_per_gpu * GBIT
     return HardwareProfile.model_validate(data)
+
+
+def load_hardware(text: str) -> HardwareProfile:
+    """A profile name or a path to a profile TOML (a CLI option, trusted)."""
+    if text.endswith(".toml") or "/" in text:
+        return load_profile_file(text, option="--hardware")
+    return load_profile(text)

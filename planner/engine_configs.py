@@ -26,8 +26,8 @@ from .verdict import GateRule, make_rule
 from .specs.hardware import HardwareProfile
 from .specs.layout import Layout
 from .specs.model import ModelSpec
-from .inputs.files import detect_format, parse_text, read_text
-from .inputs.parse import bounded_int
+from .inputs.files import bounded_int, detect_format, parse_text, read_text
+from .validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 
 ENGINES = ("deepspeed", "megatron", "torchtitan")
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
@@ -119,7 +119,8 @@ class _Obj:
     def fail(self, key: str, msg: str) -> InputError:
         return InputError(f"{self.where}: {self.prefix}{key}", msg)
 
-    def int(self, key: str, default: Any = None, *, auto: bool = False, low: int = 1) -> Any:
+    def int(self, key: str, default: Any = None, *, auto: bool = False, low: int = 1,
+            high: int = MAX_GPUS) -> Any:
         v = self.data.get(key)
         if v is None:
             return default
@@ -127,8 +128,8 @@ class _Obj:
             return None
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.fail(key, f"must be an integer, got {v!r}")
-        if v < low:
-            raise self.fail(key, f"must be >= {low}, got {v}")
+        if not low <= v <= high:  # the command line's bounds (planner.validate)
+            raise self.fail(key, f"must be {'>=' if v < low else 'at most'} {min(max(v, low), high)}, got {v}")
         return v
 
     def bool(self, key: str, default: bool = False) -> bool:
@@ -179,7 +180,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
                      "its memory and traffic are not modelled separately")
 
     # Batch keys: any two suffice; DeepSpeed infers the third with floor division (§1.1).
-    tbs = o.int("train_batch_size", auto=True)
+    tbs = o.int("train_batch_size", auto=True, high=MAX_GLOBAL_BATCH)
     mbs = o.int("train_micro_batch_size_per_gpu", auto=True)
     gas = o.int("gradient_accumulation_steps", auto=True)
     if any(data.get(k) == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
@@ -271,6 +272,7 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
            "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
+MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN, "--max-position-embeddings": MAX_SEQ_LEN}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
            "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -327,7 +329,7 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
                 raise InputError(f"{where}: {name}", f"value {value!r} is a shell variable "
                                  "dtplan cannot resolve; set it in the file (NAME=value)")
             if name in MEG_INT:
-                args[name] = bounded_int(value, f"{where}: {name}")
+                args[name] = bounded_int(value, f"{where}: {name}", upper=MEG_UPPER.get(name, MAX_GPUS))
                 if args[name] < (0 if name == "--recompute-num-layers" else 1):
                     raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
             else:
@@ -668,7 +670,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
     if "local_batch_size" not in tr.data and "batch_size" not in tr.data:
         notes.append("training.local_batch_size not given: torchtitan's default 8")
     dp = rep * shard
-    gbs = tr.int("global_batch_size", -1, low=-1)
+    gbs = tr.int("global_batch_size", -1, low=-1, high=MAX_GLOBAL_BATCH)
     if gbs == -1:
         gbs = local * dp
     elif gbs < 1:
@@ -678,7 +680,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
                            "global_batch_size % (local_batch_size * dp_replicate * dp_shard) "
                            "must be 0 (train.py)", key="training.global_batch_size"
                            if "global_batch_size" in tr.data else "training.local_batch_size"))
-    seq = tr.int("seq_len", 2048)
+    seq = tr.int("seq_len", 2048, high=MAX_SEQ_LEN)
     if opts.seq_len and opts.seq_len != seq:
         raise InputError("--seq-len", f"{opts.seq_len} conflicts with training.seq_len = {seq}")
     # parallelize.py asserts it for every job (the divisor is 2 when tp = cp = 1)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
 from .errors import InputError
+from .validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS_PER_BATCH
 from .inputs.files import (MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES,  # noqa: F401
                            detect_format, load_document, parse_text, read_text,
                            safe_reference)
@@ -91,19 +92,19 @@ class LayoutSection(_Strict):
     """The Layout fields. ``dp`` defaults to gpus ÷ (tp·pp·cp); precision and optimizer may be
     given here or at the top level (not both)."""
 
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    dp: Optional[int] = Field(None, ge=1)
-    cp: int = Field(1, ge=1)
-    ep: int = Field(1, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_GPUS)
+    pp: int = Field(1, ge=1, le=MAX_GPUS)
+    dp: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
+    cp: int = Field(1, ge=1, le=MAX_GPUS)
+    ep: int = Field(1, ge=1, le=MAX_GPUS)
     zero: int = Field(0, ge=0, le=3)
-    shard_group: Optional[int] = Field(None, ge=1)
-    micro_batch: Optional[int] = Field(None, ge=1)
+    shard_group: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
+    micro_batch: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
     schedule: Literal["1f1b", "gpipe", "interleaved"] = "1f1b"
-    chunks: int = Field(1, ge=1)
+    chunks: int = Field(1, ge=1, le=MAX_GPUS)
     sp: Optional[bool] = None
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_layers: Optional[int] = Field(None, ge=0)
+    recompute_layers: Optional[int] = Field(None, ge=0, le=MAX_GPUS)
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
     offload_params: Literal["none", "cpu", "nvme"] = "none"
     precision: Optional[str] = None
@@ -114,10 +115,14 @@ class BatchSection(_Strict):
     """Global batch in sequences (``global_batch``) or tokens (``tokens_per_batch``); the
     micro-batch b and, optionally, the gradient-accumulation steps a the job will use."""
 
-    global_batch: Optional[int] = Field(None, ge=1, description="sequences per optimizer step")
-    tokens_per_batch: Optional[int] = Field(None, ge=1, description="tokens per optimizer step")
-    micro_batch: Optional[int] = Field(None, ge=1, description="sequences per GPU per micro-step")
-    accumulation: Optional[int] = Field(None, ge=1, description="gradient-accumulation steps as "
+    global_batch: Optional[int] = Field(None, ge=1, le=MAX_GLOBAL_BATCH,
+                                        description="sequences per optimizer step")
+    tokens_per_batch: Optional[int] = Field(None, ge=1, le=MAX_TOKENS_PER_BATCH,
+                                            description="tokens per optimizer step")
+    micro_batch: Optional[int] = Field(None, ge=1, le=MAX_GPUS,
+                                       description="sequences per GPU per micro-step")
+    accumulation: Optional[int] = Field(None, ge=1, le=MAX_GLOBAL_BATCH,
+                                        description="gradient-accumulation steps as "
                                         "configured in the job; checked against B = b·a·DP")
 
 
@@ -170,10 +175,10 @@ class Plan(_Strict):
     description: Optional[str] = None
     model: Union[str, ModelSection]
     hardware: Union[str, HardwareSection] = "h100"
-    gpus: int = Field(..., ge=1)
+    gpus: int = Field(..., ge=1, le=MAX_GPUS)
     layout: LayoutSection = LayoutSection()
     batch: BatchSection = BatchSection()
-    seq_len: int = Field(..., ge=1)
+    seq_len: int = Field(..., ge=1, le=MAX_SEQ_LEN)
     precision: Optional[str] = None
     optimizer: Optional[str] = None
     checkpoint: Optional[CheckpointSection] = None

@@ -103,13 +103,13 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
                   tokens_per_batch: Optional[float]) -> tuple[int, int, str]:
     """(sequence length, global batch in sequences, a note on any rounding)."""
     s = v.positive_int("--seq-len", seq_len if seq_len is not None else DEFAULT_SEQ_LEN,
-                       upper=10**8)
+                       upper=v.MAX_SEQ_LEN)
     if global_batch is not None and tokens_per_batch is not None:
         raise InputError("--global-batch", "give --global-batch or --tokens-per-batch, not both")
     if global_batch is not None:
-        return s, v.positive_int("--global-batch", global_batch, upper=10**9), ""
+        return s, v.positive_int("--global-batch", global_batch, upper=v.MAX_GLOBAL_BATCH), ""
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
-                        else DEFAULT_TOKENS_PER_BATCH, upper=1e13)
+                        else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
     n = sequences_for_tokens(tokens, s)
     note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
             "so that data-parallel degrees divide it" if n * s != tokens else "")

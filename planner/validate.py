@@ -7,8 +7,11 @@ import math
 from .errors import InputError
 
 # Upper bounds that catch typos (1e30 GPUs) without limiting any real cluster.
-MAX_GPUS = 10_000_000
+MAX_GPUS = 10_000_000           # also every parallel degree, micro-batch and count in a layout
 MAX_PARAMS = 1e16
+MAX_SEQ_LEN = 10**8
+MAX_GLOBAL_BATCH = 10**9        # sequences per optimizer step
+MAX_TOKENS_PER_BATCH = 1e13
 
 
 def _fmt(x: float) -> str:

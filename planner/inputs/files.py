@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError
-from .parse import MAX_ALIASES, MAX_DEPTH, MAX_NODES, detect_format, parse_text  # noqa: F401
+from .parse import (MAX_ALIASES, MAX_DEPTH, MAX_NODES, bounded_int, detect_format,  # noqa: F401
+                    parse_text)
 
 MAX_FILE_BYTES = 1_000_000      # plan, engine-config and profile files; real ones are a few kB
 MAX_CONFIG_BYTES = 5 * 2**20    # a Hugging Face config.json is a few kB; some carry label maps

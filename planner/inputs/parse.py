@@ -70,17 +70,20 @@ def int_bound_reason(literal: str) -> Optional[str]:
     return None
 
 
-def bounded_int(literal: str, field: str) -> int:
-    """``int(literal)`` within ±MAX_INT (for readers of flags in text files); otherwise an
-    InputError naming ``field``."""
+def bounded_int(literal: str, field: str, upper: int = MAX_INT) -> int:
+    """``int(literal)`` within ±MAX_INT and at most ``upper`` (for readers of flags in text
+    files); otherwise an InputError naming ``field``."""
     reason = int_bound_reason(literal)
     if reason:
         raise InputError(field, reason)
     try:
-        return int(literal)
+        value = int(literal)
     except ValueError:
         shown = literal if len(literal) <= 40 else f"{literal[:20]}…({len(literal)} characters)"
         raise InputError(field, f"must be an integer, got {shown!r}") from None
+    if value > upper:
+        raise InputError(field, f"must be at most {upper}, got {value}")
+    return value
 
 
 def _json_int(s: str) -> Any:

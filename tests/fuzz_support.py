@@ -149,8 +149,8 @@ def _pool(p: Param, tmp: Path) -> list[str]:
 
 def _make_pool(p: Param, tmp: Path) -> list[str]:
     """Meaningful values for one parameter, by its name and kind."""
-    from planner.hardware import list_profiles
-    from planner.presets import PRESETS
+    from planner.specs.hardware import list_profiles
+    from planner.specs.presets import PRESETS
 
     name = p.name
     files = {"model_config": example_files("models/*/config.json") + example_files("models/*"),
@@ -216,17 +216,30 @@ def invocation(draw, cmds: list[Command], tmp: Path) -> tuple[Command, list[str]
 
 # ---- running and the contract ------------------------------------------------------------------
 
+REUSES = 50  # then rebuilt: code that decorates the built tree per run (help styling) nests
+_BUILDING = []  # get_command calls get_group: only the outermost call is memoised
+
+
 def _memo(build):
-    """typer's command builder, memoised on what is registered: building the click tree walks
-    every command signature (~40 ms), and a click command is reusable across main() calls."""
+    """typer's command builder, memoised on what is registered for up to REUSES runs: building
+    the click tree walks every command signature (~20 ms), and a click command is reusable
+    across main() calls; the console script builds it once per process, as this does."""
     cache: dict = {}
 
     def built(typer_instance):
+        if _BUILDING:
+            return build(typer_instance)
         key = (id(typer_instance), len(typer_instance.registered_commands),
                len(typer_instance.registered_groups))
-        if key not in cache:
-            cache[key] = build(typer_instance)
-        return cache[key]
+        tree, uses = cache.get(key, (None, REUSES))
+        if uses >= REUSES:
+            _BUILDING.append(key)
+            try:
+                tree, uses = build(typer_instance), 0
+            finally:
+                _BUILDING.pop()
+        cache[key] = (tree, uses + 1)
+        return tree
     return built
 
 
@@ -274,8 +287,11 @@ def contract_violation(argv: list[str], code: int, out: str, err: str,
     head = msg.split(": ", 1)[0]
     if head in names or msg.startswith(CLICK_USAGE):
         return None
+    # as printed: control characters escaped (one line), a long value cut
+    shown = ["".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in a)
+             for a in argv[1:] if a]
     if any(head == a or head.startswith(a + ":") or (len(a) > 120 and head[:60] == a[:60])
-           for a in argv[1:] if a):
+           for a in shown):
         return None  # a positional path, possibly with :line (a long one is shown cut)
     if re.match(r"^(?:plan file |[^:]+\.\w+(?::\d+)?: )", msg):
         return None  # a file (from a plan or a model directory) with its key and line

@@ -1,11 +1,12 @@
 """The public library API the CLI renders: fit, estimate (with auto micro-batch), time to train.
 
     import planner
-    best = planner.fit(planner.get_preset("llama3-70b"), gpus=256).layouts[0]
+    model, hw = planner.get_preset("llama3-70b"), planner.load_profile("h100")
+    best = planner.fit(model, hw, 256, seq_len=8192, global_batch=512).layouts[0]
 """
 
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from pydantic import BaseModel
@@ -17,37 +18,31 @@ from .estimation import Estimate, estimate_problem
 from .rules import RULE_NAMES, RULE_TEXT
 from .specs.budget import MemoryBudget
 from .specs.hardware import HardwareProfile, list_profiles
-from .specs.layout import Layout
+from .specs.layout import KNOB, Layout
 from .specs.model import ModelSpec
-from .search import OBJECTIVES, SearchResult, SearchSpace, search
+from .search import OBJECTIVES, SearchResult, SearchSpace, candidate_bands, search
 
 
-def build_layout(*, gpus: int, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0,
-                 shard_group: Optional[int] = None, micro_batch: Optional[int] = 1,
-                 schedule: str = "1f1b", chunks: Optional[int] = 1, sp: Optional[bool] = None,
-                 recompute: str = "none", recompute_layers: Optional[int] = None,
-                 offload_optimizer: str = "none", offload_params: str = "none",
-                 precision: str = "mixed", optimizer: str = "adam") -> Layout:
-    """A Layout with DP derived as GPUs ÷ (TP·PP·CP); each bad value named as its option."""
-    gpus = v.positive_int("--gpus", gpus)
-    for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep)):
+def build_layout(*, gpus: int, **knobs: Any) -> Layout:
+    """A Layout from knobs by name (specs.layout.KNOBS), DP = GPUs/(TP·PP·CP); errors name flags."""
+    unknown = sorted(set(knobs) - set(KNOB) | ({"dp"} & set(knobs)))
+    if unknown:
+        raise TypeError(f"build_layout: not a layout knob here: {', '.join(unknown)}")
+    k = {n: knobs.get(n, KNOB[n].default) for n in KNOB if n != "dp"}
+    tp, pp, cp, gpus = k["tp"], k["pp"], k["cp"], v.positive_int("--gpus", gpus)
+    for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", k["ep"])):
         v.positive_int(f, x)
-    v.zero_stage("--zero", zero)
+    v.zero_stage("--zero", k["zero"])
     if gpus % (tp * pp * cp):
         raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
-    v.choice("--schedule", schedule, ("1f1b", "gpipe", "interleaved"))
-    v.choice("--recompute", recompute, ("none", "selective", "full"))
-    v.choice("--offload-optimizer", offload_optimizer, ("none", "cpu", "nvme"))
-    v.choice("--offload-params", offload_params, ("none", "cpu", "nvme"))
-    if shard_group is not None:
-        v.positive_int("--shard-group", shard_group)
-    if recompute_layers is not None and recompute != "full":
+    for name in ("schedule", "recompute", "offload_optimizer", "offload_params"):
+        v.choice(KNOB[name].flag, k[name], KNOB[name].choices)
+    if k["shard_group"] is not None:
+        v.positive_int("--shard-group", k["shard_group"])
+    if k["recompute_layers"] is not None and k["recompute"] != "full":
         raise InputError("--recompute-layers", "needs --recompute full")
-    return Layout(tp=tp, pp=pp, cp=cp, ep=ep, dp=gpus // (tp * pp * cp), zero=zero,
-                  shard_group=shard_group, micro_batch=micro_batch or 1, schedule=schedule,
-                  chunks=chunks or 1, sp=sp, recompute=recompute, recompute_layers=recompute_layers,
-                  offload_optimizer=offload_optimizer, offload_params=offload_params,
-                  precision=precision, optimizer=optimizer)
+    k.update(micro_batch=k["micro_batch"] or 1, chunks=k["chunks"] or 1)
+    return Layout(dp=gpus // (tp * pp * cp), **k)
 
 
 def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
@@ -134,6 +129,7 @@ class RankedLayout(BaseModel):
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
+    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
 class Rejection(BaseModel):
@@ -165,8 +161,8 @@ class FitResult(BaseModel):
 
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
-    r, p = res.results, res.problem
-    out = []
+    r, p, out = res.results, res.problem, []
+    bands = candidate_bands(p, res.candidates)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
@@ -175,7 +171,7 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i])))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
     return out
 
 

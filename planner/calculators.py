@@ -68,6 +68,9 @@ class CommRow(BaseModel):
     bytes_per_gpu: float
     time_s: float
     link: str = "given"
+    message_bytes: float = 0.0
+    algorithm: str = "ring"
+    busbw_bytes_per_s: float = 0.0
 
 
 class CommResult(BaseModel):
@@ -78,32 +81,47 @@ class CommResult(BaseModel):
     rows: list[CommRow]
 
 
-def comm(message_bytes: float, gpus: list[int], bandwidth_bytes_per_s: Optional[float] = None,
-         latency_s: float = 0.0, hardware=None,
-         collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter")) -> CommResult:
-    """Ring collective volume and α–β time for each GPU count: over one given link bandwidth,
-    or on a hardware profile's topology (NVLink inside a domain, NICs across, hierarchical
-    where faster) with the link each group crosses."""
+def comm(message_bytes: float | list[float], gpus: list[int],
+         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
+         collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
+                                         "all-to-all"),
+         gpus_per_node: Optional[int] = None) -> CommResult:
+    """Ring collective volume and α–β time for each message size and GPU count over one given
+    link bandwidth, or on a hardware profile's topology as NCCL runs it (ring / tree /
+    NVLS-Tree per collective, engine/nccl.py) with the link each group crosses. busbw is
+    nccl-tests' (factor × message / time), to set beside a measured table."""
+    from .engine import nccl
     from .engine import topology as topo
-    m = v.positive("--message-gb", message_bytes)
+    sizes = message_bytes if isinstance(message_bytes, list) else [message_bytes]
+    sizes = [v.positive("--message-gb", m) for m in sizes]
     lat = v.non_negative("--latency", latency_s)
     if (bandwidth_bytes_per_s is None) == (hardware is None):
         raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
     bw = v.positive("--bandwidth", bandwidth_bytes_per_s) if hardware is None else None
     rows = []
-    for n in gpus:
-        n = v.positive_int("--gpus", n)
-        for kind in collectives:
-            if hardware is None:
-                t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
-            else:
-                per_domain = min(n, hardware.scale_up.gpus_per_domain)
-                fab = topo.fabric(hardware, n)
-                t = topo.topo_collective_time(kind, m, n, per_domain, fab)
-                link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
-            rows.append(CommRow(gpus=n, collective=kind, bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n),
-                                time_s=t, link=link))
-    return CommResult(message_bytes=m, bandwidth_bytes_per_s=bw, latency_s=lat,
+    for m in sizes:
+        for n in gpus:
+            n = v.positive_int("--gpus", n)
+            for kind in collectives:
+                algo = "ring"
+                if hardware is None:
+                    t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
+                else:
+                    node = gpus_per_node or hardware.scale_up.gpus_per_domain
+                    per_domain = min(n, node, hardware.scale_up.gpus_per_domain)
+                    fab = topo.fabric(hardware, n)
+                    if kind == "all-to-all":   # NCCL runs it as grouped point-to-point sends
+                        t, algo = topo.all_to_all_time(m, n, per_domain, fab), "p2p"
+                    else:
+                        t, code = topo.nccl_time(kind, m, n, per_domain, fab)
+                        algo = nccl.ALGO_NAMES[int(code)]
+                    link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
+                t = float(t)
+                rows.append(CommRow(gpus=n, collective=kind, message_bytes=m, time_s=t, link=link,
+                                    bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n), algorithm=algo,
+                                    busbw_bytes_per_s=float(nccl.busbw_of(kind, m, n, t)) if t > 0
+                                    else 0.0))
+    return CommResult(message_bytes=sizes[0], bandwidth_bytes_per_s=bw, latency_s=lat,
                       hardware=hardware.name if hardware is not None else None, rows=rows)
 
 

@@ -16,13 +16,12 @@ rows: the published figure, dtplan's prediction and the error.
   vectorised call, and the fastest candidate that fits in memory is kept.
 
 - torchtitan docs/performance.md: Llama 3 (8B, 70B; seq 8192) and Llama 2 (13B, 70B; seq 4096)
-  with FSDP2 (ZeRO-3, TP 1) on 64 A100 80GB, tokens/s per GPU. FSDP2 prefetches its all-gathers
-  and overlaps its reduce-scatters, which `evaluate` models as is. Activation checkpointing as
-  published: "full" = full recompute of every layer; "selective layer" = full recompute of every
-  second layer (torchtitan's selective_ac_option = '2' of the configs of that era); "selective
-  op" saves every compute op's output except every second matmul (wk, wo, w3 of a Llama block),
-  which dtplan has no mode for: it is evaluated as full recompute of the share of layers whose
-  forward FLOPs equal those matmuls' (`_op_sac_layers`), the same recompute time.
+  with FSDP2 (ZeRO-3, TP 1) on 64 A100 80GB, tokens/s per GPU, under the torchtitan framework
+  profile (eager kernels). Activation checkpointing as published: "full" = full recompute of
+  every layer; "selective layer" = full recompute of every second layer (torchtitan's
+  selective_ac_option = '2' of the configs of that era); "selective op" is the torchtitan
+  profile's own selective recompute (its op save list: every second matmul redone).
+- calibration_modern.json (calibration_modern.py): torchtitan on 500 W H100s, tokens/s per GPU.
 
 Megatron-LM of 2021-22 reduced gradients after the backward pass (Korthikanti Sec. 6.3), while
 `evaluate` assumes a modern overlapped reduction. For these cases the hidden part of the
@@ -41,55 +40,25 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel
 
-from .errors import InputError
 from .candidates import Candidates, Problem
 from .evaluate import evaluate
 from .specs.hardware import HardwareProfile, load_profile
 from .specs.layout import Layout
 from .specs.model import ModelSpec
 from .specs.presets import PRESETS, get_preset
+from .calibration_modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT, family, generation,
+                                 modern_calibration_rows, regimes)
+from .calibration_report import CalibrationReport, CalibrationRow, Metric
+from .errors import InputError
+from .timing_terms import KERNEL_MEMORY_FACTOR
+from .specs.framework import FrameworkProfile, load_framework
 
 CASES_FILE = "calibration_cases.json"
 # The cases' hardware: DGX A100 80GB on Selene (CALIBRATION.md §2, §3), and torchtitan's 64 A100 80GB.
 DEFAULT_PROFILE = "a100-80g"
 TOLERANCE_PCT = 10.0           # the Megatron-LM rows (the constants were fitted on them)
-# The torchtitan FSDP rows: the achieved bound. Rows whose checkpointing maps exactly (none, full,
-# every second layer) land within 15 %; op-level selective checkpointing is approximated by its
-# matmul FLOPs only (it also recomputes every elementwise op), and its rows sit highest (≤ 22.4 %).
-FSDP_TOLERANCE_PCT = 25.0
-
-Metric = Literal["iteration_time_s", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu"]
-
-
-class CalibrationRow(BaseModel):
-    """One published figure against dtplan's prediction."""
-
-    case: str                 # row id: case id plus the column (e.g. "/full-recompute")
-    source: str
-    metric: Metric
-    published: float
-    predicted: float
-    error_pct: float          # (predicted − published) / published × 100
-    layout: str               # the layout evaluated (auto-chosen for Narayanan rows)
-    step_time_s: float
-    mfu: float
-    hfu: float
-    fits: bool
-
-
-class CalibrationReport(BaseModel):
-    hardware: str
-    rows: list[CalibrationRow]
-    median_abs_error_pct: float
-    worst_abs_error_pct: float
-    worst_case: str
-    within_tolerance: int     # rows within their family's bar (Megatron ±10 %, FSDP ±15 %)
-    tolerance_pct: float
-    fsdp_tolerance_pct: float
-    constants: dict[str, float]
-    skipped: dict[str, str]   # throughput cases not evaluated, with the reason
-    notes: list[str]
-
+# The torchtitan FSDP rows on A100 under the torchtitan profile (achieved: worst 10.7 %).
+FSDP_TOLERANCE_PCT = 15.0
 
 @lru_cache(maxsize=1)
 def load_cases() -> tuple[dict, ...]:
@@ -127,16 +96,33 @@ def _describe(lay: Layout) -> str:
             f"{'SP ' if lay.sequence_parallel else ''}recompute={lay.recompute}{k}")
 
 
+def megatron_2021() -> FrameworkProfile:
+    """Megatron-LM as the 2021-22 Selene runs used it: fp16 (Narayanan Sec. 5.1 "mixed
+    precision"), and fp32 gradient all-reduce is only forced for bf16 (arguments.py), so the
+    gradients were reduced in fp16."""
+    fw = load_framework("megatron")
+    return fw.model_copy(update={"time": fw.time.model_copy(update={"reduce_dtype": "fp16"})})
+
+
+def torchtitan_eager() -> FrameworkProfile:
+    """torchtitan without torch.compile (its default, compile.enable = False)."""
+    fw = load_framework("torchtitan")
+    return fw.model_copy(update={"time": fw.time.model_copy(update={"kernel_class": "eager"})})
+
+
 class NoValidLayout(ValueError):
     """A published case whose layout cannot run on the chosen hardware (e.g. TP 8 on a profile
     whose NVLink domain is smaller): the case is skipped with this reason."""
 
 
 def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, seq_len: int,
-         layouts: list[Layout], overlap_dp: bool) -> tuple[Layout, "_Figures"]:
+         layouts: list[Layout], overlap_dp: bool, framework: Optional[FrameworkProfile] = None,
+         precision: str = "mixed") -> tuple[Layout, "_Figures"]:
     """Evaluate the layouts in one vectorised call; keep the fastest valid one (or, if none is
     valid, the fastest that only fails memory, so an over-full case still gets a figure)."""
-    p = Problem(model=model, hardware=hw, gpus=gpus, seq_len=seq_len, global_batch=global_batch)
+    p = Problem(model=model, hardware=hw, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
+                framework=framework or megatron_2021(), precision=precision,
+                optimizer=layouts[0].optimizer)
     r = evaluate(p, Candidates.from_layouts(layouts))
     t = r.time
     step = t.step if overlap_dp else t.step + t.dp_total - t.dp_exposed
@@ -186,8 +172,9 @@ def _auto_layouts(model: ModelSpec, tp: int, pp: int, dp: int, global_batch: int
 
 
 def _row(case: dict, suffix: str, metric: Metric, published: float, predicted: float,
-         lay: Layout, r: _Figures) -> CalibrationRow:
-    return CalibrationRow(case=case["id"] + suffix, source=case["source"].split(",")[0],
+         lay: Layout, r: _Figures, framework: str = "megatron") -> CalibrationRow:
+    return CalibrationRow(regime=f"{framework}/A100/{family(lay)}", hardware=DEFAULT_PROFILE,
+                          case=case["id"] + suffix, source=case["source"].split(",")[0],
                           metric=metric, published=published, predicted=predicted,
                           error_pct=(predicted / published - 1.0) * 100.0, layout=_describe(lay),
                           step_time_s=r.step, mfu=r.mfu * r.step_time / r.step,
@@ -235,17 +222,6 @@ def _narayanan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
 _TORCHTITAN_AC = {"none": "none", "full": "full", "selective layer": "layer", "selective op": "op"}
 
 
-def _op_sac_layers(model: ModelSpec, seq_len: int) -> int:
-    """Layers whose full recompute costs the forward FLOPs torchtitan's op-level selective
-    checkpointing recomputes: every second matmul of a Llama block (wq wk wv wo w1 w3 w2 → wk,
-    wo, w3), against a layer's forward (its matmuls plus causal attention, 2·s·(a·d) per token)."""
-    h, kv = model.hidden, model.kv_heads * model.head_dim
-    redone = h * kv + model.attn_dim * h + h * model.ffn
-    layer_matmul = (model.matmul_params_per_token() - model.vocab * h) / model.layers
-    share = 2.0 * redone / (2.0 * layer_matmul + 2.0 * seq_len * model.attn_dim)
-    return int(round(share * model.layers))
-
-
 def torchtitan_layout(case: dict) -> Layout:
     """The published FSDP2 layout and activation checkpointing of a torchtitan case."""
     inp = case["inputs"]
@@ -255,8 +231,9 @@ def torchtitan_layout(case: dict) -> Layout:
                   micro_batch=lo["micro_batch"])
     if mode in ("none", "full"):
         return Layout(**common, recompute=mode)
-    k = model.layers // 2 if mode == "layer" else _op_sac_layers(model, inp["seq_len"])
-    return Layout(**common, recompute="full", recompute_layers=k)
+    if mode == "op":   # the torchtitan profile's selective = its op save list
+        return Layout(**common, recompute="selective")
+    return Layout(**common, recompute="full", recompute_layers=model.layers // 2)
 
 
 def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
@@ -264,10 +241,11 @@ def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
     lo, model = inp["layout"], get_preset(inp["preset"])
     lay = torchtitan_layout(case)
     lay, r = _run(model, hw, lo["gpus"], lo["global_batch_seqs"], inp["seq_len"], [lay],
-                  overlap_dp=True)
+                  overlap_dp=True, framework=torchtitan_eager())
     wps = lo["global_batch_seqs"] * inp["seq_len"] / r.step / lo["gpus"]
     suffix = f" ({lo['activation_checkpointing']})"
-    row = _row(case, "", "tokens_per_s_per_gpu", exp["tokens_per_s_per_gpu"], wps, lay, r)
+    row = _row(case, "", "tokens_per_s_per_gpu", exp["tokens_per_s_per_gpu"], wps, lay, r,
+               framework="torchtitan")
     return row.model_copy(update={"layout": row.layout + suffix})
 
 
@@ -304,10 +282,8 @@ def bar(case: str) -> float:
     return FSDP_TOLERANCE_PCT if case.startswith("torchtitan-") else TOLERANCE_PCT
 
 
-def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationReport:
-    """Every evaluable published throughput case: published vs predicted, and a summary."""
-    hw = load_profile(hardware or DEFAULT_PROFILE) if not isinstance(hardware, HardwareProfile) \
-        else hardware
+def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
+    """The shipped cases (Megatron-LM papers, torchtitan A100) evaluated on `hw`."""
     rows: list[CalibrationRow] = []
     skipped: dict[str, str] = {}
     for case in load_cases():
@@ -324,8 +300,40 @@ def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationRepor
                 rows.append(_torchtitan_row(case, hw))
             else:
                 rows.extend(_korthikanti_rows(case, hw))
-        except NoValidLayout as e:
+        except NoValidLayout as e:  # e.g. TP 8 where the NVLink domain is smaller
             skipped[case["id"]] = str(e)
+    if hw.name != DEFAULT_PROFILE:
+        rows = [r.model_copy(update={"hardware": hw.name, "regime": r.regime.replace(
+            "/A100/", f"/{generation(hw)}/")}) for r in rows]
+    return rows, skipped
+
+
+def calibrate(hardware: HardwareProfile | str | None = None,
+              framework: Optional[str] = None) -> CalibrationReport:
+    """Every evaluable published throughput case: published vs predicted, per regime, and a
+    summary. Each family runs on the GPU it ran on (the A100 papers' and torchtitan A100 rows on
+    a100-80g, the modern torchtitan rows on h100-96gb-500w). `hardware` naming one of those two
+    keeps that family; any other profile runs every row on it (a what-if). `framework` keeps the
+    rows that ran on that framework."""
+    given = None if hardware is None else (hardware if isinstance(hardware, HardwareProfile)
+                                           else load_profile(hardware))
+    own = given is None or given.name in (DEFAULT_PROFILE, MODERN_PROFILE)
+    rows, skipped, memory = [], {}, []
+    if given is None or not own or given.name == DEFAULT_PROFILE:
+        rows, skipped = _rows(given if given is not None else load_profile(DEFAULT_PROFILE))
+    if given is None or not own or given.name == MODERN_PROFILE:
+        modern, memory = modern_calibration_rows(given, _describe)
+        if not modern:
+            skipped["calibration_modern.json"] = "shared/reference not beside the repository"
+        rows += modern
+    if framework is not None:
+        fw = load_framework(framework).name
+        rows = [r for r in rows if r.regime.startswith(fw + "/")]
+        memory = [r for r in memory if r.regime.startswith(fw + "/")]
+        if not rows:
+            raise InputError("--framework", f"no calibration row ran on {fw}; rows exist for "
+                             "megatron and torchtitan")
+    hw = given or load_profile(DEFAULT_PROFILE)
     if not rows:
         raise InputError("--hardware", f"no published case can be laid out on {hw.name} "
                                        "(each one's layout fails a structural rule there)")
@@ -338,18 +346,32 @@ def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationRepor
         "that fits among every micro-batch dividing the per-replica batch and v in 1..4.",
         "Megatron-LM 2021-22 reduced gradients after the backward pass (Korthikanti Sec. 6.3): "
         "the data-parallel reduction is counted in full, not overlapped.",
-        "torchtitan FSDP rows compare tokens/s per GPU; FSDP2 overlaps its collectives. "
-        "'selective op' checkpointing is evaluated as full recompute of the layers whose forward "
-        "FLOPs match its recomputed matmuls (it also recomputes elementwise ops: those rows read "
-        "fast). Bars: Megatron-LM ±10%, FSDP ±25% (±15% where checkpointing maps exactly).",
-        "Fitted per-generation constants (the profile's efficiency section): matmul_half_hidden, "
+        "torchtitan rows compare tokens/s per GPU under the torchtitan framework profile (FSDP2 "
+        "per-block gathers hidden layer by layer, fp32 reduce-scatter, its op-level selective "
+        "recompute; eager unless the run used torch.compile). Bars: Megatron-LM ±10%, FSDP ±15%.",
+        "Modern rows (calibration_modern.json): torchtitan on the 500 W 96 GB H100 "
+        "(h100-96gb-500w), bar ±15%. Its sustained_matmul_fraction and matmul_half_hidden, and "
+        "the eager kernel-class factor, are fitted on these rows plus torchtitan's compile row of "
+        "the same 8B job (6,667 tokens/s); FlashAttention and fp8 MAMF shares are published "
+        "microbenchmarks.",
+        "A100 constants fitted on the Megatron-LM and A100 torchtitan rows: matmul_half_hidden, "
         "matmul_half_tokens, sustained_matmul_fraction, memory_passes, tp_exposed_fraction; "
-        "flash_attention_fraction is taken at the low end of FlashAttention-2's published A100 "
-        "range; the matmul ceiling and link efficiencies are measured (CALIBRATION.md §7-8).",
+        "flash_attention_fraction at the low end of FlashAttention-2's published A100 range; the "
+        "matmul ceiling, link efficiencies and NCCL step latencies are measured (CALIBRATION.md "
+        "§7-8, shared/fixtures/real/nccl).",
     ]
+    if any(r.hardware == MODERN_PROFILE for r in rows):
+        h = load_profile(MODERN_PROFILE)
+        notes.append(f"Constants ({h.name}; {h.efficiency.calibrated_on}): " + ", ".join(
+            f"{k} = {v:g}" for k, v in efficiency_constants(h).items())
+            + f", fa3_attention_fraction = {h.efficiency.fa3_attention_fraction:g}, "
+            f"fp8_matmul_ceiling_fraction = {h.efficiency.fp8_matmul_ceiling_fraction:g}; "
+            f"eager kernel-class factor {KERNEL_MEMORY_FACTOR['eager']:g} (timing_terms.py).")
     return CalibrationReport(
         hardware=hw.name, rows=rows, median_abs_error_pct=statistics.median(errs),
         worst_abs_error_pct=max(errs), worst_case=worst.case,
-        within_tolerance=sum(abs(r.error_pct) <= bar(r.case) for r in rows),
+        within_tolerance=sum(abs(r.error_pct) <= (MODERN_TOLERANCE_PCT if r.hardware ==
+                                                  MODERN_PROFILE else bar(r.case)) for r in rows),
         tolerance_pct=TOLERANCE_PCT, fsdp_tolerance_pct=FSDP_TOLERANCE_PCT,
-        constants=efficiency_constants(hw), skipped=skipped, notes=notes)
+        constants=efficiency_constants(hw), skipped=skipped, notes=notes,
+        regimes=regimes(rows), memory_rows=memory)

@@ -6,42 +6,34 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 
 from .engine import activations as act
-from .engine import budget as bud
 from .specs.hardware import HardwareProfile
-from .specs.layout import Layout
+from .specs.layout import KNOB, KNOBS, Layout
 from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
+from .specs.framework import FrameworkProfile, current_framework
 
-SCHEDULE_CODES = {"1f1b": 0, "gpipe": 1, "interleaved": 2}
-RECOMPUTE_CODES = {"none": act.RECOMPUTE_NONE, "selective": act.RECOMPUTE_SELECTIVE,
-                   "full": act.RECOMPUTE_FULL}
-OFFLOAD_CODES = {"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU, "nvme": bud.OFFLOAD_NVME}
+# The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
+COLUMNS = tuple(k for k in KNOBS if k.column)
+SCHEDULE_CODES = KNOB["schedule"].codes
+RECOMPUTE_CODES = KNOB["recompute"].codes
+OFFLOAD_CODES = KNOB["offload_optimizer"].codes
 
 
-@dataclass
-class Candidates:
+class _Columns:
     """Candidate layouts as parallel numpy arrays (one entry per candidate)."""
 
-    tp: np.ndarray
-    pp: np.ndarray
-    dp: np.ndarray
-    cp: np.ndarray
-    ep: np.ndarray
-    zero: np.ndarray
-    shard: np.ndarray        # ZeRO sharding group; 0 = the whole data-parallel (× CP) group
-    mb: np.ndarray
-    chunks: np.ndarray
-    sp: np.ndarray
-    recompute: np.ndarray
-    recompute_layers: np.ndarray  # -1 = all layers of the stage
-    schedule: np.ndarray
-    offload_opt: np.ndarray
-    offload_par: np.ndarray
+    def __post_init__(self) -> None:
+        # A column the caller does not give (the search builds only the axes it varies) holds
+        # the knob's default for every candidate.
+        n = len(next(a for a in (getattr(self, k.column) for k in COLUMNS) if a is not None))
+        for k in COLUMNS:
+            if getattr(self, k.column) is None:
+                setattr(self, k.column, np.full(n, k.default_code, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -49,38 +41,24 @@ class Candidates:
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> "Candidates":
         """One column per knob, one row per layout."""
-        def col(f):
-            return np.array([f(x) for x in layouts], dtype=np.int64)
-        return cls(tp=col(lambda x: x.tp), pp=col(lambda x: x.pp), dp=col(lambda x: x.dp),
-                   cp=col(lambda x: x.cp), ep=col(lambda x: x.ep), zero=col(lambda x: x.zero),
-                   shard=col(lambda x: x.shard_group or 0), mb=col(lambda x: x.micro_batch),
-                   chunks=col(lambda x: x.chunks), sp=col(lambda x: int(x.sequence_parallel)),
-                   recompute=col(lambda x: RECOMPUTE_CODES[x.recompute]),
-                   recompute_layers=col(lambda x: -1 if x.recompute_layers is None
-                                        else x.recompute_layers),
-                   schedule=col(lambda x: SCHEDULE_CODES[x.schedule]),
-                   offload_opt=col(lambda x: OFFLOAD_CODES[x.offload_optimizer]),
-                   offload_par=col(lambda x: OFFLOAD_CODES[x.offload_params]))
+        return cls(**{k.column: np.array([k.encode(x) for x in layouts], dtype=np.int64)
+                      for k in COLUMNS})
 
     def take(self, idx) -> "Candidates":
         """The candidates at the given indices (or boolean mask)."""
-        return Candidates(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        return type(self)(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     def layout(self, i: int, precision: str, optimizer: str) -> Layout:
         """Row i as a Layout."""
-        inv = {v: k for k, v in SCHEDULE_CODES.items()}
-        rec = {v: k for k, v in RECOMPUTE_CODES.items()}
-        off = {v: k for k, v in OFFLOAD_CODES.items()}
-        rl = int(self.recompute_layers[i])
-        return Layout(tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]),
-                      cp=int(self.cp[i]), ep=int(self.ep[i]), zero=int(self.zero[i]),
-                      shard_group=int(self.shard[i]) or None, micro_batch=int(self.mb[i]),
-                      schedule=inv[int(self.schedule[i])], chunks=int(self.chunks[i]),
-                      sp=bool(self.sp[i]), recompute=rec[int(self.recompute[i])],
-                      recompute_layers=None if rl < 0 else rl,
-                      offload_optimizer=off[int(self.offload_opt[i])],
-                      offload_params=off[int(self.offload_par[i])],
+        return Layout(**{k.name: k.decode(int(getattr(self, k.column)[i])) for k in COLUMNS},
                       precision=precision, optimizer=optimizer)
+
+
+# Columns named as in KNOBS (shard: 0 = the whole data-parallel (× CP) group; recompute_layers:
+# -1 = all layers of the stage; string knobs as their codes above).
+Candidates = make_dataclass("Candidates", [(k.column, np.ndarray, field(default=None))
+                                           for k in COLUMNS], bases=(_Columns,))
+Candidates.__module__, Candidates.__doc__ = __name__, _Columns.__doc__
 
 
 @dataclass(frozen=True)
@@ -96,6 +74,12 @@ class Problem:
     optimizer: str = "adam"
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+
+    @property
+    def fw(self) -> FrameworkProfile:
+        """The framework profile whose implementation the time model follows."""
+        return self.framework if self.framework is not None else current_framework()
 
     @property
     def flash(self) -> bool:

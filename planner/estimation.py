@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from pydantic import BaseModel
 
 from . import validate
@@ -16,9 +18,26 @@ from .specs.budget import MemoryBudget
 
 
 class StageMemory(BaseModel):
+    """One stage's items at its peak and the three views (total_bytes = device total)."""
+
     name: str
     items: dict[str, float]
     total_bytes: float
+    allocated_bytes: float = 0.0
+    reserved_bytes: float = 0.0
+    moment: str = ""
+
+
+def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) -> str:
+    """"first stage, backward of micro-batch 1, 16 forwards in flight" for a printout."""
+    from .engine.peak import PHASES
+    what = {0: f"forward of micro-batch {in_flight:g}", 1: "loss and its gradient",
+            2: "backward of micro-batch 1", 3: "backward of micro-batch 2 (gradients accumulated)",
+            4: "optimizer step"}[phase]
+    where = "the single stage" if stage == "single stage" else f"{stage} stage"
+    plural = "" if in_flight == 1 else "s"
+    held = f", {in_flight:g} forward{plural} in flight" if phase < 4 and micro_batches > 1 else ""
+    return f"{where}, {what}{held} ({PHASES[phase]})"
 
 
 class Estimate(BaseModel):
@@ -58,23 +77,78 @@ class Estimate(BaseModel):
     rules: list[Rule]
     budget: MemoryBudget
     notes: list[str]
+    framework: str = "megatron"
+    # ± per cent on step time, tokens/s and MFU for this regime (None: uncalibrated)
+    error_band_pct: Optional[float] = None
 
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
+    """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard
+    group (DP × CP, or the hybrid shard group) and EP (inside DP × CP) from how many of their
+    members share an NVLink domain."""
+    from .engine.topology import LINK_NAMES, link_kind, members_per_domain
     from .specs.layout import rank_groups
-    groups, _ = rank_groups(lay, p.hardware.scale_up.gpus_per_domain)
-    return {g.axis: g.link for g in groups}
+    g = p.hardware.scale_up.gpus_per_domain
+    groups, _ = rank_groups(lay, g)
+    out = {x.axis: x.link for x in groups}
+    for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
+                        ("ep", lay.ep, lay.ep > 1)):
+        k = members_per_domain(n, lay.tp, g)
+        out[axis] = LINK_NAMES[int(link_kind(n, k))] if on and n > 1 else "none"
+    return out
 
 
-def _notes(p: Problem) -> list[str]:
-    return [p.model.describe(),
+def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
+    """The profile's error band for this regime (calibration_modern.band_for)."""
+    from .calibration_modern import band_for as _band
+    return _band(hw, framework, lay)
+
+
+def _notes(p: Problem, lay: Layout) -> list[str]:
+    from .calibration_modern import band_note
+    from .specs.framework import describe
+    return [p.model.describe(), describe(p.fw), band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            f"Budget: CUDA/NCCL context {p.budget.context_bytes / 1e9:g} GB, comm buffers "
-            f"{p.budget.comm_buffer_bytes / 1e9:g} GB, fragmentation "
-            f"{p.budget.fragmentation_fraction:.0%} of tensors, margin "
-            f"{p.budget.margin_fraction:.0%} of capacity. An estimate, not a promise: measure the "
-            "first steps."]
+            _framework_memory_note(p),
+            f"Budget: CUDA context {p.budget.context_bytes / 1e9:g} GB and NCCL buffers "
+            f"{p.budget.comm_buffer_bytes / 1e9:g} GB outside the allocator, fragmentation "
+            f"{p.budget.fragmentation_fraction:.0%} of the bytes freed within a step (caching "
+            f"allocator, fitted), margin {p.budget.margin_fraction:.0%} of capacity; the verdict "
+            "compares device total. An estimate, not a promise: measure the first steps."]
+
+
+def _framework_memory_note(p: Problem) -> str:
+    """The framework profile's memory behaviour, as the memory model uses it."""
+    fw, m = p.fw, p.fw.memory
+    under_pp = ("stage kept gathered, gradients accumulated unsharded in the reduce dtype"
+                if m.accumulate_unsharded_grads_under_pp else "as without PP")
+    return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
+            f"{m.grad_bytes:g} B/param under 16-bit mixed precision, selective recompute = "
+            f"{fw.time.selective_recompute}, loss {m.loss_backward_bytes:g} B per logit"
+            + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
+               if m.loss_backward_bytes_tp is not None else "")
+            + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "
+            f"caching allocator: 512 B blocks, 2 / 20 MiB segments, expandable segments "
+            f"{'on' if m.expandable_segments else 'off'}.")
+
+
+def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:
+    """When the tensors fit and only the allocator's fragmentation term tips the verdict, say
+    which assumption rejects the layout and by how much."""
+    mem = ev.memory
+    sm = mem.stage(STAGES[int(mem.peak_stage[0])])
+    outside = p.budget.context_bytes + p.budget.comm_buffer_bytes
+    tensors = float(sm.allocated[0]) + outside
+    usable, total = float(mem.usable[0]), float(mem.peak[0])
+    if total <= usable or tensors > usable:
+        return []
+    return [f"Rejected by the allocator's fragmentation alone: max allocated + context + NCCL = "
+            f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; fragmentation "
+            f"({float(sm.fragmentation[0]) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
+            f"of the bytes freed within a step) puts it {(total - usable) / 1e9:.2f} GB over. "
+            "Expandable segments (a framework profile's expandable_segments = true) or "
+            "--fragmentation 0 would admit it."]
 
 
 def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
@@ -84,9 +158,13 @@ def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
     out = []
     for n in names:
         sm = mem.stage(n)
-        out.append(StageMemory(name=n if lay.pp > 1 else "single stage",
-                               items={k: float(v[0]) for k, v in sm.items().items()},
-                               total_bytes=float(sm.total[0])))
+        name = n if lay.pp > 1 else "single stage"
+        out.append(StageMemory(name=name, items={k: float(v[0]) for k, v in sm.items().items()},
+                               total_bytes=float(sm.total[0]),
+                               allocated_bytes=float(sm.allocated[0]),
+                               reserved_bytes=float(sm.reserved[0]),
+                               moment=peak_moment(name, int(sm.moment[0]), float(sm.in_flight[0]),
+                                                  float(ev.micro_batches[0]))))
     return out
 
 
@@ -119,17 +197,19 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         communication_s={k: float(v[0]) for k, v in t.communication().items()},
         links=_links(p, lay),
         rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
-        budget=p.budget, notes=_notes(p))
+        budget=p.budget, notes=_notes(p, lay) + _fragmentation_note(p, ev), framework=p.fw.name,
+        error_band_pct=band_for(p.hardware, p.fw.name, lay))
 
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
              seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
-             flash_attention: bool | None = None) -> Estimate:
-    """Memory per stage, step time and rules for one layout."""
+             flash_attention: bool | None = None, framework: Any = None) -> Estimate:
+    """Memory per stage, step time and rules for one layout (framework: a FrameworkProfile)."""
     validate.recipe(layout.precision, layout.optimizer)
     p = Problem(model=model, hardware=hardware, gpus=gpus, seq_len=seq_len,
                 global_batch=global_batch, precision=layout.precision, optimizer=layout.optimizer,
-                budget=budget or MemoryBudget(), flash_attention=flash_attention)
+                budget=budget or MemoryBudget(), flash_attention=flash_attention,
+                framework=framework)
     return estimate_problem(p, layout)
 
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, full_recomputed, shape
+from .candidates import Candidates, Problem, Shape, shape
 from .engine import activations as act
 from .engine import budget as bud
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
+from .memory_model import Stage, replicated_layer_params, stage_memory
 from .candidates import SCHEDULE_CODES
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
@@ -26,25 +27,34 @@ STAGES = ("first", "middle", "last")
 
 @dataclass(frozen=True)
 class StageMemory:
-    """Per-GPU bytes of one pipeline stage, item by item (the memory budget's visible list)."""
+    """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
+    fragmentation and what lives outside the allocator), and the three views."""
 
     weights: np.ndarray
     gradients: np.ndarray
     optimizer: np.ndarray
-    zero3_gathered_params: np.ndarray
+    fp8_weight_cache: np.ndarray
+    gathered_params: np.ndarray
+    grad_buffers: np.ndarray
     activations: np.ndarray
-    embedding_output_activations: np.ndarray
-    logits: np.ndarray
-    comm_buffers: np.ndarray
-    cuda_context: np.ndarray
+    working: np.ndarray
+    loss: np.ndarray
+    optimizer_temp: np.ndarray
     fragmentation: np.ndarray
-    total: np.ndarray
+    cuda_context: np.ndarray
+    comm_buffers: np.ndarray
+    total: np.ndarray           # device total (what nvidia-smi shows): the verdict's figure
+    allocated: np.ndarray       # max allocated
+    reserved: np.ndarray        # max reserved
+    moment: np.ndarray          # index into engine.peak.PHASES of the allocated peak
+    in_flight: np.ndarray       # micro-batches in flight at that moment
     params: np.ndarray          # parameters this GPU holds (dense + experts), before ZeRO
 
     def items(self) -> dict[str, np.ndarray]:
-        """The budget items in print order (everything but total and params)."""
+        """The budget items in print order (they sum to total)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("total", "params")}
+                if f.name not in ("total", "allocated", "reserved", "moment", "in_flight",
+                                  "params")}
 
 
 @dataclass(frozen=True)
@@ -144,63 +154,49 @@ def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
                       for code, name in names.items()])
 
 
-def _edges(p: Problem, c: Candidates, x: Shape, stage: str, fl: np.ndarray):
-    """(embedding/output-layer activations, logits) a stage holds: the first stage the
-    embedding's, the last the output layer's and the logits; a single stage all three."""
-    s, mb, h, tp, cp = p.seq_len, x.mb, p.model.hidden, x.tp, x.cp
-    out_layer = act.output_layer_bytes(s, mb, h, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=x.act_bytes)
-    logits = act.logits_bytes(s, mb, x.vocab_padded, tp, cp=cp)
-    if stage == "middle":
-        return np.zeros_like(tp), np.zeros_like(tp)
-    if stage == "last":
-        return fl * out_layer, logits + 0.0 * tp
-    edge = fl * act.embedding_activation_bytes(s, mb, h, dropout=p.model.dropout, tp=tp,
-                                               sp=c.sp, cp=cp)
-    single = x.pp == 1
-    return edge + np.where(single, out_layer, 0.0), np.where(single, logits, 0.0)
-
-
-def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, a: dict[int, np.ndarray],
-           stage: str) -> StageMemory:
-    """One stage's budget: model states (ZeRO, offload), ZeRO-3 gathered layer, activations of
-    the micro-batches in flight, edges, then buffers, context and fragmentation."""
+def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, stage: str) -> StageMemory:
+    """One stage's parameters on this GPU (norms, row-parallel biases and the router whole on
+    every TP rank; learned positions whole), then memory_model.stage_memory under the
+    framework profile: items at the peak, the three views, the moment."""
+    mod, tp = p.model, x.tp
     index = {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
-    emb = {"first": par.embedding, "middle": 0.0, "last": np.where(x.pp == 1, par.embedding, 0.0)}
-    head = {"first": np.where(x.pp == 1, par.head, 0.0), "middle": 0.0, "last": par.head}
+    single = x.pp == 1
+    has_emb = {"first": ~np.zeros_like(single), "middle": np.zeros_like(single),
+               "last": single}[stage]
+    has_head = {"first": single, "middle": np.zeros_like(single),
+                "last": ~np.zeros_like(single)}[stage]
     n_layers = x.layers[STAGES.index(stage)]
-    w_b, g_b, k_b = x.state_bytes
-    dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer, par.expert_per_layer,
-                                         x.tp, x.ep, emb[stage], head[stage])
-    weights, grads, optim = bud.sharded_states(dense_p, expert_p, c.zero, x.shard,
-                                               par.expert_shard, w_b, g_b, k_b)
-    weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
-    live = bud.zero3_live_params(c.zero, par.largest_layer, x.tp, w_b)
-    fl = _in_flight(c, x, index)
-    k_full = full_recomputed(c, n_layers)
-    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a[act.RECOMPUTE_SELECTIVE],
-                    a[act.RECOMPUTE_NONE])
-    layers_act = act.stage_activation_bytes(
-        base, n_layers, fl, full_recompute_layers=k_full,
-        full_recompute_layer_bytes=a[act.RECOMPUTE_FULL],
-        working_bytes=np.where(k_full > 0, a[act.RECOMPUTE_NONE], 0.0))
-    edge, logits = _edges(p, c, x, stage, fl)
-    tensors = weights + grads + optim + live + layers_act + edge + logits
-    budget, tp = p.budget, x.tp
-    items = dict(weights=weights, gradients=grads, optimizer=optim, zero3_gathered_params=live,
-                 activations=layers_act, embedding_output_activations=edge, logits=logits,
-                 comm_buffers=np.full_like(tp, budget.comm_buffer_bytes),
-                 cuda_context=np.full_like(tp, budget.context_bytes),
-                 fragmentation=bud.fragmentation(tensors, budget.fragmentation_fraction))
-    total = sum(items.values())
-    arrays = {k: np.asarray(val, dtype=float) + 0.0 * tp for k, val in items.items()}
-    return StageMemory(**arrays, total=total, params=dense_p + expert_p)
+    repl = replicated_layer_params(mod) + (mod.moe_layers / mod.layers * mod.hidden
+                                           * mod.experts if mod.is_moe else 0.0)
+    positions = mod.embedding_params() - mod.vocab * mod.hidden
+    vocab_w = x.vocab_padded * mod.hidden
+    emb = np.where(has_emb, vocab_w / tp + positions, 0.0)
+    head_w = np.where(mod.tied_embeddings & single, 0.0, vocab_w)
+    head = np.where(has_head, head_w / tp + mod.final_norm_params(), 0.0)
+    dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer - repl,
+                                         par.expert_per_layer, tp, x.ep)
+    dense_p = dense_p + n_layers * repl + emb + head
+    st = Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+               layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
+               head_params=head, in_flight=_in_flight(c, x, index), has_embedding=has_emb,
+               has_head=has_head)
+    m = stage_memory(p, c, p.fw, st, x.micro_batches)
+    full = lambda v: np.asarray(v, dtype=float) + 0.0 * tp  # noqa: E731
+    budget = p.budget
+    return StageMemory(**{k: full(v) for k, v in m["items"].items()},
+                       fragmentation=full(m["fragmentation"]),
+                       cuda_context=full(budget.context_bytes),
+                       comm_buffers=full(budget.comm_buffer_bytes),
+                       total=full(m["device_total"]), allocated=full(m["allocated"]),
+                       reserved=full(m["reserved"]), moment=full(m["moment"]),
+                       in_flight=full(m["in_flight_at_peak"]), params=dense_p + expert_p)
 
 
-def memory(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray]) -> Memory:
-    """Memory per stage (first, middle, last) and the peak against capacity minus the margin;
-    a = layer_activations(p, c, x)."""
+def memory(p: Problem, c: Candidates, x: Shape) -> Memory:
+    """Memory per stage (first, middle, last) and the peak (device total) against capacity
+    minus the margin."""
     par = _params(p, x)
-    st = {name: _stage(p, c, x, par, a, name) for name in STAGES}
+    st = {name: _stage(p, c, x, par, name) for name in STAGES}
     capacity = p.hardware.gpu.memory_bytes
     usable = capacity * (1.0 - p.budget.margin_fraction)
     has_middle = x.pp > 2
@@ -220,7 +216,7 @@ def evaluate(p: Problem, c: Candidates) -> Evaluation:
     x = shape(p, c)
     passes = structural_predicates(p, c, x.micro_batches)
     a = layer_activations(p, c, x)
-    mem = memory(p, c, x, a)
+    mem = memory(p, c, x)
     passes["fits-in-memory"] = mem.peak <= mem.usable
     t, thr = step_time(p, c, x, mem, a)
     valid = np.ones(len(c), dtype=bool)

@@ -20,21 +20,22 @@ from .errors import InputError
 from .inputs.files import MAX_CONFIG_BYTES, parse_text, read_file, shown
 from .specs.model import ModelSpec
 
+
 LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
 GPT2 = {"gpt2"}
 NEOX = {"gpt_neox"}
 
 
-def _read(path: str | Path, option: str | None) -> tuple[str, str, dict[str, Any]]:
-    """(path read, label for errors, data) through the one bounded reader (planner.inputs)."""
+def _read(path: str | Path, option: str | None) -> tuple[str, dict[str, Any]]:
+    """(path read, data) through the one bounded reader (planner.inputs)."""
     opened, text = read_file(path, what="Hugging Face config.json", option=option,
                              dir_file="config.json", max_bytes=MAX_CONFIG_BYTES)
     where = f"{option}: {shown(opened)}" if option else shown(opened)
     data = parse_text(text, "json", where)
     if not isinstance(data, dict):
         raise InputError(where, "top level must be a JSON object of config keys")
-    return opened, where, data
+    return opened, data
 
 
 class _Cfg:
@@ -218,8 +219,13 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
 
 def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
     """ModelSpec from a Hugging Face config.json (or a directory holding one); ``option`` is
-    the command-line option the path came from, named first in errors."""
-    opened, where, data = _read(path, option)
+    the command-line option the path came from, named first in read and parse errors."""
+    opened, data = _read(path, option)
+    return model_from_config(data, opened)
+
+
+def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
+    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
     c = _Cfg(where, data)
     mtype = (c.str("model_type") or "").lower()
     note = ""
@@ -243,9 +249,9 @@ def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
     note = fields.pop("_note", "") + note
     if fields.get("position") == "learned" and fields.get("max_positions") is None:
         raise c.fail("max_position_embeddings", "required for learned position embeddings")
-    name = c.str("_name_or_path") or Path(opened).parent.name or None
+    name = c.str("_name_or_path") or Path(where).parent.name or None
     try:
-        return ModelSpec(name=name, source=f"{opened} (model_type {mtype or 'absent'}){note}",
+        return ModelSpec(name=name, source=f"{where} (model_type {mtype or 'absent'}){note}",
                          **fields)
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.

@@ -1,4 +1,4 @@
-"""Plan files: the schema of a proposed training configuration and its safe loading.
+"""Plan files: safe loading and checking against the schema (planner.specs.plan).
 
 A plan is one YAML, TOML or JSON document (``dtplan schema`` prints its JSON Schema):
 
@@ -25,165 +25,21 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
+from .specs.framework import select_for
 from .errors import InputError
-from .validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS_PER_BATCH
 from .inputs.files import (MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES,  # noqa: F401
                            detect_format, load_document, parse_text, read_text,
                            safe_reference)
+from .specs.plan import Plan
 
 
 PRECISIONS = tuple(PRECISION_RECIPES)
 OPTIMIZERS = tuple(OPTIMIZER_STATE_BYTES)
-
-
-# ---- schema ----------------------------------------------------------------------------------
-
-class _Strict(BaseModel):
-    # strict: "8" is not an int and true is not 1; NaN/inf are refused everywhere.
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
-
-
-class ModelSection(_Strict):
-    """Where the model comes from: a preset name, a Hugging Face config.json, or inline shape
-    fields (the ModelSpec fields). Inline fields next to ``preset`` or ``config`` override them."""
-
-    preset: Optional[str] = Field(None, description="preset name or alias (dtplan models)")
-    config: Optional[str] = Field(None, description="path to a Hugging Face config.json (or its "
-                                  "directory), relative to the plan file")
-    name: Optional[str] = None
-    layers: Optional[int] = Field(None, ge=1)
-    hidden: Optional[int] = Field(None, ge=1)
-    heads: Optional[int] = Field(None, ge=1)
-    kv_heads: Optional[int] = Field(None, ge=1)
-    head_dim: Optional[int] = Field(None, ge=1)
-    ffn: Optional[int] = Field(None, ge=1)
-    mlp: Optional[Literal["gelu", "swiglu"]] = None
-    vocab: Optional[int] = Field(None, ge=1)
-    tied_embeddings: Optional[bool] = None
-    position: Optional[Literal["learned", "rope", "alibi", "none"]] = None
-    max_positions: Optional[int] = Field(None, ge=1)
-    qkv_bias: Optional[bool] = None
-    linear_bias: Optional[bool] = None
-    norm: Optional[Literal["layernorm", "rmsnorm"]] = None
-    dropout: Optional[bool] = None
-    experts: Optional[int] = Field(None, ge=0)
-    experts_per_token: Optional[int] = Field(None, ge=0)
-    expert_ffn: Optional[int] = Field(None, ge=1)
-    shared_experts: Optional[int] = Field(None, ge=0)
-    dense_layers: Optional[int] = Field(None, ge=0)
-
-
-class HardwareSection(_Strict):
-    """A bundled profile (or a profile TOML file) with optional overrides."""
-
-    profile: Optional[str] = Field(None, description="bundled profile name (dtplan hardware)")
-    file: Optional[str] = Field(None, description="profile TOML, relative to the plan file")
-    gpus_per_node: Optional[int] = Field(None, ge=1)
-    gpu_memory_gb: Optional[float] = Field(None, gt=0)
-    nic_gbit_per_gpu: Optional[float] = Field(None, gt=0)
-
-
-class LayoutSection(_Strict):
-    """The Layout fields. ``dp`` defaults to gpus ÷ (tp·pp·cp); precision and optimizer may be
-    given here or at the top level (not both)."""
-
-    tp: int = Field(1, ge=1, le=MAX_GPUS)
-    pp: int = Field(1, ge=1, le=MAX_GPUS)
-    dp: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
-    cp: int = Field(1, ge=1, le=MAX_GPUS)
-    ep: int = Field(1, ge=1, le=MAX_GPUS)
-    zero: int = Field(0, ge=0, le=3)
-    shard_group: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
-    micro_batch: Optional[int] = Field(None, ge=1, le=MAX_GPUS)
-    schedule: Literal["1f1b", "gpipe", "interleaved"] = "1f1b"
-    chunks: int = Field(1, ge=1, le=MAX_GPUS)
-    sp: Optional[bool] = None
-    recompute: Literal["none", "selective", "full"] = "none"
-    recompute_layers: Optional[int] = Field(None, ge=0, le=MAX_GPUS)
-    offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
-    offload_params: Literal["none", "cpu", "nvme"] = "none"
-    precision: Optional[str] = None
-    optimizer: Optional[str] = None
-
-
-class BatchSection(_Strict):
-    """Global batch in sequences (``global_batch``) or tokens (``tokens_per_batch``); the
-    micro-batch b and, optionally, the gradient-accumulation steps a the job will use."""
-
-    global_batch: Optional[int] = Field(None, ge=1, le=MAX_GLOBAL_BATCH,
-                                        description="sequences per optimizer step")
-    tokens_per_batch: Optional[int] = Field(None, ge=1, le=MAX_TOKENS_PER_BATCH,
-                                            description="tokens per optimizer step")
-    micro_batch: Optional[int] = Field(None, ge=1, le=MAX_GPUS,
-                                       description="sequences per GPU per micro-step")
-    accumulation: Optional[int] = Field(None, ge=1, le=MAX_GLOBAL_BATCH,
-                                        description="gradient-accumulation steps as "
-                                        "configured in the job; checked against B = b·a·DP")
-
-
-class CheckpointSection(_Strict):
-    """Checkpoint policy. Cost δ: ``cost_min`` directly, else the checkpoint size (``size_gb``,
-    default weights + master + optimizer state, planner.resilience) ÷ the write bandwidth
-    (``write_gbps``, default the profile's storage, capped by the writers' NICs). Failure rate:
-    exactly one of ``mtbf_hours`` (job), ``node_mtbf_hours`` or ``gpu_mtbf_hours``."""
-
-    interval_min: float = Field(..., gt=0)
-    cost_min: Optional[float] = Field(None, gt=0)
-    size_gb: Optional[float] = Field(None, gt=0)
-    write_gbps: Optional[float] = Field(None, gt=0)
-    mtbf_hours: Optional[float] = Field(None, gt=0, description="job (whole cluster) MTBF")
-    node_mtbf_hours: Optional[float] = Field(None, gt=0, description="one node's MTBF; the "
-                                             "job's is this ÷ nodes")
-    gpu_mtbf_hours: Optional[float] = Field(None, gt=0, description="one GPU's MTBF; the job's "
-                                            "is this ÷ gpus")
-    restart_min: float = Field(0.0, ge=0)
-
-
-class BudgetSection(_Strict):
-    """Overrides of the memory reserve (specs.budget.MemoryBudget); omitted fields keep defaults."""
-
-    context_gb: Optional[float] = Field(None, ge=0, description="CUDA/NCCL context per GPU")
-    comm_buffer_gb: Optional[float] = Field(None, ge=0, description="communication buckets")
-    fragmentation_fraction: Optional[float] = Field(None, ge=0, lt=1)
-    margin_fraction: Optional[float] = Field(None, ge=0, lt=1)
-
-
-class Thresholds(_Strict):
-    """Limits the plan must meet beyond fitting; each one set becomes a rule."""
-
-    max_memory_fraction: Optional[float] = Field(None, gt=0, le=1,
-                                                 description="peak ÷ GPU capacity")
-    min_headroom_gb: Optional[float] = Field(None, ge=0, description="usable − peak, GB")
-    min_mfu: Optional[float] = Field(None, ge=0, le=1)
-    max_bubble: Optional[float] = Field(None, ge=0, le=1)
-    max_step_time_s: Optional[float] = Field(None, gt=0)
-    min_tokens_per_s_per_gpu: Optional[float] = Field(None, gt=0)
-    max_collective_fraction: Optional[float] = Field(None, ge=0, le=1)
-    max_checkpoint_waste: Optional[float] = Field(None, ge=0, le=1)
-
-
-class Plan(_Strict):
-    """A proposed training configuration (plan-file schema version 1)."""
-
-    version: Literal[1] = Field(1, description="plan-file schema version")
-    name: Optional[str] = None
-    description: Optional[str] = None
-    model: Union[str, ModelSection]
-    hardware: Union[str, HardwareSection] = "h100"
-    gpus: int = Field(..., ge=1, le=MAX_GPUS)
-    layout: LayoutSection = LayoutSection()
-    batch: BatchSection = BatchSection()
-    seq_len: int = Field(..., ge=1, le=MAX_SEQ_LEN)
-    precision: Optional[str] = None
-    optimizer: Optional[str] = None
-    checkpoint: Optional[CheckpointSection] = None
-    budget: Optional[BudgetSection] = None
-    thresholds: Thresholds = Thresholds()
 
 
 # ---- unknown keys, before pydantic, so the message names the path and a suggestion -------------
@@ -291,6 +147,7 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise InputError(f"{where}: {key}", f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
+    select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
     return plan
 
 

@@ -205,7 +205,7 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
                   "memory_passes": "memory-bound passes over activations per layer",
                   "tp_exposed_fraction": "share of TP communication not hidden",
                   "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
-    eff = [[eff_labels.get(k_, k_), f"{v:g}"] for k_, v in hw.efficiency.model_dump().items()]
+    eff = [[eff_labels.get(k_, k_), f"{v:g}" if isinstance(v, float) else str(v)] for k_, v in hw.efficiency.model_dump().items()]
     from .api import DEFAULT_GPU_MTBF_S
     from .resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     fail = [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
@@ -324,7 +324,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     for axis, t in e.communication_s.items():
         if t > 0:
             text.append(f"- {axis.upper()}: {t * 1e3:,.1f} ms per step over "
-                        f"{e.links.get(axis, 'nvlink' if axis == 'zero3' else '—')} "
+                        f"{e.links.get(axis, '—')} "
                         f"({t / e.step_time_s:.1%} of the step if nothing overlapped)")
     chart_specs["step_time"] = ("Step-time breakdown", "step_time_chart", (e,))
     sections.append(Section(SECTIONS[3], text, tt, ["step_time"]))

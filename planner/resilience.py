@@ -4,8 +4,8 @@ restart cost, optimum interval, goodput, time to train, stragglers.
 Validated inputs in, pydantic results out (SI units, unit-suffixed names); every formula is in
 ``engine/resilience.py`` or ``engine/checkpoint.py``. The entry point is ``plan_resilience``;
 the pieces (``checkpoint_contents``, ``checkpoint_write``, ``failure_rate``, ``restart_cost``,
-``interval_optimum``, ``training_time``, ``straggler``) are public for callers that have some
-of the figures already.
+``interval_optimum``, ``training_time``, and ``straggler`` from planner.straggler) are public
+for callers that have some of the figures already.
 """
 
 
@@ -19,6 +19,7 @@ from .engine import checkpoint as ckpt_eq
 from .engine import memory as mem_eq
 from .engine import resilience as res_eq
 from .errors import InputError
+from .straggler import Straggler, straggler
 
 if TYPE_CHECKING:
     from .specs.hardware import HardwareProfile
@@ -295,47 +296,6 @@ def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fractio
                         ideal_s=ideal, with_failures_s=t, ideal_gpu_hours=res_eq.gpu_hours(ideal, n),
                         gpu_hours=hours, price_per_gpu_hour=price,
                         cost=hours * price if price is not None else None)
-
-
-class Straggler(BaseModel):
-    slowdown: float
-    gpus: int
-    gpus_lost_on_eviction: int
-    throughput_fraction_with_straggler: float   # 1/s
-    throughput_fraction_after_eviction: float   # (N − lost)/N, linear scaling assumed
-    break_even_slowdown: float                  # evict when s exceeds N/(N − lost)
-    evict: bool
-    run_s: Optional[float] = None               # nominal run (with failures)
-    run_with_straggler_s: Optional[float] = None
-    run_after_eviction_s: Optional[float] = None  # includes one restart to evict
-    gpu_hours_with_straggler: Optional[float] = None
-    gpu_hours_after_eviction: Optional[float] = None
-
-
-def straggler(slowdown: float, gpus: int, *, gpus_per_node: int = 8, replica_gpus: int = 1,
-              run_s: Optional[float] = None, restart_s: float = 0.0) -> Straggler:
-    """One GPU at ×`slowdown` paces every synchronous step: the run takes ×slowdown. Evicting its
-    node (no spare) removes the DP replicas sharing it; throughput then scales as (N − lost)/N,
-    assuming linear scaling in DP, and eviction costs one restart."""
-    s = v.positive("--straggler", slowdown)
-    if s < 1:
-        raise InputError("--straggler", f"is a slowdown factor ≥ 1 (1.2 = 20% slower), got {s:g}")
-    n = v.positive_int("--gpus", gpus)
-    lost = int(res_eq.gpus_lost_to_eviction(gpus_per_node, replica_gpus))
-    if lost >= n:
-        raise InputError("--straggler", f"evicting a node would idle all {n} GPUs "
-                                        f"({lost} GPUs per eviction); nothing left to compare")
-    keep = res_eq.evicted_throughput_fraction(n, lost)
-    slow_t = res_eq.straggler_step_time(run_s, s) if run_s is not None else None
-    evict_t = run_s / keep + restart_s if run_s is not None else None
-    return Straggler(slowdown=s, gpus=n, gpus_lost_on_eviction=lost,
-                     throughput_fraction_with_straggler=1.0 / s,
-                     throughput_fraction_after_eviction=keep,
-                     break_even_slowdown=res_eq.break_even_slowdown(n, lost),
-                     evict=(evict_t < slow_t) if run_s is not None else 1.0 / s < keep,
-                     run_s=run_s, run_with_straggler_s=slow_t, run_after_eviction_s=evict_t,
-                     gpu_hours_with_straggler=res_eq.gpu_hours(slow_t, n) if run_s else None,
-                     gpu_hours_after_eviction=res_eq.gpu_hours(evict_t, n - lost) if run_s else None)
 
 
 class ResiliencePlan(BaseModel):

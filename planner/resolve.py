@@ -19,8 +19,21 @@ def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = 
                   params: Optional[float] = None, layers: Optional[int] = None,
                   hidden: Optional[int] = None, heads: Optional[int] = None,
                   kv_heads: Optional[int] = None, ffn: Optional[int] = None,
-                  vocab: Optional[int] = None, mlp: Optional[str] = None) -> ModelSpec:
-    """Exactly one source: --model, --model-config, --params, or the architecture flags."""
+                  vocab: Optional[int] = None, mlp: Optional[str] = None,
+                  dropout: Optional[bool] = None) -> ModelSpec:
+    """Exactly one source: --model, --model-config, --params, or the architecture flags;
+    --dropout / --no-dropout then overrides whether the model trains with dropout (masks are
+    stored for backward), whatever the source said (a GeLU model with or without dropout)."""
+    spec = _resolve_source(model=model, model_config=model_config, params=params, layers=layers,
+                           hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn, vocab=vocab,
+                           mlp=mlp)
+    return spec if dropout is None else spec.model_copy(update={"dropout": bool(dropout)})
+
+
+def _resolve_source(*, model: Optional[str], model_config: Optional[str],
+                    params: Optional[float], layers: Optional[int], hidden: Optional[int],
+                    heads: Optional[int], kv_heads: Optional[int], ffn: Optional[int],
+                    vocab: Optional[int], mlp: Optional[str]) -> ModelSpec:
     arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
             "ffn": ffn, "vocab": vocab, "mlp": mlp}
     given_arch = {k: x for k, x in arch.items() if x is not None}

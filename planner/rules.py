@@ -55,8 +55,11 @@ def _shard(c: Candidates) -> np.ndarray:
 
 
 def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # Megatron-Core interleaved 1F1B needs a micro-batch group N with PP ≤ N ≤ M (and a remainder
+    # M mod N of 0 or ≥ PP): N = M always works, so M ≥ PP suffices (pipeline_parallel/
+    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M.
     return np.where(c.schedule == SCHEDULE_CODES["interleaved"],
-                    (c.pp > 1) & (c.chunks >= 2) & (np.round(m) % c.pp == 0), c.chunks == 1)
+                    (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
 
 
 def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -85,9 +88,12 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
                                 f"= {p.gpus}"), None),
     RuleSpec("tp-in-nvlink-domain",
-             lambda p, c, m: inside_domain(c.tp * c.cp, p.hardware.scale_up.gpus_per_domain),
-             "TP × CP must fit (and tile) one NVLink domain",
-             lambda p, lay, f: (f"TP×CP = {lay.tp * lay.cp}",
+             # Only TP's per-layer all-reduces need NVLink; CP's ring of K/V chunks crosses the
+             # network when TP fills the node (Meta's 405B runs CP across nodes, Dubey et al.
+             # 2024 Sec. 3.3.2) and is priced on the link it crosses.
+             lambda p, c, m: inside_domain(c.tp, p.hardware.scale_up.gpus_per_domain),
+             "TP must fit (and tile) one NVLink domain; CP may cross the network",
+             lambda p, lay, f: (f"TP = {lay.tp}",
                                 f"divides {p.hardware.scale_up.gpus_per_domain}"),
              _key("layout.tp")),
     RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
@@ -106,9 +112,9 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
                                 "whole number"), _key("layout.pp")),
     RuleSpec("interleaving-valid", _interleaving,
-             "interleaving needs PP > 1, v ≥ 2 and micro-batches a multiple of PP",
+             "interleaving needs PP > 1, v ≥ 2 and at least PP micro-batches",
              lambda p, lay, f: (f"{lay.schedule}, v = {lay.chunks}, m = {f.micro_batches:g}",
-                                "PP > 1, v ≥ 2, m % PP = 0" if lay.schedule == "interleaved"
+                                "PP > 1, v ≥ 2, m ≥ PP" if lay.schedule == "interleaved"
                                 else "v = 1"),
              lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule"),
     RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),

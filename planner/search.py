@@ -131,6 +131,14 @@ def rank_key(results: Evaluation, gpus: int, objective: str,
     return per_token
 
 
+def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
+    """Each candidate's error band (per cent, 0 where uncalibrated): the profile's error_bands
+    for its regime, framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
+    bands, fw = p.hardware.efficiency.error_bands, p.fw.name
+    data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
+    return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
+
+
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time") -> SearchResult:
     """Evaluate every candidate at once; rank the valid ones; attribute each rejection."""
     cand = enumerate_candidates(p, space)
@@ -139,8 +147,18 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     first_failure = np.where(passes.all(axis=0), -1, np.argmin(passes, axis=0))
     valid = np.flatnonzero(res.rules.valid)
     key = rank_key(res, p.gpus, objective)[valid]
+    headroom = np.zeros(len(valid))
+    if objective in ("time", "cost") and len(valid):
+        # Layouts within the error band of the fastest one's regime are ties the model cannot
+        # order: the key is bucketed in steps of (1 + band) from the best, and within a bucket
+        # more memory headroom ranks first. An uncalibrated leader (band 0) keeps the exact key.
+        band = float(candidate_bands(p, cand)[valid][np.argmin(key)]) / 100.0
+        if band > 0:
+            steps = np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
+            key = key.min() * (1.0 + band) ** steps          # the bucket's floor
+            headroom = -np.round(res.memory.headroom[valid] / 1e9, 1)
     # stable tie-break: simpler layouts first (smaller TP, PP, ZeRO, then larger micro-batch)
     tie = np.lexsort((-cand.mb[valid], cand.recompute[valid], cand.zero[valid], cand.pp[valid],
-                      cand.tp[valid], np.round(key, 12)))
+                      cand.tp[valid], headroom, np.round(key, 12)))
     return SearchResult(problem=p, candidates=cand, results=res, order=valid[tie],
                         first_failure=first_failure)

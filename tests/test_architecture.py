@@ -10,16 +10,14 @@ from pathlib import Path
 PLANNER = Path(__file__).resolve().parent.parent / "planner"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 # Over the limit today (issue #12 asks for them to be split); the figure is a ceiling.
-OVERSIZE_FILES = {"engine_configs.py": 767, "gate.py": 463, "plan.py": 518, "report.py": 496,
-                  "resilience.py": 432, "export.py": 414, "api.py": 404}
+OVERSIZE_FILES = {"report.py": 496}
 # Typer commands whose option declarations are the length, the engine-config readers'
 # assertion lists, and the long document builders still to be split.
-OVERSIZE_FUNCTIONS = {("cli/plan_cmds.py", "evaluate_cmd"): 101,
-                      ("cli/quick.py", "checkpoint_cmd"): 110,
-                      ("engine_configs.py", "read_deepspeed"): 95,
-                      ("engine_configs.py", "read_megatron"): 228,
-                      ("engine_configs.py", "read_torchtitan"): 143,
-                      ("export.py", "to_megatron"): 109,
+OVERSIZE_FUNCTIONS = {("cli/quick.py", "checkpoint_cmd"): 110,
+                      ("engines/deepspeed.py", "read_deepspeed"): 95,
+                      ("engines/megatron.py", "read_megatron"): 228,
+                      ("engines/torchtitan.py", "read_torchtitan"): 143,
+                      ("engines/megatron.py", "to_megatron"): 109,
                       ("render/quick.py", "_resilience_doc"): 129,
                       ("report.py", "build_review"): 198}
 STDLIB_OK = {"__future__", "math", "typing", "dataclasses", "numpy", "functools", "itertools"}
@@ -110,7 +108,8 @@ def test_layering():
     """Lower layers never reach up, not even lazily: documents do not import the CLI, the
     engine-config readers do not import the plan gate that calls them."""
     mods = _modules()
-    for low, high in (("planner.report", "planner.cli"), ("planner.engine_configs", "planner.gate"),
-                      ("planner.evaluate", "planner.api"), ("planner.timing", "planner.evaluate")):
+    engines = [(m, "planner.gate") for m in mods if m.startswith("planner.engines")]
+    for low, high in [("planner.report", "planner.cli"), ("planner.evaluate", "planner.api"),
+                      ("planner.timing", "planner.evaluate")] + engines:
         names = _imports(low, mods[low], top_level_only=False)
         assert not any(n == high or n.startswith(high + ".") for n in names), (low, high)

@@ -11,8 +11,7 @@ from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 
 BAR = 10.0  # per cent, Megatron-LM rows
-FSDP_BAR = 25.0  # per cent, torchtitan FSDP rows (achieved: worst 22.4 %, the op-level SAC row)
-FSDP_EXACT_AC_BAR = 15.0  # FSDP rows whose checkpointing dtplan models exactly
+FSDP_BAR = 15.0  # per cent, torchtitan FSDP rows under the torchtitan profile (worst 10.7 %)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +44,7 @@ def test_every_case_has_a_row(rows):
 def test_torchtitan_fsdp_tokens_per_gpu_within_bar(rows, case):
     r = rows[case]
     assert r.metric == "tokens_per_s_per_gpu" and "ZeRO-3" in r.layout
-    bar = FSDP_BAR if case.endswith("selective-op") else FSDP_EXACT_AC_BAR
-    assert abs(r.error_pct) <= bar, f"{case}: {r.predicted:.0f} vs {r.published} tokens/s/GPU"
+    assert abs(r.error_pct) <= FSDP_BAR, f"{case}: {r.predicted:.0f} vs {r.published} tokens/s/GPU"
 
 
 def test_torchtitan_published_mfu_matches_its_formula():
@@ -170,7 +168,7 @@ def test_cli_calibrate_formats(dtplan, fmt):
     assert r.code == 0, r.err
     if fmt == "json":
         j = r.json()
-        assert j["command"] == "calibrate" and len(j["rows"]) == 27
+        assert j["command"] == "calibrate" and len(j["rows"]) >= 27
         assert j["worst_abs_error_pct"] <= FSDP_BAR
         assert max(abs(r["error_pct"]) for r in j["rows"]
                    if not r["case"].startswith("torchtitan-")) <= BAR

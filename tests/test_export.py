@@ -12,7 +12,7 @@ from conftest import run_dtplan
 import yaml
 
 from planner.errors import InputError
-from planner.export import export
+from planner.engines import export
 from planner.report import inputs_from_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,9 +14,10 @@ LLAMA70 = ["--model", "llama3-70b", "--gpus", "256", "--tp", "8", "--pp", "4", "
 def test_memory_budget_issue_example(dtplan):
     r = dtplan("memory", *LLAMA70)
     assert r.code == 0, r.err
-    for line in ("weights", "gradients", "optimizer state", "activations (layers)", "logits + loss",
-                 "communication buffers", "CUDA / NCCL context", "allocator fragmentation",
-                 "first", "middle", "last", "FITS", "not a promise"):
+    for line in ("weights", "gradients", "optimizer state", "activations (saved)", "logits + loss",
+                 "NCCL buffers", "CUDA context", "allocator fragmentation", "max allocated",
+                 "max reserved", "device total", "first", "middle", "last", "FITS",
+                 "not a promise", "forwards in flight"):
         assert line in r.out
     j = dtplan("memory", *LLAMA70, "--format", "json").json()
     for s in j["stages"]:

@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc
 
 from ..errors import InputError
+from ..specs.framework import command_scope
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -28,7 +29,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_ma
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 # Importing a module registers its commands; `dtplan --help` lists them in this order.
-from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E402,F401,I001
+from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate, compare  # noqa: E402,F401,I001
 
 
 def _fail(message: str, code: int) -> int:
@@ -44,7 +45,8 @@ def run(argv: list[str]) -> int:
     argv = [a for a in argv if a != "--debug"]
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
+        with command_scope():   # a --framework / plan / engine-config selection lasts one run
+            rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:
         return _fail(str(e), EXIT_INPUT)
     except click_exc.NoArgsIsHelpError as e:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from ..errors import InputError
+from ..resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from ..specs.layout import _SAME, KNOBS, Knob
 from .options import parse_number
 
 # Model: exactly one of these sources.
@@ -23,6 +25,9 @@ KV_HEADS = typer.Option(None, "--kv-heads", help="architecture: KV heads (GQA)")
 FFN = typer.Option(None, "--ffn", help="architecture: FFN size (default 4h GeLU, ~8h/3 SwiGLU)")
 VOCAB = typer.Option(None, "--vocab", help="architecture: vocabulary")
 MLP = typer.Option(None, "--mlp", help="architecture: gelu (GPT-style) or swiglu (Llama-style)")
+DROPOUT = typer.Option(None, "--dropout/--no-dropout", help="train with dropout (default: as the "
+                       "model source says; GeLU flags: on; a dropout model's attention defaults "
+                       "to unfused, as in the papers)")
 # Hardware.
 HARDWARE = typer.Option(None, "--hardware", help="profile name (default h100; `dtplan profiles`)")
 HARDWARE_FILE = typer.Option(None, "--hardware-file", help="profile TOML file")
@@ -30,18 +35,22 @@ GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per no
 GPU_MEMORY = typer.Option(None, "--gpu-memory-gb", help="what-if: GPU memory (GiB)")
 NIC = typer.Option(None, "--nic-gbit", help="what-if: NIC Gb/s per GPU")
 # Batch.
-SEQ_LEN = typer.Option(None, "--seq-len", help="sequence length (default 4096)")
+SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAULT_SEQ_LEN})")
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
-TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default 4M)")
+TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default "
+                                f"{DEFAULT_TOKENS_PER_BATCH / 2**20:g}M)")
+# Framework whose implementation the time (and memory) model follows.
+FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtitan, deepspeed, "
+                         "fsdp, or a framework profile .toml")
 
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
-                       mlp):
+                       mlp, dropout=None):
     from ..resolve import resolve_model
     return resolve_model(model=model, model_config=model_config,
                          params=parse_number("--params", params) if params is not None else None,
                          layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                         vocab=vocab, mlp=mlp)
+                         vocab=vocab, mlp=mlp, dropout=dropout)
 
 
 def hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit):
@@ -75,10 +84,11 @@ JOB_OPTIONS = (
     ("hidden", Optional[int], HIDDEN), ("heads", Optional[int], HEADS),
     ("kv_heads", Optional[int], KV_HEADS), ("ffn", Optional[int], FFN),
     ("vocab", Optional[int], VOCAB), ("mlp", Optional[str], MLP),
-    ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
+    ("dropout", Optional[bool], DROPOUT), ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
     ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
     ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
     ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
+    ("framework", Optional[str], FRAMEWORK),
 )
 
 
@@ -96,6 +106,7 @@ class Job:
     ffn: Optional[int] = None
     vocab: Optional[int] = None
     mlp: Optional[str] = None
+    dropout: Optional[bool] = None
     hardware: Optional[str] = None
     hardware_file: Optional[str] = None
     gpus_per_node: Optional[int] = None
@@ -104,11 +115,17 @@ class Job:
     seq_len: Optional[int] = None
     global_batch: Optional[int] = None
     tokens_per_batch: Optional[str] = None
+    framework: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.framework is not None:   # select it now: every estimate below follows it
+            from ..specs.framework import use_framework
+            use_framework(self.framework)
 
     def model_spec(self):
         return model_from_options(self.model, self.model_config, self.params, self.layers,
                                   self.hidden, self.heads, self.kv_heads, self.ffn, self.vocab,
-                                  self.mlp)
+                                  self.mlp, self.dropout)
 
     def hardware_profile(self):
         return hardware_from_options(self.hardware, self.hardware_file, self.gpus_per_node,
@@ -136,4 +153,42 @@ def job_options(fn):
 
     command.__signature__ = sig.replace(parameters=own + extra)
     command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    return command
+
+
+def layout_option(k: Knob) -> tuple[Any, Any]:
+    """(annotation, typer.Option) of one layout knob, from its declaration in specs.layout."""
+    text = k.cli_help or k.help
+    if k.cli_auto:
+        return str, typer.Option(str(k.default), k.flag, help=f"{text}, or auto")
+    default = k.default if k.cli_default is _SAME else k.cli_default
+    if k.type in (bool, bool | None):
+        return Optional[bool], typer.Option(default, f"{k.flag}/--no-{k.flag[2:]}", help=text)
+    if k.choices or k.type is str:
+        return str, typer.Option(default, k.flag, help=text)
+    return (int if default is not None else Optional[int]), typer.Option(default, k.flag, help=text)
+
+
+# The layout knobs a command takes as options (dp is derived from --gpus).
+LAYOUT_OPTIONS = tuple((k.name,) + layout_option(k) for k in KNOBS if k.cli)
+
+
+def layout_options(fn):
+    """Add the LAYOUT_OPTIONS after --gpus of a typer command whose body takes
+    `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string)."""
+    sig = inspect.signature(fn, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "layout"]
+    at = next((i + 1 for i, p in enumerate(own) if p.name == "gpus"), len(own))
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+             for name, ann, default in LAYOUT_OPTIONS]
+    names = [name for name, _, _ in LAYOUT_OPTIONS]
+
+    @functools.wraps(fn)
+    def command(**kw):
+        return fn(layout={n: kw.pop(n) for n in names}, **kw)
+
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    params = own[:at] + extra + [p.replace(kind=kw_only) for p in own[at:]]
+    command.__signature__ = sig.replace(parameters=params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
     return command

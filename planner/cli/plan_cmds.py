@@ -8,7 +8,11 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
+from ..specs.budget import MemoryBudget
 from .options import Format
+
+_BUDGET = MemoryBudget()  # the defaults the help text quotes
+_FRAGMENTATION = f"allocator fragmentation share ({_BUDGET.fragmentation_fraction:g})"
 
 FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
 
@@ -18,36 +22,15 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 @app.command("estimate", help="One layout's memory, step time and where it goes, tokens/s, MFU, "
              "the communication tax per axis, checkpoint interval, goodput and time to train.")
 @o.job_options
+@o.layout_options
 def evaluate_cmd(
-    ctx: typer.Context, job: o.Job,
+    ctx: typer.Context, job: o.Job, layout: dict,
     gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
-    tp: int = typer.Option(1, "--tp", help="tensor parallel"),
-    pp: int = typer.Option(1, "--pp", help="pipeline parallel (stages)"),
-    cp: int = typer.Option(1, "--cp", help="context parallel"),
-    ep: int = typer.Option(1, "--ep", help="expert parallel (borrows from DP)"),
-    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (memory without a "
-                                       "model and layout: the stage for the verdict)"),
-    shard_group: Optional[int] = typer.Option(None, "--shard-group",
-                                              help="hybrid sharding: ZeRO over this many DP ranks"),
-    micro_batch: str = typer.Option("1", "--micro-batch", help="per-GPU micro-batch, or auto"),
-    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe or interleaved"),
-    chunks: str = typer.Option("1", "--chunks", help="interleaved chunks per device v, or auto"),
-    sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="sequence parallel (default: on "
-                                      "when TP > 1)"),
-    recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
-    recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers",
-                                                   help="full recompute on this many layers per stage"),
-    offload_optimizer: str = typer.Option("none", "--offload-optimizer", help="none, cpu or nvme"),
-    offload_params: str = typer.Option("none", "--offload-params", help="none, cpu or nvme (ZeRO-3)"),
-    precision: str = typer.Option("mixed", "--precision",
-                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer",
-                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
     context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
     comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),
-    fragmentation: Optional[float] = typer.Option(None, "--fragmentation",
-                                                  help="allocator fragmentation share (0.08)"),
-    margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share (0.05)"),
+    fragmentation: Optional[float] = typer.Option(None, "--fragmentation", help=_FRAGMENTATION),
+    margin: Optional[float] = typer.Option(None, "--margin", help="safety margin share "
+                                           f"({_BUDGET.margin_fraction:g})"),
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
     gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
@@ -64,6 +47,8 @@ def evaluate_cmd(
     from ..render import emit
 
     view = ctx.info_name
+    tp, pp, cp, ep, zero = (layout[n] for n in ("tp", "pp", "cp", "ep", "zero"))
+    micro_batch, chunks, recompute = layout["micro_batch"], layout["chunks"], layout["recompute"]
     arch_given = any(x is not None for x in (job.model, job.model_config, job.layers, job.hidden,
                                              job.heads))
     layout_given = (tp, pp, cp, ep) != (1, 1, 1, 1) or job.seq_len or micro_batch != "1" or \
@@ -79,8 +64,9 @@ def evaluate_cmd(
         prof = job.hardware_profile()
         named = job.hardware or job.hardware_file or job.gpu_memory_gb
         cap = prof.gpu.memory_bytes if named else DEFAULT_GPU_MEMORY_BYTES
-        r = state_memory(parse_number("--params", job.params), gpus, precision=precision,
-                         optimizer=optimizer, gpu_memory_bytes=cap)
+        r = state_memory(parse_number("--params", job.params), gpus,
+                         precision=layout["precision"], optimizer=layout["optimizer"],
+                         gpu_memory_bytes=cap)
         doc = state_memory_doc(r, zero)
         emit(doc, fmt.value)
         return EXIT_OK if doc.ok else EXIT_FAIL
@@ -92,12 +78,9 @@ def evaluate_cmd(
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch()
     budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
-    lay = build_layout(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero or 0,
-                       shard_group=shard_group, micro_batch=o.optional_int("--micro-batch", micro_batch),
-                       schedule=schedule, chunks=o.optional_int("--chunks", chunks), sp=sp,
-                       recompute=recompute, recompute_layers=recompute_layers,
-                       offload_optimizer=offload_optimizer, offload_params=offload_params,
-                       precision=precision, optimizer=optimizer)
+    lay = build_layout(gpus=gpus, **{**layout, "zero": zero or 0,
+                                     "micro_batch": o.optional_int("--micro-batch", micro_batch),
+                                     "chunks": o.optional_int("--chunks", chunks)})
     e, auto_note = estimate_with_auto(spec, prof, gpus, lay, seq_len=s, global_batch=gbatch,
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")

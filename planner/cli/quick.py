@@ -14,12 +14,17 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 
 @app.command("comm")
 def comm_cmd(
-    message_gb: float = typer.Option(..., "--message-gb", help="message size, GB (1e9 bytes)"),
+    message_gb: List[str] = typer.Option(..., "--message-gb",
+                                         help="message size, GB (1e9 bytes): 1 or 0.0671,1.07"),
     gpus: List[str] = typer.Option(["8"], "--gpus", help="rank counts: 8 or 8,64,512 (repeatable)"),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s"),
     latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs"),
     hardware: Optional[str] = typer.Option(None, "--hardware",
                                            help="use a profile's topology instead of --bandwidth"),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node",
+                                                help="GPUs per node (overrides the profile)"),
+    nic_gbit: Optional[float] = typer.Option(None, "--nic-gbit-per-gpu",
+                                             help="NIC bandwidth per GPU, Gb/s (overrides the profile)"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
@@ -29,11 +34,17 @@ def comm_cmd(
     from ..render.quick import comm_doc
 
     ns = parse_list("--gpus", gpus)
+    sizes = [x * 1e9 for x in parse_list("--message-gb", message_gb)]
     prof = None
     if hardware is not None:
-        from ..specs.hardware import load_profile
-        prof = load_profile(hardware)
-    r = comm(message_gb * 1e9, ns, bandwidth * 1e9 if bandwidth is not None else None,
+        from ..specs.hardware import load_profile, with_overrides
+        prof = with_overrides(load_profile(hardware), gpus_per_node=gpus_per_node,
+                              nic_gbit_per_gpu=nic_gbit)
+    elif gpus_per_node is not None or nic_gbit is not None:
+        from ..errors import InputError
+        raise InputError("--gpus-per-node" if gpus_per_node is not None else "--nic-gbit-per-gpu",
+                         "only applies with --hardware")
+    r = comm(sizes, ns, bandwidth * 1e9 if bandwidth is not None else None,
              latency_us * 1e-6, hardware=prof)
     emit(comm_doc(r), fmt.value)
     return EXIT_OK

@@ -54,6 +54,8 @@ def report_cmd(
     output: str = OUT, force: bool = FORCE,
     html: bool = typer.Option(False, "--html", help="HTML even on stdout (default: by -o suffix)"),
     charts: bool = typer.Option(True, "--charts/--no-charts", help="draw charts (needs matplotlib)"),
+    compare: Optional[list[str]] = typer.Option(None, "--compare", help="measured run files "
+                                                "(traces, logs): add a measured-vs-estimate section"),
 ) -> int:
     """Write a design-review document: inputs and assumptions, the layout and its alternatives,
     memory item by item, step time and communication, bubble, batch arithmetic, checkpoints,
@@ -75,6 +77,9 @@ def report_cmd(
     draw = charts and (as_html or chart_dir is not None)
     review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
                           gpu_hour_cost=gpu_hour_cost, charts=draw)
+    if compare and inp is not None:
+        from ..evidence.review import compare_section
+        review.sections.append(compare_section(inp, list(compare)))
     if charts and not draw and review.charts_note is None:
         review.charts_note = "Charts are written with -o FILE.md (as SVG files) or -o FILE.html."
     if as_html:
@@ -84,8 +89,7 @@ def report_cmd(
             svgs = {chart_dir / f"{name}.svg": svg for name, svg in review.charts.items()}
             files.check_targets(list(svgs), force=force)
             for path, svg in svgs.items():
-                files.write_text(path, svg if svg.lstrip().startswith("<?xml") else svg,
-                                 force=force, make_dirs=True)
+                files.write_text(path, svg, force=force, make_dirs=True)
         files.write_text(output, render_review_markdown(review, chart_dir.name if chart_dir else None),
                          force=force)
     if not to_stdout:
@@ -113,7 +117,7 @@ def export_cmd(
     to the same verdict."""
     from .. import files
     from ..errors import InputError
-    from ..export import TARGETS, export
+    from ..engines import TARGETS, export
     from ..gate import evaluate_inputs
 
     if to not in TARGETS:

@@ -53,17 +53,3 @@ def offloaded(weights: Num, optimizer: Num, offload_optimizer: Num, offload_para
     opt_gone = np.asarray(offload_optimizer) > OFFLOAD_NONE
     par_gone = (np.asarray(offload_params) > OFFLOAD_NONE) & (np.asarray(zero) >= 3)
     return out(np.where(par_gone, 0.0, weights)), out(np.where(opt_gone, 0.0, optimizer))
-
-
-def zero3_live_params(zero: Num, largest_layer_params: Num, tp: Num, weight_bytes: Num,
-                      prefetch_layers: Num = 2.0) -> Num:
-    """ZeRO-3 gathers each layer before use: the layer in use plus the prefetched one, at 16-bit,
-    and the unreduced gradients of one layer before its reduce-scatter."""
-    per_layer = np.asarray(largest_layer_params, dtype=float) / tp
-    live = per_layer * (prefetch_layers * weight_bytes + weight_bytes)
-    return out(np.where(np.asarray(zero) >= 3, live, 0.0))
-
-
-def fragmentation(allocated: Num, fraction: Num) -> Num:
-    """Allocator fragmentation budgeted as a fraction of what the tensors themselves allocate."""
-    return out(np.asarray(allocated, dtype=float) * fraction)

@@ -36,8 +36,11 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     """Micro-batches whose activations a stage holds at its peak (Korthikanti Sec. 4.2.3).
 
     GPipe runs all m forwards first: m. 1F1B: stage i (0-based) holds min(p − i, m).
-    Interleaved 1F1B (v chunks): the first stage holds p·(1 + (p−1)/(p·v)) chunk-sized units
-    of L/(p·v) layers, i.e. its 1F1B count times (1 + (p−1)/(p·v)); later stages scale alike.
+    Interleaved 1F1B (v chunks of L/(p·v) layers): Megatron's schedule runs
+    2·(p − i − 1) + (v − 1)·p warm-up chunk forwards on stage i, then one more before its first
+    backward, so it holds min(2(p − i − 1) + (v − 1)p + 1, m·v) chunks, ÷v in stage units; on the
+    first stage that is p·(1 + (p−1)/(p·v)) (Korthikanti Eq. 6), on the last ((v−1)p + 1)/v
+    (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches).
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)
@@ -48,5 +51,6 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     if schedule == "gpipe":
         return out(m + 0.0 * p)
     if schedule == "interleaved":
-        return out(one_f_one_b * (1.0 + (p - 1.0) / (p * v)))
+        chunks_held = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0, m * v)
+        return out(chunks_held / v)
     return out(one_f_one_b)

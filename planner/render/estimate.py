@@ -8,10 +8,12 @@ from .units import count, gb, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
-    "zero3_gathered_params": "ZeRO-3 gathered params", "activations": "activations (layers)",
-    "embedding_output_activations": "embedding / output-layer activations", "logits": "logits + loss",
-    "comm_buffers": "communication buffers", "cuda_context": "CUDA / NCCL context",
-    "fragmentation": "allocator fragmentation",
+    "fp8_weight_cache": "fp8 weight cache", "gathered_params": "gathered params (sharded DP)",
+    "grad_buffers": "gradient buffers (unsharded / buckets)", "activations": "activations (saved)",
+    "working": "working set (recompute, grads)", "loss": "logits + loss",
+    "optimizer_temp": "optimizer temporaries",
+    "fragmentation": "allocator fragmentation", "cuda_context": "CUDA context",
+    "comm_buffers": "NCCL buffers",
 }
 TIME_LABELS = {
     "compute": "compute (forward + backward)", "recompute": "recomputation",
@@ -46,32 +48,43 @@ def memory_tables(e: Estimate, gib: bool = False) -> list[Table]:
             continue
         rows.append([label] + [gb(x, gib=gib) for x in vals])
         bars.append(max(vals))
-    rows.append(["total"] + [gb(s.total_bytes, gib=gib) for s in e.stages])
-    bars.append(0.0)
+    rows.append(["max allocated"] + [gb(s.allocated_bytes, gib=gib) for s in e.stages])
+    rows.append(["max reserved"] + [gb(s.reserved_bytes, gib=gib) for s in e.stages])
+    rows.append(["device total (nvidia-smi)"] + [gb(s.total_bytes, gib=gib) for s in e.stages])
+    bars += [0.0, 0.0, 0.0]
     return [Table(f"Memory per GPU by pipeline stage ({unit})", ["item"] + names, rows, bars=bars)]
 
 
 def verdict_line(e: Estimate, gib: bool = False) -> str:
     unit = "GiB" if gib else "GB"
     state = "FITS" if e.fits else "DOES NOT FIT"
-    where = "the single stage" if e.peak_stage == "single stage" else f"the {e.peak_stage} stage"
-    return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on {where} vs "
+    peak = next((s for s in e.stages if s.name == e.peak_stage), e.stages[0])
+    where = peak.moment or ("the single stage" if e.peak_stage == "single stage"
+                            else f"the {e.peak_stage} stage")
+    return (f"{state}: device total {gb(e.peak_memory_bytes, gib=gib)} {unit} at {where} vs "
             f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
             f"{unit} ({'headroom' if e.fits else 'short by'} "
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
 
 
+def band(e) -> str:
+    """' ± 6%' (relative, from the regime's calibration residuals) or ' (uncalibrated)'."""
+    b = getattr(e, "error_band_pct", None)
+    return f" ± {b:g}%" if b is not None else " (uncalibrated)"
+
+
 def time_tables(e: Estimate) -> list[Table]:
     rows = [[TIME_LABELS[k], ms(x), pct(x / e.step_time_s)] for k, x in e.breakdown.items() if x > 0]
-    rows.append(["step time", ms(e.step_time_s), "100.0%"])
-    summary = [["tokens/s", f"{e.tokens_per_s:,.0f}"], ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}"],
+    rows.append(["step time", ms(e.step_time_s) + band(e), "100.0%"])
+    summary = [["tokens/s", f"{e.tokens_per_s:,.0f}{band(e)}"],
+               ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}{band(e)}"],
                ["model TFLOP/s per GPU", f"{e.model_tflops_per_gpu:.1f}"],
                ["hardware TFLOP/s per GPU", f"{e.hardware_tflops_per_gpu:.1f}"],
-               ["MFU", pct(e.mfu)], ["HFU", pct(e.hfu)], ["bubble", pct(e.bubble_fraction)],
+               ["MFU", pct(e.mfu) + band(e)], ["HFU", pct(e.hfu)], ["bubble", pct(e.bubble_fraction)],
                ["collective fraction", pct(e.collective_fraction)],
                ["accumulation steps", f"{e.accumulation:g}"],
                ["energy per step", f"{e.energy_per_step_j / 3.6e6:.2f} kWh"]]
-    comm = [[axis.upper(), ms(t), e.links.get(axis, "nvlink" if axis == "zero3" else "—")]
+    comm = [[axis.upper(), ms(t), e.links.get(axis, "—")]
             for axis, t in e.communication_s.items() if t > 0]
     tables = [Table("Step time breakdown (ms)", ["component", "time", "share"], rows,
                     bars=[float(r[1].replace(",", "")) for r in rows[:-1]] + [0.0]),
@@ -122,7 +135,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     verdict = verdict_line(e, gib)
     if view == "estimate":
         verdict += (f"; step {e.step_time_s:.3f} s, {e.tokens_per_s:,.0f} tokens/s, "
-                    f"MFU {pct(e.mfu)}")
+                    f"MFU {pct(e.mfu)}{band(e)}; framework {e.framework}")
     if failed:
         verdict += "; failing rules: " + ", ".join(r.name for r in failed)
     data = e.model_dump()

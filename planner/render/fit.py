@@ -28,7 +28,9 @@ def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
                                                             if lay.schedule == "interleaved" else lay.schedule),
                      _rc(lay),
                      gb(x.peak_memory_bytes, 1, gib=gib), gb(x.headroom_bytes, 1, gib=gib),
-                     f"{x.step_time_s:.3f}", count(x.tokens_per_s), pct(x.mfu), pct(x.bubble_fraction),
+                     f"{x.step_time_s:.3f}", count(x.tokens_per_s),
+                     pct(x.mfu) + (f" ±{x.error_band_pct:g}%" if x.error_band_pct else ""),
+                     pct(x.bubble_fraction),
                      pct(x.collective_fraction),
                      f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
                      pct(x.goodput) if x.goodput is not None else ""])
@@ -47,7 +49,8 @@ def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
         verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
-                   f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}")
+                   f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
+                   + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else " (uncalibrated)"))
     else:
         verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule"
     notes = []
@@ -62,6 +65,11 @@ def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
               "Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of 50,700 h (Llama 3's "
               "419 interruptions in 54 days on 16,384 GPUs) and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
+    if r.best is not None:   # the winner's framework line and its band / uncalibrated note
+        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
+    if any(x.error_band_pct for x in r.layouts):
+        notes.append("Ranking: layouts whose time per token lies within the regime's error band "
+                     "of each other are ties, ordered by memory headroom.")
     notes += [f"What would fit: {s}" for s in r.suggestions]
     data = r.model_dump()
     data["ok"] = r.fits

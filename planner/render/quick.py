@@ -43,20 +43,26 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None) -> Document:
 
 def comm_doc(r: CommResult) -> Document:
     topo = r.hardware is not None
-    rows = [[str(x.gpus), x.collective, gb(x.bytes_per_gpu), ms(x.time_s)] + ([x.link] if topo else [])
-            for x in r.rows]
+    sizes = len({x.message_bytes for x in r.rows}) > 1
+    rows = [([gb(x.message_bytes)] if sizes else []) + [str(x.gpus), x.collective,
+            gb(x.bytes_per_gpu), ms(x.time_s)]
+            + ([x.link, x.algorithm, gb(x.busbw_bytes_per_s, 1)] if topo else []) for x in r.rows]
     if topo:
-        how = (f"on the {r.hardware} profile's topology: NVLink inside a domain, the NICs across "
-               "domains (the faster of a flat ring and a hierarchical reduce-scatter / all-reduce / "
-               "all-gather), with the profile's latencies and bus efficiencies")
+        how = (f"on the {r.hardware} profile's topology as NCCL runs it: NVLink inside a domain, "
+               "the NICs across; ring, tree or NVLS-Tree per collective (all-gather and "
+               "reduce-scatter are ring-only), NCCL's per-step latencies and the profile's bus "
+               "efficiencies; busbw as nccl-tests reports it")
     else:
         how = (f"time = steps × α + bytes / bandwidth with α = {r.latency_s * 1e6:g} µs, "
                f"bandwidth = {gb(r.bandwidth_bytes_per_s, 0)} GB/s")
     notes = ["Ring algorithms: all-reduce moves 2(n−1)/n × message per GPU, all-gather and "
              f"reduce-scatter (n−1)/n; {how}"]
-    return Document(command="comm", title=f"Collective cost of a {gb(r.message_bytes)} GB message",
-                    tables=[Table("Per GPU", ["GPUs", "collective", "GB moved", "time (ms)"]
-                                  + (["link"] if topo else []), rows)],
+    title = ("Collective cost by message size" if sizes
+             else f"Collective cost of a {gb(r.message_bytes)} GB message")
+    return Document(command="comm", title=title,
+                    tables=[Table("Per GPU", (["message (GB)"] if sizes else [])
+                                  + ["GPUs", "collective", "GB moved", "time (ms)"]
+                                  + (["link", "algorithm", "busbw (GB/s)"] if topo else []), rows)],
                     notes=notes, data=r.model_dump())
 
 

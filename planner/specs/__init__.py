@@ -1,1 +1,1 @@
-"""Pydantic models of what a user states: budgets (and, as they move here, model, hardware, layout)."""
+"""Pydantic models of what a user states: model, hardware, layout, budgets, framework profiles."""

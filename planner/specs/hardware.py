@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from planner.errors import InputError
 
+from .efficiency import Efficiency
+
 DEFAULT_PROFILE = "h100"
 
 GB = 1e9
@@ -74,6 +76,9 @@ class ScaleUp(_Frozen):
     latency_s: float = Field(ge=0)
     # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
     bus_efficiency: float = Field(gt=0, le=1)
+    # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
+    # reduce-scatters inside the domain and crosses the network with 1/k of the data.
+    nvls: bool = False
 
 
 class ScaleOut(_Frozen):
@@ -97,35 +102,6 @@ class Storage(_Frozen):
     read_bytes_per_s: float = Field(gt=0)
 
 
-class Efficiency(_Frozen):
-    """How close real kernels and overlap get to the datasheet, fitted once per GPU generation on
-    published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
-
-    # GEMM half-efficiency points: n/(n + n½) of the matmul ceiling for hidden width per TP rank
-    # (and head dim for unfused attention) and for tokens per micro-batch per CP rank.
-    # Defaults = the A100 fit (a100-80g.toml [efficiency], `dtplan calibrate`); other
-    # generations have no published end-to-end runs in the reference and borrow them.
-    matmul_half_hidden: float = Field(64.0, gt=0)
-    matmul_half_tokens: float = Field(64.0, gt=0)
-    # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
-    # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
-    memory_passes: float = Field(2.0, ge=0)
-    # Share of tensor-parallel communication not hidden behind computation.
-    tp_exposed_fraction: float = Field(1.0, ge=0, le=1)
-    # Share of compute time that overlapped collectives (DP reduction, ZeRO-3 gathers, the CP
-    # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
-    # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
-    overlap_efficiency: float = Field(0.8, ge=0, le=1)
-    # Share of the isolated-GEMM ceiling (MAMF) a training step's GEMMs sustain: MAMF is a
-    # best-of-sweep on an idle GPU; in a step, clocks sag under the power cap and GEMMs share L2
-    # and HBM with the kernels around them.
-    sustained_matmul_fraction: float = Field(0.84, gt=0, le=1)
-    # Share of the bf16 peak a fused (Flash) attention kernel reaches over forward + backward:
-    # FlashAttention-2 reaches 50-73 % of A100 peak forward and less backward (Dao 2023, Fig. 4-6),
-    # well below the GEMM ceiling the projections run at.
-    flash_attention_fraction: float = Field(0.5, gt=0, le=1)
-
-
 class HardwareProfile(_Frozen):
     name: str
     aliases: tuple[str, ...] = ()
@@ -145,7 +121,7 @@ class HardwareProfile(_Frozen):
 # gets one line naming the file, the key and what is allowed.
 
 _POS, _NONNEG, _POSINT, _FRAC, _GE1 = "pos", "nonneg", "posint", "frac", "ge1"
-_STR, _STRLIST, _TABLE, _PEAKS = "str", "strlist", "table", "peaks"
+_STR, _STRLIST, _TABLE, _PEAKS, _BOOL = "str", "strlist", "table", "peaks", "bool"
 
 _ALLOWED = {
     _POS: "a number > 0",
@@ -154,6 +130,7 @@ _ALLOWED = {
     _FRAC: "a number in (0, 1]",
     _GE1: "a number >= 1",
     _STR: "a string",
+    _BOOL: "true or false",
     _STRLIST: "a list of strings",
     _TABLE: "a table",
     _PEAKS: "a table of precision = TFLOP/s > 0",
@@ -169,7 +146,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
             "matmul_ceiling_tflops_bf16": (_POS, True)},
     "scale_up": {"gpus_per_domain": (_POSINT, True), "gpus_per_node": (_POSINT, True),
                  "bandwidth_gbps_uni": (_POS, True), "latency_us": (_NONNEG, True),
-                 "bus_efficiency": (_FRAC, True)},
+                 "bus_efficiency": (_FRAC, True), "nvls": (_BOOL, False)},
     "scale_out": {"nic_gbit_per_gpu": (_POS, True), "latency_us": (_NONNEG, True),
                   "bus_efficiency": (_FRAC, True), "oversubscription": (_GE1, False),
                   "pod_gpus": (_POSINT, False)},
@@ -179,7 +156,13 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
                    "overlap_efficiency": (_FRAC, False),
                    "sustained_matmul_fraction": (_FRAC, False),
-                   "flash_attention_fraction": (_FRAC, False)},
+                   "flash_attention_fraction": (_FRAC, False),
+                   "fa3_attention_fraction": (_FRAC, False),
+                   "attention_half_seq": (_POS, False),
+                   "fp8_matmul_ceiling_fraction": (_FRAC, False),
+                   "grouped_gemm_fraction": (_FRAC, False),
+                   "software_stack": (_STR, False), "calibrated_on": (_STR, False),
+                   "error_bands": (_TABLE, False)},
 }
 
 
@@ -190,6 +173,8 @@ def _is_num(v: Any) -> bool:
 def _ok(check: str, v: Any) -> bool:
     if check == _STR:
         return isinstance(v, str)
+    if check == _BOOL:
+        return isinstance(v, bool)
     if check == _STRLIST:
         return isinstance(v, list) and all(isinstance(s, str) and s for s in v)
     if check in (_TABLE, _PEAKS):
@@ -258,6 +243,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
             bandwidth_bytes_per_s=su["bandwidth_gbps_uni"] * GB,
             latency_s=su["latency_us"] * US,
             bus_efficiency=su["bus_efficiency"],
+            nvls=su.get("nvls", False),
         ),
         scale_out=ScaleOut(
             nic_bytes_per_s=so["nic_gbit_per_gpu"] * GBIT,

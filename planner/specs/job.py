@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..plan import Thresholds
+from .plan import Thresholds
 from ..verdict import GateRule
 from .hardware import HardwareProfile
 from .layout import Layout

@@ -1,0 +1,1 @@
+"""Bundled framework profiles (TOML), loaded by planner.specs.framework."""

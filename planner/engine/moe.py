@@ -1,0 +1,47 @@
+"""MoE layer compute: the router, token permutation, and the experts as grouped GEMMs.
+
+Per MoE layer and T tokens on a GPU (after the EP all-to-all each GPU computes the T·k token-expert
+pairs routed to its E/EP experts; balanced routing assumed):
+- router: one h × E GEMM per token, 2·T·h·E FLOPs, at the dense GEMM rate (it is tiny and
+  memory-bound in practice, so its softmax/top-k traffic is counted with the permutation);
+- permutation (dispatch sort and combine un-sort, Megatron's token dispatcher / torchtitan's
+  generate_permute_indices): each of the T·k copies of an h-vector read and written once on
+  the way in and once on the way out: 4·T·k·h·bytes of HBM traffic forward, the same backward;
+- experts: 2·T·k·W_e FLOPs forward (W_e one expert's MLP weights), run as one grouped GEMM over
+  the local experts at `grouped_fraction` of the dense rate (per-expert row counts are small
+  and uneven; Megatron's --moe-grouped-gemm, torchtitan's grouped_mm).
+Backward is twice the forward's FLOPs (Narayanan Eq. 3 convention).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+
+def router_flops(tokens: Num, hidden: Num, experts: Num) -> Num:
+    """Forward router FLOPs: 2·T·h·E."""
+    return out(2.0 * np.asarray(tokens, dtype=float) * hidden * np.asarray(experts, dtype=float))
+
+
+def expert_flops(tokens: Num, top_k: Num, expert_params: Num) -> Num:
+    """Forward expert FLOPs on this GPU: 2·T·k·W_e (T·k routed pairs, balanced)."""
+    return out(2.0 * np.asarray(tokens, dtype=float) * top_k * np.asarray(expert_params, dtype=float))
+
+
+def permute_bytes(tokens: Num, top_k: Num, hidden: Num, bytes_per_elem: Num = 2.0) -> Num:
+    """Forward dispatch + combine HBM traffic: 4·T·k·h·bytes."""
+    return out(4.0 * np.asarray(tokens, dtype=float) * top_k * hidden * bytes_per_elem)
+
+
+def moe_layer_time(tokens: Num, hidden: Num, experts: Num, top_k: Num, expert_params: Num,
+                   dense_rate: Num, grouped_fraction: Num, hbm_bytes_per_s: Num,
+                   bytes_per_elem: Num = 2.0) -> tuple[Num, Num]:
+    """(forward, backward) seconds of the MoE block's router + permutation + grouped experts."""
+    rate = np.asarray(dense_rate, dtype=float)
+    t_router = np.asarray(router_flops(tokens, hidden, experts)) / rate
+    t_perm = np.asarray(permute_bytes(tokens, top_k, hidden, bytes_per_elem)) / hbm_bytes_per_s
+    t_exp = np.asarray(expert_flops(tokens, top_k, expert_params)) / (rate * grouped_fraction)
+    fwd = t_router + t_perm + t_exp
+    return out(fwd), out(2.0 * (t_router + t_exp) + t_perm)

@@ -1,0 +1,68 @@
+"""Communication hidden behind computation, bounded layer by layer (no flat overlap share).
+
+Sharded data parallel (ZeRO-3 / FSDP): each unit (layer) is all-gathered before its compute;
+with prefetch the gather of unit i+1 runs on its own stream beside unit i's compute. In steady
+state a pass over L units takes L·max(c, g) plus the first gather, which nothing hides (Zhao et
+al. 2023, PyTorch FSDP, Sec. 3: prefetching and the rate limiter): exposed = L·max(0, g − η·c) + g. With
+no prefetch (blocking gathers, depth 0) every gather is exposed: L·g. In backward the unit's
+gather (when re-gathered) and the previous unit's gradient reduce-scatter share the links, so
+c_bwd hides g + r per unit and the last reduce-scatter, after the final layer, is exposed.
+
+Bucketed gradient reduction (DDP, ZeRO-1/2, Megatron's distributed optimizer): bucket j's
+reduction can run only once its gradients exist; the stream starts a bucket into the backward
+and must carry D of traffic by the backward's end. Exposed = max(D/n_b, D − η·B·(1 − 1/n_b)),
+the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2: gradient bucketing and overlap). Without overlap
+(DeepSpeed ZeRO-1/2 default, or Megatron 2021) the whole D is exposed.
+
+η is the share of compute time a concurrent collective can use without slowing the GEMMs it
+runs beside (the GPU profile's overlap_efficiency).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+
+def layerwise_exposed(comm_per_unit: Num, compute_per_unit: Num, units: Num,
+                      prefetch_depth: Num = 1, hide: Num = 1.0) -> Num:
+    """Exposed time of per-unit collectives over a pass of `units` units:
+    depth ≥ 1: units·max(0, g − η·c) + g; depth 0: units·g."""
+    g = np.asarray(comm_per_unit, dtype=float)
+    c = np.asarray(compute_per_unit, dtype=float)
+    n = np.asarray(units, dtype=float)
+    pre = n * np.maximum(g - np.asarray(hide, dtype=float) * c, 0.0) + g
+    return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * g), n * g))
+
+
+def backward_exposed(gather_per_unit: Num, reduce_per_unit: Num, compute_per_unit: Num,
+                     units: Num, prefetch_depth: Num = 1, hide: Num = 1.0) -> Num:
+    """Backward of a sharded pass: per unit, c_bwd hides its re-gather g (0 if not re-gathered)
+    and the reduce-scatter r of the unit after it; the last r runs after the backward:
+    units·max(0, g + r − η·c) + g + r (depth 0: units·(g + r))."""
+    g = np.asarray(gather_per_unit, dtype=float)
+    r = np.asarray(reduce_per_unit, dtype=float)
+    c = np.asarray(compute_per_unit, dtype=float)
+    n = np.asarray(units, dtype=float)
+    pre = n * np.maximum(g + r - np.asarray(hide, dtype=float) * c, 0.0) + g + r
+    return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * (g + r)),
+                        n * (g + r)))
+
+
+def bucketed_exposed(comm_total: Num, backward_compute: Num, buckets: Num, overlap: Num = True,
+                     hide: Num = 1.0) -> Num:
+    """Exposed gradient reduction: max(D/n_b, D − η·B·(1 − 1/n_b)) when overlapped, D if not."""
+    d = np.asarray(comm_total, dtype=float)
+    nb = np.maximum(np.asarray(buckets, dtype=float), 1.0)
+    hidden = np.asarray(hide, dtype=float) * np.asarray(backward_compute, dtype=float) * (1 - 1 / nb)
+    ov = np.maximum(d / nb, d - hidden)
+    return out(np.where(np.asarray(overlap, dtype=bool), np.minimum(ov, d), d))
+
+
+def bucket_count(grad_elements: Num, bucket_elements: Num) -> Num:
+    """Buckets a gradient buffer splits into: ⌈elements / bucket⌉ (≥ 1; bucket 0 = one bucket
+    per unit, left to the caller)."""
+    e = np.asarray(grad_elements, dtype=float)
+    b = np.asarray(bucket_elements, dtype=float)
+    return out(np.where(b > 0, np.maximum(np.ceil(e / np.maximum(b, 1.0)), 1.0), 1.0))

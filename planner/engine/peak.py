@@ -1,0 +1,83 @@
+"""The moment of a stage's memory peak: which phase of the step, and what is live then.
+
+A step runs, on each pipeline stage, the forwards of its in-flight micro-batches, their
+backwards, then the optimizer. Allocated bytes at five moments (n = micro-batches in flight at
+the stage's peak, A = one micro-batch's saved activations on the stage, S = persistent states):
+- forward: the last in-flight micro-batch's last layer runs forward:
+  S + n·A + forward working set + gathered parameters;
+- loss (the stage with the output layer): the loss and its gradient run with every in-flight
+  activation still held: S + n·A + the larger loss transient + the parameters gathered then
+  (+ gradients accumulated across micro-batches from micro-batch 2 on);
+- first backward: a layer's backward, its recomputation rebuilt: S + n·A + backward working set
+  (the layer being recomputed and the activation gradients) + gathered parameters + the
+  gradient buffers live then;
+- later backward (m ≥ 2): as the first, with gradients that accumulate across micro-batches
+  complete and min(n, m − 1) micro-batches in flight (1F1B refills to n between backwards while
+  forwards remain; when m ≤ n none remain);
+- optimizer step: S + the optimizer's temporaries.
+Sources: Korthikanti et al. 2022 Sec. 4.2.3 (in-flight micro-batches); Narayanan et al. 2021
+Sec. 2.2 (1F1B order); the framework terms are framework_memory.py's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
+
+
+def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batches: Num, *,
+                forward_working: Num = 0.0, backward_working: Num = 0.0, loss: Num = 0.0,
+                gathered_forward: Num = 0.0, gathered_at_loss: Num = 0.0,
+                gathered_backward: Num = 0.0, grads_first: Num = 0.0,
+                grads_accumulated: Num = 0.0, optimizer_temp: Num = 0.0,
+                has_loss: Num = 1.0) -> dict[str, dict[str, Num]]:
+    """What is allocated at each moment of PHASES, item by item (sums in the module docstring).
+
+    Items: states, activations, working (forward or backward working set), loss (transient),
+    gathered (sharded-DP parameters gathered), grads (gradient buffers live then), optimizer.
+    `grads_first` is one layer's gradient buffers, `grads_accumulated` what accumulates across
+    micro-batches. A later backward exists only for m ≥ 2, the loss moment only on the stage
+    that runs the loss (`has_loss`); their items are 0 otherwise.
+    """
+    n = np.asarray(in_flight, dtype=float)
+    m = np.asarray(micro_batches, dtype=float)
+    a = np.asarray(activations_per_mb, dtype=float)
+    later = np.asarray(m >= 2.0, dtype=float)
+    acc = np.asarray(grads_accumulated, dtype=float)
+    zero = 0.0 * (n + a + m)
+    raw = {
+        "forward": dict(states=states, activations=n * a, working=forward_working, loss=zero,
+                        gathered=gathered_forward, grads=zero, optimizer=zero),
+        "loss": {k: np.asarray(has_loss, dtype=float) * np.asarray(v, dtype=float)
+                 for k, v in dict(states=states, activations=n * a, working=zero, loss=loss,
+                                  gathered=gathered_at_loss, grads=later * acc,
+                                  optimizer=zero).items()},
+        "first backward": dict(states=states, activations=n * a, working=backward_working,
+                               loss=zero, gathered=gathered_backward, grads=grads_first,
+                               optimizer=zero),
+        "later backward": {k: later * np.asarray(v, dtype=float) for k, v in dict(
+            states=states, activations=np.minimum(n, m - 1.0) * a, working=backward_working,
+            loss=zero, gathered=gathered_backward, grads=acc + grads_first,
+            optimizer=zero).items()},
+        "optimizer step": dict(states=states, activations=zero, working=zero, loss=zero,
+                               gathered=zero, grads=zero, optimizer=optimizer_temp),
+    }
+    shape = np.broadcast_shapes(*(np.shape(v) for items in raw.values() for v in items.values()))
+    return {ph: {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float))
+                 for k, v in items.items()} for ph, items in raw.items()}
+
+
+def peak_of(phases: dict[str, dict[str, Num]]) -> tuple[Num, Num, dict[str, Num]]:
+    """(peak bytes, index into PHASES of its moment, the items at that moment).
+
+    Ties go to the earlier phase.
+    """
+    totals = np.stack([sum(np.asarray(v, dtype=float) for v in phases[p].values())
+                       for p in PHASES])
+    moment = totals.argmax(axis=0)
+    items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
+             for k in phases[PHASES[0]]}
+    return out(totals.max(axis=0)), out(moment.astype(float)), items

@@ -1,0 +1,44 @@
+"""Pipeline schedules: bubble time from per-micro-batch stage times, and what each keeps alive.
+
+With p stages, m micro-batches, per-micro-batch forward t_f and backward t_b on the slowest
+stage (the one that paces the pipeline; uneven first/last stages are priced by the caller):
+- GPipe and 1F1B idle (p−1)·(t_f + t_b) (Narayanan et al. 2021, Sec. 2.2); what each schedule keeps
+  in flight per stage is pipeline.micro_batches_in_flight (one formula for memory and time).
+- Interleaved 1F1B with v chunks per rank idles (p−1)·(t_f + t_b)/v (Narayanan Sec. 2.2.2) and
+  holds p·(1 + (p−1)/(p·v)) stage-sized units (Korthikanti Sec. 4.2.3, pipeline.py). Llama 3
+  ran it with m not a multiple of p (Dubey et al. 2024, Sec. 3.3.2); the bubble formula needs
+  only m ≥ p (every rank busy in steady state).
+- ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", Sec. 3.1): the backward split into
+  input-gradient B and weight-gradient W, W deferred into the cool-down: bubble
+  (p−1)·(t_f + t_B − t_W), with 1F1B's peak memory (p micro-batches in flight). With W half the
+  backward (t_B = t_W = t_b/2) the bubble is (p−1)·t_f: a third of 1F1B's when t_b = 2·t_f.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import Num, out
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1")
+# Weight-gradient share of a layer's backward: dW and dX are one GEMM each per linear
+# (Qi et al. 2023, Sec. 2: T_B ≈ T_W), so W is half the backward FLOPs.
+WEIGHT_GRAD_SHARE = 0.5
+
+
+def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num = 1,
+                weight_grad_share: Num = WEIGHT_GRAD_SHARE) -> Num:
+    """Idle time of the slowest stage per step for `schedule` (0 when p = 1)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    p = np.asarray(stages, dtype=float)
+    tf = np.asarray(t_fwd, dtype=float)
+    tb = np.asarray(t_bwd, dtype=float)
+    if schedule == "interleaved":
+        b = (p - 1.0) * (tf + tb) / np.asarray(chunks, dtype=float)
+    elif schedule == "zb-h1":
+        w = np.asarray(weight_grad_share, dtype=float) * tb
+        b = (p - 1.0) * np.maximum(tf + (tb - w) - w, 0.0)
+    else:
+        b = (p - 1.0) * (tf + tb)
+    return out(np.where(p > 1, b, 0.0))

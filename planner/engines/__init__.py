@@ -1,0 +1,49 @@
+"""Engine configs, one module per engine with its reader and writer side by side, so the round trip
+``dtplan export`` → ``dtplan check`` lives in one file: ``deepspeed`` (JSON), ``megatron``
+(launch-script flags), ``torchtitan`` (job TOML), ``accelerate`` (config YAML, writer only).
+
+Each reader maps the engine's keys onto a Layout, batch and model, and applies the engine's own
+assertions as rules whose ``key`` is the engine's spelling, so annotations point at the line.
+Each writer states the layout in the engine's own keys and respects the engine's own rules, so
+``dtplan check`` reads the export back to the same verdict. What an engine cannot express is
+refused with one line naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from ..specs.framework import use_framework_if_unset
+from ..specs.job import CheckOptions, Inputs
+from .accelerate import to_accelerate
+from .common import ENGINES, TARGETS, Export, cli_model, detect, load_any
+from .deepspeed import read_deepspeed, to_deepspeed
+from .megatron import read_megatron, to_megatron
+from .megatron_args import parse_megatron_args
+from .torchtitan import read_torchtitan, to_torchtitan
+
+
+def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
+    use_framework_if_unset(kind)   # each engine kind names its framework profile too
+    if kind == "deepspeed":
+        return read_deepspeed(where, data, opts)
+    if kind == "megatron":
+        return read_megatron(where, text, opts)
+    if kind == "torchtitan":
+        return read_torchtitan(where, data, opts)
+    raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
+
+
+WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_torchtitan,
+           "accelerate": to_accelerate}
+
+
+def export(target: str, inp: Inputs) -> Export:
+    if target not in WRITERS:
+        raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {target!r}")
+    return WRITERS[target](inp)
+
+
+__all__ = ["ENGINES", "TARGETS", "Export", "cli_model", "detect", "export", "load_any",
+           "parse_megatron_args", "read_engine"]

@@ -1,0 +1,100 @@
+"""Measured artifacts from the user's own cluster, read into typed summaries.
+
+`read_evidence(paths)` detects each file's kind from its content (not its name) and returns
+one `Evidence` per file: nccl-tests tables, training logs, profiler traces, memory summaries
+and snapshots. Directories are read file by file (one trace in memory at a time).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
+from .memory import looks_like_pickle, read_snapshot, read_summary, read_timeline
+from .model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
+from .nccl import looks_like as _is_nccl
+from .nccl import read_nccl
+from .source import MAX_JSON_BYTES, fail, read_bytes, text_lines
+from .stats import WARMUP_STEPS
+from .trace import read_trace
+from .training import looks_like as _is_training
+from .training import read_training
+
+__all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread", "StepStats",
+           "TraceSummary", "expand", "read_evidence", "read_file"]
+
+SKIP_SUFFIXES = (".md", ".py", ".sh", ".toml")
+
+
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; a directory contributes its files (sorted, hidden ones skipped)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
+                          and not f.name.endswith(SKIP_SUFFIXES))
+        else:
+            out.append(p)
+    return out
+
+
+def _json_kind(path: Path, raw: bytes, warmup_steps: int) -> Evidence:
+    head = raw[:4096].lstrip()
+    if head.startswith(b"{") and b'"traceEvents"' in raw[:1 << 20]:
+        return read_trace(path, raw)
+    text, data = read_json_or_yaml(path, raw)
+    if is_golden(data):
+        return read_golden(path, text, data, warmup_steps)
+    if isinstance(data, list) and data and isinstance(data[0], list):
+        return read_timeline(path, text, data)
+    if isinstance(data, dict) and "traceEvents" in data:
+        return read_trace(path, raw)
+    raise fail(path, 1, "JSON that is neither a profiler trace, Megatron golden values nor a "
+               "memory timeline")
+
+
+def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS) -> Evidence:
+    """One file -> Evidence; an unreadable or unrecognised file is an InputError at file:line."""
+    path = Path(path)
+    raw = read_bytes(path, MAX_JSON_BYTES)
+    if looks_like_pickle(raw):
+        return read_snapshot(path, raw)
+    head = raw[:4096].lstrip()
+    if head[:1] == b"{" or re.match(rb"\[\s*[\[{]", head):  # not `[0] ...` launcher tags
+        return _json_kind(path, raw, warmup_steps)
+    if path.suffix.lower() in (".yaml", ".yml"):
+        _, data = read_json_or_yaml(path, raw)
+        if is_ci_config(data):
+            return read_ci_config(path, data)
+        raise fail(path, 1, "YAML that is not a Megatron CI model_config (MODEL_ARGS)")
+    lines = text_lines(path, raw)
+    if any("PyTorch CUDA memory summary" in s for _, s in lines[:50]):
+        return read_summary(path, raw)
+    if _is_nccl(text_lines(path, raw, tags_anywhere=True)):
+        return read_nccl(path, raw)
+    if _is_training(lines):
+        return read_training(path, raw, warmup_steps)
+    raise fail(path, 1, "not a recognised evidence file (nccl-tests output, training log, "
+               "profiler trace JSON, memory_summary text or snapshot pickle)")
+
+
+def read_evidence(paths: Iterable[str | Path], warmup_steps: int = WARMUP_STEPS,
+                  progress: Callable[[int, int, Path], None] | None = None) -> list[Evidence]:
+    """Every file under `paths`, read one at a time; `progress(i, n, path)` before each."""
+    files = expand(paths)
+    if not files:
+        raise fail("--from", 1, "no files to read")
+    out = []
+    for i, f in enumerate(files):
+        if progress is not None:
+            progress(i, len(files), f)
+        out.append(read_file(f, warmup_steps))
+    return out
+
+
+def dumps(evidence: list[Evidence]) -> str:
+    """JSON of a list of Evidence (what `dtplan calibrate --from ... -f json` prints)."""
+    return json.dumps([e.to_dict() for e in evidence], indent=2)

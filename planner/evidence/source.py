@@ -1,0 +1,88 @@
+"""Reading measured artifacts safely: bounded size, gzip or plain, ANSI colour and launcher
+prefixes removed, and every complaint naming the file and line.
+
+Evidence files come from other machines (log collectors, `kubectl logs`, `srun -l`, mpirun
+`--tag-output`), so the readers see the same text decorated in several ways; the helpers here
+remove the decoration once so each format's parser sees the tool's own output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+from ..errors import InputError
+
+# Bounds: a text log or nccl-tests table of a long job is a few MB; a Kineto trace of a few
+# steps of one rank is tens to hundreds of MB raw. Larger inputs are refused, not truncated.
+MAX_TEXT_BYTES = 256 * 1024 * 1024
+MAX_JSON_BYTES = 2 * 1024 * 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+# Launcher tags: `[0]` / `[1,0]<stdout>:` (mpirun --tag-output), `0: ` (srun -l),
+# Anywhere in the line for tables: mpirun interleaves them with the output.
+MPI_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>)?:?")
+SRUN_TAG = re.compile(r"^\s{0,3}\d{1,5}: ")
+# At the start of a line also torchrun's `[default7]:` and `[rank3]:` tags.
+MPI_TAG_LEAD = re.compile(r"^\s*(?:\[(?:\d+(?:,\d+)?|default\d+|rank\d+)\](?:<std(?:out|err)>)?:?\s?)+")
+# A leading timestamp added by a log collector (`2024-05-01T12:00:00.123Z `,
+# `[2024-05-01 12:00:00,123] `); the frameworks' own mid-line timestamps stay.
+COLLECTOR_TS = re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+                          r"(?:Z|[+-]\d\d:?\d\d)?\]?\s")
+
+
+def where(path: str | Path, line: int) -> str:
+    """The `file:line` an error names (line 1 when the whole file is at fault)."""
+    return f"{path}:{max(1, int(line))}"
+
+
+def fail(path: str | Path, line: int, message: str) -> InputError:
+    """An InputError naming file and line; the CLI prints it on one line and exits 2."""
+    return InputError(where(path, line), message)
+
+
+def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """The file's bytes, gunzipped when it starts with the gzip magic; over `limit` is refused."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("--from", f"{p}: no such file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(2)
+        opener = gzip.open if head == GZIP_MAGIC else open
+        with opener(p, "rb") as fh:
+            data = fh.read(limit + 1)
+    except (OSError, EOFError) as e:
+        raise fail(p, 1, f"cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if len(data) > limit:
+        raise fail(p, 1, f"larger than {limit // 2**20} MiB; split it (one file per rank)")
+    return data
+
+
+def clean_line(line: str, tags_anywhere: bool = False) -> str:
+    """One line without colour codes, launcher tags, a collector timestamp or a CR.
+    `tags_anywhere` also removes `[0]` tags inside the line (mpirun splits table rows)."""
+    line = ANSI.sub("", line).replace("\r", "")
+    line = COLLECTOR_TS.sub("", line)
+    line = MPI_TAG.sub(" ", line) if tags_anywhere else MPI_TAG_LEAD.sub("", line)
+    return SRUN_TAG.sub("", line)
+
+
+def text_lines(path: str | Path, data: bytes | None = None,
+               tags_anywhere: bool = False) -> list[tuple[int, str]]:
+    """(line number, cleaned text) for every line of a text file."""
+    raw = read_bytes(path) if data is None else data
+    if b"\x00" in raw[:4096]:
+        raise fail(path, 1, "binary data where text was expected")
+    text = raw.decode("utf-8", errors="replace")
+    return [(i, clean_line(s, tags_anywhere)) for i, s in enumerate(text.split("\n"), start=1)]
+
+
+def number(token: str, path: str | Path, line: int, what: str) -> float:
+    """A float from a log token (thousands separators allowed), or an InputError at file:line."""
+    try:
+        return float(token.replace(",", ""))
+    except ValueError:
+        raise fail(path, line, f"{what}: {token!r} is not a number") from None

@@ -1,0 +1,49 @@
+"""Median and robust spread of per-step series, and the warm-up rule."""
+
+from __future__ import annotations
+
+import statistics
+
+from .model import Spread
+
+# Step 1 carries NCCL communicator set-up, allocator growth and compilation; a logged entry
+# that covers it (Megatron's first log-interval average, Trainer's first bar tick) is not a
+# steady-state step. Users with longer warm-ups (torch.compile recompiles) pass --warmup-steps.
+WARMUP_STEPS = 1
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x 1.4826 = its standard deviation
+
+
+def spread(values: list[float]) -> Spread | None:
+    """Median, 100 * 1.4826 * MAD / median, min, max and count; None for an empty series."""
+    if not values:
+        return None
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    pct = 100.0 * MAD_TO_SIGMA * mad / med if med else 0.0
+    return Spread(median=med, spread_pct=pct, min=min(values), max=max(values), n=len(values))
+
+
+def steady(points: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS,
+           averaged: bool = True) -> tuple[list[float], int]:
+    """Values of (step, value) entries whose logged interval lies after `warmup_steps`.
+
+    An entry at step n, after one at step p, averages steps p+1..n; the first entry's interval
+    is the log interval seen between entries. `averaged=False` (a sampled value of one step,
+    as Megatron's CI golden values) makes every interval one step. With a single entry nothing
+    is dropped (there is nothing else to report)."""
+    if len(points) <= 1:
+        return [v for _, v in points], 0
+    if points[0][0] == 0:  # a 0-based counter (NeMo's global_step): its step 0 is step 1
+        points = [(s + 1, v) for s, v in points]
+    steps = [s for s, _ in points]
+    gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    interval = (min(gaps) if gaps else 1) if averaged else 1
+    kept: list[float] = []
+    prev = steps[0] - interval
+    for s, v in points:
+        if (prev + 1 if averaged else s) > warmup_steps:
+            kept.append(v)
+        prev = s
+    if not kept:  # every entry is warm-up: report them rather than nothing
+        return [v for _, v in points], 0
+    return kept, len(points) - len(kept)

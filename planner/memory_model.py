@@ -1,0 +1,249 @@
+"""Per-GPU memory of one pipeline stage under a framework profile: the three views and the peak.
+
+Gathers the model's, the layout's and the framework's numbers and composes the engine:
+states (engine/memory.py, budget.py), activations per recompute policy (activations.py,
+recompute.py), framework buffers (framework_memory.py), the moment of the peak (peak.py) and the
+caching allocator (allocator.py). Vectorised over candidate layouts like evaluate.py; `p` is an
+evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .candidates import full_recomputed
+from .engine import activations as act
+from .engine import allocator as alc
+from .engine import budget as bud
+from .engine import framework_memory as fwm
+from .engine import peak as pk
+from .engine import recompute as rc
+from .engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
+from .engine.params import norm_params
+
+# GEMM inputs Transformer Engine saves in fp8 under fp8 training (activations.OP_NOTES names).
+FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
+# Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
+SP_GATHERED_TERMS = ("qkv_in", "fc1_in")
+# Items in the order a printout lists them.
+ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_params",
+         "grad_buffers", "activations", "working", "loss", "optimizer_temp")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's share of the model on one GPU (arrays over candidates)."""
+
+    layers: Any            # transformer layers on the stage
+    dense_params: Any      # parameters on this GPU outside the experts (TP-split + replicated)
+    expert_params: Any     # expert parameters on this GPU
+    layer_params: Any      # the largest layer's parameters on this GPU
+    root_params: Any       # embedding + output layer on this GPU (an FSDP root unit)
+    head_params: Any       # output layer on this GPU
+    in_flight: Any         # micro-batches in flight at the stage's peak
+    has_embedding: Any     # bool: the stage runs the embedding
+    has_head: Any          # bool: the stage runs the output layer and the loss
+
+
+def replicated_layer_params(mod: Any) -> float:
+    """Per-layer parameters every TP rank keeps whole: the two norms and the row-parallel biases
+    (attention output and MLP down projection; Megatron's RowParallelLinear adds its bias after
+    the reduction, so it is not split)."""
+    norms = 2.0 * norm_params(mod.hidden, mod.norm_bias)
+    return float(norms + (2.0 * mod.hidden if mod.linear_bias else 0.0))
+
+
+def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
+    """(weight, gradient, optimizer) bytes per parameter before sharding, and whether the FSDP2
+    layout applies. FSDP2 from ZeRO 2 keeps the fp32 master as the sharded parameter, so its
+    weights are the master bytes and its optimizer the moments alone."""
+    w_b, g_b, k_b = optimizer_bytes_per_param(p.precision, p.optimizer)
+    master = PRECISION_RECIPES[p.precision][2]
+    if p.precision in ("mixed", "fp8"):
+        g_b = fw.memory.grad_bytes
+    fsdp = (fw.memory.state_layout == "fsdp2") & (zero >= 2) & (master > 0)
+    return (np.where(fsdp, master, w_b), np.full_like(zero, g_b, dtype=float),
+            np.where(fsdp, k_b - master, k_b)), fsdp
+
+
+def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
+    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none."""
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    width = 4.0 if p.precision == "fp32" else 2.0
+    ffn = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
+    shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
+             mod.head_dim, ffn)
+    common = dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
+                  bytes_per_elem=width)
+    fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
+
+    seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
+    gathered = fw.memory.sp_saves_gathered_input
+
+    def total(recompute: int) -> np.ndarray:
+        terms = act.layer_activation_terms(*shape, recompute=recompute, **common)
+        return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
+                   for k, v in terms.items())
+    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
+    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
+    # experts (k·h per token, on the rank's sequence shard), beside the router's input
+    moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
+        * width / seq_div if mod.is_moe else 0.0 * tokens
+    none = none + moe_in
+    if fw.time.selective_recompute == "op-save-list":
+        selective = np.asarray(rc.op_sac_layer_bytes(
+            *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
+            mm_is_saved=p.precision != "fp8"), dtype=float)
+    else:
+        selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
+    return {"none": none, "selective": selective, "full": full,
+            "terms": float(len(act.layer_activation_terms(*shape, **common))),
+            # autograd holds the incoming gradient of a block and those of its widest op
+            "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
+            "fwd_working": tokens * width * ffn / tp}
+
+
+def _stage_activations(p: Any, c: Any, st: Stage, a: dict[str, np.ndarray]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(saved activations of one micro-batch on the stage, the recompute transient in backward)."""
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    width = 4.0 if p.precision == "fp32" else 2.0
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a["selective"], a["none"])
+    k_full = full_recomputed(c, np.asarray(st.layers, dtype=float))
+    per_mb = np.asarray(act.stage_activation_bytes(base, st.layers, 1.0,
+                                                   full_recompute_layers=k_full,
+                                                   full_recompute_layer_bytes=a["full"]))
+    mb = np.asarray(c.mb, dtype=float)
+    per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
+        p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
+    per_mb = per_mb + np.where(st.has_head, act.output_layer_bytes(
+        p.seq_len, mb, mod.hidden, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width), 0.0)
+    # the layer being recomputed in backward rebuilds what its policy dropped
+    transient = np.where(k_full > 0, a["none"] - a["full"],
+                         np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
+                                  a["none"] - a["selective"], 0.0))
+    return per_mb, transient
+
+
+def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
+    """Weights, gradients, optimizer state (after ZeRO/FSDP sharding and offload), fp8 cache."""
+    zero = np.asarray(c.zero)
+    dpcp = np.asarray(c.dp, dtype=float) * np.asarray(c.cp, dtype=float)
+    shard = np.where(c.shard > 0, np.asarray(c.shard, dtype=float), dpcp)
+    expert_shard = np.maximum(np.minimum(shard, dpcp / np.asarray(c.ep, dtype=float)), 1.0)
+    (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
+    sharding = np.where(fsdp, 3, zero)
+    weights, grads, optim = bud.sharded_states(st.dense_params, st.expert_params, sharding,
+                                               shard, expert_shard, w_b, g_b, k_b)
+    weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
+    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
+                                 if p.precision == "fp8" else 0.0)
+    # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
+    opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
+        * fw.memory.optimizer_temp_bytes
+    return {"weights": weights, "gradients": grads, "optimizer": optim,
+            "fp8_weight_cache": cache + 0.0 * local, "optimizer_temp": opt_temp, "fsdp": fsdp}
+
+
+def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """Gathered parameters and gradient buffers at forward, first and later backward."""
+    pp = np.asarray(c.pp)
+    zero = np.asarray(c.zero)
+    gather_b = fw.time.gather_bytes
+    pp_keeps_gathered = not fw.time.regathers_in_backward(pp=2)  # the profile's under-PP rule
+    keep = fsdp & ((zero == 2) | ((pp > 1) & pp_keeps_gathered))
+    gathered = np.where(fsdp, fwm.fsdp_gathered_params(
+        np.asarray(st.dense_params) + st.expert_params, st.layer_params, st.root_params,
+        keep_gathered=keep, prefetch=fw.time.prefetch_depth, param_bytes=gather_b), 0.0)
+    accumulate = keep & (pp > 1) & fw.memory.accumulate_unsharded_grads_under_pp
+    stage_p = np.asarray(st.dense_params) + st.expert_params
+    per_layer, accumulated = fwm.fsdp_unsharded_grads(
+        stage_p, st.layer_params, st.head_params, accumulate=accumulate, grad_bytes=gather_b,
+        reduce_bytes=fw.time.reduce_bytes, reduce_in_flight=fw.memory.reduce_in_flight)
+    bucket, live = fwm.deepspeed_buffers(
+        zero, stage_p, st.layer_params, reduce_bucket=fw.time.bucket_params or stage_p,
+        prefetch_bucket=fw.time.prefetch_bucket_params or st.layer_params,
+        max_live=fw.memory.max_live_params, grad_bytes=fw.memory.grad_bytes
+        if p.precision in ("mixed", "fp8") else 2.0, param_bytes=gather_b)
+    zero_layout = ~fsdp
+    # Megatron's buckets are views of its main_grad buffer: reduce_in_flight = 0 there; an
+    # FSDP framework below ZeRO 2 runs plain DDP, whose gradients are views of its buckets
+    bucket = np.asarray(bucket) * fw.memory.reduce_in_flight \
+        * float(fw.memory.state_layout == "zero")
+    # when the loss runs the root unit has resharded (no PP) and the last block, which
+    # torchtitan never reshards after forward, is still gathered
+    at_loss = np.where(keep, gathered, np.asarray(st.layer_params) * gather_b)
+    return {"gathered": np.where(zero_layout, live, gathered),
+            "gathered_at_loss": np.where(zero_layout, live, np.where(fsdp, at_loss, 0.0)),
+            "grads_first": np.where(zero_layout, bucket, per_layer),
+            "grads_accumulated": np.where(zero_layout, 0.0, accumulated)}
+
+
+def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict[str, Any]:
+    """Items at the peak, the three views and the peak's moment for one stage.
+
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
+    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
+    compares it with capacity minus the margin).
+    """
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    a = layer_activation_views(p, c, fw)
+    per_mb, recompute_transient = _stage_activations(p, c, st, a)
+    states = _states(p, c, fw, st)
+    buf = _framework_buffers(p, c, fw, st, states["fsdp"])
+    head = np.asarray(st.has_head, dtype=float)
+    fm = fw.memory
+    loss_fwd = np.where(tp > 1, fm.loss_forward_bytes if fm.loss_forward_bytes_tp is None
+                        else fm.loss_forward_bytes_tp, fm.loss_forward_bytes)
+    loss_bwd = np.where(tp > 1, fm.loss_backward_bytes if fm.loss_backward_bytes_tp is None
+                        else fm.loss_backward_bytes_tp, fm.loss_backward_bytes)
+    persistent_states = sum(np.asarray(states[k]) for k in
+                            ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+    phases = pk.phase_items(
+        persistent_states, per_mb, st.in_flight, micro_batches,
+        forward_working=a["fwd_working"], backward_working=recompute_transient + a["grad_working"],
+        loss=head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
+                                     logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
+                                     copy_bytes_per_elem=0.0),
+        gathered_forward=buf["gathered"], gathered_at_loss=buf["gathered_at_loss"],
+        gathered_backward=buf["gathered"], grads_first=buf["grads_first"],
+        grads_accumulated=buf["grads_accumulated"], has_loss=head,
+        optimizer_temp=states["optimizer_temp"])
+    allocated, moment, at_peak = pk.peak_of(phases)
+    live_tensors = np.asarray(st.in_flight, dtype=float) * st.layers * a["terms"]
+    # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
+    # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
+    rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors) \
+        * (not fw.memory.expandable_segments)
+    budget = p.budget
+    outside = budget.context_bytes + budget.comm_buffer_bytes
+    # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
+    # step boundary; gathered copies and accumulated gradients are freed at the last backward
+    # and allocated again among the activations of the next step, so they churn with them.
+    reserved = np.max(np.stack([np.asarray(alc.reserved_bytes(
+        sum(np.asarray(v, dtype=float) for v in phases[ph].values()), persistent_states,
+        rounding * (np.asarray(phases[ph]["activations"]) > 0),
+        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
+        limit=p.hardware.gpu.memory_bytes - outside), dtype=float) for ph in pk.PHASES]),
+        axis=0)
+    items = {"weights": states["weights"], "gradients": states["gradients"],
+             "optimizer": states["optimizer"], "fp8_weight_cache": states["fp8_weight_cache"],
+             "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
+             "activations": at_peak["activations"], "working": at_peak["working"],
+             "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}
+    return {"items": items, "allocated": allocated, "reserved": reserved,
+            "device_total": alc.device_total_bytes(reserved, budget.context_bytes,
+                                                   budget.comm_buffer_bytes),
+            "fragmentation": np.asarray(reserved) - allocated, "moment": moment,
+            "in_flight_at_peak": np.where(moment == 3, np.minimum(
+                st.in_flight, np.asarray(micro_batches, dtype=float) - 1.0), st.in_flight)}

@@ -1,0 +1,279 @@
+"""Framework profiles: how a training framework's implementation spends time (and memory).
+
+A profile is a TOML file (``framework_profiles/*.toml``, shipped in the wheel) with a ``[time]``
+table (gradient/reduce dtypes, sharded-DP gather granularity and re-gathers, prefetch depth,
+bucket sizes, pipeline send/recv style, what "selective" recompute means, kernel class) and a
+``[memory]`` table (precision default; the memory behaviour of issue #13). Every bundled value
+cites the framework's own source in a TOML comment. A user copies one, edits it and passes the
+path wherever ``--framework`` is accepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from pathlib import Path
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.errors import InputError, validation_message
+
+DEFAULT_FRAMEWORK = "megatron"
+MAX_FRAMEWORK_BYTES = 256_000
+
+# Bytes per element of the dtypes a profile may name.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
+KERNEL_CLASSES = ("fused", "compiled", "eager")
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TimeBehaviour(_Frozen):
+    """What in a framework's implementation changes step time."""
+
+    grad_dtype: Dtype = Field(description="dtype gradients are accumulated in")
+    reduce_dtype: Dtype = Field(description="dtype of the data-parallel gradient reduction")
+    param_gather_dtype: Dtype = Field(description="dtype of sharded-DP parameter all-gathers")
+    sharded_gather: Literal["per-layer", "per-module", "per-bucket"] = Field(
+        description="unit a sharded-DP all-gather / reduce-scatter covers")
+    bucket_params: float = Field(ge=0, description="gradient bucket size, parameters (0: per unit)")
+    bucket_params_per_dp_rank: float = Field(0.0, ge=0, description="bucket growth per DP rank")
+    prefetch_bucket_params: float = Field(0.0, ge=0, description="ZeRO-3 prefetch bucket, params")
+    regather_in_backward: bool = Field(description="sharded params gathered again in backward")
+    regather_in_backward_under_pp: Optional[bool] = Field(
+        None, description="the same under pipeline parallelism (None: as without PP)")
+    regather_under_recompute: bool = Field(description="full recompute gathers params once more")
+    prefetch_depth: int = Field(ge=0, le=8, description="units gathered ahead of the compute")
+    overlap_grad_reduce: bool = Field(description="gradient reduction overlaps the backward")
+    overlap_grad_reduce_stage3: Optional[bool] = Field(
+        None, description="the same for ZeRO-3 (None: as overlap_grad_reduce)")
+    pp_p2p: Literal["overlapped", "blocking"] = Field(description="pipeline send/recv style")
+    pp_scatter_gather: bool = Field(description="PP sends 1/TP of the activation per rank")
+    selective_recompute: Literal["core-attention", "op-save-list", "none"] = Field(
+        description="what 'selective' recompute re-runs")
+    selective_matmul_share: float = Field(ge=0, le=1, description="share of the layer's linear "
+                                          "GEMMs selective recompute runs again")
+    kernel_class: Literal["fused", "compiled", "eager"] = Field(
+        description="kernel class setting memory-bound efficiency")
+    attention_kernel: Literal["fa2", "fa3"] = Field(
+        description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
+    pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = Field(
+        description="pipeline schedules the framework implements")
+
+    @property
+    def reduce_bytes(self) -> float:
+        """Bytes per gradient element on the wire in the DP reduction."""
+        return DTYPE_BYTES[self.reduce_dtype]
+
+    @property
+    def gather_bytes(self) -> float:
+        """Bytes per parameter element in a sharded-DP all-gather."""
+        return DTYPE_BYTES[self.param_gather_dtype]
+
+    def regathers_in_backward(self, pp: int) -> bool:
+        """Whether a sharded (ZeRO-3/FSDP) unit is gathered again in backward at this PP."""
+        if pp > 1 and self.regather_in_backward_under_pp is not None:
+            return self.regather_in_backward_under_pp
+        return self.regather_in_backward
+
+    def overlaps_grad_reduce(self, zero: int) -> bool:
+        """Whether the gradient reduction runs behind the backward at this ZeRO stage."""
+        if zero >= 3 and self.overlap_grad_reduce_stage3 is not None:
+            return self.overlap_grad_reduce_stage3
+        return self.overlap_grad_reduce
+
+
+class MemoryBehaviour(_Frozen):
+    """What in a framework's implementation changes memory (engine/framework_memory.py)."""
+
+    precision: Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"] = Field(
+        description="precision recipe this framework uses by default")
+    state_layout: Literal["zero", "fsdp2"] = Field(
+        "zero", description="zero: 16-bit params + grads + fp32 optimizer, sharded by ZeRO stage; "
+        "fsdp2: fp32 params, grads and moments all sharded from ZeRO 2, 16-bit copies gathered")
+    grad_bytes: float = Field(2.0, ge=0, le=4, description="bytes per gradient element kept for "
+                              "the optimizer under 16-bit mixed precision")
+    accumulate_unsharded_grads_under_pp: bool = Field(
+        False, description="under PP a sharded stage accumulates unsharded gradients in the "
+        "reduce dtype until the last micro-batch")
+    reduce_in_flight: float = Field(1.0, ge=0, le=4, description="reduce-scatter input buffers "
+                                    "(reduce dtype, one block each) live in backward")
+    loss_forward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+                                      "while the loss runs forward")
+    loss_backward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+                                       "while the loss runs backward")
+    loss_forward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same with the "
+                                                   "vocabulary split over TP (None: as without)")
+    loss_backward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same in "
+                                                    "backward with the vocabulary split over TP")
+    sp_saves_gathered_input: bool = Field(False, description="under sequence parallel the "
+                                          "all-gathered input of a column-parallel matmul is "
+                                          "saved for backward (else the shard, re-gathered)")
+    fp8_weight_copies: float = Field(0.0, ge=0, le=4, description="fp8 weight copies (1 byte "
+                                     "each) cached between micro-batches under fp8")
+    fp8_saved_activations: bool = Field(False, description="GEMM inputs saved for backward in "
+                                        "fp8 under fp8 training")
+    optimizer_temp_bytes: float = Field(0.0, ge=0, description="optimizer step temporaries per "
+                                        "local optimizer parameter")
+    max_live_params: float = Field(1e9, ge=0, description="ZeRO-3 cap on gathered parameters")
+    expandable_segments: bool = Field(False, description="PYTORCH_CUDA_ALLOC_CONF "
+                                      "expandable_segments:True by default")
+
+
+class FrameworkProfile(_Frozen):
+    name: str = Field(min_length=1)
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    source: str = Field(min_length=1, description="repository and commit the values were read at")
+    time: TimeBehaviour
+    memory: MemoryBehaviour
+    source_file: Optional[str] = None
+
+
+def parse_framework(data: bytes, where: str) -> FrameworkProfile:
+    """A FrameworkProfile from TOML bytes; problems raise InputError(<where>, '<key>: …')."""
+    if len(data) > MAX_FRAMEWORK_BYTES:
+        raise InputError(where, f"file is {len(data)} bytes; framework profiles must be at most "
+                         f"{MAX_FRAMEWORK_BYTES // 1000} kB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(where, "not UTF-8 text; a framework profile is a UTF-8 TOML file") from None
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(where, f"not valid TOML: {e}") from None
+    try:
+        return FrameworkProfile.model_validate({**raw, "source_file": where})
+    except ValidationError as e:
+        raise InputError(where, validation_message(e)) from None
+
+
+_BUNDLED: Optional[tuple[FrameworkProfile, ...]] = None
+
+
+def list_frameworks() -> list[FrameworkProfile]:
+    """The bundled framework profiles (``framework_profiles/*.toml``), sorted by name."""
+    global _BUNDLED
+    if _BUNDLED is None:
+        from importlib.resources import files
+
+        found = [parse_framework(e.read_bytes(), str(e))
+                 for e in files("framework_profiles").iterdir()
+                 if e.name.endswith(".toml") and e.is_file()]
+        _BUNDLED = tuple(sorted(found, key=lambda f: f.name))
+    return list(_BUNDLED)
+
+
+def _load_path(path: Path) -> FrameworkProfile:
+    try:
+        if path.is_dir():
+            raise InputError("--framework", f"{path} is a directory; expected a framework .toml")
+        size = path.stat().st_size
+        if size > MAX_FRAMEWORK_BYTES:
+            raise InputError(str(path), f"file is {size} bytes; framework profiles must be at "
+                             f"most {MAX_FRAMEWORK_BYTES // 1000} kB")
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputError(str(path), f"cannot read: {e.strerror or e}") from None
+    return parse_framework(data, str(path))
+
+
+def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
+    """A bundled profile by name or alias (case-insensitive), or a TOML file by path.
+
+    None gives the default (`DEFAULT_FRAMEWORK`). A value ending in .toml or naming an
+    existing file is read as a path.
+    """
+    want = (name_or_path or DEFAULT_FRAMEWORK).strip()
+    if want.lower().endswith(".toml") or Path(want).is_file():
+        p = Path(want)
+        if not p.exists():
+            raise InputError("--framework", f"file not found: {want}; expected a framework "
+                             "profile .toml or one of " + ", ".join(framework_names()))
+        return _load_path(p)
+    low = want.lower()
+    profiles = list_frameworks()
+    for prof in profiles:
+        if low == prof.name.lower() or low in (a.lower() for a in prof.aliases):
+            return prof
+    names = framework_names()
+    near = difflib.get_close_matches(low, names, n=1, cutoff=0.5)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    raise InputError("--framework", f"unknown framework '{want}'; known: {', '.join(names)} "
+                     f"or a path to a .toml{hint}")
+
+
+# The profile a command selected (--framework, a plan file's `framework:` key, or the kind of
+# engine config it read); None: DEFAULT_FRAMEWORK. A CLI run answers one question, so the
+# selection lasts for that run (`command_scope`); library callers pass Problem(framework=...).
+_SELECTED: Optional[FrameworkProfile] = None
+_IN_COMMAND = 0
+
+
+@contextlib.contextmanager
+def command_scope() -> Iterator[None]:
+    """One CLI command: selections made inside last until it returns, then the previous one
+    (normally the default) is back; plan keys and engine kinds select only inside a command."""
+    global _SELECTED, _IN_COMMAND
+    saved, _SELECTED = _SELECTED, None
+    _IN_COMMAND += 1
+    try:
+        yield
+    finally:
+        _SELECTED = saved
+        _IN_COMMAND -= 1
+
+
+def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
+    """Select the profile estimates use from here on (None: back to the default)."""
+    global _SELECTED
+    _SELECTED = None if name_or_path is None else load_framework(name_or_path)
+    return current_framework()
+
+
+def select_for(field: str, name_or_path: Optional[str]) -> None:
+    """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
+    if name_or_path is not None and _IN_COMMAND:
+        try:
+            use_framework(name_or_path)
+        except InputError as e:
+            raise InputError(field, e.message) from None
+
+
+def use_framework_if_unset(name: Optional[str]) -> None:
+    """Select `name` unless a command already selected one (an engine config's kind sets the
+    framework only where --framework did not)."""
+    if _IN_COMMAND and _SELECTED is None and name is not None and name in framework_names():
+        use_framework(name)
+
+
+def current_framework() -> FrameworkProfile:
+    """The selected profile, else the default."""
+    return _SELECTED if _SELECTED is not None else load_framework(None)
+
+
+def describe(fw: FrameworkProfile) -> str:
+    """One line for the assumptions: which profile, where from, and the default."""
+    t = fw.time
+    where = fw.source_file if fw.source_file and not fw.source_file.startswith(
+        str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
+    default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
+    return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
+            f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
+            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention, "
+            f"selective recompute = {t.selective_recompute}")
+
+
+def framework_names() -> list[str]:
+    """Names of the bundled framework profiles."""
+    return [f.name for f in list_frameworks()]

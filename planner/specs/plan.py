@@ -1,0 +1,142 @@
+"""The plan-file schema (pydantic): the sections of a proposed training configuration, each
+mapping validated with ``extra="forbid"`` and strict types (planner.plan reads and checks files
+against it; ``dtplan schema`` prints its JSON Schema)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from .. import validate as v
+from .layout import KNOBS
+
+
+class _Strict(BaseModel):
+    # strict: "8" is not an int and true is not 1; NaN/inf are refused everywhere.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class ModelSection(_Strict):
+    """Where the model comes from: a preset name, a Hugging Face config.json, or inline shape
+    fields (the ModelSpec fields). Inline fields next to ``preset`` or ``config`` override them."""
+
+    preset: Optional[str] = Field(None, description="preset name or alias (dtplan models)")
+    config: Optional[str] = Field(None, description="path to a Hugging Face config.json (or its "
+                                  "directory), relative to the plan file")
+    name: Optional[str] = None
+    layers: Optional[int] = Field(None, ge=1)
+    hidden: Optional[int] = Field(None, ge=1)
+    heads: Optional[int] = Field(None, ge=1)
+    kv_heads: Optional[int] = Field(None, ge=1)
+    head_dim: Optional[int] = Field(None, ge=1)
+    ffn: Optional[int] = Field(None, ge=1)
+    mlp: Optional[Literal["gelu", "swiglu"]] = None
+    vocab: Optional[int] = Field(None, ge=1)
+    tied_embeddings: Optional[bool] = None
+    position: Optional[Literal["learned", "rope", "alibi", "none"]] = None
+    max_positions: Optional[int] = Field(None, ge=1)
+    qkv_bias: Optional[bool] = None
+    linear_bias: Optional[bool] = None
+    norm: Optional[Literal["layernorm", "rmsnorm"]] = None
+    dropout: Optional[bool] = None
+    experts: Optional[int] = Field(None, ge=0)
+    experts_per_token: Optional[int] = Field(None, ge=0)
+    expert_ffn: Optional[int] = Field(None, ge=1)
+    shared_experts: Optional[int] = Field(None, ge=0)
+    dense_layers: Optional[int] = Field(None, ge=0)
+
+
+class HardwareSection(_Strict):
+    """A bundled profile (or a profile TOML file) with optional overrides."""
+
+    profile: Optional[str] = Field(None, description="bundled profile name (dtplan hardware)")
+    file: Optional[str] = Field(None, description="profile TOML, relative to the plan file")
+    gpus_per_node: Optional[int] = Field(None, ge=1)
+    gpu_memory_gb: Optional[float] = Field(None, gt=0)
+    nic_gbit_per_gpu: Optional[float] = Field(None, gt=0)
+
+
+# Every layout knob of specs.layout.KNOBS, with its help, unit and range; dp, micro_batch,
+# precision and optimizer may be left out (derived, or given in batch / at the top level).
+LayoutSection = create_model(
+    "LayoutSection", __base__=_Strict, __module__=__name__,
+    __doc__="""The Layout fields. ``dp`` defaults to gpus ÷ (tp·pp·cp); precision and optimizer may be
+    given here or at the top level (not both).""",
+    **{k.name: k.field(plan=True) for k in KNOBS})
+
+
+class BatchSection(_Strict):
+    """Global batch in sequences (``global_batch``) or tokens (``tokens_per_batch``); the
+    micro-batch b and, optionally, the gradient-accumulation steps a the job will use."""
+
+    global_batch: Optional[int] = Field(None, ge=1, le=v.MAX_GLOBAL_BATCH,
+                                        description="sequences per optimizer step")
+    tokens_per_batch: Optional[int] = Field(None, ge=1, le=v.MAX_TOKENS_PER_BATCH,
+                                            description="tokens per optimizer step")
+    micro_batch: Optional[int] = Field(None, ge=1, le=v.MAX_GPUS,
+                                       description="sequences per GPU per micro-step")
+    accumulation: Optional[int] = Field(None, ge=1, le=v.MAX_GLOBAL_BATCH,
+                                        description="gradient-accumulation steps as "
+                                        "configured in the job; checked against B = b·a·DP")
+
+
+class CheckpointSection(_Strict):
+    """Checkpoint policy. Cost δ: ``cost_min`` directly, else the checkpoint size (``size_gb``,
+    default weights + master + optimizer state, planner.resilience) ÷ the write bandwidth
+    (``write_gbps``, default the profile's storage, capped by the writers' NICs). Failure rate:
+    exactly one of ``mtbf_hours`` (job), ``node_mtbf_hours`` or ``gpu_mtbf_hours``."""
+
+    interval_min: float = Field(..., gt=0)
+    cost_min: Optional[float] = Field(None, gt=0)
+    size_gb: Optional[float] = Field(None, gt=0)
+    write_gbps: Optional[float] = Field(None, gt=0)
+    mtbf_hours: Optional[float] = Field(None, gt=0, description="job (whole cluster) MTBF")
+    node_mtbf_hours: Optional[float] = Field(None, gt=0, description="one node's MTBF; the "
+                                             "job's is this ÷ nodes")
+    gpu_mtbf_hours: Optional[float] = Field(None, gt=0, description="one GPU's MTBF; the job's "
+                                            "is this ÷ gpus")
+    restart_min: float = Field(0.0, ge=0)
+
+
+class BudgetSection(_Strict):
+    """Overrides of the memory reserve (specs.budget.MemoryBudget); omitted fields keep defaults."""
+
+    context_gb: Optional[float] = Field(None, ge=0, description="CUDA/NCCL context per GPU")
+    comm_buffer_gb: Optional[float] = Field(None, ge=0, description="communication buckets")
+    fragmentation_fraction: Optional[float] = Field(None, ge=0, lt=1)
+    margin_fraction: Optional[float] = Field(None, ge=0, lt=1)
+
+
+class Thresholds(_Strict):
+    """Limits the plan must meet beyond fitting; each one set becomes a rule."""
+
+    max_memory_fraction: Optional[float] = Field(None, gt=0, le=1,
+                                                 description="peak ÷ GPU capacity")
+    min_headroom_gb: Optional[float] = Field(None, ge=0, description="usable − peak, GB")
+    min_mfu: Optional[float] = Field(None, ge=0, le=1)
+    max_bubble: Optional[float] = Field(None, ge=0, le=1)
+    max_step_time_s: Optional[float] = Field(None, gt=0)
+    min_tokens_per_s_per_gpu: Optional[float] = Field(None, gt=0)
+    max_collective_fraction: Optional[float] = Field(None, ge=0, le=1)
+    max_checkpoint_waste: Optional[float] = Field(None, ge=0, le=1)
+
+
+class Plan(_Strict):
+    """A proposed training configuration (plan-file schema version 1)."""
+
+    version: Literal[1] = Field(1, description="plan-file schema version")
+    name: Optional[str] = None
+    description: Optional[str] = None
+    model: Union[str, ModelSection]
+    hardware: Union[str, HardwareSection] = "h100"
+    gpus: int = Field(..., ge=1, le=v.MAX_GPUS)
+    layout: LayoutSection = LayoutSection()
+    batch: BatchSection = BatchSection()
+    seq_len: int = Field(..., ge=1, le=v.MAX_SEQ_LEN)
+    precision: Optional[str] = None
+    optimizer: Optional[str] = None
+    framework: Optional[str] = Field(None, description="framework profile (default megatron)")
+    checkpoint: Optional[CheckpointSection] = None
+    budget: Optional[BudgetSection] = None
+    thresholds: Thresholds = Thresholds()

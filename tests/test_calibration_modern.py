@@ -1,0 +1,67 @@
+"""The modern H100 rows (calibration_modern.json, read in place) and the error bands."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.calibration import calibrate
+from planner.calibration_modern import band_for, band_pct, family, load_modern
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+
+
+@pytest.fixture(scope="module")
+def modern():
+    if not load_modern():
+        pytest.skip("shared/reference/calibration_modern.json not beside the repository")
+    return calibrate("h100-96gb-500w", "torchtitan")
+
+
+def test_every_modern_throughput_row_within_15_percent(modern):
+    """Must-show 1: each throughput row of calibration_modern.json on h100-96gb-500w under the
+    torchtitan profile, within ±15% of its published tokens/s per GPU."""
+    ids = {c["id"] for c in load_modern() if c["set"] == "throughput"}
+    rows = {r.case: r for r in modern.rows}
+    assert ids == set(rows)
+    for cid, r in rows.items():
+        assert abs(r.error_pct) <= 15.0, f"{cid}: {r.predicted:.0f} vs {r.published:.0f}"
+
+
+def test_megatron_a100_rows_still_within_10_percent():
+    rep = calibrate("a100-80g", "megatron")
+    assert rep.rows and all(abs(r.error_pct) <= 10.0 for r in rep.rows)
+
+
+@pytest.mark.parametrize("name", ["a100-80g", "h100-96gb-500w"])
+def test_profile_bands_are_what_calibrate_computes(name, modern):
+    """The bands a profile prints are the RMS of today's residuals, not stale numbers."""
+    rep = calibrate(name)
+    hw = load_profile(name)
+    got = {k.replace("/A100/", "/").replace("/H100/", "/"): v.band_pct
+           for k, v in rep.regimes.items()}
+    assert hw.efficiency.error_bands == got
+
+
+def test_band_helpers():
+    assert band_pct([3.0, -4.0]) == 4.0          # RMS 3.54 → rounded up to the next 0.5
+    assert family(Layout(tp=1, pp=1, dp=8)) == "data"
+    assert family(Layout(tp=8, pp=1, dp=8)) == "tensor"
+    assert family(Layout(tp=8, pp=8, dp=8)) == "pipeline"
+    assert band_for(load_profile("h100"), "torchtitan", Layout(tp=1, pp=1, dp=8)) is None
+
+
+def test_estimate_prints_band_or_uncalibrated(dtplan):
+    r = dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--framework",
+               "torchtitan", "--hardware", "h100-96gb-500w", "--seq-len", "8192",
+               "--global-batch", "16", "-f", "json")
+    assert r.code == 0, r.err
+    j = r.json()
+    assert j["framework"] == "torchtitan" and j["error_band_pct"] == 7.5
+    u = dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100")
+    assert "uncalibrated" in u.out.lower() and "Framework megatron (the default)" in u.out
+
+
+def test_calibrate_cli_framework_filter(dtplan):
+    assert dtplan("calibrate", "--framework", "deepspeed").code == 2   # no row ran on it
+    r = dtplan("calibrate", "--framework", "megatron", "-f", "json")
+    assert r.code == 0 and all(x["regime"].startswith("megatron/") for x in r.json()["rows"])

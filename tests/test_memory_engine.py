@@ -1,0 +1,134 @@
+"""Engine pieces of the memory model: allocator rounding, framework recompute, pipeline in-flight
+counts, the peak's moment, FSDP2 under PP."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.engine import allocator as alc
+from planner.engine import framework_memory as fwm
+from planner.engine import peak as pk
+from planner.engine.pipeline import micro_batches_in_flight
+from planner.engine.recompute import every_nth_checkpointed, op_sac_saved_mms, op_sac_terms
+from planner.estimation import estimate
+from planner.specs.framework import load_framework
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
+
+MiB = 2.0**20
+
+
+def test_allocator_block_and_segment_sizes_are_pytorchs():
+    assert alc.block_bytes(1) == 512 and alc.block_bytes(513) == 1024
+    assert alc.segment_bytes(1 * MiB) == 2 * MiB          # small pool
+    assert alc.segment_bytes(1 * MiB + 1) == 20 * MiB     # 1-10 MiB share 20 MiB segments
+    assert alc.segment_bytes(10 * MiB) == 10 * MiB        # large: own segment, 2 MiB rounding
+    assert alc.segment_bytes(11 * MiB) == 12 * MiB
+    assert alc.segment_rounding(11 * MiB, 3) == 3 * MiB
+
+
+def test_reserved_adds_fragmentation_of_churn_only_and_stops_at_the_limit():
+    r = alc.reserved_bytes(100.0, 60.0, 1.0, share=0.2)
+    assert r == pytest.approx(100 + 1 + 0.2 * 40)
+    assert alc.reserved_bytes(100.0, 60.0, share=0.2, expandable=1) == 100.0
+    assert alc.reserved_bytes(100.0, 0.0, share=0.5, limit=120.0) == 120.0
+    assert alc.reserved_bytes(130.0, 0.0, share=0.5, limit=120.0) == 130.0  # allocated is a floor
+    assert alc.device_total_bytes(100.0, 5.0, 2.0) == 107.0
+
+
+def test_torchtitan_op_sac_saves_every_odd_matmul_and_sdpa():
+    assert op_sac_saved_mms("swiglu") == ["wq", "wv", "w1", "w2"]
+    assert op_sac_saved_mms("gelu") == ["wq", "wv", "fc1"]
+    # Llama 3 8B, one token: input 2h + wq 2h + wv 2·kd + w1 2f + w2 2h + sdpa 2h + lse 4a
+    t = op_sac_terms(1, 1, 4096, 32, 8, 128, 14336, mlp="swiglu")
+    assert sum(t.values()) == 2 * 4096 * 4 + 2 * 1024 + 2 * 14336 + 4 * 32
+    # fp8 through torchao: GEMMs are _scaled_mm, not in the save list
+    t8 = op_sac_terms(1, 1, 4096, 32, 8, 128, 14336, mlp="swiglu", mm_is_saved=False)
+    assert set(t8) == {"block_input", "sdpa_out", "sdpa_lse"}
+    # a row-parallel output is the partial sum over the whole local sequence: not ÷t
+    t_tp = op_sac_terms(1, 1, 4096, 32, 8, 128, 14336, mlp="swiglu", tp=8, sp=1)
+    assert t_tp["w2_out"] == 2 * 4096 and t_tp["wq_out"] == 2 * 4096 / 8
+
+
+def test_every_nth_layer_checkpointing_counts_from_one():
+    assert every_nth_checkpointed(32, 2) == 16 and every_nth_checkpointed(32, 3) == 10
+    assert every_nth_checkpointed(32, 1) == 32
+
+
+def test_interleaved_in_flight_on_first_and_last_stage_follow_megatrons_warmup():
+    # p = 4, v = 8 (Mixtral CI): first stage 2·3 + 7·4 + 1 = 35 chunks, last 7·4 + 1 = 29
+    assert micro_batches_in_flight("interleaved", 4, 64, 0, 8) == pytest.approx(35 / 8)
+    assert micro_batches_in_flight("interleaved", 4, 64, 3, 8) == pytest.approx(29 / 8)
+    # Korthikanti Eq. 6 on the first stage: p(1 + (p−1)/(p·v))
+    assert micro_batches_in_flight("interleaved", 8, 64, 0, 3) == pytest.approx(8 * (1 + 7 / 24))
+    # when m ≤ p every micro-batch is in flight
+    assert micro_batches_in_flight("interleaved", 16, 16, 1, 2) == pytest.approx(16)
+
+
+def test_peak_moment_and_items():
+    ph = pk.phase_items(10.0, 2.0, 4, 8, backward_working=1.0, loss=5.0, grads_first=0.5,
+                        grads_accumulated=3.0, optimizer_temp=4.0, has_loss=1.0)
+    total, moment, items = pk.peak_of(ph)
+    # loss: 10 + 8 + 5 + 3 = 26; first backward 10 + 8 + 1 + 0.5; later 10 + 8 + 1 + 3.5
+    assert total == 26.0 and pk.PHASES[int(moment)] == "loss" and items["grads"] == 3.0
+    ph = pk.phase_items(10.0, 2.0, 4, 1, loss=5.0, grads_accumulated=3.0, has_loss=0.0)
+    assert pk.PHASES[int(pk.peak_of(ph)[1])] == "forward"
+
+
+def test_fsdp_gathered_and_accumulated_gradients():
+    assert fwm.fsdp_gathered_params(100, 10, 5, keep_gathered=1) == 200
+    assert fwm.fsdp_gathered_params(100, 10, 5, keep_gathered=0, prefetch=1) == 50
+    per_layer, acc = fwm.fsdp_unsharded_grads(100, 10, 5, accumulate=1)
+    assert (per_layer, acc) == (20, 400)
+    per_layer, acc = fwm.fsdp_unsharded_grads(100, 10, 5, accumulate=0)
+    assert (per_layer, acc) == (10 * (2 + 4) + 5 * 2, 0)
+    bucket, live = fwm.deepspeed_buffers(3, 1e10, 1e8)
+    assert bucket == 5e8 * 2 and live == (1e8 + 5e7) * 2
+
+
+def test_torchtitan_under_pp_keeps_the_stage_gathered_with_fp32_gradients():
+    m = get_preset("llama3-8b")
+    lay = Layout(pp=2, dp=4, zero=3, micro_batch=1)
+    e = estimate(m, load_profile("h100"), 8, lay, seq_len=2048, global_batch=16,
+                 framework=load_framework("torchtitan"))
+    first = e.stages[0]
+    stage_params = first.items["weights"] * 4 / 4       # weights = 4 bytes · ψ / N, N = 4
+    assert first.items["gathered_params"] == pytest.approx(2 * stage_params, rel=1e-9)
+    assert "gradients accumulated" in first.moment
+    assert first.items["grad_buffers"] >= 4 * stage_params
+
+
+def test_gelu_model_with_and_without_dropout_through_the_cli(dtplan):
+    gpt = ["memory", "--layers", "24", "--hidden", "2048", "--heads", "16", "--mlp", "gelu",
+           "--gpus", "8", "--format", "json"]
+    with_masks = dtplan(*gpt).json()["stages"][0]["items"]["activations"]
+    plain = dtplan(*gpt, "--no-dropout").json()["stages"][0]["items"]["activations"]
+    assert dtplan(*gpt, "--dropout").json()["stages"][0]["items"]["activations"] == with_masks
+    assert plain < with_masks
+
+
+def test_megatron_fp8_caches_two_weight_copies_and_saves_gemm_inputs_in_fp8():
+    m = get_preset("llama3-8b")
+    mega = load_framework("megatron")
+    bf16 = estimate(m, load_profile("h100"), 8, Layout(tp=8, dp=1, micro_batch=1),
+                    seq_len=4096, global_batch=8, framework=mega).stages[0]
+    fp8 = estimate(m, load_profile("h100"), 8, Layout(tp=8, dp=1, micro_batch=1, precision="fp8"),
+                   seq_len=4096, global_batch=8, framework=mega).stages[0]
+    # TE keeps the fp8 weight and its transpose: 2 bytes per parameter on the GPU
+    assert fp8.items["fp8_weight_cache"] == pytest.approx(fp8.items["weights"], rel=1e-12)
+    assert bf16.items["fp8_weight_cache"] == 0
+    assert fp8.items["activations"] < bf16.items["activations"]
+
+
+def test_deepspeed_zero3_buckets_and_live_parameters():
+    m = get_preset("llama3-8b")
+    # the first of two stages has no loss: its peak is a layer's backward, buckets live
+    e = estimate(m, load_profile("h100"), 8, Layout(pp=2, dp=4, zero=3), seq_len=2048,
+                 global_batch=8, framework=load_framework("deepspeed"))
+    first = e.stages[0]
+    assert "backward" in first.moment
+    it = first.items
+    layer = m.layer_params()
+    assert it["gathered_params"] == pytest.approx(2 * (layer + 5e7))   # block + prefetch bucket
+    assert it["grad_buffers"] == pytest.approx(2 * 5e8)                 # reduce_bucket_size

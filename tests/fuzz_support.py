@@ -39,6 +39,7 @@ GPUS = ["1", "2", "8", "16", "64", "256", "1024", "4096"] + (
     ["1000000", "4194304", "10000000"] if LARGE else [])
 SMALL_INTS = ["1", "2", "3", "4", "8", "16", "32"]
 FLOATS = ["0.05", "0.5", "1", "12", "80", "100", "400", "5000"]
+EVIDENCE = sorted(str(p) for p in (ROOT / "tests" / "data" / "evidence").glob("*"))
 NUMBERS = ["7e9", "70e9", "1.5e12", "15e12", "4M", "1T", "1,000", "2**20"]
 
 
@@ -158,9 +159,12 @@ def _make_pool(p: Param, tmp: Path) -> list[str]:
                                str(ROOT / "hardware_profiles" / "l40s.toml")],
              "from_plan": example_files("plans/*.yaml"),
              "files": example_files("plans/*.yaml") + example_files("engines/*"),
-             "plan": example_files("plans/*.yaml")}
+             "plan": example_files("plans/*.yaml"),
+             "framework": [str(f) for f in sorted((ROOT / "framework_profiles").glob("*.toml"))],
+             "evidence": EVIDENCE, "more": EVIDENCE, "runs": EVIDENCE, "compare": EVIDENCE}
     if name in files:
-        return files[name] + hostile_paths(tmp)
+        names = ["megatron", "torchtitan", "fsdp", "deepspeed"] if name == "framework" else []
+        return files[name] + names + hostile_paths(tmp)
     if name == "model":
         return sorted(PRESETS)[:12] + example_files("models/*")
     if name in ("hardware", "name"):
@@ -169,7 +173,7 @@ def _make_pool(p: Param, tmp: Path) -> list[str]:
         return GPUS + (["64,128", "64..1024", "8..4", "1..10000001"] if p.kind == "list" else [])
     if name == "output":
         return ["-", str(tmp / "out.md"), str(tmp / "out.html"), str(tmp / "out.json")]
-    if name in ("params", "train_tokens", "tokens_per_batch", "tokens_per_s"):
+    if name in ("params", "train_tokens", "tokens_per_batch", "tokens_per_s", "message_gb"):
         return NUMBERS
     if name in ("micro_batch", "chunks", "micro_batches", "intervals"):
         return SMALL_INTS + ["auto"]

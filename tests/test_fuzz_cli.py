@@ -30,7 +30,8 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
 CMDS = commands()
 SOURCES = (example_files("plans/*.yaml") + example_files("engines/*")
            + example_files("models/*/config.json")
-           + sorted(str(p) for p in (ROOT / "hardware_profiles").glob("*.toml")))
+           + sorted(str(p) for p in (ROOT / "hardware_profiles").glob("*.toml"))
+           + sorted(str(p) for p in (ROOT / "framework_profiles").glob("*.toml")))
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,8 @@ def mutated(draw) -> tuple[str, str, str]:
         text = "".join(lines)
     if src.name == "config.json":
         return "model", f"{src.parent.name}.json", text
-    kind = {"plans": "plan", "hardware_profiles": "hardware"}.get(src.parent.name, "engine")
+    kind = {"plans": "plan", "hardware_profiles": "hardware",
+            "framework_profiles": "framework"}.get(src.parent.name, "engine")
     return kind, src.name, text
 
 
@@ -114,6 +116,9 @@ def _commands_for(kind: str, f: str) -> list[list[str]]:
     if kind == "model":
         return [["memory", "--model-config", f],
                 ["estimate", "--model-config", f, "--gpus", "8", "-f", "json"]]
+    if kind == "framework":
+        return [["estimate", "--model", "llama3-8b", "--gpus", "64", "--tp", "8",
+                 "--framework", f, "-f", "json"], ["memory", "--params", "7e9", "--framework", f]]
     if kind == "hardware":
         return [["memory", "--params", "7e9", "--hardware-file", f],
                 ["estimate", "--model", "llama3-8b", "--gpus", "64", "--tp", "8",

@@ -193,3 +193,23 @@ def test_control_characters_in_a_value_keep_the_error_on_one_line(dtplan, args, 
 def test_a_gpu_list_is_bounded_work(dtplan):
     counts = ",".join(str(8 * i) for i in range(1, 66))
     _exit2(dtplan("fit", "--model", "gpt2", "--gpus", counts), "--gpus: at most 64 values, got 65")
+
+
+# ---- evidence and framework readers go through the same reader -----------------------------------
+
+@pytest.mark.parametrize("args,expected", [
+    (("calibrate", "--from", LONG), "--from: "),
+    (("calibrate", "--from", ""), "--from: empty path"),
+    (("calibrate", "--from", "/dev/null"), "--from: /dev/null: is a character device"),
+    (("compare", "missing.log", "--plan", str(PLAN)), "RUNS: missing.log: file not found"),
+    (("estimate", "--model", "gpt2", "--gpus", "8", "--framework", LONG + ".toml"),
+     "--framework: "),
+])
+def test_evidence_and_framework_paths(dtplan, tmp_path, args, expected):
+    _exit2(dtplan(*args, cwd=tmp_path), expected)
+
+
+def test_huge_integer_in_a_framework_profile(dtplan, tmp_path):
+    p = _write(tmp_path, "fw.toml", "name = 'x'\nbucket = " + "9" * 5000 + "\n")
+    _exit2(dtplan("estimate", "--model", "gpt2", "--gpus", "8", "--framework", p),
+           "--framework: ", "fw.toml:2: bucket: integer of 5000 digits")

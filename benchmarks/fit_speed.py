@@ -1,56 +1,74 @@
-"""Speed of the layout search (issue: `dtplan fit` in well under a second).
+"""Speed of the layout search, in-process (the CLI's start-up is benchmarks/cli_speed.py).
 
-Prints, per scenario: candidates enumerated, candidates evaluated (all of them, in one
-vectorised pass), seconds, candidates per second; then the CLI's end-to-end wall time
-(median of several runs, interpreter start included). Run: python benchmarks/fit_speed.py
+Per scenario, the complete space (planner.space: every split, ZeRO 0-3 with and without PP,
+hybrid-shard groups, micro-batch, schedule and interleaving depth, SP, recompute with the
+partial layer count solved): candidates enumerated, rejected by a structural rule (integer
+arrays, counted but not in the throughput figure), evaluated by the cost model, valid
+(fit in memory), partial-recompute layouts solved, rows on the Pareto front, median wall and
+CPU seconds of `search` over `--repeats` runs (on a shared machine CPU time is the steadier),
+and valid candidates (solved ones included) per CPU second. For Llama 3.1 405B it also
+says whether Meta's published layouts are among the valid candidates. Asserts nothing.
+
+    python benchmarks/fit_speed.py [--repeats 5]
 """
 
 from __future__ import annotations
 
-import shutil
+import argparse
+import os
 import statistics
-import subprocess
-import sys
 import time
 
 from planner.api import problem
+from planner.search import FITS, SearchSpace, search
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
-from planner.search import search
 
 H100 = load_profile("h100")
+# (name, model, GPUs, sequence, global batch, Meta's (TP, PP, CP) for the check or None)
 SCENARIOS = [
-    ("(a) 70B (inferred) on 256 H100, 4M tokens/step", model_from_params(70e9), 256, 4096, 1024),
-    ("(b) Llama-3.1-405B on 16,384 H100, 8K seq, 16M tokens", get_preset("llama3.1-405b"), 16384, 8192, 2048),
-    ("(c) Mixtral-8x22B on 1,024 H100 with EP", get_preset("mixtral-8x22b"), 1024, 4096, 1024),
+    ("70B (inferred) on 256 H100, 4K, 4M tokens", model_from_params(70e9), 256, 4096, 1024, None),
+    ("Llama-3.1-405B on 16,384 H100, 8K, 16M tokens", get_preset("llama3.1-405b"), 16384, 8192,
+     2048, (8, 16, 1)),
+    ("Llama-3.1-405B on 16,384 H100, 128K, 16M tokens", get_preset("llama3.1-405b"), 16384,
+     131072, 128, (8, 16, 16)),
+    ("Mixtral-8x22B on 1,024 H100, 4K, EP", get_preset("mixtral-8x22b"), 1024, 4096, 1024, None),
 ]
-CLI = [["fit", "--params", "70e9", "--gpus", "256"],
-       ["fit", "--model", "llama3.1-405b", "--gpus", "16384", "--seq-len", "8192", "--tokens-per-batch", "16e6"]]
 
 
-def main(repeats: int = 5) -> None:
-    print(f"{'scenario':58} {'enumerated':>10} {'evaluated':>10} {'valid':>7} {'seconds':>8} {'cand/s':>10}")
-    for name, model, gpus, seq, gb in SCENARIOS:
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    print(f"os.cpu_count()={os.cpu_count()}, OPENBLAS_NUM_THREADS="
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, {args.repeats} runs, medians")
+    head = ("scenario", "enumerated", "structural", "evaluated", "valid", "solved", "front",
+            "wall s", "CPU s", "valid/CPU s")
+    print(f"{head[0]:50} " + " ".join(f"{h:>10}" for h in head[1:]))
+    for name, model, gpus, seq, gb, meta in SCENARIOS:
         p = problem(model, H100, gpus, seq_len=seq, global_batch=gb)
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
+        search(p)  # warm-up: first-call imports and caches
+        walls, cpus = [], []
+        for _ in range(args.repeats):
+            t, c = time.perf_counter(), time.process_time()
             res = search(p)
-            times.append(time.perf_counter() - t)
-        sec = statistics.median(times)
-        n = len(res.candidates)
-        print(f"{name:58} {n:>10,} {n:>10,} {len(res.order):>7,} {sec:>8.3f} {n / sec:>10,.0f}")
-    exe = shutil.which("dtplan")
-    base = [exe] if exe else [sys.executable, "-m", "planner"]
-    for args in CLI:
-        walls = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            subprocess.run(base + args, capture_output=True, check=True)
             walls.append(time.perf_counter() - t)
-        print(f"CLI `dtplan {' '.join(args)}`: median {statistics.median(walls):.3f} s "
-              f"(min {min(walls):.3f}, max {max(walls):.3f}, {repeats} runs)")
+            cpus.append(time.process_time() - c)
+        wall, sec = statistics.median(walls), statistics.median(cpus)
+        structural = int(res.rejected.sum() - res.rejected[FITS])
+        evaluated = res.enumerated - structural
+        figures = (res.enumerated, structural, evaluated, res.valid, res.solved, len(res.order))
+        print(f"{name:50} " + " ".join(f"{x:>10,}" for x in figures)
+              + f" {wall:>10.3f} {sec:>10.3f} {(res.valid + res.solved) / sec:>10,.0f}")
+        if meta:
+            tp, pp, cp = meta
+            mine = search(p, SearchSpace(tp=tp, pp=pp, cp=cp), dominated=True)
+            print(f"    Meta's TP{tp} PP{pp} CP{cp} DP{gpus // (tp * pp * cp)}: "
+                  f"{mine.valid + mine.solved} valid variants"
+                  + (f", best {mine.results.time.step[mine.order[0]]:.2f} s/step vs the "
+                     f"search's best {res.results.time.step[res.order[0]]:.2f} s"
+                     if len(mine.order) else ""))
 
 
 if __name__ == "__main__":

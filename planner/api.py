@@ -77,7 +77,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
                                                "schedule": best.schedule, "chunks": best.chunks})
             note = (f"auto: micro-batch {best.micro_batch}"
                     + (f", {best.schedule} v={best.chunks}" if auto_chunks else "")
-                    + f" is the fastest of {len(res.candidates)} settings tried that fits")
+                    + f" is the fastest of {res.enumerated} settings tried that fits")
         else:
             note = "auto: no micro-batch setting fits this layout; showing micro-batch 1"
             layout = layout.model_copy(update={"micro_batch": 1})
@@ -180,8 +180,8 @@ def _rejections(res: SearchResult) -> list[Rejection]:
     out = []
     r, c, p = res.results, res.candidates, res.problem
     for k, name in enumerate(RULE_NAMES):
-        idx = np.flatnonzero(res.first_failure == k)
-        if not len(idx):
+        idx = np.flatnonzero(res.first_failure == k)  # the example row the search kept
+        if not res.rejected[k] or not len(idx):
             continue
         if name == "fits-in-memory":
             j = int(idx[np.argmax(r.memory.headroom[idx])])
@@ -191,7 +191,7 @@ def _rejections(res: SearchResult) -> list[Rejection]:
         else:
             j = int(idx[0])
             closest = f"e.g. {_short(c.layout(j, p.precision, p.optimizer))}"
-        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=len(idx), closest=closest))
+        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]), closest=closest))
     return out
 
 
@@ -209,14 +209,14 @@ def _short(lay: Layout) -> str:
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
-        objective: str = "time", top: int = 10, suggest: bool = True) -> FitResult:
+        objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False) -> FitResult:
     """Search every layout; return the best `top`, the winner's full estimate and the rejections.
     When nothing fits, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
-    res = search(p, space, objective)
+    res = search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
     for x in ranked:  # checkpoint interval and goodput at the default failure rate
         plan = _resilience(model, hardware, gpus, x.layout)
@@ -226,7 +226,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     result = FitResult(model=model.name or "model", model_description=model.describe(),
                        model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
                        seq_len=seq_len, global_batch=global_batch, objective=objective,
-                       enumerated=len(res.candidates), valid=len(res.order), layouts=ranked,
+                       enumerated=res.enumerated, valid=res.valid, layouts=ranked,
                        best=best, rejections=_rejections(res))
     if not ranked and suggest:
         result.suggestions = _what_would_fit(p, space, objective)

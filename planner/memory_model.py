@@ -24,7 +24,7 @@ from .engine import recompute as rc
 from .engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
 from .engine.params import norm_params
 
-# GEMM inputs Transformer Engine saves in fp8 under fp8 training (activations.OP_NOTES names).
+# GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
 FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
 # Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
 SP_GATHERED_TERMS = ("qkv_in", "fc1_in")

@@ -1,119 +1,52 @@
-"""Enumerate every layout for a model and cluster, evaluate them all in one vectorised pass,
-rank the ones that pass every rule, and explain the rest.
+"""Search the complete layout space (planner.space), rank what fits, explain the rest.
 
-The space: TP (powers of two and head divisors up to twice the NVLink domain, so a layout that
-would cross it is counted as rejected rather than silently missing), PP (divisors of the GPU
-count up to the layer count), CP (long sequences only), EP (MoE only), DP = the rest; ZeRO 0-3
-(one stage when there is nothing to shard) and hybrid sharding inside a node; every micro-batch
-the global batch allows; 1F1B or interleaved with v chunks; recomputation none / selective /
-full; sequence parallel whenever TP > 1; offload only when asked.
+Two stages per batch of candidates: the structural rules over integer arrays for every
+candidate (each rejection counted against the first rule it fails), then the cost model
+(planner.evaluate) on the survivors only. Partial full-recompute rows get their layer count
+solved (solve_partial). Only the rows that fit and that no other row beats on step time × peak
+memory × GPUs (a Pareto front, engine.pareto) are kept from batch to batch, so memory stays
+bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
-from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from .candidates import RECOMPUTE_CODES, Candidates, Problem, shape
+from .engine.pareto import pareto_front
 from .evaluate import Evaluation, evaluate
+from .rules import RULE_NAMES, structural_predicates
+from .space import COLUMNS, SearchSpace, candidate_batches, recomputes
+
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
+           "solve_partial"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
-LONG_SEQUENCE = 16384  # context parallel is enumerated from here on
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-@dataclass(frozen=True)
-class SearchSpace:
-    """Knobs the user fixed (None = search it)."""
-
-    tp: int | None = None
-    pp: int | None = None
-    cp: int | None = None
-    ep: int | None = None
-    zero: int | None = None
-    micro_batch: int | None = None
-    recompute: str | None = None
-    schedule: str | None = None
-    chunks: int | None = None
-    allow_offload: bool = False
-    max_chunks: int = 8
-
-
-def enumerate_candidates(p: Problem, space: SearchSpace = SearchSpace()) -> Candidates:
-    """Every combination of knobs that can differ for this model and GPU count."""
-    mod, gpus = p.model, p.gpus
-    dom = p.hardware.scale_up.gpus_per_domain
-    divs = _divisors(gpus)
-    tps = [t for t in divs if t <= 2 * dom and (t & (t - 1) == 0 or mod.heads % t == 0)]
-    cps = [1] + ([c for c in (2, 4, 8, 16, 32) if c in divs] if p.seq_len >= LONG_SEQUENCE else [])
-    eps = [e for e in _divisors(mod.experts) if e in divs] if mod.is_moe else [1]
-    rec_all = [RECOMPUTE_CODES[space.recompute]] if space.recompute else list(RECOMPUTE_CODES.values())
-    rows: list[tuple] = []
-    for tp, cp in itertools.product(space.tp and [space.tp] or tps, space.cp and [space.cp] or cps):
-        if gpus % (tp * cp):
-            continue
-        rest = gpus // (tp * cp)
-        pps = [space.pp] if space.pp else [q for q in _divisors(rest) if q <= mod.layers]
-        for pp in pps:
-            if rest % pp:
-                continue
-            dp = rest // pp
-            for ep in (space.ep and [space.ep] or eps):
-                # ZeRO stages differ only when there is a data-parallel group to shard over.
-                zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dp * cp > 1 else [0])
-                if pp > 1 and space.zero is None:
-                    zeros = [z for z in zeros if z <= 1]  # ZeRO-2/3 re-gather per micro-batch under PP
-                per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
-                mbs = [space.micro_batch] if space.micro_batch else _divisors(max(per_replica, 1))
-                scheds = [(SCHEDULE_CODES["1f1b"], 1)]
-                if pp > 1:
-                    scheds += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
-                               if stage_deficit(mod.layers, pp, v) <= MAX_STAGE_DEFICIT]
-                if space.schedule:
-                    scheds = [(SCHEDULE_CODES[space.schedule], space.chunks or v) for _, v in scheds
-                              if (space.schedule == "interleaved") == (v > 1) or space.schedule == "gpipe"]
-                    scheds = list(dict.fromkeys(scheds))
-                for z in zeros:
-                    shards = [0]
-                    inner = dom // (tp * cp) if dom % (tp * cp) == 0 else 0
-                    if z >= 1 and 1 < inner < dp * cp and (dp * cp) % inner == 0:
-                        shards.append(inner)  # hybrid: shard inside the node, replicate across
-                    offs = [(0, 0)]
-                    if space.allow_offload and z >= 1:
-                        offs.append((1, 0))
-                        if z == 3:
-                            offs.append((1, 1))
-                    n_stage = math.ceil(mod.layers / pp)
-                    recs = [(rc, -1) for rc in rec_all]
-                    if RECOMPUTE_CODES["full"] in rec_all and space.recompute is None:
-                        # full recomputation of only some layers per stage: a quarter, a half
-                        recs += [(RECOMPUTE_CODES["full"], k) for k in
-                                 sorted({max(1, n_stage // 4), max(1, n_stage // 2)}) if k < n_stage]
-                    for shard, (oo, op), mb, (sch, v), (rc, k) in itertools.product(
-                            shards, offs, mbs, scheds, recs):
-                        rows.append((tp, pp, dp, cp, ep, z, shard, mb, v, int(tp > 1), rc, k, sch,
-                                     oo, op))
-    a = np.array(rows, dtype=np.int64).reshape(-1, 15)
-    names = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "mb", "chunks", "sp", "recompute",
-             "recompute_layers", "schedule", "offload_opt", "offload_par")
-    return Candidates(**{n: a[:, i] for i, n in enumerate(names)})
+STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
+FITS = RULE_NAMES.index("fits-in-memory")
+# Step times closer than this share count as equal when the other layout is leaner: far below
+# the time model's accuracy (calibration residuals are several per cent, `dtplan calibrate`)
+# and at the printed precision (ms at second-scale steps). Where the profile has an error band
+# for the fastest layout's regime, the band is the tolerance instead (when it is larger).
+STEP_TIME_RESOLUTION = 1e-3
 
 
 @dataclass
 class SearchResult:
+    """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
+    ranking and the counts over the whole space."""
+
     problem: Problem
     candidates: Candidates
     results: Evaluation
-    order: np.ndarray          # indices of valid candidates, best first
-    first_failure: np.ndarray  # per candidate: index into RULE_NAMES of the first failing rule, -1 if valid
+    order: np.ndarray          # indices of the valid rows shown, best first
+    first_failure: np.ndarray  # per kept row: index into RULE_NAMES of the first failing rule, -1 if valid
+    enumerated: int = 0        # candidates in the whole space
+    valid: int = 0             # candidates passing every rule (dominated ones included)
+    rejected: np.ndarray | None = None  # per rule: candidates it rejected first
+    solved: int = 0            # partial-recompute layouts solved (not enumerated) that fit
 
 
 def rank_key(results: Evaluation, gpus: int, objective: str,
@@ -139,26 +72,170 @@ def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
 
 
-def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time") -> SearchResult:
-    """Evaluate every candidate at once; rank the valid ones; attribute each rejection."""
-    cand = enumerate_candidates(p, space)
-    res = evaluate(p, cand)
-    passes = res.rules.matrix()  # rules × candidates
-    first_failure = np.where(passes.all(axis=0), -1, np.argmin(passes, axis=0))
-    valid = np.flatnonzero(res.rules.valid)
-    key = rank_key(res, p.gpus, objective)[valid]
-    headroom = np.zeros(len(valid))
-    if objective in ("time", "cost") and len(valid):
-        # Layouts within the error band of the fastest one's regime are ties the model cannot
-        # order: the key is bucketed in steps of (1 + band) from the best, and within a bucket
-        # more memory headroom ranks first. An uncalibrated leader (band 0) keeps the exact key.
-        band = float(candidate_bands(p, cand)[valid][np.argmin(key)]) / 100.0
-        if band > 0:
-            steps = np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
-            key = key.min() * (1.0 + band) ** steps          # the bucket's floor
-            headroom = -np.round(res.memory.headroom[valid] / 1e9, 1)
-    # stable tie-break: simpler layouts first (smaller TP, PP, ZeRO, then larger micro-batch)
-    tie = np.lexsort((-cand.mb[valid], cand.recompute[valid], cand.zero[valid], cand.pp[valid],
-                      cand.tp[valid], headroom, np.round(key, 12)))
-    return SearchResult(problem=p, candidates=cand, results=res, order=valid[tie],
-                        first_failure=first_failure)
+def _stage_memory(ev: Evaluation) -> np.ndarray:
+    """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
+    m = ev.memory
+    return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
+
+
+def solve_partial(p: Problem, c: Candidates, ev: Evaluation, n_rec: int) -> Candidates:
+    """Full recompute of only k layers per stage, with the smallest k that fits, for each
+    layout where recompute none does not fit and full recompute of every layer does. c holds
+    each layout's n_rec recompute variants as consecutive rows, none first and full last (as
+    planner.space lays them out), ev their evaluation.
+
+    A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
+    input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
+    needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
+    largest k over its stages. Layouts needing every layer are already the full rows."""
+    none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
+    empty = c.take(np.zeros(0, dtype=np.int64))
+    if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
+        return empty
+    fits = ev.memory.peak <= ev.memory.usable
+    base = np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
+    rows = c.take(base)
+    n = np.stack(shape(p, rows).layers)
+    m1 = _stage_memory(evaluate(p, _with(rows, recompute_layers=1)))
+    mn = _stage_memory(ev)[:, base]
+    usable = ev.memory.usable[base]
+    drop = np.maximum(m1 - mn, 1e-9)
+    with np.errstate(invalid="ignore"):
+        k_stage = np.where(m1 <= usable, 1.0,
+                           1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
+    k = np.minimum(k_stage, n).max(axis=0)
+    ok = k < n.max(axis=0)
+    return _with(rows.take(np.flatnonzero(ok)), recompute_layers=k[ok].astype(np.int64))
+
+
+def _with(c: Candidates, **cols) -> Candidates:
+    """A copy of c with some columns replaced (a scalar or one value per row)."""
+    return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
+                         if f in cols else getattr(c, f) for f in COLUMNS})
+
+
+def _concat(parts: list[Candidates]) -> Candidates:
+    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts]) for f in COLUMNS})
+
+
+def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
+    """(step time, peak memory, GPUs) per row: the three a shown layout must not lose on."""
+    return np.stack([ev.time.step, ev.memory.peak, np.full(len(ev), float(gpus))], axis=1)
+
+
+def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
+    """The rows no other beats: engine.pareto with step times within `tolerance` counted as
+    equal when the other row is leaner. Batches keep their exact fronts (tolerance 0: exact
+    fronts merge batch by batch, tolerant ones would depend on the batching); the tolerance
+    applies once, to the union."""
+    return pareto_front(obj, tolerance=tolerance)
+
+
+def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
+    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated."""
+    return float(candidate_bands(p, c)[np.argmin(ev.time.step)]) / 100.0 if len(c) else 0.0
+
+
+def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
+    """Best first by the objective; ties by more headroom, then the simpler layout (smaller TP,
+    PP, ZeRO, no recompute, larger micro-batch). For time and cost, layouts within the error
+    band of the fastest one's regime are ties the model cannot order: the key is bucketed in
+    steps of (1 + band) from the best, and within a bucket more headroom ranks first."""
+    key = rank_key(ev, p.gpus, objective)
+    band = _band(p, ev, c) if objective in ("time", "cost") else 0.0
+    if band > 0:
+        key = key.min() * (1.0 + band) ** np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
+    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom,
+                       np.round(key, 12)))
+
+
+@dataclass
+class _Tally:
+    """What one pass over the space accumulates: counts, one example per rule, kept rows."""
+
+    enumerated: int
+    valid: int
+    rejected: np.ndarray
+    examples: dict[int, Candidates]
+    closest: tuple[float, Candidates] | None
+    kept: list[Candidates]
+    solved: int = 0
+
+
+def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
+    """Structural rules on every row, the cost model on the survivors (recompute variants stay
+    consecutive: no structural rule reads recompute), partial recompute solved, keep what fits."""
+    t.enumerated += len(c)
+    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
+    mat = np.stack([passes[n] for n in STRUCTURAL])
+    ok = mat.all(axis=0)
+    first = np.argmin(mat, axis=0)
+    for k, count in enumerate(np.bincount(first[~ok], minlength=len(STRUCTURAL))):
+        if count:
+            rule = RULE_NAMES.index(STRUCTURAL[k])
+            t.rejected[rule] += count
+            t.examples.setdefault(rule, c.take(np.flatnonzero(~ok & (first == k))[:1]))
+    surv = c.take(np.flatnonzero(ok))
+    if not len(surv):
+        return
+    ev = evaluate(p, surv)
+    fits = ev.memory.peak <= ev.memory.usable
+    miss = np.flatnonzero(~fits)
+    t.rejected[FITS] += len(miss)
+    if len(miss):
+        j = miss[np.argmax(ev.memory.headroom[miss])]
+        if t.closest is None or ev.memory.headroom[j] > t.closest[0]:
+            t.closest = (float(ev.memory.headroom[j]), surv.take([j]))
+    t.valid += int(fits.sum())
+    solved = solve_partial(p, surv, ev, n_rec)
+    ev_s = evaluate(p, solved)
+    solved = solved.take(np.flatnonzero(ev_s.memory.peak <= ev_s.memory.usable))
+    t.solved += len(solved)
+    idx = np.flatnonzero(fits)
+    rows = _concat([surv.take(idx), solved])
+    if not dominated and len(rows):
+        keep = ev_s.memory.peak <= ev_s.memory.usable
+        obj = np.concatenate([_objectives(ev, p.gpus)[idx], _objectives(ev_s, p.gpus)[keep]])
+        rows = rows.take(np.flatnonzero(_front(obj, tolerance=0.0)))
+    t.kept.append(rows)
+
+
+def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
+           dominated: bool = False) -> SearchResult:
+    """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
+    `dominated`) and each rejection attributed to the first rule it fails."""
+    t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
+    n_rec = len(recomputes(p, space))
+    for batch in candidate_batches(p, space):
+        _scan_batch(p, batch, t, dominated, n_rec)
+    kept = _concat(t.kept) if t.kept else Candidates(
+        **{f: np.zeros(0, dtype=np.int64) for f in COLUMNS})
+    if len(kept) and not dominated:  # fronts of batches → the front of the whole space
+        ev = evaluate(p, kept)
+        tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))
+        kept = kept.take(np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=tol)))
+    if t.closest is not None:
+        t.examples[FITS] = t.closest[1]
+    rules = sorted(t.examples)
+    cand = _concat([kept] + [t.examples[k] for k in rules])
+    ev = evaluate(p, cand)
+    n = len(kept)
+    order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
+    first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
+    return SearchResult(problem=p, candidates=cand, results=ev, order=order, first_failure=first,
+                        enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,
+                        solved=t.solved)
+
+
+class _Rows:
+    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom)."""
+
+    def __init__(self, ev: Evaluation, idx: np.ndarray):
+        from types import SimpleNamespace as NS
+        self.time = NS(step=ev.time.step[idx])
+        self.throughput = NS(tokens_per_step=ev.throughput.tokens_per_step[idx])
+        self.memory = NS(headroom=ev.memory.headroom[idx])
+        self._n = len(idx)
+
+    def __len__(self) -> int:
+        return self._n

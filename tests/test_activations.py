@@ -21,7 +21,6 @@ from planner.engine.activations import (
     layer_activation_terms,
     logits_bytes,
     output_layer_bytes,
-    pipeline_output_bytes,
     stage_activation_bytes,
 )
 from planner.engine.pipeline import micro_batches_in_flight
@@ -172,13 +171,6 @@ def test_selective_savings_sec5(a, h, five_as_h, saved_pct):
         saved = 1 - gpt_layer(a, h, 1, recompute=RECOMPUTE_SELECTIVE, **kw) / gpt_layer(a, h, 1, **kw)
         assert saved == pytest.approx(five_as_h / (34 + five_as_h), rel=1e-12)
         assert round(100 * saved) == saved_pct
-
-
-def test_appendix_b_pipeline_output_530B():
-    """Deallocating stage outputs saves sbhp on stage 0: 2048·20480·35·2 B = 2.73 GiB."""
-    got = pipeline_output_bytes(2048, 1, 20480, 35, tp=8, sp=0)
-    assert got == 2048 * 20480 * 35 * 2
-    assert round(got / GiB, 2) == 2.73
 
 
 def test_sec43_embedding_and_output_extras():

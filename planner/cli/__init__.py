@@ -16,7 +16,6 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_exc
 
 from ..errors import InputError
-from ..specs.framework import command_scope
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -28,8 +27,38 @@ Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
-# Importing a module registers its commands; `dtplan --help` lists them in this order.
-from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate, compare  # noqa: E402,F401,I001
+# Importing a module registers its commands. Only the invoked command's module is imported
+# (each costs imports and click objects); anything else (--help, a typo) imports them all, and
+# `dtplan --help` lists them in this order.
+MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate", "compare")
+COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
+            "models": "plan_cmds", "profiles": "plan_cmds", "check": "gate", "schema": "gate",
+            "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
+            "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
+            "calibrate": "calibrate", "compare": "compare"}
+
+# BLAS thread pools dtplan never uses (its arrays are element-wise) cost start-up time; the
+# user's own setting wins.
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def register(argv: list[str]) -> None:
+    """Import the module of the command argv names, or every command module."""
+    import importlib
+    name = argv[0] if argv else None
+    for mod in (COMMANDS[name],) if name in COMMANDS else MODULES:
+        importlib.import_module(f"{__name__}.{mod}")
+
+
+def _scope(argv: list[str]):
+    """The framework selection's per-run scope, for a command; --help and typos select nothing
+    and skip importing the framework specs."""
+    if argv and argv[0] in COMMANDS:
+        from ..specs.framework import command_scope
+        return command_scope()
+    import contextlib
+    return contextlib.nullcontext()
 
 
 def _fail(message: str, code: int) -> int:
@@ -43,9 +72,10 @@ def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (used by main and by tests)."""
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    command = typer.main.get_command(app)
+    register(argv)
+    command = typer.main.get_group(app)  # a group even when one command is registered
     try:
-        with command_scope():   # a --framework / plan / engine-config selection lasts one run
+        with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
             rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:
         return _fail(str(e), EXIT_INPUT)
@@ -68,5 +98,33 @@ def run(argv: list[str]) -> int:
     return rv if isinstance(rv, int) else EXIT_OK
 
 
+# glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD.
+_MALLOPT = ((-1, 1 << 27), (-2, 1 << 26), (-3, 1 << 26))
+
+
+def _keep_freed_memory() -> None:
+    """glibc gives every allocation over 128 KB its own mmap and unmaps it on free, so each of
+    the search's large numpy temporaries page-faults afresh (~0.1 s CPU in `fit`); a process
+    that lives a second keeps them on its heap instead. Linux/glibc only; MALLOC_* set by the
+    user win."""
+    import os
+    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
+        return
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return
+    for param, value in _MALLOPT:
+        mallopt(param, value)
+
+
 def main() -> None:
+    """The console script: one BLAS thread unless the user set a count, freed memory kept for
+    reuse, then run."""
+    import os
+    if "numpy" not in sys.modules:
+        for var in _BLAS_THREADS:
+            os.environ.setdefault(var, "1")
+    _keep_freed_memory()
     sys.exit(run(sys.argv[1:]))

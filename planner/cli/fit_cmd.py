@@ -31,6 +31,8 @@ def fit_cmd(
     from_plan: Optional[str] = typer.Option(None, "--from-plan", help="a running plan file: which "
                                             "layouts remain on --gpus GPUs (elastic shrink)"),
     top: int = typer.Option(10, "--top", help="how many layouts to show"),
+    show_all: bool = typer.Option(False, "--all", help="also rank layouts another valid layout "
+                                  "beats on step time and peak memory (hidden by default)"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
 ) -> int:
@@ -61,7 +63,7 @@ def fit_cmd(
             sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{len(counts)})")
         results.append(fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
                            optimizer=optimizer, space=space, objective=objective, top=top,
-                           suggest=len(counts) == 1))
+                           suggest=len(counts) == 1, dominated=show_all))
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:
@@ -71,6 +73,10 @@ def fit_cmd(
         doc = sweep_doc(results)
     if batch_note:
         doc.notes.insert(1, batch_note)
+    if not show_all and any(r.layouts for r in results):
+        doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
+                         "peak memory (steps within 0.1 % or the error band count as equal); "
+                         "--all ranks every valid layout")
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL
 

@@ -44,29 +44,26 @@ LSE_BYTES = 4.0  # flash attention keeps its softmax log-sum-exp in fp32
 # The tensor a fully recomputed layer keeps: its input, which is also the first norm's input.
 LAYER_INPUT = "attn_norm_in"
 
-# What each term is, for printouts. "width" is the activation byte width (2 for 16-bit).
-OP_NOTES: dict[str, str] = {
-    "attn_norm_in": "attention LayerNorm/RMSNorm input = layer input: h × width",
-    "qkv_in": "QKV projection input (norm output): h × width",
-    "q": "Q kept for QKᵀ (or flash backward): a·d × width, ÷t",
-    "k": "K kept for QKᵀ: k·d × width, ÷min(t, k)",
-    "v": "V kept for attention over V: k·d × width, ÷min(t, k)",
-    "scores_softmax": "softmax output, s_kv scores per head: a·s_kv × width, ÷t, selective drops",
-    "scores_dropout_mask": "dropout mask on the scores: a·s_kv × 1 byte, ÷t, selective drops",
-    "scores_dropout_out": "dropout output (input of attention over V): a·s_kv × width, ÷t, "
-                          "selective drops",
-    "softmax_lse": "flash attention log-sum-exp: a × 4 bytes (fp32), ÷t, selective drops",
-    "proj_in": "output projection input (attention output): a·d × width, ÷t",
-    "attn_dropout_mask": "dropout mask after the output projection: h × 1 byte",
-    "mlp_norm_in": "MLP LayerNorm/RMSNorm input: h × width",
-    "fc1_in": "first MLP matmul input (norm output): h × width",
-    "fc1_out": "fc1 output = GeLU input: f × width, ÷t",
-    "gelu_out": "GeLU output = fc2 input: f × width, ÷t",
-    "swiglu_gate": "gate projection output (SiLU input): f × width, ÷t",
-    "swiglu_up": "up projection output: f × width, ÷t",
-    "swiglu_product": "SiLU(gate)·up = down-projection input: f × width, ÷t",
-    "mlp_dropout_mask": "dropout mask after the MLP: h × 1 byte",
-}
+# What each stored tensor is ("width" is the activation byte width, 2 for 16-bit):
+# - attn_norm_in: attention LayerNorm/RMSNorm input = layer input: h × width
+# - qkv_in: QKV projection input (norm output): h × width
+# - q: Q kept for QKᵀ (or flash backward): a·d × width, ÷t
+# - k: K kept for QKᵀ: k·d × width, ÷min(t, k)
+# - v: V kept for attention over V: k·d × width, ÷min(t, k)
+# - scores_softmax: softmax output, s_kv scores per head: a·s_kv × width, ÷t, selective drops
+# - scores_dropout_mask: dropout mask on the scores: a·s_kv × 1 byte, ÷t, selective drops
+# - scores_dropout_out: dropout output (input of attention over V): a·s_kv × width, ÷t, selective drops
+# - softmax_lse: flash attention log-sum-exp: a × 4 bytes (fp32), ÷t, selective drops
+# - proj_in: output projection input (attention output): a·d × width, ÷t
+# - attn_dropout_mask: dropout mask after the output projection: h × 1 byte
+# - mlp_norm_in: MLP LayerNorm/RMSNorm input: h × width
+# - fc1_in: first MLP matmul input (norm output): h × width
+# - fc1_out: fc1 output = GeLU input: f × width, ÷t
+# - gelu_out: GeLU output = fc2 input: f × width, ÷t
+# - swiglu_gate: gate projection output (SiLU input): f × width, ÷t
+# - swiglu_up: up projection output: f × width, ÷t
+# - swiglu_product: SiLU(gate)·up = down-projection input: f × width, ÷t
+# - mlp_dropout_mask: dropout mask after the MLP: h × 1 byte
 
 
 class _Op(NamedTuple):
@@ -136,7 +133,7 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
                            recompute: Num = RECOMPUTE_NONE,
                            bytes_per_elem: Num = 2) -> dict[str, Num]:
-    """Bytes one layer stores for one micro-batch on one GPU, per stored tensor (see OP_NOTES).
+    """Bytes one layer stores for one micro-batch on one GPU, per stored tensor (the tensors listed above).
 
     term = (s/c)·b·bytes_per_token / divisor, divisor t ("tp"), min(t, k) ("kv"), t if sp
     else 1 ("seq"). Selective recompute zeroes the attention-core terms; full recompute keeps
@@ -246,17 +243,3 @@ def logits_bytes(seq: Num, micro_batch: Num, vocab: Num, tp: Num = 1, *,
     tokens = np.asarray(seq, dtype=float) / np.asarray(cp, dtype=float) * micro_batch
     per_elem = np.asarray(logits_bytes_per_elem, dtype=float) + copy_bytes_per_elem
     return out(tokens * np.asarray(vocab, dtype=float) / np.asarray(tp, dtype=float) * per_elem)
-
-
-def pipeline_output_bytes(seq: Num, micro_batch: Num, hidden: Num, in_flight: Num, *,
-                          tp: Num = 1, sp: Num = 0, cp: Num = 1, bytes_per_elem: Num = 2) -> Num:
-    """Stage output tensors kept until backward unless deallocated: in_flight × s·b·h × width.
-
-    Korthikanti Appendix B: freeing them saves sbhp on the first stage (2.73 GiB for 530B,
-    16-bit, without SP). Under SP the sent tensor is the sequence shard (÷t). Megatron-LM
-    deallocates them by default, so callers add this only when that is switched off.
-    """
-    t = np.where(np.asarray(sp) != 0, np.asarray(tp, dtype=float), 1.0)
-    tokens = np.asarray(seq, dtype=float) / np.asarray(cp, dtype=float) * micro_batch
-    return out(np.asarray(in_flight, dtype=float) * tokens * np.asarray(hidden, dtype=float)
-               * bytes_per_elem / t)

@@ -301,10 +301,15 @@ def layout_doc(r: LayoutResult) -> Document:
     tables = [Table("Rules", ["rule", "status", "measured", "limit"], rows),
               Table("Rank groups (Megatron order: TP fastest, then CP, DP, PP)",
                     ["axis", "size", "groups", "link", "nodes spanned", "first group"], groups)]
-    if r.members:
-        for axis, members in r.members.items():
-            tables.append(Table(f"{axis.upper()} groups", ["#", "ranks"],
-                                [[str(i), " ".join(map(str, m))] for i, m in enumerate(members)]))
+    notes = []
+    for x in (x for x in r.groups if x.axis in r.members):
+        listed = r.members[x.axis]
+        shown = f" (first {len(listed)} of {x.count:,})" if len(listed) < x.count else ""
+        tables.append(Table(f"{x.axis.upper()} groups{shown}", ["#", "ranks"],
+                            [[str(i), " ".join(map(str, m))] for i, m in enumerate(listed)]))
+        if len(listed[0]) < x.size:
+            notes.append(f"{x.axis.upper()} groups: each listed with its first {len(listed[0]):,} "
+                         f"of {x.size:,} ranks")
     verdict = (f"TP={lay.tp} PP={lay.pp} CP={lay.cp} DP={lay.dp}: valid, {r.replica_gpus} GPUs "
                f"per model replica" if r.ok else
                "Invalid layout: " + "; ".join(f"{x.name} ({x.message})" for x in r.rules
@@ -312,4 +317,4 @@ def layout_doc(r: LayoutResult) -> Document:
     data = r.model_dump()
     data["ok"] = r.ok
     return Document(command="layout", title=f"Layout of {r.gpus} GPUs ({r.gpus_per_node} per node)",
-                    tables=tables, verdict=verdict, ok=r.ok, data=data)
+                    tables=tables, notes=notes, verdict=verdict, ok=r.ok, data=data)

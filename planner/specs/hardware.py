@@ -304,9 +304,16 @@ def list_profiles() -> list[HardwareProfile]:
 
 
 def load_profile(name: str) -> HardwareProfile:
-    """A bundled profile by name or alias, case-insensitive."""
-    profiles = list_profiles()
+    """A bundled profile by name or alias, case-insensitive. A name that is its own file
+    (`h100` → h100.toml) is parsed alone, not with every bundled profile."""
+    from importlib.resources import files
     want = name.strip().lower()
+    entry = files("hardware_profiles").joinpath(f"{want}.toml")
+    if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
+        prof = _parse(entry.read_bytes(), str(entry))
+        if prof.name.lower() == want:
+            return prof
+    profiles = list_profiles()
     for prof in profiles:
         if want == prof.name.lower() or want in (a.lower() for a in prof.aliases):
             return prof

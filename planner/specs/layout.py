@@ -195,21 +195,27 @@ class GroupInfo(BaseModel):
     example: list[int]
 
 
+# `--show-groups` lists at most this many groups per axis and this many ranks per group (a
+# 10-million-GPU layout has 1.25 million TP groups and DP groups of 312,500 ranks); the
+# counts and the nodes spanned always cover every group.
+LISTED_GROUPS = 64
+LISTED_RANKS = 1024
+
+
 def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = False,
-                limit: int = 64) -> tuple[list[GroupInfo], dict[str, list[list[int]]]]:
+                limit: int = LISTED_GROUPS) -> tuple[list[GroupInfo], dict[str, list[list[int]]]]:
     """Each axis's groups in Megatron order and the link its traffic crosses."""
-    grid = ranks.rank_grid(layout.tp, layout.cp, layout.dp, layout.pp)
+    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
     infos, members = [], {}
     for axis in ranks.AXES:
-        groups = ranks.axis_groups(grid, axis)
-        size = groups.shape[1]
-        spanned = int(ranks.nodes_spanned(groups, gpus_per_node).max())
+        size = sizes[axis]
+        spanned = ranks.max_nodes_spanned(sizes, axis, gpus_per_node)
         link = "none" if size == 1 else ("nvlink" if spanned == 1 else "network")
-        infos.append(GroupInfo(axis=axis, size=size, count=groups.shape[0],
+        infos.append(GroupInfo(axis=axis, size=size, count=ranks.group_count(sizes, axis),
                                max_nodes_spanned=spanned, link=link,
-                               example=groups[0].tolist()[:limit]))
+                               example=ranks.group_ranks(sizes, axis, limit=limit)[0].tolist()))
         if with_members:
-            members[axis] = groups[:limit].tolist()
+            members[axis] = ranks.group_ranks(sizes, axis, count=limit, limit=LISTED_RANKS).tolist()
     return infos, members
 
 

@@ -1,0 +1,65 @@
+"""Pareto fronts over candidate layouts: which rows no other row dominates.
+
+Row a dominates row b when a is no worse in every objective and better in at least one (all
+objectives minimised). With a tolerance t on the first objective (step time), b also drops
+out when some a is within a factor (1 + t) of b's first objective and leaner (no worse in the
+others, better in one), or equal in the others and faster: a layout 0.01 % faster but fuller
+does not push a leaner one off the list, and what is kept is a subset of the exact front. Rows equal in every
+objective are one point: the first of them (in the order given) stands for it. The 2-D front
+is the classic sort-and-sweep (Kung, Luccio and Preparata, "On finding the maxima of a set of
+vectors", JACM 1975). Pure numpy; O(n log n) per distinct value of the third objective (the
+GPU count, a handful of values in a sweep) plus a quadratic pass over the fronts only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _front_2d(a: np.ndarray, b: np.ndarray, tol: float) -> np.ndarray:
+    """Indices kept of (a, b): sort by b then a (stable), keep a row when every row before it
+    (b no larger) has a above a·(1 + tol)."""
+    order = np.lexsort((a, b))
+    a_sorted = a[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], a_sorted[:-1])))
+    return order[best_before > a_sorted * (1.0 + tol)]
+
+
+def pareto_front(objectives: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
+    """Boolean mask of the non-dominated rows of `objectives` (rows × 2 or rows × 3, minimised;
+    `tolerance` relative, on the first column). With three columns the third is treated as a
+    small set of values (GPU counts): a 2-D front per value, then the fronts against each other."""
+    x = np.asarray(objectives, dtype=float)
+    n = len(x)
+    keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        return keep
+    if x.shape[1] == 2:
+        keep[_front_2d(x[:, 0], x[:, 1], tolerance)] = True
+        return keep
+    if x.shape[1] != 3:
+        raise ValueError("pareto_front takes two or three objectives")
+    cand = []
+    for g in np.unique(x[:, 2]):
+        idx = np.flatnonzero(x[:, 2] == g)
+        cand.append(idx[_front_2d(x[idx, 0], x[idx, 1], tolerance)])
+    idx = np.concatenate(cand)
+    keep[idx[~_beaten(x[idx], x[idx], tolerance)]] = True
+    return keep
+
+
+def _beaten(rows: np.ndarray, others: np.ndarray, tol: float) -> np.ndarray:
+    """For each row, whether some other row with a smaller third objective (GPU count) is no
+    worse in memory and within (1 + tol) in step time, or dominates it outright."""
+    a, b = rows[:, None, :], others[None, :, :]
+    close = (b[..., 0] <= a[..., 0] * (1.0 + tol)) & (b[..., 1] <= a[..., 1]) & (b[..., 2] < a[..., 2])
+    strict = (b <= a).all(axis=2) & (b < a).any(axis=2)
+    return (close | strict).any(axis=1)
+
+
+def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """For each row of `objectives`, True when some row of `others` dominates it (the check a
+    test runs on a shown list against every valid row)."""
+    a = np.asarray(objectives, dtype=float)[:, None, :]
+    b = np.asarray(others, dtype=float)[None, :, :]
+    return ((b <= a).all(axis=2) & (b < a).any(axis=2)).any(axis=1)

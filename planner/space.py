@@ -1,0 +1,169 @@
+"""The complete layout space of one question, as integer arrays, a batch of splits at a time.
+
+A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
+knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
+group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
+per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
+parallel on/off (TP > 1), recompute (none, selective, full; recompute is the innermost knob,
+so each layout's recompute variants are consecutive rows, and full recompute of part of each
+stage is solved from them by the search, search.solve_partial), offload when asked.
+
+Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
+without a data-parallel group, interleaving without PP, selective recompute under flash
+attention (Megatron's selective mode recomputes the core attention, whose s×s scores a flash
+kernel never stores), EP on a dense model.
+Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
+tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
+whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
+PP beyond the layer count. Everything else a rule rejects is enumerated and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from .candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+
+COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "mb", "chunks", "sp", "recompute",
+           "recompute_layers", "schedule", "offload_opt", "offload_par")
+CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
+# fresh process pays page faults on every large new array, and this size measured fastest cold
+# Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
+# Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
+# (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
+# kernel partly idle: CP stops there (a bound on the enumeration, not a fitted constant).
+CP_MIN_CHUNK_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Knobs the user fixed (None = search it)."""
+
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    schedule: str | None = None
+    chunks: int | None = None
+    allow_offload: bool = False
+    max_chunks: int = 8
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of n, ascending."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
+    """Every (TP, CP, PP, DP, EP) whose product TP·CP·PP·DP is the GPU count."""
+    mod, gpus = p.model, p.gpus
+    dom = p.hardware.scale_up.gpus_per_domain
+    out = []
+    for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
+        if gpus % tp:
+            continue
+        for cp in [space.cp] if space.cp else [c for c in divisors(gpus // tp)
+                                               if 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
+            if (gpus // tp) % cp:
+                continue
+            rest = gpus // (tp * cp)
+            for pp in [space.pp] if space.pp else [q for q in divisors(rest) if q <= mod.layers]:
+                if rest % pp:
+                    continue
+                dp = rest // pp
+                eps = [space.ep] if space.ep else (
+                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0] if mod.is_moe else [1])
+                out += [(tp, cp, pp, dp, ep) for ep in eps]
+    return out
+
+
+def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
+    """(ZeRO stage, shard group, offload optimizer, offload params) rows for one split."""
+    zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dpcp > 1 else [0])
+    rows = []
+    for z in zeros:
+        shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 else [])
+        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
+            + ([(1, 1)] if space.allow_offload and z == 3 else [])
+        rows += [(z, g, oo, op) for g in shards for oo, op in offs]
+    return np.array(rows, dtype=np.int64)
+
+
+def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
+    """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
+    where the layers split (GPipe is never enumerated: 1F1B has its bubble and less memory)."""
+    rows = [(SCHEDULE_CODES["1f1b"], 1)]
+    if pp > 1:
+        rows += [(SCHEDULE_CODES["zb-h1"], 1)]
+        rows += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
+                 if stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
+    if space.schedule:
+        want = SCHEDULE_CODES[space.schedule]
+        if space.schedule == "interleaved":
+            rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
+        else:
+            rows = [(want, 1)]
+    return np.array(rows, dtype=np.int64)
+
+
+def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
+    """(recompute code, recompute_layers = -1: every layer of the stage) rows, none first and
+    full last (search.solve_partial reads the pair)."""
+    if space.recompute:
+        return np.array([(RECOMPUTE_CODES[space.recompute], -1)], dtype=np.int64)
+    modes = ["none"] + ([] if p.flash else ["selective"]) + ["full"]
+    return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
+
+
+def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
+               rec: np.ndarray) -> dict[str, np.ndarray]:
+    """Every candidate of one split as COLUMNS arrays, recompute innermost: row r takes table
+    t's row (r // stride_t) mod len_t, the stride being the product of the later tables' sizes."""
+    tp, cp, pp, dp, ep = split
+    per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
+    mbs = [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
+    tables = (_states(space, dp * cp), np.array(mbs, dtype=np.int64).reshape(-1, 1),
+              _schedules(p, space, pp), np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
+    sizes = [len(t) for t in tables]
+    n = int(np.prod(sizes))
+    r = np.arange(n, dtype=np.int64)
+    picked, stride = [], n
+    for t, size in zip(tables, sizes):
+        stride //= size
+        picked += list(t[(r // stride) % size].T)
+    z, g, oo, op, mb, sch, v, sp, rc, rl = picked
+    const = lambda x: np.full(n, x, dtype=np.int64)  # noqa: E731
+    cols = (const(tp), const(pp), const(dp), const(cp), const(ep), z, g, mb, v, sp, rc, rl, sch,
+            oo, op)
+    return dict(zip(COLUMNS, cols))
+
+
+def candidate_batches(p: Problem, space: SearchSpace,
+                      rows: int | None = None) -> Iterator[Candidates]:
+    """The whole space, as Candidates of about `rows` (default CHUNK_ROWS) rows each, whole
+    splits per batch."""
+    rows = rows or CHUNK_ROWS
+    rec = recomputes(p, space)
+    pending: list[dict[str, np.ndarray]] = []
+    size = 0
+    for split in splits(p, space):
+        block = split_rows(p, space, split, rec)
+        pending.append(block)
+        size += len(block["tp"])
+        if size >= rows:
+            yield _columns(pending)
+            pending, size = [], 0
+    if pending:
+        yield _columns(pending)
+
+
+def _columns(blocks: list[dict[str, np.ndarray]]) -> Candidates:
+    return Candidates(**{name: np.concatenate([b[name] for b in blocks]) for name in COLUMNS})

@@ -310,7 +310,7 @@ def load_profile(name: str) -> HardwareProfile:
     want = name.strip().lower()
     entry = files("hardware_profiles").joinpath(f"{want}.toml")
     if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
-        prof = _parse(entry.read_bytes(), str(entry))
+        prof = _parse(entry.read_text(encoding="utf-8"), str(entry))
         if prof.name.lower() == want:
             return prof
     profiles = list_profiles()

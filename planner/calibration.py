@@ -110,6 +110,11 @@ def torchtitan_eager() -> FrameworkProfile:
     return fw.model_copy(update={"time": fw.time.model_copy(update={"kernel_class": "eager"})})
 
 
+class NoValidLayout(ValueError):
+    """A published case whose layout cannot run on the chosen hardware (e.g. TP 8 on a profile
+    whose NVLink domain is smaller): the case is skipped with this reason."""
+
+
 def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, seq_len: int,
          layouts: list[Layout], overlap_dp: bool, framework: Optional[FrameworkProfile] = None,
          precision: str = "mixed") -> tuple[Layout, "_Figures"]:
@@ -127,7 +132,10 @@ def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, se
             structural &= v
     ok = r.rules.valid if r.rules.valid.any() else structural
     if not ok.any():
-        raise ValueError("no candidate layout passes the structural rules")
+        failed = sorted(k for k, v in r.rules.passes.items()
+                        if k != "fits-in-memory" and not v.any())
+        raise NoValidLayout(f"no layout of the published shape passes {', '.join(failed)} on "
+                            f"{hw.name}")
     i = int(np.argmin(np.where(ok, step, np.inf)))
     return layouts[i], _Figures(step=float(step[i]), step_time=float(t.step[i]),
                                 mfu=float(r.throughput.mfu[i]), hfu=float(r.throughput.hfu[i]),
@@ -284,12 +292,16 @@ def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
         why = _evaluable(case)
         if why is not None:
             skipped[case["id"]] = why
-        elif case["id"].startswith("narayanan-"):
-            rows.append(_narayanan_row(case, hw))
-        elif case["id"].startswith("torchtitan-"):
-            rows.append(_torchtitan_row(case, hw))
-        else:
-            rows.extend(_korthikanti_rows(case, hw))
+            continue
+        try:
+            if case["id"].startswith("narayanan-"):
+                rows.append(_narayanan_row(case, hw))
+            elif case["id"].startswith("torchtitan-"):
+                rows.append(_torchtitan_row(case, hw))
+            else:
+                rows.extend(_korthikanti_rows(case, hw))
+        except NoValidLayout as e:  # e.g. TP 8 where the NVLink domain is smaller
+            skipped[case["id"]] = str(e)
     if hw.name != DEFAULT_PROFILE:
         rows = [r.model_copy(update={"hardware": hw.name, "regime": r.regime.replace(
             "/A100/", f"/{generation(hw)}/")}) for r in rows]
@@ -322,6 +334,9 @@ def calibrate(hardware: HardwareProfile | str | None = None,
             raise InputError("--framework", f"no calibration row ran on {fw}; rows exist for "
                              "megatron and torchtitan")
     hw = given or load_profile(DEFAULT_PROFILE)
+    if not rows:
+        raise InputError("--hardware", f"no published case can be laid out on {hw.name} "
+                                       "(each one's layout fails a structural rule there)")
     errs = [abs(r.error_pct) for r in rows]
     worst = max(rows, key=lambda r: abs(r.error_pct))
     notes = [

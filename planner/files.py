@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError
+from .inputs.files import shown
 
 STDOUT = "-"
 
@@ -27,13 +28,28 @@ def check_targets(paths: list[str | Path], *, force: bool, field: str = "-o") ->
     """Fail early (before any work) when a target exists and ``force`` is not given, or its
     directory does not exist."""
     for p in paths:
-        p = Path(p)
         if str(p) == STDOUT:
             continue
-        if p.is_dir():
-            raise InputError(field, f"{p} is a directory; give a file name")
-        if p.exists() and not force:
-            raise InputError(field, f"{p} exists; pass --force to overwrite it")
+        _check_name(str(p), field)
+        p = Path(p)
+        try:
+            is_dir, exists = p.is_dir(), p.exists()
+        except OSError as e:  # a name too long for the OS, a loop of symbolic links
+            raise InputError(field, f"{shown(p)}: cannot write ({e.strerror or e})") from None
+        if is_dir:
+            raise InputError(field, f"{shown(p)} is a directory; give a file name")
+        if exists and not force:
+            raise InputError(field, f"{shown(p)} exists; pass --force to overwrite it")
+
+
+def _check_name(path: str, field: str) -> None:
+    """An output path must name a file: not empty, no NUL byte, not ending in '.' or '..'."""
+    if not path.strip():
+        raise InputError(field, "empty path; give a file name, or - for standard output")
+    if "\x00" in path:
+        raise InputError(field, f"{shown(path)}: path contains a NUL byte")
+    if Path(path).name in ("", ".", "..") or path.endswith(os.sep):
+        raise InputError(field, f"{shown(path)}: not a file name; give a file name")
 
 
 def write_text(path: str | Path, content: str, *, force: bool = False, field: str = "-o",
@@ -43,6 +59,7 @@ def write_text(path: str | Path, content: str, *, force: bool = False, field: st
         sys.stdout.write(content if content.endswith("\n") else content + "\n")
         sys.stdout.flush()
         return
+    _check_name(str(path), field)
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if make_dirs:

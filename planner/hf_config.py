@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InputError
+from .inputs.files import MAX_CONFIG_BYTES, parse_text, read_file, shown
 from .specs.model import ModelSpec
 
-MAX_CONFIG_BYTES = 5 * 1024 * 1024  # real config.json files are a few kB
 
 LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
@@ -27,31 +27,15 @@ GPT2 = {"gpt2"}
 NEOX = {"gpt_neox"}
 
 
-def _read(path: str | Path) -> tuple[str, dict[str, Any]]:
-    p = Path(path)
-    where = str(path)
-    if p.is_dir():
-        p = p / "config.json"  # accept a model directory as downloaded from the Hub
-        where = str(p)
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(where, "file not found; expected a Hugging Face config.json") from None
-    except OSError as exc:
-        raise InputError(where, f"cannot read file ({exc.strerror or exc})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InputError(where, "file is larger than 5 MB; a config.json is a few kB")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(where, "not UTF-8 text; expected a JSON config.json") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(where, f"invalid JSON at line {exc.lineno} column {exc.colno}: "
-                                f"{exc.msg}") from None
+def _read(path: str | Path, option: str | None) -> tuple[str, dict[str, Any]]:
+    """(path read, data) through the one bounded reader (planner.inputs)."""
+    opened, text = read_file(path, what="Hugging Face config.json", option=option,
+                             dir_file="config.json", max_bytes=MAX_CONFIG_BYTES)
+    where = f"{option}: {shown(opened)}" if option else shown(opened)
+    data = parse_text(text, "json", where)
     if not isinstance(data, dict):
         raise InputError(where, "top level must be a JSON object of config keys")
-    return where, data
+    return opened, data
 
 
 class _Cfg:
@@ -233,10 +217,11 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
                 dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
 
-def load_hf_config(path: str | Path) -> ModelSpec:
-    """ModelSpec from a Hugging Face config.json (or a directory holding one)."""
-    where, data = _read(path)
-    return model_from_config(data, where)
+def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
+    """ModelSpec from a Hugging Face config.json (or a directory holding one); ``option`` is
+    the command-line option the path came from, named first in read and parse errors."""
+    opened, data = _read(path, option)
+    return model_from_config(data, opened)
 
 
 def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:

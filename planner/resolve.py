@@ -54,7 +54,7 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
         return get_preset(model)
     if model_config is not None:
         from .hf_config import load_hf_config
-        return load_hf_config(model_config)
+        return load_hf_config(model_config, option="--model-config")
     if params is not None:
         return model_from_params(v.positive("--params", params, upper=v.MAX_PARAMS))
     return _from_flags(**given_arch)
@@ -91,7 +91,7 @@ def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[
     """A profile by name (default h100) or file, with what-if overrides."""
     if hardware and hardware_file:
         raise InputError("--hardware", "give --hardware NAME or --hardware-file PATH, not both")
-    prof = load_profile_file(hardware_file) if hardware_file else load_profile(hardware or DEFAULT_PROFILE)
+    prof = load_profile_file(hardware_file, option="--hardware-file") if hardware_file is not None else load_profile(hardware or DEFAULT_PROFILE)
     if gpus_per_node is not None or gpu_memory_gb is not None or nic_gbit_per_gpu is not None:
         prof = with_overrides(prof, gpus_per_node=gpus_per_node, gpu_memory_gb=gpu_memory_gb,
                               nic_gbit_per_gpu=nic_gbit_per_gpu)
@@ -116,13 +116,13 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
                   tokens_per_batch: Optional[float]) -> tuple[int, int, str]:
     """(sequence length, global batch in sequences, a note on any rounding)."""
     s = v.positive_int("--seq-len", seq_len if seq_len is not None else DEFAULT_SEQ_LEN,
-                       upper=10**8)
+                       upper=v.MAX_SEQ_LEN)
     if global_batch is not None and tokens_per_batch is not None:
         raise InputError("--global-batch", "give --global-batch or --tokens-per-batch, not both")
     if global_batch is not None:
-        return s, v.positive_int("--global-batch", global_batch, upper=10**9), ""
+        return s, v.positive_int("--global-batch", global_batch, upper=v.MAX_GLOBAL_BATCH), ""
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
-                        else DEFAULT_TOKENS_PER_BATCH, upper=1e13)
+                        else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
     n = sequences_for_tokens(tokens, s)
     note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
             "so that data-parallel degrees divide it" if n * s != tokens else "")

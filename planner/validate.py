@@ -7,22 +7,34 @@ import math
 from .errors import InputError
 
 # Upper bounds that catch typos (1e30 GPUs) without limiting any real cluster.
-MAX_GPUS = 10_000_000
+MAX_GPUS = 10_000_000           # also every parallel degree, micro-batch and count in a layout
 MAX_PARAMS = 1e16
+MAX_SEQ_LEN = 10**8
+MAX_GLOBAL_BATCH = 10**9        # sequences per optimizer step
+MAX_TOKENS_PER_BATCH = 1e13
+
+
+def _fmt(x: float) -> str:
+    """A bound or value as a person reads it: 10000000, not 1e+07; 1.5e+23 stays short."""
+    return f"{int(x)}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
 def positive(field: str, value: float, *, upper: float = math.inf) -> float:
     """A finite number > 0 (and ≤ upper)."""
     try:
         v = float(value)
+    except OverflowError:  # an int beyond float range: 400 digits
+        raise InputError(field, f"must be at most {_fmt(upper)}, got a number of "
+                                f"{len(str(abs(value)))} digits") from None
     except (TypeError, ValueError):
         raise InputError(field, f"must be a number, got {value!r}") from None
     if math.isnan(v) or math.isinf(v):
         raise InputError(field, f"must be a finite number greater than 0, got {value}")
     if v <= 0:
-        raise InputError(field, f"must be greater than 0, got {value:g}")
+        raise InputError(field, f"must be greater than 0, got {_fmt(v)}")
     if v > upper:
-        raise InputError(field, f"must be at most {upper:g}, got {value:g}")
+        shown = str(value) if isinstance(value, int) and abs(value) < 10**30 else _fmt(v)
+        raise InputError(field, f"must be at most {_fmt(upper)}, got {shown}")
     return v
 
 
@@ -38,7 +50,7 @@ def positive_int(field: str, value: float, *, upper: int = MAX_GPUS) -> int:
     """A whole number ≥ 1 (and ≤ upper). Accepts 8.0 but not 8.5."""
     v = positive(field, value, upper=upper)
     if v != int(v):
-        raise InputError(field, f"must be a whole number, got {value:g}")
+        raise InputError(field, f"must be a whole number, got {_fmt(v)}")
     return int(v)
 
 

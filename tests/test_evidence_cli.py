@@ -118,4 +118,4 @@ def test_unknown_and_missing_files(dtplan, tmp_path):
     other.write_text("hello\nworld\n")
     _two(dtplan("calibrate", "--from", other), other, 1)
     r = dtplan("calibrate", "--from", tmp_path / "absent.log")
-    assert r.code == 2 and "no such file" in r.err
+    assert r.code == 2 and "--from: " in r.err and "file not found" in r.err

@@ -219,7 +219,7 @@ def test_directory_is_refused(tmp_path):
 def test_invalid_toml(tmp_path):
     with pytest.raises(InputError) as e:
         load_profile_file(_write(tmp_path, "name = [unclosed\n"))
-    assert "not valid TOML" in e.value.message
+    assert "invalid TOML" in e.value.message
     assert "\n" not in str(e.value)
 
 

@@ -62,6 +62,8 @@ def _scope(argv: list[str]):
 
 
 def _fail(message: str, code: int) -> int:
+    # One line whatever the user typed: control characters in echoed values are escaped.
+    message = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in message)
     sys.stderr.write(f"dtplan: error: {message}\n")
     return code
 

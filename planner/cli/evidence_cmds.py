@@ -16,10 +16,11 @@ def _progress(i: int, n: int, path: Path) -> None:
     sys.stderr.flush()
 
 
-def _read(paths: list[str], warmup_steps: int) -> list[Evidence]:
+def _read(paths: list[str], warmup_steps: int, option: str = "--from") -> list[Evidence]:
     """read_evidence with a progress line on a terminal (quiet when stderr is piped)."""
     tty = sys.stderr.isatty()
-    evidence = read_evidence(paths, warmup_steps, progress=_progress if tty else None)
+    evidence = read_evidence(paths, warmup_steps, progress=_progress if tty else None,
+                             option=option)
     if tty:
         sys.stderr.write("\r" + " " * 80 + "\r")
     return evidence
@@ -102,7 +103,7 @@ def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
     from ..evidence.compare import compare_run
 
     run, hw = _base_profile(hardware, hardware_file, plan)
-    evidence = _read(runs, warmup_steps)
+    evidence = _read(runs, warmup_steps, "RUNS")
     cmp = compare_run(evidence, run, hw)
     tables = comparison_tables(cmp)
     doc = Document(command="compare", title=f"Measured vs estimate on {hw.name} "

@@ -8,6 +8,11 @@ from ..errors import InputError
 from ..validate import parse_number  # noqa: F401  (the CLI's number parser lives with the checks)
 
 
+# Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
+# a log2 range 1..10^7 is 25 values; 3,000 GPU counts were 3,000 searches (51 s).
+MAX_LIST_VALUES = 64
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"
@@ -42,4 +47,7 @@ def parse_list(field: str, values: list[str] | str | None) -> list[float]:
                 out.append(parse_number(field, part))
     if not out:
         raise InputError(field, "needs at least one value")
+    if len(out) > MAX_LIST_VALUES:
+        raise InputError(field, f"at most {MAX_LIST_VALUES} values, got {len(out)} (each one is "
+                                "a separate search or table row)")
     return out

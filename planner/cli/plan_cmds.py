@@ -155,10 +155,14 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
 def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   fmt: Format = FormatOpt) -> int:
     """Print one hardware profile with every value."""
+    from ..errors import InputError
     from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
 
-    p = load_profile(name)
+    try:
+        p = load_profile(name)
+    except InputError as e:  # load_profile names --hardware; here the profile is the argument
+        raise InputError("NAME", e.message) from None
     rows = []
     for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
         for k, x in getattr(p, section).model_dump().items():

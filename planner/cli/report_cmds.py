@@ -68,8 +68,8 @@ def report_cmd(
 
     as_html = html or output.lower().endswith((".html", ".htm"))
     to_stdout = files.is_stdout(output)
-    chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
     files.check_targets([output], force=force)
+    chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:
         raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")
     tokens = train_tokens_value(train_tokens)

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..engine.stages import stage_layers
 from ..errors import InputError
-from ..plan import detect_format, parse_text, read_text
+from ..inputs.files import detect_format, looks_like_path, parse_text, read_text
+from ..validate import MAX_GPUS
 from ..specs.hardware import HardwareProfile, load_hardware
 from ..specs.job import CheckOptions, Inputs
 from ..specs.model import ModelSpec
@@ -68,9 +69,8 @@ def cli_model(text: str) -> ModelSpec:
     from ..hf_config import load_hf_config
     from ..specs.presets import get_preset
 
-    p = Path(text)
-    if p.exists() or text.endswith(".json"):
-        return load_hf_config(p)
+    if looks_like_path(text, ".json"):
+        return load_hf_config(text, option="--model")
     return get_preset(text)
 
 
@@ -99,7 +99,8 @@ class _Obj:
     def fail(self, key: str, msg: str) -> InputError:
         return InputError(f"{self.where}: {self.prefix}{key}", msg)
 
-    def int(self, key: str, default: Any = None, *, auto: bool = False, low: int = 1) -> Any:
+    def int(self, key: str, default: Any = None, *, auto: bool = False, low: int = 1,
+            high: int = MAX_GPUS) -> Any:
         v = self.data.get(key)
         if v is None:
             return default
@@ -109,6 +110,8 @@ class _Obj:
             raise self.fail(key, f"must be an integer, got {v!r}")
         if v < low:
             raise self.fail(key, f"must be >= {low}, got {v}")
+        if v > high:  # the command line's bounds (planner.validate)
+            raise self.fail(key, f"must be at most {high}, got {v}")
         return v
 
     def bool(self, key: str, default: bool = False) -> bool:

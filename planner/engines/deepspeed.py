@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..validate import MAX_GLOBAL_BATCH
 from ..errors import InputError
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
@@ -47,7 +48,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
                      "its memory and traffic are not modelled separately")
 
     # Batch keys: any two suffice; DeepSpeed infers the third with floor division (§1.1).
-    tbs = o.int("train_batch_size", auto=True)
+    tbs = o.int("train_batch_size", auto=True, high=MAX_GLOBAL_BATCH)
     mbs = o.int("train_micro_batch_size_per_gpu", auto=True)
     gas = o.int("gradient_accumulation_steps", auto=True)
     if any(data.get(k) == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",

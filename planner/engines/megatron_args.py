@@ -10,6 +10,8 @@ import shlex
 from typing import Any
 
 from ..errors import InputError
+from ..inputs.parse import bounded_int
+from ..validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 
 
 MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
@@ -23,6 +25,9 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
            "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
+# Upper bounds of the integer flags, as on dtplan's command line (planner.validate).
+MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
+             "--max-position-embeddings": MAX_SEQ_LEN}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
            "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
@@ -79,11 +84,8 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
                 raise InputError(f"{where}: {name}", f"value {value!r} is a shell variable "
                                  "dtplan cannot resolve; set it in the file (NAME=value)")
             if name in MEG_INT:
-                try:
-                    args[name] = int(value)
-                except ValueError:
-                    raise InputError(f"{where}: {name}", f"must be an integer, got "
-                                                         f"{value!r}") from None
+                args[name] = bounded_int(value, f"{where}: {name}",
+                                         upper=MEG_UPPER.get(name, MAX_GPUS))
                 if args[name] < (0 if name == "--recompute-num-layers" else 1):
                     raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
             else:

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from ..validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from ..errors import InputError
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
@@ -80,7 +81,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
     if "local_batch_size" not in tr.data and "batch_size" not in tr.data:
         notes.append("training.local_batch_size not given: torchtitan's default 8")
     dp = rep * shard
-    gbs = tr.int("global_batch_size", -1, low=-1)
+    gbs = tr.int("global_batch_size", -1, low=-1, high=MAX_GLOBAL_BATCH)
     if gbs == -1:
         gbs = local * dp
     elif gbs < 1:
@@ -90,7 +91,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
                            "global_batch_size % (local_batch_size * dp_replicate * dp_shard) "
                            "must be 0 (train.py)", key="training.global_batch_size"
                            if "global_batch_size" in tr.data else "training.local_batch_size"))
-    seq = tr.int("seq_len", 2048)
+    seq = tr.int("seq_len", 2048, high=MAX_SEQ_LEN)
     if opts.seq_len and opts.seq_len != seq:
         raise InputError("--seq-len", f"{opts.seq_len} conflicts with training.seq_len = {seq}")
     # parallelize.py asserts it for every job (the divisor is 2 when tp = cp = 1)

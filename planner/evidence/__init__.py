@@ -8,10 +8,12 @@ and snapshots. Directories are read file by file (one trace in memory at a time)
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..errors import InputError
 from .golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
 from .memory import looks_like_pickle, read_snapshot, read_summary, read_timeline
 from .model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
@@ -29,11 +31,14 @@ __all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread",
 SKIP_SUFFIXES = (".md", ".py", ".sh", ".toml")
 
 
-def expand(paths: Iterable[str | Path]) -> list[Path]:
+def expand(paths: Iterable[str | Path], option: str = "--from") -> list[Path]:
     """Files as given; a directory contributes its files (sorted, hidden ones skipped)."""
     out: list[Path] = []
+    paths = list(paths)
+    if any(not str(p).strip() for p in paths):  # Path("") is ".": the working directory
+        raise InputError(option, "empty path; expected a measured evidence file or directory")
     for p in map(Path, paths):
-        if p.is_dir():
+        if os.path.isdir(p):  # never raises (a name too long for the OS is read, and refused)
             out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
                           and not f.name.endswith(SKIP_SUFFIXES))
         else:
@@ -56,10 +61,12 @@ def _json_kind(path: Path, raw: bytes, warmup_steps: int) -> Evidence:
                "memory timeline")
 
 
-def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS) -> Evidence:
-    """One file -> Evidence; an unreadable or unrecognised file is an InputError at file:line."""
+def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
+              option: str = "--from") -> Evidence:
+    """One file -> Evidence; an unreadable or unrecognised file is an InputError at file:line
+    (``option``, where the path came from, is named when the file cannot be read at all)."""
     path = Path(path)
-    raw = read_bytes(path, MAX_JSON_BYTES)
+    raw = read_bytes(path, MAX_JSON_BYTES, option=option)
     if looks_like_pickle(raw):
         return read_snapshot(path, raw)
     head = raw[:4096].lstrip()
@@ -82,16 +89,18 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS) -> Evidence:
 
 
 def read_evidence(paths: Iterable[str | Path], warmup_steps: int = WARMUP_STEPS,
-                  progress: Callable[[int, int, Path], None] | None = None) -> list[Evidence]:
-    """Every file under `paths`, read one at a time; `progress(i, n, path)` before each."""
-    files = expand(paths)
+                  progress: Callable[[int, int, Path], None] | None = None,
+                  option: str = "--from") -> list[Evidence]:
+    """Every file under `paths`, read one at a time; `progress(i, n, path)` before each;
+    ``option`` names where the paths came from (--from, RUNS, --compare) in errors."""
+    files = expand(paths, option)
     if not files:
-        raise fail("--from", 1, "no files to read")
+        raise InputError(option, "no files to read (an empty directory?)")
     out = []
     for i, f in enumerate(files):
         if progress is not None:
             progress(i, len(files), f)
-        out.append(read_file(f, warmup_steps))
+        out.append(read_file(f, warmup_steps, option))
     return out
 
 

@@ -22,7 +22,7 @@ def compare_section(inp: Any, paths: list[str], warmup_steps: int = WARMUP_STEPS
 
     run = RunSpec(model=inp.model, gpus=inp.gpus, seq_len=inp.seq_len,
                   global_batch=inp.global_batch, layout=inp.layout, framework=current_framework())
-    cmp = compare_run(read_evidence(paths, warmup_steps), run, inp.hardware)
+    cmp = compare_run(read_evidence(paths, warmup_steps, option="--compare"), run, inp.hardware)
     text = [f"Measured: {', '.join(f'`{Path(p).name}`' for p in cmp.sources)} against the "
             f"estimate on `{inp.hardware.name}`.", f"**Largest discrepancy:** {cmp.largest}."]
     return Section(TITLE, text + cmp.notes, comparison_tables(cmp))

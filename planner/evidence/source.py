@@ -9,6 +9,7 @@ remove the decoration once so each format's parser sees the tool's own output.
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from pathlib import Path
 
@@ -43,17 +44,17 @@ def fail(path: str | Path, line: int, message: str) -> InputError:
     return InputError(where(path, line), message)
 
 
-def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES) -> bytes:
+def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--from") -> bytes:
     """The file's bytes, gunzipped when it starts with the gzip magic; over `limit` is refused."""
+    from ..inputs.files import read_bytes as read_regular  # special files, paths, size
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError("--from", f"{p}: no such file")
+    _, data = read_regular(path, what="measured evidence file", option=option,
+                           max_bytes=limit)
     try:
-        with open(p, "rb") as fh:
-            head = fh.read(2)
-        opener = gzip.open if head == GZIP_MAGIC else open
-        with opener(p, "rb") as fh:
-            data = fh.read(limit + 1)
+        if data[:2] == GZIP_MAGIC:  # decompressed size bounded too
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
+                data = fh.read(limit + 1)
     except (OSError, EOFError) as e:
         raise fail(p, 1, f"cannot read ({getattr(e, 'strerror', None) or e})") from None
     if len(data) > limit:

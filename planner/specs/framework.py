@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 from pathlib import Path
 from typing import Iterator, Literal, Optional
 
@@ -144,14 +145,9 @@ def parse_framework(data: bytes, where: str) -> FrameworkProfile:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(where, "not UTF-8 text; a framework profile is a UTF-8 TOML file") from None
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(where, f"not valid TOML: {e}") from None
+    from ..inputs.parse import parse_text  # the one bounded parser: depth, numbers
+
+    raw = parse_text(text, "toml", where)
     try:
         return FrameworkProfile.model_validate({**raw, "source_file": where})
     except ValidationError as e:
@@ -175,17 +171,12 @@ def list_frameworks() -> list[FrameworkProfile]:
 
 
 def _load_path(path: Path) -> FrameworkProfile:
-    try:
-        if path.is_dir():
-            raise InputError("--framework", f"{path} is a directory; expected a framework .toml")
-        size = path.stat().st_size
-        if size > MAX_FRAMEWORK_BYTES:
-            raise InputError(str(path), f"file is {size} bytes; framework profiles must be at "
-                             f"most {MAX_FRAMEWORK_BYTES // 1000} kB")
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(str(path), f"cannot read: {e.strerror or e}") from None
-    return parse_framework(data, str(path))
+    """A framework TOML read through the one bounded reader (planner.inputs)."""
+    from ..inputs.files import read_bytes, shown
+
+    opened, data = read_bytes(path, what="framework profile .toml", option="--framework",
+                              max_bytes=MAX_FRAMEWORK_BYTES)
+    return parse_framework(data, f"--framework: {shown(opened)}")
 
 
 def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
@@ -195,9 +186,9 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     existing file is read as a path.
     """
     want = (name_or_path or DEFAULT_FRAMEWORK).strip()
-    if want.lower().endswith(".toml") or Path(want).is_file():
+    if want.lower().endswith(".toml") or os.path.isfile(want):  # never raises on a long name
         p = Path(want)
-        if not p.exists():
+        if not os.path.exists(want):
             raise InputError("--framework", f"file not found: {want}; expected a framework "
                              "profile .toml or one of " + ", ".join(framework_names()))
         return _load_path(p)

@@ -22,7 +22,6 @@ from planner.errors import InputError
 from .efficiency import Efficiency
 
 DEFAULT_PROFILE = "h100"
-MAX_PROFILE_BYTES = 1_000_000
 
 GB = 1e9
 GIB = float(2**30)
@@ -264,19 +263,11 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
     )
 
 
-def _parse(data: bytes, path: str) -> HardwareProfile:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    if len(data) > MAX_PROFILE_BYTES:
-        raise InputError(path, f"file is {len(data)} bytes; profiles must be at most 1 MB")
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text; a profile must be a UTF-8 TOML file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(path, f"not valid TOML: {e}") from None
+def _parse(text: str, path: str) -> HardwareProfile:
+    """A profile from TOML text, parsed by the one bounded reader (planner.inputs)."""
+    from ..inputs.parse import parse_text
+
+    raw = parse_text(text, "toml", path)
     _check(raw, path)
     try:
         return _from_raw(raw, path)
@@ -286,25 +277,13 @@ def _parse(data: bytes, path: str) -> HardwareProfile:
         raise InputError(path, f"{loc}: {err['msg']}") from None
 
 
-def load_profile_file(path) -> HardwareProfile:
-    """Load one profile TOML from any path; problems raise InputError(<path>, '<key>: …')."""
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise InputError(str(p), "file not found; expected a hardware profile .toml") from None
-    except OSError as e:
-        raise InputError(str(p), f"cannot read: {e.strerror or e}") from None
-    if p.is_dir():
-        raise InputError(str(p), "is a directory; expected a hardware profile .toml")
-    # Check the size before reading so a huge file is never pulled into memory.
-    if size > MAX_PROFILE_BYTES:
-        raise InputError(str(p), f"file is {size} bytes; profiles must be at most 1 MB")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(str(p), f"cannot read: {e.strerror or e}") from None
-    return _parse(data, str(p))
+def load_profile_file(path: str | Path, *, option: Optional[str] = None) -> HardwareProfile:
+    """Load one profile TOML from any path through the one bounded reader (planner.inputs);
+    problems raise InputError(<option or path>, '<key>: …')."""
+    from ..inputs.files import read_file, shown
+
+    opened, text = read_file(path, what="hardware profile .toml", option=option)
+    return _parse(text, f"{option}: {shown(opened)}" if option else shown(opened))
 
 
 _BUNDLED: Optional[tuple[HardwareProfile, ...]] = None
@@ -319,7 +298,7 @@ def list_profiles() -> list[HardwareProfile]:
         found = []
         for entry in files("hardware_profiles").iterdir():
             if entry.name.endswith(".toml") and entry.is_file():
-                found.append(_parse(entry.read_bytes(), str(entry)))
+                found.append(_parse(entry.read_text(encoding="utf-8"), str(entry)))
         _BUNDLED = tuple(sorted(found, key=lambda prof: prof.name))
     return list(_BUNDLED)
 
@@ -331,7 +310,7 @@ def load_profile(name: str) -> HardwareProfile:
     want = name.strip().lower()
     entry = files("hardware_profiles").joinpath(f"{want}.toml")
     if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
-        prof = _parse(entry.read_bytes(), str(entry))
+        prof = _parse(entry.read_text(encoding="utf-8"), str(entry))
         if prof.name.lower() == want:
             return prof
     profiles = list_profiles()
@@ -379,5 +358,5 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
 def load_hardware(text: str) -> HardwareProfile:
     """A profile name or a path to a profile TOML (a CLI option, trusted)."""
     if text.endswith(".toml") or "/" in text:
-        return load_profile_file(text)
+        return load_profile_file(text, option="--hardware")
     return load_profile(text)

@@ -8,6 +8,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .. import validate as v
 from .layout import KNOBS
 
 
@@ -69,10 +70,14 @@ class BatchSection(_Strict):
     """Global batch in sequences (``global_batch``) or tokens (``tokens_per_batch``); the
     micro-batch b and, optionally, the gradient-accumulation steps a the job will use."""
 
-    global_batch: Optional[int] = Field(None, ge=1, description="sequences per optimizer step")
-    tokens_per_batch: Optional[int] = Field(None, ge=1, description="tokens per optimizer step")
-    micro_batch: Optional[int] = Field(None, ge=1, description="sequences per GPU per micro-step")
-    accumulation: Optional[int] = Field(None, ge=1, description="gradient-accumulation steps as "
+    global_batch: Optional[int] = Field(None, ge=1, le=v.MAX_GLOBAL_BATCH,
+                                        description="sequences per optimizer step")
+    tokens_per_batch: Optional[int] = Field(None, ge=1, le=v.MAX_TOKENS_PER_BATCH,
+                                            description="tokens per optimizer step")
+    micro_batch: Optional[int] = Field(None, ge=1, le=v.MAX_GPUS,
+                                       description="sequences per GPU per micro-step")
+    accumulation: Optional[int] = Field(None, ge=1, le=v.MAX_GLOBAL_BATCH,
+                                        description="gradient-accumulation steps as "
                                         "configured in the job; checked against B = b·a·DP")
 
 
@@ -125,10 +130,10 @@ class Plan(_Strict):
     description: Optional[str] = None
     model: Union[str, ModelSection]
     hardware: Union[str, HardwareSection] = "h100"
-    gpus: int = Field(..., ge=1)
+    gpus: int = Field(..., ge=1, le=v.MAX_GPUS)
     layout: LayoutSection = LayoutSection()
     batch: BatchSection = BatchSection()
-    seq_len: int = Field(..., ge=1)
+    seq_len: int = Field(..., ge=1, le=v.MAX_SEQ_LEN)
     precision: Optional[str] = None
     optimizer: Optional[str] = None
     framework: Optional[str] = Field(None, description="framework profile (default megatron)")

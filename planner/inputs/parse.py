@@ -1,0 +1,310 @@
+"""Bounded parsing of YAML / TOML / JSON text: every limit is checked before or while parsing.
+
+What is bounded, and why each bound is where it is:
+
+- nesting depth (MAX_DEPTH): a plan needs 3 levels, engine configs 4; the JSON and TOML parsers
+  recurse, so a cheap bracket pre-scan refuses deep text before it reaches them;
+- values (MAX_NODES) and YAML aliases (MAX_ALIASES): counted while a YAML document is composed,
+  so a "billion laughs" document is refused before it expands;
+- integers: a literal longer than MAX_INT_DIGITS digits is refused before ``int()`` sees it
+  (CPython refuses over 4,300 digits with a ValueError and converting is quadratic), and any
+  integer beyond ±MAX_INT, the largest a float64 holds exactly (2^53), is refused: no count
+  in a training configuration is that large, and beyond it float and C-long conversions
+  downstream overflow;
+- floats: must be finite (``.inf``, ``nan``, ``1e400``, which JSON and TOML read as inf).
+
+Every refusal is an ``InputError("<file>:<line>", "<key.path>: <what is allowed>")`` when the
+key is known, else ``InputError("<file>", ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from ..errors import InputError
+
+MAX_DEPTH = 32                  # nesting of mappings/lists; a plan needs 3
+MAX_NODES = 20_000              # YAML nodes composed (after alias expansion counting)
+MAX_ALIASES = 100               # YAML alias uses; plans need none
+MAX_INT = 2**53                 # largest integer a float64 represents exactly
+MAX_INT_DIGITS = 20             # longer integer literals are refused unread (2^53 has 16)
+
+
+class Refused(Exception):
+    """A bound was exceeded; ``line`` is 1-based when known; ``label`` prefixes the message
+    ("refused: nested deeper ..." but "n_layer: integer of 400 digits ...")."""
+
+    def __init__(self, message: str, line: Optional[int] = None, label: str = "refused: "):
+        super().__init__(message)
+        self.line, self.label = line, label
+
+
+class _Bad:
+    """A number that broke a bound, kept in the parsed data so the walk can name its key."""
+
+    def __init__(self, reason: str, literal: str, line: Optional[int] = None):
+        self.reason, self.literal, self.line = reason, literal, line
+
+
+def int_bound_reason(literal: str) -> Optional[str]:
+    """Why an integer literal is refused (None if it is within bounds); never calls int() on
+    more than MAX_INT_DIGITS digits."""
+    digits = sum(ch.isdigit() for ch in literal)
+    if digits > MAX_INT_DIGITS:
+        return f"integer of {digits} digits is out of range; at most {MAX_INT} (2^53) in magnitude"
+    try:
+        value = int(literal.replace("_", ""), 0)
+    except ValueError:
+        try:
+            value = int(literal.replace("_", ""))  # leading zeros: "007"
+        except ValueError:
+            return None  # not an integer literal; the parser reports it
+    if abs(value) > MAX_INT:
+        return f"integer {value} is out of range; at most {MAX_INT} (2^53) in magnitude"
+    return None
+
+
+def bounded_int(literal: str, field: str, upper: int = MAX_INT) -> int:
+    """``int(literal)`` within ±MAX_INT and at most ``upper`` (for readers of flags in text
+    files); otherwise an InputError naming ``field``."""
+    reason = int_bound_reason(literal)
+    if reason:
+        raise InputError(field, reason)
+    try:
+        value = int(literal)
+    except ValueError:
+        shown = literal if len(literal) <= 40 else f"{literal[:20]}…({len(literal)} characters)"
+        raise InputError(field, f"must be an integer, got {shown!r}") from None
+    if value > upper:
+        raise InputError(field, f"must be at most {upper}, got {value}")
+    return value
+
+
+def _json_int(s: str) -> Any:
+    reason = int_bound_reason(s)
+    return _Bad(reason, s) if reason else int(s)
+
+
+def _json_float(s: str) -> Any:
+    x = float(s)
+    return x if math.isfinite(x) else _Bad("must be a finite number", s)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses alias bombs and deep nesting while composing, before any
+    expansion: it counts alias uses, nodes (an alias counts as the size of its target) and depth.
+    Integers and floats that break a bound become _Bad markers carrying their line."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._aliases = 0
+        self._nodes = 0
+        self._depth = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise Refused(f"more than {MAX_ALIASES} YAML aliases (alias bomb?)")
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            self._nodes += self._sizes.get(id(target), 1)
+            if self._nodes > MAX_NODES:
+                raise Refused(f"YAML expands to more than {MAX_NODES} nodes (alias bomb?)")
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise Refused(f"nested deeper than {MAX_DEPTH} levels")
+        before = self._nodes
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise Refused(f"more than {MAX_NODES} YAML nodes")
+        node = super().compose_node(parent, index)
+        self._sizes[id(node)] = self._nodes - before
+        self._depth -= 1
+        return node
+
+    def construct_yaml_int(self, node):
+        reason = int_bound_reason(node.value.replace(":", ""))  # YAML 1.1 sexagesimal 1:30
+        if reason:
+            return _Bad(reason, node.value, node.start_mark.line + 1)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        x = super().construct_yaml_float(node)
+        return x if math.isfinite(x) else _Bad("must be a finite number", node.value,
+                                               node.start_mark.line + 1)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
+
+
+def _prescan(text: str, toml: bool) -> None:
+    """One pass over JSON/TOML text outside strings (and TOML comments): refuse nesting deeper
+    than MAX_DEPTH before a recursive parser sees it, and TOML integer literals longer than
+    MAX_INT_DIGITS (tomllib has no integer hook), naming the line."""
+    depth, line, run, run_start = 0, 1, 0, 0
+    in_str = esc = comment = False
+    quote = ""
+    for i, ch in enumerate(text):
+        if comment and ch != "\n":
+            continue
+        comment = False
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\" and quote == '"':
+                esc = True
+            elif ch == quote:
+                in_str = False
+            line += ch == "\n"
+            continue
+        if ch.isdigit() or (toml and ch == "_" and run):
+            run_start = run_start if run else i
+            run += ch != "_"
+            continue
+        if toml and run > MAX_INT_DIGITS and _is_int_literal(text, run_start, i):
+            _refuse_literal(text, run_start, i, line)
+        run = 0
+        if ch == "\n":
+            line += 1
+        if ch in "\"'":
+            in_str, quote = True, ch
+        elif toml and ch == "#":
+            comment = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise Refused(f"nested deeper than {MAX_DEPTH} levels", line)
+        elif ch in "]}":
+            depth -= 1
+    if toml and run > MAX_INT_DIGITS and _is_int_literal(text, run_start, len(text)):
+        _refuse_literal(text, run_start, len(text), line)
+
+
+def _is_int_literal(text: str, start: int, end: int) -> bool:
+    """Whether the digit run text[start:end] is an integer (not a float's fraction or exponent,
+    not part of a bare key or a date)."""
+    before = text[start - 1] if start else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before in "._-:" or after.isalpha() or after in ".eE-:")
+
+
+def _refuse_literal(text: str, start: int, end: int, line: int) -> None:
+    """Refused for the over-long integer literal text[start:end], naming the TOML key assigned
+    on its line when there is one."""
+    head = text[text.rfind("\n", 0, start) + 1:start]
+    m = re.search(r"([A-Za-z0-9_.\-\"']+)\s*=\s*[+-]?$", head)
+    key = f"{m.group(1).strip(chr(34) + chr(39))}: " if m else ""
+    raise Refused(f"{key}{int_bound_reason(text[start:end]) or 'integer literal too long'}", line,
+                  label="")
+
+
+def _key_line(text: str, key: str, literal: Optional[str]) -> Optional[int]:
+    """1-based line of the value of ``key`` (``key:``, ``"key":``, ``key =``): the first line
+    from the key's on that holds ``literal`` (a value may sit on the next line), else the key's
+    line; None if the key is not found."""
+    pat = re.compile(rf"(^|[\s{{,\"'])\"?'?{re.escape(key)}\"?'?\s*[:=]")
+    lines = text.splitlines()
+    keyed = [n for n, ln in enumerate(lines) if pat.search(ln)]
+    if literal is not None:
+        for n in keyed:
+            for m in range(n, min(n + 3, len(lines))):
+                if literal in lines[m]:
+                    return m + 1
+    return keyed[0] + 1 if keyed else None
+
+
+def _walk(data: Any, text: str, where: str) -> Any:
+    """Iterative check of depth, value count and number bounds over parsed data (no recursion
+    of our own); raises InputError naming the key path and line of the first bad number."""
+    stack, count = [(data, 1, "")], 0
+    while stack:
+        cur, d, path = stack.pop()
+        count += 1
+        if d > MAX_DEPTH:
+            raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels")
+        if count > MAX_NODES:
+            raise InputError(where, f"refused: more than {MAX_NODES} values")
+        bad = cur if isinstance(cur, _Bad) else None
+        if bad is None and isinstance(cur, float) and not math.isfinite(cur):
+            bad = _Bad("must be a finite number", None)
+        if bad is None and isinstance(cur, int) and not isinstance(cur, bool) \
+                and abs(cur) > MAX_INT:
+            bad = _Bad(f"integer {cur} is out of range; at most {MAX_INT} (2^53) in magnitude",
+                       None)
+        if bad is not None:
+            leaf = re.sub(r"\[\d+\]", "", path).split(".")[-1]  # the last key, not an index
+            line = bad.line or (_key_line(text, leaf, bad.literal) if leaf else None)
+            raise InputError(f"{where}:{line}" if line else where,
+                             f"{path or 'value'}: {bad.reason}")
+        if isinstance(cur, dict):
+            stack.extend((v, d + 1, f"{path}.{k}" if path else str(k)) for k, v in cur.items())
+        elif isinstance(cur, list):
+            stack.extend((v, d + 1, f"{path}[{i}]") for i, v in enumerate(cur))
+    return data
+
+
+def detect_format(path: str | Path, text: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    if suffix == ".toml":
+        return "toml"
+    if suffix == ".json":
+        return "json"
+    head = text.lstrip()[:1]
+    return "json" if head in "{[" and head else "yaml"
+
+
+def _parse(text: str, fmt: str, where: str) -> Any:
+    if fmt in ("json", "toml"):
+        _prescan(text, fmt == "toml")
+    if fmt == "yaml":
+        loader = _BoundedLoader(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    if fmt == "toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python < 3.11
+            import tomli as tomllib  # type: ignore[no-redef]
+        return tomllib.loads(text)
+    if fmt == "json":
+        return json.loads(text, parse_constant=_no_constant, parse_int=_json_int,
+                          parse_float=_json_float)
+    raise InputError(where, f"unknown format {fmt!r}")
+
+
+def parse_text(text: str, fmt: str, where: str) -> Any:
+    """Parse YAML / TOML / JSON text with bounded depth, values, aliases and numbers."""
+    try:
+        data = _parse(text, fmt, where)
+    except Refused as e:
+        raise InputError(f"{where}:{e.line}" if e.line else where, f"{e.label}{e}") from None
+    except RecursionError:
+        raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(where, f"invalid YAML{at}: {problem}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except ValueError as e:  # tomllib.TOMLDecodeError and JSON constants
+        raise InputError(where, f"invalid {fmt.upper()}: {str(e).splitlines()[0]}") from None
+    return _walk(data, text, where)

@@ -23,8 +23,11 @@ def calibrate_cmd(
     rep = calibrate(hardware)
     unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU",
             "tokens_per_s_per_gpu": "tok/s/GPU"}
-    rows = [[r.case, unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
-             f"{r.error_pct:+.1f}%", r.layout] for r in rep.rows]
+    # In the terminal the layout goes under the case name, so the table fits 80 columns.
+    merged = fmt is Format.table
+    rows = [[f"{r.case}\n  {r.layout}" if merged else r.case, unit[r.metric], f"{r.published:.2f}",
+             f"{r.predicted:.2f}", f"{r.error_pct:+.1f}%"] + ([] if merged else [r.layout])
+            for r in rep.rows]
     consts = ", ".join(f"{k} = {v:g}" for k, v in rep.constants.items())
     notes = rep.notes + [f"Constants ({rep.hardware}): {consts}."] + [
         f"Skipped {k}: {v}" for k, v in rep.skipped.items()]
@@ -34,8 +37,8 @@ def calibrate_cmd(
                f"FSDP ±{rep.fsdp_tolerance_pct:g}%)")
     doc = Document(command="calibrate",
                    title=f"Calibration against published runs ({rep.hardware})",
-                   tables=[Table("Published vs predicted", ["case", "metric", "published",
-                                                            "predicted", "error", "layout"],
+                   tables=[Table("Published vs predicted", ["case / layout" if merged else "case", "metric", "published",
+                                                            "predicted", "error"] + ([] if merged else ["layout"]),
                                  rows, bars=[abs(r.error_pct) for r in rep.rows])],
                    notes=notes, verdict=verdict,
                    ok=rep.within_tolerance == len(rep.rows), data=rep.model_dump())

@@ -32,6 +32,8 @@ def fit_cmd(
                                             "layouts remain on --gpus GPUs (elastic shrink)"),
     top: int = typer.Option(10, "--top", help="how many layouts to show"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+    wide: bool = typer.Option(False, "--wide", help="every column of the layouts table (tok/s, "
+                              "CP, EP, checkpoint interval, goodput), even past 80 columns"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
@@ -65,7 +67,7 @@ def fit_cmd(
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:
-        doc = fit_doc(results[0], gib=gib)
+        doc = fit_doc(results[0], gib=gib, wide=wide)
     else:
         from ..render.fit import sweep_doc
         doc = sweep_doc(results)

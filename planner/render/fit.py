@@ -14,28 +14,78 @@ def _rc(lay) -> str:
     return lay.recompute
 
 
-def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
-    cols = ["#", "TP", "PP", "DP", "CP", "EP", "ZeRO", "mb", "acc", "sched", "recomp",
-            "peak GB", "free GB", "step s", "tok/s", "MFU", "bubble", "comm", "ckpt", "goodput"]
-    rows = []
-    for x in r.layouts:
-        lay = x.layout
-        rows.append([str(x.rank), str(lay.tp), str(lay.pp), str(lay.dp), str(lay.cp), str(lay.ep),
-                     f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
-                     + (" +off" if lay.offload_optimizer != "none" else ""),
-                     str(lay.micro_batch), f"{x.accumulation:g}",
-                     "1f1b" if lay.schedule == "1f1b" else (f"int v{lay.chunks}"
-                                                            if lay.schedule == "interleaved" else lay.schedule),
-                     _rc(lay),
-                     gb(x.peak_memory_bytes, 1, gib=gib), gb(x.headroom_bytes, 1, gib=gib),
-                     f"{x.step_time_s:.3f}", count(x.tokens_per_s), pct(x.mfu), pct(x.bubble_fraction),
-                     pct(x.collective_fraction),
-                     f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
-                     pct(x.goodput) if x.goodput is not None else ""])
+def _zero(lay) -> str:
+    return (f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
+            + ("+off" if lay.offload_optimizer != "none" or lay.offload_params != "none" else ""))
+
+
+def _sched(lay) -> str:
+    if lay.schedule == "interleaved":
+        return f"int v{lay.chunks}"
+    return lay.schedule
+
+
+# (header, how to read it from a ranked layout, shown without --wide, dropped into the notes when
+# the same in every row). The default set fits 80 columns; tokens/s is step time in other units
+# (the batch is the same in every row), so it is --wide only.
+_COLUMNS = (
+    ("#", lambda x, gib: str(x.rank), True, False),
+    ("TP", lambda x, gib: str(x.layout.tp), True, False),
+    ("PP", lambda x, gib: str(x.layout.pp), True, False),
+    ("DP", lambda x, gib: str(x.layout.dp), True, False),
+    ("CP", lambda x, gib: str(x.layout.cp), True, True),
+    ("EP", lambda x, gib: str(x.layout.ep), True, True),
+    ("ZeRO", lambda x, gib: _zero(x.layout), True, False),
+    ("mb", lambda x, gib: str(x.layout.micro_batch), True, False),
+    ("acc", lambda x, gib: f"{x.accumulation:g}", True, False),
+    ("sched", lambda x, gib: _sched(x.layout), True, True),
+    ("recomp", lambda x, gib: _rc(x.layout), True, False),
+    ("peak", lambda x, gib: gb(x.peak_memory_bytes, 1, gib=gib), True, False),
+    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib), True, False),
+    ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
+    ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
+    ("MFU", lambda x, gib: pct(x.mfu), True, False),
+    ("bubble", lambda x, gib: pct(x.bubble_fraction), True, True),
+    ("comm", lambda x, gib: pct(x.collective_fraction), True, False),
+    ("ckpt", lambda x, gib: f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
+     False, True),
+    ("goodput", lambda x, gib: pct(x.goodput) if x.goodput is not None else "", False, True),
+)
+_CONSTANT_NAMES = {"CP": "CP", "EP": "EP", "sched": "schedule", "bubble": "bubble",
+                   "ckpt": "checkpoint every", "goodput": "goodput"}
+
+
+def layouts_table(layouts, *, gib: bool = False, wide: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
+    """(columns, rows, notes): the ranked layouts. Without `wide`, the columns that are the same
+    in every row move into one note, so the table fits an 80-column terminal."""
+    cells = {name: [get(x, gib) for x in layouts] for name, get, _, _ in _COLUMNS}
+    keep, constant = [], []
+    for name, _, default, droppable in _COLUMNS:
+        same = len(set(cells[name])) == 1 and len(layouts) > 1
+        if not wide and droppable and (same or (name in ("CP", "EP") and set(cells[name]) == {"1"})):
+            if cells[name] and cells[name][0]:
+                constant.append(f"{_CONSTANT_NAMES[name]} {cells[name][0]}")
+            continue
+        if wide or default:
+            keep.append(name)
+    rows = [[cells[name][i] for name in keep] for i in range(len(layouts))]
+    notes = ["Same in every row above: " + ", ".join(constant) + "."] if constant else []
+    return keep, rows, notes
+
+
+LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb micro-batch, acc "
+          "accumulation steps · int v3: interleaved 1F1B, 3 chunks · full×19: full recompute of "
+          "19 layers per stage · peak, free: {unit} per GPU · bubble, comm: share of the step · "
+          "--wide shows every column")
+
+
+def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
+    cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
     rejected = sum(j.count for j in r.rejections)
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
-                    f"ranked by {r.objective}", cols, rows)]
+                    f"ranked by {r.objective}", cols, rows,
+                    legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
     if r.best is not None:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
                    for t in memory_tables(r.best, gib)]
@@ -55,6 +105,7 @@ def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
         notes.append("MODEL SHAPE INFERRED from the parameter count — " + r.model_description)
     else:
         notes.append(r.model_description)
+    notes += const_notes
     notes += [f"Batch: {r.global_batch} sequences × {r.seq_len} tokens = "
               f"{count(r.global_batch * r.seq_len)} tokens per step",
               "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "

@@ -313,7 +313,7 @@ def calibrate(hardware: HardwareProfile | str | None = None) -> CalibrationRepor
         "Fitted per-generation constants (the profile's efficiency section): matmul_half_hidden, "
         "matmul_half_tokens, sustained_matmul_fraction, memory_passes, tp_exposed_fraction; "
         "flash_attention_fraction is taken at the low end of FlashAttention-2's published A100 "
-        "range; the matmul ceiling and link efficiencies are measured (CALIBRATION.md §7-8).",
+        "range; the matmul ceiling and link efficiencies are measured (public MAMF and nccl-tests figures; see the hardware profiles).",
     ]
     return CalibrationReport(
         hardware=hw.name, rows=rows, median_abs_error_pct=statistics.median(errs),

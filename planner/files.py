@@ -40,8 +40,8 @@ def write_text(path: str | Path, content: str, *, force: bool = False, field: st
                make_dirs: bool = False) -> None:
     """Write ``content`` to ``path`` atomically; ``-`` writes to stdout."""
     if str(path) == STDOUT:
-        sys.stdout.write(content if content.endswith("\n") else content + "\n")
-        sys.stdout.flush()
+        from .render.terminal import write_stdout  # a closed pipe ends the output, not the run
+        write_stdout(content if content.endswith("\n") else content + "\n")
         return
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")

@@ -28,7 +28,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_ma
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 # Importing a module registers its commands; `dtplan --help` lists them in this order.
-from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate  # noqa: E402,F401,I001
+from . import fit_cmd, plan_cmds, gate, report_cmds, quick, calibrate, completion  # noqa: E402,F401,I001
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("dtplan")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
 
 
 def _fail(message: str, code: int) -> int:
@@ -40,6 +48,11 @@ def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (used by main and by tests)."""
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
+    if argv[:1] in (["--version"], ["-V"]):
+        sys.stdout.write(f"dtplan {_version()}\n")
+        return EXIT_OK
+    if completion.COMPLETE_VAR in __import__("os").environ:  # a shell asking for candidates
+        completion.enable_completion()
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
@@ -54,7 +67,9 @@ def run(argv: list[str]) -> int:
         return e.exit_code
     except (typer.Abort, getattr(click_exc, "Abort", typer.Abort)):
         return _fail("aborted", 130)
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader left (| head): the rest goes nowhere, not to a traceback
+        from ..render.terminal import silence_stdout
+        silence_stdout()
         return EXIT_OK
     except Exception as e:  # a bug: one line and a hint unless --debug
         if debug:

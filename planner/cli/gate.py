@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from ..render.terminal import write_stdout
 from . import EXIT_OK, app
 
 
@@ -66,11 +67,11 @@ def check_cmd(
         if v.error:
             sys.stderr.write(f"dtplan: error: {v.error}\n")
     if fmt is GateFormat.json:
-        sys.stdout.write(render_json_verdict(verdict) + "\n")
+        write_stdout(render_json_verdict(verdict) + "\n")
     elif fmt is GateFormat.github:
-        sys.stdout.write(render_github(verdict) + "\n")
+        write_stdout(render_github(verdict) + "\n")
     elif fmt is GateFormat.markdown:
-        sys.stdout.write(render_markdown_verdict(verdict) + "\n")
+        write_stdout(render_markdown_verdict(verdict) + "\n")
     else:
         for v in verdict.files:
             if not v.error:
@@ -88,5 +89,5 @@ def schema_cmd(
     from ..plan import json_schema
 
     schema = json_schema() if kind is SchemaKind.plan else verdict_json_schema()
-    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    write_stdout(json.dumps(schema, indent=2) + "\n")
     return EXIT_OK

@@ -66,6 +66,10 @@ def report_cmd(
 
     as_html = html or output.lower().endswith((".html", ".htm"))
     to_stdout = files.is_stdout(output)
+    suffix = Path(output).suffix.lower()
+    if not to_stdout and suffix not in (".md", ".markdown", ".html", ".htm"):
+        raise InputError("--output", f"must end in .md or .html (or be - for stdout), got "
+                         f"{suffix or 'no suffix'}; for a PDF, print the HTML review from a browser")
     chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
     files.check_targets([output], force=force)
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:

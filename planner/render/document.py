@@ -59,7 +59,7 @@ def render_json(doc: Document) -> str:
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
 
 
-_NUMBER = re.compile(r"^[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*$")
+_NUMBER = re.compile(r"^[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*( \([\d,.]+ ?[%A-Za-z/]*\))?$")
 
 
 def numeric_columns(t: Table) -> list[bool]:

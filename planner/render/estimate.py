@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..evaluate import Estimate
 from .document import Document, Table
-from .units import count, gb, ms, pct
+from .units import capacity, count, gb, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -56,8 +56,8 @@ def verdict_line(e: Estimate, gib: bool = False) -> str:
     state = "FITS" if e.fits else "DOES NOT FIT"
     where = "the single stage" if e.peak_stage == "single stage" else f"the {e.peak_stage} stage"
     return (f"{state}: peak {gb(e.peak_memory_bytes, gib=gib)} {unit} on {where} vs "
-            f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
-            f"{unit} ({'headroom' if e.fits else 'short by'} "
+            f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {capacity(e.capacity_bytes, gib=gib)} "
+            f"({'headroom' if e.fits else 'short by'} "
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
 
 

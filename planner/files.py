@@ -10,7 +10,6 @@ link, which fails if the destination exists (no check-then-write race); with ``f
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 

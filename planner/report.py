@@ -29,6 +29,7 @@ from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
 from .hardware import HardwareProfile
 from .model import ModelSpec
 from .render.document import Table
+from .render.units import capacity
 
 # Section titles, top to bottom (tests check every one is present).
 SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",
@@ -147,6 +148,7 @@ class Review:
     charts: dict[str, str] = field(default_factory=dict)          # name → SVG text
     chart_titles: dict[str, str] = field(default_factory=dict)
     charts_note: Optional[str] = None
+    summary: Optional[Table] = None                                # the executive summary, first
 
 
 def inputs_from_plan(path: str) -> Inputs:
@@ -178,7 +180,7 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
     g, up, out, host, st = hw.gpu, hw.scale_up, hw.scale_out, hw.host, hw.storage
     peaks = ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in g.peak_flops.items())
     hw_rows = [["profile", f"{hw.name}" + (f" ({hw.description})" if hw.description else "")],
-               ["GPU", f"{g.name}, {g.memory_bytes / 1e9:,.1f} GB HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s"],
+               ["GPU", f"{g.name}, {capacity(g.memory_bytes)} HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s"],
                ["peak TFLOP/s (dense)", peaks],
                ["matmul ceiling", f"{g.matmul_ceiling_fraction:.0%} of peak"],
                ["board power", f"{g.power_w:,.0f} W"],
@@ -266,6 +268,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
         time_tables, verdict_line
     from .render.fit import fit_doc
+    from . import review_summary as rs
 
     if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
         return _nothing_fits(fit_result, source)
@@ -301,14 +304,19 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     text.append(f"The search ranks this layout #{rank} of {fit_result.valid} valid layouts."
                 if rank else f"The search's top {len(fit_result.layouts)} of {fit_result.valid} "
                              "valid layouts (this layout is not among them):")
-    sections.append(Section(SECTIONS[1], text, [fdoc.tables[0]]))
+    sections.append(Section(SECTIONS[1], text, [rs.alternatives_table(e, fit_result)],
+                            ["pareto"] if charts else []))
+    if charts:
+        chart_specs["pareto"] = ("Step time against peak memory: every valid layout, the plan starred",
+                                 "pareto_chart", (rs.pareto(inp, budget),
+                                                  (e.peak_memory_bytes, e.step_time_s)))
 
     # 3. memory
     chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
     sections.append(Section(SECTIONS[2], [
         f"Per-GPU memory item by item on each pipeline stage; peak {e.peak_memory_bytes / 1e9:.2f} GB "
         f"on the {e.peak_stage} stage against {e.usable_memory_bytes / 1e9:.2f} GB usable "
-        f"({e.capacity_bytes / 1e9:.2f} GB capacity minus the {budget.margin_fraction:.0%} margin). "
+        f"({capacity(e.capacity_bytes)} capacity minus the {budget.margin_fraction:.0%} margin). "
         "Context, buffers and fragmentation are budgeted explicitly; an estimate, not a promise."],
         memory_tables(e), ["memory"]))
 
@@ -420,15 +428,13 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     if scaling:
         counts = scaling_counts(inp.gpus, hw.scale_up.gpus_per_node)
         srows = _scaling(inp, budget, counts)
-        rows = [[str(r["gpus"]), r["layout"], f"{r['step_time_s']:.3f}" if r["fits"] else "",
-                 f"{r['tokens_per_s']:,.0f}" if r["fits"] else "",
-                 f"{r['tokens_per_s'] / r['gpus']:,.0f}" if r["fits"] else "",
-                 f"{r['mfu']:.1%}" if r["fits"] else ""] for r in srows]
-        chart_specs["scaling"] = ("Throughput versus GPU count", "scaling_chart", (srows, inp.gpus))
+        prows = rs.plan_scaling(inp, budget, counts)
+        chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
+                                  "scaling_chart", (prows, srows, inp.gpus))
         sections.append(Section(SECTIONS[8], [
-            "The search's best layout at GPU counts around the chosen one, same model and global "
-            "batch."], [Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
-                                                            "tokens/s/GPU", "MFU"], rows)],
+            "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
+            "and global batch), its share of ideal linear scaling from the plan's point, and the "
+            "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
             ["scaling"]))
     else:
         sections.append(Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
@@ -452,7 +458,11 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
         f" — {verdict_line(e)}; step {e.step_time_s:.2f} s, {e.tokens_per_s:,.0f} tokens/s, " \
         f"MFU {e.mfu:.1%}"
     title = f"Design review: {mod.name or 'model'} on {inp.gpus} × {hw.name}"
-    review = Review(title=title, source=source, verdict=verdict, ok=not failed, sections=sections)
+    summary = rs.summarize(inp, e, fit_result, failed=[r.name for r in failed],
+                           goodput=o.goodput_fraction, train=real if train_tokens else None,
+                           gpu_hour_cost=gpu_hour_cost)
+    review = Review(title=title, source=source, verdict=verdict, ok=not failed, sections=sections,
+                    summary=summary.table())
     _draw(review, chart_specs, charts)
     return review
 

@@ -79,7 +79,7 @@ def report_cmd(
     draw = charts and (as_html or chart_dir is not None)
     review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
                           gpu_hour_cost=gpu_hour_cost, charts=draw)
-    if charts and not draw and review.charts_note is None:
+    if charts and not draw:
         review.charts_note = "Charts are written with -o FILE.md (as SVG files) or -o FILE.html."
     if as_html:
         files.write_text(output, render_review_html(review), force=force)

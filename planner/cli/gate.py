@@ -28,8 +28,22 @@ class Engine(str, Enum):
 
 
 class SchemaKind(str, Enum):
+    """What `dtplan schema` describes: plan files, or a command's --format json output."""
     plan = "plan"
     verdict = "verdict"
+    check = "check"
+    fit = "fit"
+    estimate = "estimate"
+    memory = "memory"
+    calibrate = "calibrate"
+    models = "models"
+    profiles = "profiles"
+    layout = "layout"
+    comm = "comm"
+    bubble = "bubble"
+    batch = "batch"
+    scaling = "scaling"
+    checkpoint = "checkpoint"
 
 
 @app.command("check")
@@ -81,13 +95,22 @@ def check_cmd(
 
 @app.command("schema")
 def schema_cmd(
-    kind: SchemaKind = typer.Argument(SchemaKind.plan, help="plan (plan-file schema) or "
-                                      "verdict (check --format json output)"),
+    kind: SchemaKind = typer.Argument(SchemaKind.plan, metavar="[plan|COMMAND]",
+                                      help="plan (plan files), or a command whose --format json "
+                                      "output to describe: check, fit, estimate, memory, "
+                                      "calibrate, models, profiles, layout, comm, bubble, batch, "
+                                      "scaling, checkpoint"),
 ) -> int:
-    """Print the JSON Schema of plan files (or of the check verdict)."""
-    from ..gate import verdict_json_schema
+    """Print the JSON Schema of plan files, or of a command's `--format json` output
+    (`dtplan schema fit`, `dtplan schema check`)."""
     from ..plan import json_schema
+    from ..render.json_out import check_schema, output_schema
 
-    schema = json_schema() if kind is SchemaKind.plan else verdict_json_schema()
+    if kind is SchemaKind.plan:
+        schema = json_schema()
+    elif kind in (SchemaKind.verdict, SchemaKind.check):
+        schema = check_schema()
+    else:
+        schema = output_schema(kind.value)
     write_stdout(json.dumps(schema, indent=2) + "\n")
     return EXIT_OK

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from .json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
 FORMATS = ("table", "json", "markdown")
 
 
@@ -36,6 +36,7 @@ class Document:
     verdict: str | None = None
     ok: bool | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    mode: str | None = None  # which of the command's JSON shapes `data` is (render.json_out)
 
 
 def _clean(obj: Any) -> Any:
@@ -50,12 +51,9 @@ def _clean(obj: Any) -> Any:
 
 
 def render_json(doc: Document) -> str:
-    payload = {"schema_version": SCHEMA_VERSION, "command": doc.command}
-    if doc.ok is not None:
-        payload["ok"] = doc.ok
-    payload.update(doc.data)
-    if doc.notes:
-        payload.setdefault("notes", doc.notes)
+    from .json_out import default_mode, envelope
+    payload = envelope(doc.command, doc.mode or default_mode(doc.command), doc.ok, doc.data,
+                       doc.notes)
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
 
 

@@ -133,7 +133,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
     data["notes"] = notes
     return Document(command=view, title=title, tables=tables, notes=notes, verdict=verdict,
-                    ok=not failed, data=data)
+                    ok=not failed, data=data, mode="budget" if view == "memory" else "estimate")
 
 
 __all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line"]

@@ -143,7 +143,8 @@ def sweep_doc(results: list[FitResult]) -> Document:
     return Document(command="fit", title=f"{first.model} on {first.hardware}: best layout per GPU count",
                     tables=[Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
                                                                "tokens/s/GPU", "MFU", "peak GB"], rows)],
-                    verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)})
+                    verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)},
+                    mode="sweep")
 
 
 def shrink_doc(r) -> Document:
@@ -176,4 +177,4 @@ def shrink_doc(r) -> Document:
                     tables=[Table("Options on the smaller cluster", ["option", "layout", "acc",
                                                                     "step s", "tok/s", "fits", "resume"], rows)],
                     verdict=verdict, ok=bool(r.options or k), notes=notes,
-                    data={**r.model_dump(exclude={"fit"}), "ok": bool(r.options or k)})
+                    data={**r.model_dump(exclude={"fit"}), "ok": bool(r.options or k)}, mode="shrink")

@@ -39,7 +39,7 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = Fa
                     tables=[Table(f"Per GPU ({unit}) against {cap_s}",
                                   ["ZeRO stage", "weights", "gradients", "optimizer", "total",
                                    "verdict"], rows, bars=[x.total_bytes for x in r.rows])],
-                    notes=notes, verdict=verdict, ok=ok, data=r.model_dump())
+                    notes=notes, verdict=verdict, ok=ok, data=r.model_dump(), mode="states")
 
 
 def comm_doc(r: CommResult) -> Document:
@@ -269,7 +269,7 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
     return Document(command="checkpoint",
                     title=f"Checkpoint and failure plan: {name} on {p.gpus:,} GPUs ({p.hardware})",
                     tables=tables, notes=notes, verdict=verdict, ok=o.goodput_fraction > 0,
-                    data=data)
+                    data=data, mode="plan")
 
 
 def scaling_doc(r: ScalingResult) -> Document:

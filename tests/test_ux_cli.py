@@ -164,6 +164,14 @@ def test_profiles_list_capacity_as_the_vendor_states_it():
     assert "80 GiB (85.9 GB)" in out and "141 GiB (151.4 GB)" in out
 
 
+def test_calibrate_never_compares_other_gpus_runs():
+    r = run("calibrate", "--hardware", "h100", columns="200")
+    assert r.returncode == 0, r.stderr
+    assert "No published run on H100-SXM5-80GB" in r.stdout and "%" not in r.stdout
+    r = run("calibrate", "--hardware", "a100", columns="200")          # an alias of the cases' GPU
+    assert r.returncode == 0 and "Median |error|" in r.stdout
+
+
 # ---- version, completion, report suffixes ----------------------------------------------------
 
 def test_version():

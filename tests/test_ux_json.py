@@ -27,6 +27,7 @@ OUTPUTS = [
     ("memory", "states", ["memory", "--params", "7e9", "--gpus", "8"]),
     ("check", "verdict", ["check", GOOD, BAD]),
     ("calibrate", "calibrate", ["calibrate"]),
+    ("calibrate", "none", ["calibrate", "--hardware", "h100"]),
     ("models", "models", ["models"]),
     ("profiles", "list", ["profiles"]),
     ("profiles", "show", ["profiles", "show", "h100"]),

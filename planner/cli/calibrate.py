@@ -17,9 +17,21 @@ def calibrate_cmd(
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
 ) -> int:
     """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error."""
-    from ..calibration import calibrate
+    from ..calibration import DEFAULT_PROFILE, calibrate
+    from ..hardware import load_profile
     from ..render import Document, Table, emit
 
+    if hardware is not None:
+        asked, ran_on = load_profile(hardware), load_profile(DEFAULT_PROFILE)
+        if asked.gpu.name != ran_on.gpu.name:
+            # Comparing A100 runs with H100 predictions measures nothing: say there is no case.
+            emit(Document(command="calibrate", title=f"Calibration against published runs ({asked.name})",
+                          verdict=f"No published run on {asked.gpu.name} in dtplan's calibration "
+                                  f"set: every case ran on {ran_on.gpu.name} (`dtplan calibrate` "
+                                  f"or --hardware {ran_on.name} compares them)",
+                          ok=None, data={"hardware": asked.name, "rows": [],
+                                         "cases_hardware": ran_on.name}, mode="none"), fmt.value)
+            return EXIT_OK
     rep = calibrate(hardware)
     unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU",
             "tokens_per_s_per_gpu": "tok/s/GPU"}

@@ -134,7 +134,11 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                ("states", lambda d: _object(".calculators:StateMemoryResult", defs=d,
                                             extra={"ok": OK, "notes": STR_LIST}))],
     "calibrate": [("calibrate", lambda d: _object(".calibration:CalibrationReport", defs=d,
-                                                  extra={"ok": OK, "notes": STR_LIST}))],
+                                                  extra={"ok": OK, "notes": STR_LIST})),
+                  ("none", lambda d: {"type": "object", "required": ["hardware", "rows"],
+                                      "properties": {"hardware": {"type": "string"},
+                                                     "cases_hardware": {"type": "string"},
+                                                     "rows": {"type": "array", "maxItems": 0}}})],
     "models": [("models", _list_of(".model:ModelSpec", "models", {
         "preset": {"type": "string"}, "params": {"type": "integer"},
         "active_params": {"type": "integer"}}))],

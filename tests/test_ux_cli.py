@@ -172,6 +172,39 @@ def test_calibrate_never_compares_other_gpus_runs():
     assert r.returncode == 0 and "Median |error|" in r.stdout
 
 
+# ---- help: panels, metavars, examples ---------------------------------------------------------
+
+COMMANDS = ("fit", "estimate", "memory", "check", "report", "export", "schema", "checkpoint",
+            "comm", "bubble", "batch", "scaling", "layout", "calibrate", "completion", "models")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_says_what_to_type(command):
+    r = run(command, "--help", columns="120")
+    assert r.returncode == 0, r.stderr
+    for raw in ("<bool>", "<str>", "<int>", "<float>", "<list[str]>"):
+        assert raw not in r.stdout, (command, raw)
+    assert "Examples:" in r.stdout and f"dtplan {command}" in r.stdout.split("Examples:")[1]
+
+
+def test_fit_help_panels_in_order():
+    out = run("fit", "--help", columns="120").stdout
+    panels = re.findall(r"╭─ (.+?) ─", out)
+    assert panels == ["Model", "Hardware and GPUs", "Batch", "Layout", "Search", "Output"]
+    assert re.search(r"--gpus\s+N\|LIST", out) and re.search(r"--model-config\s+PATH", out)
+
+
+def test_count_suffixes():
+    a = run("memory", "--params", "70B", "--gpus", "8", "-f", "json").stdout
+    b = run("memory", "--params", "70e9", "--gpus", "8", "-f", "json").stdout
+    assert a == b and json.loads(a)["params"] == 70_000_000_000
+    j = json.loads(run("fit", "--model", "llama3-8b", "--gpus", "8", "--tokens-per-batch", "4Mi",
+                       "-f", "json").stdout)
+    assert j["global_batch"] * j["seq_len"] == 4 * 2 ** 20
+    r = run("memory", "--params", "7x", "--gpus", "8")
+    assert r.returncode == 2 and "--params" in r.stderr and "suffixes" in r.stderr
+
+
 # ---- version, completion, report suffixes ----------------------------------------------------
 
 def test_version():

@@ -22,7 +22,9 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 HELP = """Capacity and layout planner for distributed training of large models.
 
 Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage;
-3 internal error (rerun with --debug for the traceback)."""
+3 internal error (rerun with --debug for the traceback).
+
+`dtplan --version` prints the version; `dtplan completion bash|zsh|fish` the shell completion."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
@@ -53,7 +55,8 @@ def run(argv: list[str]) -> int:
         return EXIT_OK
     if completion.COMPLETE_VAR in __import__("os").environ:  # a shell asking for candidates
         completion.enable_completion()
-    command = typer.main.get_command(app)
+    from .help import polish  # panels, metavars and examples in every help screen
+    command = polish(typer.main.get_command(app))
     try:
         rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
     except InputError as e:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import itertools
 import time
 
-from planner.evaluate import Candidates, Problem, evaluate, estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.candidates import Candidates, Problem
+from planner.estimation import estimate
+from planner.evaluate import evaluate
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 
 def main() -> None:
@@ -58,7 +60,7 @@ def main() -> None:
           f"({thousand:.3f} ms per call)")
     print(f"Candidates.from_layouts(1,000):      {build * 1e3:8.2f} ms")
     print(f"evaluate, 1,000 candidates at once:  {vec * 1e3:8.2f} ms  "
-          f"({vec / len(layouts) * 1e6:.1f} µs per candidate, {int(r['valid'].sum())} valid)")
+          f"({vec / len(layouts) * 1e6:.1f} µs per candidate, {int(r.rules.valid.sum())} valid)")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ import sys
 import time
 
 from planner.api import problem
-from planner.hardware import load_profile
-from planner.model import model_from_params
-from planner.presets import get_preset
+from planner.specs.hardware import load_profile
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
 from planner.search import search
 
 H100 = load_profile("h100")

@@ -12,10 +12,13 @@ from pydantic import BaseModel
 
 from . import validate as v
 from .errors import InputError
-from .evaluate import (RULE_NAMES, RULE_TEXT, Estimate, MemoryBudget, Problem, estimate_problem)
-from .hardware import HardwareProfile, list_profiles
-from .layout import Layout
-from .model import ModelSpec
+from .candidates import Problem
+from .estimation import Estimate, estimate_problem
+from .rules import RULE_NAMES, RULE_TEXT
+from .specs.budget import MemoryBudget
+from .specs.hardware import HardwareProfile, list_profiles
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .search import OBJECTIVES, SearchResult, SearchSpace, search
 
 
@@ -168,11 +171,11 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
         i = int(i)
         out.append(RankedLayout(
             rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer),
-            peak_memory_bytes=float(r["peak_memory"][i]), headroom_bytes=float(r["headroom"][i]),
-            step_time_s=float(r["step_time"][i]), tokens_per_s=float(r["tokens_per_s"][i]),
-            mfu=float(r["mfu"][i]), bubble_fraction=float(r["bubble_fraction"][i]),
-            collective_fraction=float(r["collective_fraction"][i]),
-            accumulation=float(r["micro_batches"][i])))
+            peak_memory_bytes=float(r.memory.peak[i]), headroom_bytes=float(r.memory.headroom[i]),
+            step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
+            mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
+            collective_fraction=float(r.throughput.collective_fraction[i]),
+            accumulation=float(r.micro_batches[i])))
     return out
 
 
@@ -185,10 +188,10 @@ def _rejections(res: SearchResult) -> list[Rejection]:
         if not len(idx):
             continue
         if name == "fits-in-memory":
-            j = int(idx[np.argmax(r["headroom"][idx])])
-            over = -r["headroom"][j] / 1e9
+            j = int(idx[np.argmax(r.memory.headroom[idx])])
+            over = -r.memory.headroom[j] / 1e9
             closest = (f"{_short(c.layout(j, p.precision, p.optimizer))} needs "
-                       f"{r['peak_memory'][j] / 1e9:.1f} GB, {over:.1f} GB over")
+                       f"{r.memory.peak[j] / 1e9:.1f} GB, {over:.1f} GB over")
         else:
             j = int(idx[0])
             closest = f"e.g. {_short(c.layout(j, p.precision, p.optimizer))}"
@@ -283,6 +286,7 @@ def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Lay
     from .resilience import plan_resilience
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
+                           shard_degree=lay.shard_group,
                            optimizer=lay.optimizer,
                            gpu_mtbf_s=None if job_mtbf_s is not None else gpu_mtbf_s,
                            job_mtbf_s=job_mtbf_s, async_checkpoint=async_checkpoint,
@@ -379,9 +383,9 @@ def _keep_split(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpu
             return None
         i = int(res.order[0])
         lay = res.candidates.layout(i, old.precision, old.optimizer)
-        return ShrinkOption(layout=lay, fits=True, step_time_s=float(res.results["step_time"][i]),
-                            tokens_per_s=float(res.results["tokens_per_s"][i]),
-                            accumulation=float(res.results["micro_batches"][i]),
+        return ShrinkOption(layout=lay, fits=True, step_time_s=float(res.results.time.step[i]),
+                            tokens_per_s=float(res.results.throughput.tokens_per_s[i]),
+                            accumulation=float(res.results.micro_batches[i]),
                             resume=f"{resume_kind(old, lay)}; {note}")
 
     for dp in range(dp_max, 0, -1):

@@ -37,8 +37,15 @@ class StateMemoryResult(BaseModel):
     rows: list[ZeroRow]
 
 
+# The library's default GPU for the quick model-state calculator: the default profile's (h100)
+# HBM, 80 GiB = 85.9e9 bytes (the "80 GB" of the A100-80G and H100 datasheets is binary). The CLI
+# passes the resolved profile's capacity, so both say the same.
+DEFAULT_GPU_MEMORY_BYTES = 80 * 2.0 ** 30
+
+
 def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
-                 optimizer: str = "adam", gpu_memory_bytes: float = 80e9) -> StateMemoryResult:
+                 optimizer: str = "adam",
+                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES) -> StateMemoryResult:
     """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
     n = v.positive_int("--gpus", shard_degree)

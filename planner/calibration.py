@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Optional
@@ -40,11 +41,12 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import BaseModel
 
-from .evaluate import Candidates, Problem, evaluate
-from .hardware import HardwareProfile, load_profile
-from .layout import Layout
-from .model import ModelSpec
-from .presets import PRESETS, get_preset
+from .candidates import Candidates, Problem
+from .evaluate import evaluate
+from .specs.hardware import HardwareProfile, load_profile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
+from .specs.presets import PRESETS, get_preset
 
 CASES_FILE = "calibration_cases.json"
 # The cases' hardware: DGX A100 80GB on Selene (CALIBRATION.md §2, §3), and torchtitan's 64 A100 80GB.
@@ -125,23 +127,38 @@ def _describe(lay: Layout) -> str:
 
 
 def _run(model: ModelSpec, hw: HardwareProfile, gpus: int, global_batch: int, seq_len: int,
-         layouts: list[Layout], overlap_dp: bool) -> tuple[Layout, dict[str, float]]:
+         layouts: list[Layout], overlap_dp: bool) -> tuple[Layout, "_Figures"]:
     """Evaluate the layouts in one vectorised call; keep the fastest valid one (or, if none is
     valid, the fastest that only fails memory, so an over-full case still gets a figure)."""
     p = Problem(model=model, hardware=hw, gpus=gpus, seq_len=seq_len, global_batch=global_batch)
     r = evaluate(p, Candidates.from_layouts(layouts))
-    step = r["step_time"] if overlap_dp else r["step_time"] + r["t.dp_total"] - r["t.dp_exposed"]
+    t = r.time
+    step = t.step if overlap_dp else t.step + t.dp_total - t.dp_exposed
     structural = np.ones(len(layouts), dtype=bool)
-    for k, v in r.items():
-        if k.startswith("rule.") and k != "rule.fits-in-memory":
+    for k, v in r.rules.passes.items():
+        if k != "fits-in-memory":
             structural &= v
-    ok = r["valid"] if r["valid"].any() else structural
+    ok = r.rules.valid if r.rules.valid.any() else structural
     if not ok.any():
         raise ValueError("no candidate layout passes the structural rules")
     i = int(np.argmin(np.where(ok, step, np.inf)))
-    out = {k: float(v[i]) for k, v in r.items() if isinstance(v, np.ndarray)}
-    out["step"] = float(step[i])
-    return layouts[i], out
+    return layouts[i], _Figures(step=float(step[i]), step_time=float(t.step[i]),
+                                mfu=float(r.throughput.mfu[i]), hfu=float(r.throughput.hfu[i]),
+                                hardware_flops=float(r.throughput.hardware_flops[i]),
+                                fits=bool(r.rules.passes["fits-in-memory"][i]))
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """One evaluated case: step (with or without the DP overlap the run had), the model's own
+    step time, utilisation and FLOPs."""
+
+    step: float
+    step_time: float
+    mfu: float
+    hfu: float
+    hardware_flops: float
+    fits: bool
 
 
 def _auto_layouts(model: ModelSpec, tp: int, pp: int, dp: int, global_batch: int,
@@ -160,13 +177,12 @@ def _auto_layouts(model: ModelSpec, tp: int, pp: int, dp: int, global_batch: int
 
 
 def _row(case: dict, suffix: str, metric: Metric, published: float, predicted: float,
-         lay: Layout, r: dict[str, float]) -> CalibrationRow:
+         lay: Layout, r: _Figures) -> CalibrationRow:
     return CalibrationRow(case=case["id"] + suffix, source=case["source"].split(",")[0],
                           metric=metric, published=published, predicted=predicted,
                           error_pct=(predicted / published - 1.0) * 100.0, layout=_describe(lay),
-                          step_time_s=r["step"], mfu=r["mfu"] * r["step_time"] / r["step"],
-                          hfu=r["hfu"] * r["step_time"] / r["step"],
-                          fits=bool(r["rule.fits-in-memory"]))
+                          step_time_s=r.step, mfu=r.mfu * r.step_time / r.step,
+                          hfu=r.hfu * r.step_time / r.step, fits=r.fits)
 
 
 def _korthikanti_rows(case: dict, hw: HardwareProfile) -> list[CalibrationRow]:
@@ -189,7 +205,7 @@ def _korthikanti_rows(case: dict, hw: HardwareProfile) -> list[CalibrationRow]:
     for suffix, lay, published in columns:
         lay_, r = _run(model, hw, lo["gpus"], lo["global_batch_seqs"], arch["seq_len"], [lay],
                        overlap_dp=bool(lo.get("grad_allreduce_overlap", False)))
-        rows.append(_row(case, suffix, "iteration_time_s", published, r["step"], lay_, r))
+        rows.append(_row(case, suffix, "iteration_time_s", published, r.step, lay_, r))
     return rows
 
 
@@ -201,7 +217,7 @@ def _narayanan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
                          recompute="full", sp=False)
     lay, r = _run(model, hw, lo["gpus"], lo["global_batch_seqs"], arch["seq_len"], lays,
                   overlap_dp=False)
-    tflops = r["hardware_flops"] / (r["step"] * lo["gpus"]) / 1e12
+    tflops = r.hardware_flops / (r.step * lo["gpus"]) / 1e12
     return _row(case, "", "hardware_tflops_per_gpu", exp["achieved_tflops_per_gpu"], tflops,
                 lay, r)
 
@@ -240,7 +256,7 @@ def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
     lay = torchtitan_layout(case)
     lay, r = _run(model, hw, lo["gpus"], lo["global_batch_seqs"], inp["seq_len"], [lay],
                   overlap_dp=True)
-    wps = lo["global_batch_seqs"] * inp["seq_len"] / r["step"] / lo["gpus"]
+    wps = lo["global_batch_seqs"] * inp["seq_len"] / r.step / lo["gpus"]
     suffix = f" ({lo['activation_checkpointing']})"
     row = _row(case, "", "tokens_per_s_per_gpu", exp["tokens_per_s_per_gpu"], wps, lay, r)
     return row.model_copy(update={"layout": row.layout + suffix})

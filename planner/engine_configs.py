@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, validation_message
-from .gate import CheckOptions, GateRule, Inputs, load_hardware, make_rule
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
+from .specs.hardware import load_hardware
+from .specs.job import CheckOptions, Inputs
+from .verdict import GateRule, make_rule
+from .specs.hardware import HardwareProfile
+from .specs.layout import Layout
+from .specs.model import ModelSpec
 from .plan import detect_format, parse_text, read_text
 
 ENGINES = ("deepspeed", "megatron", "torchtitan")
@@ -72,7 +74,7 @@ def detect(path: str, fmt: str, data: Any, text: str) -> str:
 def cli_model(text: str) -> ModelSpec:
     """``--model``: a preset name, or a path to a config.json (or its directory)."""
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     p = Path(text)
     if p.exists() or text.endswith(".json"):
@@ -635,7 +637,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
         if preset is None:
             raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
                                         "known shape; pass --model")
-        from .presets import get_preset
+        from .specs.presets import get_preset
         model = get_preset(preset)
         notes.append(f"[model] {name} {flavor} read as the {preset} preset")
     rep = par.int("data_parallel_replicate_degree", 1)

@@ -15,8 +15,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .engine.stages import stage_layers
 from .errors import InputError
-from .gate import Inputs
+from .specs.job import Inputs
 
 TARGETS = ("deepspeed", "megatron", "torchtitan", "accelerate")
 
@@ -39,13 +40,10 @@ def _accumulation(inp: Inputs) -> int:
 
 
 def _stage_layers(inp: Inputs) -> tuple[int, int, int]:
-    """(first, full, last) layers per (virtual) stage, as evaluate.py splits them: full stages
-    hold ceil(L/(p·v))·v layers; an overshoot of 1-2 comes off the first and last stage."""
-    lay, L = inp.layout, inp.model.layers
-    v = lay.chunks
-    full = math.ceil(L / (lay.pp * v)) * v
-    deficit = lay.pp * full - L
-    return full - math.ceil(deficit / 2), full, full - deficit // 2
+    """(first, full, last) layers per (virtual) stage: engine.stages, the split the estimate
+    uses."""
+    first, full, last = stage_layers(inp.model.layers, inp.layout.pp, inp.layout.chunks)
+    return int(first), int(full), int(last)
 
 
 def _unsupported(target: str, what: str, instead: str = "") -> InputError:

@@ -1,7 +1,7 @@
 """CI verdicts: a plan (or an engine config read into one) → every rule, pass / fail / warn.
 
 Rules come from four places, in this order:
-1. ``evaluate.estimate(...).rules``: the layout rules (world size, TP inside the NVLink domain,
+1. ``estimate.estimate(...).rules``: the layout rules (world size, TP inside the NVLink domain,
    heads and KV heads vs TP, layers vs PP·v, interleaving, batch divisibility, sequence vs CP,
    experts vs EP, sharding, offload) and ``fits-in-memory`` (peak ≤ capacity minus margin);
 2. the engine's own assertions when the input was a DeepSpeed / Megatron-LM / torchtitan file
@@ -22,88 +22,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from .engine import checkpoint as ckpt
 from .errors import InputError, validation_message
-from .hardware import (DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file,
-                       with_overrides)
-from .layout import Layout, Rule
-from .model import ModelSpec
+from .specs.hardware import (DEFAULT_PROFILE, HardwareProfile, load_hardware, load_profile,
+                             load_profile_file, with_overrides)
+from .specs.layout import Layout, Rule
+from .specs.model import ModelSpec
 from .plan import Plan, Thresholds, safe_reference, validate_plan
-
-VERDICT_SCHEMA_VERSION = 1
-Status = Literal["pass", "fail", "warn"]
-
-
-class GateRule(BaseModel):
-    """One checked rule in a verdict."""
-
-    name: str = Field(description="stable rule id, e.g. fits-in-memory, layers-divisible-by-pp")
-    status: Status
-    measured: str = Field("", description="the value found, human-readable")
-    limit: str = Field("", description="what the rule allows, human-readable")
-    message: str = Field("", description="what the rule means")
-    key: Optional[str] = Field(None, description="key path in the file the rule concerns "
-                               "(layout.tp, train_batch_size, --micro-batch-size)")
-    line: Optional[int] = Field(None, description="1-based line of that key in the file")
-
-
-class FileVerdict(BaseModel):
-    """The verdict on one input file."""
-
-    file: str
-    kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
-    ok: bool = Field(description="no rule failed and the file was valid input")
-    error: Optional[str] = Field(None, description="bad input: the one-line reason (exit 2)")
-    counts: dict[str, int] = Field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
-    summary: dict[str, Any] = Field(default_factory=dict, description="inputs and headline "
-                                    "estimates (SI units: bytes, seconds)")
-    rules: list[GateRule] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-
-class Verdict(BaseModel):
-    """``dtplan check --format json`` output."""
-
-    schema_version: Literal[1] = VERDICT_SCHEMA_VERSION
-    command: Literal["check"] = "check"
-    ok: bool
-    strict: bool
-    exit_code: int = Field(description="0 all pass, 1 a rule failed, 2 bad input")
-    files: list[FileVerdict]
-
-
-def make_rule(name: str, ok: bool, measured: str, limit: str, message: str, *,
-              key: str | None = None, warn: bool = False) -> GateRule:
-    """A rule that fails (or only warns, with ``warn``) when ``ok`` is False."""
-    status: Status = "pass" if ok else ("warn" if warn else "fail")
-    return GateRule(name=name, status=status, measured=measured, limit=limit, message=message,
-                    key=key)
-
-
-# ---- resolved inputs ---------------------------------------------------------------------------
-
-@dataclass
-class Inputs:
-    """A plan with every reference resolved: what ``estimate`` needs plus the gate's extras."""
-
-    model: ModelSpec
-    hardware: HardwareProfile
-    gpus: int
-    layout: Layout
-    seq_len: int
-    global_batch: int
-    accumulation: Optional[int] = None
-    budget: dict[str, float] = field(default_factory=dict)
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    checkpoint: Any = None
-    keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
-    rules: list[GateRule] = field(default_factory=list)     # rules found while resolving
-    notes: list[str] = field(default_factory=list)
-
+from .rules import plan_keys
+from .specs.job import CheckOptions, Inputs
+from .verdict import FileVerdict, GateRule, Verdict, make_rule
 
 MODEL_FIELDS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab",
                 "tied_embeddings", "position", "max_positions", "qkv_bias", "linear_bias", "norm",
@@ -116,7 +46,7 @@ INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
 
 def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
     from .hf_config import load_hf_config
-    from .presets import get_preset
+    from .specs.presets import get_preset
 
     if isinstance(section, str):
         try:
@@ -152,13 +82,6 @@ def resolve_model(section: Any, base_dir: Path, where: str) -> ModelSpec:
         return ModelSpec.model_validate(data)
     except Exception as e:  # pydantic ValidationError from the model's own checks
         raise InputError(f"{where}: model", validation_message(e)) from None
-
-
-def load_hardware(text: str) -> HardwareProfile:
-    """A profile name or a path to a profile TOML (a CLI option, trusted)."""
-    if text.endswith(".toml") or "/" in text:
-        return load_profile_file(text)
-    return load_profile(text)
 
 
 def resolve_hardware(section: Any, base_dir: Path, where: str) -> HardwareProfile:
@@ -255,16 +178,7 @@ def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | N
             val = getattr(gb, src)
             if val is not None:
                 budget[dst] = val * scale
-    keys.update({
-        "tp-in-nvlink-domain": "layout.tp", "heads-divisible-by-tp": "layout.tp",
-        "kv-heads-compatible-with-tp": "layout.tp", "layers-divisible-by-pp": "layout.pp",
-        "interleaving-valid": "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
-        "sequence-divisible": "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
-        "experts-divisible-by-ep": "layout.ep", "sharding-valid": "layout.shard_group",
-        "offload-valid": ("layout.offload_params" if lay.offload_params != "none"
-                          else "layout.offload_optimizer"),
-        "fits-in-memory": "layout",
-    })
+    keys.update(plan_keys(layout))
     return Inputs(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
@@ -342,8 +256,7 @@ class CheckpointFigures:
 def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
     """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
     Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
-    from .resilience import (checkpoint_contents, checkpoint_write, failure_rate,
-                             interval_optimum)
+    from .resilience import checkpoint_write, failure_rate, interval_optimum, layout_checkpoint
 
     c = inp.checkpoint
     if c is None:
@@ -362,10 +275,7 @@ def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
                                                               " not both")
         cost, source = c.cost_min * 60, "stated cost"
     else:
-        contents = checkpoint_contents(inp.model.param_count(), lay.dp * lay.tp * lay.pp,
-                                       tp=lay.tp, pp=lay.pp, zero_stage=lay.zero,
-                                       precision=lay.precision, optimizer=lay.optimizer,
-                                       shard_degree=lay.shard_group)
+        contents = layout_checkpoint(inp.model.param_count(), lay)
         size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
         storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
         write = checkpoint_write(size, storage, writers=contents.effective_writers,
@@ -420,7 +330,8 @@ class Outcome:
 
 def evaluate_inputs(inp: Inputs, where: str = "plan") -> Outcome:
     """Run the estimate and collect every rule for one resolved input."""
-    from .evaluate import MemoryBudget, estimate
+    from .estimation import estimate
+    from .specs.budget import MemoryBudget
 
     try:
         budget = MemoryBudget(**inp.budget)
@@ -475,20 +386,6 @@ def find_key_line(text: str, key: str | None) -> int | None:
 
 
 # ---- files ---------------------------------------------------------------------------------------
-
-@dataclass
-class CheckOptions:
-    """Command-line facts an engine config cannot state (and engine selection)."""
-
-    engine: str | None = None          # deepspeed | megatron | torchtitan | plan | None (detect)
-    gpus: int | None = None
-    hardware: str | None = None
-    model: str | None = None
-    seq_len: int | None = None
-    tp: int | None = None
-    pp: int | None = None
-    strict: bool = False
-
 
 def _summary(inp: Inputs, est: Any) -> dict[str, Any]:
     lay = inp.layout

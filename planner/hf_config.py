@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InputError
-from .model import ModelSpec
+from .specs.model import ModelSpec
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024  # real config.json files are a few kB
 

@@ -144,7 +144,7 @@ class CheckpointSection(_Strict):
 
 
 class BudgetSection(_Strict):
-    """Overrides of the memory reserve (evaluate.MemoryBudget); omitted fields keep defaults."""
+    """Overrides of the memory reserve (specs.budget.MemoryBudget); omitted fields keep defaults."""
 
     context_gb: Optional[float] = Field(None, ge=0, description="CUDA/NCCL context per GPU")
     comm_buffer_gb: Optional[float] = Field(None, ge=0, description="communication buckets")

@@ -4,7 +4,7 @@
 winner. Either way the same builder assembles the sections (inputs and assumptions, chosen
 layout and alternatives, memory, step time and communication, bubble, batch arithmetic,
 checkpoints, time and cost to train, rejections, rules) out of numbers the library already
-computes: ``evaluate.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
+computes: ``estimation.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
 ``api.resilience_for`` and ``api.time_to_train``. Tables come from ``render.estimate`` and
 ``render.fit``; this module adds no formula of its own except ``pipeline_timeline``, the
 schedule drawn in the review, whose bubble agrees with ``engine.pipeline.bubble_fraction``.
@@ -25,11 +25,14 @@ from .engine import checkpoint as ckpt
 from .engine.memory import optimizer_bytes_per_param
 from .engine.pipeline import bubble_fraction
 from .errors import InputError, validation_message
-from .gate import Inputs, checkpoint_figures, evaluate_inputs, resolve_plan
-from .hardware import HardwareProfile
-from .model import ModelSpec
+from .gate import checkpoint_figures, evaluate_inputs, resolve_plan
+from .specs.job import Inputs
+from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
+from .specs.hardware import HardwareProfile
+from .specs.model import ModelSpec
 from .render.document import Table
 from .render.units import capacity
+from .pipeline_schedule import Block, pipeline_timeline, timeline_bubble  # noqa: F401 (re-exported)
 
 # Section titles, top to bottom (tests check every one is present).
 SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",
@@ -38,94 +41,6 @@ SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory 
             "Rejected layouts", "Rules")
 
 CHARTS_HINT = "pip install 'dtplan[report]'"
-
-
-# ---- the pipeline schedule as blocks -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class Block:
-    """One forward or backward pass of one micro-batch through one model chunk on one stage."""
-
-    stage: int
-    micro_batch: int
-    chunk: int
-    kind: str          # "F" or "B"
-    start: float
-    end: float
-
-
-def pipeline_timeline(p: int, m: int, v: int = 1, schedule: str = "1f1b", *,
-                      forward: float = 1.0, backward: float = 2.0) -> list[Block]:
-    """The schedule of one optimizer step on ``p`` stages with ``m`` micro-batches (``v`` chunks
-    per stage when interleaved), as start/end times in units of one full-stage forward.
-
-    Each stage runs its passes in the schedule's order; a pass starts when its stage is free
-    and its input is ready (the previous virtual stage's forward, the next one's backward).
-    Orders (Narayanan et al., SC21, Sec. 2.2, and Megatron-LM's ``schedules.py``):
-    GPipe runs all forwards, then all backwards; 1F1B runs p−i−1 warm-up forwards on stage i,
-    then alternates one forward and one backward; interleaved 1F1B takes micro-batches in groups
-    of p per chunk, with (p−i−1)·2 + (v−1)·p warm-up forwards. A chunk's pass takes 1/v of the
-    stage's. The idle share of p × makespan is (p−1)/(v·m + p−1) (tested).
-    """
-    for name, x in (("stages", p), ("micro-batches", m), ("chunks", v)):
-        if int(x) != x or x < 1:
-            raise InputError(name, f"must be a whole number >= 1, got {x}")
-    p, m, v = int(p), int(m), int(v)
-    if schedule != "interleaved":
-        v = 1
-    elif m % p:
-        raise InputError("micro-batches", f"the interleaved schedule needs a multiple of p = {p}, "
-                                          f"got {m}")
-    t_f, t_b = forward / v, backward / v
-    n = m * v
-    # k-th forward on a stage: micro-batch group k // (p·v), chunk (k // p) % v
-    fwd = [((k // (p * v)) * p + k % p, (k // p) % v) for k in range(n)]
-    bwd = [(mb, v - 1 - c) for mb, c in fwd]
-    orders = []
-    for d in range(p):
-        if schedule == "gpipe":
-            seq = [("F", x) for x in fwd] + [("B", x) for x in bwd]
-        else:
-            warm = min((p - d - 1) * 2 + (v - 1) * p if v > 1 else p - d - 1, n)
-            seq = [("F", x) for x in fwd[:warm]]
-            for i in range(warm, n):
-                seq += [("F", fwd[i]), ("B", bwd[i - warm])]
-            seq += [("B", x) for x in bwd[n - warm:]]
-        orders.append(seq)
-    done: dict[tuple[str, int, int], float] = {}
-    free = [0.0] * p
-    pos = [0] * p
-    blocks: list[Block] = []
-    total = sum(len(s) for s in orders)
-    while len(blocks) < total:
-        moved = False
-        for d in range(p):
-            while pos[d] < len(orders[d]):
-                kind, (mb, chunk) = orders[d][pos[d]]
-                vs = chunk * p + d                      # virtual stage
-                if kind == "F":
-                    dep = ("F", vs - 1, mb) if vs > 0 else None
-                else:
-                    dep = ("B", vs + 1, mb) if vs < p * v - 1 else ("F", vs, mb)
-                if dep is not None and dep not in done:
-                    break
-                start = max(free[d], done[dep] if dep else 0.0)
-                end = start + (t_f if kind == "F" else t_b)
-                done[(kind, vs, mb)] = free[d] = end
-                blocks.append(Block(d, mb, chunk, kind, start, end))
-                pos[d] += 1
-                moved = True
-        if not moved:  # pragma: no cover - the orders above never deadlock
-            raise RuntimeError("pipeline schedule deadlocked")
-    return blocks
-
-
-def timeline_bubble(blocks: list[Block]) -> float:
-    """Idle share of (stages × makespan) in a timeline."""
-    stages = 1 + max(b.stage for b in blocks)
-    span = max(b.end for b in blocks) - min(b.start for b in blocks)
-    busy = sum(b.end - b.start for b in blocks)
-    return 1.0 - busy / (stages * span)
 
 
 # ---- the review ------------------------------------------------------------------------------------
@@ -224,6 +139,8 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
             Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Time-model constants", ["constant", "value", "meaning"],
+                  [[name, f"{value:g}", meaning] for name, value, meaning in TIME_ASSUMPTIONS]),
             Table("Failure-rate defaults", ["quantity", "value"], fail)]
 
 
@@ -264,7 +181,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout)."""
     from .api import fit, resilience_for, time_to_train
-    from .evaluate import MemoryBudget
+    from .specs.budget import MemoryBudget
     from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
         time_tables, verdict_line
     from .render.fit import fit_doc
@@ -425,19 +342,8 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
             "`--train-tokens` (and `--gpu-hour-cost`) for the time, energy and cost to train."]))
 
     # 9. throughput versus GPU count
-    if scaling:
-        counts = scaling_counts(inp.gpus, hw.scale_up.gpus_per_node)
-        srows = _scaling(inp, budget, counts)
-        prows = rs.plan_scaling(inp, budget, counts)
-        chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
-                                  "scaling_chart", (prows, srows, inp.gpus))
-        sections.append(Section(SECTIONS[8], [
-            "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
-            "and global batch), its share of ideal linear scaling from the plan's point, and the "
-            "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
-            ["scaling"]))
-    else:
-        sections.append(Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
+    sections.append(_scaling_section(inp, budget, chart_specs) if scaling else
+                    Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
 
     # 10. rejections
     rej = fdoc.tables[-1]
@@ -465,6 +371,21 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
                     summary=summary.table())
     _draw(review, chart_specs, charts)
     return review
+
+
+def _scaling_section(inp: Inputs, budget, chart_specs: dict) -> Section:
+    """The plan's own layout (DP scaled) and the search's best at GPU counts around the plan's."""
+    from . import review_summary as rs
+    counts = scaling_counts(inp.gpus, inp.hardware.scale_up.gpus_per_node)
+    srows = _scaling(inp, budget, counts)
+    prows = rs.plan_scaling(inp, budget, counts)
+    chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
+                              "scaling_chart", (prows, srows, inp.gpus))
+    return Section(SECTIONS[8], [
+        "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
+        "and global batch), its share of ideal linear scaling from the plan's point, and the "
+        "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
+        ["scaling"])
 
 
 def _draw(review: Review, specs: dict[str, tuple], charts: bool) -> None:
@@ -495,7 +416,7 @@ def _nothing_fits(res, source: str) -> Review:
 def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
-    from .cli.options import parse_number
+    from .validate import parse_number
     x = parse_number("--train-tokens", text)
     if x <= 0 or math.isnan(x):
         raise InputError("--train-tokens", f"must be > 0, got {text}")

@@ -21,7 +21,8 @@ from .engine import resilience as res_eq
 from .errors import InputError
 
 if TYPE_CHECKING:
-    from .hardware import HardwareProfile
+    from .specs.hardware import HardwareProfile
+    from .specs.layout import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -87,9 +88,11 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
 
     w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     master = mem_eq.PRECISION_RECIPES[precision][2]
-    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= 3),
-           ("fp32 master weights", master, zero_stage >= 1),
-           (f"optimizer moments ({optimizer})", k - master, zero_stage >= 1)]
+    sharded_from = mem_eq.SHARDED_FROM_STAGE
+    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= sharded_from["weights"]),
+           ("fp32 master weights", master, zero_stage >= sharded_from["optimizer"]),
+           (f"optimizer moments ({optimizer})", k - master,
+            zero_stage >= sharded_from["optimizer"])]
     items = []
     for name, per_param, sharded in big:
         if per_param == 0:
@@ -353,8 +356,17 @@ class ResiliencePlan(BaseModel):
     straggler: Optional[Straggler] = None
 
 
+def layout_checkpoint(params: float, layout: "Layout") -> CheckpointContents:
+    """The checkpoint one layout writes, for every command (check, report, estimate): all
+    DP × TP × PP × CP GPUs hold state; CP ranks replicate the weights like DP ranks, so ZeRO
+    shards over DP × CP (or the layout's hybrid shard group)."""
+    return checkpoint_contents(params, layout.world, tp=layout.tp, pp=layout.pp,
+                               zero_stage=layout.zero, precision=layout.precision,
+                               optimizer=layout.optimizer, shard_degree=layout.shard_group)
+
+
 def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfile" = "h100",
-                    model: Optional[str] = None,
+                    model: Optional[str] = None, shard_degree: Optional[int] = None,
                     tp: int = 1, pp: int = 1, zero_stage: int = 3, precision: str = "mixed",
                     optimizer: str = "adam", storage_write_bytes_per_s: Optional[float] = None,
                     storage_read_bytes_per_s: Optional[float] = None,
@@ -371,12 +383,12 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
 
     `cost_s` replaces the derived δ with a measured one; `restart_s` the derived R.
     """
-    from .hardware import load_profile
+    from .specs.hardware import load_profile
 
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node
     c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
-                            precision=precision, optimizer=optimizer)
+                            precision=precision, optimizer=optimizer, shard_degree=shard_degree)
     wbw = (v.positive("--storage-gbs", storage_write_bytes_per_s)
            if storage_write_bytes_per_s is not None else hw.storage.write_bytes_per_s)
     rbw = (v.positive("--read-gbs", storage_read_bytes_per_s)

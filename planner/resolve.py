@@ -7,8 +7,8 @@ from typing import Optional
 
 from . import validate as v
 from .errors import InputError, validation_message
-from .hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
-from .model import ModelSpec, model_from_params
+from .specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
+from .specs.model import ModelSpec, model_from_params
 
 # When the user gives no batch: 4M tokens per step (the Llama/GPT-3 class), sequence 4096.
 DEFAULT_SEQ_LEN = 4096
@@ -37,7 +37,7 @@ def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = 
                          "--params N or the architecture flags (--layers --hidden --heads ...)"
                          + (f"; got {', '.join(sources)}" if sources else ""))
     if model is not None:
-        from .presets import get_preset
+        from .specs.presets import get_preset
         return get_preset(model)
     if model_config is not None:
         from .hf_config import load_hf_config

@@ -146,7 +146,7 @@ def _short(lay: Any) -> str:
 
 def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
     """The plan's own layout at other GPU counts: only DP changes, the global batch holds."""
-    from .evaluate import estimate
+    from .estimation import estimate
     lay = inp.layout
     replica = lay.tp * lay.pp * lay.cp
     rows = []
@@ -195,8 +195,8 @@ def pareto(inp: Any, budget: Any) -> dict[str, Any]:
                 optimizer=inp.layout.optimizer, budget=budget)
     res = search(p)
     idx = res.order
-    mem = np.asarray(res.results["peak_memory"])[idx]
-    step = np.asarray(res.results["step_time"])[idx]
+    mem = np.asarray(res.results.memory.peak)[idx]
+    step = np.asarray(res.results.time.step)[idx]
     order = np.lexsort((mem, step))           # by step time, then memory
     front, best_mem = [], np.inf
     for i in order:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .evaluate import (RECOMPUTE_CODES, RULE_NAMES, SCHEDULE_CODES, Candidates, Problem, evaluate)
+from .candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from .evaluate import Evaluation, evaluate
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 LONG_SEQUENCE = 16384  # context parallel is enumerated from here on
@@ -74,7 +76,7 @@ def enumerate_candidates(p: Problem, space: SearchSpace = SearchSpace()) -> Cand
                 scheds = [(SCHEDULE_CODES["1f1b"], 1)]
                 if pp > 1:
                     scheds += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
-                               if pp * v * math.ceil(mod.layers / (pp * v)) - mod.layers <= 2]
+                               if stage_deficit(mod.layers, pp, v) <= MAX_STAGE_DEFICIT]
                 if space.schedule:
                     scheds = [(SCHEDULE_CODES[space.schedule], space.chunks or v) for _, v in scheds
                               if (space.schedule == "interleaved") == (v > 1) or space.schedule == "gpipe"]
@@ -109,21 +111,23 @@ def enumerate_candidates(p: Problem, space: SearchSpace = SearchSpace()) -> Cand
 class SearchResult:
     problem: Problem
     candidates: Candidates
-    results: dict[str, np.ndarray]
+    results: Evaluation
     order: np.ndarray          # indices of valid candidates, best first
     first_failure: np.ndarray  # per candidate: index into RULE_NAMES of the first failing rule, -1 if valid
 
 
-def rank_key(results: dict[str, np.ndarray], objective: str, gpu_hour_cost: float = 1.0) -> np.ndarray:
+def rank_key(results: Evaluation, gpus: int, objective: str,
+             gpu_hour_cost: float = 1.0) -> np.ndarray:
     """Smaller is better. time → step time per token; headroom → −headroom; cost → GPU-seconds
     per token; gpus → GPU count then step time."""
-    per_token = results["step_time"] / results["tokens_per_step"]
+    per_token = results.time.step / results.throughput.tokens_per_step
+    n = np.full(len(results), float(gpus))
     if objective == "headroom":
-        return -results["headroom"]
+        return -results.memory.headroom
     if objective == "cost":
-        return per_token * results["gpus"] * gpu_hour_cost
+        return per_token * n * gpu_hour_cost
     if objective == "gpus":
-        return results["gpus"] * 1e6 + per_token
+        return n * 1e6 + per_token
     return per_token
 
 
@@ -131,11 +135,10 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     """Evaluate every candidate at once; rank the valid ones; attribute each rejection."""
     cand = enumerate_candidates(p, space)
     res = evaluate(p, cand)
-    res["gpus"] = np.full(len(cand), float(p.gpus))
-    passes = np.stack([res[f"rule.{n}"] for n in RULE_NAMES])  # rules × candidates
+    passes = res.rules.matrix()  # rules × candidates
     first_failure = np.where(passes.all(axis=0), -1, np.argmin(passes, axis=0))
-    valid = np.flatnonzero(res["valid"])
-    key = rank_key(res, objective)[valid]
+    valid = np.flatnonzero(res.rules.valid)
+    key = rank_key(res, p.gpus, objective)[valid]
     # stable tie-break: simpler layouts first (smaller TP, PP, ZeRO, then larger micro-batch)
     tie = np.lexsort((-cand.mb[valid], cand.recompute[valid], cand.zero[valid], cand.pp[valid],
                       cand.tp[valid], np.round(key, 12)))

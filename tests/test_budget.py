@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 
 from planner.api import build_layout
 from planner.engine import budget as bud
-from planner.evaluate import MemoryBudget, estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.estimation import estimate
+from planner.specs.budget import MemoryBudget
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")
 MODELS = [get_preset(n) for n in ("llama3-8b", "llama3-70b", "megatron-gpt-22b", "mixtral-8x7b")]

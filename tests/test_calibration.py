@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from planner.calibration import calibrate, case_by_id, load_cases
-from planner.evaluate import estimate
-from planner.hardware import load_profile
-from planner.layout import Layout
-from planner.presets import get_preset
+from planner.estimation import estimate
+from planner.specs.hardware import load_profile
+from planner.specs.layout import Layout
+from planner.specs.presets import get_preset
 
 BAR = 10.0  # per cent, Megatron-LM rows
 FSDP_BAR = 25.0  # per cent, torchtitan FSDP rows (achieved: worst 22.4 %, the op-level SAC row)

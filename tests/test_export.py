@@ -74,7 +74,7 @@ def test_megatron_flags(inp):
 
 
 def test_megatron_uneven_and_interleaved(inp):
-    from planner.presets import get_preset
+    from planner.specs.presets import get_preset
     m = get_preset("llama3.1-405b")  # 126 layers on 16 stages: 7 on the first and last
     lay = inp.layout.model_copy(update={"pp": 16, "dp": 2, "tp": 8})
     text = export("megatron", inp.__class__(**{**inp.__dict__, "model": m, "layout": lay})).text

@@ -14,7 +14,7 @@ from conftest import run_dtplan
 from planner.errors import InputError
 from planner.gate import (CheckOptions, batch_accounting_rule, check_file, check_paths,
                           find_key_line)
-from planner.layout import Layout
+from planner.specs.layout import Layout
 from planner.plan import MAX_FILE_BYTES, json_schema, load_plan, parse_text, validate_plan
 
 ROOT = Path(__file__).resolve().parent.parent

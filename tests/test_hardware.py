@@ -1,4 +1,4 @@
-"""Hardware profiles (planner.hardware) and topology-aware collectives (planner.engine.topology)."""
+"""Hardware profiles (planner.specs.hardware) and topology-aware collectives (planner.engine.topology)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from planner.engine import comm, topology
 from planner.errors import InputError
-from planner.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
+from planner.specs.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
                               load_profile_file, with_overrides)
 
 EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "l40s"}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
-from planner.presets import get_preset
+from planner.specs.presets import get_preset
 from planner.resilience import (checkpoint_contents, checkpoint_write, failure_rate,
                                 interval_optimum, plan_resilience, restart_cost, straggler,
                                 training_time)
@@ -225,3 +225,37 @@ def test_cli_no_progress_exits_1():
     p = cli("checkpoint", "--params", "1e12", "--gpus", "8", "--job-mtbf-hours", "0.2",
             "--restart-min", "30")
     assert p.returncode == 1 and "cannot make progress" in p.stdout
+
+
+def _cp_inputs(tp: int, cp: int, dp: int, shard_group=None):
+    from pathlib import Path
+
+    from planner.gate import resolve_plan
+    from planner.plan import validate_plan
+    layout = {"tp": tp, "cp": cp, "dp": dp, "zero": 1, "micro_batch": 1, "recompute": "full"}
+    if shard_group:
+        layout["shard_group"] = shard_group
+    plan = validate_plan({"model": "llama3-70b", "hardware": "h100", "gpus": tp * cp * dp,
+                          "seq_len": 32768, "layout": layout, "batch": {"global_batch": 64},
+                          "checkpoint": {"interval_min": 30, "gpu_mtbf_hours": 50000}})
+    return resolve_plan(plan, Path("."), "plan")
+
+
+@pytest.mark.parametrize("tp,cp,dp,shard", [(4, 2, 8, None), (2, 4, 4, None), (4, 2, 8, 4)])
+def test_check_and_report_share_one_checkpoint_plan(tp, cp, dp, shard):
+    """`check` (gate.checkpoint_figures) and `report`/`estimate` (api.resilience_for) size and
+    time the same checkpoint: all DP×TP×PP×CP GPUs write, ZeRO shards over DP×CP."""
+    from planner.api import resilience_for
+    from planner.estimation import estimate
+    from planner.gate import checkpoint_figures
+    from planner.resilience import layout_checkpoint
+    inp = _cp_inputs(tp, cp, dp, shard)
+    est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
+                   global_batch=inp.global_batch)
+    report = resilience_for(est, inp.hardware, inp.model, gpu_mtbf_s=50000 * H)
+    check = checkpoint_figures(inp, "plan")
+    assert check.cost_s == pytest.approx(report.write.blocking_s, rel=1e-12)
+    assert check.mtbf_s == pytest.approx(report.failures.job_mtbf_s, rel=1e-12)
+    contents = layout_checkpoint(inp.model.param_count(), inp.layout)
+    assert contents.gpus == tp * cp * dp == report.contents.gpus
+    assert contents.busiest_rank_bytes == report.contents.busiest_rank_bytes

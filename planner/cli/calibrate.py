@@ -18,7 +18,7 @@ def calibrate_cmd(
 ) -> int:
     """Published step time / TFLOP/s vs dtplan's prediction, case by case, with the error."""
     from ..calibration import DEFAULT_PROFILE, calibrate
-    from ..hardware import load_profile
+    from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
 
     if hardware is not None:

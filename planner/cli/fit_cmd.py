@@ -82,7 +82,7 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str) -> int:
 
     from ..api import shrink
     from ..errors import InputError
-    from ..evaluate import MemoryBudget
+    from ..specs.budget import MemoryBudget
     from ..gate import resolve_plan
     from ..plan import load_plan
     from ..render import emit

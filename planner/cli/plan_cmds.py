@@ -123,7 +123,7 @@ def evaluate_cmd(
 @app.command("models")
 def models_cmd(fmt: Format = FormatOpt) -> int:
     """List the model presets with their exact parameter counts."""
-    from ..presets import PRESETS
+    from ..specs.presets import PRESETS
     from ..render import Document, Table, emit
     from ..render.units import count
 
@@ -149,7 +149,7 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
-    from ..hardware import DEFAULT_PROFILE, list_profiles
+    from ..specs.hardware import DEFAULT_PROFILE, list_profiles
     from ..render import Document, Table, emit
     from ..render.units import capacity
 
@@ -174,7 +174,7 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
 def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   fmt: Format = FormatOpt) -> int:
     """Print one hardware profile with every value."""
-    from ..hardware import load_profile
+    from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
     from ..render.units import capacity
 
@@ -196,7 +196,7 @@ def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
     """The memory budget's named reserves, each checked against what is allowed."""
     from .. import validate as v
     from ..errors import InputError
-    from ..evaluate import MemoryBudget
+    from ..specs.budget import MemoryBudget
 
     kw = {}
     if context_gb is not None:

@@ -31,7 +31,7 @@ def comm_cmd(
     ns = parse_list("--gpus", gpus)
     prof = None
     if hardware is not None:
-        from ..hardware import load_profile
+        from ..specs.hardware import load_profile
         prof = load_profile(hardware)
     r = comm(message_gb * 1e9, ns, bandwidth * 1e9 if bandwidth is not None else None,
              latency_us * 1e-6, hardware=prof)
@@ -158,7 +158,7 @@ def checkpoint_cmd(
         emit(checkpoint_doc(r), fmt.value)
         return EXIT_OK
 
-    from ..presets import get_preset
+    from ..specs.presets import get_preset
     from .. import validate as v
     from ..resilience import plan_resilience
 
@@ -221,7 +221,7 @@ def layout_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Derive DP from GPUs / (TP x PP x CP), check the topology rules, show the rank groups."""
-    from ..layout import plan_layout
+    from ..specs.layout import plan_layout
     from ..render import emit
     from ..render.quick import layout_doc
 

@@ -29,7 +29,7 @@ def layer_forward_flops(tokens: Num, kv_len: Num, matmul_params: Num, attn_dim: 
     skip the masked half (FlashAttention) and 1 for the full score matrix the papers count."""
     t = np.asarray(tokens, dtype=float)
     return out(2.0 * np.asarray(matmul_params, dtype=float) * t
-               + 4.0 * t * np.asarray(kv_len, dtype=float) * attn_dim * attention_factor)
+               + np.asarray(attention_core_forward_flops(t, kv_len, attn_dim, attention_factor)))
 
 
 def attention_core_forward_flops(tokens: Num, kv_len: Num, attn_dim: Num,

@@ -52,20 +52,22 @@ def optimizer_bytes_per_param(precision: str, optimizer: str) -> tuple[float, fl
     return w, g, master + moments
 
 
+# ZeRO's partitioning, once (Rajbhandari Sec. 5.1): the stage from which each model state is
+# divided over the N sharding ranks. P_os: optimizer state from stage 1; P_g: gradients from 2;
+# P_p: parameters (weights) from 3.
+SHARDED_FROM_STAGE = {"weights": 3, "gradients": 2, "optimizer": 1}
+
+
 def model_state_bytes(params: Num, zero_stage: Num, shard_degree: Num,
                       weight_bytes: Num = 2.0, grad_bytes: Num = 2.0, k_bytes: Num = 12.0) -> Num:
-    """Per-GPU bytes of weights, gradients and optimizer state under ZeRO (Rajbhandari Sec. 5).
-
+    """Per-GPU bytes of weights, gradients and optimizer state under ZeRO (Rajbhandari Sec. 5):
+    the sum of state_split_bytes, i.e.
     stage 0: (w+g+K)Ψ;  stage 1: (w+g)Ψ + KΨ/N;  stage 2: wΨ + (g+K)Ψ/N;  stage 3: (w+g+K)Ψ/N
     where Ψ is the parameters this GPU holds before sharding and N the sharding degree.
     """
-    psi = np.asarray(params, dtype=float)
-    n = np.asarray(shard_degree, dtype=float)
-    z = np.asarray(zero_stage)
-    w, g, k = weight_bytes, grad_bytes, k_bytes
-    replicated = np.select([z <= 0, z == 1, z == 2], [w + g + k, w + g, w], 0.0)
-    sharded = np.select([z <= 0, z == 1, z == 2], [0.0, k, g + k], w + g + k)
-    return out(psi * (replicated + sharded / n))
+    w, g, k = state_split_bytes(params, zero_stage, shard_degree, weight_bytes, grad_bytes,
+                                k_bytes)
+    return out(np.asarray(w) + g + k)
 
 
 def state_split_bytes(params: Num, zero_stage: Num, shard_degree: Num,
@@ -79,7 +81,9 @@ def state_split_bytes(params: Num, zero_stage: Num, shard_degree: Num,
     psi = np.asarray(params, dtype=float)
     n = np.asarray(shard_degree, dtype=float)
     z = np.asarray(zero_stage)
-    weights = psi * weight_bytes / np.where(z >= 3, n, 1.0)
-    grads = psi * grad_bytes / np.where(z >= 2, n, 1.0)
-    optim = psi * k_bytes / np.where(z >= 1, n, 1.0)
+    def divisor(item: str) -> np.ndarray:
+        return np.where(z >= SHARDED_FROM_STAGE[item], n, 1.0)
+    weights = psi * weight_bytes / divisor("weights")
+    grads = psi * grad_bytes / divisor("gradients")
+    optim = psi * k_bytes / divisor("optimizer")
     return out(weights), out(grads), out(optim)

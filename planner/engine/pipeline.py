@@ -12,10 +12,14 @@ import numpy as np
 from ._array import Num, out
 
 
+def bubble_slots(stages: Num, chunks: Num = 1) -> Num:
+    """Idle micro-batch slots per step, the bubble itself: (p−1)/v (0 for one stage)."""
+    return out((np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float))
+
+
 def bubble_overhead(stages: Num, micro_batches: Num, chunks: Num = 1) -> Num:
-    """Bubble time as a fraction of the ideal (bubble-free) time: (p−1)/(v·m)."""
-    p = np.asarray(stages, dtype=float)
-    return out((p - 1.0) / (np.asarray(chunks, dtype=float) * micro_batches))
+    """Bubble time as a fraction of the ideal (bubble-free) time: (p−1)/(v·m) = slots / m."""
+    return out(np.asarray(bubble_slots(stages, chunks)) / micro_batches)
 
 
 def bubble_fraction(stages: Num, micro_batches: Num, chunks: Num = 1) -> Num:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import Num, out
+from .pipeline import bubble_slots
 from .topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind
 
 
@@ -95,5 +96,17 @@ def pipeline_step_time(micro_batch_time: Num, micro_batches: Num, stages: Num,
     Eq. 1 and Sec. 2.2). With p = 1 the bubble is 0."""
     t = np.asarray(micro_batch_time, dtype=float)
     busy = np.asarray(micro_batches, dtype=float) * t
-    bubble = (np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float) * t
+    bubble = np.asarray(bubble_slots(stages, chunks)) * t
     return out(busy), out(bubble)
+
+
+def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
+                 per_step: list[Num]) -> tuple[Num, Num]:
+    """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
+    Σ per-step terms (Narayanan Eq. 1). The terms are summed in the order given."""
+    t_mb = sum(per_micro_batch)
+    busy, bubble = pipeline_step_time(t_mb, micro_batches, stages, chunks)
+    step = busy + bubble
+    for term in per_step:
+        step = step + term
+    return out(step), bubble

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..evaluate import Estimate
+from ..estimation import Estimate
 from .document import Document, Table
 from .units import capacity, count, gb, ms, pct
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..gate import FileVerdict, Verdict
+from ..verdict import FileVerdict, Verdict
 from .document import Document, Table, _clean, render_markdown
 from .units import count, duration, gb, pct
 

@@ -105,7 +105,7 @@ def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Calla
 
 
 def _estimate(defs: dict) -> dict:
-    return _object(".evaluate:Estimate", defs=defs, extra={
+    return _object(".estimation:Estimate", defs=defs, extra={
         "ok": OK, "fits": OK, "notes": STR_LIST,
         "resilience": {"$ref": "#/$defs/ResiliencePlan"}})
 
@@ -139,12 +139,12 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                                       "properties": {"hardware": {"type": "string"},
                                                      "cases_hardware": {"type": "string"},
                                                      "rows": {"type": "array", "maxItems": 0}}})],
-    "models": [("models", _list_of(".model:ModelSpec", "models", {
+    "models": [("models", _list_of(".specs.model:ModelSpec", "models", {
         "preset": {"type": "string"}, "params": {"type": "integer"},
         "active_params": {"type": "integer"}}))],
-    "profiles": [("list", _list_of(".hardware:HardwareProfile", "profiles")),
-                 ("show", lambda d: _object(".hardware:HardwareProfile", defs=d))],
-    "layout": [("layout", lambda d: _object(".layout:LayoutResult", defs=d, extra={"ok": OK}))],
+    "profiles": [("list", _list_of(".specs.hardware:HardwareProfile", "profiles")),
+                 ("show", lambda d: _object(".specs.hardware:HardwareProfile", defs=d))],
+    "layout": [("layout", lambda d: _object(".specs.layout:LayoutResult", defs=d, extra={"ok": OK}))],
     "comm": [("comm", lambda d: _object(".calculators:CommResult", defs=d,
                                         extra={"notes": STR_LIST}))],
     "bubble": [("bubble", lambda d: _object(".calculators:BubbleResult", defs=d,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                            ScalingResult, StateMemoryResult)
-from ..layout import LayoutResult
+from ..specs.layout import LayoutResult
 from ..resilience import ResiliencePlan
 from .document import Document, Table
 from .units import capacity, count, duration, gb, ms, pct

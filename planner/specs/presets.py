@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from .errors import InputError
+from ..errors import InputError
 from .model import ModelSpec
 
 _HF = "values of its config.json on the Hugging Face Hub"

@@ -381,3 +381,10 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
             raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
         data["scale_out"]["nic_bytes_per_s"] = nic_gbit_per_gpu * GBIT
     return HardwareProfile.model_validate(data)
+
+
+def load_hardware(text: str) -> HardwareProfile:
+    """A profile name or a path to a profile TOML (a CLI option, trusted)."""
+    if text.endswith(".toml") or "/" in text:
+        return load_profile_file(text)
+    return load_profile(text)

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from .engine import params as P
-from .errors import InputError
+from ..engine import params as P
+from ..errors import InputError
 
 class ModelSpec(BaseModel):
     """Shape of a decoder-only transformer.

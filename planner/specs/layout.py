@@ -5,9 +5,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import validate as v
-from .engine import ranks
-from .errors import InputError
+from .. import validate as v
+from ..engine import ranks
+from ..errors import InputError
 
 Schedule = Literal["1f1b", "gpipe", "interleaved"]
 Recompute = Literal["none", "selective", "full"]

@@ -1,0 +1,173 @@
+"""The layout rules, once: id, vectorised predicate, text, measured/limit, the plan key.
+
+The search applies every predicate to all candidates at once and attributes each rejection to
+the first rule (in table order) it fails; `estimate`, `check` and `report` print the same rules
+for one layout with the value measured and the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .candidates import SCHEDULE_CODES, Candidates, Problem
+from .engine.batch import batch_divides
+from .engine.ranks import inside_domain
+from .engine.stages import layers_split_valid
+from .specs.layout import Layout, Rule
+
+Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
+Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The evaluated numbers a rule's measured value quotes, for one layout."""
+
+    micro_batches: float
+    peak_memory: float
+    usable_memory: float
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One rule: id, predicate over candidates (True = passes), text, measured/limit, plan key."""
+
+    id: str
+    predicate: Predicate | None   # None: decided by the memory model (fits-in-memory)
+    text: str
+    measure: Measure
+    plan_key: Callable[[Layout], str] | None  # None: the key depends on what the plan states
+
+
+def _key(k: str) -> Callable[[Layout], str]:
+    return lambda lay: k
+
+
+def _dpcp(c: Candidates) -> np.ndarray:
+    return c.dp * c.cp
+
+
+def _shard(c: Candidates) -> np.ndarray:
+    return np.where(c.shard > 0, c.shard, _dpcp(c))
+
+
+def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return np.where(c.schedule == SCHEDULE_CODES["interleaved"],
+                    (c.pp > 1) & (c.chunks >= 2) & (np.round(m) % c.pp == 0), c.chunks == 1)
+
+
+def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return (np.where(c.cp > 1, p.seq_len % (2 * c.cp) == 0, True)
+            & np.where(c.sp > 0, (p.seq_len // c.cp) % c.tp == 0, True))
+
+
+def _experts(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    e = p.model.experts
+    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0) & (_dpcp(c) % c.ep == 0),
+                    True)
+
+
+def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return (np.where(c.offload_par > 0, c.zero >= 3, True)
+            & np.where(c.offload_opt > 0, c.zero >= 1, True))
+
+
+def _shard_group(lay: Layout) -> int:
+    return lay.shard_degree if lay.shard_group else lay.dp * lay.cp
+
+
+RULES: tuple[RuleSpec, ...] = (
+    RuleSpec("world-size", lambda p, c, m: c.dp * c.tp * c.pp * c.cp == p.gpus,
+             "DP × TP × PP × CP must equal the GPU count",
+             lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
+                                f"= {p.gpus}"), None),
+    RuleSpec("tp-in-nvlink-domain",
+             lambda p, c, m: inside_domain(c.tp * c.cp, p.hardware.scale_up.gpus_per_domain),
+             "TP × CP must fit (and tile) one NVLink domain",
+             lambda p, lay, f: (f"TP×CP = {lay.tp * lay.cp}",
+                                f"divides {p.hardware.scale_up.gpus_per_domain}"),
+             _key("layout.tp")),
+    RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
+             "attention heads must divide evenly across TP ranks",
+             lambda p, lay, f: (f"{p.model.heads} heads / TP {lay.tp}", "whole number"),
+             _key("layout.tp")),
+    RuleSpec("kv-heads-compatible-with-tp",
+             lambda p, c, m: (p.model.kv_heads % c.tp == 0) | (c.tp % p.model.kv_heads == 0),
+             "KV heads must be a multiple or a divisor of TP",
+             lambda p, lay, f: (f"{p.model.kv_heads} KV heads, TP {lay.tp}",
+                                "multiple or divisor"), _key("layout.tp")),
+    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
+                                                                          c.chunks),
+             "layers must divide across PP stages × chunks (first and last stage may hold one "
+             "layer fewer)",
+             lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
+                                "whole number"), _key("layout.pp")),
+    RuleSpec("interleaving-valid", _interleaving,
+             "interleaving needs PP > 1, v ≥ 2 and micro-batches a multiple of PP",
+             lambda p, lay, f: (f"{lay.schedule}, v = {lay.chunks}, m = {f.micro_batches:g}",
+                                "PP > 1, v ≥ 2, m % PP = 0" if lay.schedule == "interleaved"
+                                else "v = 1"),
+             lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule"),
+    RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
+             "global batch must be a multiple of micro-batch × DP",
+             lambda p, lay, f: (f"{p.global_batch} / ({lay.micro_batch} × {lay.dp})",
+                                "whole number ≥ 1"), None),
+    RuleSpec("sequence-divisible", _sequence,
+             "sequence must divide by 2·CP (and by TP under sequence parallel)",
+             lambda p, lay, f: (f"seq {p.seq_len}, CP {lay.cp}, TP {lay.tp}", "divisible"),
+             lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len")),
+    RuleSpec("experts-divisible-by-ep", _experts,
+             "experts must divide by EP, and EP must divide DP × CP",
+             lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
+             _key("layout.ep")),
+    RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
+             & np.where(c.shard > 0, c.zero >= 1, True),
+             "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1)",
+             lambda p, lay, f: (f"shard group {_shard_group(lay)}", f"divides {lay.dp * lay.cp}"),
+             _key("layout.shard_group")),
+    RuleSpec("offload-valid", _offload,
+             "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1",
+             lambda p, lay, f: (f"ZeRO {lay.zero}, offload opt={lay.offload_optimizer} "
+                                f"params={lay.offload_params}", "see rule"),
+             lambda lay: ("layout.offload_params" if lay.offload_params != "none"
+                          else "layout.offload_optimizer")),
+    RuleSpec("fits-in-memory", None,
+             "per-GPU peak must fit in usable memory (capacity minus margin)",
+             lambda p, lay, f: (f"{f.peak_memory / 1e9:.2f} GB", f"≤ {f.usable_memory / 1e9:.2f} GB"),
+             _key("layout")),
+)
+
+RULE_NAMES: tuple[str, ...] = tuple(r.id for r in RULES)
+RULE_TEXT: dict[str, str] = {r.id: r.text for r in RULES}
+
+
+def structural_predicates(p: Problem, c: Candidates, m: np.ndarray) -> dict[str, np.ndarray]:
+    """Every rule but fits-in-memory, vectorised over the candidates (True = passes). m =
+    micro-batches per step (fractional where the batch does not divide; batch-divisible fails)."""
+    n = len(c)
+    return {r.id: np.asarray(r.predicate(p, c, m), dtype=bool) & np.ones(n, dtype=bool)
+            for r in RULES if r.predicate is not None}
+
+
+def plan_keys(lay: Layout) -> dict[str, str]:
+    """The plan-file key each layout rule concerns, for `check`'s line numbers (world-size and
+    batch-divisible are keyed by the plan resolver: they depend on which fields were given)."""
+    return {r.id: r.plan_key(lay) for r in RULES if r.plan_key is not None}
+
+
+def rules_for(p: Problem, lay: Layout, passes: dict[str, bool], f: Figures) -> list[Rule]:
+    """Every rule for one layout: status, measured value, limit and text."""
+    out_ = []
+    for r in RULES:
+        ok = bool(passes[r.id])
+        status = "pass" if ok else "fail"
+        measured, limit = r.measure(p, lay, f)
+        if r.id == "kv-heads-compatible-with-tp" and ok and lay.tp > p.model.kv_heads:
+            status = "warn"  # allowed by recent Megatron, but KV heads are replicated
+            measured += " (KV heads replicated)"
+        out_.append(Rule(name=r.id, status=status, measured=measured, limit=limit,
+                         message=r.text))
+    return out_

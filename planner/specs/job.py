@@ -1,0 +1,47 @@
+"""A job with every reference resolved (model, hardware, layout, batch, thresholds, checkpoint),
+whichever input it came from: a plan file or an engine config; and the command-line facts an
+engine config cannot state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..plan import Thresholds
+from ..verdict import GateRule
+from .hardware import HardwareProfile
+from .layout import Layout
+from .model import ModelSpec
+
+
+@dataclass
+class Inputs:
+    """A plan with every reference resolved: what ``estimate`` needs plus the gate's extras."""
+
+    model: ModelSpec
+    hardware: HardwareProfile
+    gpus: int
+    layout: Layout
+    seq_len: int
+    global_batch: int
+    accumulation: Optional[int] = None
+    budget: dict[str, float] = field(default_factory=dict)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    checkpoint: Any = None
+    keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
+    rules: list[GateRule] = field(default_factory=list)     # rules found while resolving
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckOptions:
+    """Command-line facts an engine config cannot state (and engine selection)."""
+
+    engine: str | None = None          # deepspeed | megatron | torchtitan | plan | None (detect)
+    gpus: int | None = None
+    hardware: str | None = None
+    model: str | None = None
+    seq_len: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    strict: bool = False

@@ -89,7 +89,7 @@ def evaluate_cmd(
 
     spec = job.model_spec()
     prof = job.hardware_profile()
-    s, gbatch, batch_note = job.batch()
+    s, gbatch, batch_note = job.batch(gpus)
     budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     lay = build_layout(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero or 0,
                        shard_group=shard_group, micro_batch=o.optional_int("--micro-batch", micro_batch),

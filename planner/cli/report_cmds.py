@@ -35,7 +35,7 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
-    s, gbatch, _note = job.batch()
+    s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
                                global_batch=gbatch, precision=precision, optimizer=optimizer)
     return inp, f"fit search over {n} GPUs (the winner)", res

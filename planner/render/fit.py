@@ -147,34 +147,52 @@ def sweep_doc(results: list[FitResult]) -> Document:
                     mode="sweep")
 
 
+def _lay_short(lay) -> str:
+    return (f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
+            + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay))
+
+
+def _shrink_verdict(r) -> str:
+    """The recommendation (fastest within the batch tolerance) and, when it changes the batch,
+    the exact-batch alternative with what it costs."""
+    rec, exact = r.recommended, r.exact_batch
+    if rec is None:
+        return ("Nothing fits on the smaller cluster" if exact is None else
+                f"Keep the batch: {_lay_short(exact.layout)}, {exact.step_time_s:.2f} s/step")
+    change = (rec.global_batch - r.global_batch) / r.global_batch
+    text = (f"Recommended: {_lay_short(rec.layout)}, {rec.step_time_s:.2f} s/step "
+            f"({rec.resume.split(';')[0]}), "
+            + (f"global batch {r.global_batch} → {rec.global_batch} ({change:+.1%}, within the "
+               f"{r.batch_tolerance:.0%} tolerance)" if rec.global_batch != r.global_batch
+               else f"global batch kept at {r.global_batch}"))
+    if exact is not None and exact is not rec and exact.layout != rec.layout:
+        text += (f"; keeping the batch exactly: {_lay_short(exact.layout)}, "
+                 f"{exact.step_time_s:.2f} s/step ({exact.step_time_s / rec.step_time_s - 1:+.0%})")
+    return text
+
+
 def shrink_doc(r) -> Document:
-    """`fit --from-plan`: the running plan on fewer GPUs (planner.api.ShrinkResult)."""
-    old = r.plan_layout
+    """`fit --from-plan`: the running plan on fewer GPUs (planner.shrink.ShrinkResult)."""
     rows = []
     opts = [("keep split", o) for o in r.keep_split] + [(f"#{i}", o) for i, o in enumerate(r.options, 1)]
     for label, o in opts:
-        lay = o.layout
-        rows.append([label, f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
-                     + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay),
+        mark = " *" if r.recommended is not None and o is r.recommended else ""
+        rows.append([label + mark, _lay_short(o.layout), str(o.global_batch or ""),
                      f"{o.accumulation:g}" if o.accumulation else "",
                      f"{o.step_time_s:.3f}" if o.step_time_s else "",
-                     count(o.tokens_per_s) if o.tokens_per_s else "", "yes" if o.fits else "no", o.resume])
-    k = r.keep_split[0] if r.keep_split else None
-    verdict = (f"Keep TP {old.tp} × PP {old.pp}: DP {old.dp} → {k.layout.dp}, accumulation "
-               f"{k.accumulation:g}; {k.resume}" if k else
-               "The running split does not carry over; pick a new layout (the checkpoint needs "
-               "conversion)" if r.options else "Nothing fits on the smaller cluster")
-    if not r.options:
-        notes_extra = [f"No layout uses all {r.to_gpus} GPUs with the global batch of "
-                       f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it."]
-    else:
-        notes_extra = []
-    notes = [f"Shrinking from {r.from_gpus} to {r.to_gpus} GPUs with the global batch held at "
-             f"{r.global_batch} sequences: B = b × a × DP, so fewer DP ranks means more accumulation.",
+                     count(o.tokens_per_s) if o.tokens_per_s else "", o.resume])
+    ok = r.recommended is not None or r.exact_batch is not None
+    notes = [f"Shrinking from {r.from_gpus} to {r.to_gpus} GPUs: B = b × a × DP, so fewer DP ranks "
+             f"means more accumulation, or a batch the new DP degrees divide; the recommendation "
+             f"(*) is the fastest option within {r.batch_tolerance:.0%} of the plan's batch of "
+             f"{r.global_batch} (--batch-tolerance).",
              "ZeRO/FSDP shards re-partition on load; a TP, PP, CP or EP change re-slices weights and "
-             "needs an offline conversion of the checkpoint."] + notes_extra
+             "needs an offline conversion of the checkpoint."]
+    if not any(o.global_batch == r.global_batch for o in r.options):
+        notes.append(f"No layout uses all {r.to_gpus} GPUs with the global batch of "
+                     f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it.")
     return Document(command="fit", title=f"{r.fit.model}: from {r.from_gpus} to {r.to_gpus} GPUs",
-                    tables=[Table("Options on the smaller cluster", ["option", "layout", "acc",
-                                                                    "step s", "tok/s", "fits", "resume"], rows)],
-                    verdict=verdict, ok=bool(r.options or k), notes=notes,
-                    data={**r.model_dump(exclude={"fit"}), "ok": bool(r.options or k)}, mode="shrink")
+                    tables=[Table("Options on the smaller cluster", ["option", "layout", "batch", "acc",
+                                                                    "step s", "tok/s", "resume"], rows)],
+                    verdict=_shrink_verdict(r), ok=ok, notes=notes,
+                    data={**r.model_dump(exclude={"fit"}), "ok": ok}, mode="shrink")

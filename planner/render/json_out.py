@@ -127,7 +127,7 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "fit": [("search", lambda d: _object(".api:FitResult", defs=d, extra={
                 "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST})),
             ("sweep", _sweep),
-            ("shrink", lambda d: _object(".api:ShrinkResult", exclude=("fit",), defs=d,
+            ("shrink", lambda d: _object(".shrink:ShrinkResult", exclude=("fit",), defs=d,
                                          extra={"ok": OK, "notes": STR_LIST}))],
     "estimate": [("estimate", _estimate)],
     "memory": [("budget", _estimate),

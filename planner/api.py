@@ -311,7 +311,8 @@ def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Lay
     from .resilience import plan_resilience
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
-                           shard_degree=lay.shard_group,
+                           shard_degree=lay.shard_group, ep=lay.ep,
+                           expert_params=model.routed_expert_params(),
                            optimizer=lay.optimizer,
                            gpu_mtbf_s=None if job_mtbf_s is not None else gpu_mtbf_s,
                            job_mtbf_s=job_mtbf_s, async_checkpoint=async_checkpoint,

@@ -11,7 +11,7 @@ PLANNER = Path(__file__).resolve().parent.parent / "planner"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 # Over the limit today (issue #12 asks for them to be split); the figure is a ceiling.
 OVERSIZE_FILES = {"engine_configs.py": 767, "gate.py": 463, "plan.py": 518, "report.py": 423,
-                  "resilience.py": 432, "export.py": 414, "api.py": 339}
+                  "export.py": 414, "api.py": 339}
 # Typer commands whose option declarations are the length, the engine-config readers'
 # assertion lists, and the long document builders still to be split.
 OVERSIZE_FUNCTIONS = {("cli/plan_cmds.py", "evaluate_cmd"): 101,

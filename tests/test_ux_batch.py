@@ -68,3 +68,23 @@ def test_shrink_recommends_the_fastest_within_tolerance():
     assert j0["recommended"]["global_batch"] == 1024
     bad = run_dtplan("fit", "--from-plan", PLAN, "--gpus", "240", "--batch-tolerance", "2")
     assert bad.code == 2 and "--batch-tolerance" in bad.err
+
+
+def test_busiest_rank_checkpoint_bytes_follow_ep():
+    """Mixtral with ZeRO-1: weights replicated per DP replica, experts split over EP, so the
+    busiest rank's bytes fall with EP while the checkpoint's total stays."""
+    got = []
+    for ep in (1, 4, 8):
+        j = run_dtplan("estimate", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep",
+                       ep, "--zero", "1", "-f", "json").json()
+        c = j["resilience"]["contents"]
+        got.append((c["total_bytes"], c["busiest_rank_bytes"]))
+    assert got[0][0] == pytest.approx(got[1][0]) == pytest.approx(got[2][0])
+    assert got[0][1] > got[1][1] > got[2][1]
+    from planner.specs.presets import get_preset
+    m = get_preset("mixtral-8x7b")
+    experts, dense = m.routed_expert_params(), m.param_count() - m.routed_expert_params()
+    # 2-byte weights replicated: dense/TP + experts/(TP·EP); the 12 sharded bytes over DP = 32
+    for (_, busiest), ep in zip(got, (1, 4, 8)):
+        weights = 2 * (dense / 2 + experts / (2 * ep))
+        assert busiest == pytest.approx(weights + 12 * m.param_count() / (2 * 32), rel=0.01)

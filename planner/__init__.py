@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "fit": "api", "build_layout": "api", "time_to_train": "api", "resilience_for": "api",
-    "shrink": "api",
+    "shrink": "shrink",
     "estimate": "estimation", "layout_rules": "estimation", "MemoryBudget": "specs.budget",
     "Estimate": "estimation", "Layout": "specs.layout", "plan_layout": "specs.layout", "ModelSpec": "specs.model",
     "model_from_params": "specs.model", "get_preset": "specs.presets", "list_presets": "specs.presets",

@@ -6,6 +6,7 @@
 """
 
 
+import math
 from typing import Any, Optional
 
 import numpy as np
@@ -237,8 +238,32 @@ def _first_fit(p: Problem, space: SearchSpace) -> bool:
     return bool(len(search(p, space).order))
 
 
-def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
+def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
+    """When B = b × a × DP is what fails: the nearest batches (±25 %) and the nearest smaller
+    GPU counts (≥ 75 %) that fit, most data-parallel degrees first (the largest gcd with the
+    count, as engine.batch.dp_friendly_batch), then the nearest."""
+    b0, n0, node = p.global_batch, p.gpus, p.hardware.scale_up.gpus_per_node
+    batches = sorted(range(max(1, int(b0 * 0.75)), int(b0 * 1.25) + 1),
+                     key=lambda b: (-math.gcd(b, n0), abs(b - b0), b))
+    ok_b = sorted([b for b in batches[:tries] if b != b0
+                   and _first_fit(Problem(**{**p.__dict__, "global_batch": b}), space)][:2])
+    counts = sorted((m for m in range(n0 - 1, max(0, int(n0 * 0.75)), -1)
+                     if m % node == 0 or m < node), key=lambda m: (-math.gcd(b0, m), -m))
+    ok_n = sorted([m for m in counts[:tries // 2]
+                   if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space)][:2], reverse=True)
     out = []
+    if ok_b:
+        out.append(f"--global-batch {' or '.join(map(str, ok_b))}: the nearest batches that the "
+                   f"data-parallel degrees of {n0} GPUs divide fit (batch divisibility is what fails "
+                   f"with {b0})")
+    if ok_n:
+        out.append(f"{' or '.join(map(str, ok_n))} GPUs: the nearest smaller counts whose "
+                   f"data-parallel degrees divide the batch of {b0}")
+    return out
+
+
+def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
+    out = _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
     n = p.gpus
     for _ in range(12):  # up to 4096× more GPUs
@@ -282,7 +307,8 @@ def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Lay
     from .resilience import plan_resilience
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
-                           shard_degree=lay.shard_group,
+                           shard_degree=lay.shard_group, ep=lay.ep,
+                           expert_params=model.routed_expert_params(),
                            optimizer=lay.optimizer,
                            gpu_mtbf_s=None if job_mtbf_s is not None else gpu_mtbf_s,
                            job_mtbf_s=job_mtbf_s, async_checkpoint=async_checkpoint,
@@ -303,98 +329,3 @@ def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
                        train_tokens=train_tokens, tokens_per_s=e.tokens_per_s,
                        gpu_hour_cost=gpu_hour_cost, async_checkpoint=async_checkpoint)
 
-
-# ---------------------------------------------------------------------------------------------
-# elastic shrink: "we lost two nodes, what now"
-
-
-class ShrinkOption(BaseModel):
-    """A layout for the smaller cluster and what resuming into it takes."""
-
-    layout: Layout
-    fits: bool
-    step_time_s: Optional[float] = None
-    tokens_per_s: Optional[float] = None
-    accumulation: Optional[float] = None
-    resume: str  # how the checkpoint gets there
-
-
-class ShrinkResult(BaseModel):
-    from_gpus: int
-    to_gpus: int
-    plan_layout: Layout
-    global_batch: int
-    keep_split: list[ShrinkOption]   # the running TP×PP×CP split on the smaller cluster
-    fit: FitResult
-    options: list[ShrinkOption]      # the best layouts for all of the smaller cluster
-
-
-def resume_kind(old: Layout, new: Layout) -> str:
-    """ZeRO/FSDP shards re-partition over a new data-parallel size on load (DeepSpeed universal
-    checkpoints, torch.distributed.checkpoint); a changed TP, PP, CP or EP split needs the
-    checkpoint converted (re-slicing weight matrices and layer ranges)."""
-    if (old.tp, old.pp, old.cp, old.ep) == (new.tp, new.pp, new.cp, new.ep):
-        same_dp = old.dp == new.dp and old.zero == new.zero
-        return "resume as is" if same_dp else "reshard on load (data-parallel / ZeRO shards only)"
-    changed = [n for n, a, b in (("TP", old.tp, new.tp), ("PP", old.pp, new.pp),
-                                 ("CP", old.cp, new.cp), ("EP", old.ep, new.ep)) if a != b]
-    return f"convert the checkpoint ({', '.join(changed)} changed)"
-
-
-def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, from_gpus: int,
-           to_gpus: int, *, seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
-           top: int = 10) -> ShrinkResult:
-    """After losing GPUs: keep the global batch (more accumulation), prefer the running TP×PP
-    split (a reshard, not a conversion), and rank the alternatives."""
-    to_gpus = v.positive_int("--gpus", to_gpus)
-    result = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,
-                 precision=plan_layout.precision, optimizer=plan_layout.optimizer, budget=budget,
-                 top=top)
-    keep = _keep_split(model, hardware, plan_layout, to_gpus, seq_len=seq_len,
-                       global_batch=global_batch, budget=budget)
-    options = [ShrinkOption(layout=x.layout, fits=True, step_time_s=x.step_time_s,
-                            tokens_per_s=x.tokens_per_s, accumulation=x.accumulation,
-                            resume=resume_kind(plan_layout, x.layout)) for x in result.layouts]
-    return ShrinkResult(from_gpus=from_gpus, to_gpus=to_gpus, plan_layout=plan_layout,
-                        global_batch=global_batch, keep_split=keep, fit=result,
-                        options=options)
-
-
-def _keep_split(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpus: int, *,
-                seq_len: int, global_batch: int, budget: MemoryBudget | None) -> list[ShrinkOption]:
-    """The running split on fewer replicas, two ways: (1) the largest DP that still divides the
-    global batch (some GPUs may idle), (2) every replica that fits, with the global batch
-    rounded to a multiple of DP (a small change of batch the team must accept)."""
-    split = old.tp * old.pp * old.cp
-    dp_max = to_gpus // split
-    out: list[ShrinkOption] = []
-
-    def best(dp: int, batch: int, note: str) -> Optional[ShrinkOption]:
-        p = problem(model, hardware, dp * split, seq_len=seq_len, global_batch=batch,
-                    precision=old.precision, optimizer=old.optimizer, budget=budget)
-        res = search(p, SearchSpace(tp=old.tp, pp=old.pp, cp=old.cp, ep=old.ep, zero=old.zero,
-                                    recompute=old.recompute, schedule=old.schedule,
-                                    chunks=old.chunks))
-        if not len(res.order):
-            return None
-        i = int(res.order[0])
-        lay = res.candidates.layout(i, old.precision, old.optimizer)
-        return ShrinkOption(layout=lay, fits=True, step_time_s=float(res.results.time.step[i]),
-                            tokens_per_s=float(res.results.throughput.tokens_per_s[i]),
-                            accumulation=float(res.results.micro_batches[i]),
-                            resume=f"{resume_kind(old, lay)}; {note}")
-
-    for dp in range(dp_max, 0, -1):
-        if global_batch % dp == 0:
-            o = best(dp, global_batch, f"global batch kept at {global_batch}"
-                     + (f"; {to_gpus - dp * split} GPUs idle" if dp * split < to_gpus else ""))
-            if o:
-                out.append(o)
-                break
-    if dp_max >= 1 and global_batch % dp_max:
-        batch = max(dp_max, round(global_batch / dp_max) * dp_max)
-        o = best(dp_max, batch, f"global batch {global_batch} → {batch} "
-                 f"({(batch - global_batch) / global_batch:+.1%})")
-        if o:
-            out.append(o)
-    return out

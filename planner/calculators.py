@@ -37,9 +37,10 @@ class StateMemoryResult(BaseModel):
     rows: list[ZeroRow]
 
 
-# The quick model-state calculator's GPU when none is named: 80 GB, the class of the A100-80G and
-# H100 (80 GB = 80e9 bytes as the vendors count it; the profiles hold the exact HBM size).
-DEFAULT_GPU_MEMORY_BYTES = 80e9
+# The library's default GPU for the quick model-state calculator: the default profile's (h100)
+# HBM, 80 GiB = 85.9e9 bytes (the "80 GB" of the A100-80G and H100 datasheets is binary). The CLI
+# passes the resolved profile's capacity, so both say the same.
+DEFAULT_GPU_MEMORY_BYTES = 80 * 2.0 ** 30
 
 
 def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",

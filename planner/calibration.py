@@ -357,8 +357,8 @@ def calibrate(hardware: HardwareProfile | str | None = None,
         "A100 constants fitted on the Megatron-LM and A100 torchtitan rows: matmul_half_hidden, "
         "matmul_half_tokens, sustained_matmul_fraction, memory_passes, tp_exposed_fraction; "
         "flash_attention_fraction at the low end of FlashAttention-2's published A100 range; the "
-        "matmul ceiling, link efficiencies and NCCL step latencies are measured (CALIBRATION.md "
-        "§7-8, shared/fixtures/real/nccl).",
+        "matmul ceiling, link efficiencies and NCCL step latencies are measured (public MAMF and "
+        "nccl-tests figures; see the hardware profiles).",
     ]
     if any(r.hardware == MODERN_PROFILE for r in rows):
         h = load_profile(MODERN_PROFILE)

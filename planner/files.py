@@ -10,7 +10,6 @@ link, which fails if the destination exists (no check-then-write race); with ``f
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -56,8 +55,8 @@ def write_text(path: str | Path, content: str, *, force: bool = False, field: st
                make_dirs: bool = False) -> None:
     """Write ``content`` to ``path`` atomically; ``-`` writes to stdout."""
     if str(path) == STDOUT:
-        sys.stdout.write(content if content.endswith("\n") else content + "\n")
-        sys.stdout.flush()
+        from .render.terminal import write_stdout  # a closed pipe ends the output, not the run
+        write_stdout(content if content.endswith("\n") else content + "\n")
         return
     _check_name(str(path), field)
     p = Path(path)

@@ -104,7 +104,7 @@ def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
                                                               " not both")
         cost, source = c.cost_min * 60, "stated cost"
     else:
-        contents = layout_checkpoint(inp.model.param_count(), lay)
+        contents = layout_checkpoint(inp.model.param_count(), lay, inp.model.routed_expert_params())
         size = c.size_gb * 1e9 if c.size_gb is not None else contents.total_bytes
         storage = c.write_gbps * 1e9 if c.write_gbps is not None else hw.storage.write_bytes_per_s
         write = checkpoint_write(size, storage, writers=contents.effective_writers,

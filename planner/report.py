@@ -31,6 +31,8 @@ from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 from .specs.hardware import HardwareProfile
 from .specs.model import ModelSpec
 from .render.document import Table
+from .render.units import capacity
+from .pipeline_schedule import Block, pipeline_timeline, timeline_bubble  # noqa: F401 (re-exported)
 
 # Section titles, top to bottom (tests check every one is present).
 SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",
@@ -39,94 +41,6 @@ SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory 
             "Rejected layouts", "Rules")
 
 CHARTS_HINT = "pip install 'dtplan[report]'"
-
-
-# ---- the pipeline schedule as blocks -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class Block:
-    """One forward or backward pass of one micro-batch through one model chunk on one stage."""
-
-    stage: int
-    micro_batch: int
-    chunk: int
-    kind: str          # "F" or "B"
-    start: float
-    end: float
-
-
-def pipeline_timeline(p: int, m: int, v: int = 1, schedule: str = "1f1b", *,
-                      forward: float = 1.0, backward: float = 2.0) -> list[Block]:
-    """The schedule of one optimizer step on ``p`` stages with ``m`` micro-batches (``v`` chunks
-    per stage when interleaved), as start/end times in units of one full-stage forward.
-
-    Each stage runs its passes in the schedule's order; a pass starts when its stage is free
-    and its input is ready (the previous virtual stage's forward, the next one's backward).
-    Orders (Narayanan et al., SC21, Sec. 2.2, and Megatron-LM's ``schedules.py``):
-    GPipe runs all forwards, then all backwards; 1F1B runs p−i−1 warm-up forwards on stage i,
-    then alternates one forward and one backward; interleaved 1F1B takes micro-batches in groups
-    of p per chunk, with (p−i−1)·2 + (v−1)·p warm-up forwards. A chunk's pass takes 1/v of the
-    stage's. The idle share of p × makespan is (p−1)/(v·m + p−1) (tested).
-    """
-    for name, x in (("stages", p), ("micro-batches", m), ("chunks", v)):
-        if int(x) != x or x < 1:
-            raise InputError(name, f"must be a whole number >= 1, got {x}")
-    p, m, v = int(p), int(m), int(v)
-    if schedule != "interleaved":
-        v = 1
-    elif m % p:
-        raise InputError("micro-batches", f"the interleaved schedule needs a multiple of p = {p}, "
-                                          f"got {m}")
-    t_f, t_b = forward / v, backward / v
-    n = m * v
-    # k-th forward on a stage: micro-batch group k // (p·v), chunk (k // p) % v
-    fwd = [((k // (p * v)) * p + k % p, (k // p) % v) for k in range(n)]
-    bwd = [(mb, v - 1 - c) for mb, c in fwd]
-    orders = []
-    for d in range(p):
-        if schedule == "gpipe":
-            seq = [("F", x) for x in fwd] + [("B", x) for x in bwd]
-        else:
-            warm = min((p - d - 1) * 2 + (v - 1) * p if v > 1 else p - d - 1, n)
-            seq = [("F", x) for x in fwd[:warm]]
-            for i in range(warm, n):
-                seq += [("F", fwd[i]), ("B", bwd[i - warm])]
-            seq += [("B", x) for x in bwd[n - warm:]]
-        orders.append(seq)
-    done: dict[tuple[str, int, int], float] = {}
-    free = [0.0] * p
-    pos = [0] * p
-    blocks: list[Block] = []
-    total = sum(len(s) for s in orders)
-    while len(blocks) < total:
-        moved = False
-        for d in range(p):
-            while pos[d] < len(orders[d]):
-                kind, (mb, chunk) = orders[d][pos[d]]
-                vs = chunk * p + d                      # virtual stage
-                if kind == "F":
-                    dep = ("F", vs - 1, mb) if vs > 0 else None
-                else:
-                    dep = ("B", vs + 1, mb) if vs < p * v - 1 else ("F", vs, mb)
-                if dep is not None and dep not in done:
-                    break
-                start = max(free[d], done[dep] if dep else 0.0)
-                end = start + (t_f if kind == "F" else t_b)
-                done[(kind, vs, mb)] = free[d] = end
-                blocks.append(Block(d, mb, chunk, kind, start, end))
-                pos[d] += 1
-                moved = True
-        if not moved:  # pragma: no cover - the orders above never deadlock
-            raise RuntimeError("pipeline schedule deadlocked")
-    return blocks
-
-
-def timeline_bubble(blocks: list[Block]) -> float:
-    """Idle share of (stages × makespan) in a timeline."""
-    stages = 1 + max(b.stage for b in blocks)
-    span = max(b.end for b in blocks) - min(b.start for b in blocks)
-    busy = sum(b.end - b.start for b in blocks)
-    return 1.0 - busy / (stages * span)
 
 
 # ---- the review ------------------------------------------------------------------------------------
@@ -149,6 +63,7 @@ class Review:
     charts: dict[str, str] = field(default_factory=dict)          # name → SVG text
     chart_titles: dict[str, str] = field(default_factory=dict)
     charts_note: Optional[str] = None
+    summary: Optional[Table] = None                                # the executive summary, first
 
 
 def inputs_from_plan(path: str) -> Inputs:
@@ -180,7 +95,7 @@ def _assumption_tables(inp: Inputs, budget) -> list[Table]:
     g, up, out, host, st = hw.gpu, hw.scale_up, hw.scale_out, hw.host, hw.storage
     peaks = ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in g.peak_flops.items())
     hw_rows = [["profile", f"{hw.name}" + (f" ({hw.description})" if hw.description else "")],
-               ["GPU", f"{g.name}, {g.memory_bytes / 1e9:,.1f} GB HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s"],
+               ["GPU", f"{g.name}, {capacity(g.memory_bytes)} HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s"],
                ["peak TFLOP/s (dense)", peaks],
                ["matmul ceiling", f"{g.matmul_ceiling_fraction:.0%} of peak"],
                ["board power", f"{g.power_w:,.0f} W"],
@@ -270,6 +185,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     from .render.estimate import layout_line, memory_tables, resilience_table, rules_table, \
         time_tables, verdict_line
     from .render.fit import fit_doc
+    from . import review_summary as rs
 
     if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
         return _nothing_fits(fit_result, source)
@@ -305,14 +221,19 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     text.append(f"The search ranks this layout #{rank} of {fit_result.valid} valid layouts."
                 if rank else f"The search's top {len(fit_result.layouts)} of {fit_result.valid} "
                              "valid layouts (this layout is not among them):")
-    sections.append(Section(SECTIONS[1], text, [fdoc.tables[0]]))
+    sections.append(Section(SECTIONS[1], text, [rs.alternatives_table(e, fit_result)],
+                            ["pareto"] if charts else []))
+    if charts:
+        chart_specs["pareto"] = ("Step time against peak memory: every valid layout, the plan starred",
+                                 "pareto_chart", (rs.pareto(inp, budget),
+                                                  (e.peak_memory_bytes, e.step_time_s)))
 
     # 3. memory
     chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
     sections.append(Section(SECTIONS[2], [
         f"Per-GPU memory item by item on each pipeline stage; peak {e.peak_memory_bytes / 1e9:.2f} GB "
         f"on the {e.peak_stage} stage against {e.usable_memory_bytes / 1e9:.2f} GB usable "
-        f"({e.capacity_bytes / 1e9:.2f} GB capacity minus the {budget.margin_fraction:.0%} margin). "
+        f"({capacity(e.capacity_bytes)} capacity minus the {budget.margin_fraction:.0%} margin). "
         "Context, buffers and fragmentation are budgeted explicitly; an estimate, not a promise."],
         memory_tables(e), ["memory"]))
 
@@ -421,21 +342,8 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
             "`--train-tokens` (and `--gpu-hour-cost`) for the time, energy and cost to train."]))
 
     # 9. throughput versus GPU count
-    if scaling:
-        counts = scaling_counts(inp.gpus, hw.scale_up.gpus_per_node)
-        srows = _scaling(inp, budget, counts)
-        rows = [[str(r["gpus"]), r["layout"], f"{r['step_time_s']:.3f}" if r["fits"] else "",
-                 f"{r['tokens_per_s']:,.0f}" if r["fits"] else "",
-                 f"{r['tokens_per_s'] / r['gpus']:,.0f}" if r["fits"] else "",
-                 f"{r['mfu']:.1%}" if r["fits"] else ""] for r in srows]
-        chart_specs["scaling"] = ("Throughput versus GPU count", "scaling_chart", (srows, inp.gpus))
-        sections.append(Section(SECTIONS[8], [
-            "The search's best layout at GPU counts around the chosen one, same model and global "
-            "batch."], [Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
-                                                            "tokens/s/GPU", "MFU"], rows)],
-            ["scaling"]))
-    else:
-        sections.append(Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
+    sections.append(_scaling_section(inp, budget, chart_specs) if scaling else
+                    Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."]))
 
     # 10. rejections
     rej = fdoc.tables[-1]
@@ -456,9 +364,28 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
         f" — {verdict_line(e)}; step {e.step_time_s:.2f} s, {e.tokens_per_s:,.0f} tokens/s, " \
         f"MFU {e.mfu:.1%}"
     title = f"Design review: {mod.name or 'model'} on {inp.gpus} × {hw.name}"
-    review = Review(title=title, source=source, verdict=verdict, ok=not failed, sections=sections)
+    summary = rs.summarize(inp, e, fit_result, failed=[r.name for r in failed],
+                           goodput=o.goodput_fraction, train=real if train_tokens else None,
+                           gpu_hour_cost=gpu_hour_cost)
+    review = Review(title=title, source=source, verdict=verdict, ok=not failed, sections=sections,
+                    summary=summary.table())
     _draw(review, chart_specs, charts)
     return review
+
+
+def _scaling_section(inp: Inputs, budget, chart_specs: dict) -> Section:
+    """The plan's own layout (DP scaled) and the search's best at GPU counts around the plan's."""
+    from . import review_summary as rs
+    counts = scaling_counts(inp.gpus, inp.hardware.scale_up.gpus_per_node)
+    srows = _scaling(inp, budget, counts)
+    prows = rs.plan_scaling(inp, budget, counts)
+    chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
+                              "scaling_chart", (prows, srows, inp.gpus))
+    return Section(SECTIONS[8], [
+        "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
+        "and global batch), its share of ideal linear scaling from the plan's point, and the "
+        "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
+        ["scaling"])
 
 
 def _draw(review: Review, specs: dict[str, tuple], charts: bool) -> None:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import BaseModel
 
 from . import validate as v
+# What a checkpoint holds lives in planner/checkpoint_contents.py; its names stay importable here.
+from .checkpoint_contents import CheckpointContents, CheckpointItem, checkpoint_contents  # noqa: F401
 from .engine import checkpoint as ckpt_eq
-from .engine import memory as mem_eq
 from .engine import resilience as res_eq
 from .errors import InputError
 from .straggler import Straggler, straggler
@@ -36,87 +37,6 @@ DEFAULT_WARMUP_S = 2 * MIN       # assumption: NCCL communicators, compilation, 
 # The first-order waste model assumes δ, τ and R are small against M; beyond this the figures
 # understate the waste (Daly 2006 Sec. 3) and are marked approximate.
 FIRST_ORDER_LIMIT = 0.3
-
-
-class CheckpointItem(BaseModel):
-    name: str
-    rule: str                  # how the size is reckoned, briefly
-    basis: str = ""            # why that size (small items)
-    total_bytes: float
-    per_rank_bytes: float      # what one writing rank writes
-    writers: int               # ranks that write this item
-    sharded: bool
-
-
-class CheckpointContents(BaseModel):
-    params: float
-    precision: str
-    optimizer: str
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    zero_stage: int
-    shard_degree: int
-    bytes_per_param: float     # model states only (the small items are not per parameter)
-    items: list[CheckpointItem]
-    total_bytes: float
-    busiest_rank_bytes: float  # rank 0: its shards plus every job-wide item
-    effective_writers: float   # total ÷ busiest rank: the writing GPUs when the load is even
-
-
-def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
-                        zero_stage: int = 3, precision: str = "mixed", optimizer: str = "adam",
-                        shard_degree: Optional[int] = None) -> CheckpointContents:
-    """What one checkpoint holds, in total and per writing rank.
-
-    Gradients are not saved (the next step recomputes them). Weights, fp32 master and optimizer
-    moments follow the precision/optimizer recipe (``engine.memory``); ZeRO shards the master
-    and moments from stage 1 and the weights from stage 3, over ``shard_degree`` ranks
-    (default: all of DP). A replicated state is written by one DP replica only.
-    """
-    params = v.positive("--params", params, upper=v.MAX_PARAMS)
-    n = v.positive_int("--gpus", gpus)
-    tp, pp = v.positive_int("--tp", tp), v.positive_int("--pp", pp)
-    v.zero_stage("--zero", zero_stage)
-    v.recipe(precision, optimizer)
-    if n % (tp * pp):
-        raise InputError("--gpus", f"{n} is not a multiple of TP × PP = {tp} × {pp} = {tp * pp}")
-    dp = n // (tp * pp)
-    shards = dp if shard_degree is None else v.positive_int("--shard-degree", shard_degree)
-    if dp % shards:
-        raise InputError("--shard-degree", f"must divide DP = {dp}, got {shards}")
-
-    w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
-    master = mem_eq.PRECISION_RECIPES[precision][2]
-    sharded_from = mem_eq.SHARDED_FROM_STAGE
-    big = [(f"weights ({w * 8:g}-bit)", w, zero_stage >= sharded_from["weights"]),
-           ("fp32 master weights", master, zero_stage >= sharded_from["optimizer"]),
-           (f"optimizer moments ({optimizer})", k - master,
-            zero_stage >= sharded_from["optimizer"])]
-    items = []
-    for name, per_param, sharded in big:
-        if per_param == 0:
-            continue  # e.g. no master copy in fp32 or bf16-pure training
-        s = shards if sharded else 1
-        total = params * per_param
-        items.append(CheckpointItem(
-            name=name, total_bytes=total, sharded=sharded,
-            rule=f"{per_param:g} B/param, " + ("sharded" if sharded else "one DP replica"),
-            per_rank_bytes=res_eq.shard_bytes(total, tp, pp, s),
-            writers=int(res_eq.writing_ranks(tp, pp, s))))
-    count = {"job": 1, "gpu": n, "dp": dp}
-    for name, (size, scope, why) in res_eq.SMALL_ITEMS.items():
-        per = {"job": "once", "gpu": "per rank", "dp": "per DP rank"}[scope]
-        items.append(CheckpointItem(name=name, rule=per, basis=why,
-                                    total_bytes=size * count[scope],
-                                    per_rank_bytes=size, writers=count[scope], sharded=False))
-    total = sum(x.total_bytes for x in items)
-    busiest = sum(x.per_rank_bytes for x in items)
-    return CheckpointContents(params=params, precision=precision, optimizer=optimizer, gpus=n,
-                              tp=tp, pp=pp, dp=dp, zero_stage=zero_stage, shard_degree=shards,
-                              bytes_per_param=w + k, items=items, total_bytes=total,
-                              busiest_rank_bytes=busiest, effective_writers=total / busiest)
 
 
 class CheckpointWrite(BaseModel):
@@ -316,13 +236,14 @@ class ResiliencePlan(BaseModel):
     straggler: Optional[Straggler] = None
 
 
-def layout_checkpoint(params: float, layout: "Layout") -> CheckpointContents:
+def layout_checkpoint(params: float, layout: "Layout", expert_params: float = 0.0) -> CheckpointContents:
     """The checkpoint one layout writes, for every command (check, report, estimate): all
     DP × TP × PP × CP GPUs hold state; CP ranks replicate the weights like DP ranks, so ZeRO
     shards over DP × CP (or the layout's hybrid shard group)."""
     return checkpoint_contents(params, layout.world, tp=layout.tp, pp=layout.pp,
                                zero_stage=layout.zero, precision=layout.precision,
-                               optimizer=layout.optimizer, shard_degree=layout.shard_group)
+                               optimizer=layout.optimizer, shard_degree=layout.shard_group,
+                               ep=layout.ep, expert_params=expert_params)
 
 
 def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfile" = "h100",
@@ -337,7 +258,8 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
                     detect_s: float = DEFAULT_DETECT_S, reschedule_s: float = DEFAULT_RESCHEDULE_S,
                     warmup_s: float = DEFAULT_WARMUP_S, tokens: Optional[float] = None,
                     tokens_per_s: Optional[float] = None, price_per_gpu_hour: Optional[float] = None,
-                    straggler_slowdown: Optional[float] = None) -> ResiliencePlan:
+                    straggler_slowdown: Optional[float] = None, ep: int = 1,
+                    expert_params: float = 0.0) -> ResiliencePlan:
     """Checkpoint size → write time δ (or the async stall) → with the job MTBF M and restart R,
     the Young/Daly interval, waste, goodput and (given tokens and tokens/s) time to train.
 
@@ -348,7 +270,8 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node
     c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
-                            precision=precision, optimizer=optimizer, shard_degree=shard_degree)
+                            precision=precision, optimizer=optimizer, shard_degree=shard_degree,
+                            ep=ep, expert_params=expert_params)
     wbw = (v.positive("--storage-gbs", storage_write_bytes_per_s)
            if storage_write_bytes_per_s is not None else hw.storage.write_bytes_per_s)
     rbw = (v.positive("--read-gbs", storage_read_bytes_per_s)

@@ -113,8 +113,10 @@ def sequences_for_tokens(tokens: float, seq_len: int, tolerance: float = 0.05) -
 
 
 def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
-                  tokens_per_batch: Optional[float]) -> tuple[int, int, str]:
-    """(sequence length, global batch in sequences, a note on any rounding)."""
+                  tokens_per_batch: Optional[float], gpus: Optional[int] = None) -> tuple[int, int, str]:
+    """(sequence length, global batch in sequences, a note on any rounding). With `gpus`, a
+    token budget (the default one too) rounds to the nearby batch that the most data-parallel
+    degrees of that GPU count divide (engine.batch.dp_friendly_batch)."""
     s = v.positive_int("--seq-len", seq_len if seq_len is not None else DEFAULT_SEQ_LEN,
                        upper=v.MAX_SEQ_LEN)
     if global_batch is not None and tokens_per_batch is not None:
@@ -124,8 +126,15 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
                         else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
     n = sequences_for_tokens(tokens, s)
+    why = "so that data-parallel degrees divide it"
+    if gpus is not None:
+        from .engine.batch import dp_friendly_batch
+        m = dp_friendly_batch(tokens / s, gpus)
+        if m != n:
+            n, why = m, f"the nearest that the most data-parallel degrees of {gpus} GPUs divide"
     note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
-            "so that data-parallel degrees divide it" if n * s != tokens else "")
+            f"to {why}" if n * s != tokens else "")
     if tokens_per_batch is None:
-        note = f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s})"
+        note = (f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s}"
+                + (f"; {why}" if n * s != tokens else "") + ")")
     return s, n, note

@@ -10,7 +10,7 @@ from pathlib import Path
 PLANNER = Path(__file__).resolve().parent.parent / "planner"
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 # Over the limit today (issue #12 asks for them to be split); the figure is a ceiling.
-OVERSIZE_FILES = {"report.py": 496}
+OVERSIZE_FILES = {"report.py": 423}
 # Typer commands whose option declarations are the length, the engine-config readers'
 # assertion lists, and the long document builders still to be split.
 OVERSIZE_FUNCTIONS = {("cli/quick.py", "checkpoint_cmd"): 110,
@@ -19,7 +19,7 @@ OVERSIZE_FUNCTIONS = {("cli/quick.py", "checkpoint_cmd"): 110,
                       ("engines/torchtitan.py", "read_torchtitan"): 143,
                       ("engines/megatron.py", "to_megatron"): 109,
                       ("render/quick.py", "_resilience_doc"): 129,
-                      ("report.py", "build_review"): 198}
+                      ("report.py", "build_review"): 195}
 STDLIB_OK = {"__future__", "math", "typing", "dataclasses", "numpy", "functools", "itertools"}
 
 

@@ -54,7 +54,7 @@ def test_examples_exist():
     kinds = {p.suffix for p in ENGINES.iterdir()}
     assert {".json", ".sh", ".toml"} <= kinds
     assert (ROOT / "examples" / "ci" / "dtplan-gate.yml").is_file()
-    assert (ROOT / "examples" / "ci" / ".pre-commit-hooks.yaml").is_file()
+    assert (ROOT / ".pre-commit-hooks.yaml").is_file()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -78,7 +78,7 @@ def test_ci_example_files_parse():
     steps = wf["jobs"]["check"]["steps"]
     assert any("dtplan check" in s.get("run", "") and "--format github" in s.get("run", "")
                for s in steps)
-    hooks = yaml.safe_load((ROOT / "examples/ci/.pre-commit-hooks.yaml").read_text())
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hooks[0]["id"] == "dtplan-check" and hooks[0]["entry"].startswith("dtplan check")
 
 
@@ -94,7 +94,7 @@ def test_json_verdict_is_stable():
     r = dtplan("check", GOOD, PLANS / "fail-layers-divisible-by-pp.yaml", "-f", "json")
     assert r.code == 1
     j = r.json()
-    assert set(j) == {"schema_version", "command", "ok", "strict", "exit_code", "files"}
+    assert set(j) == {"schema_version", "command", "mode", "ok", "strict", "exit_code", "files"}
     assert j["schema_version"] == 1 and j["command"] == "check" and j["ok"] is False
     assert j["exit_code"] == 1 and j["strict"] is False
     good, bad = j["files"]

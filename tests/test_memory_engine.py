@@ -102,9 +102,9 @@ def test_torchtitan_under_pp_keeps_the_stage_gathered_with_fp32_gradients():
 def test_gelu_model_with_and_without_dropout_through_the_cli(dtplan):
     gpt = ["memory", "--layers", "24", "--hidden", "2048", "--heads", "16", "--mlp", "gelu",
            "--gpus", "8", "--format", "json"]
-    with_masks = dtplan(*gpt).json()["stages"][0]["items"]["activations"]
-    plain = dtplan(*gpt, "--no-dropout").json()["stages"][0]["items"]["activations"]
-    assert dtplan(*gpt, "--dropout").json()["stages"][0]["items"]["activations"] == with_masks
+    with_masks = dtplan(*gpt).json()["stages"][0]["items_bytes"]["activations"]
+    plain = dtplan(*gpt, "--no-dropout").json()["stages"][0]["items_bytes"]["activations"]
+    assert dtplan(*gpt, "--dropout").json()["stages"][0]["items_bytes"]["activations"] == with_masks
     assert plain < with_masks
 
 

@@ -21,7 +21,7 @@ def test_memory_budget_issue_example(dtplan):
         assert line in r.out
     j = dtplan("memory", *LLAMA70, "--format", "json").json()
     for s in j["stages"]:
-        assert sum(s["items"].values()) == pytest.approx(s["total_bytes"])
+        assert sum(s["items_bytes"].values()) == pytest.approx(s["total_bytes"])
     assert j["fits"] is True and j["peak_stage"] == "first"
 
 
@@ -42,7 +42,7 @@ def test_estimate_json_keys(dtplan):
     j = dtplan("estimate", *LLAMA70, "--format", "json").json()
     for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                 "hardware_tflops_per_gpu", "mfu", "hfu", "bubble_fraction", "collective_fraction",
-                "peak_memory_bytes", "fits", "breakdown", "resilience"):
+                "peak_memory_bytes", "fits", "breakdown_s", "resilience"):
         assert key in j
     assert 0 < j["mfu"] <= j["hfu"] < 1
     assert j["tokens_per_s"] == pytest.approx(j["tokens_per_step"] / j["step_time_s"])

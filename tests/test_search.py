@@ -123,7 +123,7 @@ def test_elastic_shrink_keeps_the_split_and_the_batch(dtplan):
 
 
 def test_resume_kind():
-    from planner.api import resume_kind
+    from planner.shrink import resume_kind
     from planner.specs.layout import Layout
     old = Layout(tp=8, pp=4, dp=8, zero=1)
     assert resume_kind(old, old) == "resume as is"

@@ -6,6 +6,7 @@ fit" or "a rule fails"; 2 bad input or usage; 3 an internal error (a bug).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -22,7 +23,9 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 HELP = """Capacity and layout planner for distributed training of large models.
 
 Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage;
-3 internal error (rerun with --debug for the traceback)."""
+3 internal error (rerun with --debug for the traceback).
+
+`dtplan --version` prints the version; `dtplan completion bash|zsh|fish` the shell completion."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,12 +33,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_ma
 # Importing a module registers its commands. Only the invoked command's module is imported
 # (each costs imports and click objects); anything else (--help, a typo) imports them all, and
 # `dtplan --help` lists them in this order.
-MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate", "compare")
+MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate", "compare",
+           "completion")
 COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
             "models": "plan_cmds", "profiles": "plan_cmds", "check": "gate", "schema": "gate",
             "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
             "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
-            "calibrate": "calibrate", "compare": "compare"}
+            "calibrate": "calibrate", "compare": "compare", "completion": "completion"}
 
 # BLAS thread pools dtplan never uses (its arrays are element-wise) cost start-up time; the
 # user's own setting wins.
@@ -61,6 +65,18 @@ def _scope(argv: list[str]):
     return contextlib.nullcontext()
 
 
+# The variable a shell sets when it asks `dtplan` for completion candidates.
+COMPLETE_VAR = "_DTPLAN_COMPLETE"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("dtplan")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
 def _fail(message: str, code: int) -> int:
     # One line whatever the user typed: control characters in echoed values are escaped.
     message = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in message)
@@ -72,8 +88,19 @@ def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (used by main and by tests)."""
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    register(argv)
+    if argv[:1] in (["--version"], ["-V"]):
+        sys.stdout.write(f"dtplan {_version()}\n")
+        return EXIT_OK
+    if COMPLETE_VAR in os.environ:  # a shell asking for candidates: every command
+        register([])
+        from .completion import enable_completion
+        enable_completion()
+    else:
+        register(argv)
     command = typer.main.get_group(app)  # a group even when one command is registered
+    if not argv or "--help" in argv or "-h" in argv or argv[0] not in COMMANDS:
+        from .help import polish  # panels, metavars and examples: only a help screen needs them
+        command = polish(command)
     try:
         with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
             rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
@@ -88,7 +115,9 @@ def run(argv: list[str]) -> int:
         return e.exit_code
     except (typer.Abort, getattr(click_exc, "Abort", typer.Abort)):
         return _fail("aborted", 130)
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader left (| head): the rest goes nowhere, not to a traceback
+        from ..render.terminal import silence_stdout
+        silence_stdout()
         return EXIT_OK
     except Exception as e:  # a bug: one line and a hint unless --debug
         if debug:

@@ -41,15 +41,27 @@ def calibrate_cmd(
     from ..calibration import calibrate
     from ..render import Document, Table, emit
 
+    if hardware is not None and _no_published_run(hardware, fmt.value):
+        return EXIT_OK
     rep = calibrate(hardware, framework)
     unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU",
             "tokens_per_s_per_gpu": "tok/s/GPU", "peak_memory_gib": "GiB reserved"}
-    rows = [[r.case, unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
-             f"{r.error_pct:+.1f}%", r.layout] for r in rep.rows]
+    # In the terminal the layout goes under the case name, so the table fits 80 columns.
+    merged = fmt is Format.table
+
+    def case(r) -> str:
+        return f"{r.case}\n  {r.layout}" if merged else r.case
+
+    def layout(r) -> list[str]:
+        return [] if merged else [r.layout]
+    rows = [[case(r), unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
+             f"{r.error_pct:+.1f}%"] + layout(r) for r in rep.rows]
     reg = [[k, str(v.rows), f"{v.median_abs_error_pct:.1f}%", f"{v.worst_abs_error_pct:.1f}%",
             f"± {v.band_pct:g}%"] for k, v in rep.regimes.items()]
-    mem = [[r.case, f"{r.published:.1f}", f"{r.predicted:.1f}", f"{r.error_pct:+.1f}%", r.layout]
+    mem = [[case(r), f"{r.published:.1f}", f"{r.predicted:.1f}", f"{r.error_pct:+.1f}%"] + layout(r)
            for r in rep.memory_rows]
+    first = ["case / layout" if merged else "case"]
+    last = [] if merged else ["layout"]
     consts = ", ".join(f"{k} = {v:g}" for k, v in rep.constants.items())
     notes = rep.notes + [f"Constants ({rep.hardware}): {consts}."] + [
         f"Skipped {k}: {v}" for k, v in rep.skipped.items()]
@@ -59,16 +71,37 @@ def calibrate_cmd(
                f"FSDP ±{rep.fsdp_tolerance_pct:g}%)")
     doc = Document(command="calibrate",
                    title=f"Calibration against published runs ({rep.hardware})",
-                   tables=[Table("Published vs predicted", ["case", "metric", "published",
-                                                            "predicted", "error", "layout"],
+                   tables=[Table("Published vs predicted", first + ["metric", "published",
+                                                            "predicted", "error"] + last,
                                  rows, bars=[abs(r.error_pct) for r in rep.rows]),
                            Table("By regime (framework / GPU generation / layout family)",
                                  ["regime", "rows", "median |error|", "worst", "band (RMS)"],
                                  reg)]
-                   + ([Table("Memory rows, max reserved (the memory model, issue #13)",
-                             ["case", "published GiB", "predicted GiB", "error", "layout"], mem)]
+                   + ([Table("Memory rows, max reserved",
+                             first + ["published GiB", "predicted GiB", "error"] + last, mem)]
                       if mem else []),
                    notes=notes, verdict=verdict,
                    ok=rep.within_tolerance == len(rep.rows), data=rep.model_dump())
     emit(doc, fmt.value)
     return EXIT_OK
+
+
+def _no_published_run(hardware: str, fmt: str) -> bool:
+    """Say so and return True when no published case ran on this profile's GPU: comparing A100
+    runs with H100 predictions measures nothing."""
+    from ..calibration import DEFAULT_PROFILE, MODERN_PROFILE
+    from ..render import Document, emit
+    from ..specs.hardware import load_profile
+
+    asked = load_profile(hardware)
+    ran_on = [load_profile(n) for n in (DEFAULT_PROFILE, MODERN_PROFILE)]
+    if asked.gpu.name in {h.gpu.name for h in ran_on}:
+        return False
+    names = " and ".join(h.name for h in ran_on)
+    emit(Document(command="calibrate", title=f"Calibration against published runs ({asked.name})",
+                  verdict=f"No published run on {asked.gpu.name} in dtplan's calibration set: the "
+                          f"cases ran on {names} (`dtplan calibrate` or --hardware with one of "
+                          f"them compares them)",
+                  ok=None, data={"hardware": asked.name, "rows": [],
+                                 "cases_hardware": [h.name for h in ran_on]}, mode="none"), fmt)
+    return True

@@ -60,10 +60,12 @@ def hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb,
                             nic_gbit_per_gpu=nic_gbit)
 
 
-def batch_from_options(seq_len, global_batch, tokens_per_batch) -> tuple[int, int, str]:
+def batch_from_options(seq_len, global_batch, tokens_per_batch,
+                       gpus: Optional[int] = None) -> tuple[int, int, str]:
     from ..resolve import resolve_batch
     tpb = parse_number("--tokens-per-batch", tokens_per_batch) if tokens_per_batch else None
-    return resolve_batch(seq_len=seq_len, global_batch=global_batch, tokens_per_batch=tpb)
+    return resolve_batch(seq_len=seq_len, global_batch=global_batch, tokens_per_batch=tpb,
+                         gpus=gpus)
 
 
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
@@ -131,8 +133,10 @@ class Job:
         return hardware_from_options(self.hardware, self.hardware_file, self.gpus_per_node,
                                      self.gpu_memory_gb, self.nic_gbit)
 
-    def batch(self) -> tuple[int, int, str]:
-        return batch_from_options(self.seq_len, self.global_batch, self.tokens_per_batch)
+    def batch(self, gpus: Optional[int] = None) -> tuple[int, int, str]:
+        """(seq, global batch, note); with `gpus`, a token budget rounds to a batch the data-
+        parallel degrees of that GPU count divide."""
+        return batch_from_options(self.seq_len, self.global_batch, self.tokens_per_batch, gpus)
 
     def given(self) -> list[str]:
         """The options the user typed, spelled as on the command line."""

@@ -33,7 +33,12 @@ def fit_cmd(
     top: int = typer.Option(10, "--top", help="how many layouts to show"),
     show_all: bool = typer.Option(False, "--all", help="also rank layouts another valid layout "
                                   "beats on step time and peak memory (hidden by default)"),
+    batch_tolerance: float = typer.Option(0.01, "--batch-tolerance", help="with --from-plan: the "
+                                          "share the global batch may change for a faster "
+                                          "layout (0 keeps it exact)"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+    wide: bool = typer.Option(False, "--wide", help="every column of the layouts table (tok/s, "
+                              "CP, EP, checkpoint interval, goodput), even past 80 columns"),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
@@ -46,10 +51,10 @@ def fit_cmd(
 
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
     if from_plan is not None:
-        return _shrink(from_plan, counts, top, fmt.value)
+        return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
     spec = job.model_spec()
     prof = job.hardware_profile()
-    s, gbatch, batch_note = job.batch()
+    s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
     if recompute is not None:
         v.choice("--recompute", recompute, ("none", "selective", "full"))
     if zero is not None:
@@ -67,7 +72,7 @@ def fit_cmd(
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:
-        doc = fit_doc(results[0], gib=gib)
+        doc = fit_doc(results[0], gib=gib, wide=wide)
     else:
         from ..render.fit import sweep_doc
         doc = sweep_doc(results)
@@ -81,10 +86,10 @@ def fit_cmd(
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _shrink(path: str, counts: list[int], top: int, fmt: str) -> int:
+def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:
     from pathlib import Path
 
-    from ..api import shrink
+    from ..shrink import shrink
     from ..errors import InputError
     from ..specs.budget import MemoryBudget
     from ..gate import resolve_plan
@@ -97,7 +102,8 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str) -> int:
     plan, _ = load_plan(path, option="--from-plan")
     inp = resolve_plan(plan, Path(path).resolve().parent, path)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
-               global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top)
+               global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top,
+               batch_tolerance=batch_tolerance)
     doc = shrink_doc(r)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

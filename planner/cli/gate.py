@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from ..render.terminal import write_stdout
 from . import EXIT_OK, app
 
 
@@ -27,8 +28,22 @@ class Engine(str, Enum):
 
 
 class SchemaKind(str, Enum):
+    """What `dtplan schema` describes: plan files, or a command's --format json output."""
     plan = "plan"
     verdict = "verdict"
+    check = "check"
+    fit = "fit"
+    estimate = "estimate"
+    memory = "memory"
+    calibrate = "calibrate"
+    models = "models"
+    profiles = "profiles"
+    layout = "layout"
+    comm = "comm"
+    bubble = "bubble"
+    batch = "batch"
+    scaling = "scaling"
+    checkpoint = "checkpoint"
 
 
 @app.command("check")
@@ -66,11 +81,11 @@ def check_cmd(
         if v.error:
             sys.stderr.write(f"dtplan: error: {v.error}\n")
     if fmt is GateFormat.json:
-        sys.stdout.write(render_json_verdict(verdict) + "\n")
+        write_stdout(render_json_verdict(verdict) + "\n")
     elif fmt is GateFormat.github:
-        sys.stdout.write(render_github(verdict) + "\n")
+        write_stdout(render_github(verdict) + "\n")
     elif fmt is GateFormat.markdown:
-        sys.stdout.write(render_markdown_verdict(verdict) + "\n")
+        write_stdout(render_markdown_verdict(verdict) + "\n")
     else:
         for v in verdict.files:
             if not v.error:
@@ -80,13 +95,22 @@ def check_cmd(
 
 @app.command("schema")
 def schema_cmd(
-    kind: SchemaKind = typer.Argument(SchemaKind.plan, help="plan (plan-file schema) or "
-                                      "verdict (check --format json output)"),
+    kind: SchemaKind = typer.Argument(SchemaKind.plan, metavar="[plan|COMMAND]",
+                                      help="plan (plan files), or a command whose --format json "
+                                      "output to describe: check, fit, estimate, memory, "
+                                      "calibrate, models, profiles, layout, comm, bubble, batch, "
+                                      "scaling, checkpoint"),
 ) -> int:
-    """Print the JSON Schema of plan files (or of the check verdict)."""
-    from ..gate import verdict_json_schema
+    """Print the JSON Schema of plan files, or of a command's `--format json` output
+    (`dtplan schema fit`, `dtplan schema check`)."""
     from ..plan import json_schema
+    from ..render.json_out import check_schema, output_schema
 
-    schema = json_schema() if kind is SchemaKind.plan else verdict_json_schema()
-    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    if kind is SchemaKind.plan:
+        schema = json_schema()
+    elif kind in (SchemaKind.verdict, SchemaKind.check):
+        schema = check_schema()
+    else:
+        schema = output_schema(kind.value)
+    write_stdout(json.dumps(schema, indent=2) + "\n")
     return EXIT_OK

@@ -55,19 +55,18 @@ def evaluate_cmd(
         recompute != "none" or job.global_batch or job.tokens_per_batch
     if view == "memory" and job.params is not None and not arch_given and not layout_given:
         # The quick question: model states only, every ZeRO stage, over --gpus ranks.
-        from ..calculators import DEFAULT_GPU_MEMORY_BYTES, state_memory
+        from ..calculators import state_memory
         from ..render.quick import state_memory_doc
         from .options import parse_number
         from .. import validate as v
         if zero is not None:
             v.zero_stage("--zero", zero)
         prof = job.hardware_profile()
-        named = job.hardware or job.hardware_file or job.gpu_memory_gb
-        cap = prof.gpu.memory_bytes if named else DEFAULT_GPU_MEMORY_BYTES
+        cap = prof.gpu.memory_bytes  # the default profile's capacity too: one figure per GPU
         r = state_memory(parse_number("--params", job.params), gpus,
                          precision=layout["precision"], optimizer=layout["optimizer"],
                          gpu_memory_bytes=cap)
-        doc = state_memory_doc(r, zero)
+        doc = state_memory_doc(r, zero, gib=gib)
         emit(doc, fmt.value)
         return EXIT_OK if doc.ok else EXIT_FAIL
 
@@ -76,7 +75,7 @@ def evaluate_cmd(
 
     spec = job.model_spec()
     prof = job.hardware_profile()
-    s, gbatch, batch_note = job.batch()
+    s, gbatch, batch_note = job.batch(gpus)
     budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     lay = build_layout(gpus=gpus, **{**layout, "zero": zero or 0,
                                      "micro_batch": o.optional_int("--micro-batch", micro_batch),
@@ -135,18 +134,21 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
         return EXIT_OK
     from ..specs.hardware import DEFAULT_PROFILE, list_profiles
     from ..render import Document, Table, emit
+    from ..render.units import capacity
 
-    rows, data = [], []
+    rows, data, aliases = [], [], []
     for p in list_profiles():
         rows.append([p.name + (" (default)" if p.name == DEFAULT_PROFILE else ""), p.gpu.name,
-                     f"{p.gpu.memory_bytes / 2**30:.0f} GiB", f"{p.gpu.peak_flops['bf16'] / 1e12:.0f}",
+                     capacity(p.gpu.memory_bytes), f"{p.gpu.peak_flops['bf16'] / 1e12:.0f}",
                      str(p.scale_up.gpus_per_domain),
                      f"{p.scale_up.bandwidth_bytes_per_s / 1e9:.0f}",
-                     f"{p.scale_out.nic_bytes_per_s * 8 / 1e9:.0f}", ", ".join(p.aliases)])
+                     f"{p.scale_out.nic_bytes_per_s * 8 / 1e9:.0f}"])
+        aliases.append(f"{p.name}: {', '.join(p.aliases)}")
         data.append(p.model_dump())
     emit(Document(command="profiles", title="Hardware profiles (use with --hardware NAME)",
                   tables=[Table("Profiles", ["name", "GPU", "memory", "bf16 TFLOP/s", "NVLink domain",
-                                             "NVLink GB/s", "NIC Gb/s", "aliases"], rows)],
+                                             "NVLink GB/s", "NIC Gb/s"], rows)],
+                  notes=["Aliases (also accepted by --hardware): " + "; ".join(aliases)],
                   data={"profiles": data}), fmt.value)
     return EXIT_OK
 
@@ -158,6 +160,7 @@ def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
     from ..errors import InputError
     from ..specs.hardware import load_profile
     from ..render import Document, Table, emit
+    from ..render.units import capacity
 
     try:
         p = load_profile(name)
@@ -168,6 +171,8 @@ def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
         for k, x in getattr(p, section).model_dump().items():
             rows.append([f"{section}.{k}", ", ".join(f"{a}={b / 1e12:g}T" for a, b in x.items())
                          if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
+            if k.endswith("memory_bytes") and isinstance(x, (int, float)):
+                rows[-1][1] += f" = {capacity(x)}"
     emit(Document(command="profiles show", title=f"{p.name}: {p.description}",
                   tables=[Table("Values (SI units)", ["key", "value"], rows)],
                   notes=[p.notes] if p.notes else [], data=p.model_dump()), fmt.value)

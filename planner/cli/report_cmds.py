@@ -35,7 +35,7 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
-    s, gbatch, _note = job.batch()
+    s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
                                global_batch=gbatch, precision=precision, optimizer=optimizer)
     return inp, f"fit search over {n} GPUs (the winner)", res
@@ -69,6 +69,10 @@ def report_cmd(
     as_html = html or output.lower().endswith((".html", ".htm"))
     to_stdout = files.is_stdout(output)
     files.check_targets([output], force=force)
+    suffix = Path(output).suffix.lower()
+    if not to_stdout and suffix not in (".md", ".markdown", ".html", ".htm"):
+        raise InputError("--output", f"must end in .md or .html (or be - for stdout), got "
+                         f"{suffix or 'no suffix'}; for a PDF, print the HTML review from a browser")
     chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:
         raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")

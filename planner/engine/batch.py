@@ -23,3 +23,19 @@ def batch_divides(global_batch_size: Num, micro_batch: Num, data_parallel: Num) 
     g = np.asarray(global_batch_size, dtype=np.int64)
     ok = (g % per_step == 0) & (g >= per_step)
     return bool(ok) if np.ndim(ok) == 0 else ok
+
+
+def dp_friendly_batch(target_sequences: float, gpus: int, tolerance: float = 0.10) -> int:
+    """The global batch (sequences) within ±`tolerance` of the target with the largest
+    gcd(B, GPUs): B = b × a × DP needs DP | B, and DP = GPUs ÷ (TP·PP·CP) runs over divisors of
+    the GPU count, so every DP dividing that gcd stays open (B = a multiple of 240 on 240 GPUs
+    lets TP 8 use DP 30; a power of two there leaves only DP 16 and odd model-parallel splits).
+    Ties: the closest to the target, then the smaller. Powers of two on power-of-two clusters
+    come back unchanged."""
+    t = float(target_sequences)
+    lo = max(1, int(np.floor(t * (1 - tolerance))))
+    hi = max(lo, int(np.ceil(t * (1 + tolerance))))
+    n = np.arange(lo, hi + 1, dtype=np.int64)
+    g = np.gcd(n, int(gpus))
+    best = n[g == g.max()]
+    return int(best[np.argmin(np.abs(best - t) * 2 + (best > t))])

@@ -127,18 +127,49 @@ def checkpoint_chart(intervals_s, waste, optimum_s: float, optimum_waste: float,
     return _svg(fig)
 
 
-def scaling_chart(rows: list[dict], chosen: int) -> str:
-    """Throughput (tokens/s) and MFU of the best layout at each GPU count."""
+def scaling_chart(plan_rows: list[dict], best_rows: list[dict], chosen: int) -> str:
+    """Throughput against GPUs on log-log axes: the plan's own layout (DP scaled), the ideal line
+    (linear through the plan's point) and the search's best layout at each count."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 3.0))
-    ok = [r for r in rows if r["fits"]]
-    ax.plot([r["gpus"] for r in ok], [r["tokens_per_s"] / 1e3 for r in ok], "o-", color=PALETTE[0])
+    fig, ax = plt.subplots(figsize=(6.0, 3.2))
+    ok = [r for r in plan_rows if r["fits"]]
+    base = next((r for r in ok if r["gpus"] == chosen), None)
+    xs = [r["gpus"] for r in plan_rows]
+    if base is not None:
+        ax.plot([min(xs), max(xs)], [base["tokens_per_s"] * n / chosen / 1e3 for n in (min(xs), max(xs))],
+                ls="--", color="#999", lw=1, label="ideal (linear from the plan)")
+    ax.plot([r["gpus"] for r in ok], [r["tokens_per_s"] / 1e3 for r in ok], "o-", color=PALETTE[0],
+            label="the plan's layout, DP scaled")
     for r in ok:
         ax.annotate(f"MFU {r['mfu']:.0%}", (r["gpus"], r["tokens_per_s"] / 1e3),
                     textcoords="offset points", xytext=(4, -10), fontsize=7)
-    ax.axvline(chosen, color="#333", ls="--", lw=1)
+    bok = [r for r in best_rows if r["fits"]]
+    ax.plot([r["gpus"] for r in bok], [r["tokens_per_s"] / 1e3 for r in bok], "s:", ms=4,
+            color=PALETTE[1], label="best layout at each count")
+    if base is not None:
+        ax.plot([chosen], [base["tokens_per_s"] / 1e3], "*", ms=12, color=PALETTE[2], label="the plan")
     ax.set_xscale("log", base=2)
-    ax.set_xticks([r["gpus"] for r in rows], [str(r["gpus"]) for r in rows])
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [str(n) for n in xs])
     ax.set_xlabel("GPUs")
     ax.set_ylabel("thousand tokens/s")
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    return _svg(fig)
+
+
+def pareto_chart(points: dict, plan: tuple[float, float]) -> str:
+    """Step time against peak memory for every valid layout; the Pareto front joined, the plan
+    starred."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    mem = [x / 1e9 for x in points["peak_memory_bytes"]]
+    step = list(points["step_time_s"])
+    ax.scatter(mem, step, s=6, color="#bbb", label=f"valid layouts ({len(mem)})")
+    front = sorted(points["front"], key=lambda i: mem[i])
+    ax.plot([mem[i] for i in front], [step[i] for i in front], "o-", ms=3, color=PALETTE[0],
+            label="Pareto front")
+    ax.plot([plan[0] / 1e9], [plan[1]], "*", ms=13, color=PALETTE[2], label="the plan")
+    ax.set_xlabel("peak memory per GPU (GB)")
+    ax.set_ylabel("step time (s)")
+    ax.legend(fontsize=7, frameon=False)
     return _svg(fig)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from .json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
 FORMATS = ("table", "json", "markdown")
 
 
@@ -21,6 +21,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     bars: list[float] | None = None
+    legend: str | None = None  # one line printed under the table: what its codes mean
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Document:
     verdict: str | None = None
     ok: bool | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    mode: str | None = None  # which of the command's JSON shapes `data` is (render.json_out)
 
 
 def _clean(obj: Any) -> Any:
@@ -49,13 +51,24 @@ def _clean(obj: Any) -> Any:
 
 
 def render_json(doc: Document) -> str:
-    payload = {"schema_version": SCHEMA_VERSION, "command": doc.command}
-    if doc.ok is not None:
-        payload["ok"] = doc.ok
-    payload.update(doc.data)
-    if doc.notes:
-        payload.setdefault("notes", doc.notes)
+    from .json_out import default_mode, envelope
+    payload = envelope(doc.command, doc.mode or default_mode(doc.command), doc.ok, doc.data,
+                       doc.notes)
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
+
+
+_NUMBER = re.compile(r"^[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*( \([\d,.]+ ?[%A-Za-z/]*\))?$")
+
+
+def numeric_columns(t: Table) -> list[bool]:
+    """Which columns hold numbers (right-aligned in every rendering): each non-empty cell is a
+    number with at most a unit suffix ("12.665", "58.7%", "331.17K", "62m"). The first column
+    is a label."""
+    out = []
+    for i in range(len(t.columns)):
+        cells = [str(r[i]).strip() for r in t.rows if i < len(r) and str(r[i]).strip()]
+        out.append(i > 0 and bool(cells) and all(_NUMBER.match(c) for c in cells))
+    return out
 
 
 def _md_cell(s: str) -> str:
@@ -67,8 +80,11 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
     for t in doc.tables:
         lines += [f"{heading}# {t.title}", ""]
         lines.append("| " + " | ".join(_md_cell(c) for c in t.columns) + " |")
-        lines.append("|" + "|".join("---" for _ in t.columns) + "|")
+        # Numbers right-aligned, as in the terminal: every column but the first.
+        lines.append("|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|")
         lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
+        if t.legend:
+            lines += ["", f"*{_md_cell(t.legend)}*"]
         lines.append("")
     if doc.verdict:
         lines += [f"**{doc.verdict}**", ""]
@@ -77,46 +93,22 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
     return "\n".join(lines)
 
 
-def _bar(value: float, biggest: float, width: int = 20) -> str:
-    if biggest <= 0 or value <= 0:
-        return ""
-    n = max(1, round(width * value / biggest))
-    return "█" * n
-
-
 def render_rich(doc: Document, file=None) -> None:
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    console = Console(file=file or sys.stdout, highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # piped or captured: wide enough that tables do not wrap
-        console.width = 160
-    console.print(f"[bold]{doc.title}[/bold]")
-    for t in doc.tables:
-        rt = RichTable(title=t.title, title_justify="left", show_lines=False)
-        for i, c in enumerate(t.columns):
-            rt.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
-        if t.bars is not None:
-            rt.add_column("", justify="left", style="cyan")
-        biggest = max(t.bars) if t.bars else 0.0
-        for i, r in enumerate(t.rows):
-            cells = list(r)
-            if t.bars is not None:
-                cells.append(_bar(t.bars[i], biggest))
-            rt.add_row(*cells)
-        console.print(rt)
-    if doc.verdict:
-        style = "bold green" if doc.ok else ("bold red" if doc.ok is False else "bold")
-        console.print(f"[{style}]{doc.verdict}[/{style}]")
-    for n in doc.notes:
-        console.print(f"[dim]· {n}[/dim]")
+    """Terminal rendering (planner.render.terminal): literal strings, COLUMNS, plain when piped."""
+    from .terminal import render_text, write_stdout
+    text = render_text(doc)
+    if file is None:
+        write_stdout(text)
+    else:
+        file.write(text)
 
 
 def emit(doc: Document, fmt: str) -> None:
     """Print the document to stdout in the requested format."""
+    from .terminal import write_stdout
     if fmt == "json":
-        sys.stdout.write(render_json(doc) + "\n")
+        write_stdout(render_json(doc) + "\n")
     elif fmt == "markdown":
-        sys.stdout.write(render_markdown(doc) + "\n")
+        write_stdout(render_markdown(doc) + "\n")
     else:
         render_rich(doc)

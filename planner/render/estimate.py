@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..estimation import Estimate
 from .document import Document, Table
-from .units import count, gb, ms, pct
+from .units import capacity, count, gb, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -62,8 +62,8 @@ def verdict_line(e: Estimate, gib: bool = False) -> str:
     where = peak.moment or ("the single stage" if e.peak_stage == "single stage"
                             else f"the {e.peak_stage} stage")
     return (f"{state}: device total {gb(e.peak_memory_bytes, gib=gib)} {unit} at {where} vs "
-            f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of {gb(e.capacity_bytes, gib=gib)} "
-            f"{unit} ({'headroom' if e.fits else 'short by'} "
+            f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of "
+            f"{capacity(e.capacity_bytes, gib=gib)} ({'headroom' if e.fits else 'short by'} "
             f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
 
 
@@ -146,7 +146,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
     data["notes"] = notes
     return Document(command=view, title=title, tables=tables, notes=notes, verdict=verdict,
-                    ok=not failed, data=data)
+                    ok=not failed, data=data, mode="budget" if view == "memory" else "estimate")
 
 
 __all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line"]

@@ -14,30 +14,79 @@ def _rc(lay) -> str:
     return lay.recompute
 
 
-def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
-    cols = ["#", "TP", "PP", "DP", "CP", "EP", "ZeRO", "mb", "acc", "sched", "recomp",
-            "peak GB", "free GB", "step s", "tok/s", "MFU", "bubble", "comm", "ckpt", "goodput"]
-    rows = []
-    for x in r.layouts:
-        lay = x.layout
-        rows.append([str(x.rank), str(lay.tp), str(lay.pp), str(lay.dp), str(lay.cp), str(lay.ep),
-                     f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
-                     + (" +off" if lay.offload_optimizer != "none" else ""),
-                     str(lay.micro_batch), f"{x.accumulation:g}",
-                     "1f1b" if lay.schedule == "1f1b" else (f"int v{lay.chunks}"
-                                                            if lay.schedule == "interleaved" else lay.schedule),
-                     _rc(lay),
-                     gb(x.peak_memory_bytes, 1, gib=gib), gb(x.headroom_bytes, 1, gib=gib),
-                     f"{x.step_time_s:.3f}", count(x.tokens_per_s),
-                     pct(x.mfu) + (f" ±{x.error_band_pct:g}%" if x.error_band_pct else ""),
-                     pct(x.bubble_fraction),
-                     pct(x.collective_fraction),
-                     f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
-                     pct(x.goodput) if x.goodput is not None else ""])
+def _zero(lay) -> str:
+    return (f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
+            + ("+off" if lay.offload_optimizer != "none" or lay.offload_params != "none" else ""))
+
+
+def _sched(lay) -> str:
+    if lay.schedule == "interleaved":
+        return f"int v{lay.chunks}"
+    return lay.schedule
+
+
+# (header, how to read it from a ranked layout, shown without --wide, dropped into the notes when
+# the same in every row). The default set fits 80 columns; tokens/s is step time in other units
+# (the batch is the same in every row), so it is --wide only.
+_COLUMNS = (
+    ("#", lambda x, gib: str(x.rank), True, False),
+    ("TP", lambda x, gib: str(x.layout.tp), True, False),
+    ("PP", lambda x, gib: str(x.layout.pp), True, False),
+    ("DP", lambda x, gib: str(x.layout.dp), True, False),
+    ("CP", lambda x, gib: str(x.layout.cp), True, True),
+    ("EP", lambda x, gib: str(x.layout.ep), True, True),
+    ("ZeRO", lambda x, gib: _zero(x.layout), True, False),
+    ("mb", lambda x, gib: str(x.layout.micro_batch), True, False),
+    ("acc", lambda x, gib: f"{x.accumulation:g}", True, False),
+    ("sched", lambda x, gib: _sched(x.layout), True, True),
+    ("recomp", lambda x, gib: _rc(x.layout), True, False),
+    ("peak", lambda x, gib: gb(x.peak_memory_bytes, 1, gib=gib), True, False),
+    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib), True, False),
+    ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
+    ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
+    ("MFU", lambda x, gib: pct(x.mfu) + (f" ±{x.error_band_pct:g}%" if x.error_band_pct else ""),
+     True, False),
+    ("bubble", lambda x, gib: pct(x.bubble_fraction), True, True),
+    ("comm", lambda x, gib: pct(x.collective_fraction), True, False),
+    ("ckpt", lambda x, gib: f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
+     False, True),
+    ("goodput", lambda x, gib: pct(x.goodput) if x.goodput is not None else "", False, True),
+)
+_CONSTANT_NAMES = {"CP": "CP", "EP": "EP", "sched": "schedule", "bubble": "bubble",
+                   "ckpt": "checkpoint every", "goodput": "goodput"}
+
+
+def layouts_table(layouts, *, gib: bool = False, wide: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
+    """(columns, rows, notes): the ranked layouts. Without `wide`, the columns that are the same
+    in every row move into one note, so the table fits an 80-column terminal."""
+    cells = {name: [get(x, gib) for x in layouts] for name, get, _, _ in _COLUMNS}
+    keep, constant = [], []
+    for name, _, default, droppable in _COLUMNS:
+        same = len(set(cells[name])) == 1 and len(layouts) > 1
+        if not wide and droppable and (same or (name in ("CP", "EP") and set(cells[name]) == {"1"})):
+            if cells[name] and cells[name][0]:
+                constant.append(f"{_CONSTANT_NAMES[name]} {cells[name][0]}")
+            continue
+        if wide or default:
+            keep.append(name)
+    rows = [[cells[name][i] for name in keep] for i in range(len(layouts))]
+    notes = ["Same in every row above: " + ", ".join(constant) + "."] if constant else []
+    return keep, rows, notes
+
+
+LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb micro-batch, acc "
+          "accumulation steps · int v3: interleaved 1F1B, 3 chunks · full×19: full recompute of "
+          "19 layers per stage · peak, free: {unit} per GPU · bubble, comm: share of the step · "
+          "--wide shows every column")
+
+
+def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
+    cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
     rejected = sum(j.count for j in r.rejections)
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
-                    f"ranked by {r.objective}", cols, rows)]
+                    f"ranked by {r.objective}", cols, rows,
+                    legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
     if r.best is not None:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
                    for t in memory_tables(r.best, gib)]
@@ -58,6 +107,7 @@ def fit_doc(r: FitResult, *, gib: bool = False) -> Document:
         notes.append("MODEL SHAPE INFERRED from the parameter count — " + r.model_description)
     else:
         notes.append(r.model_description)
+    notes += const_notes
     notes += [f"Batch: {r.global_batch} sequences × {r.seq_len} tokens = "
               f"{count(r.global_batch * r.seq_len)} tokens per step",
               "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "
@@ -100,37 +150,56 @@ def sweep_doc(results: list[FitResult]) -> Document:
     return Document(command="fit", title=f"{first.model} on {first.hardware}: best layout per GPU count",
                     tables=[Table("Best layout by GPU count", ["GPUs", "layout", "step s", "tokens/s",
                                                                "tokens/s/GPU", "MFU", "peak GB"], rows)],
-                    verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)})
+                    verdict=verdict, ok=bool(fitting), notes=notes, data={"sweep": data, "ok": bool(fitting)},
+                    mode="sweep")
+
+
+def _lay_short(lay) -> str:
+    return (f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
+            + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay))
+
+
+def _shrink_verdict(r) -> str:
+    """The recommendation (fastest within the batch tolerance) and, when it changes the batch,
+    the exact-batch alternative with what it costs."""
+    rec, exact = r.recommended, r.exact_batch
+    if rec is None:
+        return ("Nothing fits on the smaller cluster" if exact is None else
+                f"Keep the batch: {_lay_short(exact.layout)}, {exact.step_time_s:.2f} s/step")
+    change = (rec.global_batch - r.global_batch) / r.global_batch
+    text = (f"Recommended: {_lay_short(rec.layout)}, {rec.step_time_s:.2f} s/step "
+            f"({rec.resume.split(';')[0]}), "
+            + (f"global batch {r.global_batch} → {rec.global_batch} ({change:+.1%}, within the "
+               f"{r.batch_tolerance:.0%} tolerance)" if rec.global_batch != r.global_batch
+               else f"global batch kept at {r.global_batch}"))
+    if exact is not None and exact is not rec and exact.layout != rec.layout:
+        text += (f"; keeping the batch exactly: {_lay_short(exact.layout)}, "
+                 f"{exact.step_time_s:.2f} s/step ({exact.step_time_s / rec.step_time_s - 1:+.0%})")
+    return text
 
 
 def shrink_doc(r) -> Document:
-    """`fit --from-plan`: the running plan on fewer GPUs (planner.api.ShrinkResult)."""
-    old = r.plan_layout
+    """`fit --from-plan`: the running plan on fewer GPUs (planner.shrink.ShrinkResult)."""
     rows = []
     opts = [("keep split", o) for o in r.keep_split] + [(f"#{i}", o) for i, o in enumerate(r.options, 1)]
     for label, o in opts:
-        lay = o.layout
-        rows.append([label, f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
-                     + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay),
+        mark = " *" if r.recommended is not None and o is r.recommended else ""
+        rows.append([label + mark, _lay_short(o.layout), str(o.global_batch or ""),
                      f"{o.accumulation:g}" if o.accumulation else "",
                      f"{o.step_time_s:.3f}" if o.step_time_s else "",
-                     count(o.tokens_per_s) if o.tokens_per_s else "", "yes" if o.fits else "no", o.resume])
-    k = r.keep_split[0] if r.keep_split else None
-    verdict = (f"Keep TP {old.tp} × PP {old.pp}: DP {old.dp} → {k.layout.dp}, accumulation "
-               f"{k.accumulation:g}; {k.resume}" if k else
-               "The running split does not carry over; pick a new layout (the checkpoint needs "
-               "conversion)" if r.options else "Nothing fits on the smaller cluster")
-    if not r.options:
-        notes_extra = [f"No layout uses all {r.to_gpus} GPUs with the global batch of "
-                       f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it."]
-    else:
-        notes_extra = []
-    notes = [f"Shrinking from {r.from_gpus} to {r.to_gpus} GPUs with the global batch held at "
-             f"{r.global_batch} sequences: B = b × a × DP, so fewer DP ranks means more accumulation.",
+                     count(o.tokens_per_s) if o.tokens_per_s else "", o.resume])
+    ok = r.recommended is not None or r.exact_batch is not None
+    notes = [f"Shrinking from {r.from_gpus} to {r.to_gpus} GPUs: B = b × a × DP, so fewer DP ranks "
+             f"means more accumulation, or a batch the new DP degrees divide; the recommendation "
+             f"(*) is the fastest option within {r.batch_tolerance:.0%} of the plan's batch of "
+             f"{r.global_batch} (--batch-tolerance).",
              "ZeRO/FSDP shards re-partition on load; a TP, PP, CP or EP change re-slices weights and "
-             "needs an offline conversion of the checkpoint."] + notes_extra
+             "needs an offline conversion of the checkpoint."]
+    if not any(o.global_batch == r.global_batch for o in r.options):
+        notes.append(f"No layout uses all {r.to_gpus} GPUs with the global batch of "
+                     f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it.")
     return Document(command="fit", title=f"{r.fit.model}: from {r.from_gpus} to {r.to_gpus} GPUs",
-                    tables=[Table("Options on the smaller cluster", ["option", "layout", "acc",
-                                                                    "step s", "tok/s", "fits", "resume"], rows)],
-                    verdict=verdict, ok=bool(r.options or k), notes=notes,
-                    data={**r.model_dump(exclude={"fit"}), "ok": bool(r.options or k)})
+                    tables=[Table("Options on the smaller cluster", ["option", "layout", "batch", "acc",
+                                                                    "step s", "tok/s", "resume"], rows)],
+                    verdict=_shrink_verdict(r), ok=ok, notes=notes,
+                    data={**r.model_dump(exclude={"fit"}), "ok": ok}, mode="shrink")

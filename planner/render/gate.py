@@ -68,7 +68,12 @@ def render_markdown_verdict(verdict: Verdict) -> str:
 
 
 def render_json_verdict(verdict: Verdict) -> str:
-    return json.dumps(_clean(verdict.model_dump()), indent=2)
+    """The verdict with the envelope every output has (``mode`` after ``command``)."""
+    from .json_out import json_data
+    d = verdict.model_dump()
+    payload = {"schema_version": d.pop("schema_version"), "command": d.pop("command"),
+               "mode": "verdict", **d}
+    return json.dumps(_clean(json_data(payload)), indent=2)
 
 
 def _escape_data(s: str) -> str:

@@ -8,37 +8,38 @@ from ..calculators import (BatchResult, BubbleResult, CheckpointResult, CommResu
 from ..specs.layout import LayoutResult
 from ..resilience import ResiliencePlan
 from .document import Document, Table
-from .units import count, duration, gb, ms, pct
+from .units import capacity, count, duration, gb, ms, pct
 
 ZERO_NAMES = {0: "0 (DDP, replicated)", 1: "1 (optimizer sharded)", 2: "2 (+ gradients)",
               3: "3 (+ parameters, FSDP)"}
 
 
-def state_memory_doc(r: StateMemoryResult, chosen: int | None) -> Document:
+def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = False) -> Document:
     cap = r.gpu_memory_bytes
-    rows = [[ZERO_NAMES[x.zero_stage], gb(x.weights_bytes), gb(x.gradients_bytes),
-             gb(x.optimizer_bytes), gb(x.total_bytes), "fits" if x.fits else "does not fit"]
-            for x in r.rows]
+    unit, cap_s = ("GiB" if gib else "GB"), capacity(cap, gib=gib)
+    rows = [[ZERO_NAMES[x.zero_stage], gb(x.weights_bytes, gib=gib), gb(x.gradients_bytes, gib=gib),
+             gb(x.optimizer_bytes, gib=gib), gb(x.total_bytes, gib=gib),
+             "fits" if x.fits else "does not fit"] for x in r.rows]
     fitting = [x.zero_stage for x in r.rows if x.fits]
     if chosen is not None:
         ok = r.rows[chosen].fits
-        verdict = (f"ZeRO-{chosen}: {gb(r.rows[chosen].total_bytes)} GB of model state per GPU "
-                   f"{'fits' if ok else 'does not fit'} in {gb(cap, 0)} GB")
+        verdict = (f"ZeRO-{chosen}: {gb(r.rows[chosen].total_bytes, gib=gib)} {unit} of model state "
+                   f"per GPU {'fits' if ok else 'does not fit'} in {cap_s}")
     else:
         ok = bool(fitting)
-        verdict = (f"Model states fit in {gb(cap, 0)} GB with ZeRO stage "
+        verdict = (f"Model states fit in {cap_s} with ZeRO stage "
                    f"{', '.join(map(str, fitting))}" if fitting else
-                   f"No ZeRO stage fits the model states in {gb(cap, 0)} GB on {r.shard_degree} GPUs")
+                   f"No ZeRO stage fits the model states in {cap_s} on {r.shard_degree} GPUs")
     notes = [f"{r.precision} precision with {r.optimizer}: {r.bytes_per_param:g} bytes/parameter "
              f"(K = {r.k_bytes_per_param:g} optimizer bytes, ZeRO's notation)",
              "Model states only: activations, buffers, CUDA context and fragmentation come on top "
              "(give a model and layout for the full budget). An estimate, not a promise."]
     return Document(command="memory", title=f"Model-state memory per GPU: {count(r.params)} "
                     f"parameters over {r.shard_degree} data-parallel GPUs",
-                    tables=[Table("Per GPU (GB)", ["ZeRO stage", "weights", "gradients",
-                                  "optimizer", "total", f"vs {gb(cap, 0)} GB"], rows,
-                                  bars=[x.total_bytes for x in r.rows])],
-                    notes=notes, verdict=verdict, ok=ok, data=r.model_dump())
+                    tables=[Table(f"Per GPU ({unit}) against {cap_s}",
+                                  ["ZeRO stage", "weights", "gradients", "optimizer", "total",
+                                   "verdict"], rows, bars=[x.total_bytes for x in r.rows])],
+                    notes=notes, verdict=verdict, ok=ok, data=r.model_dump(), mode="states")
 
 
 def comm_doc(r: CommResult) -> Document:
@@ -274,7 +275,7 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
     return Document(command="checkpoint",
                     title=f"Checkpoint and failure plan: {name} on {p.gpus:,} GPUs ({p.hardware})",
                     tables=tables, notes=notes, verdict=verdict, ok=o.goodput_fraction > 0,
-                    data=data)
+                    data=data, mode="plan")
 
 
 def scaling_doc(r: ScalingResult) -> Document:

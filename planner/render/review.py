@@ -12,19 +12,24 @@ import html
 import re
 
 from ..report import Review
-from .document import Table, _md_cell
+from .document import Table, _md_cell, numeric_columns
 
 
 def _md_table(t: Table) -> list[str]:
     lines = [f"**{t.title}**", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
-             "|" + "|".join("---" for _ in t.columns) + "|"]
+             "|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|"]
     lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
+    if t.legend:
+        lines += ["", f"*{_md_cell(t.legend)}*"]
     return lines + [""]
 
 
 def render_review_markdown(r: Review, chart_dir: str | None = None) -> str:
     """Markdown; with ``chart_dir`` each chart is linked as ``chart_dir/<name>.svg``."""
-    out = [f"# {r.title}", "", f"**{r.verdict}**", ""]
+    out = [f"# {r.title}", ""]
+    if r.summary is not None:
+        out += ["## Summary", ""] + _md_table(r.summary)[2:]
+    out += [f"**{r.verdict}**", ""]
     if r.charts_note:
         out += [f"_{r.charts_note}_", ""]
     out += ["Contents: " + " · ".join(f"{i}. {s.title}" for i, s in enumerate(r.sections, 1)), ""]
@@ -44,24 +49,34 @@ def render_review_markdown(r: Review, chart_dir: str | None = None) -> str:
 
 CSS = """
 body{font:14px/1.45 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#222;
-max-width:62rem;margin:2rem auto;padding:0 1rem}
-h1{font-size:1.5rem;border-bottom:2px solid #444;padding-bottom:.3rem}
-h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #bbb;page-break-after:avoid}
+max-width:66rem;margin:1.5rem auto;padding:0 1rem}
+h1{font-size:1.45rem;border-bottom:2px solid #444;padding-bottom:.3rem;margin:.2rem 0 .8rem}
+h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #bbb}
+h1,h2,caption,figcaption{break-after:avoid;page-break-after:avoid}
+section.summary h2{margin-top:0;border:0}
+table.summary{font-size:15px;border:2px solid #444;width:100%}
+table.summary th{background:#f2f2f2;width:13rem;text-align:left}
+table.summary td{text-align:left}
+#summary-decision td,#summary-gap td{font-weight:700}
 .verdict{font-weight:600;padding:.5rem .7rem;border-left:4px solid #59a14f;background:#f3f8f2}
 .verdict.fail{border-color:#e15759;background:#fbf0f0}
 .note{color:#555;font-style:italic}
-table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:12px;page-break-inside:avoid}
+.wide{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:12px}
 caption{text-align:left;font-weight:600;padding:.2rem 0}
-th,td{border:1px solid #ccc;padding:.15rem .45rem;text-align:right;vertical-align:top}
-th:first-child,td:first-child{text-align:left}
+th,td{border:1px solid #ccc;padding:.15rem .45rem;text-align:left;vertical-align:top}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 th{background:#f2f2f2}
-figure{margin:.5rem 0 1.2rem;page-break-inside:avoid}
+tr{break-inside:avoid;page-break-inside:avoid}
+thead{display:table-header-group}
+figure{margin:.5rem 0 1.2rem;break-inside:avoid;page-break-inside:avoid}
 figure svg{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#555}
 code{background:#f4f4f4;padding:0 .2rem}
 nav ol{columns:2;font-size:13px}
-@media print{body{margin:0;max-width:none;font-size:11px}nav{display:none}
-h2{page-break-before:auto}a{color:inherit;text-decoration:none}}
+@media print{body{margin:0;max-width:none;font-size:10.5px}nav{display:none}
+.wide{overflow:visible}table{font-size:9.5px}a{color:inherit;text-decoration:none}
+section.summary{break-after:page}}
 """
 
 
@@ -72,11 +87,25 @@ def _inline(text: str) -> str:
 
 
 def _html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in t.rows)
-    return (f"<table><caption>{html.escape(t.title)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    """A table that scrolls sideways on screen when wide (never squeezes), numbers right-aligned."""
+    num = numeric_columns(t)
+    cls = [' class="num"' if n else "" for n in num]
+    head = "".join(f"<th{c}>{html.escape(h)}</th>" for h, c in zip(t.columns, cls))
+    body = "".join("<tr>" + "".join(f"<td{c}>{html.escape(str(x))}</td>" for x, c in zip(row, cls))
+                   + "</tr>" for row in t.rows)
+    legend = f'<p class="note">{html.escape(t.legend)}</p>' if t.legend else ""
+    return (f'<div class="wide"><table><caption>{html.escape(t.title)}</caption><thead><tr>{head}'
+            f"</tr></thead><tbody>{body}</tbody></table></div>{legend}")
+
+
+def _summary_html(t: Table) -> str:
+    """The executive summary as a definition grid: question on the left, answer on the right;
+    each row gets an id (summary-decision, summary-gap, ...) so a reader can link to it."""
+    ids = {"decision": "decision", "gap to the best alternative": "gap", "risks": "risks"}
+    rows = "".join(f'<tr id="summary-{ids.get(q, q.split()[0])}"><th scope="row">{html.escape(q)}'
+                   f"</th><td>{_inline(a)}</td></tr>" for q, a in t.rows)
+    return (f'<section class="summary" id="summary"><h2>Summary</h2>'
+            f'<table class="summary"><tbody>{rows}</tbody></table></section>')
 
 
 def _inline_svg(svg: str) -> str:
@@ -90,6 +119,8 @@ def render_review_html(r: Review) -> str:
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<style>{CSS}</style></head><body>", f"<h1>{html.escape(r.title)}</h1>",
              f'<p class="verdict{"" if r.ok else " fail"}">{_inline(r.verdict)}</p>']
+    if r.summary is not None:  # the decision and the gap first, above the verdict's detail
+        parts.insert(-1, _summary_html(r.summary))
     if r.charts_note:
         parts.append(f'<p class="note">{_inline(r.charts_note)}</p>')
     parts.append("<nav><ol>" + "".join(f'<li><a href="#s{i}">{html.escape(s.title)}</a></li>'

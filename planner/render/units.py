@@ -10,6 +10,17 @@ def gb(n_bytes: float, digits: int = 2, *, gib: bool = False) -> str:
     return f"{n_bytes / (GIB if gib else GB):,.{digits}f}"
 
 
+def capacity(n_bytes: float, *, gib: bool = False) -> str:
+    """A GPU's memory as the vendor states it, with the other unit beside: HBM sizes are whole
+    GiB ("80 GB" on an H100 datasheet is 80 GiB = 85.9e9 bytes), so "80 GiB (85.9 GB)";
+    with `gib` the GiB figure leads either way. A size that is not whole GiB prints in GB
+    first ("40.0 GB (37.3 GiB)")."""
+    g, gi = n_bytes / GB, n_bytes / GIB
+    if gib or abs(gi - round(gi)) < 1e-6:
+        return f"{gi:,.{0 if abs(gi - round(gi)) < 1e-6 else 1}f} GiB ({g:,.1f} GB)"
+    return f"{g:,.1f} GB ({gi:,.1f} GiB)"
+
+
 def ms(seconds: float, digits: int = 1) -> str:
     return f"{seconds * 1e3:,.{digits}f}"
 

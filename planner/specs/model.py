@@ -140,6 +140,14 @@ class ModelSpec(BaseModel):
                    + P.moe_mlp_params(self.hidden, self.expert_width, self.experts,
                                       self.shared_experts, self.gated, self.linear_bias, routed))
 
+    def routed_expert_params(self) -> int:
+        """The routed experts' parameters (what expert parallelism splits): MoE layers ×
+        experts × one expert MLP; shared experts and the router stay replicated."""
+        if not self.is_moe:
+            return 0
+        return int(self.moe_layers * self.experts
+                   * P.mlp_params(self.hidden, self.expert_width, self.gated, self.linear_bias))
+
     def params_per_layer_list(self, active: bool = False) -> list[int]:
         """Parameters of each block in order (leading dense blocks first), for stage balancing."""
         return ([self.layer_params()] * self.dense_layer_count

@@ -13,7 +13,7 @@ import re
 from ..errors import InputError
 from .model import ModelSpec
 
-_HF = "config.json values as in shared/reference/hf_models.json"
+_HF = "values of its config.json on the Hugging Face Hub"
 
 
 def _llama(name: str, source: str, *, layers: int, hidden: int, heads: int, kv_heads: int,

@@ -21,7 +21,7 @@ from .specs.budget import MemoryBudget
 from .specs.hardware import HardwareProfile, list_profiles
 from .specs.layout import KNOB, Layout
 from .specs.model import ModelSpec
-from .search import OBJECTIVES, SearchResult, SearchSpace, candidate_bands, search
+from .search import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
@@ -235,7 +235,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
 
 
 def _first_fit(p: Problem, space: SearchSpace) -> bool:
-    return bool(len(search(p, space).order))
+    return any_fits(p, space)
 
 
 def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:

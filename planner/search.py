@@ -200,6 +200,19 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
     t.kept.append(rows)
 
 
+def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
+    """Whether some layout of the space fits: the same rules and cost model as `search`, batch
+    by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
+    for c in candidate_batches(p, space):
+        passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
+        ok = np.stack([passes[n] for n in STRUCTURAL]).all(axis=0)
+        if ok.any():
+            ev = evaluate(p, c.take(np.flatnonzero(ok)))
+            if (ev.memory.peak <= ev.memory.usable).any():
+                return True
+    return False
+
+
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
            dominated: bool = False) -> SearchResult:
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless

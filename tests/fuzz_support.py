@@ -83,7 +83,7 @@ def _kind(annotation) -> tuple[str, list[str]]:
 
 def _help_choices(help_text: str | None) -> list[str]:
     """Choices a help text lists: 'none, selective or full' -> [none, selective, full]."""
-    m = re.match(r"^\s*(?:fix \w+: )?([\w.-]+(?:, [\w.-]+)*,? or [\w.-]+)\b", help_text or "")
+    m = re.match(r"^\s*(?:[\w ]+: )?([\w.-]+(?:, [\w.-]+)*,? or [\w.-]+)\b", help_text or "")
     return re.split(r",? or |, ", m.group(1)) if m else []
 
 

@@ -33,7 +33,7 @@ HARDWARE = typer.Option(None, "--hardware", help="profile name (default h100; `d
 HARDWARE_FILE = typer.Option(None, "--hardware-file", help="profile TOML file")
 GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per node / NVLink domain")
 GPU_MEMORY = typer.Option(None, "--gpu-memory-gb", help="what-if: GPU memory (GiB)")
-NIC = typer.Option(None, "--nic-gbit", help="what-if: NIC Gb/s per GPU")
+NIC = typer.Option(None, "--nic-gbit-per-gpu", "--nic-gbit", help="what-if: NIC Gb/s per GPU")
 # Batch.
 SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAULT_SEQ_LEN})")
 GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")

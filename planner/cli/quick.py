@@ -23,7 +23,7 @@ def comm_cmd(
                                            help="use a profile's topology instead of --bandwidth"),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node",
                                                 help="GPUs per node (overrides the profile)"),
-    nic_gbit: Optional[float] = typer.Option(None, "--nic-gbit-per-gpu",
+    nic_gbit: Optional[float] = typer.Option(None, "--nic-gbit-per-gpu", "--nic-gbit",
                                              help="NIC bandwidth per GPU, Gb/s (overrides the profile)"),
     fmt: Format = FormatOpt,
 ) -> int:

@@ -9,6 +9,13 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import settings
+
+# Every property test draws the same examples on every run (the suite is deterministic, as CI
+# needs); DTPLAN_HYPOTHESIS=random explores new draws locally.
+settings.register_profile("dtplan", derandomize=True, database=None)
+settings.register_profile("random", derandomize=False)
+settings.load_profile("random" if os.environ.get("DTPLAN_HYPOTHESIS") == "random" else "dtplan")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -162,12 +162,17 @@ class _Tally:
     solved: int = 0
 
 
+def _structural(p: Problem, c: Candidates) -> np.ndarray:
+    """The structural rules (STRUCTURAL order) over every row: a (rules × rows) bool matrix."""
+    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
+    return np.stack([passes[n] for n in STRUCTURAL])
+
+
 def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
     """Structural rules on every row, the cost model on the survivors (recompute variants stay
     consecutive: no structural rule reads recompute), partial recompute solved, keep what fits."""
     t.enumerated += len(c)
-    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
-    mat = np.stack([passes[n] for n in STRUCTURAL])
+    mat = _structural(p, c)
     ok = mat.all(axis=0)
     first = np.argmin(mat, axis=0)
     for k, count in enumerate(np.bincount(first[~ok], minlength=len(STRUCTURAL))):
@@ -204,8 +209,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
     for c in candidate_batches(p, space):
-        passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
-        ok = np.stack([passes[n] for n in STRUCTURAL]).all(axis=0)
+        ok = _structural(p, c).all(axis=0)
         if ok.any():
             ev = evaluate(p, c.take(np.flatnonzero(ok)))
             if (ev.memory.peak <= ev.memory.usable).any():

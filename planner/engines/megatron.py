@@ -13,6 +13,7 @@ from ..errors import InputError, validation_message
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
 from ..specs.model import ModelSpec
+from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
 from .megatron_args import _megatron_model, parse_megatron_args
@@ -235,18 +236,9 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
                     schedule="interleaved" if interleaved else "1f1b", chunks=chunks, sp=sp,
                     recompute=gran or "none", recompute_layers=rec_layers,
                     precision=precision, optimizer=optimizer)
-    keys = {"world-size": "--tensor-model-parallel-size",
-            "tp-in-nvlink-domain": "--tensor-model-parallel-size",
-            "heads-divisible-by-tp": "--tensor-model-parallel-size",
-            "kv-heads-compatible-with-tp": "--tensor-model-parallel-size",
-            "layers-divisible-by-pp": "--pipeline-model-parallel-size",
-            "interleaving-valid": "--num-layers-per-virtual-pipeline-stage",
-            "batch-divisible": "--global-batch-size", "sequence-divisible": "--seq-length",
-            "experts-divisible-by-ep": "--expert-model-parallel-size",
-            "sharding-valid": "--use-distributed-optimizer",
-            "fits-in-memory": "--micro-batch-size"}
     return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
-                  global_batch=gbs, keys=keys, rules=rules, notes=notes)
+                  global_batch=gbs, keys=config_keys("megatron", layout),
+                  rules=rules, notes=notes)
 
 
 # ---- writer -----------------------------------------------------------------------------------

@@ -248,7 +248,8 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
     srows = _best_at(inp, ctx.budget, counts)
     prows = rs.plan_scaling(inp, ctx.budget, counts)
     ctx.chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
-                                  "scaling_chart", (prows, srows, inp.gpus))
+                                  "scaling_chart",
+                                  (prows, srows, inp.gpus, rs.ideal_tokens_per_s(prows, inp.gpus)))
     return Section(SECTIONS[8], [
         "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
         "and global batch), its share of ideal linear scaling from the plan's point, and the "

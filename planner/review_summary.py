@@ -168,13 +168,18 @@ def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
     return rows
 
 
+def ideal_tokens_per_s(plan_rows: list[dict], plan_gpus: int) -> list[Optional[float]]:
+    """Linear scaling through the plan's own point, per row: tokens/s(plan) × n ÷ n_plan (all
+    None when the plan's own GPU count does not fit)."""
+    base = next((r for r in plan_rows if r["gpus"] == plan_gpus and r["fits"]), None)
+    return [base["tokens_per_s"] * r["gpus"] / plan_gpus if base else None for r in plan_rows]
+
+
 def scaling_table(plan_rows: list[dict], best_rows: list[dict], plan_gpus: int) -> Table:
     """Per GPU count: the plan's layout (DP scaled) against ideal linear scaling, and the search's
     best layout at that count."""
-    base = next((r for r in plan_rows if r["gpus"] == plan_gpus and r["fits"]), None)
     out = []
-    for p, b in zip(plan_rows, best_rows):
-        ideal = base["tokens_per_s"] * p["gpus"] / plan_gpus if base else None
+    for p, b, ideal in zip(plan_rows, best_rows, ideal_tokens_per_s(plan_rows, plan_gpus)):
         out.append([str(p["gpus"]), str(p["dp"]) if p["dp"] else "",
                     f"{p['step_time_s']:.3f}" if p["fits"] else p["why"] or "does not fit",
                     f"{p['tokens_per_s']:,.0f}" if p["fits"] else "",

@@ -94,7 +94,7 @@ def batch_doc(r: BatchResult) -> Document:
         rows.append(["tokens per step", f"{r.tokens_per_step:,}"])
     notes = ["B_global = b × a × N_dp. TP, PP and CP ranks work on the same samples, so they never "
              "multiply the batch; counting them would inflate it by "
-             f"{r.tensor_parallel * r.pipeline_parallel * r.context_parallel}×."]
+             f"{r.model_parallel}×."]
     if r.solved_for:
         notes.append(f"Solved for accumulation: a = {r.global_batch} / ({r.micro_batch} × "
                      f"{r.data_parallel}) = {r.accumulation}")

@@ -5,9 +5,9 @@ winner. Either way ``build_review`` assembles the sections (inputs and assumptio
 layout and alternatives, memory, step time and communication, bubble, batch arithmetic,
 checkpoints, time and cost to train, rejections, rules) out of numbers the library already
 computes: ``estimation.estimate`` (via ``gate.evaluate_inputs``), ``api.fit``,
-``api.resilience_for`` and ``api.time_to_train``. The review's shape is ``review_doc``, each
-section's builder ``review_sections``, the assumption tables ``review_assumptions``, the
-executive summary ``review_summary``; the schedule drawn in the review is
+``api.resilience_for`` and ``api.time_to_train``. The review's shape is ``review.doc``, each
+section's builder ``review.sections``, the assumption tables ``review.assumptions``, the
+executive summary ``review.summary``; the schedule drawn in the review is
 ``pipeline_schedule.pipeline_timeline``, whose bubble agrees with
 ``engine.pipeline.bubble_fraction``.
 
@@ -25,8 +25,8 @@ from .gate import evaluate_inputs, resolve_plan
 from .specs.job import Inputs
 from .specs.hardware import HardwareProfile
 from .specs.model import ModelSpec
-from .review_doc import SECTIONS, Review, Section  # noqa: F401 (re-exported)
-from .review_sections import scaling_counts  # noqa: F401 (re-exported)
+from .review.doc import SECTIONS, Review, Section  # noqa: F401 (re-exported)
+from .review.sections import scaling_counts  # noqa: F401 (re-exported)
 from .pipeline_schedule import Block, pipeline_timeline, timeline_bubble  # noqa: F401 (re-exported)
 
 CHARTS_HINT = "pip install 'dtplan[report]'"
@@ -56,8 +56,8 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
                  train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout), in the
-    order of ``SECTIONS``; each is built by ``review_sections``."""
-    from . import review_sections as rv
+    order of ``SECTIONS``; each is built by ``review.sections``."""
+    from .review import sections as rv
     if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
         return _nothing_fits(fit_result, source)
     ctx = _context(inp, source, fit_result, charts)
@@ -75,7 +75,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
 def _context(inp: Inputs, source: str, fit_result, charts: bool):
     """The estimate of the input and, unless given, the search of the same GPUs and batch."""
     from .api import fit
-    from .review_sections import ReviewContext
+    from .review.sections import ReviewContext
     from .specs.budget import MemoryBudget
     try:
         budget = MemoryBudget(**inp.budget)
@@ -94,7 +94,7 @@ def _context(inp: Inputs, source: str, fit_result, charts: bool):
 def _review(ctx, sections: list[Section], goodput: float, train,
             gpu_hour_cost: Optional[float]) -> Review:
     """The sections under a title, the verdict line and the executive summary."""
-    from . import review_summary as rs
+    from .review import summary as rs
     from .render.estimate import verdict_line
     inp, e = ctx.inp, ctx.e
     failed = [r for r in ctx.outcome.rules if r.status == "fail"]

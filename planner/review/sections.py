@@ -1,4 +1,4 @@
-"""The design review's sections, one builder each, in the order ``review_doc.SECTIONS`` lists.
+"""The design review's sections, one builder each, in the order ``review.doc.SECTIONS`` lists.
 
 Every figure comes from the library (the estimate, the search, ``api.resilience_for``,
 ``api.time_to_train``, ``gate.checkpoint_figures``); a builder selects and words them, and
@@ -14,16 +14,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import review_summary as rs
-from .engine import checkpoint as ckpt
-from .engine.pipeline import bubble_fraction
-from .gate import checkpoint_figures
-from .pipeline_schedule import pipeline_timeline
-from .render.document import Table
-from .render.units import capacity
-from .review_assumptions import assumption_tables
-from .review_doc import SECTIONS, Section
-from .specs.job import Inputs
+from . import summary as rs
+from ..engine import checkpoint as ckpt
+from ..engine.pipeline import bubble_fraction
+from ..gate import checkpoint_figures
+from ..pipeline_schedule import pipeline_timeline
+from ..render.document import Table
+from ..render.units import capacity
+from .assumptions import assumption_tables
+from .doc import SECTIONS, Section
+from ..specs.job import Inputs
 
 
 @dataclass
@@ -55,7 +55,7 @@ def inputs_section(ctx: ReviewContext) -> Section:
 
 
 def layout_section(ctx: ReviewContext) -> Section:
-    from .render.estimate import layout_line, verdict_line
+    from ..render.estimate import layout_line, verdict_line
     e, res = ctx.e, ctx.fit_result
     text = [f"Chosen layout ({'the plan' if 'plan' in ctx.source else 'the search winner'}): "
             f"**{layout_line(e)}**.", verdict_line(e)]
@@ -72,7 +72,7 @@ def layout_section(ctx: ReviewContext) -> Section:
 
 
 def memory_section(ctx: ReviewContext) -> Section:
-    from .render.estimate import memory_tables
+    from ..render.estimate import memory_tables
     e = ctx.e
     ctx.chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
     return Section(SECTIONS[2], [
@@ -84,7 +84,7 @@ def memory_section(ctx: ReviewContext) -> Section:
 
 
 def time_section(ctx: ReviewContext) -> Section:
-    from .render.estimate import time_tables
+    from ..render.estimate import time_tables
     e = ctx.e
     text = [f"Step time {e.step_time_s:.3f} s. Communication is listed per axis before overlap "
             "with the link each axis's groups cross (Megatron rank order: TP fastest, then CP, "
@@ -159,8 +159,8 @@ def _plan_gpu_mtbf_s(inp: Inputs) -> Optional[float]:
 def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
                        gpu_hour_cost: Optional[float]) -> tuple[Section, float]:
     """(the section, the goodput at the optimum interval); waste δ/τ + τ/(2M) + R/M."""
-    from .api import resilience_for
-    from .render.estimate import resilience_table
+    from ..api import resilience_for
+    from ..render.estimate import resilience_table
     inp, e = ctx.inp, ctx.e
     gpu_mtbf = _plan_gpu_mtbf_s(inp)
     mtbf_note = "MTBF from the plan's checkpoint section." if gpu_mtbf else ""
@@ -192,7 +192,7 @@ def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
 def train_section(ctx: ReviewContext, train_tokens: Optional[float],
                   gpu_hour_cost: Optional[float], goodput: float) -> tuple[Section, Any]:
     """(the section, api.time_to_train at the goodput or None without a token budget)."""
-    from .api import time_to_train
+    from ..api import time_to_train
     e = ctx.e
     if not train_tokens:
         return Section(SECTIONS[7], [
@@ -224,7 +224,7 @@ def scaling_counts(gpus: int, node: int) -> list[int]:
 
 def _best_at(inp: Inputs, budget: Any, counts: list[int]) -> list[dict]:
     """The search's best layout at each GPU count (same model, batch, precision, optimizer)."""
-    from .api import _short, fit
+    from ..api import _short, fit
     rows = []
     for n in counts:
         r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len, global_batch=inp.global_batch,
@@ -258,7 +258,7 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
 
 
 def rejections_section(ctx: ReviewContext) -> Section:
-    from .render.fit import fit_doc
+    from ..render.fit import fit_doc
     res = ctx.fit_result
     return Section(SECTIONS[9], [
         f"The search enumerated {res.enumerated} layouts; {res.valid} pass every "
@@ -267,7 +267,7 @@ def rejections_section(ctx: ReviewContext) -> Section:
 
 
 def rules_section(ctx: ReviewContext) -> Section:
-    from .render.estimate import rules_table
+    from ..render.estimate import rules_table
     if "plan" in ctx.source:
         rt = Table("Rules", ["rule", "status", "measured", "limit", "key"],
                    [[r.name, r.status, r.measured, r.limit, r.key or ""]

@@ -1,6 +1,6 @@
 """The design review's shape: its sections in order, a section, the whole review.
 
-``report.build_review`` fills it (``review_sections`` builds each section); ``render.review``
+``report.build_review`` fills it (``review.sections`` builds each section); ``render.review``
 prints it as Markdown or HTML. No numbers are computed here.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .render.document import Table
+from ..render.document import Table
 
 # Section titles, top to bottom (tests check every one is present).
 SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine.memory import optimizer_bytes_per_param
-from .render.document import Table
-from .render.units import capacity
-from .specs.hardware import HardwareProfile
-from .specs.job import Inputs
-from .timing import ASSUMPTIONS as TIME_ASSUMPTIONS
+from ..engine.memory import optimizer_bytes_per_param
+from ..render.document import Table
+from ..render.units import capacity
+from ..specs.hardware import HardwareProfile
+from ..specs.job import Inputs
+from ..timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 
 def _gbs(x: float) -> str:
@@ -63,8 +63,8 @@ def job_rows(inp: Inputs) -> list[list[str]]:
 
 def failure_rows() -> list[list[str]]:
     """The failure-rate and restart defaults (``api.DEFAULT_GPU_MTBF_S``, ``resilience``)."""
-    from .api import DEFAULT_GPU_MTBF_S
-    from .resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
+    from ..api import DEFAULT_GPU_MTBF_S
+    from ..resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     return [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
                              "54 days on 16,384 GPUs), unless the plan states one"],
             ["restart: detect + reschedule + warm-up",

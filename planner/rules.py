@@ -57,6 +57,9 @@ def _keys(plan: Key | None = None, megatron: Key | None = None, torchtitan: Key 
     return {fmt: k for fmt, k in given.items() if k is not None}
 
 
+TP_KEYS = _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")
+
+
 def _dpcp(c: Candidates) -> np.ndarray:
     return c.dp * c.cp
 
@@ -98,7 +101,8 @@ RULES: tuple[RuleSpec, ...] = (
              "DP × TP × PP × CP must equal the GPU count",
              lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
                                 f"= {p.gpus}"),
-             _keys(megatron="--tensor-model-parallel-size", torchtitan="parallelism.data_parallel_shard_degree")),
+             _keys(megatron="--tensor-model-parallel-size",
+                   torchtitan="parallelism.data_parallel_shard_degree")),
     RuleSpec("tp-in-nvlink-domain",
              # Only TP's per-layer all-reduces need NVLink; CP's ring of K/V chunks crosses the
              # network when TP fills the node (Meta's 405B runs CP across nodes, Dubey et al.
@@ -107,17 +111,17 @@ RULES: tuple[RuleSpec, ...] = (
              "TP must fit (and tile) one NVLink domain; CP may cross the network",
              lambda p, lay, f: (f"TP = {lay.tp}",
                                 f"divides {p.hardware.scale_up.gpus_per_domain}"),
-             _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")),
+             TP_KEYS),
     RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
              "attention heads must divide evenly across TP ranks",
              lambda p, lay, f: (f"{p.model.heads} heads / TP {lay.tp}", "whole number"),
-             _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")),
+             TP_KEYS),
     RuleSpec("kv-heads-compatible-with-tp",
              lambda p, c, m: (p.model.kv_heads % c.tp == 0) | (c.tp % p.model.kv_heads == 0),
              "KV heads must be a multiple or a divisor of TP",
              lambda p, lay, f: (f"{p.model.kv_heads} KV heads, TP {lay.tp}",
                                 "multiple or divisor"),
-             _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")),
+             TP_KEYS),
     RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
                                                                           c.chunks),
              "layers must divide across PP stages × chunks (first and last stage may hold one "

@@ -9,6 +9,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -17,8 +18,10 @@ from .engine import activations as act
 from .engine import budget as bud
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .memory_model import Stage, replicated_layer_params, stage_memory
 from .candidates import SCHEDULE_CODES
+from .distinct import on_distinct
+from .memory_model import (Stage, layer_activation_views, replicated_layer_params,
+                           stage_activations, stage_memory, stage_states)
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
 
@@ -145,6 +148,15 @@ def layer_activations(p: Problem, c: Candidates, x: Shape) -> dict[int, np.ndarr
             for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
 
 
+# The columns each part of the memory model reads: distinct.on_distinct runs a part once per
+# distinct tuple of them (the states ignore micro-batch, schedule, SP and recompute; a
+# micro-batch's activations ignore DP, ZeRO, EP and the schedule).
+STATE_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "chunks", "offload_opt",
+                 "offload_par")
+ACTIVATION_COLUMNS = ("tp", "sp", "cp", "mb", "recompute", "recompute_layers", "pp", "chunks")
+IN_FLIGHT_COLUMNS = ("schedule", "pp", "chunks", "mb", "dp")
+
+
 def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
     """Micro-batches whose activations a stage holds at once, by schedule."""
     names = {code: name for name, code in SCHEDULE_CODES.items()}
@@ -154,17 +166,26 @@ def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
                       for code, name in names.items()])
 
 
-def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, stage: str) -> StageMemory:
-    """One stage's parameters on this GPU (norms, row-parallel biases and the router whole on
-    every TP rank; learned positions whole), then memory_model.stage_memory under the
-    framework profile: items at the peak, the three views, the moment."""
-    mod, tp = p.model, x.tp
-    index = {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
+def _stage_index(x: Shape, stage: str):
+    return {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
+
+
+def _edges(x: Shape, stage: str) -> tuple[np.ndarray, np.ndarray]:
+    """(runs the embedding, runs the output layer) for the stage."""
     single = x.pp == 1
     has_emb = {"first": ~np.zeros_like(single), "middle": np.zeros_like(single),
                "last": single}[stage]
     has_head = {"first": single, "middle": np.zeros_like(single),
                 "last": ~np.zeros_like(single)}[stage]
+    return has_emb, has_head
+
+
+def _stage_shape(p: Problem, x: Shape, par: _Params, stage: str) -> Stage:
+    """One stage's parameters on this GPU: norms, row-parallel biases and the router whole on
+    every TP rank; learned positions whole."""
+    mod, tp = p.model, x.tp
+    single = x.pp == 1
+    has_emb, has_head = _edges(x, stage)
     n_layers = x.layers[STAGES.index(stage)]
     repl = replicated_layer_params(mod) + (mod.moe_layers / mod.layers * mod.hidden
                                            * mod.experts if mod.is_moe else 0.0)
@@ -176,27 +197,65 @@ def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, stage: str) -> Sta
     dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer - repl,
                                          par.expert_per_layer, tp, x.ep)
     dense_p = dense_p + n_layers * repl + emb + head
-    st = Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
-               layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
-               head_params=head, in_flight=_in_flight(c, x, index), has_embedding=has_emb,
-               has_head=has_head)
-    m = stage_memory(p, c, p.fw, st, x.micro_batches)
-    full = lambda v: np.asarray(v, dtype=float) + 0.0 * tp  # noqa: E731
-    budget = p.budget
-    return StageMemory(**{k: full(v) for k, v in m["items"].items()},
-                       fragmentation=full(m["fragmentation"]),
-                       cuda_context=full(budget.context_bytes),
-                       comm_buffers=full(budget.comm_buffer_bytes),
-                       total=full(m["device_total"]), allocated=full(m["allocated"]),
-                       reserved=full(m["reserved"]), moment=full(m["moment"]),
-                       in_flight=full(m["in_flight_at_peak"]), params=dense_p + expert_p)
+    return Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+                 layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
+                 head_params=head, has_embedding=has_emb, has_head=has_head)
 
 
-def memory(p: Problem, c: Candidates, x: Shape) -> Memory:
-    """Memory per stage (first, middle, last) and the peak (device total) against capacity
-    minus the margin."""
+def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
+    """Per stage, memory_model.stage_states (the STATE_COLUMNS part)."""
+    x = shape(p, u)
     par = _params(p, x)
-    st = {name: _stage(p, c, x, par, name) for name in STAGES}
+    return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
+
+
+def _activation_part(p: Problem, u: Candidates) -> dict:
+    """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
+    recompute mode (the ACTIVATION_COLUMNS part)."""
+    x = shape(p, u)
+    views = layer_activation_views(p, u, p.fw)
+    out = {}
+    for i, name in enumerate(STAGES):
+        has_emb, has_head = _edges(x, name)
+        st = SimpleNamespace(layers=x.layers[i], has_embedding=has_emb, has_head=has_head)
+        out[name] = stage_activations(p, u, p.fw, st, views)
+    return {"stages": out, "per_mode": layer_activations(p, u, x)}
+
+
+def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
+    x = shape(p, u)
+    return {name: _in_flight(u, x, _stage_index(x, name)) for name in STAGES}
+
+
+def _full(v, n: int) -> np.ndarray:
+    """v as a float array of n rows (+ 0.0: a −0.0 prints as 0)."""
+    return np.broadcast_to(np.asarray(v, dtype=float), (n,)) + 0.0
+
+
+def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.ndarray
+           ) -> StageMemory:
+    """memory_model.stage_memory of one stage under the framework profile: items at the peak,
+    the three views, the moment."""
+    n = len(x.tp)
+    m = stage_memory(p, p.fw, x.layers[STAGES.index(stage)], s, a, in_flight, x.micro_batches)
+    budget = p.budget
+    return StageMemory(**{k: _full(v, n) for k, v in m["items"].items()},
+                       fragmentation=_full(m["fragmentation"], n),
+                       cuda_context=_full(budget.context_bytes, n),
+                       comm_buffers=_full(budget.comm_buffer_bytes, n),
+                       total=_full(m["device_total"], n), allocated=_full(m["allocated"], n),
+                       reserved=_full(m["reserved"], n), moment=_full(m["moment"], n),
+                       in_flight=_full(m["in_flight_at_peak"], n), params=_full(s["params"], n))
+
+
+def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None) -> Memory:
+    """Memory per stage (first, middle, last) and the peak (device total) against capacity
+    minus the margin. `acts` is the activation part where the caller has it."""
+    states = on_distinct(c, STATE_COLUMNS, lambda u: _state_part(p, u))
+    acts = acts or on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    flight = on_distinct(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u))
+    st = {name: _stage(p, x, name, states[name], acts["stages"][name], flight[name])
+          for name in STAGES}
     capacity = p.hardware.gpu.memory_bytes
     usable = capacity * (1.0 - p.budget.margin_fraction)
     has_middle = x.pp > 2
@@ -215,10 +274,10 @@ def evaluate(p: Problem, c: Candidates) -> Evaluation:
     Bytes, seconds, FLOPs; arrays of len(c)."""
     x = shape(p, c)
     passes = structural_predicates(p, c, x.micro_batches)
-    a = layer_activations(p, c, x)
-    mem = memory(p, c, x)
+    acts = on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    mem = memory(p, c, x, acts)
     passes["fits-in-memory"] = mem.peak <= mem.usable
-    t, thr = step_time(p, c, x, mem, a)
+    t, thr = step_time(p, c, x, mem, acts["per_mode"])
     valid = np.ones(len(c), dtype=bool)
     for name in RULE_NAMES:
         valid &= passes[name]

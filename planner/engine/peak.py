@@ -66,17 +66,24 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
                                gathered=zero, grads=zero, optimizer=optimizer_temp),
     }
     shape = np.broadcast_shapes(*(np.shape(v) for items in raw.values() for v in items.values()))
-    return {ph: {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float))
+    # read-only broadcast views: every item has the full shape without a copy of each
+    return {ph: {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape))
                  for k, v in items.items()} for ph, items in raw.items()}
 
 
-def peak_of(phases: dict[str, dict[str, Num]]) -> tuple[Num, Num, dict[str, Num]]:
+def phase_totals(phases: dict[str, dict[str, Num]]) -> np.ndarray:
+    """Allocated bytes at each moment of PHASES: the sum of its items (len(PHASES) × shape)."""
+    return np.stack([sum(np.asarray(v, dtype=float) for v in phases[p].values())
+                     for p in PHASES])
+
+
+def peak_of(phases: dict[str, dict[str, Num]], totals: np.ndarray | None = None
+            ) -> tuple[Num, Num, dict[str, Num]]:
     """(peak bytes, index into PHASES of its moment, the items at that moment).
 
-    Ties go to the earlier phase.
+    Ties go to the earlier phase. `totals` is phase_totals(phases) where the caller has it.
     """
-    totals = np.stack([sum(np.asarray(v, dtype=float) for v in phases[p].values())
-                       for p in PHASES])
+    totals = phase_totals(phases) if totals is None else totals
     moment = totals.argmax(axis=0)
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}

@@ -67,3 +67,20 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[[Any], Any]) -> Any
     if len(first) > WORTH_IT * n:
         return part(c)
     return gather(part(c.take(first)), inverse, len(first))
+
+
+def concat(trees: list[Any]) -> Any:
+    """Trees of the same structure (as gather walks them) with their 1-d arrays concatenated:
+    the rows of consecutive blocks as one block; everything else taken from the first."""
+    head = trees[0]
+    if isinstance(head, np.ndarray):
+        return np.concatenate(trees) if head.ndim == 1 else head
+    if dataclasses.is_dataclass(head) and not isinstance(head, type):
+        return dataclasses.replace(head, **{
+            f.name: concat([getattr(t, f.name) for t in trees])
+            for f in dataclasses.fields(head) if f.init})
+    if isinstance(head, dict):
+        return {k: concat([t[k] for t in trees]) for k in head}
+    if isinstance(head, (tuple, list)):
+        return type(head)(concat(list(vs)) for vs in zip(*trees))
+    return head

@@ -68,26 +68,44 @@ def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
             np.where(fsdp, k_b - master, k_b)), fsdp
 
 
-def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
-    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none."""
+def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
+    """The shape and keyword arguments of engine.activations.layer_activation_terms."""
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
     ffn = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
     shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
              mod.head_dim, ffn)
-    common = dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
-                  bytes_per_elem=width)
+    return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
+                       bytes_per_elem=width)
+
+
+def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
+    """engine.activations.layer_activation_terms per recompute mode (none, selective, full)."""
+    shape, common = _activation_inputs(p, c)
+    return {mode: act.layer_activation_terms(*shape, recompute=mode, **common)
+            for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
+
+
+def layer_activation_views(p: Any, c: Any, fw: Any,
+                           terms: dict[int, dict[str, np.ndarray]] | None = None
+                           ) -> dict[str, np.ndarray]:
+    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none (`terms`
+    is activation_terms(p, c) where the caller has it)."""
+    mod = p.model
+    terms = terms or activation_terms(p, c)
+    shape, common = _activation_inputs(p, c)
+    tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
+    ffn = shape[-1]
     fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
 
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
 
     def total(recompute: int) -> np.ndarray:
-        terms = act.layer_activation_terms(*shape, recompute=recompute, **common)
         return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
-                   for k, v in terms.items())
+                   for k, v in terms[recompute].items())
     none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
@@ -102,7 +120,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     return {"none": none, "selective": selective, "full": full,
-            "terms": float(len(act.layer_activation_terms(*shape, **common))),
+            "terms": float(len(terms[act.RECOMPUTE_NONE])),
             # autograd holds the incoming gradient of a block and those of its widest op
             "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
             "fwd_working": tokens * width * ffn / tp}
@@ -223,9 +241,10 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
 
 
 def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, Any],
-                 in_flight: Any, micro_batches: Any) -> dict[str, Any]:
+                 in_flight: Any, micro_batches: Any, detail: bool = True) -> dict[str, Any]:
     """Items at the peak, the three views and the peak's moment for one stage, from its
-    stage_states s, its stage_activations a and the micro-batches in flight at its peak.
+    stage_states s, its stage_activations a and the micro-batches in flight at its peak
+    (`detail` False: reserved and device total only, what the search ranks by).
 
     allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
     capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
@@ -240,7 +259,6 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
         grads_accumulated=s["grads_accumulated"], has_loss=a["has_loss"],
         optimizer_temp=s["optimizer_temp"])
     totals = pk.phase_totals(phases)
-    allocated, moment, at_peak = pk.peak_of(phases, totals)
     live_tensors = np.asarray(in_flight, dtype=float) * layers * a["terms"]
     # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
     # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
@@ -255,14 +273,17 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
         share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
         limit=p.hardware.gpu.memory_bytes - outside), dtype=float)
         for i, ph in enumerate(pk.PHASES)]), axis=0)
+    views = {"reserved": reserved, "device_total": alc.device_total_bytes(
+        reserved, budget.context_bytes, budget.comm_buffer_bytes)}
+    if not detail:
+        return views
+    allocated, moment, at_peak = pk.peak_of(phases, totals)
     items = {"weights": s["weights"], "gradients": s["gradients"],
              "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
              "activations": at_peak["activations"], "working": at_peak["working"],
              "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}
-    return {"items": items, "allocated": allocated, "reserved": reserved,
-            "device_total": alc.device_total_bytes(reserved, budget.context_bytes,
-                                                   budget.comm_buffer_bytes),
+    return {**views, "items": items, "allocated": allocated,
             "fragmentation": np.asarray(reserved) - allocated, "moment": moment,
             "in_flight_at_peak": np.where(moment == 3, np.minimum(
                 in_flight, np.asarray(micro_batches, dtype=float) - 1.0), in_flight)}

@@ -16,7 +16,8 @@ import numpy as np
 
 from .candidates import RECOMPUTE_CODES, Candidates, Problem, shape
 from .engine.pareto import pareto_front
-from .evaluate import Evaluation, evaluate
+from .distinct import concat, gather
+from .evaluate import Evaluation, Memory, evaluate, evaluate_memory
 from .rules import RULE_NAMES, structural_predicates
 from .space import COLUMNS, SearchSpace, candidate_batches, recomputes
 
@@ -72,17 +73,16 @@ def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
 
 
-def _stage_memory(ev: Evaluation) -> np.ndarray:
+def _stage_memory(m: Memory) -> np.ndarray:
     """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
-    m = ev.memory
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
 
 
-def solve_partial(p: Problem, c: Candidates, ev: Evaluation, n_rec: int) -> Candidates:
+def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candidates:
     """Full recompute of only k layers per stage, with the smallest k that fits, for each
     layout where recompute none does not fit and full recompute of every layer does. c holds
     each layout's n_rec recompute variants as consecutive rows, none first and full last (as
-    planner.space lays them out), ev their evaluation.
+    planner.space lays them out), mem their memory (evaluate.memory).
 
     A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
     input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
@@ -92,13 +92,13 @@ def solve_partial(p: Problem, c: Candidates, ev: Evaluation, n_rec: int) -> Cand
     empty = c.take(np.zeros(0, dtype=np.int64))
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
         return empty
-    fits = ev.memory.peak <= ev.memory.usable
+    fits = mem.peak <= mem.usable
     base = np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
     rows = c.take(base)
     n = np.stack(shape(p, rows).layers)
-    m1 = _stage_memory(evaluate(p, _with(rows, recompute_layers=1)))
-    mn = _stage_memory(ev)[:, base]
-    usable = ev.memory.usable[base]
+    m1 = _stage_memory(evaluate_memory(p, _with(rows, recompute_layers=1), detail=False)[2])
+    mn = _stage_memory(mem)[:, base]
+    usable = mem.usable[base]
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
@@ -112,6 +112,11 @@ def _with(c: Candidates, **cols) -> Candidates:
     """A copy of c with some columns replaced (a scalar or one value per row)."""
     return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
                          if f in cols else getattr(c, f) for f in COLUMNS})
+
+
+def _concat_known(parts: list) -> tuple:
+    """evaluate_memory results of consecutive row blocks as one."""
+    return concat(parts)
 
 
 def _concat(parts: list[Candidates]) -> Candidates:
@@ -183,25 +188,28 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
     surv = c.take(np.flatnonzero(ok))
     if not len(surv):
         return
-    ev = evaluate(p, surv)
-    fits = ev.memory.peak <= ev.memory.usable
+    known = evaluate_memory(p, surv, detail=False)
+    mem = known[2]
+    fits = mem.peak <= mem.usable
     miss = np.flatnonzero(~fits)
     t.rejected[FITS] += len(miss)
     if len(miss):
-        j = miss[np.argmax(ev.memory.headroom[miss])]
-        if t.closest is None or ev.memory.headroom[j] > t.closest[0]:
-            t.closest = (float(ev.memory.headroom[j]), surv.take([j]))
+        j = miss[np.argmax(mem.headroom[miss])]
+        if t.closest is None or mem.headroom[j] > t.closest[0]:
+            t.closest = (float(mem.headroom[j]), surv.take([j]))
     t.valid += int(fits.sum())
-    solved = solve_partial(p, surv, ev, n_rec)
-    ev_s = evaluate(p, solved)
-    solved = solved.take(np.flatnonzero(ev_s.memory.peak <= ev_s.memory.usable))
+    solved = solve_partial(p, surv, mem, n_rec)
+    known_s = evaluate_memory(p, solved, detail=False)
+    keep = known_s[2].peak <= known_s[2].usable
+    solved = solved.take(np.flatnonzero(keep))
     t.solved += len(solved)
     idx = np.flatnonzero(fits)
     rows = _concat([surv.take(idx), solved])
     if not dominated and len(rows):
-        keep = ev_s.memory.peak <= ev_s.memory.usable
-        obj = np.concatenate([_objectives(ev, p.gpus)[idx], _objectives(ev_s, p.gpus)[keep]])
-        rows = rows.take(np.flatnonzero(_front(obj, tolerance=0.0)))
+        # only the rows that fit are timed: the memory already evaluated is kept for them
+        ev = evaluate(p, rows, detail=False, known=_concat_known(
+            [gather(known, idx, len(surv)), gather(known_s, np.flatnonzero(keep), len(keep))]))
+        rows = rows.take(np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=0.0)))
     t.kept.append(rows)
 
 
@@ -211,8 +219,8 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     for c in candidate_batches(p, space):
         ok = _structural(p, c).all(axis=0)
         if ok.any():
-            ev = evaluate(p, c.take(np.flatnonzero(ok)))
-            if (ev.memory.peak <= ev.memory.usable).any():
+            mem = evaluate_memory(p, c.take(np.flatnonzero(ok)), detail=False)[2]
+            if (mem.peak <= mem.usable).any():
                 return True
     return False
 

@@ -11,7 +11,7 @@ arrays (elementwise IEEE operations do not depend on their neighbours).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -42,19 +42,52 @@ def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
-    """tree with every array of length n indexed by idx (dataclasses, dicts, tuples and lists
-    walked; scalars and other objects as they are)."""
+def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
+    """Append tree's arrays of length n to found, in the order _rebuild takes them back."""
     if isinstance(tree, np.ndarray):
-        return tree[idx] if tree.ndim == 1 and len(tree) == n else tree
+        if tree.ndim == 1 and len(tree) == n:
+            found.append(tree)
+    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        for f in dataclasses.fields(tree):
+            if f.init:
+                _leaves(getattr(tree, f.name), n, found)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _leaves(v, n, found)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            _leaves(v, n, found)
+
+
+def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
+    """tree with its arrays of length n replaced, in _leaves order, by the next of `new`."""
+    if isinstance(tree, np.ndarray):
+        return next(new) if tree.ndim == 1 and len(tree) == n else tree
     if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return dataclasses.replace(tree, **{f.name: gather(getattr(tree, f.name), idx, n)
+        return dataclasses.replace(tree, **{f.name: _rebuild(getattr(tree, f.name), n, new)
                                             for f in dataclasses.fields(tree) if f.init})
     if isinstance(tree, dict):
-        return {k: gather(v, idx, n) for k, v in tree.items()}
+        return {k: _rebuild(v, n, new) for k, v in tree.items()}
     if isinstance(tree, (tuple, list)):
-        return type(tree)(gather(v, idx, n) for v in tree)
+        return type(tree)(_rebuild(v, n, new) for v in tree)
     return tree
+
+
+def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
+    """tree with every array of length n indexed by idx (dataclasses, dicts, tuples and lists
+    walked; scalars and other objects as they are). Arrays of one dtype are gathered as one
+    matrix: one call and one allocation instead of one per array."""
+    found: list[np.ndarray] = []
+    _leaves(tree, n, found)
+    groups: dict[Any, list[int]] = {}
+    for i, a in enumerate(found):
+        groups.setdefault(a.dtype, []).append(i)
+    taken: list[np.ndarray] = [np.empty(0)] * len(found)
+    for ids in groups.values():
+        rows = np.stack([found[i] for i in ids]).take(idx, axis=1)
+        for i, row in zip(ids, rows):
+            taken[i] = row
+    return _rebuild(tree, n, iter(taken))
 
 
 def on_distinct(c: Any, names: Sequence[str], part: Callable[[Any], Any]) -> Any:
@@ -68,19 +101,3 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[[Any], Any]) -> Any
         return part(c)
     return gather(part(c.take(first)), inverse, len(first))
 
-
-def concat(trees: list[Any]) -> Any:
-    """Trees of the same structure (as gather walks them) with their 1-d arrays concatenated:
-    the rows of consecutive blocks as one block; everything else taken from the first."""
-    head = trees[0]
-    if isinstance(head, np.ndarray):
-        return np.concatenate(trees) if head.ndim == 1 else head
-    if dataclasses.is_dataclass(head) and not isinstance(head, type):
-        return dataclasses.replace(head, **{
-            f.name: concat([getattr(t, f.name) for t in trees])
-            for f in dataclasses.fields(head) if f.init})
-    if isinstance(head, dict):
-        return {k: concat([t[k] for t in trees]) for k in head}
-    if isinstance(head, (tuple, list)):
-        return type(head)(concat(list(vs)) for vs in zip(*trees))
-    return head

@@ -19,6 +19,7 @@ from .specs.framework import FrameworkProfile, current_framework
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
+COLUMN_NAMES = tuple(k.column for k in COLUMNS)
 SCHEDULE_CODES = KNOB["schedule"].codes
 RECOMPUTE_CODES = KNOB["recompute"].codes
 OFFLOAD_CODES = KNOB["offload_optimizer"].codes

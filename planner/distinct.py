@@ -22,7 +22,7 @@ _KEY_LIMIT = 1 << 62
 
 
 def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct tuple, each row's tuple index) for parallel integer columns.
+    """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
 
     The key is mixed-radix over each column's range; when the radices would overflow int64
     the key so far is renumbered densely first (np.unique), so any column values work."""
@@ -38,8 +38,17 @@ def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             radix = int(key.max()) + 1
         key = key * span + (col - lo)
         radix *= span
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
+    n = len(key)
+    if radix > 4 * n + 1024:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
+    # a dense key: a table over its range instead of a sort (tuples in key order, as
+    # np.unique gives them; any row of a tuple stands for it, all its rows being alike)
+    number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
+    inverse = number[key]
+    rep = np.empty(int(number[-1]) + 1, dtype=np.int64)
+    rep[inverse] = np.arange(n, dtype=np.int64)
+    return rep, inverse
 
 
 def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:

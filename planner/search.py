@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidates import RECOMPUTE_CODES, Candidates, Problem, shape
+from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
 from .engine.pareto import pareto_front
 from .distinct import gather
 from .evaluate import Evaluation, Memory, evaluate, evaluate_memory
 from .rules import RULE_NAMES, structural_predicates
-from .space import COLUMNS, SearchSpace, candidate_batches, recomputes
+from .space import SearchSpace, candidate_batches, recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -120,11 +120,12 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
 def _with(c: Candidates, **cols) -> Candidates:
     """A copy of c with some columns replaced (a scalar or one value per row)."""
     return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
-                         if f in cols else getattr(c, f) for f in COLUMNS})
+                         if f in cols else getattr(c, f) for f in COLUMN_NAMES})
 
 
 def _concat(parts: list[Candidates]) -> Candidates:
-    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts]) for f in COLUMNS})
+    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts])
+                         for f in COLUMN_NAMES})
 
 
 def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
@@ -266,7 +267,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
         _scan_batch(p, batch, t, dominated, n_rec)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
-        **{f: np.zeros(0, dtype=np.int64) for f in COLUMNS})
+        **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
     if len(kept) and not dominated:  # fronts of batches → the front of the whole space
         ev = evaluate(p, kept)
         tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))

@@ -99,14 +99,17 @@ def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
     return _rebuild(tree, n, iter(taken))
 
 
-def on_distinct(c: Any, names: Sequence[str], part: Callable[[Any], Any]) -> Any:
+def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
+                rows: bool = False) -> Any:
     """part(c) computed on one row per distinct tuple of the named columns of c and gathered
-    back to every row (or on c itself where most rows are distinct)."""
+    back to every row (or on c itself where most rows are distinct). With `rows` the part is
+    called as part(sub, idx), idx being the rows of c that sub holds (to index other per-row
+    arrays that depend on the named columns alone)."""
     n = len(c)
+    call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
     if n < 2:
-        return part(c)
+        return call(c, np.arange(n))
     first, inverse = distinct_rows([getattr(c, k) for k in names])
     if len(first) > WORTH_IT * n:
-        return part(c)
-    return gather(part(c.take(first)), inverse, len(first))
-
+        return call(c, np.arange(n))
+    return gather(call(c.take(first), first), inverse, len(first))

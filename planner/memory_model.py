@@ -268,15 +268,18 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
-    reserved = np.max(np.stack([np.asarray(alc.reserved_bytes(
-        totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
-        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-        limit=p.hardware.gpu.memory_bytes - outside), dtype=float)
-        for i, ph in enumerate(pk.PHASES)]), axis=0)
+    def max_reserved(limit: float) -> np.ndarray:
+        return np.max(np.stack([np.asarray(alc.reserved_bytes(
+            totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
+            share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
+            limit=limit), dtype=float) for i, ph in enumerate(pk.PHASES)]), axis=0)
+    reserved = max_reserved(p.hardware.gpu.memory_bytes - outside)
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(
         reserved, budget.context_bytes, budget.comm_buffer_bytes)}
     if not detail:
         return views
+    # what the allocator's rules give before the cap (the cap is where PyTorch frees its cache)
+    views["reserved_uncapped"] = max_reserved(np.inf)
     allocated, moment, at_peak = pk.peak_of(phases, totals)
     items = {"weights": s["weights"], "gradients": s["gradients"],
              "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],

@@ -18,35 +18,44 @@ import numpy as np
 # Below this share of distinct rows the gather pays for itself; above it the part runs on the
 # rows as they are (a single-row estimate never pays for the key).
 WORTH_IT = 0.5
-_KEY_LIMIT = 1 << 62
+
+
+def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
+    """key (values in [0, radix)) renumbered 0, 1, … in key order, and the count of values."""
+    number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
+    return number[key], int(number[-1]) + 1
 
 
 def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
 
-    The key is mixed-radix over each column's range; when the radices would overflow int64
-    the key so far is renumbered densely first (np.unique), so any column values work."""
-    key = np.zeros(len(cols[0]), dtype=np.int64)
+    The key is mixed-radix over each column's range, numbered densely (a table over the key's
+    range instead of a sort) whenever the range would outgrow a few times the row count;
+    tuples come in key order, as np.unique gives them, and any row of a tuple stands for it
+    (its rows are alike in every named column)."""
+    n = len(cols[0])
+    limit = 4 * n + 1024
+    key = np.zeros(n, dtype=np.int64)
     radix = 1
     for col in cols:
         lo, hi = int(col.min()), int(col.max())
         span = hi - lo + 1
         if span == 1:
             continue
-        if radix * span >= _KEY_LIMIT:
-            _, key = np.unique(key, return_inverse=True)
-            radix = int(key.max()) + 1
-        key = key * span + (col - lo)
+        code = col - lo
+        if span > limit:
+            _, code = np.unique(code, return_inverse=True)
+            code, span = code.reshape(-1), int(code.max()) + 1
+        if radix * span > limit:
+            key, radix = _dense(key, radix)
+        key = key * span + code
         radix *= span
-    n = len(key)
-    if radix > 4 * n + 1024:
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        return first, inverse.reshape(-1)
-    # a dense key: a table over its range instead of a sort (tuples in key order, as
-    # np.unique gives them; any row of a tuple stands for it, all its rows being alike)
-    number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
-    inverse = number[key]
-    rep = np.empty(int(number[-1]) + 1, dtype=np.int64)
+        if radix > limit:  # both large: a sort, rare
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1)
+            radix = int(key.max()) + 1
+    inverse, count = _dense(key, radix)
+    rep = np.empty(count, dtype=np.int64)
     rep[inverse] = np.arange(n, dtype=np.int64)
     return rep, inverse
 

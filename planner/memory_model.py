@@ -10,6 +10,7 @@ evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -269,10 +270,10 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
     def max_reserved(limit: float) -> np.ndarray:
-        return np.max(np.stack([np.asarray(alc.reserved_bytes(
+        return reduce(np.maximum, [np.asarray(alc.reserved_bytes(
             totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
             share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-            limit=limit), dtype=float) for i, ph in enumerate(pk.PHASES)]), axis=0)
+            limit=limit), dtype=float) for i, ph in enumerate(pk.PHASES)])
     reserved = max_reserved(p.hardware.gpu.memory_bytes - outside)
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(
         reserved, budget.context_bytes, budget.comm_buffer_bytes)}

@@ -71,22 +71,22 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
     return {ph: {k: out(v) for k, v in items.items()} for ph, items in raw.items()}
 
 
-def phase_totals(phases: dict[str, dict[str, Num]]) -> np.ndarray:
-    """Allocated bytes at each moment of PHASES: the sum of its items (len(PHASES) × shape;
-    an item that is the scalar 0 is skipped, adding it changes no sum)."""
+def phase_totals(phases: dict[str, dict[str, Num]]) -> list[np.ndarray]:
+    """Allocated bytes at each moment of PHASES, in order: the sum of its items (an item that
+    is the scalar 0 is skipped, adding it changes no sum), all of one shape."""
     sums = [sum((np.asarray(v, dtype=float) for v in phases[p].values()
                  if not (isinstance(v, float) and v == 0.0)), 0.0) for p in PHASES]
     shape = np.broadcast_shapes(*(np.shape(v) for v in sums))
-    return np.stack([np.broadcast_to(v, shape) for v in sums])
+    return [np.broadcast_to(v, shape) for v in sums]
 
 
-def peak_of(phases: dict[str, dict[str, Num]], totals: np.ndarray | None = None
+def peak_of(phases: dict[str, dict[str, Num]], totals: list[np.ndarray] | None = None
             ) -> tuple[Num, Num, dict[str, Num]]:
     """(peak bytes, index into PHASES of its moment, the items at that moment).
 
     Ties go to the earlier phase. `totals` is phase_totals(phases) where the caller has it.
     """
-    totals = phase_totals(phases) if totals is None else totals
+    totals = np.stack(phase_totals(phases) if totals is None else totals)
     moment = totals.argmax(axis=0)
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}

@@ -26,13 +26,14 @@ def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
     return number[key], int(number[-1]) + 1
 
 
-def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
     """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
 
     The key is mixed-radix over each column's range, numbered densely (a table over the key's
     range instead of a sort) whenever the range would outgrow a few times the row count;
     tuples come in key order, as np.unique gives them, and any row of a tuple stands for it
-    (its rows are alike in every named column)."""
+    (its rows are alike in every named column). None when there are more than `at_most`."""
     n = len(cols[0])
     limit = 4 * n + 1024
     key = np.zeros(n, dtype=np.int64)
@@ -48,6 +49,8 @@ def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             code, span = code.reshape(-1), int(code.max()) + 1
         if radix * span > limit:
             key, radix = _dense(key, radix)
+            if at_most is not None and radix > at_most:
+                return None
         key = key * span + code
         radix *= span
         if radix > limit:  # both large: a sort, rare
@@ -55,6 +58,8 @@ def distinct_rows(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
             key = key.reshape(-1)
             radix = int(key.max()) + 1
     inverse, count = _dense(key, radix)
+    if at_most is not None and count > at_most:
+        return None
     rep = np.empty(count, dtype=np.int64)
     rep[inverse] = np.arange(n, dtype=np.int64)
     return rep, inverse
@@ -118,7 +123,8 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
     call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
     if n < 2:
         return call(c, np.arange(n))
-    first, inverse = distinct_rows([getattr(c, k) for k in names])
-    if len(first) > WORTH_IT * n:
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n))
+    if found is None:
         return call(c, np.arange(n))
+    first, inverse = found
     return gather(call(c.take(first), first), inverse, len(first))

@@ -287,12 +287,15 @@ def evaluate_memory(p: Problem, c: Candidates, detail: bool = True
 
 
 def evaluate(p: Problem, c: Candidates, *, detail: bool = True,
-             known: tuple[Shape, dict, Memory] | None = None) -> Evaluation:
+             known: tuple[Shape, dict, Memory] | None = None,
+             structural_pass: bool = False) -> Evaluation:
     """Memory per stage, step-time terms, throughput and rule predicates for every candidate.
     Bytes, seconds, FLOPs; arrays of len(c). `known` is evaluate_memory(p, c, detail) where the
-    caller has it; without `detail` the memory is totals only (StageMemory)."""
+    caller has it; without `detail` the memory is totals only (StageMemory); `structural_pass`:
+    the caller has checked that every row passes every structural rule (the search)."""
     x, acts, mem = known or evaluate_memory(p, c, detail)
-    passes = structural_predicates(p, c, x.micro_batches)
+    passes = ({n: np.ones(len(c), dtype=bool) for n in RULE_NAMES} if structural_pass
+              else structural_predicates(p, c, x.micro_batches))
     passes["fits-in-memory"] = mem.peak <= mem.usable
     t, thr = step_time(p, c, x, mem, acts["per_mode"])
     valid = np.ones(len(c), dtype=bool)

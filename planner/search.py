@@ -218,7 +218,7 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
 
 def _front_of(p: Problem, rows: Candidates, known: tuple) -> np.ndarray:
     """Indices of the exact front (step time × peak × GPUs) of rows whose memory is known."""
-    ev = evaluate(p, rows, detail=False, known=known)
+    ev = evaluate(p, rows, detail=False, known=known, structural_pass=True)
     return np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=0.0))
 
 

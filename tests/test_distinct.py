@@ -49,6 +49,8 @@ def test_distinct_rows_number_tuples_as_np_unique(cols, wide):
     _, expect = np.unique(keys, axis=0, return_inverse=True)
     assert (inverse == expect.reshape(-1)).all()
     assert (keys[rep][inverse] == keys).all()  # each tuple's representative carries it
+    assert distinct_rows(arrs, at_most=len(rep) - 1) is None  # more tuples than asked for
+    assert len(distinct_rows(arrs, at_most=len(rep))[0]) == len(rep)
 
 
 def test_gather_walks_nested_results_and_leaves_scalars():

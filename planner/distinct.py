@@ -51,6 +51,8 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
             key, radix = _dense(key, radix)
             if at_most is not None and radix > at_most:
                 return None
+        if radix * span > limit:  # a wide column of few values (a shard group): its own
+            code, span = _dense(code, span)
         key = key * span + code
         radix *= span
         if radix > limit:  # both large: a sort, rare

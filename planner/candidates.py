@@ -20,6 +20,15 @@ from .specs.framework import FrameworkProfile, current_framework
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
 COLUMN_NAMES = tuple(k.column for k in COLUMNS)
+# The columns each part of the cost model reads (distinct.on_distinct runs a part once per
+# distinct tuple of them): the states and the ZeRO / DP collectives ignore micro-batch,
+# schedule, SP and recompute; a micro-batch's activations ignore DP, ZeRO, EP and the schedule;
+# the per-layer TP, CP, EP and PP traffic adds EP and DP (the PP ring's stride) to them.
+STATE_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "chunks", "offload_opt",
+                 "offload_par")
+ACTIVATION_COLUMNS = ("tp", "sp", "cp", "mb", "recompute", "recompute_layers", "pp", "chunks")
+AXIS_COLUMNS = ACTIVATION_COLUMNS + ("ep", "dp")
+IN_FLIGHT_COLUMNS = ("schedule", "pp", "chunks", "mb", "dp")
 SCHEDULE_CODES = KNOB["schedule"].codes
 RECOMPUTE_CODES = KNOB["recompute"].codes
 OFFLOAD_CODES = KNOB["offload_optimizer"].codes

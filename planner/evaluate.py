@@ -8,20 +8,21 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, shape
+from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, STATE_COLUMNS,
+                         Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .candidates import SCHEDULE_CODES
 from .distinct import on_distinct
-from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views, replicated_layer_params,
-                           stage_activations, stage_memory, stage_states)
+from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
+                           replicated_layer_params, stage_activations, stage_memory,
+                           stage_states)
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
 
@@ -145,15 +146,6 @@ def layer_activations(terms: dict[int, dict[str, np.ndarray]]) -> dict[int, np.n
     """Stored activation bytes of one layer for one micro-batch, per recompute mode, from
     memory_model.activation_terms (engine.activations.layer_activation_bytes)."""
     return {mode: act.terms_total(t) for mode, t in terms.items()}
-
-
-# The columns each part of the memory model reads: distinct.on_distinct runs a part once per
-# distinct tuple of them (the states ignore micro-batch, schedule, SP and recompute; a
-# micro-batch's activations ignore DP, ZeRO, EP and the schedule).
-STATE_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "chunks", "offload_opt",
-                 "offload_par")
-ACTIVATION_COLUMNS = ("tp", "sp", "cp", "mb", "recompute", "recompute_layers", "pp", "chunks")
-IN_FLIGHT_COLUMNS = ("schedule", "pp", "chunks", "mb", "dp")
 
 
 def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import COMPUTE_DTYPE, Candidates, Problem, Shape, full_recomputed, shape
+from .candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
+                         Shape, full_recomputed, shape)
 from .distinct import on_distinct
 from .engine import activations as act
 from .engine import attention as attn
@@ -140,15 +141,6 @@ class Comm:
     zero3_exposed: np.ndarray
     dp: np.ndarray
     dp_exposed: np.ndarray
-
-
-# The columns each part of the communication reads (distinct.on_distinct runs a part once per
-# distinct tuple): the per-layer axes (TP, CP, EP, PP) ignore ZeRO and the schedule; the ZeRO
-# and DP collectives ignore micro-batch, recompute and the schedule.
-AXIS_COLUMNS = ("tp", "sp", "cp", "mb", "recompute", "recompute_layers", "pp", "chunks", "ep",
-                "dp")
-STATE_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "chunks", "offload_opt",
-                 "offload_par")
 
 
 def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.ndarray

@@ -7,9 +7,11 @@ arrays, counted but not in the throughput figure), evaluated by the cost model, 
 (fit in memory), partial-recompute layouts solved, rows on the Pareto front, median wall and
 CPU seconds of `search` over `--repeats` runs (on a shared machine CPU time is the steadier),
 and valid candidates (solved ones included) per CPU second. For Llama 3.1 405B it also
-says whether Meta's published layouts are among the valid candidates. Asserts nothing.
+says whether Meta's published layouts are among the valid candidates. `--profile N` adds, per
+scenario, the N functions with the most own time in one more search under cProfile (whose
+overhead inflates them; read them as shares). Asserts nothing.
 
-    python benchmarks/fit_speed.py [--repeats 5]
+    python benchmarks/fit_speed.py [--repeats 5] [--profile 5]
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ SCENARIOS = [
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also list the N functions with the most own time (cProfile)")
     args = ap.parse_args()
     print(f"os.cpu_count()={os.cpu_count()}, OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, {args.repeats} runs, medians")
@@ -61,6 +65,8 @@ def main() -> None:
         figures = (res.enumerated, structural, evaluated, res.valid, res.solved, len(res.order))
         print(f"{name:50} " + " ".join(f"{x:>10,}" for x in figures)
               + f" {wall:>10.3f} {sec:>10.3f} {(res.valid + res.solved) / sec:>10,.0f}")
+        if args.profile:
+            _profile(p, args.profile)
         if meta:
             tp, pp, cp = meta
             mine = search(p, SearchSpace(tp=tp, pp=pp, cp=cp), dominated=True)
@@ -69,6 +75,20 @@ def main() -> None:
                   + (f", best {mine.results.time.step[mine.order[0]]:.2f} s/step vs the "
                      f"search's best {res.results.time.step[res.order[0]]:.2f} s"
                      if len(mine.order) else ""))
+
+
+def _profile(p, top: int) -> None:
+    """The `top` functions by own time in one search, with their share of it."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(search, p)
+    stats = pstats.Stats(prof).stats
+    total = sum(v[2] for v in stats.values())
+    for (path, line, name), v in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
+        where = f"{os.path.relpath(path) if path.startswith('/') else path}:{line}"
+        print(f"    {v[2] / total:6.1%}  {v[1]:>6} calls  {name} ({where})")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,27 @@ from .specs.framework import FrameworkProfile, current_framework
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
+COLUMN_NAMES = tuple(k.column for k in COLUMNS)
+
+
+def _without(*names: str) -> tuple[str, ...]:
+    return tuple(n for n in COLUMN_NAMES if n not in names)
+
+
+# The columns each part of the cost model reads (distinct.on_distinct runs a part once per
+# distinct tuple of them), each as every column but those that cannot change it, so a new knob
+# counts everywhere until someone says where it does not: the states and the ZeRO / DP
+# collectives ignore micro-batch, schedule, SP and recompute; a micro-batch's activations ignore
+# DP, EP, ZeRO, sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
+# ignores ZeRO, sharding, offload and the schedule; the micro-batches in flight depend on the
+# schedule, PP, interleaving and m = B / (mb · DP) alone.
+STATE_COLUMNS = _without("mb", "schedule", "sp", "recompute", "recompute_layers")
+ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_opt",
+                              "offload_par")
+AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
+IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
+                             "recompute_layers", "offload_opt", "offload_par")
+
 SCHEDULE_CODES = KNOB["schedule"].codes
 RECOMPUTE_CODES = KNOB["recompute"].codes
 OFFLOAD_CODES = KNOB["offload_optimizer"].codes

@@ -8,53 +8,61 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, shape
+from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, STATE_COLUMNS,
+                         Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .memory_model import Stage, replicated_layer_params, stage_memory
-from .candidates import SCHEDULE_CODES
+from .distinct import on_distinct
+from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
+                           replicated_layer_params, stage_activations, stage_memory,
+                           stage_states)
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
 
 STAGES = ("first", "middle", "last")
+# A stage's budget items in print order (memory_model.ITEMS, then fragmentation and what lives
+# outside the allocator); the first four are the states, known without the peak's moment.
+ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
+STATE_ITEMS = ITEM_ORDER[:4]
 
 
 @dataclass(frozen=True)
 class StageMemory:
     """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
-    fragmentation and what lives outside the allocator), and the three views."""
+    fragmentation and what lives outside the allocator), and the three views. The fields
+    defaulting to None are the printout's detail, absent where evaluate(detail=False) ran."""
 
     weights: np.ndarray
     gradients: np.ndarray
     optimizer: np.ndarray
     fp8_weight_cache: np.ndarray
-    gathered_params: np.ndarray
-    grad_buffers: np.ndarray
-    activations: np.ndarray
-    working: np.ndarray
-    loss: np.ndarray
-    optimizer_temp: np.ndarray
-    fragmentation: np.ndarray
-    cuda_context: np.ndarray
-    comm_buffers: np.ndarray
     total: np.ndarray           # device total (what nvidia-smi shows): the verdict's figure
-    allocated: np.ndarray       # max allocated
     reserved: np.ndarray        # max reserved
-    moment: np.ndarray          # index into engine.peak.PHASES of the allocated peak
-    in_flight: np.ndarray       # micro-batches in flight at that moment
     params: np.ndarray          # parameters this GPU holds (dense + experts), before ZeRO
+    gathered_params: np.ndarray | None = None
+    grad_buffers: np.ndarray | None = None
+    activations: np.ndarray | None = None
+    working: np.ndarray | None = None
+    loss: np.ndarray | None = None
+    optimizer_temp: np.ndarray | None = None
+    fragmentation: np.ndarray | None = None
+    cuda_context: np.ndarray | None = None
+    comm_buffers: np.ndarray | None = None
+    allocated: np.ndarray | None = None   # max allocated
+    moment: np.ndarray | None = None      # index into engine.peak.PHASES of the allocated peak
+    in_flight: np.ndarray | None = None   # micro-batches in flight at that moment
+    reserved_uncapped: np.ndarray | None = None  # max reserved before the capacity cap
 
     def items(self) -> dict[str, np.ndarray]:
         """The budget items in print order (they sum to total)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("total", "allocated", "reserved", "moment", "in_flight",
-                                  "params")}
+        return {k: getattr(self, k) for k in ITEM_ORDER}
 
 
 @dataclass(frozen=True)
@@ -134,15 +142,10 @@ def _params(p: Problem, x: Shape) -> _Params:
                    expert_shard=np.maximum(np.minimum(x.shard, x.dp * x.cp / x.ep), 1.0))
 
 
-def layer_activations(p: Problem, c: Candidates, x: Shape) -> dict[int, np.ndarray]:
-    """Stored activation bytes of one layer for one micro-batch, per recompute mode."""
-    mod = p.model
-    ffn_act = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
-    common = dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=x.tp, sp=c.sp, cp=x.cp,
-                  bytes_per_elem=x.act_bytes)
-    dims = (p.seq_len, x.mb, mod.hidden, mod.heads, mod.kv_heads, mod.head_dim, ffn_act)
-    return {mode: act.layer_activation_bytes(*dims, recompute=mode, **common)
-            for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
+def layer_activations(terms: dict[int, dict[str, np.ndarray]]) -> dict[int, np.ndarray]:
+    """Stored activation bytes of one layer for one micro-batch, per recompute mode, from
+    memory_model.activation_terms (engine.activations.layer_activation_bytes)."""
+    return {mode: act.terms_total(t) for mode, t in terms.items()}
 
 
 def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
@@ -154,17 +157,26 @@ def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
                       for code, name in names.items()])
 
 
-def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, stage: str) -> StageMemory:
-    """One stage's parameters on this GPU (norms, row-parallel biases and the router whole on
-    every TP rank; learned positions whole), then memory_model.stage_memory under the
-    framework profile: items at the peak, the three views, the moment."""
-    mod, tp = p.model, x.tp
-    index = {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
+def _stage_index(x: Shape, stage: str):
+    return {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
+
+
+def _edges(x: Shape, stage: str) -> tuple[np.ndarray, np.ndarray]:
+    """(runs the embedding, runs the output layer) for the stage."""
     single = x.pp == 1
     has_emb = {"first": ~np.zeros_like(single), "middle": np.zeros_like(single),
                "last": single}[stage]
     has_head = {"first": single, "middle": np.zeros_like(single),
                 "last": ~np.zeros_like(single)}[stage]
+    return has_emb, has_head
+
+
+def _stage_shape(p: Problem, x: Shape, par: _Params, stage: str) -> Stage:
+    """One stage's parameters on this GPU: norms, row-parallel biases and the router whole on
+    every TP rank; learned positions whole."""
+    mod, tp = p.model, x.tp
+    single = x.pp == 1
+    has_emb, has_head = _edges(x, stage)
     n_layers = x.layers[STAGES.index(stage)]
     repl = replicated_layer_params(mod) + (mod.moe_layers / mod.layers * mod.hidden
                                            * mod.experts if mod.is_moe else 0.0)
@@ -176,27 +188,74 @@ def _stage(p: Problem, c: Candidates, x: Shape, par: _Params, stage: str) -> Sta
     dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer - repl,
                                          par.expert_per_layer, tp, x.ep)
     dense_p = dense_p + n_layers * repl + emb + head
-    st = Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
-               layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
-               head_params=head, in_flight=_in_flight(c, x, index), has_embedding=has_emb,
-               has_head=has_head)
-    m = stage_memory(p, c, p.fw, st, x.micro_batches)
-    full = lambda v: np.asarray(v, dtype=float) + 0.0 * tp  # noqa: E731
-    budget = p.budget
-    return StageMemory(**{k: full(v) for k, v in m["items"].items()},
-                       fragmentation=full(m["fragmentation"]),
-                       cuda_context=full(budget.context_bytes),
-                       comm_buffers=full(budget.comm_buffer_bytes),
-                       total=full(m["device_total"]), allocated=full(m["allocated"]),
-                       reserved=full(m["reserved"]), moment=full(m["moment"]),
-                       in_flight=full(m["in_flight_at_peak"]), params=dense_p + expert_p)
+    return Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+                 layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
+                 head_params=head, has_embedding=has_emb, has_head=has_head)
 
 
-def memory(p: Problem, c: Candidates, x: Shape) -> Memory:
-    """Memory per stage (first, middle, last) and the peak (device total) against capacity
-    minus the margin."""
+def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
+    """Per stage, memory_model.stage_states (the STATE_COLUMNS part)."""
+    x = shape(p, u)
     par = _params(p, x)
-    st = {name: _stage(p, c, x, par, name) for name in STAGES}
+    return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
+
+
+def _activation_part(p: Problem, u: Candidates) -> dict:
+    """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
+    recompute mode (the ACTIVATION_COLUMNS part)."""
+    x = shape(p, u)
+    terms = activation_terms(p, u)
+    views = layer_activation_views(p, u, p.fw, terms)
+    out = {}
+    for i, name in enumerate(STAGES):
+        has_emb, has_head = _edges(x, name)
+        st = SimpleNamespace(layers=x.layers[i], has_embedding=has_emb, has_head=has_head)
+        out[name] = stage_activations(p, u, p.fw, st, views)
+    return {"stages": out, "per_mode": layer_activations(terms)}
+
+
+def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
+    x = shape(p, u)
+    return {name: _in_flight(u, x, _stage_index(x, name)) for name in STAGES}
+
+
+def _full(v, n: int) -> np.ndarray:
+    """v as a float array of n rows (+ 0.0: a −0.0 prints as 0)."""
+    return np.broadcast_to(np.asarray(v, dtype=float), (n,)) + 0.0
+
+
+def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.ndarray,
+           detail: bool = True) -> StageMemory:
+    """memory_model.stage_memory of one stage under the framework profile: items at the peak,
+    the three views, the moment (without `detail`: the states, reserved and device total)."""
+    n = len(x.tp)
+    m = stage_memory(p, p.fw, x.layers[STAGES.index(stage)], s, a, in_flight, x.micro_batches,
+                     detail)
+    full = {k: _full(m[k], n) for k in ("reserved", "device_total")}
+    if not detail:
+        return StageMemory(**{k: _full(s[k], n) for k in STATE_ITEMS}, total=full["device_total"],
+                           reserved=full["reserved"], params=_full(s["params"], n))
+    budget = p.budget
+    return StageMemory(**{k: _full(v, n) for k, v in m["items"].items()},
+                       fragmentation=_full(m["fragmentation"], n),
+                       cuda_context=_full(budget.context_bytes, n),
+                       comm_buffers=_full(budget.comm_buffer_bytes, n),
+                       total=full["device_total"], allocated=_full(m["allocated"], n),
+                       reserved=full["reserved"], moment=_full(m["moment"], n),
+                       in_flight=_full(m["in_flight_at_peak"], n), params=_full(s["params"], n),
+                       reserved_uncapped=_full(m["reserved_uncapped"], n))
+
+
+def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
+           detail: bool = True) -> Memory:
+    """Memory per stage (first, middle, last) and the peak (device total) against capacity
+    minus the margin. `acts` is the activation part where the caller has it; without `detail`
+    a stage holds its states, reserved and device total only (StageMemory)."""
+    states = on_distinct(c, STATE_COLUMNS, lambda u: _state_part(p, u))
+    acts = acts or on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    flight = on_distinct(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u))
+    st = {name: _stage(p, x, name, states[name], acts["stages"][name], flight[name], detail)
+          for name in STAGES}
     capacity = p.hardware.gpu.memory_bytes
     usable = capacity * (1.0 - p.budget.margin_fraction)
     has_middle = x.pp > 2
@@ -210,15 +269,27 @@ def memory(p: Problem, c: Candidates, x: Shape) -> Memory:
                   headroom=usable - peak)
 
 
-def evaluate(p: Problem, c: Candidates) -> Evaluation:
-    """Memory per stage, step-time terms, throughput and rule predicates for every candidate.
-    Bytes, seconds, FLOPs; arrays of len(c)."""
+def evaluate_memory(p: Problem, c: Candidates, detail: bool = True
+                    ) -> tuple[Shape, dict, Memory]:
+    """(shape, the activation part, memory) of every candidate: what evaluate needs before the
+    step time, for a caller that keeps only the rows that fit before timing them."""
     x = shape(p, c)
-    passes = structural_predicates(p, c, x.micro_batches)
-    a = layer_activations(p, c, x)
-    mem = memory(p, c, x)
+    acts = on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    return x, acts, memory(p, c, x, acts, detail)
+
+
+def evaluate(p: Problem, c: Candidates, *, detail: bool = True,
+             known: tuple[Shape, dict, Memory] | None = None,
+             structural_pass: bool = False) -> Evaluation:
+    """Memory per stage, step-time terms, throughput and rule predicates for every candidate.
+    Bytes, seconds, FLOPs; arrays of len(c). `known` is evaluate_memory(p, c, detail) where the
+    caller has it; without `detail` the memory is totals only (StageMemory); `structural_pass`:
+    the caller has checked that every row passes every structural rule (the search)."""
+    x, acts, mem = known or evaluate_memory(p, c, detail)
+    passes = ({n: np.ones(len(c), dtype=bool) for n in RULE_NAMES} if structural_pass
+              else structural_predicates(p, c, x.micro_batches))
     passes["fits-in-memory"] = mem.peak <= mem.usable
-    t, thr = step_time(p, c, x, mem, a)
+    t, thr = step_time(p, c, x, mem, acts["per_mode"])
     valid = np.ones(len(c), dtype=bool)
     for name in RULE_NAMES:
         valid &= passes[name]

@@ -10,6 +10,7 @@ evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,6 @@ class Stage:
     layer_params: Any      # the largest layer's parameters on this GPU
     root_params: Any       # embedding + output layer on this GPU (an FSDP root unit)
     head_params: Any       # output layer on this GPU
-    in_flight: Any         # micro-batches in flight at the stage's peak
     has_embedding: Any     # bool: the stage runs the embedding
     has_head: Any          # bool: the stage runs the output layer and the loss
 
@@ -69,26 +69,44 @@ def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
             np.where(fsdp, k_b - master, k_b)), fsdp
 
 
-def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
-    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none."""
+def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
+    """The shape and keyword arguments of engine.activations.layer_activation_terms."""
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
     ffn = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
     shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
              mod.head_dim, ffn)
-    common = dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
-                  bytes_per_elem=width)
+    return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
+                       bytes_per_elem=width)
+
+
+def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
+    """engine.activations.layer_activation_terms per recompute mode (none, selective, full)."""
+    shape, common = _activation_inputs(p, c)
+    return {mode: act.layer_activation_terms(*shape, recompute=mode, **common)
+            for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
+
+
+def layer_activation_views(p: Any, c: Any, fw: Any,
+                           terms: dict[int, dict[str, np.ndarray]] | None = None
+                           ) -> dict[str, np.ndarray]:
+    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none (`terms`
+    is activation_terms(p, c) where the caller has it)."""
+    mod = p.model
+    terms = terms or activation_terms(p, c)
+    shape, common = _activation_inputs(p, c)
+    tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
+    ffn = shape[-1]
     fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
 
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
 
     def total(recompute: int) -> np.ndarray:
-        terms = act.layer_activation_terms(*shape, recompute=recompute, **common)
         return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
-                   for k, v in terms.items())
+                   for k, v in terms[recompute].items())
     none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
@@ -103,13 +121,13 @@ def layer_activation_views(p: Any, c: Any, fw: Any) -> dict[str, np.ndarray]:
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     return {"none": none, "selective": selective, "full": full,
-            "terms": float(len(act.layer_activation_terms(*shape, **common))),
+            "terms": float(len(terms[act.RECOMPUTE_NONE])),
             # autograd holds the incoming gradient of a block and those of its widest op
             "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
             "fwd_working": tokens * width * ffn / tp}
 
 
-def _stage_activations(p: Any, c: Any, st: Stage, a: dict[str, np.ndarray]
+def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
                        ) -> tuple[np.ndarray, np.ndarray]:
     """(saved activations of one micro-batch on the stage, the recompute transient in backward)."""
     mod = p.model
@@ -188,62 +206,88 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
             "grads_accumulated": np.where(zero_layout, 0.0, accumulated)}
 
 
-def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict[str, Any]:
-    """Items at the peak, the three views and the peak's moment for one stage.
+def stage_states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
+    """What a stage holds whatever the micro-batch, schedule and recompute: the states after
+    sharding and offload, the framework's gathered parameters and gradient buffers, the
+    persistent sum (weights + gradients + optimizer + fp8 cache) and the parameters held."""
+    states = _states(p, c, fw, st)
+    buf = _framework_buffers(p, c, fw, st, states.pop("fsdp"))
+    persistent = sum(np.asarray(states[k]) for k in
+                     ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+    return {**states, **buf, "persistent": persistent,
+            "params": st.dense_params + st.expert_params}
 
-    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
-    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
-    compares it with capacity minus the margin).
-    """
+
+def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
+                      ) -> dict[str, np.ndarray]:
+    """What one micro-batch brings to a stage (st needs layers, has_embedding, has_head; a is
+    layer_activation_views): saved activations, the forward and backward working sets, the loss
+    transient, and the 2 MiB rounding gap of one stored tensor (allocator.segment_gap)."""
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
-    a = layer_activation_views(p, c, fw)
     per_mb, recompute_transient = _stage_activations(p, c, st, a)
-    states = _states(p, c, fw, st)
-    buf = _framework_buffers(p, c, fw, st, states["fsdp"])
     head = np.asarray(st.has_head, dtype=float)
     fm = fw.memory
     loss_fwd = np.where(tp > 1, fm.loss_forward_bytes if fm.loss_forward_bytes_tp is None
                         else fm.loss_forward_bytes_tp, fm.loss_forward_bytes)
     loss_bwd = np.where(tp > 1, fm.loss_backward_bytes if fm.loss_backward_bytes_tp is None
                         else fm.loss_backward_bytes_tp, fm.loss_backward_bytes)
-    persistent_states = sum(np.asarray(states[k]) for k in
-                            ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+    loss = head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
+                                   logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
+                                   copy_bytes_per_elem=0.0)
+    return {"per_mb": per_mb, "forward_working": a["fwd_working"],
+            "backward_working": recompute_transient + a["grad_working"], "loss": loss,
+            "has_loss": head, "tensor_gap": alc.segment_gap(a["none"] / a["terms"]),
+            "terms": a["terms"]}
+
+
+def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, Any],
+                 in_flight: Any, micro_batches: Any, detail: bool = True) -> dict[str, Any]:
+    """Items at the peak, the three views and the peak's moment for one stage, from its
+    stage_states s, its stage_activations a and the micro-batches in flight at its peak
+    (`detail` False: reserved and device total only, what the search ranks by).
+
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
+    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
+    compares it with capacity minus the margin).
+    """
+    persistent_states = s["persistent"]
     phases = pk.phase_items(
-        persistent_states, per_mb, st.in_flight, micro_batches,
-        forward_working=a["fwd_working"], backward_working=recompute_transient + a["grad_working"],
-        loss=head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
-                                     logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
-                                     copy_bytes_per_elem=0.0),
-        gathered_forward=buf["gathered"], gathered_at_loss=buf["gathered_at_loss"],
-        gathered_backward=buf["gathered"], grads_first=buf["grads_first"],
-        grads_accumulated=buf["grads_accumulated"], has_loss=head,
-        optimizer_temp=states["optimizer_temp"])
-    allocated, moment, at_peak = pk.peak_of(phases)
-    live_tensors = np.asarray(st.in_flight, dtype=float) * st.layers * a["terms"]
+        persistent_states, a["per_mb"], in_flight, micro_batches,
+        forward_working=a["forward_working"], backward_working=a["backward_working"],
+        loss=a["loss"], gathered_forward=s["gathered"], gathered_at_loss=s["gathered_at_loss"],
+        gathered_backward=s["gathered"], grads_first=s["grads_first"],
+        grads_accumulated=s["grads_accumulated"], has_loss=a["has_loss"],
+        optimizer_temp=s["optimizer_temp"])
+    totals = pk.phase_totals(phases)
+    live_tensors = np.asarray(in_flight, dtype=float) * layers * a["terms"]
     # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
     # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
-    rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors) \
-        * (not fw.memory.expandable_segments)
+    rounding = np.asarray(a["tensor_gap"]) * live_tensors * (not fw.memory.expandable_segments)
     budget = p.budget
     outside = budget.context_bytes + budget.comm_buffer_bytes
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
-    reserved = np.max(np.stack([np.asarray(alc.reserved_bytes(
-        sum(np.asarray(v, dtype=float) for v in phases[ph].values()), persistent_states,
-        rounding * (np.asarray(phases[ph]["activations"]) > 0),
-        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-        limit=p.hardware.gpu.memory_bytes - outside), dtype=float) for ph in pk.PHASES]),
-        axis=0)
-    items = {"weights": states["weights"], "gradients": states["gradients"],
-             "optimizer": states["optimizer"], "fp8_weight_cache": states["fp8_weight_cache"],
+    def max_reserved(limit: float) -> np.ndarray:
+        return reduce(np.maximum, [np.asarray(alc.reserved_bytes(
+            totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
+            share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
+            limit=limit), dtype=float) for i, ph in enumerate(pk.PHASES)])
+    reserved = max_reserved(p.hardware.gpu.memory_bytes - outside)
+    views = {"reserved": reserved, "device_total": alc.device_total_bytes(
+        reserved, budget.context_bytes, budget.comm_buffer_bytes)}
+    if not detail:
+        return views
+    # what the allocator's rules give before the cap (the cap is where PyTorch frees its cache)
+    views["reserved_uncapped"] = max_reserved(np.inf)
+    allocated, moment, at_peak = pk.peak_of(phases, totals)
+    items = {"weights": s["weights"], "gradients": s["gradients"],
+             "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
              "activations": at_peak["activations"], "working": at_peak["working"],
              "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}
-    return {"items": items, "allocated": allocated, "reserved": reserved,
-            "device_total": alc.device_total_bytes(reserved, budget.context_bytes,
-                                                   budget.comm_buffer_bytes),
+    return {**views, "items": items, "allocated": allocated,
             "fragmentation": np.asarray(reserved) - allocated, "moment": moment,
             "in_flight_at_peak": np.where(moment == 3, np.minimum(
-                st.in_flight, np.asarray(micro_batches, dtype=float) - 1.0), st.in_flight)}
+                in_flight, np.asarray(micro_batches, dtype=float) - 1.0), in_flight)}

@@ -10,15 +10,16 @@ bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidates import RECOMPUTE_CODES, Candidates, Problem, shape
+from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
 from .engine.pareto import pareto_front
-from .evaluate import Evaluation, evaluate
+from .distinct import gather
+from .evaluate import Evaluation, Memory, evaluate, evaluate_memory
 from .rules import RULE_NAMES, structural_predicates
-from .space import COLUMNS, SearchSpace, candidate_batches, recomputes
+from .space import SearchSpace, candidate_batches, recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -72,50 +73,59 @@ def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
 
 
-def _stage_memory(ev: Evaluation) -> np.ndarray:
+def _stage_memory(m: Memory) -> np.ndarray:
     """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
-    m = ev.memory
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
 
 
-def solve_partial(p: Problem, c: Candidates, ev: Evaluation, n_rec: int) -> Candidates:
+def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candidates:
     """Full recompute of only k layers per stage, with the smallest k that fits, for each
     layout where recompute none does not fit and full recompute of every layer does. c holds
     each layout's n_rec recompute variants as consecutive rows, none first and full last (as
-    planner.space lays them out), ev their evaluation.
+    planner.space lays them out), mem their memory (evaluate.memory).
 
     A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
     input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
     needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
     largest k over its stages. Layouts needing every layer are already the full rows."""
+    base = _to_solve(c, mem, n_rec)
+    rows, _ = _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])
+    return rows
+
+
+def _to_solve(c: Candidates, mem: Memory, n_rec: int) -> np.ndarray:
+    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit."""
     none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
-    empty = c.take(np.zeros(0, dtype=np.int64))
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
-        return empty
-    fits = ev.memory.peak <= ev.memory.usable
-    base = np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
-    rows = c.take(base)
+        return np.zeros(0, dtype=np.int64)
+    fits = mem.peak <= mem.usable
+    return np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
+
+
+def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
+           ) -> tuple[Candidates, np.ndarray]:
+    """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
+    memory): the solved rows and which of `rows` they come from."""
     n = np.stack(shape(p, rows).layers)
-    m1 = _stage_memory(evaluate(p, _with(rows, recompute_layers=1)))
-    mn = _stage_memory(ev)[:, base]
-    usable = ev.memory.usable[base]
+    m1 = _stage_memory(evaluate_memory(p, _with(rows, recompute_layers=1), detail=False)[2])
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
                            1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
     k = np.minimum(k_stage, n).max(axis=0)
-    ok = k < n.max(axis=0)
-    return _with(rows.take(np.flatnonzero(ok)), recompute_layers=k[ok].astype(np.int64))
+    ok = np.flatnonzero(k < n.max(axis=0))
+    return _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64)), ok
 
 
 def _with(c: Candidates, **cols) -> Candidates:
     """A copy of c with some columns replaced (a scalar or one value per row)."""
     return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
-                         if f in cols else getattr(c, f) for f in COLUMNS})
+                         if f in cols else getattr(c, f) for f in COLUMN_NAMES})
 
 
 def _concat(parts: list[Candidates]) -> Candidates:
-    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts]) for f in COLUMNS})
+    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts])
+                         for f in COLUMN_NAMES})
 
 
 def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
@@ -151,7 +161,9 @@ def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndar
 
 @dataclass
 class _Tally:
-    """What one pass over the space accumulates: counts, one example per rule, kept rows."""
+    """What one pass over the space accumulates: counts, one example per rule, kept rows (per
+    batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
+    by batch, with their per-stage memory and usable memory)."""
 
     enumerated: int
     valid: int
@@ -160,6 +172,7 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -183,26 +196,53 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
     surv = c.take(np.flatnonzero(ok))
     if not len(surv):
         return
-    ev = evaluate(p, surv)
-    fits = ev.memory.peak <= ev.memory.usable
+    known = evaluate_memory(p, surv, detail=False)
+    mem = known[2]
+    fits = mem.peak <= mem.usable
     miss = np.flatnonzero(~fits)
     t.rejected[FITS] += len(miss)
     if len(miss):
-        j = miss[np.argmax(ev.memory.headroom[miss])]
-        if t.closest is None or ev.memory.headroom[j] > t.closest[0]:
-            t.closest = (float(ev.memory.headroom[j]), surv.take([j]))
+        j = miss[np.argmax(mem.headroom[miss])]
+        if t.closest is None or mem.headroom[j] > t.closest[0]:
+            t.closest = (float(mem.headroom[j]), surv.take([j]))
     t.valid += int(fits.sum())
-    solved = solve_partial(p, surv, ev, n_rec)
-    ev_s = evaluate(p, solved)
-    solved = solved.take(np.flatnonzero(ev_s.memory.peak <= ev_s.memory.usable))
-    t.solved += len(solved)
+    base = _to_solve(surv, mem, n_rec)
+    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, base], mem.usable[base]))
     idx = np.flatnonzero(fits)
-    rows = _concat([surv.take(idx), solved])
+    rows = surv.take(idx)
     if not dominated and len(rows):
-        keep = ev_s.memory.peak <= ev_s.memory.usable
-        obj = np.concatenate([_objectives(ev, p.gpus)[idx], _objectives(ev_s, p.gpus)[keep]])
-        rows = rows.take(np.flatnonzero(_front(obj, tolerance=0.0)))
+        # only the rows that fit are timed: the memory already evaluated is kept for them
+        rows = rows.take(_front_of(p, rows, gather(known, idx, len(surv))))
     t.kept.append(rows)
+
+
+def _front_of(p: Problem, rows: Candidates, known: tuple) -> np.ndarray:
+    """Indices of the exact front (step time × peak × GPUs) of rows whose memory is known."""
+    ev = evaluate(p, rows, detail=False, known=known, structural_pass=True)
+    return np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=0.0))
+
+
+def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
+    """Every batch's partial-recompute layouts solved at once (one evaluation instead of one per
+    batch), those that fit counted and kept (their exact front unless `dominated`), placed
+    after their batch's rows: the kept rows in the order a batch-by-batch solve gives."""
+    if not t.to_solve:
+        return t.kept
+    batch = np.concatenate([np.full(len(r), i) for i, (r, _, _) in enumerate(t.to_solve)])
+    rows, ok = _solve(p, _concat([r for r, _, _ in t.to_solve]),
+                      np.concatenate([m for _, m, _ in t.to_solve], axis=1),
+                      np.concatenate([u for _, _, u in t.to_solve]))
+    known = evaluate_memory(p, rows, detail=False)
+    keep = np.flatnonzero(known[2].peak <= known[2].usable)
+    rows, batch = rows.take(keep), batch[ok][keep]
+    t.solved += len(rows)
+    if not dominated and len(rows):
+        front = _front_of(p, rows, gather(known, keep, len(ok)))
+        rows, batch = rows.take(front), batch[front]
+    out = []
+    for i, fit in enumerate(t.kept):
+        out += [fit, rows.take(np.flatnonzero(batch == i))]
+    return out
 
 
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
@@ -211,8 +251,8 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     for c in candidate_batches(p, space):
         ok = _structural(p, c).all(axis=0)
         if ok.any():
-            ev = evaluate(p, c.take(np.flatnonzero(ok)))
-            if (ev.memory.peak <= ev.memory.usable).any():
+            mem = evaluate_memory(p, c.take(np.flatnonzero(ok)), detail=False)[2]
+            if (mem.peak <= mem.usable).any():
                 return True
     return False
 
@@ -225,8 +265,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     n_rec = len(recomputes(p, space))
     for batch in candidate_batches(p, space):
         _scan_batch(p, batch, t, dominated, n_rec)
+    t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
-        **{f: np.zeros(0, dtype=np.int64) for f in COLUMNS})
+        **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
     if len(kept) and not dominated:  # fronts of batches → the front of the whole space
         ev = evaluate(p, kept)
         tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))

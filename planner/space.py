@@ -25,11 +25,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 
-COLUMNS = ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "mb", "chunks", "sp", "recompute",
-           "recompute_layers", "schedule", "offload_opt", "offload_par")
+COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
 CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
 # fresh process pays page faults on every large new array, and this size measured fastest cold
 # Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
@@ -70,8 +69,10 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
     for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
         if gpus % tp:
             continue
-        for cp in [space.cp] if space.cp else [c for c in divisors(gpus // tp)
-                                               if 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
+        # CP = 1 always: the chunk bound is on CP's chunks (a sequence of one token is one chunk)
+        for cp in [space.cp] if space.cp else [
+                c for c in divisors(gpus // tp)
+                if c == 1 or 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
             if (gpus // tp) % cp:
                 continue
             rest = gpus // (tp * cp)
@@ -124,26 +125,29 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
 
 
 def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
-               rec: np.ndarray) -> dict[str, np.ndarray]:
+               rec: np.ndarray, tables: dict | None = None) -> dict[str, np.ndarray]:
     """Every candidate of one split as COLUMNS arrays, recompute innermost: row r takes table
-    t's row (r // stride_t) mod len_t, the stride being the product of the later tables' sizes."""
+    t's row (r // stride_t) mod len_t, the stride being the product of the later tables' sizes
+    (np.indices' C order). `tables` memoises the state and schedule tables across splits."""
     tp, cp, pp, dp, ep = split
+    tables = {} if tables is None else tables
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
     mbs = [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
-    tables = (_states(space, dp * cp), np.array(mbs, dtype=np.int64).reshape(-1, 1),
-              _schedules(p, space, pp), np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
-    sizes = [len(t) for t in tables]
-    n = int(np.prod(sizes))
-    r = np.arange(n, dtype=np.int64)
-    picked, stride = [], n
-    for t, size in zip(tables, sizes):
-        stride //= size
-        picked += list(t[(r // stride) % size].T)
-    z, g, oo, op, mb, sch, v, sp, rc, rl = picked
+    if ("states", dp * cp) not in tables:
+        tables["states", dp * cp] = _states(space, dp * cp)
+    if ("schedules", pp) not in tables:
+        tables["schedules", pp] = _schedules(p, space, pp)
+    parts = (tables["states", dp * cp], np.array(mbs, dtype=np.int64).reshape(-1, 1),
+             tables["schedules", pp], np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
+    picked = [t[i] for t, i in zip(parts, np.indices([len(t) for t in parts]).reshape(
+        len(parts), -1))]
+    (states, mb, sched, sp, recompute), n = picked, len(picked[0])
     const = lambda x: np.full(n, x, dtype=np.int64)  # noqa: E731
-    cols = (const(tp), const(pp), const(dp), const(cp), const(ep), z, g, mb, v, sp, rc, rl, sch,
-            oo, op)
-    return dict(zip(COLUMNS, cols))
+    return {"tp": const(tp), "pp": const(pp), "dp": const(dp), "cp": const(cp), "ep": const(ep),
+            "zero": states[:, 0], "shard": states[:, 1], "mb": mb[:, 0],
+            "schedule": sched[:, 0], "chunks": sched[:, 1], "sp": sp[:, 0],
+            "recompute": recompute[:, 0], "recompute_layers": recompute[:, 1],
+            "offload_opt": states[:, 2], "offload_par": states[:, 3]}
 
 
 def candidate_batches(p: Problem, space: SearchSpace,
@@ -154,8 +158,9 @@ def candidate_batches(p: Problem, space: SearchSpace,
     rec = recomputes(p, space)
     pending: list[dict[str, np.ndarray]] = []
     size = 0
+    tables: dict = {}
     for split in splits(p, space):
-        block = split_rows(p, space, split, rec)
+        block = split_rows(p, space, split, rec, tables)
         pending.append(block)
         size += len(block["tp"])
         if size >= rows:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import COMPUTE_DTYPE, Candidates, Problem, Shape
+from .candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
+                         Shape, full_recomputed, shape)
+from .distinct import on_distinct
 from .engine import activations as act
 from .engine import attention as attn
 from .engine import compute as cmp
@@ -141,22 +143,52 @@ class Comm:
     dp_exposed: np.ndarray
 
 
-def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, layer_params: np.ndarray,
-             edge_params: np.ndarray, n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(parameters of one layer, of the embedding and output layer) on the fullest stage."""
+    edge = np.where(x.pp > 1, 1.0, 2.0) * x.vocab_padded * p.model.hidden / x.tp
+    return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
+
+
+def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
+    r_e of the edge layers) and the DP reduction (red, and ZeRO ≥ 1's gather of the updated
+    parameters) with its bucket count: the STATE_COLUMNS part."""
+    fw, hw = p.fw.time, p.hardware
+    gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
+    layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
+    per_dom = members_per_domain(x.shard, x.tp * x.cp, gpn)
+    out = {"g": topo_collective_time("all-gather", layer_params * fw.gather_bytes, x.shard,
+                                     per_dom, fab),
+           "r": topo_collective_time("reduce-scatter", layer_params * fw.reduce_bytes, x.shard,
+                                     per_dom, fab),
+           "g_e": topo_collective_time("all-gather", edge_params * fw.gather_bytes, x.shard,
+                                       per_dom, fab),
+           "r_e": topo_collective_time("reduce-scatter", edge_params * fw.reduce_bytes, x.shard,
+                                       per_dom, fab)}
+    n = x.dp * x.cp
+    per_dom = members_per_domain(n, x.tp, gpn)
+    grad = dp_gradient_bytes(p, stage_params)
+    sharded = zero >= 1
+    out["red"] = np.where(sharded, topo_collective_time("reduce-scatter", grad, n, per_dom, fab),
+                          topo_collective_time("all-reduce", grad, n, per_dom, fab))
+    out["gather"] = np.where(sharded, topo_collective_time(
+        "all-gather", stage_params * fw.gather_bytes, n, per_dom, fab), 0.0)
+    bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
+    out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
+    return out
+
+
+def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
+             n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ZeRO-3 / FSDP per micro-batch: (communication, exposed). Per layer, an all-gather of its
     parameters (gather dtype) before the forward and, where the framework re-gathers, before the
     backward (and once more under recompute where it re-gathers there), a reduce-scatter of its
     gradients (reduce dtype); hidden layer by layer as far as the prefetch reaches
     (engine/overlap.py). Embedding and output layer are one more unit each."""
-    fw, hw, eff = p.fw.time, p.hardware, p.hardware.efficiency
-    gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
-    per_dom = members_per_domain(x.shard, x.tp * x.cp, gpn)
-    g = topo_collective_time("all-gather", layer_params * fw.gather_bytes, x.shard, per_dom, fab)
-    r = topo_collective_time("reduce-scatter", layer_params * fw.reduce_bytes, x.shard, per_dom,
-                             fab)
-    g_e = topo_collective_time("all-gather", edge_params * fw.gather_bytes, x.shard, per_dom, fab)
-    r_e = topo_collective_time("reduce-scatter", edge_params * fw.reduce_bytes, x.shard, per_dom,
-                               fab)
+    fw, eff = p.fw.time, p.hardware.efficiency
+    g, r, g_e, r_e = coll["g"], coll["r"], coll["g_e"], coll["r_e"]
     regather = np.where(x.pp > 1, float(fw.regathers_in_backward(2)),
                         float(fw.regathers_in_backward(1)))
     again = np.where((c.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
@@ -175,31 +207,22 @@ def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
     return np.asarray(stage_params, dtype=float) * p.fw.time.reduce_bytes
 
 
-def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params: np.ndarray,
+def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
                n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced (once per step; per
     micro-batch for ZeRO-2, which keeps only its shard) in the framework's
     reduce dtype (all-reduce; ZeRO-1/2 reduce-scatter) and, for ZeRO-1/2, the updated
     parameters all-gathered in the gather dtype; bucketed and overlapped with the last
     micro-batch's backward (and the gather with the next forward) where the framework does."""
-    fw, hw, eff = p.fw.time, p.hardware, p.hardware.efficiency
-    gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
+    fw, eff = p.fw.time, p.hardware.efficiency
     n = x.dp * x.cp
-    per_dom = members_per_domain(n, x.tp, gpn)
-    grad = dp_gradient_bytes(p, stage_params)
-    sharded = c.zero >= 1
-    red = np.where(sharded, topo_collective_time("reduce-scatter", grad, n, per_dom, fab),
-                   topo_collective_time("all-reduce", grad, n, per_dom, fab))
-    gather = np.where(sharded, topo_collective_time("all-gather", stage_params * fw.gather_bytes,
-                                                    n, per_dom, fab), 0.0)
+    red, gather, buckets = coll["red"], coll["gather"], coll["buckets"]
     # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters
     # (DeepSpeed stage 2 reduces each micro-step; FSDP2 with gradient sync on); only a framework
     # that accumulates unsharded gradients under PP (torchtitan's pipelining) reduces once.
     mem = p.fw.memory
     unsharded = (x.pp > 1) & (mem.state_layout == "fsdp2") & mem.accumulate_unsharded_grads_under_pp
     times = np.where((c.zero == 2) & ~unsharded, x.micro_batches, 1.0)
-    bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
-    buckets = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), n_layers)
     overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
     bwd = n_layers * comp.layer_bwd
     fwd = n_layers * comp.layer_fwd
@@ -209,31 +232,44 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, stage_params:
     return np.where(on, times * red + gather, 0.0), np.where(on, exp, 0.0)
 
 
+def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
+    """Per micro-batch on the fullest stage, TP, CP, EP and PP time on the links their groups
+    cross (engine.step_time, topology): the AXIS_COLUMNS part."""
+    mod, hw, fw = p.model, p.hardware, p.fw.time
+    h, gpn, fab, act_b = mod.hidden, hw.scale_up.gpus_per_domain, fabric(hw, p.gpus), x.act_bytes
+    tp, pp, dp, cp, ep = x.tp, x.pp, x.dp, x.cp, x.ep
+    n_layers = x.layers[1]
+    k_full = full_recomputed(c, n_layers)
+    tokens = x.mb * p.seq_len / cp
+    tp_passes = 4.0 + np.where(c.recompute == act.RECOMPUTE_FULL,
+                               2.0 * k_full / np.maximum(n_layers, 1), 0.0)
+    pp_tp = tp if fw.pp_scatter_gather else np.ones_like(tp)
+    return {
+        "tp": n_layers * st.tp_time_per_layer(tokens, h, tp, gpn, fab, act_b,
+                                              passes=tp_passes / 2),
+        "cp": n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
+                                              fab, act_b),
+        "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
+            tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
+            tp * cp, gpn, fab, act_b),
+        "pp": st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab, x.v,
+                                         act_b)}
+
+
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
                   n_layers: np.ndarray, k_full: np.ndarray) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it."""
-    mod, hw, eff, fw = p.model, p.hardware, p.hardware.efficiency, p.fw.time
-    h, gpn, fab, act_b = mod.hidden, hw.scale_up.gpus_per_domain, fabric(hw, p.gpus), x.act_bytes
-    tp, pp, dp, cp, ep = x.tp, x.pp, x.dp, x.cp, x.ep
-    tokens = x.mb * p.seq_len / cp
-    tp_passes = 4.0 + np.where(c.recompute == act.RECOMPUTE_FULL,
-                               2.0 * k_full / np.maximum(n_layers, 1), 0.0)
-    tp_comm = n_layers * st.tp_time_per_layer(tokens, h, tp, gpn, fab, act_b, passes=tp_passes / 2)
-    cp_comm = n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
-                                              fab, act_b)
-    ep_comm = n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
-        tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep, tp * cp, gpn,
-        fab, act_b)
-    pp_tp = tp if fw.pp_scatter_gather else np.ones_like(tp)
-    pp_comm = st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab, x.v, act_b)
+    eff = p.hardware.efficiency
+    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)))
     stage_params = np.maximum(mem.first.params, mem.last.params)
-    edge = np.where(pp > 1, 1.0, 2.0) * x.vocab_padded * h / tp
-    layer_params = np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1)
-    z3, z3_exp = _sharded(p, c, x, comp, layer_params, edge, n_layers)
-    dp_comm, dp_exp = _reduction(p, c, x, comp, stage_params, n_layers)
-    return Comm(tp=tp_comm, tp_exposed=eff.tp_exposed_fraction * tp_comm, cp=cp_comm,
+    coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
+        p, shape(p, u), u.zero, stage_params[rows]), rows=True)
+    z3, z3_exp = _sharded(p, c, x, comp, coll, n_layers)
+    dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
+    cp_comm = axes["cp"]
+    return Comm(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=cp_comm,
                 cp_exposed=st.exposed(cp_comm, eff.overlap_efficiency * n_layers * 3.0
                                       * comp.attn_fwd),
-                ep=ep_comm, pp=pp_comm, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm,
+                ep=axes["ep"], pp=axes["pp"], zero3=z3, zero3_exposed=z3_exp, dp=dp_comm,
                 dp_exposed=dp_exp)

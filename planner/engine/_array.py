@@ -11,4 +11,6 @@ Num = Union[float, int, np.ndarray]
 
 def out(x: Num) -> Num:
     """Return a Python float for a 0-d result, else the array unchanged."""
+    if type(x) is np.ndarray and x.ndim:  # the common case, without np.ndim's dispatch
+        return x
     return float(x) if np.ndim(x) == 0 else x

@@ -164,7 +164,13 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
         raw[op.name] = local_tokens * op.bytes_per_token / divisors[op.region] * kept
     # Every term gets the full broadcast shape, so a printout can index any of them alike.
     shape = np.broadcast_shapes(*(np.shape(v) for v in raw.values()))
-    return {name: out(np.broadcast_to(v, shape).astype(float)) for name, v in raw.items()}
+    return {name: out(v if np.shape(v) == shape and v.dtype == np.float64
+                      else np.broadcast_to(v, shape).astype(float)) for name, v in raw.items()}
+
+
+def terms_total(terms: dict[str, Num]) -> Num:
+    """The sum of layer_activation_terms' terms, in their order."""
+    return out(sum(np.asarray(v, dtype=float) for v in terms.values()))
 
 
 def layer_activation_bytes(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: Num,
@@ -180,7 +186,7 @@ def layer_activation_bytes(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
     terms = layer_activation_terms(seq, micro_batch, hidden, heads, kv_heads, head_dim, ffn,
                                    mlp=mlp, dropout=dropout, flash=flash, tp=tp, sp=sp, cp=cp,
                                    recompute=recompute, bytes_per_elem=bytes_per_elem)
-    return out(sum(np.asarray(v, dtype=float) for v in terms.values()))
+    return terms_total(terms)
 
 
 def stage_activation_bytes(per_layer_bytes: Num, layers_on_stage: Num, in_flight: Num, *,

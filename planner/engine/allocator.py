@@ -57,16 +57,22 @@ def segment_bytes(request: Num) -> Num:
                         np.where(r < MIN_LARGE_ALLOC, LARGE_BUFFER, large)))
 
 
+def segment_gap(tensor_bytes: Num) -> Num:
+    """Bytes one tensor of `tensor_bytes` strands: the gap to its segment's 2 MiB rounding when
+    it gets a segment of its own (> 10 MiB), else its 512 B block rounding."""
+    b = np.asarray(tensor_bytes, dtype=float)
+    gap = np.where(b >= MIN_LARGE_ALLOC, np.asarray(segment_bytes(b)) - b,
+                   np.asarray(block_bytes(b)) - b)
+    return out(np.maximum(gap, 0.0))
+
+
 def segment_rounding(tensor_bytes: Num, live_tensors: Num) -> Num:
     """Bytes lost to 2 MiB rounding of large segments: live_tensors × (segment − request).
 
     Each live tensor of `tensor_bytes` (> 10 MiB) that got its own segment wastes the gap to the
     next 2 MiB; smaller tensors share segments and lose at most their 512 B rounding.
     """
-    b = np.asarray(tensor_bytes, dtype=float)
-    gap = np.where(b >= MIN_LARGE_ALLOC, np.asarray(segment_bytes(b)) - b,
-                   np.asarray(block_bytes(b)) - b)
-    return out(np.maximum(gap, 0.0) * np.asarray(live_tensors, dtype=float))
+    return out(np.asarray(segment_gap(tensor_bytes)) * np.asarray(live_tensors, dtype=float))
 
 
 def reserved_bytes(allocated: Num, persistent: Num, rounding: Num = 0.0, *,

@@ -47,36 +47,46 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
     a = np.asarray(activations_per_mb, dtype=float)
     later = np.asarray(m >= 2.0, dtype=float)
     acc = np.asarray(grads_accumulated, dtype=float)
-    zero = 0.0 * (n + a + m)
+    held = n * a
+    h = np.asarray(has_loss, dtype=float)
+    at = lambda f, v: f * np.asarray(v, dtype=float)  # noqa: E731
+    # An item absent at a moment is the scalar 0.0 (it broadcasts; phase_totals skips it)
     raw = {
-        "forward": dict(states=states, activations=n * a, working=forward_working, loss=zero,
-                        gathered=gathered_forward, grads=zero, optimizer=zero),
-        "loss": {k: np.asarray(has_loss, dtype=float) * np.asarray(v, dtype=float)
-                 for k, v in dict(states=states, activations=n * a, working=zero, loss=loss,
-                                  gathered=gathered_at_loss, grads=later * acc,
-                                  optimizer=zero).items()},
-        "first backward": dict(states=states, activations=n * a, working=backward_working,
-                               loss=zero, gathered=gathered_backward, grads=grads_first,
-                               optimizer=zero),
-        "later backward": {k: later * np.asarray(v, dtype=float) for k, v in dict(
-            states=states, activations=np.minimum(n, m - 1.0) * a, working=backward_working,
-            loss=zero, gathered=gathered_backward, grads=acc + grads_first,
-            optimizer=zero).items()},
-        "optimizer step": dict(states=states, activations=zero, working=zero, loss=zero,
-                               gathered=zero, grads=zero, optimizer=optimizer_temp),
+        "forward": dict(states=states, activations=held, working=forward_working, loss=0.0,
+                        gathered=gathered_forward, grads=0.0, optimizer=0.0),
+        "loss": dict(states=at(h, states), activations=at(h, held), working=0.0,
+                     loss=at(h, loss), gathered=at(h, gathered_at_loss),
+                     grads=at(h, later * acc), optimizer=0.0),
+        "first backward": dict(states=states, activations=held, working=backward_working,
+                               loss=0.0, gathered=gathered_backward, grads=grads_first,
+                               optimizer=0.0),
+        "later backward": dict(states=at(later, states),
+                               activations=at(later, np.minimum(n, m - 1.0) * a),
+                               working=at(later, backward_working), loss=0.0,
+                               gathered=at(later, gathered_backward),
+                               grads=at(later, acc + grads_first), optimizer=0.0),
+        "optimizer step": dict(states=states, activations=0.0, working=0.0, loss=0.0,
+                               gathered=0.0, grads=0.0, optimizer=optimizer_temp),
     }
-    shape = np.broadcast_shapes(*(np.shape(v) for items in raw.values() for v in items.values()))
-    return {ph: {k: out(np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float))
-                 for k, v in items.items()} for ph, items in raw.items()}
+    return {ph: {k: out(v) for k, v in items.items()} for ph, items in raw.items()}
 
 
-def peak_of(phases: dict[str, dict[str, Num]]) -> tuple[Num, Num, dict[str, Num]]:
+def phase_totals(phases: dict[str, dict[str, Num]]) -> list[np.ndarray]:
+    """Allocated bytes at each moment of PHASES, in order: the sum of its items (an item that
+    is the scalar 0 is skipped, adding it changes no sum), all of one shape."""
+    sums = [sum((np.asarray(v, dtype=float) for v in phases[p].values()
+                 if not (isinstance(v, float) and v == 0.0)), 0.0) for p in PHASES]
+    shape = np.broadcast_shapes(*(np.shape(v) for v in sums))
+    return [np.broadcast_to(v, shape) for v in sums]
+
+
+def peak_of(phases: dict[str, dict[str, Num]], totals: list[np.ndarray] | None = None
+            ) -> tuple[Num, Num, dict[str, Num]]:
     """(peak bytes, index into PHASES of its moment, the items at that moment).
 
-    Ties go to the earlier phase.
+    Ties go to the earlier phase. `totals` is phase_totals(phases) where the caller has it.
     """
-    totals = np.stack([sum(np.asarray(v, dtype=float) for v in phases[p].values())
-                       for p in PHASES])
+    totals = np.stack(phase_totals(phases) if totals is None else totals)
     moment = totals.argmax(axis=0)
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}

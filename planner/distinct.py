@@ -1,0 +1,132 @@
+"""A sub-result computed once per distinct tuple of the candidate columns it depends on.
+
+The search's candidates cross every knob, but each part of the cost model reads only some of
+them (a layer's activations: TP, SP, CP and micro-batch; the ZeRO states: the split and the
+sharding), so a batch of ~32,000 candidates holds a few hundred distinct tuples per part. A
+part runs on one representative row per tuple and its arrays are gathered back to every row:
+the same arithmetic on the same numbers, so the results are bit-for-bit those of the full
+arrays (elementwise IEEE operations do not depend on their neighbours).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+# Below this share of distinct rows the gather pays for itself; above it the part runs on the
+# rows as they are (a single-row estimate never pays for the key).
+WORTH_IT = 0.5
+
+
+def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
+    """key (values in [0, radix)) renumbered 0, 1, … in key order, and the count of values."""
+    number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
+    return number[key], int(number[-1]) + 1
+
+
+def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
+
+    The key is mixed-radix over each column's range, numbered densely (a table over the key's
+    range instead of a sort) whenever the range would outgrow a few times the row count;
+    tuples come in key order, as np.unique gives them, and any row of a tuple stands for it
+    (its rows are alike in every named column). None when there are more than `at_most`."""
+    n = len(cols[0])
+    limit = 4 * n + 1024
+    key = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for col in cols:
+        lo, hi = int(col.min()), int(col.max())
+        span = hi - lo + 1
+        if span == 1:
+            continue
+        code = col - lo
+        if span > limit:
+            _, code = np.unique(code, return_inverse=True)
+            code, span = code.reshape(-1), int(code.max()) + 1
+        if radix * span > limit:
+            key, radix = _dense(key, radix)
+            if at_most is not None and radix > at_most:
+                return None
+        if radix * span > limit:  # a wide column of few values (a shard group): its own
+            code, span = _dense(code, span)
+        key = key * span + code
+        radix *= span
+        if radix > limit:  # both large: a sort, rare
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1)
+            radix = int(key.max()) + 1
+    inverse, count = _dense(key, radix)
+    if at_most is not None and count > at_most:
+        return None
+    rep = np.empty(count, dtype=np.int64)
+    rep[inverse] = np.arange(n, dtype=np.int64)
+    return rep, inverse
+
+
+def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
+    """Append tree's arrays of length n to found, in the order _rebuild takes them back."""
+    if isinstance(tree, np.ndarray):
+        if tree.ndim == 1 and len(tree) == n:
+            found.append(tree)
+    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        for f in dataclasses.fields(tree):
+            if f.init:
+                _leaves(getattr(tree, f.name), n, found)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _leaves(v, n, found)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            _leaves(v, n, found)
+
+
+def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
+    """tree with its arrays of length n replaced, in _leaves order, by the next of `new`."""
+    if isinstance(tree, np.ndarray):
+        return next(new) if tree.ndim == 1 and len(tree) == n else tree
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return dataclasses.replace(tree, **{f.name: _rebuild(getattr(tree, f.name), n, new)
+                                            for f in dataclasses.fields(tree) if f.init})
+    if isinstance(tree, dict):
+        return {k: _rebuild(v, n, new) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_rebuild(v, n, new) for v in tree)
+    return tree
+
+
+def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
+    """tree with every array of length n indexed by idx (dataclasses, dicts, tuples and lists
+    walked; scalars and other objects as they are). Arrays of one dtype are gathered as one
+    matrix: one call and one allocation instead of one per array."""
+    found: list[np.ndarray] = []
+    _leaves(tree, n, found)
+    groups: dict[Any, list[int]] = {}
+    for i, a in enumerate(found):
+        groups.setdefault(a.dtype, []).append(i)
+    taken: list[np.ndarray] = [np.empty(0)] * len(found)
+    for ids in groups.values():
+        rows = np.stack([found[i] for i in ids]).take(idx, axis=1)
+        for i, row in zip(ids, rows):
+            taken[i] = row
+    return _rebuild(tree, n, iter(taken))
+
+
+def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
+                rows: bool = False) -> Any:
+    """part(c) computed on one row per distinct tuple of the named columns of c and gathered
+    back to every row (or on c itself where most rows are distinct). With `rows` the part is
+    called as part(sub, idx), idx being the rows of c that sub holds (to index other per-row
+    arrays that depend on the named columns alone)."""
+    n = len(c)
+    call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
+    if n < 2:
+        return call(c, np.arange(n))
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n))
+    if found is None:
+        return call(c, np.arange(n))
+    first, inverse = found
+    return gather(call(c.take(first), first), inverse, len(first))

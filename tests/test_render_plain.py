@@ -13,7 +13,8 @@ from planner.render.terminal import render_rich_text
 # Words as dtplan prints them: names, numbers with units, paths, separators, long tokens.
 _WORDS = st.sampled_from(["TP", "8", "12.665", "58.7%", "ZeRO-3h8", "full×19", "—", "·", "a",
                           "llama3-70b", "[models/x]", "(uncalibrated)", "±7.5%", "74.6", "→",
-                          "x" * 30, "interleaved-1F1B-with-a-very-long-name", "", "1,024"])
+                          "x" * 30, "interleaved-1F1B-with-a-very-long-name", "", "1,024"]) | \
+    st.text(st.characters(max_codepoint=0x2C00, exclude_categories=("Cs",)), max_size=8)
 _SEP = st.sampled_from([" ", " ", "  ", "\n", " \n"])
 
 
@@ -69,3 +70,13 @@ def test_wide_characters_and_overwide_tables_go_to_rich():
     words = ["w" * 15] * 8
     overwide = Document(command="x", title="T", tables=[Table("t", words, [words])])
     assert render_plain(overwide, 40) is None
+
+
+def test_every_character_taken_as_one_cell_is_one_cell_for_rich():
+    from rich.cells import cell_len
+
+    from planner.render.plain import one_cell
+    taken = [chr(c) for c in range(0x2C00) if one_cell(chr(c))]  # none above U+2BFF
+    assert len(taken) > 4000 and set("×·—±→≈…█µé") <= set(taken)
+    assert [ch for ch in taken if cell_len(ch) != 1] == []
+    assert not any(one_cell(ch) for ch in "模\u00a0\u200b\t\r\x1b✅☰")

@@ -20,16 +20,21 @@ _WORD = re.compile(r"\s*\S+\s*")
 _ASCII_PRINTABLE = frozenset(chr(c) for c in range(32, 127))
 
 
+def one_cell(ch: str) -> bool:
+    """The character takes one terminal cell and wraps like a letter: printable ASCII, or a
+    letter, digit, punctuation mark or symbol of the alphabetic scripts (below U+1100, where
+    Hangul jamo start) or of the punctuation, arrow, maths, box and shape blocks U+2000-U+25FF
+    and U+27C0-U+2BFF (not the emoji-prone symbols and dingbats between), not East Asian wide."""
+    if ch in _ASCII_PRINTABLE:
+        return True
+    cp = ord(ch)
+    return ((cp < 0x1100 or 0x2000 <= cp < 0x2600 or 0x27C0 <= cp < 0x2C00)
+            and unicodedata.category(ch)[0] in "LNPS"
+            and unicodedata.east_asian_width(ch) not in ("W", "F"))
+
+
 def _one_cell(text: str) -> bool:
-    """Every character takes one terminal cell and wraps like a letter: printable ASCII, or a
-    letter, digit, punctuation mark or symbol outside the East Asian wide ranges."""
-    for ch in text:
-        if ch in _ASCII_PRINTABLE or ch == "\n":
-            continue
-        if (unicodedata.category(ch)[0] not in "LNPS"
-                or unicodedata.east_asian_width(ch) in ("W", "F")):
-            return False
-    return True
+    return all(ch == "\n" or one_cell(ch) for ch in text)
 
 
 def _breaks(line: str, width: int) -> list[int]:

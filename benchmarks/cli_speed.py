@@ -28,6 +28,10 @@ FLOOR = [sys.executable, "-c", "import numpy, pydantic, rich, typer"]
 COMMANDS = [
     ["fit", "--params", "70e9", "--gpus", "256"],
     ["fit", "--params", "70e9", "--gpus", "256", "-f", "json"],
+    # the same question with the winner's split fixed: a small search, so what remains is the
+    # CLI around it (imports, parsing, the winner's estimate, rendering)
+    ["fit", "--params", "70e9", "--gpus", "256", "--tp", "2", "--pp", "4", "--cp", "1",
+     "--zero", "2", "--micro-batch", "1", "--recompute", "none"],
     ["--help"],
     ["layout", "--gpus", "10000000", "--gpus-per-node", "8", "--tp", "8", "--pp", "4",
      "--show-groups"],

@@ -42,7 +42,7 @@ def _doc(draw) -> Document:
                     notes=draw(st.lists(_text(20), max_size=3)), verdict=draw(_text(10)) or None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_doc(), st.integers(20, 160))
 def test_plain_matches_rich_byte_for_byte(doc, columns):
     plain = render_plain(doc, columns)
@@ -50,7 +50,7 @@ def test_plain_matches_rich_byte_for_byte(doc, columns):
         assert plain == render_rich_text(doc, False, columns)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_text(30), st.integers(1, 50))
 def test_wrapped_lines_fit_and_keep_every_word(text, width):
     lines = wrap(text, width)

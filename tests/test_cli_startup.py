@@ -35,20 +35,17 @@ def test_json_fit_loads_no_rich_either(tmp_path):
     assert _loaded(["fit", "--params", "7e9", "--gpus", "8", "-f", "json"], tmp_path) == "0 False []"
 
 
-@pytest.mark.parametrize("name", ["megatron", "TorchTitan", " fsdp "])
-def test_a_named_framework_is_parsed_alone(monkeypatch, name):
-    monkeypatch.setattr(framework, "_BUNDLED", None)
-    monkeypatch.setattr(framework, "_BY_NAME", {})
-    prof = framework.load_framework(name)
-    assert framework._BUNDLED is None  # the other profiles were not read
-    every = {p.name: p for p in framework.list_frameworks()}
-    assert prof == every[name.strip().lower()]
-
-
-def test_framework_aliases_and_typos_still_use_the_full_list(monkeypatch):
-    monkeypatch.setattr(framework, "_BUNDLED", None)
-    monkeypatch.setattr(framework, "_BY_NAME", {})
-    assert framework.load_framework("mcore").name == "megatron"
+def test_a_named_framework_is_parsed_alone_and_aliases_use_the_list(monkeypatch):
+    def fresh():
+        monkeypatch.setattr(framework, "_BUNDLED", None)
+        monkeypatch.setattr(framework, "_BY_NAME", {})
+    for name in ("megatron", "TorchTitan", " fsdp "):
+        fresh()
+        got = framework.load_framework(name)
+        assert framework._BUNDLED is None, name  # no other profile was read
+        assert got == {p.name: p for p in framework.list_frameworks()}[name.strip().lower()]
+    fresh()
+    assert framework.load_framework("mcore").name == "megatron"  # an alias: the full list
     assert framework._BUNDLED is not None
     with pytest.raises(framework.InputError, match="unknown framework"):
         framework.load_framework("../megatron")

@@ -10,7 +10,7 @@ import math
 from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from . import validate as v
 from .errors import InputError
@@ -86,6 +86,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
 
 
 class TimeToTrain(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     train_tokens: float
     seconds: float
     days: float
@@ -223,20 +224,27 @@ def _short(lay: Layout) -> str:
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
-        objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False) -> FitResult:
-    """Search every layout; return the best `top`, the winner's full estimate and the rejections.
-    When nothing fits, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
+        objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
+        explain: bool = True) -> FitResult:
+    """Search every layout; return the best `top`, the winner's full estimate (unless not
+    `explain`: a sweep shows one row per count) and the rejections. When nothing fits and
+    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
     res = search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
+    plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set
     for x in ranked:  # checkpoint interval and goodput at the default failure rate
-        plan = _resilience(model, hardware, gpus, x.layout)
+        lay = x.layout
+        key = (lay.tp, lay.pp, lay.zero, lay.precision, lay.shard_group, lay.ep, lay.optimizer)
+        if key not in plans:
+            plans[key] = _resilience(model, hardware, gpus, lay)
+        plan = plans[key]
         x.checkpoint_interval_s = plan.optimum.interval_s
         x.goodput = plan.optimum.goodput_fraction
-    best = estimate_problem(p, ranked[0].layout) if ranked else None
+    best = estimate_problem(p, ranked[0].layout) if ranked and explain else None
     result = FitResult(model=model.name or "model", model_description=model.describe(),
                        model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
                        seq_len=seq_len, global_batch=global_batch, objective=objective,

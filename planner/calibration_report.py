@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 Metric = Literal["iteration_time_s", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu",
                  "peak_memory_gib"]
@@ -13,6 +13,7 @@ Metric = Literal["iteration_time_s", "hardware_tflops_per_gpu", "tokens_per_s_pe
 class CalibrationRow(BaseModel):
     """One published figure against dtplan's prediction."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     case: str                 # row id: case id plus the column (e.g. "/full-recompute")
     source: str
     metric: Metric
@@ -31,6 +32,7 @@ class CalibrationRow(BaseModel):
 class RegimeStat(BaseModel):
     """Residuals of one regime (framework × GPU generation × layout family)."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     rows: int
     median_abs_error_pct: float
     worst_abs_error_pct: float
@@ -38,6 +40,7 @@ class RegimeStat(BaseModel):
 
 
 class CalibrationReport(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     hardware: str
     rows: list[CalibrationRow]
     median_abs_error_pct: float

@@ -12,7 +12,7 @@ for callers that have some of the figures already.
 import math
 from typing import TYPE_CHECKING, Literal, Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from . import validate as v
 # What a checkpoint holds lives in planner/checkpoint_contents.py; its names stay importable here.
@@ -189,6 +189,7 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
 
 
 class TrainingTime(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     tokens: float
     tokens_per_s: float
     gpus: int

@@ -4,7 +4,7 @@ on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
 
 from typing import Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from . import validate as v
 from .engine import resilience as res_eq
@@ -12,6 +12,7 @@ from .errors import InputError
 
 
 class Straggler(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     slowdown: float
     gpus: int
     gpus_lost_on_eviction: int

@@ -155,5 +155,8 @@ def main() -> None:
     if "numpy" not in sys.modules:
         for var in _BLAS_THREADS:
             os.environ.setdefault(var, "1")
+    # pydantic scans every installed distribution's entry points for plugins when it builds its
+    # first model (3-10 ms); dtplan's models need none. PYDANTIC_DISABLE_PLUGINS set by the user wins.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _keep_freed_memory()
     sys.exit(run(sys.argv[1:]))

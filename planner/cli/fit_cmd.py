@@ -68,7 +68,8 @@ def fit_cmd(
             sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{len(counts)})")
         results.append(fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
                            optimizer=optimizer, space=space, objective=objective, top=top,
-                           suggest=len(counts) == 1, dominated=show_all))
+                           suggest=len(counts) == 1, dominated=show_all,
+                           explain=len(counts) == 1))
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:

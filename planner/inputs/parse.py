@@ -25,8 +25,6 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from ..errors import InputError
 
 MAX_DEPTH = 32                  # nesting of mappings/lists; a plan needs 3
@@ -43,6 +41,10 @@ class Refused(Exception):
     def __init__(self, message: str, line: Optional[int] = None, label: str = "refused: "):
         super().__init__(message)
         self.line, self.label = line, label
+
+
+class YamlSyntax(Exception):
+    """PyYAML could not read the text; the message is " at line L column C: problem"."""
 
 
 class _Bad:
@@ -98,57 +100,6 @@ def _json_float(s: str) -> Any:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not allowed")
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs and deep nesting while composing, before any
-    expansion: it counts alias uses, nodes (an alias counts as the size of its target) and depth.
-    Integers and floats that break a bound become _Bad markers carrying their line."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._aliases = 0
-        self._nodes = 0
-        self._depth = 0
-        self._sizes: dict[int, int] = {}
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise Refused(f"more than {MAX_ALIASES} YAML aliases (alias bomb?)")
-            event = self.peek_event()
-            target = self.anchors.get(event.anchor)
-            self._nodes += self._sizes.get(id(target), 1)
-            if self._nodes > MAX_NODES:
-                raise Refused(f"YAML expands to more than {MAX_NODES} nodes (alias bomb?)")
-            return super().compose_node(parent, index)
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise Refused(f"nested deeper than {MAX_DEPTH} levels")
-        before = self._nodes
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise Refused(f"more than {MAX_NODES} YAML nodes")
-        node = super().compose_node(parent, index)
-        self._sizes[id(node)] = self._nodes - before
-        self._depth -= 1
-        return node
-
-    def construct_yaml_int(self, node):
-        reason = int_bound_reason(node.value.replace(":", ""))  # YAML 1.1 sexagesimal 1:30
-        if reason:
-            return _Bad(reason, node.value, node.start_mark.line + 1)
-        return super().construct_yaml_int(node)
-
-    def construct_yaml_float(self, node):
-        x = super().construct_yaml_float(node)
-        return x if math.isfinite(x) else _Bad("must be a finite number", node.value,
-                                               node.start_mark.line + 1)
-
-
-_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
-_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
 
 
 def _prescan(text: str, toml: bool) -> None:
@@ -272,12 +223,9 @@ def detect_format(path: str | Path, text: str) -> str:
 def _parse(text: str, fmt: str, where: str) -> Any:
     if fmt in ("json", "toml"):
         _prescan(text, fmt == "toml")
-    if fmt == "yaml":
-        loader = _BoundedLoader(text)
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
+    if fmt == "yaml":  # PyYAML is imported by the reader of YAML text only
+        from .yaml_bounded import load_yaml
+        return load_yaml(text)
     if fmt == "toml":
         try:
             import tomllib
@@ -298,11 +246,8 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
         raise InputError(f"{where}:{e.line}" if e.line else where, f"{e.label}{e}") from None
     except RecursionError:
         raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(where, f"invalid YAML{at}: {problem}") from None
+    except YamlSyntax as e:
+        raise InputError(where, f"invalid YAML{e}") from None
     except json.JSONDecodeError as e:
         raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except ValueError as e:  # tomllib.TOMLDecodeError and JSON constants

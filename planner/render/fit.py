@@ -195,7 +195,7 @@ def shrink_doc(r) -> Document:
              f"{r.global_batch} (--batch-tolerance).",
              "ZeRO/FSDP shards re-partition on load; a TP, PP, CP or EP change re-slices weights and "
              "needs an offline conversion of the checkpoint."]
-    if not any(o.global_batch == r.global_batch for o in r.options):
+    if not any(o.global_batch == r.global_batch and o.layout.world == r.to_gpus for o in r.options):
         notes.append(f"No layout uses all {r.to_gpus} GPUs with the global batch of "
                      f"{r.global_batch}: no data-parallel degree of {r.to_gpus} GPUs divides it.")
     return Document(command="fit", title=f"{r.fit.model}: from {r.from_gpus} to {r.to_gpus} GPUs",

@@ -119,13 +119,24 @@ def _rich_table(t: Any, tty: bool, avail: int) -> Any:
 
 
 def render_text(doc: Any, *, tty: bool | None = None, columns: int | None = None) -> str:
-    """The document as terminal text: styled for a terminal, plain when piped."""
+    """The document as terminal text: styled for a terminal, plain when piped (without rich
+    where planner.render.plain can lay it out)."""
+    tty = is_tty() if tty is None else tty
+    avail = columns or width()
+    if not tty:
+        from .plain import render_plain
+        text = render_plain(doc, avail)
+        if text is not None:
+            return text
+    return render_rich_text(doc, tty, avail)
+
+
+def render_rich_text(doc: Any, tty: bool, avail: int) -> str:
+    """The document laid out by rich: styled for a terminal, ASCII rules and no colour when not."""
     from rich.console import Console
     from rich.text import Text
 
-    tty = is_tty() if tty is None else tty
     buf = io.StringIO()
-    avail = columns or width()
     console = Console(file=buf, width=avail, force_terminal=tty, no_color=not tty,
                       color_system="auto" if tty else None, highlight=False, soft_wrap=False,
                       markup=False, emoji=False)

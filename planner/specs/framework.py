@@ -170,6 +170,28 @@ def list_frameworks() -> list[FrameworkProfile]:
     return list(_BUNDLED)
 
 
+_BY_NAME: dict[str, FrameworkProfile] = {}
+
+
+def _bundled_named(low: str) -> Optional[FrameworkProfile]:
+    """The bundled profile whose file is `<low>.toml` and whose name is `low`, parsed alone (a
+    run needs one profile, not all of them); None sends aliases and typos to the full list."""
+    if low in _BY_NAME:
+        return _BY_NAME[low]
+    if _BUNDLED is not None or not low.replace("-", "").replace("_", "").isalnum():
+        return None
+    from importlib.resources import files
+
+    entry = files("framework_profiles") / f"{low}.toml"
+    if not entry.is_file():
+        return None
+    prof = parse_framework(entry.read_bytes(), str(entry))
+    if prof.name.lower() != low:
+        return None
+    _BY_NAME[low] = prof
+    return prof
+
+
 def _load_path(path: Path) -> FrameworkProfile:
     """A framework TOML read through the one bounded reader (planner.inputs)."""
     from ..inputs.files import read_bytes, shown
@@ -193,6 +215,9 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
                              "profile .toml or one of " + ", ".join(framework_names()))
         return _load_path(p)
     low = want.lower()
+    named = _bundled_named(low)
+    if named is not None:
+        return named
     profiles = list_frameworks()
     for prof in profiles:
         if low == prof.name.lower() or low in (a.lower() for a in prof.aliases):

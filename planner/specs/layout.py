@@ -220,6 +220,7 @@ def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = Fals
 
 
 class LayoutResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     layout: Layout
     gpus: int
     gpus_per_node: int

@@ -1,0 +1,156 @@
+"""Piped output without rich: the same characters the rich renderer prints when stdout is not
+a terminal, from a few string operations instead of rich's console (~40 ms of imports and
+~40 ms of layout for a `fit` table).
+
+The layout rules are those of the terminal renderer (planner.render.terminal): columns one
+space apart, a dashed rule under the header, numbers right-aligned, titles and cells wrapped at
+spaces with words longer than their column folded, multi-line headers aligned at the bottom,
+blanks at line ends dropped. Text this module cannot measure one character to a cell (wide or
+combining characters, tabs, control characters) and tables wider than the line go back to rich,
+so both renderers print the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+_WORD = re.compile(r"\s*\S+\s*")
+_ASCII_PRINTABLE = frozenset(chr(c) for c in range(32, 127))
+
+
+def one_cell(ch: str) -> bool:
+    """The character takes one terminal cell and wraps like a letter: printable ASCII, or a
+    letter, digit, punctuation mark or symbol of the alphabetic scripts (below U+1100, where
+    Hangul jamo start) or of the punctuation, arrow, maths, box and shape blocks U+2000-U+25FF
+    and U+27C0-U+2BFF (not the emoji-prone symbols and dingbats between), not East Asian wide."""
+    if ch in _ASCII_PRINTABLE:
+        return True
+    cp = ord(ch)
+    return ((cp < 0x1100 or 0x2000 <= cp < 0x2600 or 0x27C0 <= cp < 0x2C00)
+            and unicodedata.category(ch)[0] in "LNPS"
+            and unicodedata.east_asian_width(ch) not in ("W", "F"))
+
+
+def _one_cell(text: str) -> bool:
+    return all(ch == "\n" or one_cell(ch) for ch in text)
+
+
+def _breaks(line: str, width: int) -> list[int]:
+    """Where a line is cut to fit `width`: a word (with the blanks after it) moves to the next
+    line when it does not fit the rest of this one; a word longer than the width is folded."""
+    cuts: list[int] = []
+    used = 0
+    for m in _WORD.finditer(line):
+        start, word = m.start(), m.group(0)
+        size = len(word.rstrip())
+        if width - used >= size:
+            used += len(word)
+        elif size > width:
+            pieces = [word[i:i + width] for i in range(0, len(word), width)]
+            for piece in pieces[:-1]:
+                if start:
+                    cuts.append(start)
+                start += len(piece)
+            if start:
+                cuts.append(start)
+            used = len(pieces[-1])
+        elif used and start:
+            cuts.append(start)
+            used = len(word)
+    return cuts
+
+
+def wrap(text: str, width: int, justify: str | None = None) -> list[str]:
+    """The lines of `text` in `width` cells. justify "left" pads to the width, "right" drops
+    trailing blanks and pads on the left, None leaves each line as cut."""
+    out: list[str] = []
+    for para in text.split("\n"):
+        cuts = [0, *_breaks(para, width), len(para)]
+        for a, b in zip(cuts, cuts[1:]):
+            line = para[a:b]
+            if len(line) > width:  # blanks past the width go; a longer word was already cut
+                excess = len(line) - width
+                blanks = len(line) - len(line.rstrip())
+                line = line[:len(line) - min(blanks, excess)]
+            if justify == "right":
+                line = line.rstrip()[:width]
+                line = " " * (width - len(line)) + line
+            else:
+                line = line[:width]
+                if justify == "left":
+                    line = line.ljust(width)
+            out.append(line)
+    return out
+
+
+def _table_lines(title: str, columns: list[str], rows: list[list[str]], widths: list[int],
+                 right: list[bool]) -> list[str]:
+    total = sum(widths) + len(widths) - 1
+    lines = wrap(title, total, "left") if title else []
+    grid = [columns] + rows
+    for index, row in enumerate(grid):
+        cells = [wrap(str(row[i]) if i < len(row) else "", w, "right" if r else "left")
+                 for i, (w, r) in enumerate(zip(widths, right))]
+        height = max(len(c) for c in cells)
+        blank = [" " * w for w in widths]
+        for i, c in enumerate(cells):  # the header sits on the rule; a row's cells at its top
+            pad = [blank[i]] * (height - len(c))
+            cells[i] = (pad + c) if index == 0 else (c + pad)
+        lines += [" ".join(c[k] for c in cells) for k in range(height)]
+        if index == 0:
+            lines.append(" ".join("-" * w for w in widths))
+    return lines
+
+
+def _table(t: Any, avail: int, bar: str) -> list[str] | None:
+    """The table's lines, or None when rich must lay it out (it is wider than the line)."""
+    from .document import numeric_columns
+    from .terminal import _bar, _widths
+
+    numeric = numeric_columns(t)
+    natural = _widths(t.columns, t.rows, numeric, 10 ** 6)
+    bars = t.bars is not None and sum(natural) + len(natural) + 20 <= avail
+    widths = natural if bars else _widths(t.columns, t.rows, numeric, avail)
+    widths = [w or 1 for w in widths]
+    columns, rows, right = list(t.columns), [list(map(str, r)) for r in t.rows], list(numeric)
+    if bars:
+        biggest = max(t.bars) if t.bars else 0.0
+        drawn = [_bar(v, biggest, bar) for v in t.bars]
+        columns.append("")
+        rows = [r + [""] * (len(t.columns) - len(r)) + [d] for r, d in zip(rows, drawn)]
+        widths.append(max([len(d) for d in drawn] + [1]))
+        right.append(False)
+    if sum(widths) + len(widths) - 1 > avail:
+        return None
+    return _table_lines(t.title, columns, rows, widths, right)
+
+
+def _texts(doc: Any) -> list[str]:
+    out = [doc.title, doc.verdict or "", *doc.notes]
+    for t in doc.tables:
+        out += [t.title, t.legend or "", *t.columns, *(str(c) for r in t.rows for c in r)]
+    return out
+
+
+def render_plain(doc: Any, avail: int) -> str | None:
+    """The document as piped text `avail` columns wide, or None where only rich can lay it out
+    the same way (see the module docstring)."""
+    if not all(_one_cell(s) for s in _texts(doc)):
+        return None
+    lines = wrap(doc.title, avail)
+    for t in doc.tables:
+        if any(len(r) > len(t.columns) for r in t.rows):
+            return None
+        table = _table(t, avail, "#")
+        if table is None:
+            return None
+        lines += table
+        if getattr(t, "legend", None):
+            lines += wrap(t.legend, avail)
+    if doc.verdict:
+        lines += wrap(doc.verdict, avail)
+    for n in doc.notes:
+        lines += wrap(f"· {n}", avail)
+    return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -1,0 +1,51 @@
+"""What a `dtplan fit` run loads: only what its answer needs (issue #15, the CLI at its
+import floor). Each check runs a fresh interpreter, so earlier tests' imports do not count."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from planner.specs import framework
+
+_PROBE = ("import sys, io; from planner.cli import main; sys.argv = ['dtplan'] + {argv!r}; "
+          "out, sys.stdout = sys.stdout, io.StringIO()\n"
+          "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+          "text, sys.stdout = sys.stdout.getvalue(), out\n"
+          "heavy = ('rich', 'yaml', 'numpy.ma', 'matplotlib')\n"
+          "print(code, 'FITS' in text, sorted(m for m in sys.modules if m in heavy or "
+          "m.split('.')[0] in heavy[:2]))")
+
+
+def _loaded(argv: list[str], tmp_path) -> str:
+    p = subprocess.run([sys.executable, "-c", _PROBE.format(argv=argv)], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_piped_fit_loads_no_rich_yaml_or_masked_arrays(tmp_path):
+    # stdout is not a terminal here: the plain renderer prints the table, rich stays unloaded
+    assert _loaded(["fit", "--params", "7e9", "--gpus", "8", "--top", "3"], tmp_path) == "0 True []"
+
+
+def test_json_fit_loads_no_rich_either(tmp_path):
+    assert _loaded(["fit", "--params", "7e9", "--gpus", "8", "-f", "json"], tmp_path) == "0 False []"
+
+
+def test_a_named_framework_is_parsed_alone_and_aliases_use_the_list(monkeypatch):
+    def fresh():
+        monkeypatch.setattr(framework, "_BUNDLED", None)
+        monkeypatch.setattr(framework, "_BY_NAME", {})
+    for name in ("megatron", "TorchTitan", " fsdp "):
+        fresh()
+        got = framework.load_framework(name)
+        assert framework._BUNDLED is None, name  # no other profile was read
+        assert got == {p.name: p for p in framework.list_frameworks()}[name.strip().lower()]
+    fresh()
+    assert framework.load_framework("mcore").name == "megatron"  # an alias: the full list
+    assert framework._BUNDLED is not None
+    with pytest.raises(framework.InputError, match="unknown framework"):
+        framework.load_framework("../megatron")

@@ -1,0 +1,81 @@
+"""The plain piped renderer prints exactly what rich prints when stdout is not a terminal, and
+never imports rich to do it."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.render.document import Document, Table
+from planner.render.plain import one_cell, render_plain, wrap
+from planner.render.terminal import render_rich_text
+
+# Words as dtplan prints them: names, numbers with units, paths, separators, long tokens.
+_WORDS = st.sampled_from(["TP", "8", "12.665", "58.7%", "ZeRO-3h8", "full×19", "—", "·", "a",
+                          "llama3-70b", "[models/x]", "(uncalibrated)", "±7.5%", "74.6", "→",
+                          "x" * 30, "interleaved-1F1B-with-a-very-long-name", "", "1,024"]) | \
+    st.text(st.sampled_from([chr(c) for c in range(0x2C00) if one_cell(chr(c))]), max_size=8)
+_SEP = st.sampled_from([" ", " ", "  ", "\n", " \n"])
+
+
+@st.composite
+def _text(draw, max_words: int = 12) -> str:
+    words = draw(st.lists(_WORDS, max_size=max_words))
+    out = ""
+    for w in words:
+        out += w + draw(_SEP)
+    return out.strip(" ") if draw(st.booleans()) else out
+
+
+@st.composite
+def _doc(draw) -> Document:
+    tables = []
+    for _ in range(draw(st.integers(0, 3))):
+        ncols = draw(st.integers(1, 6))
+        cols = [draw(_text(3)) for _ in range(ncols)]
+        nrows = draw(st.integers(0, 5))
+        rows = [[draw(_text(4)) for _ in range(ncols)] for _ in range(nrows)]
+        bars = (draw(st.lists(st.floats(0, 100), min_size=nrows, max_size=nrows))
+                if draw(st.booleans()) else None)
+        tables.append(Table(draw(_text(10)), cols, rows, bars, legend=draw(_text(15)) or None))
+    return Document(command="fit", title=draw(_text(8)), tables=tables,
+                    notes=draw(st.lists(_text(20), max_size=3)), verdict=draw(_text(10)) or None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_doc(), st.integers(20, 160))
+def test_plain_matches_rich_byte_for_byte(doc, columns):
+    plain = render_plain(doc, columns)
+    if plain is not None:
+        assert plain == render_rich_text(doc, False, columns)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_text(30), st.integers(1, 50))
+def test_wrapped_lines_fit_and_keep_every_word(text, width):
+    lines = wrap(text, width)
+    assert all(len(x) <= width for x in lines)
+    assert "".join(text.split()) == "".join("".join(lines).split())
+
+
+def test_numbers_right_aligned_and_rule_under_header():
+    doc = Document(command="x", title="T", tables=[Table("t", ["name", "GB"],
+                                                        [["weights", "17.68"], ["grads", "1.1"]])])
+    assert render_plain(doc, 80) == "T\nt\nname       GB\n------- -----\nweights 17.68\ngrads     1.1\n"
+
+
+def test_wide_characters_and_overwide_tables_go_to_rich():
+    wide = Document(command="x", title="模型", tables=[])
+    assert render_plain(wide, 80) is None
+    words = ["w" * 15] * 8
+    overwide = Document(command="x", title="T", tables=[Table("t", words, [words])])
+    assert render_plain(overwide, 40) is None
+
+
+def test_every_character_taken_as_one_cell_is_one_cell_for_rich():
+    from rich.cells import cell_len
+
+    taken = [chr(c) for c in range(0x2C00) if one_cell(chr(c))]  # none above U+2BFF
+    assert len(taken) > 4000 and set("×·—±→≈…█µé") <= set(taken)
+    assert [ch for ch in taken if cell_len(ch) != 1] == []
+    assert not any(one_cell(ch) for ch in "模\u00a0\u200b\t\r\x1b✅☰")

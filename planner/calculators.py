@@ -15,6 +15,7 @@ from .engine import pipeline as pipe_eq
 from .engine import scaling as scale_eq
 from .errors import InputError
 from .resilience import IntervalOptimum, interval_optimum
+from .specs.budget import MemoryBudget
 
 
 class ZeroRow(BaseModel):
@@ -34,6 +35,8 @@ class StateMemoryResult(BaseModel):
     bytes_per_param: float
     k_bytes_per_param: float
     gpu_memory_bytes: float
+    margin_fraction: float
+    usable_bytes: float
     rows: list[ZeroRow]
 
 
@@ -41,13 +44,20 @@ class StateMemoryResult(BaseModel):
 # HBM, 80 GiB = 85.9e9 bytes (the "80 GB" of the A100-80G and H100 datasheets is binary). The CLI
 # passes the resolved profile's capacity, so both say the same.
 DEFAULT_GPU_MEMORY_BYTES = 80 * 2.0 ** 30
+# The same safety margin every other memory verdict holds back (MemoryBudget.margin_fraction).
+DEFAULT_MARGIN_FRACTION = MemoryBudget().margin_fraction
 
 
 def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
                  optimizer: str = "adam",
-                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES) -> StateMemoryResult:
-    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
+                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES,
+                 margin_fraction: float = DEFAULT_MARGIN_FRACTION) -> StateMemoryResult:
+    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks; a stage
+    fits when its states are within capacity × (1 − margin), the usable bytes every verdict uses."""
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    if not 0.0 <= margin_fraction < 1.0:
+        raise InputError("--margin", f"must be a fraction from 0 to below 1, got {margin_fraction:g}")
+    usable = gpu_memory_bytes * (1.0 - margin_fraction)
     n = v.positive_int("--gpus", shard_degree)
     v.recipe(precision, optimizer)
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
@@ -57,10 +67,11 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
         total = mem_eq.model_state_bytes(params, z, n, w, g, k)
         rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
                             optimizer_bytes=parts[2], total_bytes=total,
-                            fits=total <= gpu_memory_bytes))
+                            fits=total <= usable))
     return StateMemoryResult(params=params, shard_degree=n, precision=precision,
                              optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
-                             gpu_memory_bytes=gpu_memory_bytes, rows=rows)
+                             gpu_memory_bytes=gpu_memory_bytes, margin_fraction=margin_fraction,
+                             usable_bytes=usable, rows=rows)
 
 
 class CommRow(BaseModel):

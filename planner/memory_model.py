@@ -191,8 +191,8 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
 def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict[str, Any]:
     """Items at the peak, the three views and the peak's moment for one stage.
 
-    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
-    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them
+    (the demand, not capped at the device); device total = reserved + context + NCCL (the verdict
     compares it with capacity minus the margin).
     """
     mod = p.model
@@ -226,15 +226,14 @@ def stage_memory(p: Any, c: Any, fw: Any, st: Stage, micro_batches: Any) -> dict
     rounding = alc.segment_rounding(a["none"] / a["terms"], live_tensors) \
         * (not fw.memory.expandable_segments)
     budget = p.budget
-    outside = budget.context_bytes + budget.comm_buffer_bytes
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
     reserved = np.max(np.stack([np.asarray(alc.reserved_bytes(
         sum(np.asarray(v, dtype=float) for v in phases[ph].values()), persistent_states,
         rounding * (np.asarray(phases[ph]["activations"]) > 0),
-        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-        limit=p.hardware.gpu.memory_bytes - outside), dtype=float) for ph in pk.PHASES]),
+        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
+        dtype=float) for ph in pk.PHASES]),
         axis=0)
     items = {"weights": states["weights"], "gradients": states["gradients"],
              "optimizer": states["optimizer"], "fp8_weight_cache": states["fp8_weight_cache"],

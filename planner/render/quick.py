@@ -16,8 +16,9 @@ ZERO_NAMES = {0: "0 (DDP, replicated)", 1: "1 (optimizer sharded)", 2: "2 (+ gra
 
 
 def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = False) -> Document:
-    cap = r.gpu_memory_bytes
-    unit, cap_s = ("GiB" if gib else "GB"), capacity(cap, gib=gib)
+    unit, cap_s = ("GiB" if gib else "GB"), capacity(r.gpu_memory_bytes, gib=gib)
+    # One verdict rule for every command: capacity minus the margin, as the full budget uses.
+    usable_s = f"{gb(r.usable_bytes, gib=gib)} {unit} usable of {cap_s}"
     rows = [[ZERO_NAMES[x.zero_stage], gb(x.weights_bytes, gib=gib), gb(x.gradients_bytes, gib=gib),
              gb(x.optimizer_bytes, gib=gib), gb(x.total_bytes, gib=gib),
              "fits" if x.fits else "does not fit"] for x in r.rows]
@@ -25,19 +26,22 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = Fa
     if chosen is not None:
         ok = r.rows[chosen].fits
         verdict = (f"ZeRO-{chosen}: {gb(r.rows[chosen].total_bytes, gib=gib)} {unit} of model state "
-                   f"per GPU {'fits' if ok else 'does not fit'} in {cap_s}")
+                   f"per GPU {'fits' if ok else 'does not fit'} in {usable_s}")
     else:
         ok = bool(fitting)
-        verdict = (f"Model states fit in {cap_s} with ZeRO stage "
+        verdict = (f"Model states fit in {usable_s} with ZeRO stage "
                    f"{', '.join(map(str, fitting))}" if fitting else
-                   f"No ZeRO stage fits the model states in {cap_s} on {r.shard_degree} GPUs")
+                   f"No ZeRO stage fits the model states in {usable_s} on {r.shard_degree} GPUs")
     notes = [f"{r.precision} precision with {r.optimizer}: {r.bytes_per_param:g} bytes/parameter "
              f"(K = {r.k_bytes_per_param:g} optimizer bytes, ZeRO's notation)",
+             f"Usable = capacity minus the {r.margin_fraction:.0%} margin (--margin), the rule "
+             "every memory verdict uses",
              "Model states only: activations, buffers, CUDA context and fragmentation come on top "
-             "(give a model and layout for the full budget). An estimate, not a promise."]
+             "(add --seq-len or a layout such as --tp 2 for the full per-stage budget). An "
+             "estimate, not a promise."]
     return Document(command="memory", title=f"Model-state memory per GPU: {count(r.params)} "
                     f"parameters over {r.shard_degree} data-parallel GPUs",
-                    tables=[Table(f"Per GPU ({unit}) against {cap_s}",
+                    tables=[Table(f"Per GPU ({unit}) against {usable_s}",
                                   ["ZeRO stage", "weights", "gradients", "optimizer", "total",
                                    "verdict"], rows, bars=[x.total_bytes for x in r.rows])],
                     notes=notes, verdict=verdict, ok=ok, data=r.model_dump(), mode="states")

@@ -13,6 +13,8 @@ from .engine import comm as comm_eq
 from .engine import memory as mem_eq
 from .engine import pipeline as pipe_eq
 from .engine import scaling as scale_eq
+from .engine import schedules as sched_eq
+from .engine.schedules import SCHEDULES
 from .errors import InputError
 from .resilience import IntervalOptimum, interval_optimum
 from .specs.budget import MemoryBudget
@@ -151,12 +153,12 @@ class BubbleResult(BaseModel):
     rows: list[BubbleRow]
 
 
-SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
 
 def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
-    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count."""
+    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
+    s = (p−1)/3 idle slots (engine.schedules.bubble_slots)."""
     p = v.positive_int("--stages", stages)
     v.choice("--schedule", schedule, SCHEDULES)
     c = v.positive_int("--chunks", chunks)
@@ -167,9 +169,13 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     rows = []
     for m in micro_batches:
         m = v.positive_int("--micro-batches", m)
-        f = pipe_eq.bubble_fraction(p, m, c)
+        if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
+            slots = float(sched_eq.bubble_slots(schedule, p))
+            f, over = slots / (m + slots), slots / m
+        else:
+            f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)
         rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
-                              overhead_vs_ideal=pipe_eq.bubble_overhead(p, m, c)))
+                              overhead_vs_ideal=over))
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
 
 

@@ -70,8 +70,9 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
     for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
         if gpus % tp:
             continue
-        for cp in [space.cp] if space.cp else [c for c in divisors(gpus // tp)
-                                               if 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
+        # CP 1 does not chunk the sequence: the tile bound applies from CP 2
+        for cp in [space.cp] if space.cp else [c for c in divisors(gpus // tp) if c == 1
+                                               or 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
             if (gpus // tp) % cp:
                 continue
             rest = gpus // (tp * cp)

@@ -75,10 +75,14 @@ def comm_doc(r: CommResult) -> Document:
 def bubble_doc(r: BubbleResult) -> Document:
     rows = [[str(x.micro_batches), pct(x.bubble_fraction), pct(x.efficiency),
              pct(x.overhead_vs_ideal)] for x in r.rows]
-    formula = "(p−1)/(v·m + p−1)" if r.schedule == "interleaved" else "(p−1)/(m + p−1)"
-    notes = [f"Bubble share of the step = {formula} (Narayanan et al. 2021, Sec. 2.2); idealised: "
+    formula = {"interleaved": "(p−1)/(v·m + p−1) (Narayanan et al. 2021, Sec. 2.2)",
+               "zb-h1": "s/(m + s), s = (p−1)/3 idle micro-batch slots: the weight gradient W "
+                        "(half the backward, t_b = 2·t_f) deferred into the cool-down (Qi et al. "
+                        "2023, Sec. 3.1)"}.get(r.schedule,
+                                               "(p−1)/(m + p−1) (Narayanan et al. 2021, Sec. 2.2)")
+    notes = [f"Bubble share of the step = {formula}; idealised: "
              "equal stage costs, no communication. More micro-batches shrink it but, under GPipe, "
-             "hold more activations; 1F1B caps in-flight micro-batches at p."]
+             "hold more activations; 1F1B and ZB-H1 cap in-flight micro-batches at p."]
     return Document(command="bubble", title=f"Pipeline bubble, {r.stages} stages, {r.schedule}"
                     + (f" (v = {r.chunks})" if r.chunks > 1 else ""),
                     tables=[Table("By micro-batches per step", ["micro-batches", "bubble",

@@ -340,8 +340,10 @@ def layout_doc(r: LayoutResult) -> Document:
     notes = []
     for x in (x for x in r.groups if x.axis in r.members):
         listed = r.members[x.axis]
-        shown = f" (first {len(listed)} of {x.count:,})" if len(listed) < x.count else ""
-        tables.append(Table(f"{x.axis.upper()} groups{shown}", ["#", "ranks"],
+        shown = f" (first {len(listed)} of {x.count:,} groups)" if len(listed) < x.count else ""
+        # the count sits in the header, not the title: a title wider than its narrow table
+        # wraps one word per line, and "TP group" + "ranks" is always wider than "TP groups"
+        tables.append(Table(f"{x.axis.upper()} groups", [f"{x.axis.upper()} group", f"ranks{shown}"],
                             [[str(i), " ".join(map(str, m))] for i, m in enumerate(listed)]))
         if len(listed[0]) < x.size:
             notes.append(f"{x.axis.upper()} groups: each listed with its first {len(listed[0]):,} "

@@ -156,7 +156,7 @@ class FitResult(BaseModel):
     rejections: list[Rejection]
     suggestions: list[str] = []
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
-    notes: list[str] = []            # why the space is empty, when it is
+    empty_space: str = ""            # why nothing was enumerated, when nothing was
 
     @property
     def fits(self) -> bool:
@@ -246,7 +246,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                        best=best, rejections=_rejections(res),
                        offload_searched=space.allow_offload)
     if not res.enumerated:   # no split at all: no other GPU count, batch or GPU can be ranked
-        result.notes = [_empty_space(p, space)]
+        result.empty_space = _empty_space(p, space)
     elif not ranked and suggest:
         result.suggestions = _what_would_fit(p, space, objective)
     return result

@@ -121,7 +121,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
     if any(x.error_band_pct for x in r.layouts):
         notes.append("Ranking: layouts whose time per token lies within the regime's error band "
                      "of each other are ties, ordered by memory headroom.")
-    notes += r.notes + [f"What would fit: {s}" for s in r.suggestions]
+    notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]
     if r.enumerated and not r.offload_searched and \
             not any("--allow-offload" in s for s in r.suggestions):
         notes.append("CPU offload (ZeRO-Offload of the optimizer or parameters) is outside this "

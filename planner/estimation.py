@@ -85,6 +85,11 @@ class Estimate(BaseModel):
         """A part of the step as a fraction of the whole step time."""
         return seconds / self.step_time_s
 
+    def past_device_bytes(self) -> float:
+        """How far the device total passes the GPU's capacity itself (0 when within it): the
+        allocator's demand is not capped, so past the device it would run out of memory."""
+        return max(0.0, self.peak_memory_bytes - self.capacity_bytes)
+
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
     """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard

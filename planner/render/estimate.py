@@ -69,7 +69,7 @@ def verdict_line(e: Estimate, gib: bool = False) -> str:
 
 def _past_device(e: Estimate, unit: str, gib: bool) -> str:
     """The demand is reported uncapped; past the device itself the allocator cannot hold it."""
-    over = e.peak_memory_bytes - e.capacity_bytes
+    over = e.past_device_bytes()
     if over <= 0:
         return ""
     return (f"; {gb(over, gib=gib)} {unit} past the device itself: the caching allocator would "

@@ -156,6 +156,8 @@ class FitResult(BaseModel):
     best: Optional[Estimate] = None
     rejections: list[Rejection]
     suggestions: list[str] = []
+    offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
+    empty_space: str = ""            # why nothing was enumerated, when nothing was
 
     @property
     def fits(self) -> bool:
@@ -249,10 +251,26 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                        model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
                        seq_len=seq_len, global_batch=global_batch, objective=objective,
                        enumerated=res.enumerated, valid=res.valid, layouts=ranked,
-                       best=best, rejections=_rejections(res))
-    if not ranked and suggest:
+                       best=best, rejections=_rejections(res),
+                       offload_searched=space.allow_offload)
+    if not res.enumerated:   # no split at all: no other GPU count, batch or GPU can be ranked
+        result.empty_space = _empty_space(p, space)
+    elif not ranked and suggest:
         result.suggestions = _what_would_fit(p, space, objective)
     return result
+
+
+def _empty_space(p: Problem, space: SearchSpace) -> str:
+    """Why no candidate was enumerated: TP·CP·PP·DP = GPUs, so the fixed degrees' product must
+    divide the GPU count (unfixed degrees always include 1)."""
+    fixed = [(k, x) for k, x in (("TP", space.tp), ("CP", space.cp), ("PP", space.pp)) if x]
+    prod = math.prod(x for _, x in fixed)
+    if fixed and p.gpus % prod:
+        named = " × ".join(f"{k} {x}" for k, x in fixed) + (f" = {prod}" if len(fixed) > 1 else "")
+        return (f"Nothing enumerated: {named} does not "
+                f"divide {p.gpus} GPUs (TP × CP × PP × DP must equal the GPU count)")
+    return (f"Nothing enumerated: no TP × CP × PP × DP split of {p.gpus} GPUs is within the "
+            "search's bounds")
 
 
 def _first_fit(p: Problem, space: SearchSpace) -> bool:

@@ -13,8 +13,11 @@ from .engine import comm as comm_eq
 from .engine import memory as mem_eq
 from .engine import pipeline as pipe_eq
 from .engine import scaling as scale_eq
+from .engine import schedules as sched_eq
+from .engine.schedules import SCHEDULES
 from .errors import InputError
 from .resilience import IntervalOptimum, interval_optimum
+from .specs.budget import MemoryBudget
 
 
 class ZeroRow(BaseModel):
@@ -34,6 +37,8 @@ class StateMemoryResult(BaseModel):
     bytes_per_param: float
     k_bytes_per_param: float
     gpu_memory_bytes: float
+    margin_fraction: float
+    usable_bytes: float
     rows: list[ZeroRow]
 
 
@@ -41,13 +46,20 @@ class StateMemoryResult(BaseModel):
 # HBM, 80 GiB = 85.9e9 bytes (the "80 GB" of the A100-80G and H100 datasheets is binary). The CLI
 # passes the resolved profile's capacity, so both say the same.
 DEFAULT_GPU_MEMORY_BYTES = 80 * 2.0 ** 30
+# The same safety margin every other memory verdict holds back (MemoryBudget.margin_fraction).
+DEFAULT_MARGIN_FRACTION = MemoryBudget().margin_fraction
 
 
 def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
                  optimizer: str = "adam",
-                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES) -> StateMemoryResult:
-    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks."""
+                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES,
+                 margin_fraction: float = DEFAULT_MARGIN_FRACTION) -> StateMemoryResult:
+    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks; a stage
+    fits when its states are within capacity × (1 − margin), the usable bytes every verdict uses."""
     params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    if not 0.0 <= margin_fraction < 1.0:
+        raise InputError("--margin", f"must be a fraction from 0 to below 1, got {margin_fraction:g}")
+    usable = gpu_memory_bytes * (1.0 - margin_fraction)
     n = v.positive_int("--gpus", shard_degree)
     v.recipe(precision, optimizer)
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
@@ -57,10 +69,11 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
         total = mem_eq.model_state_bytes(params, z, n, w, g, k)
         rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
                             optimizer_bytes=parts[2], total_bytes=total,
-                            fits=total <= gpu_memory_bytes))
+                            fits=total <= usable))
     return StateMemoryResult(params=params, shard_degree=n, precision=precision,
                              optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
-                             gpu_memory_bytes=gpu_memory_bytes, rows=rows)
+                             gpu_memory_bytes=gpu_memory_bytes, margin_fraction=margin_fraction,
+                             usable_bytes=usable, rows=rows)
 
 
 class CommRow(BaseModel):
@@ -140,12 +153,12 @@ class BubbleResult(BaseModel):
     rows: list[BubbleRow]
 
 
-SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
 
 def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
-    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count."""
+    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
+    s = (p−1)/3 idle slots (engine.schedules.bubble_slots)."""
     p = v.positive_int("--stages", stages)
     v.choice("--schedule", schedule, SCHEDULES)
     c = v.positive_int("--chunks", chunks)
@@ -156,9 +169,13 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     rows = []
     for m in micro_batches:
         m = v.positive_int("--micro-batches", m)
-        f = pipe_eq.bubble_fraction(p, m, c)
+        if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
+            slots = float(sched_eq.bubble_slots(schedule, p))
+            f, over = slots / (m + slots), slots / m
+        else:
+            f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)
         rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
-                              overhead_vs_ideal=pipe_eq.bubble_overhead(p, m, c)))
+                              overhead_vs_ideal=over))
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
 
 

@@ -85,6 +85,11 @@ class Estimate(BaseModel):
         """A part of the step as a fraction of the whole step time."""
         return seconds / self.step_time_s
 
+    def past_device_bytes(self) -> float:
+        """How far the device total passes the GPU's capacity itself (0 when within it): the
+        allocator's demand is not capped, so past the device it would run out of memory."""
+        return max(0.0, self.peak_memory_bytes - self.capacity_bytes)
+
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
     """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard
@@ -147,16 +152,10 @@ def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:
     usable, total = float(mem.usable[0]), float(mem.peak[0])
     if total <= usable or tensors > usable:
         return []
-    share = f"{p.budget.fragmentation_fraction:.0%} of the bytes freed within a step"
-    frag = float(sm.fragmentation[0])
-    over = float(sm.reserved_uncapped[0]) - float(sm.reserved[0])
-    what = (f"fragmentation ({frag / 1e9:.2f} GB, {share}) puts it" if over <= 0 else
-            f"fragmentation ({(frag + over) / 1e9:.2f} GB at {share}, capped at "
-            f"{frag / 1e9:.2f} GB: reserved stops at capacity minus context and NCCL, where "
-            "PyTorch frees its cached blocks and retries) leaves the device total at capacity,")
     return [f"Rejected by the allocator's fragmentation alone: max allocated + context + NCCL = "
-            f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; {what} "
-            f"{(total - usable) / 1e9:.2f} GB over. "
+            f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; fragmentation "
+            f"({float(sm.fragmentation[0]) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
+            f"of the bytes freed within a step) puts it {(total - usable) / 1e9:.2f} GB over. "
             "Expandable segments (a framework profile's expandable_segments = true) or "
             "--fragmentation 0 would admit it."]
 

@@ -58,7 +58,6 @@ class StageMemory:
     allocated: np.ndarray | None = None   # max allocated
     moment: np.ndarray | None = None      # index into engine.peak.PHASES of the allocated peak
     in_flight: np.ndarray | None = None   # micro-batches in flight at that moment
-    reserved_uncapped: np.ndarray | None = None  # max reserved before the capacity cap
 
     def items(self) -> dict[str, np.ndarray]:
         """The budget items in print order (they sum to total)."""
@@ -242,8 +241,7 @@ def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.nda
                        comm_buffers=_full(budget.comm_buffer_bytes, n),
                        total=full["device_total"], allocated=_full(m["allocated"], n),
                        reserved=full["reserved"], moment=_full(m["moment"], n),
-                       in_flight=_full(m["in_flight_at_peak"], n), params=_full(s["params"], n),
-                       reserved_uncapped=_full(m["reserved_uncapped"], n))
+                       in_flight=_full(m["in_flight_at_peak"], n), params=_full(s["params"], n))
 
 
 def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,

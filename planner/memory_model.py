@@ -247,8 +247,8 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     stage_states s, its stage_activations a and the micro-batches in flight at its peak
     (`detail` False: reserved and device total only, what the search ranks by).
 
-    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them,
-    capped at capacity − context − NCCL; device total = reserved + context + NCCL (the verdict
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them
+    (the demand, not capped at the device); device total = reserved + context + NCCL (the verdict
     compares it with capacity minus the margin).
     """
     persistent_states = s["persistent"]
@@ -265,22 +265,17 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
     rounding = np.asarray(a["tensor_gap"]) * live_tensors * (not fw.memory.expandable_segments)
     budget = p.budget
-    outside = budget.context_bytes + budget.comm_buffer_bytes
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
-    def max_reserved(limit: float) -> np.ndarray:
-        return reduce(np.maximum, [np.asarray(alc.reserved_bytes(
-            totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
-            share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments,
-            limit=limit), dtype=float) for i, ph in enumerate(pk.PHASES)])
-    reserved = max_reserved(p.hardware.gpu.memory_bytes - outside)
+    reserved = reduce(np.maximum, [np.asarray(alc.reserved_bytes(
+        totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
+        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
+        dtype=float) for i, ph in enumerate(pk.PHASES)])
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(
         reserved, budget.context_bytes, budget.comm_buffer_bytes)}
     if not detail:
         return views
-    # what the allocator's rules give before the cap (the cap is where PyTorch frees its cache)
-    views["reserved_uncapped"] = max_reserved(np.inf)
     allocated, moment, at_peak = pk.peak_of(phases, totals)
     items = {"weights": s["weights"], "gradients": s["gradients"],
              "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],

@@ -126,14 +126,14 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
                         else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
     n = sequences_for_tokens(tokens, s)
-    why = "so that data-parallel degrees divide it"
+    why = "a multiple of a power of two, so that data-parallel degrees divide it"
     if gpus is not None:
         from .engine.batch import dp_friendly_batch
         m = dp_friendly_batch(tokens / s, gpus)
         if m != n:
             n, why = m, f"the nearest that the most data-parallel degrees of {gpus} GPUs divide"
-    note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens), rounded "
-            f"to {why}" if n * s != tokens else "")
+    note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens, "
+            f"{(n * s - tokens) / tokens:+.1%}), rounded to {why}" if n * s != tokens else "")
     if tokens_per_batch is None:
         note = (f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s}"
                 + (f"; {why}" if n * s != tokens else "") + ")")

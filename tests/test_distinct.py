@@ -106,15 +106,3 @@ def test_a_batch_evaluates_each_row_as_the_row_alone(name):
         for key, v in alone.items():
             if isinstance(v, np.ndarray) and v.ndim == 1:
                 assert batch[key][i].tobytes() == v[0].tobytes(), (key, i)
-
-
-def test_a_capped_fragmentation_is_said_to_be_capped(dtplan):
-    """The allocator's reserved bytes stop at capacity (PyTorch frees its cache and retries):
-    the note gives the figure its rules computed and the cap, not the capped figure alone."""
-    args = ["memory", "--model", "llama3.1-405b", "--gpus", "16384", "--tp", "8", "--pp", "16",
-            "--cp", "16", "--seq-len", "131072", "--tokens-per-batch", "16e6", "--schedule",
-            "interleaved", "--chunks", "4", "--zero", "3", "-f", "json"]
-    notes = {f: " ".join(n for n in dtplan(*args, "--fragmentation", f).json()["notes"]
-                         if "fragmentation alone" in n) for f in ("0.1", "0.3")}
-    assert "capped" not in notes["0.1"] and "(9.63 GB, 10% of" in notes["0.1"]
-    assert "capped at 13.36 GB" in notes["0.3"] and "at 30% of" in notes["0.3"]

@@ -151,7 +151,7 @@ def test_default_hardware_is_the_h100_profile():
             columns="200")
     assert a.returncode == b.returncode == 0
     assert a.stdout == b.stdout
-    assert "fits in 80 GiB (85.9 GB)" in a.stdout
+    assert "fits in 81.60 GB usable of 80 GiB (85.9 GB)" in a.stdout
 
 
 def test_gib_switches_the_quick_memory_lines():

@@ -51,6 +51,8 @@ def test_plan_is_row_zero_and_its_gap_matches_the_table():
     plan = [c.strip() for c in rows[1].strip("|").split("|")]
     best = [c.strip() for c in rows[2].strip("|").split("|")]
     assert plan[0] == "plan" and best[0] == "1"
+    for col in ("ckpt", "goodput"):   # the plan's row is priced like every other row
+        assert plan[header.index(col)] and plan[header.index(col)][-1] == best[header.index(col)][-1]
     step = header.index("step s")
     gap = float(best[step]) / float(plan[step]) - 1
     assert best[header.index("vs plan")] == f"{gap:+.1%}"

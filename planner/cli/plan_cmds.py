@@ -65,7 +65,9 @@ def evaluate_cmd(
         cap = prof.gpu.memory_bytes  # the default profile's capacity too: one figure per GPU
         r = state_memory(parse_number("--params", job.params), gpus,
                          precision=layout["precision"], optimizer=layout["optimizer"],
-                         gpu_memory_bytes=cap)
+                         gpu_memory_bytes=cap,
+                         margin_fraction=budget_from_options(None, None, None,
+                                                             margin).margin_fraction)
         doc = state_memory_doc(r, zero, gib=gib)
         emit(doc, fmt.value)
         return EXIT_OK if doc.ok else EXIT_FAIL

@@ -55,7 +55,7 @@ def bubble_cmd(
     stages: int = typer.Option(..., "--stages", help="pipeline stages p"),
     micro_batches: List[str] = typer.Option(..., "--micro-batches",
                                             help="m, or a list 1,4,16,64 (repeatable)"),
-    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe or interleaved"),
+    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe, interleaved or zb-h1"),
     chunks: int = typer.Option(1, "--chunks", help="model chunks per device v (interleaved)"),
     fmt: Format = FormatOpt,
 ) -> int:

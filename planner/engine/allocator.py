@@ -76,22 +76,22 @@ def segment_rounding(tensor_bytes: Num, live_tensors: Num) -> Num:
 
 
 def reserved_bytes(allocated: Num, persistent: Num, rounding: Num = 0.0, *,
-                   share: Num = FRAGMENTATION_SHARE, expandable: Num = 0,
-                   limit: Num = np.inf) -> Num:
-    """Peak reserved bytes: allocated + rounding + share × (allocated − persistent), ≤ limit.
+                   share: Num = FRAGMENTATION_SHARE, expandable: Num = 0) -> Num:
+    """Peak reserved bytes the step asks of the allocator: allocated + rounding + share ×
+    (allocated − persistent).
 
     `persistent` is what stays allocated through the step (weights, gradients, optimizer state):
     it is allocated once and never fragments. The share defaults to FRAGMENTATION_SHARE; with
-    expandable segments it is FRAGMENTATION_SHARE_EXPANDABLE. `limit` is the memory the
-    allocator may take (capacity minus what lives outside it): on a failed cudaMalloc it frees
-    every cached block and retries (release_cached_blocks), so reserved never passes it.
+    expandable segments it is FRAGMENTATION_SHARE_EXPANDABLE. Not capped at the device: when the
+    demand passes what the allocator may take, PyTorch frees its cached blocks and retries
+    (release_cached_blocks) and raises OOM if that fails; the model cannot tell how much of the
+    fragmentation such a retry recovers, so it reports the demand and lets the verdict reject it.
     """
     a = np.asarray(allocated, dtype=float)
     churn = np.maximum(a - np.asarray(persistent, dtype=float), 0.0)
     share = np.where(np.asarray(expandable) != 0, FRAGMENTATION_SHARE_EXPANDABLE,
                      np.asarray(share, dtype=float))
-    reserved = a + np.asarray(rounding, dtype=float) + share * churn
-    return out(np.minimum(reserved, np.maximum(np.asarray(limit, dtype=float), a)))
+    return out(a + np.asarray(rounding, dtype=float) + share * churn)
 
 
 def device_total_bytes(reserved: Num, cuda_context: Num, nccl_buffers: Num) -> Num:

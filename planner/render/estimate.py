@@ -64,7 +64,16 @@ def verdict_line(e: Estimate, gib: bool = False) -> str:
     return (f"{state}: device total {gb(e.peak_memory_bytes, gib=gib)} {unit} at {where} vs "
             f"{gb(e.usable_memory_bytes, gib=gib)} {unit} usable of "
             f"{capacity(e.capacity_bytes, gib=gib)} ({'headroom' if e.fits else 'short by'} "
-            f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})")
+            f"{gb(abs(e.headroom_bytes), gib=gib)} {unit})" + _past_device(e, unit, gib))
+
+
+def _past_device(e: Estimate, unit: str, gib: bool) -> str:
+    """The demand is reported uncapped; past the device itself the allocator cannot hold it."""
+    over = e.past_device_bytes()
+    if over <= 0:
+        return ""
+    return (f"; {gb(over, gib=gib)} {unit} past the device itself: the caching allocator would "
+            "free its cached blocks, retry and run out of memory")
 
 
 def band(e) -> str:

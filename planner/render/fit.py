@@ -91,8 +91,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
                    for t in memory_tables(r.best, gib)]
         tables += time_tables(r.best)[:2]
-    tables.append(Table(f"Rejected: {rejected} candidates, by the first rule each failed",
-                        ["rule", "count", "closest miss"], rej_rows))
+    if rej_rows:
+        tables.append(Table(f"Rejected: {rejected} candidates, by the first rule each failed",
+                            ["rule", "count", "closest miss"], rej_rows))
     if r.layouts:
         w = r.layouts[0]
         verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
@@ -120,7 +121,11 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
     if any(x.error_band_pct for x in r.layouts):
         notes.append("Ranking: layouts whose time per token lies within the regime's error band "
                      "of each other are ties, ordered by memory headroom.")
-    notes += [f"What would fit: {s}" for s in r.suggestions]
+    notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]
+    if r.enumerated and not r.offload_searched and \
+            not any("--allow-offload" in s for s in r.suggestions):
+        notes.append("CPU offload (ZeRO-Offload of the optimizer or parameters) is outside this "
+                     "search; --allow-offload adds it.")
     data = r.model_dump()
     data["ok"] = r.fits
     data["rejected"] = rejected

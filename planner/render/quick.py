@@ -16,8 +16,9 @@ ZERO_NAMES = {0: "0 (DDP, replicated)", 1: "1 (optimizer sharded)", 2: "2 (+ gra
 
 
 def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = False) -> Document:
-    cap = r.gpu_memory_bytes
-    unit, cap_s = ("GiB" if gib else "GB"), capacity(cap, gib=gib)
+    unit, cap_s = ("GiB" if gib else "GB"), capacity(r.gpu_memory_bytes, gib=gib)
+    # One verdict rule for every command: capacity minus the margin, as the full budget uses.
+    usable_s = f"{gb(r.usable_bytes, gib=gib)} {unit} usable of {cap_s}"
     rows = [[ZERO_NAMES[x.zero_stage], gb(x.weights_bytes, gib=gib), gb(x.gradients_bytes, gib=gib),
              gb(x.optimizer_bytes, gib=gib), gb(x.total_bytes, gib=gib),
              "fits" if x.fits else "does not fit"] for x in r.rows]
@@ -25,19 +26,22 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = Fa
     if chosen is not None:
         ok = r.rows[chosen].fits
         verdict = (f"ZeRO-{chosen}: {gb(r.rows[chosen].total_bytes, gib=gib)} {unit} of model state "
-                   f"per GPU {'fits' if ok else 'does not fit'} in {cap_s}")
+                   f"per GPU {'fits' if ok else 'does not fit'} in {usable_s}")
     else:
         ok = bool(fitting)
-        verdict = (f"Model states fit in {cap_s} with ZeRO stage "
+        verdict = (f"Model states fit in {usable_s} with ZeRO stage "
                    f"{', '.join(map(str, fitting))}" if fitting else
-                   f"No ZeRO stage fits the model states in {cap_s} on {r.shard_degree} GPUs")
+                   f"No ZeRO stage fits the model states in {usable_s} on {r.shard_degree} GPUs")
     notes = [f"{r.precision} precision with {r.optimizer}: {r.bytes_per_param:g} bytes/parameter "
              f"(K = {r.k_bytes_per_param:g} optimizer bytes, ZeRO's notation)",
+             f"Usable = capacity minus the {r.margin_fraction:.0%} margin (--margin), the rule "
+             "every memory verdict uses",
              "Model states only: activations, buffers, CUDA context and fragmentation come on top "
-             "(give a model and layout for the full budget). An estimate, not a promise."]
+             "(add --seq-len or a layout such as --tp 2 for the full per-stage budget). An "
+             "estimate, not a promise."]
     return Document(command="memory", title=f"Model-state memory per GPU: {count(r.params)} "
                     f"parameters over {r.shard_degree} data-parallel GPUs",
-                    tables=[Table(f"Per GPU ({unit}) against {cap_s}",
+                    tables=[Table(f"Per GPU ({unit}) against {usable_s}",
                                   ["ZeRO stage", "weights", "gradients", "optimizer", "total",
                                    "verdict"], rows, bars=[x.total_bytes for x in r.rows])],
                     notes=notes, verdict=verdict, ok=ok, data=r.model_dump(), mode="states")
@@ -71,10 +75,14 @@ def comm_doc(r: CommResult) -> Document:
 def bubble_doc(r: BubbleResult) -> Document:
     rows = [[str(x.micro_batches), pct(x.bubble_fraction), pct(x.efficiency),
              pct(x.overhead_vs_ideal)] for x in r.rows]
-    formula = "(p−1)/(v·m + p−1)" if r.schedule == "interleaved" else "(p−1)/(m + p−1)"
-    notes = [f"Bubble share of the step = {formula} (Narayanan et al. 2021, Sec. 2.2); idealised: "
+    formula = {"interleaved": "(p−1)/(v·m + p−1) (Narayanan et al. 2021, Sec. 2.2)",
+               "zb-h1": "s/(m + s), s = (p−1)/3 idle micro-batch slots: the weight gradient W "
+                        "(half the backward, t_b = 2·t_f) deferred into the cool-down (Qi et al. "
+                        "2023, Sec. 3.1)"}.get(r.schedule,
+                                               "(p−1)/(m + p−1) (Narayanan et al. 2021, Sec. 2.2)")
+    notes = [f"Bubble share of the step = {formula}; idealised: "
              "equal stage costs, no communication. More micro-batches shrink it but, under GPipe, "
-             "hold more activations; 1F1B caps in-flight micro-batches at p."]
+             "hold more activations; 1F1B and ZB-H1 cap in-flight micro-batches at p."]
     return Document(command="bubble", title=f"Pipeline bubble, {r.stages} stages, {r.schedule}"
                     + (f" (v = {r.chunks})" if r.chunks > 1 else ""),
                     tables=[Table("By micro-batches per step", ["micro-batches", "bubble",
@@ -332,8 +340,10 @@ def layout_doc(r: LayoutResult) -> Document:
     notes = []
     for x in (x for x in r.groups if x.axis in r.members):
         listed = r.members[x.axis]
-        shown = f" (first {len(listed)} of {x.count:,})" if len(listed) < x.count else ""
-        tables.append(Table(f"{x.axis.upper()} groups{shown}", ["#", "ranks"],
+        shown = f" (first {len(listed)} of {x.count:,} groups)" if len(listed) < x.count else ""
+        # the count sits in the header, not the title: a title wider than its narrow table
+        # wraps one word per line, and "TP group" + "ranks" is always wider than "TP groups"
+        tables.append(Table(f"{x.axis.upper()} groups", [f"{x.axis.upper()} group", f"ranks{shown}"],
                             [[str(i), " ".join(map(str, m))] for i, m in enumerate(listed)]))
         if len(listed[0]) < x.size:
             notes.append(f"{x.axis.upper()} groups: each listed with its first {len(listed[0]):,} "

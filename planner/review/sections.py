@@ -67,7 +67,8 @@ def layout_section(ctx: ReviewContext) -> Section:
         ctx.chart_specs["pareto"] = (
             "Step time against peak memory: every valid layout, the plan starred", "pareto_chart",
             (rs.pareto(ctx.inp, ctx.budget), (e.peak_memory_bytes, e.step_time_s)))
-    return Section(SECTIONS[1], text, [rs.alternatives_table(e, res)],
+    return Section(SECTIONS[1], text, [rs.alternatives_table(e, res, ctx.inp.model,
+                                                             ctx.inp.hardware)],
                    ["pareto"] if ctx.charts else [])
 
 

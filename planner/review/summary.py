@@ -41,13 +41,18 @@ class Summary:
         return Table("Executive summary", ["question", "answer"], self.rows)
 
 
-def plan_row(e: Any) -> Any:
-    """The plan's own figures in the shape of a ranked layout (rank 0)."""
-    from ..api import RankedLayout
-    return RankedLayout(rank=0, layout=e.layout, peak_memory_bytes=e.peak_memory_bytes,
-                        headroom_bytes=e.headroom_bytes, step_time_s=e.step_time_s,
-                        tokens_per_s=e.tokens_per_s, mfu=e.mfu, bubble_fraction=e.bubble_fraction,
-                        collective_fraction=e.collective_fraction, accumulation=e.accumulation)
+def plan_row(e: Any, model: Any = None, hardware: Any = None) -> Any:
+    """The plan's own figures in the shape of a ranked layout (rank 0); with the model and
+    hardware, its checkpoint interval and goodput at the failure rate the search's rows use."""
+    from ..api import RankedLayout, resilience_for
+    row = RankedLayout(rank=0, layout=e.layout, peak_memory_bytes=e.peak_memory_bytes,
+                       headroom_bytes=e.headroom_bytes, step_time_s=e.step_time_s,
+                       tokens_per_s=e.tokens_per_s, mfu=e.mfu, bubble_fraction=e.bubble_fraction,
+                       collective_fraction=e.collective_fraction, accumulation=e.accumulation)
+    if model is not None and hardware is not None:
+        o = resilience_for(e, hardware, model).optimum
+        row.checkpoint_interval_s, row.goodput = o.interval_s, o.goodput_fraction
+    return row
 
 
 def best_alternative(e: Any, fit_result: Any) -> tuple[Optional[Any], Optional[float]]:
@@ -62,10 +67,11 @@ def best_alternative(e: Any, fit_result: Any) -> tuple[Optional[Any], Optional[f
     return best, e.step_time_s / best.step_time_s - 1
 
 
-def alternatives_table(e: Any, fit_result: Any, *, gib: bool = False) -> Table:
+def alternatives_table(e: Any, fit_result: Any, model: Any = None, hardware: Any = None, *,
+                       gib: bool = False) -> Table:
     """The plan as row 0, then the search's top layouts, each with its step time against the plan."""
     from ..render.fit import LEGEND, layouts_table
-    rows_in = [plan_row(e)] + [x for x in fit_result.layouts if x.layout != e.layout]
+    rows_in = [plan_row(e, model, hardware)] + [x for x in fit_result.layouts if x.layout != e.layout]
     cols, rows, _ = layouts_table(rows_in, gib=gib, wide=True)
     rows[0][0] = "plan"
     cols.append("vs plan")

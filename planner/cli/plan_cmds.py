@@ -24,7 +24,7 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 @o.job_options
 @o.layout_options
 def evaluate_cmd(
-    ctx: typer.Context, job: o.Job, layout: dict,
+    ctx: typer.Context, job: o.Flags, layout: dict,
     gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
     context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
     comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),

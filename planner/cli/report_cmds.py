@@ -21,7 +21,7 @@ OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
 FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
 
 
-def _inputs(plan, job: o.Job, gpus, precision, optimizer):
+def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
     """(Inputs or None, source text, FitResult or None)."""
     from ..errors import InputError
     from ..report import inputs_from_fit, inputs_from_plan
@@ -44,7 +44,7 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
 @app.command("report")
 @o.job_options
 def report_cmd(
-    job: o.Job,
+    job: o.Flags,
     plan: Optional[str] = PLAN,
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
@@ -106,7 +106,7 @@ def report_cmd(
 @app.command("export")
 @o.job_options
 def export_cmd(
-    job: o.Job,
+    job: o.Flags,
     plan: Optional[str] = PLAN,
     to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),

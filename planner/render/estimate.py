@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..estimation import Estimate
 from .document import Document, Table
-from .units import capacity, count, gb, ms, pct
+from .units import capacity, count, gb, ms, pct, rule_cells
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -118,9 +118,10 @@ def resilience_table(plan) -> Table:
     return Table("Checkpoints and failures", ["quantity", "value"], rows)
 
 
-def rules_table(e: Estimate) -> Table:
+def rules_table(e: Estimate, gib: bool = False) -> Table:
     return Table("Rules", ["rule", "status", "measured", "limit"],
-                 [[r.name, r.status, r.measured, r.limit] for r in e.rules])
+                 [[r.name, r.status, *rule_cells(r.name, r.measured, r.limit, e.peak_memory_bytes,
+                                                 e.usable_memory_bytes, gib)] for r in e.rules])
 
 
 def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
@@ -130,7 +131,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     tables = memory_tables(e, gib)
     if view == "estimate":
         tables += time_tables(e)
-    tables.append(rules_table(e))
+    tables.append(rules_table(e, gib))
     failed = [r for r in e.rules if r.status == "fail"]
     verdict = verdict_line(e, gib)
     if view == "estimate":

@@ -12,7 +12,7 @@ import json
 
 from ..verdict import FileVerdict, Verdict
 from .document import Document, Table, _clean, render_markdown
-from .units import count, duration, gb, pct
+from .units import count, duration, gb, pct, rule_cells
 
 STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
@@ -21,15 +21,6 @@ def _where(r) -> str:
     if not r.key:
         return ""
     return f"{r.key}:{r.line}" if r.line else r.key
-
-
-def rule_cells(name: str, measured: str, limit: str, peak: float, usable: float,
-               gib: bool) -> tuple[str, str]:
-    """(measured, limit) of a rule as shown: the memory rule's in GiB under ``--gib`` (its text
-    is in GB, from the same two byte counts)."""
-    if not gib or name != "fits-in-memory":
-        return measured, limit
-    return f"{gb(peak, gib=True)} GiB", f"≤ {gb(usable, gib=True)} GiB"
 
 
 def fix_line(v: FileVerdict) -> str:

@@ -46,3 +46,12 @@ def duration(seconds: float) -> str:
     if seconds < 3 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def rule_cells(name: str, measured: str, limit: str, peak: float, usable: float,
+               gib: bool) -> tuple[str, str]:
+    """(measured, limit) of a rule as shown: the memory rule's in GiB under ``--gib`` (its text
+    is in GB, from the same two byte counts)."""
+    if not gib or name != "fits-in-memory":
+        return measured, limit
+    return f"{gb(peak, gib=True)} GiB", f"≤ {gb(usable, gib=True)} GiB"

@@ -12,6 +12,11 @@ Rules come from four places, in this order:
    policy (waste δ/τ + τ/2M + R/M at the stated interval against Daly's optimum; the sizes,
    write cost and MTBF come from planner.resilience).
 
+Inputs resolve through ``planner.inputs.resolve`` (plan sections, engine readers, check's
+options; the flags replace a file's batch / recompute / precision keys). A failing verdict
+carries the cheapest change that passes (``planner.fixes``: micro-batch / recompute, another
+layout, more nodes).
+
 Each rule carries the key path it concerns (``layout.tp``, ``--pipeline-model-parallel-size``)
 and that key's line in the file, so CI annotations land on the offending line.
 The verdict JSON (``Verdict``) is versioned by ``schema_version``; see ``dtplan schema verdict``.

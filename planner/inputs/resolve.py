@@ -247,10 +247,12 @@ class Flags:
 
 # ---- files: a plan or an engine config ----------------------------------------------------------
 
-def resolve_file(path: str, opts: CheckOptions) -> tuple[Job, str, str]:
+def resolve_file(path: str, opts: CheckOptions,
+                 hardware: HardwareProfile | None = None) -> tuple[Job, str, str]:
     """(Job, the file's text, its kind) for a plan file or an engine config (DeepSpeed JSON,
     Megatron-LM arguments, torchtitan TOML), with ``opts`` supplying what the file cannot state
-    and overriding its batch / recompute / precision keys."""
+    and overriding its batch / recompute / precision keys; ``hardware`` (a profile already
+    loaded, e.g. a calibrated one) replaces the file's."""
     from pathlib import Path
 
     from .. import engines as ec
@@ -261,11 +263,15 @@ def resolve_file(path: str, opts: CheckOptions) -> tuple[Job, str, str]:
     text, fmt, data = ec.load_any(path, opts.engine)
     kind = opts.engine or ec.detect(where, fmt, data, text)
     if kind != "plan":
-        return ec.read_engine(kind, where, text, data, opts), text, kind
+        job = ec.read_engine(kind, where, text, data, opts)
+        if hardware is not None:
+            job.hardware = hardware
+        return job, text, kind
     plan = validate_plan(data, where)
     found = Problems()
     model = found.run(ec.cli_model, opts.model) if opts.model else None
-    hardware = found.run(load_hardware, opts.hardware) if opts.hardware else None
+    if hardware is None and opts.hardware:
+        hardware = found.run(load_hardware, opts.hardware)
     found.check()
     job = resolve_plan(plan, Path(path).parent, where, model=model, hardware=hardware,
                        overrides=opts)

@@ -26,30 +26,29 @@ INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
                    "tied_embeddings": False}
 
 
+def _keyed(key: str, fn: Any, *args: Any) -> Any:
+    """fn(*args), its InputError relabelled with the plan key the value came from."""
+    try:
+        return fn(*args)
+    except InputError as e:
+        raise InputError(key, e.message) from None
+
+
 def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
     """A plan's ``model:`` (a preset name, or preset / config.json / inline shape with overrides)."""
     from ..hf_config import load_hf_config
     from ..specs.presets import get_preset
 
     if isinstance(section, str):
-        try:
-            return get_preset(section)
-        except InputError as e:
-            raise InputError(f"{where}: model", e.message) from None
+        return _keyed(f"{where}: model", get_preset, section)
     if section.preset is not None and section.config is not None:
         raise InputError(f"{where}: model", "give preset or config, not both")
     inline = {k: getattr(section, k) for k in MODEL_FIELDS if getattr(section, k) is not None}
     if section.preset is not None:
-        try:
-            base = get_preset(section.preset).model_dump()
-        except InputError as e:
-            raise InputError(f"{where}: model.preset", e.message) from None
+        base = _keyed(f"{where}: model.preset", get_preset, section.preset).model_dump()
     elif section.config is not None:
         path = safe_reference(section.config, base_dir, f"{where}: model.config", "config.json")
-        try:
-            base = load_hf_config(path).model_dump()
-        except InputError as e:
-            raise InputError(f"{where}: model.config", e.message) from None
+        base = _keyed(f"{where}: model.config", load_hf_config, path).model_dump()
     else:
         base = {**INLINE_DEFAULTS, "source": "inline shape in the plan file"}
         missing = [k for k in ("layers", "hidden", "heads", "ffn", "vocab") if k not in inline]
@@ -70,10 +69,7 @@ def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
 def hardware_from_section(section: Any, base_dir: Path, where: str) -> HardwareProfile:
     """A plan's ``hardware:`` (a profile name, or profile / file with what-if overrides)."""
     if isinstance(section, str):
-        try:
-            return load_profile(section)
-        except InputError as e:
-            raise InputError(f"{where}: hardware", e.message) from None
+        return _keyed(f"{where}: hardware", load_profile, section)
     if section.profile is not None and section.file is not None:
         raise InputError(f"{where}: hardware", "give profile or file, not both")
     try:

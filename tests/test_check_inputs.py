@@ -235,3 +235,39 @@ def test_gib_switches_the_rule_tables(tmp_path):
     est = dtplan("memory", "--model", "llama3-8b", "--gpus", "8", "--gib").out
     line = [x for x in est.splitlines() if x.startswith("fits-in-memory")][0]
     assert "GiB" in line and " GB" not in line
+
+
+@pytest.mark.parametrize("path,args", [
+    (ENGINES / "megatron-llama3-70b-256gpu.sh", []),
+    (ENGINES / "torchtitan-llama3-8b-64gpu.toml", ["--gpus", "64"]),
+    (ENGINES / "deepspeed-llama2-7b-tp2-pp2.json", ["--gpus", "8", "--tp", "2", "--pp", "2",
+                                                    "--model", "llama2-7b", "--seq-len", "4096"]),
+    (PLANS / "llama3-70b-256xh100.yaml", [])])
+def test_rules_of_engine_configs_read_in_80_columns(path, args):
+    import subprocess
+
+    from conftest import _command
+    env = {**__import__("os").environ, "COLUMNS": "80"}
+    p = subprocess.run(_command() + ["check", str(path), *args], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80 and "…" not in p.stdout
+    status = [x.split()[0] for x in lines if x[:4] in ("PASS", "WARN", "FAIL")]
+    assert status and set(status) <= {"PASS", "WARN", "FAIL"}   # never cut to P / A / S / S
+    keys = [r["key"] for r in dtplan("check", path, *args, "-f", "json").json()["files"][0]["rules"]
+            if r["key"]]
+    words = p.stdout.split()
+    assert all(any(w.startswith(k) for w in words) for k in keys)   # key:line never split
+
+
+def test_gib_switches_checkpoint_size_and_budget_lines():
+    args = ("estimate", "--model", "llama3-70b", "--gpus", "256", "--tp", "8", "--pp", "4",
+            "--zero", "1")
+    gb, gib = dtplan(*args).out, dtplan(*args, "--gib").out
+    size = [x for x in gib.splitlines() if x.startswith("checkpoint size")][0]
+    assert "TiB" in size and "GiB on the busiest rank" in size
+    budget = [x for x in gib.splitlines() if "Budget: CUDA context" in x][0]
+    assert "0.931 GiB and NCCL buffers 0.931 GiB" in budget
+    assert "Budget: CUDA context 1 GB and NCCL buffers 1 GB" in gb
+    assert any(x.startswith("checkpoint size") and " TB " in x for x in gb.splitlines())

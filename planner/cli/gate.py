@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ..render.terminal import write_stdout
+from ..render.terminal import width, write_stdout
 from . import EXIT_OK, app
 from . import common as o
 
@@ -66,8 +66,7 @@ def check_cmd(
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel (DeepSpeed configs)"),
     pp: Optional[int] = typer.Option(None, "--pp", help="pipeline parallel (DeepSpeed configs)"),
     micro_batch: Optional[int] = o.override_option("micro_batch"),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per "
-                                               "optimizer step; replaces the file's value"),
+    global_batch: Optional[int] = o.GLOBAL_BATCH,
     recompute: Optional[str] = o.override_option("recompute"),
     precision: Optional[str] = o.override_option("precision"),
     gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
@@ -97,7 +96,7 @@ def check_cmd(
     else:
         for v in verdict.files:
             if not v.error:
-                emit(file_document(v, gib=gib), "table")
+                emit(file_document(v, gib=gib, width=width()), "table")
         if verdict.skipped:
             write_stdout(skipped_line(verdict) + "\n")
     return verdict.exit_code

@@ -97,7 +97,7 @@ def evaluate_cmd(
                               gpu_mtbf_s=gpu_mtbf_hours * 3600 if gpu_mtbf_hours else DEFAULT_GPU_MTBF_S,
                               job_mtbf_s=job_mtbf_hours * 3600 if job_mtbf_hours else None,
                               async_checkpoint=async_ckpt)
-        doc.tables.insert(-1, resilience_table(plan))
+        doc.tables.insert(-1, resilience_table(plan, gib))
         doc.data["resilience"] = plan.model_dump()
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL

@@ -94,11 +94,13 @@ def time_tables(e: Estimate) -> list[Table]:
     return tables
 
 
-def resilience_table(plan) -> Table:
+def resilience_table(plan, gib: bool = False) -> Table:
     """Checkpoint and failure planning for the layout (planner.resilience.ResiliencePlan)."""
     o, w, f = plan.optimum, plan.write, plan.failures
-    rows = [["checkpoint size", f"{plan.contents.total_bytes / 1e12:.2f} TB "
-             f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
+    big, small = (("TiB", 2**40), ("GiB", 2**30)) if gib else (("TB", 1e12), ("GB", 1e9))
+    rows = [["checkpoint size", f"{plan.contents.total_bytes / big[1]:.2f} {big[0]} "
+             f"({plan.contents.busiest_rank_bytes / small[1]:.2f} {small[0]} on the busiest "
+             "rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
             ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
              + ("given" if f.source == "job" else f"per-GPU MTBF {f.component_mtbf_s / 3600:,.0f} h")
@@ -143,6 +145,10 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     data["fits"] = e.fits
     data["ok"] = not failed
     notes = list(e.notes) + (extra_notes or [])
+    if gib:   # the budget's reserves in GiB too
+        from ..estimation import budget_note
+        notes = [budget_note(e.budget, gib=True) if n == budget_note(e.budget) else n
+                 for n in notes]
     if e.model_inferred:
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
     data["notes"] = notes

@@ -30,7 +30,9 @@ def fix_line(v: FileVerdict) -> str:
     return f"Cheapest fix ({v.fix.kind}): {v.fix.summary}"
 
 
-def file_document(v: FileVerdict, gib: bool = False) -> Document:
+def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -> Document:
+    """One file's verdict as a document; given the terminal's ``width``, a rules table that
+    would not fit in five columns is printed as one sentence per rule."""
     if v.error:
         return Document(command="check", title=f"{v.file}: bad input", verdict=f"ERROR: {v.error}",
                         ok=False)
@@ -54,6 +56,13 @@ def file_document(v: FileVerdict, gib: bool = False) -> Document:
                            f"bubble {pct(s.get('bubble_fraction', 0))}"]]
     rows = [[STATUS[r.status], r.name, *rule_cells(r.name, r.measured, r.limit, peak, usable, gib),
              _where(r)] for r in v.rules]
+    columns = ["status", "rule", "measured", "limit", "key:line"]
+    natural = sum(max(len(str(x)) for x in col) for col in zip(columns, *rows)) + len(columns)
+    if width is not None and natural > width:
+        # narrower than five columns need: one sentence per rule, which wraps at its words
+        columns = ["status", "rule: measured (limit) at key:line"]
+        rows = [[st, f"{name}: {m} (limit {lim})" + (f" at {where}" if where else "")]
+                for st, name, m, lim, where in rows]
     failed = [r.name for r in v.rules if r.status == "fail"]
     warned = [r.name for r in v.rules if r.status == "warn"]
     c = v.counts
@@ -64,8 +73,7 @@ def file_document(v: FileVerdict, gib: bool = False) -> Document:
                                                           f"{', '.join(warned)}" if warned else "")
     return Document(command="check", title=f"dtplan check: {v.file} ({v.kind})",
                     tables=[Table("Plan", ["", ""], facts),
-                            Table("Rules", ["status", "rule", "measured", "limit", "key:line"],
-                                  rows)],
+                            Table("Rules", columns, rows)],
                     notes=v.notes + ([fix_line(v)] if v.fix else []), verdict=verdict, ok=v.ok)
 
 

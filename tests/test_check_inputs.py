@@ -271,3 +271,33 @@ def test_gib_switches_checkpoint_size_and_budget_lines():
     assert "0.931 GiB and NCCL buffers 0.931 GiB" in budget
     assert "Budget: CUDA context 1 GB and NCCL buffers 1 GB" in gb
     assert any(x.startswith("checkpoint size") and " TB " in x for x in gb.splitlines())
+
+
+@pytest.mark.parametrize("word,sp", [("off", False), ("on", True), ("no", False), ("yes", True)])
+def test_yaml_1_1_words_are_text_in_string_fields_and_bools_in_bool_fields(tmp_path, word, sp):
+    p = tmp_path / "plan.yaml"
+    p.write_text(f"name: {word}\n" + PLAN_8B.replace("micro_batch: 2}", f"micro_batch: 2, "
+                                                     f"tp: 2, sp: {word}}}").replace(
+                                                         "tp: 1, ", ""))
+    j = dtplan("check", p, "-f", "json").json()
+    f = j["files"][0]
+    assert f["error"] is None, f["error"]
+    assert f["summary"]["layout"]["sequence_parallel"] is sp
+    assert dtplan("report", p).out.count(word) >= 1
+
+
+def test_export_converts_an_engine_config(tmp_path):
+    out = tmp_path / "job.toml"
+    r = dtplan("export", ENGINES / "megatron-llama3-70b-256gpu.sh", "--to", "torchtitan",
+               "-o", out)
+    assert r.code == 0, r
+    back = dtplan("check", out, "--gpus", "256", "--model", "llama3-70b", "-f", "json")
+    meg = dtplan("check", ENGINES / "megatron-llama3-70b-256gpu.sh", "-f", "json")
+    a, b = (x.json()["files"][0]["summary"] for x in (back, meg))
+    assert (a["layout"]["tp"], a["layout"]["pp"], a["layout"]["dp"], a["global_batch"]) == \
+        (b["layout"]["tp"], b["layout"]["pp"], b["layout"]["dp"], b["global_batch"])
+    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "deepspeed")
+    assert r.code == 2 and "--gpus" in _errors(r.err)[0]
+    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "deepspeed",
+               "--gpus", "64")
+    assert r.code == 0 and json.loads(r.out)["train_batch_size"] == 128

@@ -27,9 +27,18 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
     from ..report import inputs_from_fit, inputs_from_plan
 
     if plan is not None:
-        given = job.given() + (["--gpus"] if gpus is not None else [])
+        given = job.given()
         if given:
             raise InputError(given[0], "give a plan file or the fit options, not both")
+        from ..engines import detect, load_any
+        text, fmt, data = load_any(plan, None)
+        kind = detect(plan, fmt, data, text)
+        if kind != "plan":   # an engine config: read as check reads it (--gpus if it needs one)
+            from ..inputs.resolve import resolve_file
+            from ..specs.job import CheckOptions
+            return resolve_file(plan, CheckOptions(gpus=gpus))[0], f"{kind} config {plan}", None
+        if gpus is not None:
+            raise InputError("--gpus", "give a plan file or the fit options, not both")
         return inputs_from_plan(plan), f"plan file {plan}", None
     if gpus is None:
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")

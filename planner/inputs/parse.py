@@ -147,6 +147,22 @@ class _BoundedLoader(yaml.SafeLoader):
                                                node.start_mark.line + 1)
 
 
+class YamlWord(str):
+    """A YAML 1.1 boolean word (yes / no / on / off) kept as written: a string where a string is
+    meant (a plan named ``off``), a bool where a bool is meant (specs.plan converts it)."""
+
+    def as_bool(self) -> bool:
+        return self.lower() in ("yes", "on")
+
+
+def _construct_bool(loader: "_BoundedLoader", node: Any) -> Any:
+    """true / false are booleans (YAML 1.2); the 1.1 words stay YamlWord until a schema says."""
+    if node.value.lower() in ("true", "false"):
+        return node.value.lower() == "true"
+    return YamlWord(node.value)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
 

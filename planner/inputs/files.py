@@ -120,7 +120,10 @@ def _read_stdin(what: str, option: Optional[str], max_bytes: int) -> tuple[str, 
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise _error(option, STDIN, f"no standard input to read; expected a {what}")
-    raw = stream.read(max_bytes + 1)
+    try:
+        raw = stream.read(max_bytes + 1)
+    except (OSError, ValueError) as e:   # closed, or not readable here (a captured test run)
+        raise _error(option, STDIN, f"cannot read standard input ({e}); expected a {what}") from None
     if len(raw) > max_bytes:
         raise _error(option, STDIN, f"more than {max_bytes:,} bytes on standard input; a {what} "
                                     "must be smaller")

@@ -39,9 +39,10 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
              _need(found, None, "--model", "a DeepSpeed config does not describe the model"))
     hw = found.run(_hardware, opts, notes)
     keys = found.run(_batch_keys, o, opts, notes)
-    precision = found.run(_precision, o, opts, notes, rules)
+    state = found.run(_precision, o, opts, notes)
     found.check()
     tbs, mbs, gas = keys
+    precision, precision_rule = state
     tp, pp = opts.tp or 1, opts.pp or 1
     ulysses = o.int("sequence_parallel_size", 1)
     model_par = tp * pp * ulysses
@@ -90,6 +91,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
                            if "zero_optimization" in data else None))
     off_opt = _device(zo.sub("offload_optimizer"))
     off_par = _device(zo.sub("offload_param"))
+    rules.append(precision_rule)
 
     opt_type = (o.sub("optimizer").str("type") or "adam").lower()
     optimizer = DS_OPTIMIZERS.get(opt_type, "adam")
@@ -104,8 +106,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
         recompute = opts.recompute
     elif recompute == "full":
         notes.append("activation_checkpointing present: assuming full recompute of every layer "
-                     "(the block configures deepspeed.checkpointing; the model code switches it on;"
-                     " --recompute says otherwise)")
+                     "(the block configures deepspeed.checkpointing; the model code switches it on)")
     layout = Layout(tp=tp, pp=pp, dp=dp, zero=stage, micro_batch=max(1, mbs),
                     recompute=recompute, offload_optimizer=off_opt, offload_params=off_par,
                     precision=precision, optimizer=optimizer)
@@ -166,7 +167,7 @@ def _batch_keys(o: _Obj, opts: CheckOptions, notes: list[str]) -> tuple[Any, Any
     return out[0], out[1], out[2]
 
 
-def _precision(o: _Obj, opts: CheckOptions, notes: list[str], rules: list[GateRule]) -> str:
+def _precision(o: _Obj, opts: CheckOptions, notes: list[str]) -> tuple[str, GateRule]:
     """The precision from bf16/bfloat16/fp16 ``enabled`` (fp32 when none is on), with
     DeepSpeed's exclusivity rule; "auto" (the HF Trainer's --bf16/--fp16) needs --precision,
     and --precision replaces what the file says (the flag wins)."""
@@ -179,10 +180,10 @@ def _precision(o: _Obj, opts: CheckOptions, notes: list[str], rules: list[GateRu
         else:
             state[key] = sub.bool("enabled")
     bf16, fp16 = state["bf16"] or state["bfloat16"], state["fp16"]
-    rules.append(make_rule("ds-precision-exclusive", not (bf16 and fp16),
-                           f"bf16 {'on' if bf16 else 'off'}, fp16 {'on' if fp16 else 'off'}",
-                           "not both", "bfloat16 and fp16 modes cannot be simultaneously enabled",
-                           key="fp16" if "fp16" in o.data else "bf16"))
+    rule = make_rule("ds-precision-exclusive", not (bf16 and fp16),
+                     f"bf16 {'on' if bf16 else 'off'}, fp16 {'on' if fp16 else 'off'}",
+                     "not both", "bfloat16 and fp16 modes cannot be simultaneously enabled",
+                     key="fp16" if "fp16" in o.data else "bf16")
     stated = "mixed" if (bf16 or fp16) else "fp32"
     if opts.precision is not None:
         if autos:
@@ -190,11 +191,11 @@ def _precision(o: _Obj, opts: CheckOptions, notes: list[str], rules: list[GateRu
         elif opts.precision != stated:
             notes.append(f"--precision {opts.precision} overrides the file's {stated} "
                          "(the flag wins)")
-        return opts.precision
+        return opts.precision, rule
     if autos:
         raise InputError(f"{o.where}: {autos[0]}", '"auto" (filled by the HF Trainer from --bf16 '
                          '/ --fp16): pass --precision mixed (bf16 or fp16) or --precision fp32')
-    return stated
+    return stated, rule
 
 
 def _device(o: _Obj) -> str:

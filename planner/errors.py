@@ -21,3 +21,46 @@ def validation_message(e: Exception) -> str:
         msg = str(first.get("msg", "")).removeprefix("Value error, ")
         return f"{where}: {msg}" if where else msg
     return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+class InputErrors(InputError):
+    """Several bad inputs found in one pass, reported together (one line each, exit 2), so a
+    user fixes them all at once rather than one rerun per missing option."""
+
+    def __init__(self, errors: list[InputError]):
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.field, first.message)
+
+    def lines(self) -> list[str]:
+        return [str(e) for e in self.errors]
+
+    def __str__(self) -> str:
+        return "; ".join(self.lines())
+
+
+class Problems:
+    """Collects InputErrors while a job is resolved; ``check()`` raises them all at once."""
+
+    def __init__(self) -> None:
+        self.errors: list[InputError] = []
+
+    def add(self, field: str, message: str) -> None:
+        self.errors.append(InputError(field, message))
+
+    def take(self, e: InputError) -> None:
+        self.errors.extend(e.errors if isinstance(e, InputErrors) else [e])
+
+    def run(self, fn, *args, **kwargs):
+        """fn(*args, **kwargs), or None with its InputError(s) recorded."""
+        try:
+            return fn(*args, **kwargs)
+        except InputError as e:
+            self.take(e)
+            return None
+
+    def check(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise InputErrors(self.errors)

@@ -119,12 +119,17 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
     return [p.model.describe(), describe(p.fw), band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            _framework_memory_note(p),
-            f"Budget: CUDA context {p.budget.context_bytes / 1e9:g} GB and NCCL buffers "
-            f"{p.budget.comm_buffer_bytes / 1e9:g} GB outside the allocator, fragmentation "
-            f"{p.budget.fragmentation_fraction:.0%} of the bytes freed within a step (caching "
-            f"allocator, fitted), margin {p.budget.margin_fraction:.0%} of capacity; the verdict "
-            "compares device total. An estimate, not a promise: measure the first steps."]
+            _framework_memory_note(p), budget_note(p.budget)]
+
+
+def budget_note(b: MemoryBudget, gib: bool = False) -> str:
+    """The memory budget's reserves as one note (in GiB with ``gib``, as `--gib` prints)."""
+    unit, scale, fmt = ("GiB", 2**30, ".3g") if gib else ("GB", 1e9, "g")
+    return (f"Budget: CUDA context {b.context_bytes / scale:{fmt}} {unit} and NCCL buffers "
+            f"{b.comm_buffer_bytes / scale:{fmt}} {unit} outside the allocator, fragmentation "
+            f"{b.fragmentation_fraction:.0%} of the bytes freed within a step (caching "
+            f"allocator, fitted), margin {b.margin_fraction:.0%} of capacity; the verdict "
+            "compares device total. An estimate, not a promise: measure the first steps.")
 
 
 def _framework_memory_note(p: Problem) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .engine import checkpoint as ckpt
 from .errors import InputError
-from .specs.job import Inputs
+from .specs.job import Job
 from .specs.layout import Layout
 from .specs.plan import Thresholds
 from .verdict import GateRule, make_rule
@@ -82,7 +82,7 @@ class CheckpointFigures:
     source: str
 
 
-def checkpoint_figures(inp: Inputs, where: str) -> CheckpointFigures | None:
+def checkpoint_figures(inp: Job, where: str) -> CheckpointFigures | None:
     """The plan's checkpoint policy through planner.resilience (size, write cost δ, job MTBF,
     Daly's optimum) and engine.checkpoint (waste δ/τ + τ/2M + R/M at the stated interval)."""
     from .resilience import checkpoint_write, failure_rate, interval_optimum, layout_checkpoint

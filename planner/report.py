@@ -22,7 +22,7 @@ from typing import Optional
 
 from .errors import InputError, validation_message
 from .gate import evaluate_inputs, resolve_plan
-from .specs.job import Inputs
+from .specs.job import Job
 from .specs.hardware import HardwareProfile
 from .specs.model import ModelSpec
 from .review.doc import SECTIONS, Review, Section  # noqa: F401 (re-exported)
@@ -32,7 +32,7 @@ from .pipeline_schedule import Block, pipeline_timeline, timeline_bubble  # noqa
 CHARTS_HINT = "pip install 'dtplan[report]'"
 
 
-def inputs_from_plan(path: str) -> Inputs:
+def inputs_from_plan(path: str) -> Job:
     from .plan import load_plan
     plan, _text = load_plan(path)
     inp = resolve_plan(plan, Path(path).parent, str(path))
@@ -42,17 +42,17 @@ def inputs_from_plan(path: str) -> Inputs:
 
 def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                     global_batch: int, precision: str = "mixed", optimizer: str = "adam"):
-    """(Inputs with the search's winner, FitResult); Inputs is None when nothing fits."""
+    """(Job with the search's winner, FitResult); Job is None when nothing fits."""
     from .api import fit
     res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
               precision=precision, optimizer=optimizer, top=5)
     if not res.layouts:
         return None, res
-    return Inputs(model=model, hardware=hardware, gpus=gpus, layout=res.layouts[0].layout,
+    return Job(model=model, hardware=hardware, gpus=gpus, layout=res.layouts[0].layout,
                   seq_len=seq_len, global_batch=global_batch), res
 
 
-def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
+def build_review(inp: Optional[Job], *, source: str, fit_result=None,
                  train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout), in the
@@ -72,7 +72,7 @@ def build_review(inp: Optional[Inputs], *, source: str, fit_result=None,
     return review
 
 
-def _context(inp: Inputs, source: str, fit_result, charts: bool):
+def _context(inp: Job, source: str, fit_result, charts: bool):
     """The estimate of the input and, unless given, the search of the same GPUs and batch."""
     from .api import fit
     from .review.sections import ReviewContext

@@ -70,9 +70,15 @@ def zero_stage(field: str, value: int) -> int:
 
 def recipe(precision: str, optimizer: str) -> None:
     """A precision recipe and an optimizer that engine/memory.py knows."""
-    from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
-    choice("--precision", precision, tuple(PRECISION_RECIPES))
+    from .engine.memory import OPTIMIZER_STATE_BYTES
+    precision_recipe("--precision", precision)
     choice("--optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))
+
+
+def precision_recipe(field: str, precision: str) -> str:
+    """A precision recipe that engine/memory.py knows."""
+    from .engine.memory import PRECISION_RECIPES
+    return choice(field, precision, tuple(PRECISION_RECIPES))
 
 
 # Suffixes as people write counts: 70B parameters, 4M tokens, 15T tokens (SI, powers of 1000);

@@ -24,18 +24,42 @@ class GateRule(BaseModel):
     line: Optional[int] = Field(None, description="1-based line of that key in the file")
 
 
+class Fix(BaseModel):
+    """The cheapest change found that makes a failing file pass the estimate's rules, tried in
+    order of cost: the same split with another micro-batch / recompute (a config edit), another
+    layout on the same GPUs (a checkpoint conversion), more nodes (a bigger allocation)."""
+
+    kind: Literal["tune", "relayout", "more-nodes", "none"] = Field(
+        description="tune: micro-batch / recompute only; relayout: another layout on the same "
+        "GPUs; more-nodes: the plan's split needs more nodes; none: nothing tried passes")
+    summary: str = Field(description="one line a user can act on")
+    options: list[str] = Field(default_factory=list, description="`dtplan check` options that "
+                               "apply the fix (rerun with them to confirm)")
+    layout: Optional[dict[str, Any]] = Field(None, description="the layout that passes "
+                                             "(Layout field names)")
+    gpus: Optional[int] = Field(None, description="GPU count of the fix")
+    extra_nodes: Optional[int] = Field(None, description="nodes added (more-nodes)")
+    step_time_s: Optional[float] = Field(None, description="estimated step time of the fix [s]")
+    peak_memory_bytes: Optional[float] = Field(None, description="device-total peak of the fix "
+                                               "[bytes]")
+
+
 class FileVerdict(BaseModel):
     """The verdict on one input file."""
 
     file: str
     kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
     ok: bool = Field(description="no rule failed and the file was valid input")
-    error: Optional[str] = Field(None, description="bad input: the one-line reason (exit 2)")
+    error: Optional[str] = Field(None, description="bad input: the reasons, '; '-joined (exit 2)")
+    errors: list[str] = Field(default_factory=list, description="bad input: one line per "
+                              "missing or invalid input (option or key: what is allowed)")
     counts: dict[str, int] = Field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
     summary: dict[str, Any] = Field(default_factory=dict, description="inputs and headline "
                                     "estimates (SI units: bytes, seconds)")
     rules: list[GateRule] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    fix: Optional[Fix] = Field(None, description="on a failing verdict: the cheapest change "
+                               "that passes")
 
 
 class Verdict(BaseModel):
@@ -47,6 +71,8 @@ class Verdict(BaseModel):
     strict: bool
     exit_code: int = Field(description="0 all pass, 1 a rule failed, 2 bad input")
     files: list[FileVerdict]
+    skipped: list[str] = Field(default_factory=list, description="files under a directory "
+                               "argument that are neither a plan nor an engine config")
 
 
 def make_rule(name: str, ok: bool, measured: str, limit: str, message: str, *,

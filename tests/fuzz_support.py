@@ -276,8 +276,8 @@ CLICK_USAGE = ("Missing option", "Missing argument", "Invalid value", "No such o
 def contract_violation(argv: list[str], code: int, out: str, err: str,
                        names: set[str]) -> str | None:
     """Why this run breaks the contract, or None: exit in {0, 1, 2}; no traceback; an exit 2
-    prints exactly one stderr line that names an option, a positional value, a file key:line,
-    or is click's own usage message (which names the option)."""
+    prints one stderr line per problem (all found at once), each naming an option, a positional
+    value, a file key:line, or click's own usage message (which names the option)."""
     if code not in (0, 1, 2):
         return f"exit {code}: {err.strip()[-300:]}"
     if "Traceback" in out + err or "internal error" in err:
@@ -285,9 +285,17 @@ def contract_violation(argv: list[str], code: int, out: str, err: str,
     if code != 2:
         return None
     lines = err.strip().splitlines()
-    if len(lines) != 1 or not lines[0].startswith("dtplan: error: "):
-        return f"exit 2 without exactly one error line: {err[-300:]!r}"
-    msg = lines[0].removeprefix("dtplan: error: ")
+    if not lines or not all(x.startswith("dtplan: error: ") for x in lines):
+        return f"exit 2 without one error line per problem: {err[-300:]!r}"
+    for line in lines:   # several problems found at once: one line each (errors.InputErrors)
+        why = _line_violation(line.removeprefix("dtplan: error: "), argv, names)
+        if why:
+            return why
+    return None
+
+
+def _line_violation(msg: str, argv: list[str], names: set[str]) -> str | None:
+    """Why one error line names no option, positional value or file key:line (None if it does)."""
     head = msg.split(": ", 1)[0]
     if head in names or msg.startswith(CLICK_USAGE):
         return None

@@ -132,7 +132,8 @@ MODEL_MODULES = ("planner.engine", "planner.evaluate", "planner.memory_model", "
                  "planner.timing_terms", "planner.candidates")
 FORMATTING_HELPERS = {
     ("render/units.py", "gb"), ("render/units.py", "capacity"),   # bytes → GB/GiB for display
-    ("render/units.py", "count"),                                 # 7.1e10 → "71B"
+    ("render/units.py", "count"), ("render/units.py", "size"),
+    ("render/gate.py", "_natural_width"),                         # a table's unwrapped width                                 # 7.1e10 → "71B"
     ("render/quick.py", "_size"), ("render/quick.py", "_rate"),   # bytes, B/s → a unit that fits
     ("render/evidence.py", "_size"),                              # bytes → a unit that fits
     ("render/terminal.py", "_bar"),                               # bar length in characters

@@ -94,7 +94,8 @@ def test_json_verdict_is_stable():
     r = dtplan("check", GOOD, PLANS / "fail-layers-divisible-by-pp.yaml", "-f", "json")
     assert r.code == 1
     j = r.json()
-    assert set(j) == {"schema_version", "command", "mode", "ok", "strict", "exit_code", "files"}
+    assert set(j) == {"schema_version", "command", "mode", "ok", "strict", "exit_code", "files",
+                      "skipped"}
     assert j["schema_version"] == 1 and j["command"] == "check" and j["ok"] is False
     assert j["exit_code"] == 1 and j["strict"] is False
     good, bad = j["files"]

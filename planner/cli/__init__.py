@@ -104,8 +104,10 @@ def run(argv: list[str]) -> int:
     try:
         with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
             rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
-    except InputError as e:
-        return _fail(str(e), EXIT_INPUT)
+    except InputError as e:  # several at once (errors.InputErrors): one line each
+        for line in getattr(e, "lines", lambda: [str(e)])():
+            _fail(line, EXIT_INPUT)
+        return EXIT_INPUT
     except click_exc.NoArgsIsHelpError as e:
         sys.stdout.write(e.ctx.get_help() + "\n")
         return EXIT_OK

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 import typer
 
 from ..errors import InputError
-from ..resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
-from ..specs.layout import _SAME, KNOBS, Knob
+from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH, Flags
+from ..specs.layout import _SAME, KNOB, KNOBS, Knob
 from .options import parse_number
 
 # Model: exactly one of these sources.
@@ -44,30 +43,6 @@ FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtit
                          "fsdp, or a framework profile .toml")
 
 
-def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
-                       mlp, dropout=None):
-    from ..resolve import resolve_model
-    return resolve_model(model=model, model_config=model_config,
-                         params=parse_number("--params", params) if params is not None else None,
-                         layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                         vocab=vocab, mlp=mlp, dropout=dropout)
-
-
-def hardware_from_options(hardware, hardware_file, gpus_per_node, gpu_memory_gb, nic_gbit):
-    from ..resolve import resolve_hardware
-    return resolve_hardware(hardware=hardware, hardware_file=hardware_file,
-                            gpus_per_node=gpus_per_node, gpu_memory_gb=gpu_memory_gb,
-                            nic_gbit_per_gpu=nic_gbit)
-
-
-def batch_from_options(seq_len, global_batch, tokens_per_batch,
-                       gpus: Optional[int] = None) -> tuple[int, int, str]:
-    from ..resolve import resolve_batch
-    tpb = parse_number("--tokens-per-batch", tokens_per_batch) if tokens_per_batch else None
-    return resolve_batch(seq_len=seq_len, global_batch=global_batch, tokens_per_batch=tpb,
-                         gpus=gpus)
-
-
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
     """'auto' → None; otherwise a whole number ≥ 1."""
     if text is None or text == "auto":
@@ -79,7 +54,8 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
 
 
 # The model, hardware and batch options every job command shares, in one place: the commands
-# take a single `job: Job` and the decorator below adds these options to their signature.
+# take a single `job: Flags` (resolved by planner.inputs.resolve) and the decorator below adds
+# these options to their signature.
 JOB_OPTIONS = (
     ("model", Optional[str], MODEL), ("model_config", Optional[str], MODEL_CONFIG),
     ("params", Optional[str], PARAMS), ("layers", Optional[int], LAYERS),
@@ -94,57 +70,8 @@ JOB_OPTIONS = (
 )
 
 
-@dataclass
-class Job:
-    """What the user said about the model, the hardware and the batch."""
-
-    model: Optional[str] = None
-    model_config: Optional[str] = None
-    params: Optional[str] = None
-    layers: Optional[int] = None
-    hidden: Optional[int] = None
-    heads: Optional[int] = None
-    kv_heads: Optional[int] = None
-    ffn: Optional[int] = None
-    vocab: Optional[int] = None
-    mlp: Optional[str] = None
-    dropout: Optional[bool] = None
-    hardware: Optional[str] = None
-    hardware_file: Optional[str] = None
-    gpus_per_node: Optional[int] = None
-    gpu_memory_gb: Optional[float] = None
-    nic_gbit: Optional[float] = None
-    seq_len: Optional[int] = None
-    global_batch: Optional[int] = None
-    tokens_per_batch: Optional[str] = None
-    framework: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        if self.framework is not None:   # select it now: every estimate below follows it
-            from ..specs.framework import use_framework
-            use_framework(self.framework)
-
-    def model_spec(self):
-        return model_from_options(self.model, self.model_config, self.params, self.layers,
-                                  self.hidden, self.heads, self.kv_heads, self.ffn, self.vocab,
-                                  self.mlp, self.dropout)
-
-    def hardware_profile(self):
-        return hardware_from_options(self.hardware, self.hardware_file, self.gpus_per_node,
-                                     self.gpu_memory_gb, self.nic_gbit)
-
-    def batch(self, gpus: Optional[int] = None) -> tuple[int, int, str]:
-        """(seq, global batch, note); with `gpus`, a token budget rounds to a batch the data-
-        parallel degrees of that GPU count divide."""
-        return batch_from_options(self.seq_len, self.global_batch, self.tokens_per_batch, gpus)
-
-    def given(self) -> list[str]:
-        """The options the user typed, spelled as on the command line."""
-        return ["--" + f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name) is not None]
-
-
 def job_options(fn):
-    """Add the JOB_OPTIONS to a typer command whose body takes `job: Job`."""
+    """Add the JOB_OPTIONS to a typer command whose body takes `job: Flags`."""
     sig = inspect.signature(fn, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != "job"]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
@@ -153,7 +80,7 @@ def job_options(fn):
 
     @functools.wraps(fn)
     def command(**kw):
-        return fn(job=Job(**{n: kw.pop(n) for n in names}), **kw)
+        return fn(job=Flags(**{n: kw.pop(n) for n in names}), **kw)
 
     command.__signature__ = sig.replace(parameters=own + extra)
     command.__annotations__ = {p.name: p.annotation for p in own + extra}
@@ -196,3 +123,11 @@ def layout_options(fn):
     command.__signature__ = sig.replace(parameters=params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
+
+
+def override_option(name: str) -> Any:
+    """typer.Option for a layout knob that replaces a plan's or engine config's own value
+    (`check --micro-batch`, `--recompute`, `--precision`), from its declaration in specs.layout."""
+    k = KNOB[name]
+    return typer.Option(None, k.flag, help=f"{k.cli_help or k.help}; replaces the file's value "
+                        "(and fills its \"auto\")")

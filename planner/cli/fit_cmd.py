@@ -15,7 +15,7 @@ from .options import Format, parse_list
 @app.command("fit")
 @o.job_options
 def fit_cmd(
-    job: o.Job,
+    job: o.Flags,
     gpus: List[str] = typer.Option(..., "--gpus", help="GPU count, a list 64,128 or a range 64..1024"),
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),

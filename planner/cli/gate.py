@@ -9,8 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from ..render.terminal import write_stdout
+from ..render.terminal import width, write_stdout
 from . import EXIT_OK, app
+from . import common as o
 
 
 class GateFormat(str, Enum):
@@ -49,7 +50,8 @@ class SchemaKind(str, Enum):
 @app.command("check")
 def check_cmd(
     files: List[str] = typer.Argument(..., metavar="FILE",
-                                      help="plan files (YAML/TOML/JSON) or engine configs"),
+                                      help="plan files (YAML/TOML/JSON) or engine configs; a "
+                                      "directory: the plan and engine files under it; - for stdin"),
     fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f",
                                    help="table, json, markdown or github (workflow annotations)"),
     strict: bool = typer.Option(False, "--strict", help="treat warnings as failures"),
@@ -63,34 +65,61 @@ def check_cmd(
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length (DeepSpeed)"),
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel (DeepSpeed configs)"),
     pp: Optional[int] = typer.Option(None, "--pp", help="pipeline parallel (DeepSpeed configs)"),
+    micro_batch: Optional[int] = o.override_option("micro_batch"),
+    global_batch: Optional[int] = o.GLOBAL_BATCH,
+    recompute: Optional[str] = o.override_option("recompute"),
+    precision: Optional[str] = o.override_option("precision"),
+    gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
 ) -> int:
-    """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input."""
-    from ..errors import InputError
+    """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input.
+    On a failure, the cheapest change that passes (micro-batch / recompute, another layout,
+    more nodes)."""
     from ..gate import CheckOptions, check_paths
     from ..render import emit
     from ..render.gate import (file_document, render_github, render_json_verdict,
-                               render_markdown_verdict)
+                               render_markdown_verdict, skipped_line)
 
-    for name, value in (("--gpus", gpus), ("--seq-len", seq_len), ("--tp", tp), ("--pp", pp)):
-        if value is not None and value < 1:
-            raise InputError(name, f"must be an integer >= 1, got {value}")
-    opts = CheckOptions(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                        model=model, seq_len=seq_len, tp=tp, pp=pp, strict=strict)
-    verdict = check_paths(files, opts)
+    opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
+                    model=model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
+                    micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
+                    precision=precision)
+    verdict = check_paths(files, CheckOptions(**opts))
     for v in verdict.files:
-        if v.error:
-            sys.stderr.write(f"dtplan: error: {v.error}\n")
+        for line in v.errors or ([v.error] if v.error else []):
+            sys.stderr.write(f"dtplan: error: {line}\n")
     if fmt is GateFormat.json:
         write_stdout(render_json_verdict(verdict) + "\n")
     elif fmt is GateFormat.github:
         write_stdout(render_github(verdict) + "\n")
     elif fmt is GateFormat.markdown:
-        write_stdout(render_markdown_verdict(verdict) + "\n")
+        write_stdout(render_markdown_verdict(verdict, gib=gib) + "\n")
     else:
         for v in verdict.files:
             if not v.error:
-                emit(file_document(v), "table")
+                emit(file_document(v, gib=gib, width=width()), "table")
+        if verdict.skipped:
+            write_stdout(skipped_line(verdict) + "\n")
     return verdict.exit_code
+
+
+def _options(**given) -> dict:
+    """check's options, each checked against what it allows (every bad one reported at once)."""
+    from .. import validate as v
+    from ..errors import Problems
+    from ..specs.layout import KNOB
+
+    found = Problems()
+    for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):
+        if given[name] is not None:
+            found.run(v.positive_int, "--" + name.replace("_", "-"), given[name],
+                      upper=v.MAX_SEQ_LEN if name == "seq_len" else v.MAX_GLOBAL_BATCH
+                      if name == "global_batch" else v.MAX_GPUS)
+    if given["recompute"] is not None:
+        found.run(v.choice, "--recompute", given["recompute"], KNOB["recompute"].choices)
+    if given["precision"] is not None:
+        found.run(v.precision_recipe, "--precision", given["precision"])
+    found.check()
+    return given
 
 
 @app.command("schema")

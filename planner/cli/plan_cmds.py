@@ -24,7 +24,7 @@ FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or ma
 @o.job_options
 @o.layout_options
 def evaluate_cmd(
-    ctx: typer.Context, job: o.Job, layout: dict,
+    ctx: typer.Context, job: o.Flags, layout: dict,
     gpus: int = typer.Option(1, "--gpus", help="GPUs in the job"),
     context_gb: Optional[float] = typer.Option(None, "--context-gb", help="CUDA/NCCL context, GB"),
     comm_buffer_gb: Optional[float] = typer.Option(None, "--comm-buffer-gb", help="comm buffers, GB"),
@@ -99,7 +99,7 @@ def evaluate_cmd(
                               gpu_mtbf_s=gpu_mtbf_hours * 3600 if gpu_mtbf_hours else DEFAULT_GPU_MTBF_S,
                               job_mtbf_s=job_mtbf_hours * 3600 if job_mtbf_hours else None,
                               async_checkpoint=async_ckpt)
-        doc.tables.insert(-1, resilience_table(plan))
+        doc.tables.insert(-1, resilience_table(plan, gib))
         doc.data["resilience"] = plan.model_dump()
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL

@@ -21,15 +21,24 @@ OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
 FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
 
 
-def _inputs(plan, job: o.Job, gpus, precision, optimizer):
-    """(Inputs or None, source text, FitResult or None)."""
+def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
+    """(Job or None, source text, FitResult or None)."""
     from ..errors import InputError
     from ..report import inputs_from_fit, inputs_from_plan
 
     if plan is not None:
-        given = job.given() + (["--gpus"] if gpus is not None else [])
+        given = job.given()
         if given:
             raise InputError(given[0], "give a plan file or the fit options, not both")
+        from ..engines import detect, load_any
+        text, fmt, data = load_any(plan, None)
+        kind = detect(plan, fmt, data, text)
+        if kind != "plan":   # an engine config: read as check reads it (--gpus if it needs one)
+            from ..inputs.resolve import resolve_file
+            from ..specs.job import CheckOptions
+            return resolve_file(plan, CheckOptions(gpus=gpus))[0], f"{kind} config {plan}", None
+        if gpus is not None:
+            raise InputError("--gpus", "give a plan file or the fit options, not both")
         return inputs_from_plan(plan), f"plan file {plan}", None
     if gpus is None:
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
@@ -44,7 +53,7 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
 @app.command("report")
 @o.job_options
 def report_cmd(
-    job: o.Job,
+    job: o.Flags,
     plan: Optional[str] = PLAN,
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
     precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
@@ -106,7 +115,7 @@ def report_cmd(
 @app.command("export")
 @o.job_options
 def export_cmd(
-    job: o.Job,
+    job: o.Flags,
     plan: Optional[str] = PLAN,
     to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..specs.framework import use_framework_if_unset
-from ..specs.job import CheckOptions, Inputs
+from ..specs.job import CheckOptions, Job
 from .accelerate import to_accelerate
 from .common import ENGINES, TARGETS, Export, cli_model, detect, load_any
 from .deepspeed import read_deepspeed, to_deepspeed
@@ -24,7 +24,7 @@ from .megatron_args import parse_megatron_args
 from .torchtitan import read_torchtitan, to_torchtitan
 
 
-def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Inputs:
+def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Job:
     use_framework_if_unset(kind)   # each engine kind names its framework profile too
     if kind == "deepspeed":
         return read_deepspeed(where, data, opts)
@@ -39,7 +39,7 @@ WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_
            "accelerate": to_accelerate}
 
 
-def export(target: str, inp: Inputs) -> Export:
+def export(target: str, inp: Job) -> Export:
     if target not in WRITERS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {target!r}")
     return WRITERS[target](inp)

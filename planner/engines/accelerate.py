@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..specs.job import Inputs
+from ..specs.job import Job
 from .common import Export, _accumulation, _bf16, _sharding, _unsupported
 
 
@@ -14,7 +14,7 @@ LAYER_CLASSES = {"llama": "LlamaDecoderLayer", "mixtral": "MixtralDecoderLayer",
                  "qwen2": "Qwen2DecoderLayer", "mistral": "MistralDecoderLayer", "gpt2": "GPT2Block"}
 
 
-def to_accelerate(inp: Inputs) -> Export:
+def to_accelerate(inp: Job) -> Export:
     """Accelerate config YAML for FSDP2 (§4.2); TP and CP through ``parallelism_config``."""
     import yaml
     lay, mod, hw = inp.layout, inp.model, inp.hardware

@@ -2,7 +2,10 @@
 mapping, and the writers' common checks (accumulation, stage split, FSDP sharding).
 
 What a file cannot say (GPU count, hardware, sometimes the model or sequence length) comes from
-``CheckOptions`` (``--gpus``, ``--hardware``, ``--model``, ``--seq-len``, ``--tp``, ``--pp``).
+``CheckOptions`` (``--gpus``, ``--hardware``, ``--model``, ``--seq-len``, ``--tp``, ``--pp``);
+its ``--micro-batch``, ``--global-batch``, ``--recompute`` and ``--precision`` replace the file's
+own keys (the flag wins, and a note says so). Missing inputs are collected (``_need``) and
+reported together.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.stages import stage_layers
-from ..errors import InputError
+from ..errors import InputError, Problems
 from ..inputs.files import detect_format, looks_like_path, parse_text, read_text
 from ..validate import MAX_GPUS
 from ..specs.hardware import HardwareProfile, load_hardware
-from ..specs.job import CheckOptions, Inputs
+from ..specs.job import CheckOptions, Job
 from ..specs.model import ModelSpec
 
 
@@ -74,9 +77,11 @@ def cli_model(text: str) -> ModelSpec:
     return get_preset(text)
 
 
-def _need(value: Any, option: str, what: str) -> Any:
+def _need(found: Problems, value: Any, option: str, what: str) -> Any:
+    """``value``, or None with "<option>: <what>; pass <option>" recorded in ``found`` (the
+    readers collect every missing input and report them together)."""
     if value is None:
-        raise InputError(option, f"{what}; pass {option}")
+        found.add(option, f"{what}; pass {option}")
     return value
 
 
@@ -142,7 +147,7 @@ class Export:
     check_args: list[str] = field(default_factory=list)  # what `dtplan check` needs besides the file
 
 
-def _accumulation(inp: Inputs) -> int:
+def _accumulation(inp: Job) -> int:
     lay = inp.layout
     per_step = lay.micro_batch * lay.dp
     if inp.global_batch % per_step:
@@ -151,7 +156,7 @@ def _accumulation(inp: Inputs) -> int:
     return inp.global_batch // per_step
 
 
-def _stage_layers(inp: Inputs) -> tuple[int, int, int]:
+def _stage_layers(inp: Job) -> tuple[int, int, int]:
     """(first, full, last) layers per (virtual) stage: engine.stages, the split the estimate
     uses."""
     first, full, last = stage_layers(inp.model.layers, inp.layout.pp, inp.layout.chunks)
@@ -166,7 +171,7 @@ def _bf16(precision: str) -> bool:
     return precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8")
 
 
-def _sharding(inp: Inputs, target: str) -> tuple[int, int, bool, list[str]]:
+def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
     """(dp_replicate, dp_shard, reshard_after_forward, notes) from the ZeRO stage and the
     shard group: FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, HSDP = replicate × shard (§4.1)."""
     lay = inp.layout

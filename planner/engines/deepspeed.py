@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..validate import MAX_GLOBAL_BATCH
-from ..errors import InputError
-from ..specs.job import CheckOptions, Inputs
+from ..validate import MAX_GLOBAL_BATCH, MAX_GPUS
+from ..errors import InputError, Problems
+from ..specs.job import CheckOptions, Job
 from ..specs.layout import Layout
 from ..rules import config_keys
 from ..verdict import GateRule, make_rule
@@ -24,18 +24,26 @@ DS_OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "fusedadam": "adam", "cpuadam
                  "sgd": "sgd-momentum"}
 
 
-def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
+def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     """DeepSpeed JSON (ECOSYSTEM.md §1). TP/PP come from --tp/--pp (Megatron-DeepSpeed passes
-    them as flags); DP = world ÷ (TP·PP·Ulysses SP) as in ``DeepSpeedConfig.__init__`` (§1.4)."""
+    them as flags); DP = world ÷ (TP·PP·Ulysses SP) as in ``DeepSpeedConfig.__init__`` (§1.4).
+    "auto" values (the Hugging Face Trainer's integration fills them from its own arguments)
+    are resolved by check's options; every missing input is reported at once."""
     o = _Obj(where, data)
     notes: list[str] = []
     rules: list[GateRule] = []
-    gpus = _need(opts.gpus, "--gpus", "a DeepSpeed config does not state the GPU count")
-    seq_len = _need(opts.seq_len, "--seq-len", "a DeepSpeed config does not state the sequence "
-                                               "length")
-    model = cli_model(_need(opts.model, "--model", "a DeepSpeed config does not describe the "
-                                                   "model"))
-    hw = _hardware(opts, notes)
+    found = Problems()
+    gpus = _need(found, opts.gpus, "--gpus", "a DeepSpeed config does not state the GPU count")
+    seq_len = _need(found, opts.seq_len, "--seq-len", "a DeepSpeed config does not state the "
+                                                      "sequence length")
+    model = (found.run(cli_model, opts.model) if opts.model else
+             _need(found, None, "--model", "a DeepSpeed config does not describe the model"))
+    hw = found.run(_hardware, opts, notes)
+    keys = found.run(_batch_keys, o, opts, notes)
+    state = found.run(_precision, o, opts, notes)
+    found.check()
+    tbs, mbs, gas = keys
+    precision, precision_rule = state
     tp, pp = opts.tp or 1, opts.pp or 1
     ulysses = o.int("sequence_parallel_size", 1)
     model_par = tp * pp * ulysses
@@ -49,17 +57,8 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
                      "its memory and traffic are not modelled separately")
 
     # Batch keys: any two suffice; DeepSpeed infers the third with floor division (§1.1).
-    tbs = o.int("train_batch_size", auto=True, high=MAX_GLOBAL_BATCH)
-    mbs = o.int("train_micro_batch_size_per_gpu", auto=True)
-    gas = o.int("gradient_accumulation_steps", auto=True)
-    if any(data.get(k) == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
-                                            "gradient_accumulation_steps")):
-        notes.append('"auto" batch keys are filled by the HF Trainer; treated as not given')
     stated = [k for k, v in (("train_batch_size", tbs), ("train_micro_batch_size_per_gpu", mbs),
                              ("gradient_accumulation_steps", gas)) if v is not None]
-    if tbs is None and mbs is None:
-        raise InputError(f"{where}: train_batch_size", "DeepSpeed needs train_batch_size or "
-                         "train_micro_batch_size_per_gpu (it asserts one of them is given)")
     if tbs is not None and mbs is not None and gas is None:
         gas = tbs // mbs // dp
     elif tbs is not None and gas is not None and mbs is None:
@@ -93,29 +92,108 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
                            if "zero_optimization" in data else None))
     off_opt = _device(zo.sub("offload_optimizer"))
     off_par = _device(zo.sub("offload_param"))
+    rules.append(precision_rule)
 
-    bf16 = o.sub("bf16").bool("enabled") or o.sub("bfloat16").bool("enabled")
-    fp16 = o.sub("fp16").bool("enabled")
-    rules.append(make_rule("ds-precision-exclusive", not (bf16 and fp16),
-                           f"bf16 {'on' if bf16 else 'off'}, fp16 {'on' if fp16 else 'off'}",
-                           "not both", "bfloat16 and fp16 modes cannot be simultaneously enabled",
-                           key="fp16" if "fp16" in data else "bf16"))
-    precision = "mixed" if (bf16 or fp16) else "fp32"
     opt_type = (o.sub("optimizer").str("type") or "adam").lower()
     optimizer = DS_OPTIMIZERS.get(opt_type, "adam")
     if opt_type not in DS_OPTIMIZERS:
         notes.append(f"optimizer {opt_type!r} counted as Adam (two fp32 moments)")
-    recompute = "none"
-    if "activation_checkpointing" in data:
-        recompute = "full"
+    recompute = "full" if "activation_checkpointing" in data else "none"
+    if opts.recompute is not None:
+        if opts.recompute != recompute:
+            notes.append(f"--recompute {opts.recompute} overrides "
+                         f"{'activation_checkpointing' if recompute == 'full' else 'no activation_checkpointing'}"
+                         f" ({recompute}; the flag wins)")
+        recompute = opts.recompute
+    elif recompute == "full":
         notes.append("activation_checkpointing present: assuming full recompute of every layer "
                      "(the block configures deepspeed.checkpointing; the model code switches it on)")
     layout = Layout(tp=tp, pp=pp, dp=dp, zero=stage, micro_batch=max(1, mbs),
                     recompute=recompute, offload_optimizer=off_opt, offload_params=off_par,
                     precision=precision, optimizer=optimizer)
-    return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq_len,
-                  global_batch=max(1, tbs), keys=config_keys("deepspeed", layout),
-                  rules=rules, notes=notes)
+    return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq_len,
+               global_batch=max(1, tbs), keys=config_keys("deepspeed", layout),
+               rules=rules, notes=notes)
+
+
+# Each batch key, the check option that states it, and what the HF Trainer fills "auto" with
+# (transformers integrations/deepspeed.py trainer_config_process: per_device_train_batch_size,
+# gradient_accumulation_steps, world_size × both).
+BATCH_KEYS = (("train_batch_size", "--global-batch", "global_batch"),
+              ("train_micro_batch_size_per_gpu", "--micro-batch", "micro_batch"),
+              ("gradient_accumulation_steps", None, None))
+
+
+def _batch_keys(o: _Obj, opts: CheckOptions, notes: list[str]) -> tuple[Any, Any, Any]:
+    """(train_batch_size, micro-batch, accumulation) as stated, None where DeepSpeed infers it;
+    a flag replaces the key (the flag wins) and fills "auto"; "auto" without its flag is an
+    error naming the flag (the accumulation's "auto" is the Trainer's default 1)."""
+    found = Problems()
+    out = []
+    for key, flag, attr in BATCH_KEYS:
+        raw = o.data.get(key)
+        value = None if raw == "auto" else o.int(key, high=MAX_GLOBAL_BATCH if attr ==
+                                                 "global_batch" else MAX_GPUS)
+        given = getattr(opts, attr) if attr else None
+        if given is not None:
+            said = ('fills "auto" of' if raw == "auto" else "sets" if value in (None, given)
+                    else "overrides")
+            notes.append(f"{flag} {given} {said} {key}" + (f" = {value} (the flag wins)"
+                                                          if said == "overrides" else ""))
+            value = given
+        elif attr is None and opts.micro_batch is not None and opts.global_batch is not None:
+            value = None   # both flags state the batch: DeepSpeed derives the accumulation
+            if raw is not None:
+                notes.append(f"{key} {raw!r} replaced by --global-batch ÷ (--micro-batch × DP) "
+                             "(the flags win)")
+        elif raw == "auto" and attr == "micro_batch":
+            found.add(f"{o.where}: {key}", f'"auto" (filled by the HF Trainer from '
+                      f'per_device_train_batch_size): pass {flag} N')
+        elif raw == "auto" and attr == "global_batch":
+            notes.append(f'{key}: "auto" → micro-batch × accumulation × DP, as the HF Trainer '
+                         'fills it (or pass --global-batch N)')
+        elif raw == "auto" and opts.global_batch is None:
+            value = 1
+            notes.append(f'{key}: "auto" → 1, the HF Trainer\'s default (pass --global-batch N '
+                         'to state the batch and accumulate)')
+        out.append(value)
+    if out[0] is None and out[1] is None and not found.errors:
+        found.add(f"{o.where}: train_batch_size", "DeepSpeed needs train_batch_size or "
+                  "train_micro_batch_size_per_gpu (it asserts one of them is given); or pass "
+                  "--micro-batch N / --global-batch N")
+    found.check()
+    return out[0], out[1], out[2]
+
+
+def _precision(o: _Obj, opts: CheckOptions, notes: list[str]) -> tuple[str, GateRule]:
+    """The precision from bf16/bfloat16/fp16 ``enabled`` (fp32 when none is on), with
+    DeepSpeed's exclusivity rule; "auto" (the HF Trainer's --bf16/--fp16) needs --precision,
+    and --precision replaces what the file says (the flag wins)."""
+    state, autos = {}, []
+    for key in ("bf16", "bfloat16", "fp16"):
+        sub = o.sub(key)
+        if sub.data.get("enabled") == "auto":
+            autos.append(f"{key}.enabled")
+            state[key] = False
+        else:
+            state[key] = sub.bool("enabled")
+    bf16, fp16 = state["bf16"] or state["bfloat16"], state["fp16"]
+    rule = make_rule("ds-precision-exclusive", not (bf16 and fp16),
+                     f"bf16 {'on' if bf16 else 'off'}, fp16 {'on' if fp16 else 'off'}",
+                     "not both", "bfloat16 and fp16 modes cannot be simultaneously enabled",
+                     key="fp16" if "fp16" in o.data else "bf16")
+    stated = "mixed" if (bf16 or fp16) else "fp32"
+    if opts.precision is not None:
+        if autos:
+            notes.append(f"--precision {opts.precision} fills {', '.join(autos)}: \"auto\"")
+        elif opts.precision != stated:
+            notes.append(f"--precision {opts.precision} overrides the file's {stated} "
+                         "(the flag wins)")
+        return opts.precision, rule
+    if autos:
+        raise InputError(f"{o.where}: {autos[0]}", '"auto" (filled by the HF Trainer from --bf16 '
+                         '/ --fp16): pass --precision mixed (bf16 or fp16) or --precision fp32')
+    return stated, rule
 
 
 def _device(o: _Obj) -> str:
@@ -128,7 +206,7 @@ def _device(o: _Obj) -> str:
 # ---- writer -----------------------------------------------------------------------------------
 
 
-def to_deepspeed(inp: Inputs) -> Export:
+def to_deepspeed(inp: Job) -> Export:
     """DeepSpeed JSON: all three batch keys consistent with DP = world ÷ (TP·PP) (§1.1, §1.4)."""
     lay, mod = inp.layout, inp.model
     if lay.cp > 1:

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InputError, validation_message
-from ..specs.job import CheckOptions, Inputs
+from ..errors import InputError, Problems, validation_message
+from ..specs.job import CheckOptions, Job
 from ..specs.layout import Layout
 from ..specs.model import ModelSpec
 from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
-from .megatron_args import _megatron_model, parse_megatron_args
+from .megatron_args import _megatron_model, _overrides, parse_megatron_args
 
 
 # ---- reader -----------------------------------------------------------------------------------
-def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
+def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     """A Megatron-LM launch script or args file, checked with validate_args' assertions (§2.2)."""
     a = parse_megatron_args(text, where)
     notes: list[str] = []
@@ -29,46 +29,18 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
     pp = a.get("--pipeline-model-parallel-size", 1)
     cp = a.get("--context-parallel-size", 1)
     ep = a.get("--expert-model-parallel-size", 1)
-    gpus = opts.gpus
-    if gpus is None:
-        per_node = a.get("--nproc_per_node") or a.get("--nproc-per-node")
-        if per_node:
-            gpus = per_node * a.get("--nnodes", 1)
-            notes.append(f"GPU count from torchrun: {per_node} per node × {a.get('--nnodes', 1)} "
-                         f"nodes = {gpus}")
-        elif a.get("--world-size"):
-            gpus = a["--world-size"]
-    gpus = _need(gpus, "--gpus", "the arguments do not state the GPU count (no torchrun "
-                                 "--nproc_per_node/--nnodes)")
-    hw = _hardware(opts, notes)
-
-    # model: --model wins; otherwise the shape flags
-    shape = _megatron_model(a, where)
-    if opts.model:
-        model = cli_model(opts.model)
-        if shape:
-            for flag, field_ in (("--num-layers", "layers"), ("--hidden-size", "hidden"),
-                                 ("--num-attention-heads", "heads")):
-                rules.append(make_rule(f"megatron-model-{field_}", a[flag] == getattr(model, field_),
-                                       f"{flag} {a[flag]}", f"= {getattr(model, field_)} "
-                                       f"({model.name})", f"the arguments' {field_} must match "
-                                       "--model", key=flag))
-    elif shape:
-        if shape["vocab"] is None:
-            raise InputError("--model", "the arguments give no --vocab-size (Megatron takes it "
-                                        "from the tokenizer); pass --model or add --vocab-size")
-        try:
-            model = ModelSpec.model_validate(shape)
-        except Exception as e:
-            raise InputError(f"{where}: model flags", validation_message(e)) from None
-    else:
-        raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
-                                    "--hidden-size, --num-attention-heads); pass --model")
-    seq = a.get("--seq-length") or opts.seq_len
-    seq = _need(seq, "--seq-len", "the arguments give no --seq-length")
+    found = Problems()   # every missing input at once
+    gpus = _gpus(a, opts, notes, found)
+    hw = found.run(_hardware, opts, notes)
+    model = found.run(_model, a, opts, where, rules)
+    seq = _need(found, a.get("--seq-length") or opts.seq_len, "--seq-len",
+                "the arguments give no --seq-length")
+    notes += _overrides(a, opts)
     mbs = a.get("--micro-batch-size")
     if mbs is None:
-        raise InputError(f"{where}: --micro-batch-size", "missing; Megatron-LM requires it")
+        found.add(f"{where}: --micro-batch-size", "missing; Megatron-LM requires it (or pass "
+                                                 "--micro-batch N)")
+    found.check()
 
     world_ok = gpus % (tp * pp * cp) == 0
     rules.append(make_rule("megatron-world-divisible", world_ok,
@@ -230,21 +202,61 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
         zero = {"no_shard": 0, "optim": 1, "optim_grads": 2,
                 "optim_grads_params": 3}.get(strategy or "optim_grads_params", 3)
     # Megatron keeps fp32 main gradients by default (DESIGN.md: 18 bytes/param with Adam).
-    precision = "mixed-fp32-grads" if (bf16 or fp16) else "fp32"
+    precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
                     schedule="interleaved" if interleaved else "1f1b", chunks=chunks, sp=sp,
                     recompute=gran or "none", recompute_layers=rec_layers,
                     precision=precision, optimizer=optimizer)
-    return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
-                  global_batch=gbs, keys=config_keys("megatron", layout),
-                  rules=rules, notes=notes)
+    return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
+               global_batch=gbs, keys=config_keys("megatron", layout),
+               rules=rules, notes=notes)
+
+
+def _gpus(a: dict, opts: CheckOptions, notes: list[str], found: Problems) -> int | None:
+    """--gpus, else torchrun's --nproc_per_node × --nnodes, else --world-size."""
+    gpus = opts.gpus
+    if gpus is None:
+        per_node = a.get("--nproc_per_node") or a.get("--nproc-per-node")
+        if per_node:
+            gpus = per_node * a.get("--nnodes", 1)
+            notes.append(f"GPU count from torchrun: {per_node} per node × {a.get('--nnodes', 1)} "
+                         f"nodes = {gpus}")
+        elif a.get("--world-size"):
+            gpus = a["--world-size"]
+    return _need(found, gpus, "--gpus", "the arguments do not state the GPU count (no torchrun "
+                                        "--nproc_per_node/--nnodes)")
+
+
+def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> ModelSpec:
+    """--model wins (with rules that the arguments' shape matches it); else the shape flags."""
+    shape = _megatron_model(a, where)
+    if opts.model:
+        model = cli_model(opts.model)
+        if shape:
+            for flag, field_ in (("--num-layers", "layers"), ("--hidden-size", "hidden"),
+                                 ("--num-attention-heads", "heads")):
+                rules.append(make_rule(f"megatron-model-{field_}", a[flag] == getattr(model, field_),
+                                       f"{flag} {a[flag]}", f"= {getattr(model, field_)} "
+                                       f"({model.name})", f"the arguments' {field_} must match "
+                                       "--model", key=flag))
+        return model
+    if not shape:
+        raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
+                                    "--hidden-size, --num-attention-heads); pass --model")
+    if shape["vocab"] is None:
+        raise InputError("--model", "the arguments give no --vocab-size (Megatron takes it "
+                                    "from the tokenizer); pass --model or add --vocab-size")
+    try:
+        return ModelSpec.model_validate(shape)
+    except Exception as e:
+        raise InputError(f"{where}: model flags", validation_message(e)) from None
 
 
 # ---- writer -----------------------------------------------------------------------------------
 
 
-def to_megatron(inp: Inputs) -> Export:
+def to_megatron(inp: Job) -> Export:
     """A torchrun launch fragment with Megatron-LM's flags (§2.1), obeying validate_args (§2.2)."""
     _refuse_for_megatron(inp.layout, inp.model)
     notes: list[str] = []
@@ -270,7 +282,7 @@ def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
         raise _unsupported("megatron", "ALiBi position embeddings")
 
 
-def _parallel_flags(inp: Inputs, stage_layers: tuple[int, int, int],
+def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
                     notes: list[str]) -> list[tuple[str, object]]:
     """TP, PP (interleaved or uneven stages), SP, CP and the experts' flags."""
     lay, mod = inp.layout, inp.model
@@ -308,7 +320,7 @@ def _parallel_flags(inp: Inputs, stage_layers: tuple[int, int, int],
     return a
 
 
-def _model_flags(inp: Inputs) -> list[tuple[str, object]]:
+def _model_flags(inp: Job) -> list[tuple[str, object]]:
     """Batch, sequence and the architecture (GQA, SwiGLU, norm, positions, biases, dropout)."""
     lay, mod = inp.layout, inp.model
     a: list[tuple[str, object]] = [
@@ -369,7 +381,7 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
     return a
 
 
-def _launch_script(inp: Inputs, a: list[tuple[str, object]], gas: int) -> str:
+def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
     """The torchrun command over the nodes, one flag a line."""
     lay, mod, hw = inp.layout, inp.model, inp.hardware
     node = hw.scale_up.gpus_per_node

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..inputs.parse import bounded_int
+from ..specs.job import CheckOptions
 from ..validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 
 
@@ -132,3 +133,37 @@ def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
         fields.update(experts=a["--num-experts"], experts_per_token=a.get("--moe-router-topk", 2),
                       expert_ffn=a.get("--moe-ffn-hidden-size"))
     return fields
+
+
+# check's options → the arguments they replace (recompute: Megatron's own spellings).
+_RECOMPUTE_ARGS = {"none": {}, "selective": {"--recompute-granularity": "selective"},
+                   "full": {"--recompute-granularity": "full", "--recompute-method": "uniform",
+                            "--recompute-num-layers": 1}}
+_RECOMPUTE_KEYS = ("--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+                   "--recompute-activations")
+
+
+def _overrides(a: dict, opts: CheckOptions) -> list[str]:
+    """Replace the arguments check's flags state (the flag wins); a note for each."""
+    notes = []
+    for flag, arg, value in (("--micro-batch", "--micro-batch-size", opts.micro_batch),
+                             ("--global-batch", "--global-batch-size", opts.global_batch)):
+        if value is not None:
+            if a.get(arg) not in (None, value):
+                notes.append(f"{flag} {value} overrides {arg} {a[arg]} (the flag wins)")
+            a[arg] = value
+    if opts.recompute is not None:
+        was = a.get("--recompute-granularity") or ("selective" if a.get("--recompute-activations")
+                                                   else "none")
+        if was != opts.recompute:
+            notes.append(f"--recompute {opts.recompute} overrides the arguments' {was} "
+                         "recompute (the flag wins)")
+        for k in _RECOMPUTE_KEYS:
+            a.pop(k, None)
+        a.update(_RECOMPUTE_ARGS[opts.recompute])
+    if opts.precision is not None:
+        was = "mixed" if (a.get("--bf16") or a.get("--fp16")) else "fp32"
+        if opts.precision != was and not (was == "mixed" and opts.precision == "mixed-fp32-grads"):
+            notes.append(f"--precision {opts.precision} overrides the arguments' {was} "
+                         "(the flag wins)")
+    return notes

@@ -12,10 +12,11 @@ import re
 from typing import Any
 
 from ..validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
-from ..errors import InputError
-from ..specs.job import CheckOptions, Inputs
+from ..errors import InputError, Problems
+from ..specs.job import CheckOptions, Job
 from ..specs.layout import Layout
 from ..rules import config_keys
+from ..specs.model import ModelSpec
 from ..verdict import GateRule, make_rule
 from .common import (Export, _Obj, _accumulation, _bf16, _hardware, _need, _sharding,
                      _stage_layers, _unsupported, cli_model)
@@ -31,27 +32,20 @@ TITAN_MULTI = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzero
 TITAN_AC = {"none": "none", "selective": "selective", "full": "full", "memory_budget": "selective"}
 
 
-def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
+def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     """A torchtitan v0.2.x job TOML, with parallel_dims / train.py / parallelize rules (§3.1)."""
-    o = _Obj(where, data)
     notes: list[str] = []
     rules: list[GateRule] = []
+    data = _overridden(data, opts, notes) if isinstance(data, dict) else data
+    o = _Obj(where, data)
     par, tr, ac, mo = o.sub("parallelism"), o.sub("training"), o.sub("activation_checkpoint"), \
         o.sub("model")
-    gpus = _need(opts.gpus, "--gpus", "a torchtitan config does not state the GPU count "
-                                      "(WORLD_SIZE)")
-    hw = _hardware(opts, notes)
-    if opts.model:
-        model = cli_model(opts.model)
-    else:
-        name, flavor = (mo.str("name") or "").lower(), (mo.str("flavor") or "").lower()
-        preset = TITAN_FLAVORS.get((name, flavor))
-        if preset is None:
-            raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
-                                        "known shape; pass --model")
-        from ..specs.presets import get_preset
-        model = get_preset(preset)
-        notes.append(f"[model] {name} {flavor} read as the {preset} preset")
+    found = Problems()   # every missing input at once
+    gpus = _need(found, opts.gpus, "--gpus", "a torchtitan config does not state the GPU count "
+                                             "(WORLD_SIZE)")
+    hw = found.run(_hardware, opts, notes)
+    model = found.run(_model, mo, opts, notes)
+    found.check()
     rep = par.int("data_parallel_replicate_degree", 1)
     shard = par.int("data_parallel_shard_degree", -1, low=-1)
     if shard == 0 or shard < -1:
@@ -154,7 +148,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
     else:
         zero = 0
     mp = tr.str("mixed_precision_param", "bfloat16")
-    precision = "fp32" if mp == "float32" else "mixed"
+    precision = opts.precision or ("fp32" if mp == "float32" else "mixed")
     offload = "cpu" if tr.bool("enable_cpu_offload") else "none"
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
                     shard_group=shard if (rep > 1 and shard > 1) else None, micro_batch=micro,
@@ -162,9 +156,48 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
                     offload_optimizer=offload if zero else "none",
                     offload_params=offload if zero >= 3 else "none", precision=precision,
                     optimizer="adamw")
-    return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
-                  global_batch=gbs, keys=config_keys("torchtitan", layout),
-                  rules=rules, notes=notes)
+    return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
+               global_batch=gbs, keys=config_keys("torchtitan", layout),
+               rules=rules, notes=notes)
+
+
+def _model(mo: _Obj, opts: CheckOptions, notes: list[str]) -> ModelSpec:
+    """--model wins; else [model] name and flavor as torchtitan's llama3 presets."""
+    if opts.model:
+        return cli_model(opts.model)
+    name, flavor = (mo.str("name") or "").lower(), (mo.str("flavor") or "").lower()
+    preset = TITAN_FLAVORS.get((name, flavor))
+    if preset is None:
+        raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
+                                    "known shape; pass --model")
+    from ..specs.presets import get_preset
+    notes.append(f"[model] {name} {flavor} read as the {preset} preset")
+    return get_preset(preset)
+
+
+def _overridden(data: dict, opts: CheckOptions, notes: list[str]) -> dict:
+    """The job TOML with check's flags in place of its keys (the flag wins; a note for each):
+    --micro-batch is the pipeline micro-batch under PP, else training.local_batch_size."""
+    pp = (data.get("parallelism") or {}).get("pipeline_parallel_degree", 1) \
+        if isinstance(data.get("parallelism"), dict) else 1
+    moves = (("--micro-batch", opts.micro_batch, "parallelism" if pp != 1 else "training",
+              "pipeline_parallel_microbatch_size" if pp != 1 else "local_batch_size"),
+             ("--global-batch", opts.global_batch, "training", "global_batch_size"),
+             ("--recompute", opts.recompute, "activation_checkpoint", "mode"))
+    out = dict(data)
+    for flag, value, table, key in moves:
+        if value is None:
+            continue
+        section = dict(out.get(table) or {}) if isinstance(out.get(table) or {}, dict) else {}
+        was = section.get(key)
+        notes.append(f"{flag} {value} " + (f"overrides {table}.{key} = {was} (the flag wins)"
+                                           if was not in (None, value) else f"sets {table}.{key}"))
+        section[key] = value
+        out[table] = section
+    if opts.precision is not None:
+        notes.append(f"--precision {opts.precision} replaces training.mixed_precision_param "
+                     "(the flag wins)")
+    return out
 
 
 # ---- writer -----------------------------------------------------------------------------------
@@ -187,7 +220,7 @@ def _toml_value(v) -> str:
     return json.dumps(str(v))
 
 
-def to_torchtitan(inp: Inputs) -> Export:
+def to_torchtitan(inp: Job) -> Export:
     """torchtitan v0.2.x job TOML (§3), consistent with parallel_dims / train.py rules (§3.1)."""
     lay, mod = inp.layout, inp.model
     gas = _accumulation(inp)

@@ -8,6 +8,10 @@ where a file is meant is refused without ever blocking (and without a check-then
 at most ``max_bytes + 1`` bytes are read; binary and non-UTF-8 content is refused. Parsing is
 bounded in ``inputs.parse``. Every problem is one ``InputError`` naming the option (when the
 path came from one) and then the path: ``--model-config: 16: file not found; ...``.
+
+``-`` is standard input for every option that takes a file (``check -``, ``--model-config -``,
+``--from-plan -``, ``--hardware-file -``), read with the same bounds; it can be read once per
+run, so a second ``-`` is refused rather than read as empty.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -102,11 +107,37 @@ def _open_regular(path: str, what: str, option: Optional[str],
     return path, fd, st
 
 
+STDIN = "-"
+_stdin_used: list[str] = []   # who read standard input in this process (it can be read once)
+
+
+def _read_stdin(what: str, option: Optional[str], max_bytes: int) -> tuple[str, bytes]:
+    """(``-``, bytes) of standard input, bounded like a file; a second reading is refused."""
+    if _stdin_used:
+        raise _error(option, STDIN, f"standard input was already read for {_stdin_used[0]}; "
+                                    f"give a file path for the {what}")
+    _stdin_used.append(option or "the file argument")
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise _error(option, STDIN, f"no standard input to read; expected a {what}")
+    try:
+        raw = stream.read(max_bytes + 1)
+    except (OSError, ValueError) as e:   # closed, or not readable here (a captured test run)
+        raise _error(option, STDIN, f"cannot read standard input ({e}); expected a {what}") from None
+    if len(raw) > max_bytes:
+        raise _error(option, STDIN, f"more than {max_bytes:,} bytes on standard input; a {what} "
+                                    "must be smaller")
+    return STDIN, raw
+
+
 def read_bytes(path: str | Path, *, what: str, option: Optional[str] = None,
                dir_file: Optional[str] = None,
                max_bytes: int = MAX_FILE_BYTES) -> tuple[str, bytes]:
     """(path read, bytes) of a regular file of at most ``max_bytes`` bytes, refused before
-    reading when its size says so (and when it grows past the limit while being read)."""
+    reading when its size says so (and when it grows past the limit while being read);
+    ``-`` reads standard input."""
+    if str(path) == STDIN:
+        return _read_stdin(what, option, max_bytes)
     opened, fd, st = _open_regular(str(path), what, option, dir_file)
     limit = f"{max_bytes / 1e6:g} MB" if max_bytes % 2**20 else f"{max_bytes // 2**20} MiB"
     if st.st_size > max_bytes:

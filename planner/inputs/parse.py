@@ -47,6 +47,14 @@ class YamlSyntax(Exception):
     """PyYAML could not read the text; the message is " at line L column C: problem"."""
 
 
+class YamlWord(str):
+    """A YAML 1.1 boolean word (yes / no / on / off) kept as written: a string where a string is
+    meant (a plan named ``off``), a bool where a bool is meant (specs.plan converts it)."""
+
+    def as_bool(self) -> bool:
+        return self.lower() in ("yes", "on")
+
+
 class _Bad:
     """A number that broke a bound, kept in the parsed data so the walk can name its key."""
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from .parse import MAX_ALIASES, MAX_DEPTH, MAX_NODES, Refused, YamlSyntax, _Bad, int_bound_reason
+from .parse import (MAX_ALIASES, MAX_DEPTH, MAX_NODES, Refused, YamlSyntax, YamlWord, _Bad,
+                    int_bound_reason)
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -58,6 +59,14 @@ class _BoundedLoader(yaml.SafeLoader):
                                                node.start_mark.line + 1)
 
 
+def _construct_bool(loader: "_BoundedLoader", node: Any) -> Any:
+    """true / false are booleans (YAML 1.2); the 1.1 words stay YamlWord until a schema says."""
+    if node.value.lower() in ("true", "false"):
+        return node.value.lower() == "true"
+    return YamlWord(node.value)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..estimation import Estimate
 from .document import Document, Table
-from .units import capacity, count, gb, ms, pct
+from .units import capacity, count, gb, ms, pct, rule_cells, size
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -103,11 +103,11 @@ def time_tables(e: Estimate) -> list[Table]:
     return tables
 
 
-def resilience_table(plan) -> Table:
+def resilience_table(plan, gib: bool = False) -> Table:
     """Checkpoint and failure planning for the layout (planner.resilience.ResiliencePlan)."""
     o, w, f = plan.optimum, plan.write, plan.failures
-    rows = [["checkpoint size", f"{plan.contents.total_bytes / 1e12:.2f} TB "
-             f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
+    rows = [["checkpoint size", f"{size(plan.contents.total_bytes, True, gib=gib)} "
+             f"({size(plan.contents.busiest_rank_bytes, gib=gib)} on the busiest rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
             ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
              + ("given" if f.source == "job" else f"per-GPU MTBF {f.component_mtbf_s / 3600:,.0f} h")
@@ -127,9 +127,10 @@ def resilience_table(plan) -> Table:
     return Table("Checkpoints and failures", ["quantity", "value"], rows)
 
 
-def rules_table(e: Estimate) -> Table:
+def rules_table(e: Estimate, gib: bool = False) -> Table:
     return Table("Rules", ["rule", "status", "measured", "limit"],
-                 [[r.name, r.status, r.measured, r.limit] for r in e.rules])
+                 [[r.name, r.status, *rule_cells(r.name, r.measured, r.limit, e.peak_memory_bytes,
+                                                 e.usable_memory_bytes, gib)] for r in e.rules])
 
 
 def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
@@ -139,7 +140,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     tables = memory_tables(e, gib)
     if view == "estimate":
         tables += time_tables(e)
-    tables.append(rules_table(e))
+    tables.append(rules_table(e, gib))
     failed = [r for r in e.rules if r.status == "fail"]
     verdict = verdict_line(e, gib)
     if view == "estimate":
@@ -151,6 +152,10 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     data["fits"] = e.fits
     data["ok"] = not failed
     notes = list(e.notes) + (extra_notes or [])
+    if gib:   # the budget's reserves in GiB too
+        from ..estimation import budget_note
+        notes = [budget_note(e.budget, gib=True) if n == budget_note(e.budget) else n
+                 for n in notes]
     if e.model_inferred:
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
     data["notes"] = notes

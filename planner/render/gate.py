@@ -12,7 +12,7 @@ import json
 
 from ..verdict import FileVerdict, Verdict
 from .document import Document, Table, _clean, render_markdown
-from .units import count, duration, gb, pct
+from .units import count, duration, gb, pct, rule_cells
 
 STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
@@ -23,12 +23,23 @@ def _where(r) -> str:
     return f"{r.key}:{r.line}" if r.line else r.key
 
 
-def file_document(v: FileVerdict) -> Document:
+def fix_line(v: FileVerdict) -> str:
+    """The cheapest fix of a failing file, as one line ("" when there is none)."""
+    if v.fix is None:
+        return ""
+    return f"Cheapest fix ({v.fix.kind}): {v.fix.summary}"
+
+
+def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -> Document:
+    """One file's verdict as a document; given the terminal's ``width``, a rules table that
+    would not fit in five columns is printed as one sentence per rule."""
     if v.error:
         return Document(command="check", title=f"{v.file}: bad input", verdict=f"ERROR: {v.error}",
                         ok=False)
     s = v.summary
     lay = s.get("layout", {})
+    peak, usable = s.get("peak_memory_bytes", 0), s.get("usable_memory_bytes", 0)
+    unit = "GiB" if gib else "GB"
     facts = [["model", f"{s.get('model')} ({count(s.get('params', 0))} params)"],
              ["hardware", f"{s.get('hardware')} × {s.get('gpus')} GPUs"],
              ["layout", f"TP {lay.get('tp')} · PP {lay.get('pp')} · DP {lay.get('dp')} · "
@@ -39,11 +50,19 @@ def file_document(v: FileVerdict) -> Document:
                         f"recompute {lay.get('recompute')} · {lay.get('precision')}"],
              ["batch", f"{s.get('global_batch')} × {s.get('seq_len')} tokens, "
                        f"{s.get('accumulation', 0):g} micro-batches per step"],
-             ["peak memory", f"{gb(s.get('peak_memory_bytes', 0))} GB ({s.get('peak_stage')}) "
-                             f"of {gb(s.get('usable_memory_bytes', 0))} GB usable"],
+             ["peak memory", f"{gb(peak, gib=gib)} {unit} ({s.get('peak_stage')}) "
+                             f"of {gb(usable, gib=gib)} {unit} usable"],
              ["step time", f"{duration(s.get('step_time_s', 0))}, MFU {pct(s.get('mfu', 0))}, "
                            f"bubble {pct(s.get('bubble_fraction', 0))}"]]
-    rows = [[STATUS[r.status], r.name, r.measured, r.limit, _where(r)] for r in v.rules]
+    rows = [[STATUS[r.status], r.name, *rule_cells(r.name, r.measured, r.limit, peak, usable, gib),
+             _where(r)] for r in v.rules]
+    columns = ["status", "rule", "measured", "limit", "key:line"]
+    natural = _natural_width(columns, rows)
+    if width is not None and natural > width:
+        # narrower than five columns need: one sentence per rule, which wraps at its words
+        columns = ["status", "rule: measured (limit) at key:line"]
+        rows = [[st, f"{name}: {m} (limit {lim})" + (f" at {where}" if where else "")]
+                for st, name, m, lim, where in rows]
     failed = [r.name for r in v.rules if r.status == "fail"]
     warned = [r.name for r in v.rules if r.status == "warn"]
     c = v.counts
@@ -54,17 +73,23 @@ def file_document(v: FileVerdict) -> Document:
                                                           f"{', '.join(warned)}" if warned else "")
     return Document(command="check", title=f"dtplan check: {v.file} ({v.kind})",
                     tables=[Table("Plan", ["", ""], facts),
-                            Table("Rules", ["status", "rule", "measured", "limit", "key:line"],
-                                  rows)],
-                    notes=v.notes, verdict=verdict, ok=v.ok)
+                            Table("Rules", columns, rows)],
+                    notes=v.notes + ([fix_line(v)] if v.fix else []), verdict=verdict, ok=v.ok)
 
 
-def render_markdown_verdict(verdict: Verdict) -> str:
+def render_markdown_verdict(verdict: Verdict, gib: bool = False) -> str:
     parts = []
     for v in verdict.files:
-        doc = file_document(v)
+        doc = file_document(v, gib=gib)
         parts.append(render_markdown(doc, heading="##"))
+    if verdict.skipped:
+        parts.append(skipped_line(verdict))
     return "\n".join(parts)
+
+
+def skipped_line(verdict: Verdict) -> str:
+    """The files under a directory argument that were not checked, as one line."""
+    return f"Skipped (neither a plan nor an engine config): {', '.join(verdict.skipped)}"
 
 
 def render_json_verdict(verdict: Verdict) -> str:
@@ -102,7 +127,15 @@ def render_github(verdict: Verdict) -> str:
             props.append(f"title={_escape_prop('dtplan ' + r.name)}")
             msg = f"{r.name}: {r.measured} (limit {r.limit}) — {r.message}"
             out.append(f"::{level} {','.join(props)}::{_escape_data(msg)}")
+        if v.fix is not None:
+            out.append(f"::notice file={_escape_prop(v.file)},title=dtplan cheapest fix::"
+                       f"{_escape_data(v.fix.summary)}")
     n_fail = sum(1 for v in verdict.files if not v.ok)
     out.append(f"dtplan check: {len(verdict.files) - n_fail} of {len(verdict.files)} file(s) "
                f"passed{' (strict)' if verdict.strict else ''}")
     return "\n".join(out)
+
+
+def _natural_width(columns: list[str], rows: list[list[str]]) -> int:
+    """Characters a table needs unwrapped: its widest cell per column, one space between."""
+    return sum(max(len(str(x)) for x in col) for col in zip(columns, *rows)) + len(columns)

@@ -10,6 +10,13 @@ def gb(n_bytes: float, digits: int = 2, *, gib: bool = False) -> str:
     return f"{n_bytes / (GIB if gib else GB):,.{digits}f}"
 
 
+def size(n_bytes: float, big: bool = False, *, gib: bool = False) -> str:
+    """Bytes with their unit: GB (or GiB), TB (or TiB) with `big`, two decimals."""
+    unit, scale = (("TiB", 2.0 ** 40) if gib else ("TB", 1e12)) if big else \
+        (("GiB", GIB) if gib else ("GB", GB))
+    return f"{n_bytes / scale:,.2f} {unit}"
+
+
 def capacity(n_bytes: float, *, gib: bool = False) -> str:
     """A GPU's memory as the vendor states it, with the other unit beside: HBM sizes are whole
     GiB ("80 GB" on an H100 datasheet is 80 GiB = 85.9e9 bytes), so "80 GiB (85.9 GB)";
@@ -46,3 +53,12 @@ def duration(seconds: float) -> str:
     if seconds < 3 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def rule_cells(name: str, measured: str, limit: str, peak: float, usable: float,
+               gib: bool) -> tuple[str, str]:
+    """(measured, limit) of a rule as shown: the memory rule's in GiB under ``--gib`` (its text
+    is in GB, from the same two byte counts)."""
+    if not gib or name != "fits-in-memory":
+        return measured, limit
+    return f"{gb(peak, gib=True)} GiB", f"≤ {gb(usable, gib=True)} GiB"

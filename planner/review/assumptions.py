@@ -10,7 +10,7 @@ from ..engine.memory import optimizer_bytes_per_param
 from ..render.document import Table
 from ..render.units import capacity
 from ..specs.hardware import HardwareProfile
-from ..specs.job import Inputs
+from ..specs.job import Job
 from ..timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 
@@ -50,7 +50,7 @@ def hardware_rows(hw: HardwareProfile) -> list[list[str]]:
             ["storage", f"write {_gbs(st.write_bytes_per_s)}, read {_gbs(st.read_bytes_per_s)}"]]
 
 
-def job_rows(inp: Inputs) -> list[list[str]]:
+def job_rows(inp: Job) -> list[list[str]]:
     """Model, parameter count, GPUs, sequence length and global batch."""
     mod = inp.model
     return [["model", mod.describe()],
@@ -72,7 +72,7 @@ def failure_rows() -> list[list[str]]:
              f"{DEFAULT_WARMUP_S / 60:g} min, plus reloading the checkpoint"]]
 
 
-def assumption_tables(inp: Inputs, budget: Any) -> list[Table]:
+def assumption_tables(inp: Job, budget: Any) -> list[Table]:
     """Every input and constant the estimate used, as the review's first section's tables."""
     lay = inp.layout
     w, gr, k = optimizer_bytes_per_param(lay.precision, lay.optimizer)

@@ -23,14 +23,14 @@ from ..render.document import Table
 from ..render.units import capacity
 from .assumptions import assumption_tables
 from .doc import SECTIONS, Section
-from ..specs.job import Inputs
+from ..specs.job import Job
 
 
 @dataclass
 class ReviewContext:
     """What every section reads: the resolved input, its estimate and the search around it."""
 
-    inp: Inputs
+    inp: Job
     source: str
     budget: Any                    # specs.budget.MemoryBudget
     outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
@@ -142,7 +142,7 @@ def batch_section(ctx: ReviewContext) -> Section:
     return Section(SECTIONS[5], text)
 
 
-def _plan_gpu_mtbf_s(inp: Inputs) -> Optional[float]:
+def _plan_gpu_mtbf_s(inp: Job) -> Optional[float]:
     """The per-GPU MTBF the plan's checkpoint section states, in seconds (a node's or the job's
     MTBF scaled to one GPU), or None."""
     c = inp.checkpoint
@@ -223,7 +223,7 @@ def scaling_counts(gpus: int, node: int) -> list[int]:
     return sorted(out)
 
 
-def _best_at(inp: Inputs, budget: Any, counts: list[int]) -> list[dict]:
+def _best_at(inp: Job, budget: Any, counts: list[int]) -> list[dict]:
     """The search's best layout at each GPU count (same model, batch, precision, optimizer)."""
     from ..api import _short, fit
     rows = []

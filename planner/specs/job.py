@@ -1,6 +1,7 @@
 """A job with every reference resolved (model, hardware, layout, batch, thresholds, checkpoint),
-whichever input it came from: a plan file or an engine config; and the command-line facts an
-engine config cannot state."""
+whichever input it came from — command-line flags, a plan file or an engine config — built by
+the one resolver (``planner.inputs.resolve``); and the command-line facts and overrides `check`
+applies to a file (``CheckOptions``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from .model import ModelSpec
 
 
 @dataclass
-class Inputs:
-    """A plan with every reference resolved: what ``estimate`` needs plus the gate's extras."""
+class Job:
+    """A job with every reference resolved: what ``estimate`` needs plus the gate's extras."""
 
     model: ModelSpec
     hardware: HardwareProfile
@@ -33,9 +34,11 @@ class Inputs:
     notes: list[str] = field(default_factory=list)
 
 
+
 @dataclass
 class CheckOptions:
-    """Command-line facts an engine config cannot state (and engine selection)."""
+    """Command-line facts an engine config cannot state (and engine selection), and the
+    overrides of a file's own batch / recompute / precision keys (the flag wins)."""
 
     engine: str | None = None          # deepspeed | megatron | torchtitan | plan | None (detect)
     gpus: int | None = None
@@ -45,3 +48,7 @@ class CheckOptions:
     tp: int | None = None
     pp: int | None = None
     strict: bool = False
+    micro_batch: int | None = None     # --micro-batch
+    global_batch: int | None = None    # --global-batch (sequences per optimizer step)
+    recompute: str | None = None       # --recompute none | selective | full
+    precision: str | None = None       # --precision

@@ -4,17 +4,33 @@ against it; ``dtplan schema`` prints its JSON Schema)."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from .. import validate as v
+from ..inputs.parse import YamlWord
 from .layout import KNOBS
+
+
+def _is_bool(f: Any) -> bool:
+    ann = getattr(f, "annotation", None)
+    return ann is bool or bool in getattr(ann, "__args__", ())
 
 
 class _Strict(BaseModel):
     # strict: "8" is not an int and true is not 1; NaN/inf are refused everywhere.
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_words(cls, data: Any) -> Any:
+        """YAML 1.1's yes / no / on / off are a bool only in a bool field (``sp: on``); in a
+        string field they are the text as written (``name: off``)."""
+        if not isinstance(data, dict):
+            return data
+        return {k: x.as_bool() if isinstance(x, YamlWord) and _is_bool(cls.model_fields.get(k))
+                else x for k, x in data.items()}
 
 
 class ModelSection(_Strict):

@@ -1,14 +1,26 @@
-"""From what a user typed (a preset, a config.json, a bare count, architecture flags, a profile
-name or file, overrides) to a ModelSpec and a HardwareProfile."""
+"""The one resolver: what a user said — command-line flags, a plan file's sections, an engine
+config — to one ``specs.job.Job`` (model, hardware, GPUs, layout, batch). Every command goes
+through it, so a missing or invalid input is reported the same way whichever input it came
+from, and all of them in one message (``errors.Problems``: one line per field, exit 2).
+
+- flags: ``Flags`` (the model, hardware, batch and framework options every job command shares;
+  ``resolve_model`` / ``resolve_hardware`` / ``resolve_batch`` below);
+- plan sections: ``resolve_plan`` (``inputs.sections``);
+- engine configs and plan files by path: ``resolve_file`` (detection, then the engine's reader in
+  ``planner.engines``, with the check command's overrides applied to the file's own keys).
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
 
-from . import validate as v
-from .errors import InputError, validation_message
-from .specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
-from .specs.model import ModelSpec, model_from_params
+from .. import validate as v
+from ..errors import InputError, Problems, validation_message
+from ..specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
+from ..specs.job import CheckOptions, Job
+from ..specs.model import ModelSpec, model_from_params
+from .sections import resolve_plan  # noqa: F401  (plan sections → Job, re-exported here)
 
 # When the user gives no batch: 4M tokens per step (the Llama/GPT-3 class), sequence 4096.
 DEFAULT_SEQ_LEN = 4096
@@ -50,10 +62,10 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
                          "--params N or the architecture flags (--layers --hidden --heads ...)"
                          + (f"; got {', '.join(sources)}" if sources else ""))
     if model is not None:
-        from .specs.presets import get_preset
+        from ..specs.presets import get_preset
         return get_preset(model)
     if model_config is not None:
-        from .hf_config import load_hf_config
+        from ..hf_config import load_hf_config
         return load_hf_config(model_config, option="--model-config")
     if params is not None:
         return model_from_params(v.positive("--params", params, upper=v.MAX_PARAMS))
@@ -128,7 +140,7 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
     n = sequences_for_tokens(tokens, s)
     why = "a multiple of a power of two, so that data-parallel degrees divide it"
     if gpus is not None:
-        from .engine.batch import dp_friendly_batch
+        from ..engine.batch import dp_friendly_batch
         m = dp_friendly_batch(tokens / s, gpus)
         if m != n:
             n, why = m, f"the nearest that the most data-parallel degrees of {gpus} GPUs divide"
@@ -138,3 +150,129 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
         note = (f"No batch given: the default {n * s:,} tokens per step ({n} sequences of {s}"
                 + (f"; {why}" if n * s != tokens else "") + ")")
     return s, n, note
+
+
+# ---- flags ------------------------------------------------------------------------------------
+
+_MODEL_FLAGS = ("model", "model_config", "params", "layers", "hidden", "heads", "kv_heads", "ffn",
+                "vocab", "mlp")
+
+
+@dataclass
+class Flags:
+    """What the user typed about the model, the hardware, the batch and the framework (the
+    options every job command shares, ``cli.common.JOB_OPTIONS``). The first question asked of
+    it resolves every part at once, so all bad or missing options come in one message."""
+
+    model: Optional[str] = None
+    model_config: Optional[str] = None
+    params: Optional[str] = None
+    layers: Optional[int] = None
+    hidden: Optional[int] = None
+    heads: Optional[int] = None
+    kv_heads: Optional[int] = None
+    ffn: Optional[int] = None
+    vocab: Optional[int] = None
+    mlp: Optional[str] = None
+    dropout: Optional[bool] = None
+    hardware: Optional[str] = None
+    hardware_file: Optional[str] = None
+    gpus_per_node: Optional[int] = None
+    gpu_memory_gb: Optional[float] = None
+    nic_gbit: Optional[float] = None
+    seq_len: Optional[int] = None
+    global_batch: Optional[int] = None
+    tokens_per_batch: Optional[str] = None
+    framework: Optional[str] = None
+    _parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.framework is not None:   # select it now: every estimate below follows it
+            from ..specs.framework import use_framework
+            use_framework(self.framework)
+
+    def _resolve(self, want_model: bool) -> None:
+        """Model (when wanted or any model option was given), hardware and batch, each once;
+        every InputError of the parts resolved here is raised together."""
+        found = Problems()
+        todo = {"hardware": self._hardware, "batch": lambda: self._batch(None)}
+        if want_model or any(getattr(self, n) is not None for n in _MODEL_FLAGS):
+            todo = {"model": self._model, **todo}
+        for part, make in todo.items():
+            if part not in self._parts:
+                value = found.run(make)
+                if value is not None:
+                    self._parts[part] = value
+        found.check()
+
+    def _model(self) -> ModelSpec:
+        from ..validate import parse_number
+        params = parse_number("--params", self.params) if self.params is not None else None
+        return resolve_model(model=self.model, model_config=self.model_config, params=params,
+                             layers=self.layers, hidden=self.hidden, heads=self.heads,
+                             kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab, mlp=self.mlp,
+                             dropout=self.dropout)
+
+    def _hardware(self) -> HardwareProfile:
+        return resolve_hardware(hardware=self.hardware, hardware_file=self.hardware_file,
+                                gpus_per_node=self.gpus_per_node, gpu_memory_gb=self.gpu_memory_gb,
+                                nic_gbit_per_gpu=self.nic_gbit)
+
+    def _batch(self, gpus: Optional[int]) -> tuple[int, int, str]:
+        from ..validate import parse_number
+        tpb = (parse_number("--tokens-per-batch", self.tokens_per_batch)
+               if self.tokens_per_batch else None)
+        return resolve_batch(seq_len=self.seq_len, global_batch=self.global_batch,
+                             tokens_per_batch=tpb, gpus=gpus)
+
+    def model_spec(self) -> ModelSpec:
+        self._resolve(want_model=True)
+        return self._parts["model"]
+
+    def hardware_profile(self) -> HardwareProfile:
+        self._resolve(want_model=False)
+        return self._parts["hardware"]
+
+    def batch(self, gpus: Optional[int] = None) -> tuple[int, int, str]:
+        """(seq, global batch, note); with `gpus`, a token budget rounds to a batch the data-
+        parallel degrees of that GPU count divide."""
+        self._resolve(want_model=False)
+        return self._parts["batch"] if gpus is None else self._batch(gpus)
+
+    def given(self) -> list[str]:
+        """The options the user typed, spelled as on the command line."""
+        return ["--" + f.name.replace("_", "-") for f in fields(self)
+                if f.init and getattr(self, f.name) is not None]
+
+
+# ---- files: a plan or an engine config ----------------------------------------------------------
+
+def resolve_file(path: str, opts: CheckOptions,
+                 hardware: HardwareProfile | None = None) -> tuple[Job, str, str]:
+    """(Job, the file's text, its kind) for a plan file or an engine config (DeepSpeed JSON,
+    Megatron-LM arguments, torchtitan TOML), with ``opts`` supplying what the file cannot state
+    and overriding its batch / recompute / precision keys; ``hardware`` (a profile already
+    loaded, e.g. a calibrated one) replaces the file's."""
+    from pathlib import Path
+
+    from .. import engines as ec
+    from ..plan import validate_plan
+    from ..specs.hardware import load_hardware
+
+    where = str(path)
+    text, fmt, data = ec.load_any(path, opts.engine)
+    kind = opts.engine or ec.detect(where, fmt, data, text)
+    if kind != "plan":
+        job = ec.read_engine(kind, where, text, data, opts)
+        if hardware is not None:
+            job.hardware = hardware
+        return job, text, kind
+    plan = validate_plan(data, where)
+    found = Problems()
+    model = found.run(ec.cli_model, opts.model) if opts.model else None
+    if hardware is None and opts.hardware:
+        hardware = found.run(load_hardware, opts.hardware)
+    found.check()
+    job = resolve_plan(plan, Path(path).parent, where, model=model, hardware=hardware,
+                       overrides=opts)
+    return job, text, kind

@@ -34,7 +34,7 @@ def evaluate_cmd(
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
     gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
-                                                   help="per-GPU MTBF (default 50,700 h, Llama 3)"),
+                                                   help="per-GPU MTBF (default 50,677 h, Llama 3)"),
     job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
                                                    help="job mean time between interruptions"),
     async_ckpt: bool = typer.Option(False, "--async-checkpoint", help="asynchronous checkpoints"),

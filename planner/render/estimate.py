@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..estimation import Estimate
 from .document import Document, Table
-from .units import capacity, count, gb, ms, pct
+from .units import capacity, count, gb, hours, ms, pct
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -101,7 +101,7 @@ def resilience_table(plan) -> Table:
              f"({plan.contents.busiest_rank_bytes / 1e9:.2f} GB on the busiest rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
             ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
-             + ("given" if f.source == "job" else f"per-GPU MTBF {f.component_mtbf_s / 3600:,.0f} h")
+             + ("given" if f.source == "job" else f"per-GPU MTBF {hours(f.component_mtbf_s)}")
              + ")"],
             ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
             ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],

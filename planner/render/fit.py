@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..api import FitResult
+from ..api import DEFAULT_GPU_MTBF_S, FitResult
 from .document import Document, Table
 from .estimate import memory_tables, time_tables
-from .units import count, gb, pct
+from .units import count, gb, hours, pct
 
 
 def _rc(lay) -> str:
@@ -112,8 +112,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
               f"{count(r.global_batch * r.seq_len)} tokens per step",
               "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "
               "(dtplan estimate shows each); measure the first steps.",
-              "Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of 50,700 h (Llama 3's "
-              "419 interruptions in 54 days on 16,384 GPUs) and the profile's storage bandwidth; "
+              f"Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of "
+              f"{hours(DEFAULT_GPU_MTBF_S)} (Llama 3's 419 interruptions in 54 days on 16,384 GPUs) "
+              "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band / uncalibrated note
         notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]

@@ -84,7 +84,9 @@ def evaluate_cmd(
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")
     notes = [x for x in (batch_note, auto_note) if x]
-    doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes)
+    from ..batch_advice import advise_estimate_result
+    advice = advise_estimate_result(e, spec, prof, budget) if view == "estimate" else None
+    doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes, batch_advice=advice)
     if view == "estimate":
         from ..api import resilience_for
         from ..render.estimate import resilience_table

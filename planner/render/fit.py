@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..api import DEFAULT_GPU_MTBF_S, FitResult
 from .document import Document, Table
-from .estimate import memory_tables, time_tables
+from .json_out import layout_text
+from .estimate import batch_advice_note, memory_tables, time_tables
 from .units import count, gb, hours, pct
 
 
@@ -80,7 +81,9 @@ LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb mic
           "--wide shows every column")
 
 
-def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
+def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice=None) -> Document:
+    """`batch_advice` (planner.batch_advice.BatchAdvice or None): one note and the JSON's
+    `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
     rejected = sum(j.count for j in r.rejections)
@@ -122,7 +125,10 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
         notes.append("Ranking: layouts whose time per token lies within the regime's error band "
                      "of each other are ties, ordered by memory headroom.")
     notes += [f"What would fit: {s}" for s in r.suggestions]
+    if batch_advice is not None:
+        notes.append(batch_advice_note(batch_advice, layout_text(batch_advice.layout.model_dump())))
     data = r.model_dump()
+    data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
     data["ok"] = r.fits
     data["rejected"] = rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,

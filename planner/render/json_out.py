@@ -21,15 +21,18 @@ from typing import Any, Callable
 
 SCHEMA_VERSION = 1
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# key → its unit-suffixed name, for a map of figures only (a list of checkpoint items keeps "items")
 RENAMES = {"breakdown": "breakdown_s", "items": "items_bytes"}
 COUNTS = frozenset({"accumulation", "train_tokens", "tokens"})   # integers when whole
 WHOLE = frozenset({"tokens_per_step", "params", "active_params"})  # always whole: integers
 # byte amounts whose key does not end in _bytes (a rate ends in _bytes_per_s and is not one)
-BYTE_KEYS = frozenset({"items", "bytes_per_gpu", "host_bytes_per_node"})
+BYTE_KEYS = frozenset({"bytes_per_gpu", "host_bytes_per_node"})
 
 
-def _is_bytes(key: str) -> bool:
-    return key.endswith("_bytes") or key in BYTE_KEYS
+def _key(key: str, is_map: bool) -> tuple[str, bool]:
+    """(the output name, whether its figures are bytes) of a key; `is_map`: its value is a map."""
+    name = RENAMES.get(key, key) if is_map else key
+    return name, name.endswith("_bytes") or name in BYTE_KEYS
 
 
 def _as_int(v: Any) -> Any:
@@ -54,7 +57,7 @@ def _integer_schema(node: Any) -> Any:
 LAYOUT_KEYS = frozenset({"layout", "plan_layout"})
 
 
-def _layout_text(lay: dict) -> str:
+def layout_text(lay: dict) -> str:
     parts = [f"TP{lay['tp']}", f"PP{lay['pp']}", f"DP{lay['dp']}"]
     parts += [f"CP{lay['cp']}"] if lay.get("cp", 1) > 1 else []
     parts += [f"EP{lay['ep']}"] if lay.get("ep", 1) > 1 else []
@@ -70,13 +73,14 @@ def json_data(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for k, v in obj.items():
             v = json_data(v)
+            name, is_bytes = _key(k, isinstance(v, dict))
             if k in COUNTS and isinstance(v, float) and v.is_integer():
                 v = int(v)
-            elif _is_bytes(k) or k in WHOLE:
+            elif is_bytes or k in WHOLE:
                 v = _as_int(v)
-            out[RENAMES.get(k, k)] = v
+            out[name] = v
             if k in LAYOUT_KEYS and isinstance(v, dict) and "tp" in v:
-                out[k + "_text"] = _layout_text(v)
+                out[k + "_text"] = layout_text(v)
         return out
     if isinstance(obj, (list, tuple)):
         return [json_data(v) for v in obj]
@@ -94,13 +98,16 @@ def _schema_transform(node: Any) -> Any:
     props = node.get("properties")
     if isinstance(props, dict):
         new: dict[str, Any] = {}
+        names: dict[str, str] = {}
         for k, v in props.items():
-            new[RENAMES.get(k, k)] = _integer_schema(v) if _is_bytes(k) or k in WHOLE else v
+            is_map = isinstance(v, dict) and "additionalProperties" in v
+            names[k], is_bytes = _key(k, is_map)
+            new[names[k]] = _integer_schema(v) if is_bytes or k in WHOLE else v
             if k in LAYOUT_KEYS:
                 new[k + "_text"] = {"type": "string", "description": "the layout as one line"}
         node["properties"] = new
         if "required" in node:
-            node["required"] = [RENAMES.get(k, k) for k in node["required"]]
+            node["required"] = [names.get(k, k) for k in node["required"]]
     return node
 
 
@@ -136,9 +143,17 @@ def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Calla
     return build
 
 
+def _batch_advice(defs: dict) -> dict:
+    """planner.batch_advice.BatchAdvice, or null when a bigger batch would not clear the threshold."""
+    s = _model(".batch_advice:BatchAdvice").model_json_schema(mode="serialization")
+    defs.update(s.pop("$defs", {}))
+    defs["BatchAdvice"] = s
+    return {"anyOf": [{"$ref": "#/$defs/BatchAdvice"}, {"type": "null"}]}
+
+
 def _estimate(defs: dict) -> dict:
     return _object(".estimation:Estimate", defs=defs, extra={
-        "ok": OK, "fits": OK, "notes": STR_LIST,
+        "ok": OK, "fits": OK, "notes": STR_LIST, "batch_advice": _batch_advice(defs),
         "resilience": {"$ref": "#/$defs/ResiliencePlan"}})
 
 
@@ -205,7 +220,8 @@ def _sweep(defs: dict) -> dict:
 # command → [(mode, builder)]; the first mode is the command's default.
 OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "fit": [("search", lambda d: _object(".api:FitResult", defs=d, extra={
-                "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST})),
+                "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST,
+                "batch_advice": _batch_advice(d)})),
             ("sweep", _sweep),
             ("shrink", lambda d: _object(".shrink:ShrinkResult", exclude=("fit",), defs=d,
                                          extra={"ok": OK, "notes": STR_LIST}))],

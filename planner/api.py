@@ -160,6 +160,19 @@ class FitResult(BaseModel):
     def fits(self) -> bool:
         return self.valid > 0
 
+    @property
+    def rejected(self) -> int:
+        """Layouts that failed a rule (each counted under the first it failed)."""
+        return sum(j.count for j in self.rejections)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def per_gpu(self, tokens_per_s: float) -> float:
+        """A throughput of the whole job divided over its GPUs."""
+        return tokens_per_s / self.gpus
+
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []

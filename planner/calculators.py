@@ -175,6 +175,11 @@ class BatchResult(BaseModel):
     tokens_per_step: int | None = None
     solved_for: str | None = None
 
+    @property
+    def model_parallel(self) -> int:
+        """TP × PP × CP: the GPUs of one model replica (they share samples, not the batch)."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
 
 def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = None,
           global_batch: int | None = None, tp: int = 1, pp: int = 1, cp: int = 1,

@@ -81,6 +81,10 @@ class Estimate(BaseModel):
     # ± per cent on step time, tokens/s and MFU for this regime (None: uncalibrated)
     error_band_pct: Optional[float] = None
 
+    def share_of_step(self, seconds: float) -> float:
+        """A part of the step as a fraction of the whole step time."""
+        return seconds / self.step_time_s
+
 
 def _links(p: Problem, lay: Layout) -> dict[str, str]:
     """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard

@@ -32,7 +32,7 @@ from .specs.model import ModelSpec
 from .plan import safe_reference, validate_plan
 from .plan_rules import batch_accounting_rule, checkpoint_figures, checkpoint_rules, threshold_rules
 from .specs.plan import Plan
-from .rules import plan_keys
+from .rules import config_keys
 from .specs.job import CheckOptions, Inputs
 from .verdict import FileVerdict, GateRule, Verdict, make_rule
 
@@ -175,7 +175,7 @@ def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | N
             val = getattr(gb, src)
             if val is not None:
                 budget[dst] = val * scale
-    keys.update(plan_keys(layout))
+    keys.update(config_keys("plan", layout))
     return Inputs(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,

@@ -33,6 +33,7 @@ MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 DEFAULT_DETECT_S = 10 * MIN      # failure noticed and diagnosed (collective timeout, health checks)
 DEFAULT_RESCHEDULE_S = 3 * MIN   # assumption: swap in a spare node, relaunch the processes
 DEFAULT_WARMUP_S = 2 * MIN       # assumption: NCCL communicators, compilation, data-loader refill
+DEFAULT_RESTART_S = DEFAULT_DETECT_S + DEFAULT_RESCHEDULE_S + DEFAULT_WARMUP_S  # before reload
 
 # The first-order waste model assumes δ, τ and R are small against M; beyond this the figures
 # understate the waste (Daly 2006 Sec. 3) and are marked approximate.
@@ -198,6 +199,10 @@ class TrainingTime(BaseModel):
     gpu_hours: float
     price_per_gpu_hour: Optional[float] = None
     cost: Optional[float] = None
+
+    def cost_of(self, gpu_hours: float) -> Optional[float]:
+        """GPU-hours × the price of one GPU-hour; None when no price was given."""
+        return gpu_hours * self.price_per_gpu_hour if self.price_per_gpu_hour is not None else None
 
 
 def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fraction: float,

@@ -1,4 +1,5 @@
-"""The layout rules, once: id, vectorised predicate, text, measured/limit, the plan key.
+"""The layout rules, once: id, vectorised predicate, text, measured/limit, and the config key the
+rule concerns in each input format (plan file, Megatron-LM flag, torchtitan TOML, DeepSpeed JSON).
 
 The search applies every predicate to all candidates at once and attributes each rejection to
 the first rule (in table order) it fails; `estimate`, `check` and `report` print the same rules
@@ -33,17 +34,30 @@ class Figures:
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """One rule: id, predicate over candidates (True = passes), text, measured/limit, plan key."""
+    """One rule: id, predicate over candidates (True = passes), text, measured/limit, and the
+    config key per format (`FORMATS`; a format without an entry has no key for the rule)."""
 
     id: str
     predicate: Predicate | None   # None: decided by the memory model (fits-in-memory)
     text: str
     measure: Measure
-    plan_key: Callable[[Layout], str] | None  # None: the key depends on what the plan states
+    keys: dict[str, Key]
 
 
-def _key(k: str) -> Callable[[Layout], str]:
-    return lambda lay: k
+# The formats whose keys the table carries: a plan file's key path (world-size and
+# batch-divisible are keyed by the plan resolver, as they depend on which fields were given),
+# Megatron-LM's argument, torchtitan's job-TOML key, DeepSpeed's JSON key.
+FORMATS = ("plan", "megatron", "torchtitan", "deepspeed")
+Key = str | Callable[[Layout], str]
+
+
+def _keys(plan: Key | None = None, megatron: Key | None = None, torchtitan: Key | None = None,
+          deepspeed: Key | None = None) -> dict[str, Key]:
+    given = {"plan": plan, "megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}
+    return {fmt: k for fmt, k in given.items() if k is not None}
+
+
+TP_KEYS = _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")
 
 
 def _dpcp(c: Candidates) -> np.ndarray:
@@ -86,7 +100,9 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("world-size", lambda p, c, m: c.dp * c.tp * c.pp * c.cp == p.gpus,
              "DP × TP × PP × CP must equal the GPU count",
              lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
-                                f"= {p.gpus}"), None),
+                                f"= {p.gpus}"),
+             _keys(megatron="--tensor-model-parallel-size",
+                   torchtitan="parallelism.data_parallel_shard_degree")),
     RuleSpec("tp-in-nvlink-domain",
              # Only TP's per-layer all-reduces need NVLink; CP's ring of K/V chunks crosses the
              # network when TP fills the node (Meta's 405B runs CP across nodes, Dubey et al.
@@ -95,55 +111,68 @@ RULES: tuple[RuleSpec, ...] = (
              "TP must fit (and tile) one NVLink domain; CP may cross the network",
              lambda p, lay, f: (f"TP = {lay.tp}",
                                 f"divides {p.hardware.scale_up.gpus_per_domain}"),
-             _key("layout.tp")),
+             TP_KEYS),
     RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
              "attention heads must divide evenly across TP ranks",
              lambda p, lay, f: (f"{p.model.heads} heads / TP {lay.tp}", "whole number"),
-             _key("layout.tp")),
+             TP_KEYS),
     RuleSpec("kv-heads-compatible-with-tp",
              lambda p, c, m: (p.model.kv_heads % c.tp == 0) | (c.tp % p.model.kv_heads == 0),
              "KV heads must be a multiple or a divisor of TP",
              lambda p, lay, f: (f"{p.model.kv_heads} KV heads, TP {lay.tp}",
-                                "multiple or divisor"), _key("layout.tp")),
+                                "multiple or divisor"),
+             TP_KEYS),
     RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
                                                                           c.chunks),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
              "layer fewer)",
              lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
-                                "whole number"), _key("layout.pp")),
+                                "whole number"),
+             _keys("layout.pp", "--pipeline-model-parallel-size",
+                   "parallelism.pipeline_parallel_degree")),
     RuleSpec("interleaving-valid", _interleaving,
              "interleaving needs PP > 1, v ≥ 2 and at least PP micro-batches",
              lambda p, lay, f: (f"{lay.schedule}, v = {lay.chunks}, m = {f.micro_batches:g}",
                                 "PP > 1, v ≥ 2, m ≥ PP" if lay.schedule == "interleaved"
                                 else "v = 1"),
-             lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule"),
+             _keys(lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
+                   "--num-layers-per-virtual-pipeline-stage",
+                   "parallelism.pipeline_parallel_schedule")),
     RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
              "global batch must be a multiple of micro-batch × DP",
              lambda p, lay, f: (f"{p.global_batch} / ({lay.micro_batch} × {lay.dp})",
-                                "whole number ≥ 1"), None),
+                                "whole number ≥ 1"),
+             _keys(megatron="--global-batch-size", torchtitan="training.global_batch_size",
+                   deepspeed="train_batch_size")),
     RuleSpec("sequence-divisible", _sequence,
              "sequence must divide by 2·CP (and by TP under sequence parallel)",
              lambda p, lay, f: (f"seq {p.seq_len}, CP {lay.cp}, TP {lay.tp}", "divisible"),
-             lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len")),
+             _keys(lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
+                   "--seq-length", "training.seq_len")),
     RuleSpec("experts-divisible-by-ep", _experts,
              "experts must divide by EP, and EP must divide DP × CP",
              lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
-             _key("layout.ep")),
+             _keys("layout.ep", "--expert-model-parallel-size",
+                   "parallelism.expert_parallel_degree")),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, c.zero >= 1, True),
              "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1)",
              lambda p, lay, f: (f"shard group {_shard_group(lay)}", f"divides {lay.dp * lay.cp}"),
-             _key("layout.shard_group")),
+             _keys("layout.shard_group", "--use-distributed-optimizer",
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage")),
     RuleSpec("offload-valid", _offload,
              "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1",
              lambda p, lay, f: (f"ZeRO {lay.zero}, offload opt={lay.offload_optimizer} "
                                 f"params={lay.offload_params}", "see rule"),
-             lambda lay: ("layout.offload_params" if lay.offload_params != "none"
-                          else "layout.offload_optimizer")),
+             _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
+                                else "layout.offload_optimizer"),
+                   deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
+                                          else "offload_optimizer"))),
     RuleSpec("fits-in-memory", None,
              "per-GPU peak must fit in usable memory (capacity minus margin)",
              lambda p, lay, f: (f"{f.peak_memory / 1e9:.2f} GB", f"≤ {f.usable_memory / 1e9:.2f} GB"),
-             _key("layout")),
+             _keys("layout", "--micro-batch-size", "training.local_batch_size",
+                   "train_micro_batch_size_per_gpu")),
 )
 
 RULE_NAMES: tuple[str, ...] = tuple(r.id for r in RULES)
@@ -158,10 +187,11 @@ def structural_predicates(p: Problem, c: Candidates, m: np.ndarray) -> dict[str,
             for r in RULES if r.predicate is not None}
 
 
-def plan_keys(lay: Layout) -> dict[str, str]:
-    """The plan-file key each layout rule concerns, for `check`'s line numbers (world-size and
-    batch-divisible are keyed by the plan resolver: they depend on which fields were given)."""
-    return {r.id: r.plan_key(lay) for r in RULES if r.plan_key is not None}
+def config_keys(fmt: str, lay: Layout) -> dict[str, str]:
+    """Rule id → the key it concerns in one input format (`FORMATS`), for `check`'s line
+    numbers and messages; rules the format has no key for are left out."""
+    return {r.id: (k(lay) if callable(k) else k) for r in RULES
+            if (k := r.keys.get(fmt)) is not None}
 
 
 def rules_for(p: Problem, lay: Layout, passes: dict[str, bool], f: Figures) -> list[Rule]:

@@ -43,6 +43,15 @@ class ShrinkResult(BaseModel):
     recommended: Optional[ShrinkOption] = None   # fastest within the tolerance
     exact_batch: Optional[ShrinkOption] = None   # fastest that keeps the batch exactly
 
+    def batch_change(self, option: ShrinkOption) -> float:
+        """The option's global batch against the plan's, as a fraction (+ larger)."""
+        return (option.global_batch - self.global_batch) / self.global_batch
+
+    @property
+    def exact_batch_slowdown(self) -> float:
+        """Step time keeping the batch exactly ÷ the recommendation's, − 1."""
+        return self.exact_batch.step_time_s / self.recommended.step_time_s - 1
+
 
 def resume_kind(old: Layout, new: Layout) -> str:
     """ZeRO/FSDP shards re-partition over a new data-parallel size on load (DeepSpeed universal

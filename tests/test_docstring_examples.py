@@ -33,3 +33,9 @@ def test_docstring_example_runs(module):
     assert names, "the example binds no result"
     if "est" in scope:
         assert scope["est"].step_time_s > 0 and scope["est"].layout == scope["best"]
+
+
+def test_every_public_name_resolves():
+    """`planner.__all__` names what the package offers; each lazy name imports."""
+    for name in planner.__all__:
+        assert getattr(planner, name) is not None, name

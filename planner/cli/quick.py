@@ -147,31 +147,66 @@ def checkpoint_cmd(
     Derived form: --model (or --params), --gpus and a failure rate; the checkpoint's size,
     write time, restart cost and (with tokens) the time to train follow."""
     from ..calculators import checkpoint
-    from ..errors import InputError
     from ..render import emit
     from ..render.quick import checkpoint_doc
 
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
     if model is None and params is None:
-        derived_only = {"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
-                        "--node-mtbf-hours": node_mtbf_hours, "--job-mtbf-hours": job_mtbf_hours,
-                        "--interruptions": interruptions, "--tokens-per-s": tokens_per_s,
-                        "--train-tokens": train_tokens, "--straggler": straggler,
-                        "--storage-gbs": storage_gbs}
-        stray = next((k for k, x in derived_only.items() if x is not None), None)
-        if stray:
-            raise InputError(stray, "needs --model or --params (the derived form)")
-        for name, x in (("--cost-min", cost_min), ("--mtbf-hours", mtbf_hours)):
-            if x is None:
-                raise InputError(name, "is required (or give --model/--params, --gpus and a "
-                                       "failure rate for the derived form)")
+        _refuse_derived_only({"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
+                              "--node-mtbf-hours": node_mtbf_hours,
+                              "--job-mtbf-hours": job_mtbf_hours,
+                              "--interruptions": interruptions, "--tokens-per-s": tokens_per_s,
+                              "--train-tokens": train_tokens, "--straggler": straggler,
+                              "--storage-gbs": storage_gbs}, cost_min, mtbf_hours)
         r = checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
         emit(checkpoint_doc(r), fmt.value)
         return EXIT_OK
+    plan = _derived_plan(
+        model=model, params=params, gpus=gpus, hardware=hardware, zero=zero, tp=tp, pp=pp,
+        precision=precision, optimizer=optimizer, storage_gbs=storage_gbs, read_gbs=read_gbs,
+        async_ckpt=async_ckpt, cost_min=cost_min, restart_min=restart_min,
+        mtbf_hours=mtbf_hours, job_mtbf_hours=job_mtbf_hours, gpu_mtbf_hours=gpu_mtbf_hours,
+        node_mtbf_hours=node_mtbf_hours, interruptions=interruptions, over_days=over_days,
+        train_tokens=train_tokens, tokens_per_s=tokens_per_s, price=price, straggler=straggler)
+    table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
+             if intervals else None)
+    doc = checkpoint_doc(plan, table)
+    emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL
 
-    from ..specs.presets import get_preset
+
+def _refuse_derived_only(derived_only: dict[str, object], cost_min: Optional[float],
+                         mtbf_hours: Optional[float]) -> None:
+    """The simple form takes δ and M only: name the first derived-form option given, or the
+    missing one of --cost-min / --mtbf-hours."""
+    from ..errors import InputError
+    stray = next((k for k, x in derived_only.items() if x is not None), None)
+    if stray:
+        raise InputError(stray, "needs --model or --params (the derived form)")
+    for name, x in (("--cost-min", cost_min), ("--mtbf-hours", mtbf_hours)):
+        if x is None:
+            raise InputError(name, "is required (or give --model/--params, --gpus and a "
+                                   "failure rate for the derived form)")
+
+
+def _hours_s(x: Optional[float]) -> Optional[float]:
+    return x * 3600 if x is not None else None
+
+
+def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional[int],
+                  hardware: str, zero: int, tp: int, pp: int, precision: str, optimizer: str,
+                  storage_gbs: Optional[float], read_gbs: Optional[float], async_ckpt: bool,
+                  cost_min: Optional[float], restart_min: Optional[float],
+                  mtbf_hours: Optional[float], job_mtbf_hours: Optional[float],
+                  gpu_mtbf_hours: Optional[float], node_mtbf_hours: Optional[float],
+                  interruptions: Optional[float], over_days: Optional[float],
+                  train_tokens: Optional[str], tokens_per_s: Optional[str],
+                  price: Optional[float], straggler: Optional[float]):
+    """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``."""
     from .. import validate as v
+    from ..errors import InputError
     from ..resilience import plan_resilience
+    from ..specs.presets import get_preset
 
     if model is not None and params is not None:
         raise InputError("--params", "give --model or --params, not both")
@@ -180,29 +215,22 @@ def checkpoint_cmd(
     v.zero_stage("--zero", zero)
     if mtbf_hours is not None and job_mtbf_hours is not None:
         raise InputError("--mtbf-hours", "is the job MTBF; give it or --job-mtbf-hours, not both")
-    job = job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours
     spec = get_preset(model) if model is not None else None
     n_params = spec.param_count() if spec else parse_number("--params", params)
-    hours = {k: (x * 3600 if x is not None else None) for k, x in
-             (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
-    plan = plan_resilience(
-        n_params, gpus, hardware=hardware, model=spec.name if spec else None, tp=tp, pp=pp, zero_stage=zero,
-        precision=precision, optimizer=optimizer,
+    return plan_resilience(
+        n_params, gpus, hardware=hardware, model=spec.name if spec else None, tp=tp, pp=pp,
+        zero_stage=zero, precision=precision, optimizer=optimizer,
         storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
         storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
         async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
-        gpu_mtbf_s=hours["gpu"], node_mtbf_s=hours["node"], job_mtbf_s=hours["job"],
+        gpu_mtbf_s=_hours_s(gpu_mtbf_hours), node_mtbf_s=_hours_s(node_mtbf_hours),
+        job_mtbf_s=_hours_s(job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours),
         interruptions=interruptions,
         period_s=over_days * 86400 if over_days is not None else None,
         restart_s=restart_min * 60 if restart_min is not None else None,
         tokens=parse_number("--train-tokens", train_tokens) if train_tokens else None,
         tokens_per_s=parse_number("--tokens-per-s", tokens_per_s) if tokens_per_s else None,
         price_per_gpu_hour=price, straggler_slowdown=straggler)
-    table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
-             if intervals else None)
-    doc = checkpoint_doc(plan, table)
-    emit(doc, fmt.value)
-    return EXIT_OK if doc.ok else EXIT_FAIL
 
 
 @app.command("scaling")

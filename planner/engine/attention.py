@@ -21,18 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import Num, out
+from .compute import FLASH_BACKWARD_FACTOR
+from .params import attention_score_forward_flops as forward_flops  # 4·T·s_kv·(a·d)·f, once
 
 KERNELS = ("fa2", "fa3")
-BACKWARD_FACTOR = 2.5      # FA2 Sec. 4: backward FLOPs = 2.5 × forward
+BACKWARD_FACTOR = FLASH_BACKWARD_FACTOR  # FA2 Sec. 4: backward FLOPs = 2.5 × forward
 HEAD_DIM_HALF = 48.0       # FA3 Fig. 5, see module docstring
 REFERENCE_HEAD_DIM = 128.0
-
-
-def forward_flops(tokens: Num, kv_len: Num, attn_dim: Num, causal: bool) -> Num:
-    """Forward FLOPs of the s×s part: 4·T·s_kv·(a·d), halved for a causal mask."""
-    f = 0.5 if causal else 1.0
-    return out(4.0 * np.asarray(tokens, dtype=float) * np.asarray(kv_len, dtype=float)
-               * np.asarray(attn_dim, dtype=float) * f)
 
 
 def kernel_fraction(kernel: str, fa2_fraction: float, fa3_fraction: float | None) -> float:

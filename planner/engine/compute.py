@@ -23,21 +23,6 @@ from ._array import Num, out
 FLASH_BACKWARD_FACTOR = 2.5
 
 
-def layer_forward_flops(tokens: Num, kv_len: Num, matmul_params: Num, attn_dim: Num,
-                        attention_factor: Num = 1.0) -> Num:
-    """Forward FLOPs of one layer: 2·W·T + 4·T·s_kv·(a·d)·f, with f = ½ for causal kernels that
-    skip the masked half (FlashAttention) and 1 for the full score matrix the papers count."""
-    t = np.asarray(tokens, dtype=float)
-    return out(2.0 * np.asarray(matmul_params, dtype=float) * t
-               + np.asarray(attention_core_forward_flops(t, kv_len, attn_dim, attention_factor)))
-
-
-def attention_core_forward_flops(tokens: Num, kv_len: Num, attn_dim: Num,
-                                 attention_factor: Num = 1.0) -> Num:
-    """The s×s part alone, 4·T·s_kv·(a·d)·f: what selective recomputation runs again."""
-    return out(4.0 * np.asarray(tokens, dtype=float) * kv_len * attn_dim * attention_factor)
-
-
 def shape_efficiency(dim: Num, half_point: Num) -> Num:
     """n/(n + n½): the fraction of the matmul ceiling a GEMM of size n reaches."""
     d = np.asarray(dim, dtype=float)

@@ -93,15 +93,22 @@ def lm_head_params(vocab: Num, hidden: Num, tied: Num = False) -> Num:
     return out(np.where(tied, 0.0, _f(vocab) * _f(hidden)))
 
 
+def attention_score_forward_flops(tokens: Num, kv_len: Num, attn_dim: Num,
+                                  causal: Num = False) -> Num:
+    """Q·Kᵀ and scores·V forward, the one spelling of the attention-score term: 4·T·s_kv·(a·d),
+    halved under ``causal`` (the kernel skips the masked tiles, as FlashAttention does).
+
+    Korthikanti et al. 2022 Appendix A count the full s×s score matrix: 4·B·s²·h forward per
+    layer; Dao 2023 (FlashAttention-2, Sec. 4) count the causal half.
+    """
+    return out(4.0 * _f(tokens) * _f(kv_len) * _f(attn_dim) * np.where(causal, 0.5, 1.0))
+
+
 def attention_score_flops_per_token(layers: Num, seq_len: Num, attn_dim: Num,
                                     causal: Num = False) -> Num:
-    """Q·Kᵀ and scores·V for training: 12·L·s·(a·d) per token (fwd 4·s·(a·d), bwd twice that).
-
-    Korthikanti Appendix A counts the full s×s score matrix (4Bs²h forward per layer); with
-    ``causal`` only the lower triangle is charged, halving the term (what FlashAttention does).
-    """
-    full = 12.0 * _f(layers) * _f(seq_len) * _f(attn_dim)
-    return out(full * np.where(causal, 0.5, 1.0))
+    """The score term for training, per token: forward plus a backward of twice the forward
+    over L layers, 3·L·(4·s·(a·d)) = 12·L·s·(a·d) (halved under ``causal``)."""
+    return out(3.0 * _f(layers) * _f(attention_score_forward_flops(1.0, seq_len, attn_dim, causal)))
 
 
 def training_flops_per_token(matmul_params_per_token: Num, layers: Num, seq_len: Num,

@@ -14,6 +14,7 @@ from ..validate import MAX_GLOBAL_BATCH
 from ..errors import InputError
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
+from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, cli_model
 
@@ -112,12 +113,9 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Inputs:
     layout = Layout(tp=tp, pp=pp, dp=dp, zero=stage, micro_batch=max(1, mbs),
                     recompute=recompute, offload_optimizer=off_opt, offload_params=off_par,
                     precision=precision, optimizer=optimizer)
-    keys = {"batch-divisible": "train_batch_size",
-            "fits-in-memory": "train_micro_batch_size_per_gpu",
-            "offload-valid": "offload_param" if off_par != "none" else "offload_optimizer",
-            "sharding-valid": "zero_optimization.stage"}
     return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq_len,
-                  global_batch=max(1, tbs), keys=keys, rules=rules, notes=notes)
+                  global_batch=max(1, tbs), keys=config_keys("deepspeed", layout),
+                  rules=rules, notes=notes)
 
 
 def _device(o: _Obj) -> str:

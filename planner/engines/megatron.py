@@ -13,6 +13,7 @@ from ..errors import InputError, validation_message
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
 from ..specs.model import ModelSpec
+from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
 from .megatron_args import _megatron_model, parse_megatron_args
@@ -235,18 +236,9 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
                     schedule="interleaved" if interleaved else "1f1b", chunks=chunks, sp=sp,
                     recompute=gran or "none", recompute_layers=rec_layers,
                     precision=precision, optimizer=optimizer)
-    keys = {"world-size": "--tensor-model-parallel-size",
-            "tp-in-nvlink-domain": "--tensor-model-parallel-size",
-            "heads-divisible-by-tp": "--tensor-model-parallel-size",
-            "kv-heads-compatible-with-tp": "--tensor-model-parallel-size",
-            "layers-divisible-by-pp": "--pipeline-model-parallel-size",
-            "interleaving-valid": "--num-layers-per-virtual-pipeline-stage",
-            "batch-divisible": "--global-batch-size", "sequence-divisible": "--seq-length",
-            "experts-divisible-by-ep": "--expert-model-parallel-size",
-            "sharding-valid": "--use-distributed-optimizer",
-            "fits-in-memory": "--micro-batch-size"}
     return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
-                  global_batch=gbs, keys=keys, rules=rules, notes=notes)
+                  global_batch=gbs, keys=config_keys("megatron", layout),
+                  rules=rules, notes=notes)
 
 
 # ---- writer -----------------------------------------------------------------------------------
@@ -254,8 +246,19 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Inputs:
 
 def to_megatron(inp: Inputs) -> Export:
     """A torchrun launch fragment with Megatron-LM's flags (§2.1), obeying validate_args (§2.2)."""
-    lay, mod, hw = inp.layout, inp.model, inp.hardware
+    _refuse_for_megatron(inp.layout, inp.model)
     notes: list[str] = []
+    gas = _accumulation(inp)
+    first, full, last = _stage_layers(inp)
+    a = (_parallel_flags(inp, (first, full, last), notes) + _model_flags(inp)
+         + _recipe_flags(inp.layout, full, notes))
+    if inp.model.position == "rope":
+        notes.append("--rotary-base is not in the model spec: add the model's (Llama 3: 500000)")
+    return Export("megatron", _launch_script(inp, a, gas), notes, [])
+
+
+def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
+    """What Megatron-LM cannot run: hybrid sharding, offload, GPipe/ZB-H1, ALiBi."""
     if lay.shard_group:
         raise _unsupported("megatron", f"hybrid sharding (shard group {lay.shard_group})",
                            "use --to torchtitan or accelerate")
@@ -265,8 +268,13 @@ def to_megatron(inp: Inputs) -> Export:
         raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
-    gas = _accumulation(inp)
-    first, full, last = _stage_layers(inp)
+
+
+def _parallel_flags(inp: Inputs, stage_layers: tuple[int, int, int],
+                    notes: list[str]) -> list[tuple[str, object]]:
+    """TP, PP (interleaved or uneven stages), SP, CP and the experts' flags."""
+    lay, mod = inp.layout, inp.model
+    first, full, last = stage_layers
     a: list[tuple[str, object]] = [
         ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp)]
     if lay.schedule == "interleaved":
@@ -297,12 +305,19 @@ def to_megatron(inp: Inputs) -> Export:
                          "accordingly")
     elif lay.ep > 1:
         raise InputError("--to", f"EP {lay.ep} needs a mixture-of-experts model")
-    a += [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", inp.global_batch),
-          ("--seq-length", inp.seq_len),
-          ("--max-position-embeddings", max(inp.seq_len, mod.max_positions or 0)),
-          ("--num-layers", mod.layers), ("--hidden-size", mod.hidden),
-          ("--ffn-hidden-size", mod.ffn), ("--num-attention-heads", mod.heads),
-          ("--kv-channels", mod.head_dim), ("--vocab-size", mod.vocab)]
+    return a
+
+
+def _model_flags(inp: Inputs) -> list[tuple[str, object]]:
+    """Batch, sequence and the architecture (GQA, SwiGLU, norm, positions, biases, dropout)."""
+    lay, mod = inp.layout, inp.model
+    a: list[tuple[str, object]] = [
+        ("--micro-batch-size", lay.micro_batch), ("--global-batch-size", inp.global_batch),
+        ("--seq-length", inp.seq_len),
+        ("--max-position-embeddings", max(inp.seq_len, mod.max_positions or 0)),
+        ("--num-layers", mod.layers), ("--hidden-size", mod.hidden),
+        ("--ffn-hidden-size", mod.ffn), ("--num-attention-heads", mod.heads),
+        ("--kv-channels", mod.head_dim), ("--vocab-size", mod.vocab)]
     if mod.kv_heads != mod.heads:
         a += [("--group-query-attention", None), ("--num-query-groups", mod.kv_heads)]
     if mod.mlp == "swiglu":
@@ -318,6 +333,12 @@ def to_megatron(inp: Inputs) -> Export:
             a.append(("--add-qkv-bias", None))
     if not mod.dropout:
         a += [("--attention-dropout", 0), ("--hidden-dropout", 0)]
+    return a
+
+
+def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, object]]:
+    """Recompute, ZeRO (distributed optimizer / Megatron FSDP), precision and optimizer."""
+    a: list[tuple[str, object]] = []
     if lay.recompute == "selective":
         a.append(("--recompute-activations", None))
     elif lay.recompute == "full":
@@ -345,8 +366,12 @@ def to_megatron(inp: Inputs) -> Export:
         a.append(("--optimizer", "sgd"))
     elif lay.optimizer not in ("adam", "adamw"):
         notes.append(f"optimizer {lay.optimizer}: Megatron's own optimizers are adam and sgd")
-    if mod.position == "rope":
-        notes.append("--rotary-base is not in the model spec: add the model's (Llama 3: 500000)")
+    return a
+
+
+def _launch_script(inp: Inputs, a: list[tuple[str, object]], gas: int) -> str:
+    """The torchrun command over the nodes, one flag a line."""
+    lay, mod, hw = inp.layout, inp.model, inp.hardware
     node = hw.scale_up.gpus_per_node
     per_node = min(node, inp.gpus)
     nodes = math.ceil(inp.gpus / per_node)
@@ -360,4 +385,4 @@ def to_megatron(inp: Inputs) -> Export:
              f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\"]
     flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
     lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]
-    return Export("megatron", "\n".join(lines) + "\n", notes, [])
+    return "\n".join(lines) + "\n"

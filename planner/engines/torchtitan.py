@@ -15,6 +15,7 @@ from ..validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from ..errors import InputError
 from ..specs.job import CheckOptions, Inputs
 from ..specs.layout import Layout
+from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import (Export, _Obj, _accumulation, _bf16, _hardware, _need, _sharding,
                      _stage_layers, _unsupported, cli_model)
@@ -161,18 +162,9 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Inputs:
                     offload_optimizer=offload if zero else "none",
                     offload_params=offload if zero >= 3 else "none", precision=precision,
                     optimizer="adamw")
-    keys = {"world-size": "parallelism.data_parallel_shard_degree",
-            "tp-in-nvlink-domain": "parallelism.tensor_parallel_degree",
-            "heads-divisible-by-tp": "parallelism.tensor_parallel_degree",
-            "kv-heads-compatible-with-tp": "parallelism.tensor_parallel_degree",
-            "layers-divisible-by-pp": "parallelism.pipeline_parallel_degree",
-            "interleaving-valid": "parallelism.pipeline_parallel_schedule",
-            "batch-divisible": "training.global_batch_size", "sequence-divisible": "training.seq_len",
-            "experts-divisible-by-ep": "parallelism.expert_parallel_degree",
-            "sharding-valid": "parallelism.data_parallel_shard_degree",
-            "fits-in-memory": "training.local_batch_size"}
     return Inputs(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
-                  global_batch=gbs, keys=keys, rules=rules, notes=notes)
+                  global_batch=gbs, keys=config_keys("torchtitan", layout),
+                  rules=rules, notes=notes)
 
 
 # ---- writer -----------------------------------------------------------------------------------

@@ -110,6 +110,15 @@ class TraceSummary:
     window: str = "cpu ProfilerStep"
     idle_at_start_ms: float = 0.0   # GPU idle from the step's start to its first kernel
 
+    @property
+    def mean_step_ms(self) -> float:
+        """The mean step, the sum of the exclusive categories (they partition the step)."""
+        return sum(self.exclusive_ms.values())
+
+    def percent_of_step(self, ms: float) -> float:
+        """A category's exclusive time in per cent of the mean step."""
+        return 100 * ms / self.mean_step_ms
+
 
 @dataclass
 class Evidence:

@@ -2,7 +2,7 @@
 
 matplotlib is optional (the ``report`` extra) and imported only inside these functions, so the
 rest of dtplan never pays for it. Charts hold no arithmetic: they draw numbers computed
-elsewhere (the estimate, ``report.pipeline_timeline``, ``engine.checkpoint``).
+elsewhere (the estimate, ``pipeline_schedule.pipeline_timeline``, ``engine.checkpoint``).
 SVG output keeps text as text (``svg.fonttype = none``: no embedded or fetched fonts) and is
 made deterministic (fixed ``svg.hashsalt``, no date in the metadata).
 """
@@ -127,16 +127,19 @@ def checkpoint_chart(intervals_s, waste, optimum_s: float, optimum_waste: float,
     return _svg(fig)
 
 
-def scaling_chart(plan_rows: list[dict], best_rows: list[dict], chosen: int) -> str:
+def scaling_chart(plan_rows: list[dict], best_rows: list[dict], chosen: int,
+                  ideal: list[float | None]) -> str:
     """Throughput against GPUs on log-log axes: the plan's own layout (DP scaled), the ideal line
-    (linear through the plan's point) and the search's best layout at each count."""
+    (``ideal``: linear through the plan's point, per plan row) and the search's best layout at
+    each count."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
     ok = [r for r in plan_rows if r["fits"]]
     base = next((r for r in ok if r["gpus"] == chosen), None)
     xs = [r["gpus"] for r in plan_rows]
     if base is not None:
-        ax.plot([min(xs), max(xs)], [base["tokens_per_s"] * n / chosen / 1e3 for n in (min(xs), max(xs))],
+        ends = (xs.index(min(xs)), xs.index(max(xs)))
+        ax.plot([xs[i] for i in ends], [ideal[i] / 1e3 for i in ends],
                 ls="--", color="#999", lw=1, label="ideal (linear from the plan)")
     ax.plot([r["gpus"] for r in ok], [r["tokens_per_s"] / 1e3 for r in ok], "o-", color=PALETTE[0],
             label="the plan's layout, DP scaled")

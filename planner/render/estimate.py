@@ -74,7 +74,7 @@ def band(e) -> str:
 
 
 def time_tables(e: Estimate) -> list[Table]:
-    rows = [[TIME_LABELS[k], ms(x), pct(x / e.step_time_s)] for k, x in e.breakdown.items() if x > 0]
+    rows = [[TIME_LABELS[k], ms(x), pct(e.share_of_step(x))] for k, x in e.breakdown.items() if x > 0]
     rows.append(["step time", ms(e.step_time_s) + band(e), "100.0%"])
     summary = [["tokens/s", f"{e.tokens_per_s:,.0f}{band(e)}"],
                ["tokens/s per GPU", f"{e.tokens_per_s_per_gpu:,.0f}{band(e)}"],

@@ -68,8 +68,8 @@ def figures(e: Evidence) -> str:
 
 def trace_table(e: Evidence) -> Table:
     t = e.trace
-    step = sum(t.exclusive_ms.values())
-    rows = [[k.replace("comm:", "comm "), f"{v:.2f}", f"{100 * v / step:.1f}%" if step else "-",
+    step = t.mean_step_ms
+    rows = [[k.replace("comm:", "comm "), f"{v:.2f}", f"{t.percent_of_step(v):.1f}%" if step else "-",
              f"{t.overlapped_ms[k]:.2f}" if k in t.overlapped_ms else ""]
             for k, v in t.exclusive_ms.items()]
     rows.append(["sum (= mean step)", f"{step:.2f}", "100.0%", ""])

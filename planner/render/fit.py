@@ -86,7 +86,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
-    rejected = sum(j.count for j in r.rejections)
+    rejected = r.rejected
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
                     f"ranked by {r.objective}", cols, rows,
                     legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
@@ -112,7 +112,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
         notes.append(r.model_description)
     notes += const_notes
     notes += [f"Batch: {r.global_batch} sequences × {r.seq_len} tokens = "
-              f"{count(r.global_batch * r.seq_len)} tokens per step",
+              f"{count(r.tokens_per_step)} tokens per step",
               "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "
               "(dtplan estimate shows each); measure the first steps.",
               f"Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of "
@@ -145,7 +145,7 @@ def sweep_doc(results: list[FitResult]) -> Document:
             rows.append([str(r.gpus), f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
                          + (f" EP{lay.ep}" if lay.ep > 1 else "") + f" ZeRO-{lay.zero} mb{lay.micro_batch} "
                          + _rc(lay), f"{w.step_time_s:.3f}", f"{w.tokens_per_s:,.0f}",
-                         f"{w.tokens_per_s / r.gpus:,.0f}", pct(w.mfu), gb(w.peak_memory_bytes, 1)])
+                         f"{r.per_gpu(w.tokens_per_s):,.0f}", pct(w.mfu), gb(w.peak_memory_bytes, 1)])
         else:
             rows.append([str(r.gpus), "nothing fits", "", "", "", "", ""])
         data.append(r.model_dump(exclude={"best"}))
@@ -173,7 +173,7 @@ def _shrink_verdict(r) -> str:
     if rec is None:
         return ("Nothing fits on the smaller cluster" if exact is None else
                 f"Keep the batch: {_lay_short(exact.layout)}, {exact.step_time_s:.2f} s/step")
-    change = (rec.global_batch - r.global_batch) / r.global_batch
+    change = r.batch_change(rec)
     text = (f"Recommended: {_lay_short(rec.layout)}, {rec.step_time_s:.2f} s/step "
             f"({rec.resume.split(';')[0]}), "
             + (f"global batch {r.global_batch} → {rec.global_batch} ({change:+.1%}, within the "
@@ -181,7 +181,7 @@ def _shrink_verdict(r) -> str:
                else f"global batch kept at {r.global_batch}"))
     if exact is not None and exact is not rec and exact.layout != rec.layout:
         text += (f"; keeping the batch exactly: {_lay_short(exact.layout)}, "
-                 f"{exact.step_time_s:.2f} s/step ({exact.step_time_s / rec.step_time_s - 1:+.0%})")
+                 f"{exact.step_time_s:.2f} s/step ({r.exact_batch_slowdown:+.0%})")
     return text
 
 

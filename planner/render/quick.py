@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                            ScalingResult, StateMemoryResult)
 from ..specs.layout import LayoutResult
-from ..resilience import ResiliencePlan
+from ..resilience import (DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S,
+                          DEFAULT_RESTART_S, ResiliencePlan)
 from .document import Document, Table
 from .units import capacity, count, duration, gb, ms, pct
 
@@ -93,7 +94,7 @@ def batch_doc(r: BatchResult) -> Document:
         rows.append(["tokens per step", f"{r.tokens_per_step:,}"])
     notes = ["B_global = b × a × N_dp. TP, PP and CP ranks work on the same samples, so they never "
              "multiply the batch; counting them would inflate it by "
-             f"{r.tensor_parallel * r.pipeline_parallel * r.context_parallel}×."]
+             f"{r.model_parallel}×."]
     if r.solved_for:
         notes.append(f"Solved for accumulation: a = {r.global_batch} / ({r.micro_batch} × "
                      f"{r.data_parallel}) = {r.accumulation}")
@@ -147,32 +148,36 @@ def _days(seconds: float) -> str:
     return f"{seconds / 86400:,.1f}" if seconds != float("inf") else "never"
 
 
-def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Document:
-    c, w, f, rs, o = p.contents, p.write, p.failures, p.restart, p.optimum
-    tables = []
+def _contents_table(c) -> Table:
     # Small items carry their scope as the rule ("per rank"); show it with the size.
     rows = [[x.name, f"{_size(x.per_rank_bytes)} {x.rule}" if x.basis else x.rule,
              _size(x.total_bytes), _size(x.per_rank_bytes), f"{x.writers:,}"] for x in c.items]
     rows.append(["total", f"{c.bytes_per_param:g} B/param + small items", _size(c.total_bytes),
                  _size(c.busiest_rank_bytes) + " (rank 0)", f"≈{c.effective_writers:,.0f}"])
-    tables.append(Table(f"Checkpoint contents (TP {c.tp} × PP {c.pp} × DP {c.dp}, "
-                        f"ZeRO-{c.zero_stage}, {c.precision} {c.optimizer})",
-                        ["item", "size", "total", "per rank", "ranks writing"], rows,
-                        bars=[0.0 if x.basis else x.total_bytes for x in c.items] + [0.0]))
+    return Table(f"Checkpoint contents (TP {c.tp} × PP {c.pp} × DP {c.dp}, "
+                 f"ZeRO-{c.zero_stage}, {c.precision} {c.optimizer})",
+                 ["item", "size", "total", "per rank", "ranks writing"], rows,
+                 bars=[0.0 if x.basis else x.total_bytes for x in c.items] + [0.0])
+
+
+def _write_table(c, w) -> Table:
     link = (f"≈{w.writers:,.0f} writing GPUs × {_rate(w.link_bytes_per_s)} NIC = "
             f"{_rate(w.links_bytes_per_s)}")
-    wrows = [["checkpoint size", _size(w.size_bytes)],
-             ["storage write bandwidth (aggregate)", _rate(w.storage_write_bytes_per_s)],
-             ["writers' network links", link],
-             ["write time", f"{duration(w.write_s)}, bound by "
-              + ("the file system" if w.binds == "storage" else "the writers' NICs")]]
+    rows = [["checkpoint size", _size(w.size_bytes)],
+            ["storage write bandwidth (aggregate)", _rate(w.storage_write_bytes_per_s)],
+            ["writers' network links", link],
+            ["write time", f"{duration(w.write_s)}, bound by "
+             + ("the file system" if w.binds == "storage" else "the writers' NICs")]]
     if w.async_checkpoint:
-        wrows.append(["async: GPU → host copy (blocks)",
-                      f"{_size(c.busiest_rank_bytes)} at {_rate(w.pcie_bytes_per_s)} PCIe = "
-                      f"{ms(w.stall_s)} ms"])
-    wrows.append(["checkpoint cost δ (training stalls)",
-                  f"{ms(w.blocking_s)} ms" if w.blocking_s < 1 else duration(w.blocking_s)])
-    tables.append(Table("Checkpoint write", ["quantity", "value"], wrows))
+        rows.append(["async: GPU → host copy (blocks)",
+                     f"{_size(c.busiest_rank_bytes)} at {_rate(w.pcie_bytes_per_s)} PCIe = "
+                     f"{ms(w.stall_s)} ms"])
+    rows.append(["checkpoint cost δ (training stalls)",
+                 f"{ms(w.blocking_s)} ms" if w.blocking_s < 1 else duration(w.blocking_s)])
+    return Table("Checkpoint write", ["quantity", "value"], rows)
+
+
+def _failures_table(f, rs, c) -> Table:
     if f.source in ("gpu", "node"):
         what = f"{f.gpus:,} GPUs" if f.source == "gpu" else f"{f.nodes:,} nodes"
         src = f"per-{f.source.upper() if f.source == 'gpu' else 'node'} MTBF " \
@@ -182,51 +187,56 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
     else:
         src = "given"
     default = "" if rs.overridden else " (default)"
-    frows = [["job MTBF M", f"{duration(f.job_mtbf_s)} ({src}); "
-              f"{f.failures_per_day:.1f} failures/day"]]
+    rows = [["job MTBF M", f"{duration(f.job_mtbf_s)} ({src}); "
+             f"{f.failures_per_day:.1f} failures/day"]]
     if not rs.overridden:
-        frows += [["detect and diagnose", f"{duration(rs.detect_s)}{default}"],
-                  ["reschedule and relaunch", f"{duration(rs.reschedule_s)}{default}"],
-                  ["reload checkpoint", f"{duration(rs.reload_s)} ({_size(c.total_bytes)} read)"],
-                  ["warm-up", f"{duration(rs.warmup_s)}{default}"]]
-    frows.append(["restart cost R", duration(rs.total_s) + (" (given)" if rs.overridden else "")])
-    tables.append(Table("Failures and restart", ["quantity", "value"], frows))
-    tables.append(_optimum_table(o))
-    tables.append(Table(f"Waste at τ = {o.interval_s / 60:.1f} min "
-                        f"({'async-write floor' if o.floored else 'Daly'})",
-                        ["term", "formula", "fraction"],
-                        [["checkpointing", "δ/τ", pct(o.overhead_fraction, 2)],
-                         ["lost work", "τ/(2M)", pct(o.lost_work_fraction, 2)],
-                         ["restarts", "R/M", pct(o.restart_fraction, 2)],
-                         ["wasted", "sum", pct(o.waste_fraction, 2)],
-                         ["goodput", "1 − wasted", pct(o.goodput_fraction, 2)]]))
-    if table is not None:
-        tables.append(checkpoint_doc(table).tables[0])
-    t, s = p.training, p.straggler
-    if t is not None:
-        price = t.price_per_gpu_hour is not None
-        trows = [["without failures", _days(t.ideal_s), f"{t.ideal_gpu_hours / 1e6:,.2f}"]
-                 + ([f"{t.ideal_gpu_hours * t.price_per_gpu_hour:,.0f}"] if price else []),
-                 [f"with failures (goodput {pct(t.goodput_fraction)})", _days(t.with_failures_s),
-                  f"{t.gpu_hours / 1e6:,.2f}"] + ([f"{t.cost:,.0f}"] if price else [])]
-        if s is not None:
-            for label, secs, hours in (
-                    (f"with one GPU ×{s.slowdown:g} (straggler kept)", s.run_with_straggler_s,
-                     s.gpu_hours_with_straggler),
-                    (f"after evicting its node (−{s.gpus_lost_on_eviction} GPUs)",
-                     s.run_after_eviction_s, s.gpu_hours_after_eviction)):
-                trows.append([label, _days(secs), f"{hours / 1e6:,.2f}"]
-                             + ([f"{hours * t.price_per_gpu_hour:,.0f}"] if price else []))
-        tables.append(Table(f"Time to train {count(t.tokens)} tokens at "
-                            f"{count(t.tokens_per_s)} tokens/s",
-                            ["run", "days", "M GPU-hours"] + (["cost"] if price else []), trows))
+        rows += [["detect and diagnose", f"{duration(rs.detect_s)}{default}"],
+                 ["reschedule and relaunch", f"{duration(rs.reschedule_s)}{default}"],
+                 ["reload checkpoint", f"{duration(rs.reload_s)} ({_size(c.total_bytes)} read)"],
+                 ["warm-up", f"{duration(rs.warmup_s)}{default}"]]
+    rows.append(["restart cost R", duration(rs.total_s) + (" (given)" if rs.overridden else "")])
+    return Table("Failures and restart", ["quantity", "value"], rows)
+
+
+def _waste_table(o) -> Table:
+    return Table(f"Waste at τ = {o.interval_s / 60:.1f} min "
+                 f"({'async-write floor' if o.floored else 'Daly'})",
+                 ["term", "formula", "fraction"],
+                 [["checkpointing", "δ/τ", pct(o.overhead_fraction, 2)],
+                  ["lost work", "τ/(2M)", pct(o.lost_work_fraction, 2)],
+                  ["restarts", "R/M", pct(o.restart_fraction, 2)],
+                  ["wasted", "sum", pct(o.waste_fraction, 2)],
+                  ["goodput", "1 − wasted", pct(o.goodput_fraction, 2)]])
+
+
+def _training_table(t, s) -> Table:
+    """Days and GPU-hours to train, with failures, and with a straggler kept or evicted."""
+    price = t.price_per_gpu_hour is not None
+    runs = [("without failures", t.ideal_s, t.ideal_gpu_hours),
+            (f"with failures (goodput {pct(t.goodput_fraction)})", t.with_failures_s, t.gpu_hours)]
     if s is not None:
-        tables.append(Table(f"Straggler: one GPU ×{s.slowdown:g}", ["quantity", "value"],
-                            [["throughput with the straggler", pct(s.throughput_fraction_with_straggler)],
-                             [f"throughput after evicting its node ({s.gpus_lost_on_eviction} GPUs)",
-                              pct(s.throughput_fraction_after_eviction, 2)],
-                             ["evict when slowdown exceeds", f"×{s.break_even_slowdown:.4f}"],
-                             ["verdict", "evict" if s.evict else "keep"]]))
+        runs += [(f"with one GPU ×{s.slowdown:g} (straggler kept)", s.run_with_straggler_s,
+                  s.gpu_hours_with_straggler),
+                 (f"after evicting its node (−{s.gpus_lost_on_eviction} GPUs)",
+                  s.run_after_eviction_s, s.gpu_hours_after_eviction)]
+    rows = [[label, _days(secs), f"{hours / 1e6:,.2f}"]
+            + ([f"{t.cost_of(hours):,.0f}"] if price else []) for label, secs, hours in runs]
+    return Table(f"Time to train {count(t.tokens)} tokens at {count(t.tokens_per_s)} tokens/s",
+                 ["run", "days", "M GPU-hours"] + (["cost"] if price else []), rows)
+
+
+def _straggler_table(s) -> Table:
+    return Table(f"Straggler: one GPU ×{s.slowdown:g}", ["quantity", "value"],
+                 [["throughput with the straggler", pct(s.throughput_fraction_with_straggler)],
+                  [f"throughput after evicting its node ({s.gpus_lost_on_eviction} GPUs)",
+                   pct(s.throughput_fraction_after_eviction, 2)],
+                  ["evict when slowdown exceeds", f"×{s.break_even_slowdown:.4f}"],
+                  ["verdict", "evict" if s.evict else "keep"]])
+
+
+def _resilience_notes(p: ResiliencePlan) -> list[str]:
+    """How each figure of the plan is computed, and the defaults it used."""
+    c, w, rs, o = p.contents, p.write, p.restart, p.optimum
     notes = [f"Checkpoint = model states without gradients, {c.bytes_per_param:g} B/param; the "
              "small items are estimates (JSON: items[].basis). Narayanan et al. (SC21) wrote "
              "13.8 TB for 1.008T parameters; 14 B/param predicts 14.1 TB (+2%).",
@@ -236,7 +246,9 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
              "Young's interval minimises this sum exactly; Daly's (2006, Eq. 37, ≈ 2δ/3 "
              "shorter) minimises his higher-order model and is the one recommended."]
     if not rs.overridden:
-        notes.append("Restart defaults: detect 10 min, reschedule 3 min, warm-up 2 min (15 min "
+        notes.append(f"Restart defaults: detect {DEFAULT_DETECT_S / 60:g} min, reschedule "
+                     f"{DEFAULT_RESCHEDULE_S / 60:g} min, warm-up {DEFAULT_WARMUP_S / 60:g} min "
+                     f"({DEFAULT_RESTART_S / 60:g} min "
                      "plus reload, as MegaScale reports: diagnosis < 10 min, training back within "
                      "15 min); give --restart-min to use a measured R.")
     if w.async_checkpoint:
@@ -251,31 +263,46 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
     if not o.first_order_valid:
         notes.append("δ, τ or R exceed 30% of M: the first-order waste understates the loss "
                      "(Daly 2006 Sec. 3); treat the goodput as optimistic.")
-    if t is not None:
+    if p.training is not None:
         notes.append("tokens/s is an input (from a performance model or a measurement); "
                      "time = tokens ÷ tokens/s ÷ goodput.")
-    if s is not None:
+    if p.straggler is not None:
         notes.append("A synchronous step runs at its slowest rank's pace. After eviction DP "
                      "shrinks by the replicas on that node and throughput is assumed to scale "
                      "linearly; the evicted run includes one restart. A hot spare node would "
                      "restore full speed.")
-    if o.goodput_fraction > 0:
-        verdict = (f"Checkpoint every {o.interval_s / 60:.1f} min; goodput "
-                   f"{pct(o.goodput_fraction)}")
-        if t is not None:
-            verdict += (f"; {_days(t.with_failures_s)} days to train {count(t.tokens)} tokens "
-                        f"({_days(t.ideal_s)} without failures)")
-    else:
-        verdict = (f"Failures waste {pct(o.waste_fraction)} of the time: the job cannot make "
-                   "progress; checkpoint faster, restart faster or fail less")
+    return notes
+
+
+def _resilience_verdict(o, t) -> str:
+    if o.goodput_fraction <= 0:
+        return (f"Failures waste {pct(o.waste_fraction)} of the time: the job cannot make "
+                "progress; checkpoint faster, restart faster or fail less")
+    verdict = f"Checkpoint every {o.interval_s / 60:.1f} min; goodput {pct(o.goodput_fraction)}"
+    if t is not None:
+        verdict += (f"; {_days(t.with_failures_s)} days to train {count(t.tokens)} tokens "
+                    f"({_days(t.ideal_s)} without failures)")
+    return verdict
+
+
+def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Document:
+    c, o, t, s = p.contents, p.optimum, p.training, p.straggler
+    tables = [_contents_table(c), _write_table(c, p.write),
+              _failures_table(p.failures, p.restart, c), _optimum_table(o), _waste_table(o)]
+    if table is not None:
+        tables.append(checkpoint_doc(table).tables[0])
+    if t is not None:
+        tables.append(_training_table(t, s))
+    if s is not None:
+        tables.append(_straggler_table(s))
     data = p.model_dump()
     if table is not None:
         data["rows"] = table.model_dump()["rows"]
     name = p.model or count(c.params) + " parameters"
     return Document(command="checkpoint",
                     title=f"Checkpoint and failure plan: {name} on {p.gpus:,} GPUs ({p.hardware})",
-                    tables=tables, notes=notes, verdict=verdict, ok=o.goodput_fraction > 0,
-                    data=data, mode="plan")
+                    tables=tables, notes=_resilience_notes(p), verdict=_resilience_verdict(o, t),
+                    ok=o.goodput_fraction > 0, data=data, mode="plan")
 
 
 def scaling_doc(r: ScalingResult) -> Document:

@@ -19,8 +19,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .render.document import Table
-from .render.units import count, gb, pct
+from ..render.document import Table
+from ..render.units import count, gb, pct
 
 TIGHT_HEADROOM = 0.10     # risk: less than 10 % of usable memory free (allocator spikes, drift)
 HIGH_BUBBLE = 0.10        # risk: more than 10 % of the step idle in the pipeline
@@ -43,7 +43,7 @@ class Summary:
 
 def plan_row(e: Any) -> Any:
     """The plan's own figures in the shape of a ranked layout (rank 0)."""
-    from .api import RankedLayout
+    from ..api import RankedLayout
     return RankedLayout(rank=0, layout=e.layout, peak_memory_bytes=e.peak_memory_bytes,
                         headroom_bytes=e.headroom_bytes, step_time_s=e.step_time_s,
                         tokens_per_s=e.tokens_per_s, mfu=e.mfu, bubble_fraction=e.bubble_fraction,
@@ -64,7 +64,7 @@ def best_alternative(e: Any, fit_result: Any) -> tuple[Optional[Any], Optional[f
 
 def alternatives_table(e: Any, fit_result: Any, *, gib: bool = False) -> Table:
     """The plan as row 0, then the search's top layouts, each with its step time against the plan."""
-    from .render.fit import LEGEND, layouts_table
+    from ..render.fit import LEGEND, layouts_table
     rows_in = [plan_row(e)] + [x for x in fit_result.layouts if x.layout != e.layout]
     cols, rows, _ = layouts_table(rows_in, gib=gib, wide=True)
     rows[0][0] = "plan"
@@ -77,7 +77,7 @@ def alternatives_table(e: Any, fit_result: Any, *, gib: bool = False) -> Table:
 
 def _calibrated(hardware_name: str) -> bool:
     """Whether `dtplan calibrate` has published runs on this profile's GPU."""
-    from .calibration import DEFAULT_PROFILE
+    from ..calibration import DEFAULT_PROFILE
     return hardware_name == DEFAULT_PROFILE
 
 
@@ -104,7 +104,7 @@ def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list
 def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: Optional[float],
               train: Optional[Any] = None, gpu_hour_cost: Optional[float] = None) -> Summary:
     """The executive summary: decision, step time, MFU, time and cost to train, gap, risks."""
-    from .calibration import TOLERANCE_PCT
+    from ..calibration import TOLERANCE_PCT
     decision = ("PASS: the plan fits and passes every rule" if not failed else
                 f"FAIL: the plan fails {', '.join(failed)}")
     best, gap = best_alternative(e, fit_result)
@@ -140,13 +140,13 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
 
 
 def _short(lay: Any) -> str:
-    from .api import _short as short
+    from ..api import _short as short
     return short(lay)
 
 
 def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
     """The plan's own layout at other GPU counts: only DP changes, the global batch holds."""
-    from .estimation import estimate
+    from ..estimation import estimate
     lay = inp.layout
     replica = lay.tp * lay.pp * lay.cp
     rows = []
@@ -168,13 +168,18 @@ def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
     return rows
 
 
+def ideal_tokens_per_s(plan_rows: list[dict], plan_gpus: int) -> list[Optional[float]]:
+    """Linear scaling through the plan's own point, per row: tokens/s(plan) × n ÷ n_plan (all
+    None when the plan's own GPU count does not fit)."""
+    base = next((r for r in plan_rows if r["gpus"] == plan_gpus and r["fits"]), None)
+    return [base["tokens_per_s"] * r["gpus"] / plan_gpus if base else None for r in plan_rows]
+
+
 def scaling_table(plan_rows: list[dict], best_rows: list[dict], plan_gpus: int) -> Table:
     """Per GPU count: the plan's layout (DP scaled) against ideal linear scaling, and the search's
     best layout at that count."""
-    base = next((r for r in plan_rows if r["gpus"] == plan_gpus and r["fits"]), None)
     out = []
-    for p, b in zip(plan_rows, best_rows):
-        ideal = base["tokens_per_s"] * p["gpus"] / plan_gpus if base else None
+    for p, b, ideal in zip(plan_rows, best_rows, ideal_tokens_per_s(plan_rows, plan_gpus)):
         out.append([str(p["gpus"]), str(p["dp"]) if p["dp"] else "",
                     f"{p['step_time_s']:.3f}" if p["fits"] else p["why"] or "does not fit",
                     f"{p['tokens_per_s']:,.0f}" if p["fits"] else "",
@@ -188,8 +193,8 @@ def scaling_table(plan_rows: list[dict], best_rows: list[dict], plan_gpus: int) 
 def pareto(inp: Any, budget: Any) -> dict[str, Any]:
     """Every valid layout's (peak memory, step time), the Pareto front's indices, and the
     search's winner, for the review's trade-off chart."""
-    from .api import problem
-    from .search import search
+    from ..api import problem
+    from ..search import search
     p = problem(inp.model, inp.hardware, inp.gpus, seq_len=inp.seq_len,
                 global_batch=inp.global_batch, precision=inp.layout.precision,
                 optimizer=inp.layout.optimizer, budget=budget)

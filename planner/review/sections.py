@@ -1,0 +1,278 @@
+"""The design review's sections, one builder each, in the order ``review.doc.SECTIONS`` lists.
+
+Every figure comes from the library (the estimate, the search, ``api.resilience_for``,
+``api.time_to_train``, ``gate.checkpoint_figures``); a builder selects and words them, and
+registers the chart it wants drawn in ``ReviewContext.chart_specs`` (title, function name in
+``render.charts``, arguments). The one formula shown, the bubble (p−1)/(v·m + p−1), is
+``engine.pipeline.bubble_fraction`` (Narayanan et al., SC21, Sec. 2.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from . import summary as rs
+from ..engine import checkpoint as ckpt
+from ..engine.pipeline import bubble_fraction
+from ..gate import checkpoint_figures
+from ..pipeline_schedule import pipeline_timeline
+from ..render.document import Table
+from ..render.units import capacity
+from .assumptions import assumption_tables
+from .doc import SECTIONS, Section
+from ..specs.job import Inputs
+
+
+@dataclass
+class ReviewContext:
+    """What every section reads: the resolved input, its estimate and the search around it."""
+
+    inp: Inputs
+    source: str
+    budget: Any                    # specs.budget.MemoryBudget
+    outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
+    fit_result: Any                # api.FitResult of the same GPUs and batch
+    charts: bool
+    chart_specs: dict[str, tuple] = field(default_factory=dict)
+
+    @property
+    def e(self) -> Any:
+        return self.outcome.estimate
+
+
+def inputs_section(ctx: ReviewContext) -> Section:
+    text = [f"Source: {ctx.source}."]
+    if ctx.inp.model.inferred:
+        text.insert(0, "**WARNING: MODEL SHAPE INFERRED** from a bare parameter count — the "
+                       "layers, hidden size and heads below are a guess (Llama-style dense "
+                       "decoder), not your model. Pass `--model`, `--model-config` or the "
+                       "architecture flags for real numbers.")
+    text += [f"Note: {n}" for n in dict.fromkeys(ctx.outcome.notes)]
+    return Section(SECTIONS[0], text, assumption_tables(ctx.inp, ctx.budget))
+
+
+def layout_section(ctx: ReviewContext) -> Section:
+    from ..render.estimate import layout_line, verdict_line
+    e, res = ctx.e, ctx.fit_result
+    text = [f"Chosen layout ({'the plan' if 'plan' in ctx.source else 'the search winner'}): "
+            f"**{layout_line(e)}**.", verdict_line(e)]
+    rank = next((x.rank for x in res.layouts if x.layout == ctx.inp.layout), None)
+    text.append(f"The search ranks this layout #{rank} of {res.valid} valid layouts."
+                if rank else f"The search's top {len(res.layouts)} of {res.valid} "
+                             "valid layouts (this layout is not among them):")
+    if ctx.charts:
+        ctx.chart_specs["pareto"] = (
+            "Step time against peak memory: every valid layout, the plan starred", "pareto_chart",
+            (rs.pareto(ctx.inp, ctx.budget), (e.peak_memory_bytes, e.step_time_s)))
+    return Section(SECTIONS[1], text, [rs.alternatives_table(e, res)],
+                   ["pareto"] if ctx.charts else [])
+
+
+def memory_section(ctx: ReviewContext) -> Section:
+    from ..render.estimate import memory_tables
+    e = ctx.e
+    ctx.chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
+    return Section(SECTIONS[2], [
+        f"Per-GPU memory item by item on each pipeline stage; peak {e.peak_memory_bytes / 1e9:.2f} GB "
+        f"on the {e.peak_stage} stage against {e.usable_memory_bytes / 1e9:.2f} GB usable "
+        f"({capacity(e.capacity_bytes)} capacity minus the {ctx.budget.margin_fraction:.0%} margin). "
+        "Context, buffers and fragmentation are budgeted explicitly; an estimate, not a promise."],
+        memory_tables(e), ["memory"])
+
+
+def time_section(ctx: ReviewContext) -> Section:
+    from ..render.estimate import time_tables
+    e = ctx.e
+    text = [f"Step time {e.step_time_s:.3f} s. Communication is listed per axis before overlap "
+            "with the link each axis's groups cross (Megatron rank order: TP fastest, then CP, "
+            "DP, PP); the breakdown table counts only the exposed part."]
+    for axis, t in e.communication_s.items():
+        if t > 0:
+            text.append(f"- {axis.upper()}: {t * 1e3:,.1f} ms per step over "
+                        f"{e.links.get(axis, '—')} "
+                        f"({t / e.step_time_s:.1%} of the step if nothing overlapped)")
+    ctx.chart_specs["step_time"] = ("Step-time breakdown", "step_time_chart", (e,))
+    return Section(SECTIONS[3], text, time_tables(e), ["step_time"])
+
+
+def bubble_section(ctx: ReviewContext) -> Section:
+    """The schedule's bubble by formula, its share of the whole step, and the timeline chart."""
+    e, lay = ctx.e, ctx.inp.layout
+    m = e.accumulation
+    v = lay.chunks if lay.schedule == "interleaved" else 1
+    formula = float(bubble_fraction(lay.pp, m, v))
+    if lay.schedule == "interleaved":
+        form = f"(p−1)/(v·m + p−1) = ({lay.pp}−1)/({v}·{m:g} + {lay.pp}−1)"
+    else:
+        form = f"(p−1)/(m + p−1) = ({lay.pp}−1)/({m:g} + {lay.pp}−1)"
+    text = [f"Schedule {lay.schedule}" + (f" with v = {v} chunks per stage" if v > 1 else "")
+            + f", p = {lay.pp} stages, m = {m:g} micro-batches per step.",
+            f"Bubble share of the pipeline's time: {form} = **{formula:.2%}** "
+            "(Narayanan et al., SC21, Sec. 2.2).",
+            f"In the estimate the bubble is {e.breakdown.get('bubble', 0.0) * 1e3:,.1f} ms, "
+            f"{e.bubble_fraction:.2%} of the whole step (the step also holds the optimizer and "
+            "the exposed gradient reduction)."]
+    if lay.pp > 1 and m == int(m):
+        shown = int(min(m, 2 * lay.pp))
+        ctx.chart_specs["pipeline"] = (f"Pipeline schedule, {shown} of {m:g} micro-batches",
+                                       "pipeline_chart",
+                                       (pipeline_timeline(lay.pp, shown, v, lay.schedule), lay.pp,
+                                        shown, v, lay.schedule))
+        text.append(f"The chart draws the schedule for {shown} micro-batches (the real step has "
+                    f"{m:g}), forward blocks 1 unit and backward 2 units per stage.")
+    return Section(SECTIONS[4], text, [], ["pipeline"] if "pipeline" in ctx.chart_specs else [])
+
+
+def batch_section(ctx: ReviewContext) -> Section:
+    inp, lay, m = ctx.inp, ctx.inp.layout, ctx.e.accumulation
+    model_par = lay.tp * lay.pp * lay.cp
+    text = [f"B = b × a × DP = {lay.micro_batch} × {m:g} × {lay.dp} = "
+            f"{lay.micro_batch * m * lay.dp:g} sequences (stated: {inp.global_batch}).",
+            f"Tokens per step: {inp.global_batch:,} × {inp.seq_len:,} = "
+            f"{inp.global_batch * inp.seq_len:,}.",
+            f"TP × PP × CP = {lay.tp} × {lay.pp} × {lay.cp} = {model_par} GPUs hold one model "
+            f"replica and share its micro-batches; they never multiply the batch. "
+            f"DP = {inp.gpus} ÷ {model_par} = {lay.dp}."]
+    if inp.accumulation is not None:
+        text.append(f"The plan states accumulation a = {inp.accumulation}.")
+    return Section(SECTIONS[5], text)
+
+
+def _plan_gpu_mtbf_s(inp: Inputs) -> Optional[float]:
+    """The per-GPU MTBF the plan's checkpoint section states, in seconds (a node's or the job's
+    MTBF scaled to one GPU), or None."""
+    c = inp.checkpoint
+    if c is None:
+        return None
+    if c.gpu_mtbf_hours is not None:
+        return c.gpu_mtbf_hours * 3600
+    if c.node_mtbf_hours is not None:
+        return c.node_mtbf_hours * 3600 * inp.hardware.scale_up.gpus_per_node
+    if c.mtbf_hours is not None:
+        return c.mtbf_hours * 3600 * inp.gpus
+    return None
+
+
+def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
+                       gpu_hour_cost: Optional[float]) -> tuple[Section, float]:
+    """(the section, the goodput at the optimum interval); waste δ/τ + τ/(2M) + R/M."""
+    from ..api import resilience_for
+    from ..render.estimate import resilience_table
+    inp, e = ctx.inp, ctx.e
+    gpu_mtbf = _plan_gpu_mtbf_s(inp)
+    mtbf_note = "MTBF from the plan's checkpoint section." if gpu_mtbf else ""
+    kw = {"gpu_mtbf_s": gpu_mtbf} if gpu_mtbf else {}
+    res = resilience_for(e, inp.hardware, inp.model, train_tokens=train_tokens,
+                         gpu_hour_cost=gpu_hour_cost, **kw)
+    o = res.optimum
+    text = [f"Checkpoint size {res.contents.total_bytes / 1e12:.2f} TB, blocking write "
+            f"δ = {res.write.blocking_s:.1f} s (bound by {res.write.binds}); job MTBF "
+            f"M = {res.failures.job_mtbf_s / 3600:.1f} h; restart R = {res.restart.total_s / 60:.1f} min. "
+            + mtbf_note,
+            f"Wasted fraction δ/τ + τ/(2M) + R/M (Young 1974); Daly's (2006) interval "
+            f"τ = {o.interval_s / 60:.1f} min wastes {o.waste_fraction:.2%}: goodput "
+            f"**{o.goodput_fraction:.1%}**."]
+    ck = checkpoint_figures(inp, ctx.source) if inp.checkpoint is not None else None
+    if ck is not None:
+        text.append(f"The plan checkpoints every {ck.interval_s / 60:.0f} min: waste {ck.waste:.2%} "
+                    f"(optimum {ck.optimum_s / 60:.0f} min, {ck.optimum_waste:.2%}; these two figures use "
+                    f"the plan's restart cost, {inp.checkpoint.restart_min:g} min, as `dtplan check` does).")
+    taus = np.geomspace(max(o.interval_s / 10, 1.0), o.interval_s * 10, 120)
+    waste = np.asarray(ckpt.waste_fraction(taus, res.write.blocking_s, res.failures.job_mtbf_s,
+                                           res.restart.total_s))
+    ctx.chart_specs["checkpoint"] = ("Checkpoint waste versus interval", "checkpoint_chart",
+                                     (taus, waste, o.interval_s, o.waste_fraction,
+                                      ck.interval_s if ck else None))
+    return Section(SECTIONS[6], text, [resilience_table(res)], ["checkpoint"]), o.goodput_fraction
+
+
+def train_section(ctx: ReviewContext, train_tokens: Optional[float],
+                  gpu_hour_cost: Optional[float], goodput: float) -> tuple[Section, Any]:
+    """(the section, api.time_to_train at the goodput or None without a token budget)."""
+    from ..api import time_to_train
+    e = ctx.e
+    if not train_tokens:
+        return Section(SECTIONS[7], [
+            f"Throughput {e.tokens_per_s:,.0f} tokens/s on {ctx.inp.gpus} GPUs "
+            f"({e.energy_per_step_j / e.step_time_s / 1e3:,.0f} kW at board power). Pass "
+            "`--train-tokens` (and `--gpu-hour-cost`) for the time, energy and cost to train."]), None
+    ideal = time_to_train(e, train_tokens, gpu_hour_cost)
+    real = time_to_train(e, train_tokens, gpu_hour_cost, goodput=goodput)
+    rows = [["tokens", f"{train_tokens:.4g}"],
+            ["time, no failures", f"{ideal.days:.1f} days ({ideal.gpu_hours:,.0f} GPU-hours)"],
+            ["time at the goodput", f"{real.days:.1f} days ({real.gpu_hours:,.0f} GPU-hours)"],
+            ["energy at board power", f"{real.energy_mwh:,.1f} MWh (GPUs only)"],
+            ["cost", f"{real.cost:,.0f} at {gpu_hour_cost:g} per GPU-hour"
+             if real.cost is not None else "pass --gpu-hour-cost"]]
+    return Section(SECTIONS[7], [real.summary + "."],
+                   [Table("Time to train", ["quantity", "value"], rows)]), real
+
+
+def scaling_counts(gpus: int, node: int) -> list[int]:
+    """GPU counts around the chosen one: ¼×, ½×, 1×, 2×, 4× (whole nodes when ≥ a node)."""
+    out = set()
+    for f in (0.25, 0.5, 1, 2, 4):
+        n = max(1, int(round(gpus * f)))
+        if n >= node:
+            n = max(node, n // node * node)
+        out.add(n)
+    return sorted(out)
+
+
+def _best_at(inp: Inputs, budget: Any, counts: list[int]) -> list[dict]:
+    """The search's best layout at each GPU count (same model, batch, precision, optimizer)."""
+    from ..api import _short, fit
+    rows = []
+    for n in counts:
+        r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len, global_batch=inp.global_batch,
+                precision=inp.layout.precision, optimizer=inp.layout.optimizer, budget=budget,
+                top=1, suggest=False)
+        best = r.layouts[0] if r.layouts else None
+        rows.append({"gpus": n, "fits": best is not None,
+                     "layout": _short(best.layout) if best else "nothing fits",
+                     "tokens_per_s": best.tokens_per_s if best else 0.0,
+                     "mfu": best.mfu if best else 0.0,
+                     "step_time_s": best.step_time_s if best else 0.0})
+    return rows
+
+
+def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
+    """The plan's own layout (DP scaled) and the search's best at GPU counts around the plan's."""
+    if not scaling:
+        return Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."])
+    inp = ctx.inp
+    counts = scaling_counts(inp.gpus, inp.hardware.scale_up.gpus_per_node)
+    srows = _best_at(inp, ctx.budget, counts)
+    prows = rs.plan_scaling(inp, ctx.budget, counts)
+    ctx.chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
+                                  "scaling_chart",
+                                  (prows, srows, inp.gpus, rs.ideal_tokens_per_s(prows, inp.gpus)))
+    return Section(SECTIONS[8], [
+        "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
+        "and global batch), its share of ideal linear scaling from the plan's point, and the "
+        "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
+        ["scaling"])
+
+
+def rejections_section(ctx: ReviewContext) -> Section:
+    from ..render.fit import fit_doc
+    res = ctx.fit_result
+    return Section(SECTIONS[9], [
+        f"The search enumerated {res.enumerated} layouts; {res.valid} pass every "
+        "rule. Each rejected one is counted under the first rule it failed."],
+        [fit_doc(res).tables[-1]])
+
+
+def rules_section(ctx: ReviewContext) -> Section:
+    from ..render.estimate import rules_table
+    if "plan" in ctx.source:
+        rt = Table("Rules", ["rule", "status", "measured", "limit", "key"],
+                   [[r.name, r.status, r.measured, r.limit, r.key or ""]
+                    for r in ctx.outcome.rules])
+    else:
+        rt = rules_table(ctx.e)
+    return Section(SECTIONS[10], [
+        "Every rule the layout is checked against (`dtplan check` gives the same verdict)."], [rt])

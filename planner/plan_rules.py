@@ -10,6 +10,7 @@ from typing import Any
 
 from .engine import checkpoint as ckpt
 from .errors import InputError
+from .render.units import capacity
 from .specs.job import Job
 from .specs.layout import Layout
 from .specs.plan import Thresholds
@@ -45,7 +46,7 @@ def threshold_rules(t: Thresholds, est: Any) -> list[GateRule]:
     if t.max_memory_fraction is not None:
         frac = est.peak_memory_bytes / est.capacity_bytes
         add("max_memory_fraction", frac <= t.max_memory_fraction,
-            f"{frac:.1%} ({_gb(est.peak_memory_bytes)} of {_gb(est.capacity_bytes)})",
+            f"{frac:.1%}: {_gb(est.peak_memory_bytes)} of {capacity(est.capacity_bytes)}",
             f"≤ {t.max_memory_fraction:.1%}", "peak memory as a share of GPU capacity")
     if t.min_headroom_gb is not None:
         head = est.usable_memory_bytes - est.peak_memory_bytes

@@ -38,7 +38,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
     doc = Document(command="calibrate", title=f"Evidence read from {len(evidence)} file(s)",
                    tables=tables, notes=notes,
                    data={"evidence": [e.to_dict() for e in evidence],
-                         "fits": {k: FITS[k] for k in kinds}})
+                         "fits": {k: FITS[k] for k in kinds}}, mode="evidence")
     emit(escaped(doc) if fmt == "table" else doc, fmt)
     return 0
 
@@ -91,7 +91,7 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
                    tables=[fit_table(cal)], notes=notes,
                    verdict=f"{len(cal.values)} constant(s) calibrated, {len(cal.unchanged)} unchanged",
                    data={"calibration": cal.to_dict(),
-                         "evidence": [e.to_dict() for e in evidence]})
+                         "evidence": [e.to_dict() for e in evidence]}, mode="profile-fit")
     if output != "-":
         emit(escaped(doc) if fmt == "table" else doc, fmt)
     return 0

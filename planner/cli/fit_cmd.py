@@ -73,7 +73,10 @@ def fit_cmd(
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:
-        doc = fit_doc(results[0], gib=gib, wide=wide)
+        from ..batch_advice import advise_fit_result
+        advice = advise_fit_result(results[0], spec, prof, space, precision=precision,
+                                   optimizer=optimizer)
+        doc = fit_doc(results[0], gib=gib, wide=wide, batch_advice=advice)
     else:
         from ..render.fit import sweep_doc
         doc = sweep_doc(results)

@@ -45,6 +45,7 @@ class SchemaKind(str, Enum):
     batch = "batch"
     scaling = "scaling"
     checkpoint = "checkpoint"
+    compare = "compare"
 
 
 @app.command("check")
@@ -128,7 +129,7 @@ def schema_cmd(
                                       help="plan (plan files), or a command whose --format json "
                                       "output to describe: check, fit, estimate, memory, "
                                       "calibrate, models, profiles, layout, comm, bubble, batch, "
-                                      "scaling, checkpoint"),
+                                      "scaling, checkpoint, compare"),
 ) -> int:
     """Print the JSON Schema of plan files, or of a command's `--format json` output
     (`dtplan schema fit`, `dtplan schema check`)."""

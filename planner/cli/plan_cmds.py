@@ -34,7 +34,7 @@ def evaluate_cmd(
     train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time to train)"),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
     gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
-                                                   help="per-GPU MTBF (default 50,700 h, Llama 3)"),
+                                                   help="per-GPU MTBF (default 50,677 h, Llama 3)"),
     job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
                                                    help="job mean time between interruptions"),
     async_ckpt: bool = typer.Option(False, "--async-checkpoint", help="asynchronous checkpoints"),
@@ -86,7 +86,9 @@ def evaluate_cmd(
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")
     notes = [x for x in (batch_note, auto_note) if x]
-    doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes)
+    from ..batch_advice import advise_estimate_result
+    advice = advise_estimate_result(e, spec, prof, budget) if view == "estimate" else None
+    doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes, batch_advice=advice)
     if view == "estimate":
         from ..api import resilience_for
         from ..render.estimate import resilience_table

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..estimation import Estimate
 from .document import Document, Table
-from .units import capacity, count, gb, ms, pct, rule_cells, size
+from .units import capacity, count, gb, hours, ms, pct, rule_cells, size
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -110,7 +110,7 @@ def resilience_table(plan, gib: bool = False) -> Table:
              f"({size(plan.contents.busiest_rank_bytes, gib=gib)} on the busiest rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
             ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
-             + ("given" if f.source == "job" else f"per-GPU MTBF {f.component_mtbf_s / 3600:,.0f} h")
+             + ("given" if f.source == "job" else f"per-GPU MTBF {hours(f.component_mtbf_s)}")
              + ")"],
             ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
             ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],
@@ -134,7 +134,9 @@ def rules_table(e: Estimate, gib: bool = False) -> Table:
 
 
 def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
-                 extra_notes: list[str] | None = None) -> Document:
+                 extra_notes: list[str] | None = None, batch_advice=None) -> Document:
+    """`batch_advice` (planner.batch_advice.BatchAdvice or None), estimate view only: one note
+    and the JSON's `batch_advice` (null when a bigger batch would not clear the threshold)."""
     title = (f"{e.model} on {e.gpus} × {e.hardware}: {layout_line(e)}; seq {e.seq_len}, "
              f"global batch {e.global_batch} ({count(e.tokens_per_step)} tokens)")
     tables = memory_tables(e, gib)
@@ -156,6 +158,9 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
         from ..estimation import budget_note
         notes = [budget_note(e.budget, gib=True) if n == budget_note(e.budget) else n
                  for n in notes]
+    if view == "estimate":
+        data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
+        notes += [batch_advice_note(batch_advice)] if batch_advice is not None else []
     if e.model_inferred:
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])
     data["notes"] = notes
@@ -163,4 +168,19 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
                     ok=not failed, data=data, mode="budget" if view == "memory" else "estimate")
 
 
-__all__ = ["estimate_doc", "layout_line", "memory_tables", "time_tables", "verdict_line"]
+def batch_advice_note(a, layout_text: str = "") -> str:
+    """One note line: the bigger batch (planner.batch_advice), its MFU and the caveat."""
+    others = "; ".join(f"{k}: MFU {pct(v)}" for k, v in a.tried.items() if k != f"{a.factor}×")
+    return (f"Bigger batch: --global-batch {a.global_batch} ({count(a.tokens_per_batch)} tokens, "
+            f"{a.factor}× this one) would raise MFU from {pct(a.base_mfu)} to {pct(a.mfu)} "
+            f"(+{a.gain_fraction:.0%}, above the {a.threshold_fraction:.0%} threshold) with "
+            + (layout_text or "this layout and more accumulation steps")
+            + (f" ({others})" if others else "")
+            + ". It changes the optimisation: past the critical batch size (McCandlish et al. "
+            "2018) more tokens per step buy less loss per token, and dtplan does not judge "
+            "convergence.")
+
+
+__all__ = ["batch_advice_note", "estimate_doc", "layout_line", "memory_tables", "time_tables",
+           "verdict_line"]
+

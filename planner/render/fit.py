@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..api import FitResult
+from ..api import DEFAULT_GPU_MTBF_S, FitResult
 from .document import Document, Table
-from .estimate import memory_tables, time_tables
-from .units import count, gb, pct
+from .json_out import layout_text
+from .estimate import batch_advice_note, memory_tables, time_tables
+from .units import count, gb, hours, pct
 
 
 def _rc(lay) -> str:
@@ -80,7 +81,9 @@ LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb mic
           "--wide shows every column")
 
 
-def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
+def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice=None) -> Document:
+    """`batch_advice` (planner.batch_advice.BatchAdvice or None): one note and the JSON's
+    `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
     rejected = r.rejected
@@ -113,8 +116,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
               f"{count(r.tokens_per_step)} tokens per step",
               "Estimates, not promises: margins, context and fragmentation are budgeted explicitly "
               "(dtplan estimate shows each); measure the first steps.",
-              "Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of 50,700 h (Llama 3's "
-              "419 interruptions in 54 days on 16,384 GPUs) and the profile's storage bandwidth; "
+              f"Checkpoint interval (Daly) and goodput assume a per-GPU MTBF of "
+              f"{hours(DEFAULT_GPU_MTBF_S)} (Llama 3's 419 interruptions in 54 days on 16,384 GPUs) "
+              "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band / uncalibrated note
         notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
@@ -126,7 +130,10 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False) -> Document:
             not any("--allow-offload" in s for s in r.suggestions):
         notes.append("CPU offload (ZeRO-Offload of the optimizer or parameters) is outside this "
                      "search; --allow-offload adds it.")
+    if batch_advice is not None:
+        notes.append(batch_advice_note(batch_advice, layout_text(batch_advice.layout.model_dump())))
     data = r.model_dump()
+    data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
     data["ok"] = r.fits
     data["rejected"] = rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,

@@ -6,7 +6,9 @@ command has a verdict, then the result's fields. The fields are the library's py
 dumped as they are, with three changes made here and in the schema alike:
 - every key carries its unit: ``breakdown`` → ``breakdown_s``, a stage's ``items`` →
   ``items_bytes`` (the rest already do: ``_bytes``, ``_s``, ``_fraction``, ``_pct``);
-- counts are integers (``accumulation``, ``tokens_per_step``, ``params``) when whole;
+- byte figures (every ``*_bytes`` key, a stage's ``items_bytes``) are integers, rounded to the
+  byte; counts that are always whole (``tokens_per_step``, ``params``) are integers, and counts
+  that may not be (``accumulation`` of an invalid layout, a token budget) are integers when whole;
 - every structured ``layout`` gets its display string beside it (``layout_text``).
 Schemas come from the same pydantic models, so a field added to a model shows in both.
 """
@@ -19,12 +21,43 @@ from typing import Any, Callable
 
 SCHEMA_VERSION = 1
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# key → its unit-suffixed name, for a map of figures only (a list of checkpoint items keeps "items")
 RENAMES = {"breakdown": "breakdown_s", "items": "items_bytes"}
-COUNTS = frozenset({"accumulation", "tokens_per_step", "params", "active_params"})
+COUNTS = frozenset({"accumulation", "train_tokens", "tokens"})   # integers when whole
+WHOLE = frozenset({"tokens_per_step", "params", "active_params"})  # always whole: integers
+# byte amounts whose key does not end in _bytes (a rate ends in _bytes_per_s and is not one)
+BYTE_KEYS = frozenset({"bytes_per_gpu", "host_bytes_per_node"})
+
+
+def _key(key: str, is_map: bool) -> tuple[str, bool]:
+    """(the output name, whether its figures are bytes) of a key; `is_map`: its value is a map."""
+    name = RENAMES.get(key, key) if is_map else key
+    return name, name.endswith("_bytes") or name in BYTE_KEYS
+
+
+def _as_int(v: Any) -> Any:
+    """A float (or a dict of floats) rounded to integers; anything else unchanged."""
+    if isinstance(v, float) and v == v and abs(v) != float("inf"):
+        return int(round(v))
+    if isinstance(v, dict):
+        return {k: _as_int(x) for k, x in v.items()}
+    return v
+
+
+def _integer_schema(node: Any) -> Any:
+    """A property's schema with every "number" made "integer" (through anyOf, dict values)."""
+    if isinstance(node, list):
+        return [_integer_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _integer_schema(v) for k, v in node.items()}
+    if out.get("type") == "number":
+        out["type"] = "integer"
+    return out
 LAYOUT_KEYS = frozenset({"layout", "plan_layout"})
 
 
-def _layout_text(lay: dict) -> str:
+def layout_text(lay: dict) -> str:
     parts = [f"TP{lay['tp']}", f"PP{lay['pp']}", f"DP{lay['dp']}"]
     parts += [f"CP{lay['cp']}"] if lay.get("cp", 1) > 1 else []
     parts += [f"EP{lay['ep']}"] if lay.get("ep", 1) > 1 else []
@@ -40,11 +73,14 @@ def json_data(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for k, v in obj.items():
             v = json_data(v)
+            name, is_bytes = _key(k, isinstance(v, dict))
             if k in COUNTS and isinstance(v, float) and v.is_integer():
                 v = int(v)
-            out[RENAMES.get(k, k)] = v
+            elif is_bytes or k in WHOLE:
+                v = _as_int(v)
+            out[name] = v
             if k in LAYOUT_KEYS and isinstance(v, dict) and "tp" in v:
-                out[k + "_text"] = _layout_text(v)
+                out[k + "_text"] = layout_text(v)
         return out
     if isinstance(obj, (list, tuple)):
         return [json_data(v) for v in obj]
@@ -52,8 +88,8 @@ def json_data(obj: Any) -> Any:
 
 
 def _schema_transform(node: Any) -> Any:
-    """The same transform on a JSON Schema: renamed properties, integer-or-number counts,
-    ``layout_text`` declared beside each layout."""
+    """The same transform on a JSON Schema: renamed properties, integer byte figures and whole
+    counts, ``layout_text`` declared beside each layout."""
     if isinstance(node, list):
         return [_schema_transform(x) for x in node]
     if not isinstance(node, dict):
@@ -62,13 +98,16 @@ def _schema_transform(node: Any) -> Any:
     props = node.get("properties")
     if isinstance(props, dict):
         new: dict[str, Any] = {}
+        names: dict[str, str] = {}
         for k, v in props.items():
-            new[RENAMES.get(k, k)] = v
+            is_map = isinstance(v, dict) and "additionalProperties" in v
+            names[k], is_bytes = _key(k, is_map)
+            new[names[k]] = _integer_schema(v) if is_bytes or k in WHOLE else v
             if k in LAYOUT_KEYS:
                 new[k + "_text"] = {"type": "string", "description": "the layout as one line"}
         node["properties"] = new
         if "required" in node:
-            node["required"] = [RENAMES.get(k, k) for k in node["required"]]
+            node["required"] = [names.get(k, k) for k in node["required"]]
     return node
 
 
@@ -104,9 +143,17 @@ def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Calla
     return build
 
 
+def _batch_advice(defs: dict) -> dict:
+    """planner.batch_advice.BatchAdvice, or null when a bigger batch would not clear the threshold."""
+    s = _model(".batch_advice:BatchAdvice").model_json_schema(mode="serialization")
+    defs.update(s.pop("$defs", {}))
+    defs["BatchAdvice"] = s
+    return {"anyOf": [{"$ref": "#/$defs/BatchAdvice"}, {"type": "null"}]}
+
+
 def _estimate(defs: dict) -> dict:
     return _object(".estimation:Estimate", defs=defs, extra={
-        "ok": OK, "fits": OK, "notes": STR_LIST,
+        "ok": OK, "fits": OK, "notes": STR_LIST, "batch_advice": _batch_advice(defs),
         "resilience": {"$ref": "#/$defs/ResiliencePlan"}})
 
 
@@ -114,6 +161,54 @@ def _resilience_defs(defs: dict) -> None:
     s = _model(".resilience:ResiliencePlan").model_json_schema(mode="serialization")
     defs.update(s.pop("$defs", {}))
     defs["ResiliencePlan"] = s
+
+
+def _dataclass(path: str, defs: dict) -> dict:
+    """The schema of a dataclass the evidence readers dump (its $defs collected into `defs`)."""
+    from pydantic import TypeAdapter
+    s = TypeAdapter(_model(path)).json_schema(mode="serialization")
+    defs.update(s.pop("$defs", {}))
+    return s
+
+
+NULLABLE_NUMBER = {"anyOf": [{"type": "number"}, {"type": "null"}]}
+
+
+def _compare(defs: dict) -> dict:
+    """`dtplan compare`: per term seconds, per memory view bytes, each with measured/estimate."""
+    def rows(unit: str) -> dict:
+        return {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False,
+            "required": [f"measured_{unit}", f"estimate_{unit}", "ratio"],
+            "properties": {f"measured_{unit}": NULLABLE_NUMBER, f"estimate_{unit}": NULLABLE_NUMBER,
+                           "ratio": NULLABLE_NUMBER}}}
+    return {"type": "object", "required": ["terms", "memory", "largest_discrepancy", "sources"],
+            "properties": {"terms": rows("s"), "memory": rows("bytes"),
+                           "largest_discrepancy": {"type": "string"}, "sources": STR_LIST,
+                           "notes": STR_LIST}}
+
+
+def _evidence(defs: dict) -> dict:
+    """`calibrate --from FILE` without a base profile: what each file measured."""
+    item = _dataclass(".evidence.model:Evidence", defs)
+    return {"type": "object", "required": ["evidence", "fits"],
+            "properties": {"evidence": {"type": "array", "items": item},
+                           "fits": {"type": "object", "additionalProperties": {"type": "string"}},
+                           "notes": STR_LIST}}
+
+
+def _profile_fit(defs: dict) -> dict:
+    """`calibrate --from FILE --hardware NAME`: the constants fitted to the evidence."""
+    fit = _dataclass(".evidence.calibrate:ConstantFit", defs)
+    cal = {"type": "object", "required": ["base_profile", "fits", "calibrated", "unchanged"],
+           "properties": {"base_profile": {"type": "string"},
+                          "fits": {"type": "array", "items": fit},
+                          "calibrated": {"type": "object", "additionalProperties": {"type": "number"}},
+                          "unchanged": {"type": "object", "additionalProperties": {"type": "string"}},
+                          "notes": STR_LIST}}
+    return {"type": "object", "required": ["calibration", "evidence"],
+            "properties": {"calibration": cal, "notes": STR_LIST,
+                           "evidence": _evidence(defs)["properties"]["evidence"]}}
 
 
 def _sweep(defs: dict) -> dict:
@@ -125,7 +220,8 @@ def _sweep(defs: dict) -> dict:
 # command → [(mode, builder)]; the first mode is the command's default.
 OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "fit": [("search", lambda d: _object(".api:FitResult", defs=d, extra={
-                "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST})),
+                "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST,
+                "batch_advice": _batch_advice(d)})),
             ("sweep", _sweep),
             ("shrink", lambda d: _object(".shrink:ShrinkResult", exclude=("fit",), defs=d,
                                          extra={"ok": OK, "notes": STR_LIST}))],
@@ -140,7 +236,9 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                                                      "cases_hardware": {
                                                          "type": "array",
                                                          "items": {"type": "string"}},
-                                                     "rows": {"type": "array", "maxItems": 0}}})],
+                                                     "rows": {"type": "array", "maxItems": 0}}}),
+                  ("evidence", _evidence), ("profile-fit", _profile_fit)],
+    "compare": [("compare", _compare)],
     "models": [("models", _list_of(".specs.model:ModelSpec", "models", {
         "preset": {"type": "string"}, "params": {"type": "integer"},
         "active_params": {"type": "integer"}}))],

@@ -44,6 +44,11 @@ def count(n: float) -> str:
     return f"{n:g}"
 
 
+def hours(seconds: float) -> str:
+    """A long mean time (an MTBF) in whole hours: 50,677 h."""
+    return f"{seconds / 3600:,.0f} h"
+
+
 def duration(seconds: float) -> str:
     """Human duration: 42.0 s, 13.5 min, 5.2 h, 3.1 days."""
     if seconds < 120:

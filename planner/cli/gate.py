@@ -11,6 +11,7 @@ import typer
 
 from ..render.terminal import write_stdout
 from . import EXIT_OK, app
+from .options import opt
 
 
 class GateFormat(str, Enum):
@@ -50,19 +51,17 @@ class SchemaKind(str, Enum):
 def check_cmd(
     files: List[str] = typer.Argument(..., metavar="FILE",
                                       help="plan files (YAML/TOML/JSON) or engine configs"),
-    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f",
-                                   help="table, json, markdown or github (workflow annotations)"),
+    fmt: GateFormat = opt("fmt", "check"),
     strict: bool = typer.Option(False, "--strict", help="treat warnings as failures"),
     engine: Optional[Engine] = typer.Option(None, "--engine",
                                             help="input kind; detected from content if omitted"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (engine configs)"),
-    hardware: Optional[str] = typer.Option(None, "--hardware",
-                                           help="hardware profile name or .toml path"),
-    model: Optional[str] = typer.Option(None, "--model",
-                                        help="model preset or config.json path (engine configs)"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length (DeepSpeed)"),
-    tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel (DeepSpeed configs)"),
-    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline parallel (DeepSpeed configs)"),
+    gpus: Optional[int] = opt("gpus", "check"),
+    hardware: Optional[str] = opt("hardware", "plan"),
+    model: Optional[str] = opt("model"),
+    model_config: Optional[str] = opt("model_config"),
+    seq_len: Optional[int] = opt("seq_len", "check"),
+    tp: Optional[int] = opt("tp", "check"),
+    pp: Optional[int] = opt("pp", "check"),
 ) -> int:
     """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input."""
     from ..errors import InputError
@@ -74,8 +73,10 @@ def check_cmd(
     for name, value in (("--gpus", gpus), ("--seq-len", seq_len), ("--tp", tp), ("--pp", pp)):
         if value is not None and value < 1:
             raise InputError(name, f"must be an integer >= 1, got {value}")
+    if model is not None and model_config is not None:
+        raise InputError("--model-config", "give --model PRESET or --model-config PATH, not both")
     opts = CheckOptions(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                        model=model, seq_len=seq_len, tp=tp, pp=pp, strict=strict)
+                        model=model_config or model, seq_len=seq_len, tp=tp, pp=pp, strict=strict)
     verdict = check_paths(files, opts)
     for v in verdict.files:
         if v.error:

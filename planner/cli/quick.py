@@ -7,24 +7,23 @@ from typing import List, Optional
 import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
-from .options import Format, parse_list, parse_number
+from .options import Format, number, opt, parse_list, parse_number
 
-FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
+FormatOpt = opt("fmt")
 
 
 @app.command("comm")
 def comm_cmd(
     message_gb: List[str] = typer.Option(..., "--message-gb",
                                          help="message size, GB (1e9 bytes): 1 or 0.0671,1.07"),
-    gpus: List[str] = typer.Option(["8"], "--gpus", help="rank counts: 8 or 8,64,512 (repeatable)"),
-    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s"),
-    latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs"),
-    hardware: Optional[str] = typer.Option(None, "--hardware",
-                                           help="use a profile's topology instead of --bandwidth"),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node",
-                                                help="GPUs per node (overrides the profile)"),
-    nic_gbit: Optional[float] = typer.Option(None, "--nic-gbit-per-gpu", "--nic-gbit",
-                                             help="NIC bandwidth per GPU, Gb/s (overrides the profile)"),
+    gpus: List[str] = opt("gpus", "ranks"),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s",
+                                              parser=number("--bandwidth", whole=False)),
+    latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs",
+                                     parser=number("--latency", whole=False)),
+    hardware: Optional[str] = opt("hardware", "comm"),
+    gpus_per_node: Optional[int] = opt("gpus_per_node"),
+    nic_gbit: Optional[float] = opt("nic_gbit"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
@@ -52,11 +51,11 @@ def comm_cmd(
 
 @app.command("bubble")
 def bubble_cmd(
-    stages: int = typer.Option(..., "--stages", help="pipeline stages p"),
+    stages: int = typer.Option(..., "--stages", help="pipeline stages p", parser=number("--stages")),
     micro_batches: List[str] = typer.Option(..., "--micro-batches",
                                             help="m, or a list 1,4,16,64 (repeatable)"),
-    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe or interleaved"),
-    chunks: int = typer.Option(1, "--chunks", help="model chunks per device v (interleaved)"),
+    schedule: str = opt("schedule", "bubble"),
+    chunks: int = opt("chunks", "bubble"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Pipeline bubble fraction and efficiency."""
@@ -71,14 +70,13 @@ def bubble_cmd(
 
 @app.command("batch")
 def batch_cmd(
-    micro_batch: int = typer.Option(..., "--micro-batch", help="samples per GPU per micro-step (b)"),
-    dp: int = typer.Option(..., "--dp", help="data-parallel degree"),
-    accum: Optional[int] = typer.Option(None, "--accum", help="gradient accumulation steps (a)"),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch",
-                                               help="target global batch (solves --accum)"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    cp: int = typer.Option(1, "--cp"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sample"),
+    micro_batch: int = opt("micro_batch", "batch"),
+    dp: int = typer.Option(..., "--dp", help="data-parallel degree", parser=number("--dp")),
+    accum: Optional[int] = typer.Option(None, "--accum", help="gradient accumulation steps (a)",
+                                        parser=number("--accum")),
+    global_batch: Optional[int] = opt("global_batch", "target"),
+    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
+    seq_len: Optional[int] = opt("seq_len", "batch"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Global batch B = b x a x DP (TP, PP, CP never multiply it), or a from a target B."""
@@ -96,56 +94,58 @@ def batch_cmd(
 def checkpoint_cmd(
     cost_min: Optional[float] = typer.Option(None, "--cost-min",
                                              help="time to write one checkpoint, min (derived "
-                                                  "from the model when --model/--params is given)"),
-    mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours",
-                                               help="job mean time between failures, h"),
+                                                  "from the model when --model/--params is given)",
+                                             parser=number("--cost-min", whole=False)),
+    job_mtbf_hours: Optional[float] = opt("job_mtbf_hours"),
     intervals: Optional[List[str]] = typer.Option(None, "--intervals",
                                                   help="intervals to tabulate, min "
                                                        "[default: 15,60,240,480]"),
     restart_min: Optional[float] = typer.Option(None, "--restart-min",
                                                 help="restart cost per failure, min [simple "
                                                      "form: 0; derived: detect+reschedule+reload"
-                                                     "+warm-up]"),
-    model: Optional[str] = typer.Option(None, "--model", help="model preset (derived form)"),
-    params: Optional[str] = typer.Option(None, "--params", help="parameter count (derived form)"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in the job"),
-    hardware: str = typer.Option("h100", "--hardware", help="hardware profile"),
+                                                     "+warm-up]",
+                                                parser=number("--restart-min", whole=False)),
+    model: Optional[str] = opt("model"),
+    params: Optional[str] = opt("params"),
+    gpus: Optional[int] = opt("gpus"),
+    hardware: Optional[str] = opt("hardware"),
     storage_gbs: Optional[float] = typer.Option(None, "--storage-gbs",
                                                 help="aggregate storage write bandwidth, GB/s "
-                                                     "[default: the profile's]"),
+                                                     "[default: the profile's]",
+                                                parser=number("--storage-gbs", whole=False)),
     read_gbs: Optional[float] = typer.Option(None, "--read-gbs",
                                              help="aggregate storage read bandwidth, GB/s "
-                                                  "[default: the profile's]"),
-    gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
-                                                   help="MTBF of one GPU, h (job: ÷ GPUs)"),
+                                                  "[default: the profile's]",
+                                             parser=number("--read-gbs", whole=False)),
+    gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
     node_mtbf_hours: Optional[float] = typer.Option(None, "--node-mtbf-hours",
-                                                    help="MTBF of one node, h (job: ÷ nodes)"),
-    job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
-                                                   help="job MTBF (or MTTI), h"),
+                                                    help="MTBF of one node, h (job: ÷ nodes)",
+                                                    parser=number("--node-mtbf-hours", whole=False)),
     interruptions: Optional[float] = typer.Option(None, "--interruptions",
                                                   help="observed job interruptions (with "
-                                                       "--over-days)"),
+                                                       "--over-days)",
+                                                  parser=number("--interruptions", whole=False)),
     over_days: Optional[float] = typer.Option(None, "--over-days",
-                                              help="period the interruptions were counted in, days"),
-    async_ckpt: bool = typer.Option(False, "--async", help="asynchronous checkpointing"),
+                                              help="period the interruptions were counted in, days",
+                                              parser=number("--over-days", whole=False)),
+    async_ckpt: bool = opt("async_checkpoint"),
     tokens_per_s: Optional[str] = typer.Option(None, "--tokens-per-s",
                                                help="training throughput, tokens/s"),
-    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="token budget"),
-    price: Optional[float] = typer.Option(None, "--price-per-gpu-hour",
-                                          help="price of one GPU-hour (any currency)"),
+    train_tokens: Optional[str] = opt("train_tokens"),
+    price: Optional[float] = opt("gpu_hour_cost"),
     straggler: Optional[float] = typer.Option(None, "--straggler",
-                                              help="slowdown of one GPU, e.g. 1.2"),
-    zero: int = typer.Option(3, "--zero", help="ZeRO stage for per-rank sizes (0-3)"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    precision: str = typer.Option("mixed", "--precision",
-                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer",
-                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+                                              help="slowdown of one GPU, e.g. 1.2",
+                                              parser=number("--straggler", whole=False)),
+    zero: int = opt("zero", "checkpoint"),
+    tp: int = opt("tp"), pp: int = opt("pp"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
     fmt: Format = FormatOpt,
 ) -> int:
-    """Checkpoint interval, waste and goodput. Simple form: --cost-min and --mtbf-hours.
-    Derived form: --model (or --params), --gpus and a failure rate; the checkpoint's size,
-    write time, restart cost and (with tokens) the time to train follow."""
+    """Checkpoint interval, waste and goodput. Simple form: --cost-min and --job-mtbf-hours.
+    Derived form: --model (or --params) and --gpus (failure rate: 50,700 h per GPU unless
+    given, as in estimate); the checkpoint's size, write time, restart cost and (with tokens)
+    the time to train follow."""
     from ..calculators import checkpoint
     from ..errors import InputError
     from ..render import emit
@@ -154,39 +154,43 @@ def checkpoint_cmd(
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
     if model is None and params is None:
         derived_only = {"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
-                        "--node-mtbf-hours": node_mtbf_hours, "--job-mtbf-hours": job_mtbf_hours,
-                        "--interruptions": interruptions, "--tokens-per-s": tokens_per_s,
-                        "--train-tokens": train_tokens, "--straggler": straggler,
-                        "--storage-gbs": storage_gbs}
+                        "--node-mtbf-hours": node_mtbf_hours, "--interruptions": interruptions,
+                        "--tokens-per-s": tokens_per_s, "--train-tokens": train_tokens,
+                        "--straggler": straggler, "--storage-gbs": storage_gbs,
+                        "--read-gbs": read_gbs, "--over-days": over_days,
+                        "--gpu-hour-cost": price, "--async-checkpoint": async_ckpt or None,
+                        "--zero": zero if zero != 3 else None}
         stray = next((k for k, x in derived_only.items() if x is not None), None)
         if stray:
             raise InputError(stray, "needs --model or --params (the derived form)")
-        for name, x in (("--cost-min", cost_min), ("--mtbf-hours", mtbf_hours)):
+        for name, x in (("--cost-min", cost_min), ("--job-mtbf-hours", job_mtbf_hours)):
             if x is None:
-                raise InputError(name, "is required (or give --model/--params, --gpus and a "
-                                       "failure rate for the derived form)")
-        r = checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
+                raise InputError(name, "is required (or give --model/--params and --gpus for "
+                                       "the derived form)")
+        r = checkpoint(cost_min * 60, job_mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
         emit(checkpoint_doc(r), fmt.value)
         return EXIT_OK
 
     from ..specs.presets import get_preset
     from .. import validate as v
     from ..resilience import plan_resilience
+    from ..specs.hardware import DEFAULT_PROFILE
 
     if model is not None and params is not None:
         raise InputError("--params", "give --model or --params, not both")
     if gpus is None:
         raise InputError("--gpus", "is required with --model/--params")
     v.zero_stage("--zero", zero)
-    if mtbf_hours is not None and job_mtbf_hours is not None:
-        raise InputError("--mtbf-hours", "is the job MTBF; give it or --job-mtbf-hours, not both")
-    job = job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours
+    job = job_mtbf_hours
+    if job is None and gpu_mtbf_hours is None and node_mtbf_hours is None and interruptions is None:
+        from ..api import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
+        gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
     spec = get_preset(model) if model is not None else None
     n_params = spec.param_count() if spec else parse_number("--params", params)
     hours = {k: (x * 3600 if x is not None else None) for k, x in
              (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
     plan = plan_resilience(
-        n_params, gpus, hardware=hardware, model=spec.name if spec else None, tp=tp, pp=pp, zero_stage=zero,
+        n_params, gpus, hardware=hardware or DEFAULT_PROFILE, model=spec.name if spec else None, tp=tp, pp=pp, zero_stage=zero,
         precision=precision, optimizer=optimizer,
         storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
         storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
@@ -207,9 +211,11 @@ def checkpoint_cmd(
 
 @app.command("scaling")
 def scaling_cmd(
-    baseline_ms: float = typer.Option(..., "--baseline-ms", help="time on one GPU (or baseline)"),
-    measured_ms: float = typer.Option(..., "--measured-ms", help="time measured on --gpus GPUs"),
-    gpus: int = typer.Option(..., "--gpus"),
+    baseline_ms: float = typer.Option(..., "--baseline-ms", help="time on one GPU (or baseline)",
+                                      parser=number("--baseline-ms", whole=False)),
+    measured_ms: float = typer.Option(..., "--measured-ms", help="time measured on --gpus GPUs",
+                                      parser=number("--measured-ms", whole=False)),
+    gpus: int = opt("gpus", "required"),
     mode: str = typer.Option("strong", "--mode", help="strong or weak"),
     fmt: Format = FormatOpt,
 ) -> int:
@@ -224,10 +230,9 @@ def scaling_cmd(
 
 @app.command("layout")
 def layout_cmd(
-    gpus: int = typer.Option(..., "--gpus"),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per NVLink domain"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    cp: int = typer.Option(1, "--cp"),
+    gpus: int = opt("gpus", "required"),
+    gpus_per_node: int = opt("gpus_per_node", "layout"),
+    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
     show_groups: bool = typer.Option(False, "--show-groups", help="list every rank group"),
     fmt: Format = FormatOpt,
 ) -> int:

@@ -14,11 +14,12 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
+from .options import opt
 
 PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
                       "fit options and the search's winner")
-OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
-FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
+OUT = opt("output")
+FORCE = opt("force")
 
 
 def _inputs(plan, job: o.Job, gpus, precision, optimizer):
@@ -35,6 +36,9 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
+    offer = job.offer()
+    if offer is not None:   # the documents have no JSON to carry it: say it on stderr first
+        sys.stderr.write(f"dtplan: note: {o.offer_line(offer)}\n")
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
                                global_batch=gbatch, precision=precision, optimizer=optimizer)
@@ -46,11 +50,11 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
 def report_cmd(
     job: o.Job,
     plan: Optional[str] = PLAN,
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time, energy, cost)"),
-    gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
+    gpus: Optional[int] = opt("gpus", "plan"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
+    train_tokens: Optional[str] = opt("train_tokens"),
+    gpu_hour_cost: Optional[float] = opt("gpu_hour_cost"),
     output: str = OUT, force: bool = FORCE,
     html: bool = typer.Option(False, "--html", help="HTML even on stdout (default: by -o suffix)"),
     charts: bool = typer.Option(True, "--charts/--no-charts", help="draw charts (needs matplotlib)"),
@@ -109,9 +113,9 @@ def export_cmd(
     job: o.Job,
     plan: Optional[str] = PLAN,
     to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    gpus: Optional[int] = opt("gpus", "plan"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
     output: str = OUT, force: bool = FORCE,
     allow_failing: bool = typer.Option(False, "--allow-failing",
                                        help="export a plan that fails a rule (it will fail check too)"),

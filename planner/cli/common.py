@@ -161,11 +161,15 @@ def emit_job(doc: Any, fmt: str, job: "Job") -> None:
     emit(doc, fmt)
 
 
-def job_options(fn):
-    """Add the JOB_OPTIONS to a typer command whose body takes `job: Job`."""
+def job_options(fn=None, *, hide: tuple[str, ...] = ()):
+    """Add the JOB_OPTIONS to a typer command whose body takes `job: Job`; `hide` keeps the ones
+    the command does not use out of its help (still accepted: older scripts pass them)."""
+    if fn is None:
+        return functools.partial(job_options, hide=hide)
     sig = inspect.signature(fn, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != "job"]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann,
+                               default=SHARED[name].option(hidden=True) if name in hide else default)
              for name, ann, default in JOB_OPTIONS]
     names = [name for name, _, _ in JOB_OPTIONS]
 

@@ -77,14 +77,16 @@ class Opt:
     def flag(self) -> str:
         return self.flags[0]
 
-    def option(self) -> Any:
+    def option(self, *, hidden: bool = False) -> Any:
+        """The typer.Option; `hidden`: accepted, not listed (a command that does not use it)."""
         if self.kind == "flag":
-            return typer.Option(self.default, *self.flags, *self.aliases, help=self.help)
+            return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
+                                hidden=hidden)
         parser = (number(self.flag, whole=self.kind != "real", sequence=self.kind == "seq",
                          lower=self.lower)
                   if self.kind in ("whole", "seq", "real") else None)
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
-                            metavar=self.metavar, parser=parser)
+                            metavar=self.metavar, parser=parser, hidden=hidden)
 
 
 def _n(flag: str, help: str, default: Any = None, kind: str = "whole", **kw: Any) -> Opt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -9,13 +10,13 @@ import typer
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
 from ..specs.budget import MemoryBudget
-from .options import Format, opt
+from .options import SHARED, Format, opt
 
 FormatOpt = opt("fmt")
 
 
 @app.command("memory")
-@o.job_options
+@o.job_options(hide=("nic_gbit",))   # memory does not depend on the network
 @o.layout_options(variants={"zero": "memory"})
 def memory_cmd(
     job: o.Job, layout: dict,
@@ -26,9 +27,21 @@ def memory_cmd(
     margin: Optional[float] = opt("margin"),
     gib: bool = opt("gib"),
     fmt: Format = opt("fmt"),
+    train_tokens: Optional[str] = SHARED["train_tokens"].option(hidden=True),
+    gpu_hour_cost: Optional[float] = SHARED["gpu_hour_cost"].option(hidden=True),
+    gpu_mtbf_hours: Optional[float] = SHARED["gpu_mtbf_hours"].option(hidden=True),
+    job_mtbf_hours: Optional[float] = SHARED["job_mtbf_hours"].option(hidden=True),
+    async_ckpt: bool = SHARED["async_checkpoint"].option(hidden=True),
 ) -> int:
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
+    # Older scripts passed estimate's time and cost options here too: still accepted, unlisted,
+    # and said to do nothing.
+    for flag, x in (("--train-tokens", train_tokens), ("--gpu-hour-cost", gpu_hour_cost),
+                    ("--gpu-mtbf-hours", gpu_mtbf_hours), ("--job-mtbf-hours", job_mtbf_hours),
+                    ("--async-checkpoint", async_ckpt or None)):
+        if x is not None:
+            sys.stderr.write(f"dtplan: note: {flag} is for `dtplan estimate`; memory ignores it\n")
     budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     return _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
 

@@ -153,23 +153,13 @@ def checkpoint_cmd(
 
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
     if model is None and params is None:
-        derived_only = {"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
-                        "--node-mtbf-hours": node_mtbf_hours, "--interruptions": interruptions,
-                        "--tokens-per-s": tokens_per_s, "--train-tokens": train_tokens,
-                        "--straggler": straggler, "--storage-gbs": storage_gbs,
-                        "--read-gbs": read_gbs, "--over-days": over_days,
-                        "--gpu-hour-cost": price, "--async-checkpoint": async_ckpt or None,
-                        "--zero": zero if zero != 3 else None}
-        stray = next((k for k, x in derived_only.items() if x is not None), None)
-        if stray:
-            raise InputError(stray, "needs --model or --params (the derived form)")
-        for name, x in (("--cost-min", cost_min), ("--job-mtbf-hours", job_mtbf_hours)):
-            if x is None:
-                raise InputError(name, "is required (or give --model/--params and --gpus for "
-                                       "the derived form)")
-        r = checkpoint(cost_min * 60, job_mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
-        emit(checkpoint_doc(r), fmt.value)
-        return EXIT_OK
+        return _simple_checkpoint(cost_min, job_mtbf_hours, ts, restart_min, fmt.value, {
+            "--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
+            "--node-mtbf-hours": node_mtbf_hours, "--interruptions": interruptions,
+            "--tokens-per-s": tokens_per_s, "--train-tokens": train_tokens,
+            "--straggler": straggler, "--storage-gbs": storage_gbs, "--read-gbs": read_gbs,
+            "--over-days": over_days, "--gpu-hour-cost": price,
+            "--async-checkpoint": async_ckpt or None, "--zero": zero if zero != 3 else None})
 
     from ..specs.presets import get_preset
     from .. import validate as v
@@ -190,8 +180,8 @@ def checkpoint_cmd(
     hours = {k: (x * 3600 if x is not None else None) for k, x in
              (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
     plan = plan_resilience(
-        n_params, gpus, hardware=hardware or DEFAULT_PROFILE, model=spec.name if spec else None, tp=tp, pp=pp, zero_stage=zero,
-        precision=precision, optimizer=optimizer,
+        n_params, gpus, hardware=hardware or DEFAULT_PROFILE, model=spec.name if spec else None,
+        tp=tp, pp=pp, zero_stage=zero, precision=precision, optimizer=optimizer,
         storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
         storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
         async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
@@ -207,6 +197,26 @@ def checkpoint_cmd(
     doc = checkpoint_doc(plan, table)
     emit(doc, fmt.value)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], ts: list[float],
+                       restart_min: Optional[float], fmt: str, derived_only: dict) -> int:
+    """The simple form: δ and M given, no model; the derived form's options are refused."""
+    from ..calculators import checkpoint
+    from ..errors import InputError
+    from ..render import emit
+    from ..render.quick import checkpoint_doc
+
+    stray = next((k for k, x in derived_only.items() if x is not None), None)
+    if stray:
+        raise InputError(stray, "needs --model or --params (the derived form)")
+    for name, x in (("--cost-min", cost_min), ("--job-mtbf-hours", mtbf_hours)):
+        if x is None:
+            raise InputError(name, "is required (or give --model/--params and --gpus for "
+                                   "the derived form)")
+    emit(checkpoint_doc(checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)),
+         fmt)
+    return EXIT_OK
 
 
 @app.command("scaling")

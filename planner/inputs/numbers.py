@@ -67,8 +67,8 @@ def format_number(n: float, *, sequence: bool = False) -> str:
     table = SEQUENCE_SUFFIXES if sequence else SUFFIXES
     for suf, scale in table.items():
         q = n / scale
-        if abs(q) < 1:
-            continue
+        if not 1 <= abs(q) < (1024 if suf in BINARY_SUFFIXES or sequence else 1000):
+            continue   # 68900104Ki is no easier to read than 70553706496
         text = (f"{int(q)}" if q == int(q) else f"{q:.6g}") + suf
         if len(text) < len(best) and parse_number("", text, sequence=sequence) == n:
             best = text

@@ -234,3 +234,19 @@ def test_checkpoint_defaults_to_estimates_failure_rate():
     same = dtplan("checkpoint", "--model", "llama3-70b", "--gpus", "1024", "--gpu-mtbf-hours",
                   repr(DEFAULT_GPU_MTBF_S / 3600), "-f", "json").json()
     assert json.dumps(j, sort_keys=True) == json.dumps(same, sort_keys=True)
+
+
+def test_every_command_reads_every_option_it_declares():
+    """A declared option that the command's body never reads is one that does nothing."""
+    import ast
+    import inspect
+    import textwrap
+    for name, cmd in COMMANDS.items():
+        fn = cmd.callback
+        while hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        body = tree.body[0].body
+        used = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        for p in inspect.signature(fn).parameters:
+            assert p in used, f"dtplan {name}: option {p} is declared and never read"

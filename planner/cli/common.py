@@ -7,11 +7,10 @@ import inspect
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-import typer
-
 from ..errors import InputError
 from ..specs.layout import KNOBS
 from .options import SHARED, opt, parse_number
+
 
 def model_from_options(model, model_config, params, layers, hidden, heads, kv_heads, ffn, vocab,
                        mlp, dropout=None):

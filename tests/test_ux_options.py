@@ -83,7 +83,8 @@ def test_one_name_per_concept():
             assert o.opts[0] not in ALIASES                  # an alias is never the main name
             assert set(o.opts[1:]) - {"-f", "-o", "-m", "-h"} <= ALIASES  # the rest are aliases
     # the spellings issue #16 found for one concept are now aliases of one option
-    assert {"--price-per-gpu-hour", "--async", "--mtbf-hours", "--nic-gbit"} <= ALIASES
+    assert {"--price-per-gpu-hour", "--async", "--mtbf-hours", "--nic-gbit",
+            "--gpu-memory-gb"} <= ALIASES
     for (name, _), v in VARIANTS.items():
         assert v.why and v.flags[0] == SHARED[name].flags[0] if name in SHARED else v.why
         assert name not in SHARED or v.help != SHARED[name].help or v.default != SHARED[name].default
@@ -95,6 +96,7 @@ def test_one_name_per_concept():
     ("--async", "--async-checkpoint", ["checkpoint", "--params", "7e9", "--gpus", "8"]),
     ("--mtbf-hours", "--job-mtbf-hours", ["checkpoint", "--cost-min", "3"]),
     ("--nic-gbit", "--nic-gbit-per-gpu", ["estimate", "--model", "llama3-8b", "--gpus", "16"]),
+    ("--gpu-memory-gb", "--gpu-memory-gib", ["memory", "--model", "llama3-8b", "--gpus", "8"]),
 ])
 def test_old_spellings_still_work_and_help_lists_one(old, new, args):
     value = [] if "async" in old else ["50" if "mtbf" in old else "2" if "cost" in old else "100"]
@@ -137,6 +139,7 @@ def test_memory_lists_no_time_or_cost_options_and_estimate_does():
     (["estimate", "--model", "llama3-8b", "--gpus", "8", "--train-tokens", "15T"],
      ["estimate", "--model", "llama3-8b", "--gpus", "8", "--train-tokens", "15e12"]),
     (["layout", "--gpus", "1k", "--tp", "8"], ["layout", "--gpus", "1000", "--tp", "8"]),
+    (["memory", "--params", "70b", "--gpus", "8"], ["memory", "--params", "70B", "--gpus", "8"]),
     (["memory", "--layers", "32", "--hidden", "4k", "--heads", "32", "--vocab", "32k"],
      ["memory", "--layers", "32", "--hidden", "4000", "--heads", "32", "--vocab", "32000"]),
 ])
@@ -225,6 +228,19 @@ def test_nearest_preset_flag_plans_the_preset():
 def test_nearest_preset_needs_params():
     r = dtplan("fit", "--model", "llama3-8b", "--gpus", "8", "--nearest-preset")
     assert r.code == 2 and r.err.startswith("dtplan: error: --nearest-preset: needs --params")
+
+
+def test_checkpoint_splits_experts_as_estimate_does():
+    # Mixtral's busiest rank under ZeRO-1 on 64 GPUs: the same bytes estimate prints at EP 1/4/8
+    for ep, busiest in ((1, 102.16e9), (4, 34.52e9), (8, 23.24e9)):
+        j = dtplan("checkpoint", "--model", "mixtral-8x7b", "--gpus", "64", "--zero", "1",
+                   "--ep", str(ep), "-f", "json").json()
+        e = dtplan("estimate", "--model", "mixtral-8x7b", "--gpus", "64", "--zero", "1",
+                   "--ep", str(ep), "-f", "json").json()
+        assert j["contents"] == e["resilience"]["contents"]
+        assert round(j["contents"]["busiest_rank_bytes"], -7) == busiest
+    r = dtplan("checkpoint", "--params", "7e9", "--gpus", "8", "--ep", "2")
+    assert r.code == 2 and r.err.startswith("dtplan: error: --ep: needs a mixture-of-experts")
 
 
 def test_checkpoint_defaults_to_estimates_failure_rate():

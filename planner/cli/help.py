@@ -68,6 +68,8 @@ EXAMPLES = {
     "completion": ["dtplan completion bash > ~/.local/share/bash-completion/completions/dtplan",
                    "dtplan completion zsh > \"${fpath[1]}/_dtplan\""],
     "models": ["dtplan models", "dtplan models --format json"],
+    "profiles": ["dtplan profiles", "dtplan profiles show h100"],
+    "compare": ["dtplan compare trace_rank0.json train.log --plan plan.yaml"],
 }
 
 _BY_TYPE = {int: "N", float: "NUM", str: "TEXT"}

@@ -120,8 +120,8 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
     ("hardware_file", Opt(("--hardware-file",), "hardware profile TOML file", metavar="PATH")),
     ("gpus_per_node", _n("--gpus-per-node", "what-if: GPUs per node / NVLink domain "
                          "(default: the profile's)")),
-    ("gpu_memory_gb", Opt(("--gpu-memory-gb",), "what-if: GPU memory, GiB", metavar="GIB",
-                          kind="real")),
+    ("gpu_memory_gb", Opt(("--gpu-memory-gib",), "what-if: GPU memory, GiB (80 = 85.9 GB)",
+                          metavar="GIB", kind="real", aliases=("--gpu-memory-gb",))),
     ("nic_gbit", Opt(("--nic-gbit-per-gpu",), "what-if: NIC bandwidth per GPU, Gb/s (default: "
                      "the profile's)", metavar="GBIT", kind="real", aliases=("--nic-gbit",))),
     # Batch.
@@ -260,9 +260,10 @@ VARIANTS: dict[tuple[str, str], Opt] = {
                                     "8, an HGX node: layout reads no profile)", 8,
                                     why="no profile"),
     ("zero", "checkpoint"): replace(SHARED["zero"], default=3, help="ZeRO stage 0-3 of the "
-                                    "per-rank checkpoint bytes (default 3 here: every rank "
-                                    "writes its shard, as sharded checkpoints do; a layout's "
-                                    "default elsewhere is 0)", why="sharded checkpoints"),
+                                    "per-rank checkpoint bytes (default 3 here: at the default "
+                                    "--tp 1 --pp 1 only a sharded layout holds a large model, "
+                                    "and every rank writes its shard; estimate's layout "
+                                    "default is 0)", why="TP 1 PP 1 needs sharding"),
     ("zero", "memory"): replace(SHARED["zero"], default=None, help="ZeRO stage 0-3 (default 0; "
                                 "with --params alone every stage is listed and this one gets "
                                 "the verdict)", why="the states table"),

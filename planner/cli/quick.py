@@ -137,7 +137,7 @@ def checkpoint_cmd(
                                               help="slowdown of one GPU, e.g. 1.2",
                                               parser=number("--straggler", whole=False)),
     zero: int = opt("zero", "checkpoint"),
-    tp: int = opt("tp"), pp: int = opt("pp"),
+    tp: int = opt("tp"), pp: int = opt("pp"), ep: int = opt("ep"),
     precision: str = opt("precision"),
     optimizer: str = opt("optimizer"),
     fmt: Format = FormatOpt,
@@ -159,7 +159,8 @@ def checkpoint_cmd(
             "--tokens-per-s": tokens_per_s, "--train-tokens": train_tokens,
             "--straggler": straggler, "--storage-gbs": storage_gbs, "--read-gbs": read_gbs,
             "--over-days": over_days, "--gpu-hour-cost": price,
-            "--async-checkpoint": async_ckpt or None, "--zero": zero if zero != 3 else None})
+            "--async-checkpoint": async_ckpt or None, "--zero": zero if zero != 3 else None,
+            "--ep": ep if ep != 1 else None})
 
     from ..specs.presets import get_preset
     from .. import validate as v
@@ -177,11 +178,16 @@ def checkpoint_cmd(
         gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
     spec = get_preset(model) if model is not None else None
     n_params = spec.param_count() if spec else parse_number("--params", params)
+    experts = spec.routed_expert_params() if spec else 0.0
+    if ep != 1 and not experts:
+        raise InputError("--ep", "needs a mixture-of-experts --model (a dense model has no "
+                                 "experts to split)")
     hours = {k: (x * 3600 if x is not None else None) for k, x in
              (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
     plan = plan_resilience(
         n_params, gpus, hardware=hardware or DEFAULT_PROFILE, model=spec.name if spec else None,
-        tp=tp, pp=pp, zero_stage=zero, precision=precision, optimizer=optimizer,
+        tp=tp, pp=pp, zero_stage=zero, precision=precision, optimizer=optimizer, ep=ep,
+        expert_params=experts,
         storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
         storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
         async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
@@ -226,7 +232,7 @@ def scaling_cmd(
     measured_ms: float = typer.Option(..., "--measured-ms", help="time measured on --gpus GPUs",
                                       parser=number("--measured-ms", whole=False)),
     gpus: int = opt("gpus", "required"),
-    mode: str = typer.Option("strong", "--mode", help="strong or weak"),
+    mode: str = typer.Option("strong", "--mode", metavar="strong|weak", help="strong or weak"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Strong- or weak-scaling speedup and efficiency."""

@@ -112,7 +112,8 @@ def report_cmd(
 def export_cmd(
     job: o.Job,
     plan: Optional[str] = PLAN,
-    to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
+    to: str = typer.Option(..., "--to", metavar="ENGINE",
+                           help="deepspeed, megatron, torchtitan or accelerate"),
     gpus: Optional[int] = opt("gpus", "plan"),
     precision: str = opt("precision"),
     optimizer: str = opt("optimizer"),

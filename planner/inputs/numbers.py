@@ -2,7 +2,7 @@
 
 One parser for every numeric option (and for counts inside text, such as --tokens-per-batch).
 Counts use SI suffixes (K/k = 10^3, M = 10^6, B/G = 10^9, T = 10^12: "70B parameters", "15T
-tokens") and binary ones (Ki/Mi/Gi/Ti = 2^10..2^40: "4Mi tokens" = 4,194,304). Sequence
+tokens"; lower-case m/b/t too: "70b") and binary ones (Ki/Mi/Gi/Ti = 2^10..2^40: "4Mi tokens" = 4,194,304). Sequence
 lengths are the exception people expect: "8k", "32k", "128K" name powers of two (Llama 3's 8K
 context is 8,192 positions; Llama 3.1's 128K is max_position_embeddings = 131,072 in its
 config.json), so with ``sequence=True`` K/k and M are 2^10 and 2^20.
@@ -14,7 +14,8 @@ import math
 
 from ..errors import InputError
 
-SI_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+SI_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
+               "m": 1e6, "b": 1e9, "t": 1e12}   # 70b, 15t as often typed (no milli for counts)
 BINARY_SUFFIXES = {"Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
 SUFFIXES = {**SI_SUFFIXES, **BINARY_SUFFIXES}
 SEQUENCE_SUFFIXES = {**BINARY_SUFFIXES, "k": 2.0 ** 10, "K": 2.0 ** 10, "M": 2.0 ** 20}

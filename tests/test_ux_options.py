@@ -266,3 +266,22 @@ def test_every_command_reads_every_option_it_declares():
         used = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
         for p in inspect.signature(fn).parameters:
             assert p in used, f"dtplan {name}: option {p} is declared and never read"
+
+
+@pytest.mark.parametrize("args", [
+    ["fit", "--params", "70e9", "--gpus", "256", "--top", "1"],
+    ["fit", "--params", "70e9", "--gpus", "64,128", "--top", "1"],
+    ["estimate", "--params", "7e9", "--gpus", "8"],
+    ["memory", "--params", "7e9", "--gpus", "8", "--seq-len", "4k"],
+], ids=lambda a: " ".join(a[:2] + a[4:6]))
+def test_the_nearest_preset_field_is_in_the_schema(args):
+    import jsonschema
+    out = dtplan(*args, "-f", "json").json()
+    assert out["nearest_preset"]["preset"] in ("llama3-70b", "llama2-7b")
+    jsonschema.validate(out, json.loads(dtplan("schema", args[0]).out))
+
+
+def test_export_with_params_names_the_nearest_preset_on_stderr():
+    r = dtplan("export", "--params", "7e9", "--gpus", "8", "--to", "torchtitan")
+    assert r.code == 0
+    assert r.err.startswith("dtplan: note: Nearest real preset: llama2-7b (Llama-2-7B, 6.74B")

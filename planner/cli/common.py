@@ -216,3 +216,24 @@ def layout_options(fn=None, *, variants: Optional[dict[str, str]] = None):
     command.__signature__ = sig.replace(parameters=params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
+
+
+def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
+    """A decorator adding the shared options `options` ((concept, annotation) pairs) to a typer
+    command, whose body receives `build(**their values)` as the keyword `name` instead (memory
+    and estimate take the memory margins this way)."""
+    def wrap(fn):
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != name]
+        extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=opt(c),
+                                   annotation=ann) for c, ann in options]
+
+        @functools.wraps(fn)
+        def command(**kw):
+            return fn(**{name: build(**{c: kw.pop(c) for c, _ in options})}, **kw)
+
+        params = own + extra
+        command.__signature__ = sig.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+    return wrap

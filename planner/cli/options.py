@@ -58,6 +58,12 @@ def number(flag: str, *, whole: bool = True, sequence: bool = False,
     return parse
 
 
+def real(flag: str, help: str, default: Any = None) -> Any:
+    """A command's own numeric option (not shared): typer.Option through the number parser."""
+    return typer.Option(default, flag, help=help, metavar="NUM",
+                        parser=number(flag, whole=False))
+
+
 @dataclass(frozen=True)
 class Opt:
     """One option's declaration. `kind`: "whole" / "seq" / "real" numbers go through the one

@@ -15,16 +15,24 @@ from .options import SHARED, Format, opt
 FormatOpt = opt("fmt")
 
 
+def _budget(context_gb, comm_buffer_gb, fragmentation, margin):
+    # budget_from_options is defined below
+    return budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
+
+
+# The memory budget's named reserves (memory and estimate).
+budget_options = o.option_group("budget", (
+    ("context_gb", Optional[float]), ("comm_buffer_gb", Optional[float]),
+    ("fragmentation", Optional[float]), ("margin", Optional[float])), _budget)
+
+
 @app.command("memory")
 @o.job_options(hide=("nic_gbit",))   # memory does not depend on the network
 @o.layout_options(variants={"zero": "memory"})
+@budget_options
 def memory_cmd(
-    job: o.Job, layout: dict,
+    job: o.Job, layout: dict, budget: MemoryBudget,
     gpus: int = opt("gpus", "one"),
-    context_gb: Optional[float] = opt("context_gb"),
-    comm_buffer_gb: Optional[float] = opt("comm_buffer_gb"),
-    fragmentation: Optional[float] = opt("fragmentation"),
-    margin: Optional[float] = opt("margin"),
     gib: bool = opt("gib"),
     fmt: Format = opt("fmt"),
     train_tokens: Optional[str] = SHARED["train_tokens"].option(hidden=True),
@@ -42,20 +50,16 @@ def memory_cmd(
                     ("--async-checkpoint", async_ckpt or None)):
         if x is not None:
             sys.stderr.write(f"dtplan: note: {flag} is for `dtplan estimate`; memory ignores it\n")
-    budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     return _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
 
 
 @app.command("estimate")
 @o.job_options
 @o.layout_options
+@budget_options
 def estimate_cmd(
-    job: o.Job, layout: dict,
+    job: o.Job, layout: dict, budget: MemoryBudget,
     gpus: int = opt("gpus", "one"),
-    context_gb: Optional[float] = opt("context_gb"),
-    comm_buffer_gb: Optional[float] = opt("comm_buffer_gb"),
-    fragmentation: Optional[float] = opt("fragmentation"),
-    margin: Optional[float] = opt("margin"),
     train_tokens: Optional[str] = opt("train_tokens"),
     gpu_hour_cost: Optional[float] = opt("gpu_hour_cost"),
     gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
@@ -70,7 +74,6 @@ def estimate_cmd(
     from .options import parse_number
     if gpu_mtbf_hours is not None and job_mtbf_hours is not None:
         raise InputError("--job-mtbf-hours", "give --gpu-mtbf-hours or --job-mtbf-hours, not both")
-    budget = budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
     tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
     failures = {"train_tokens": tokens, "gpu_hour_cost": gpu_hour_cost,
                 "gpu_mtbf_hours": gpu_mtbf_hours, "job_mtbf_hours": job_mtbf_hours,

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
-from .options import Format, number, opt, parse_list, parse_number
+from .options import Format, number, opt, parse_list, parse_number, real
 
 FormatOpt = opt("fmt")
 
@@ -17,10 +17,8 @@ def comm_cmd(
     message_gb: List[str] = typer.Option(..., "--message-gb",
                                          help="message size, GB (1e9 bytes): 1 or 0.0671,1.07"),
     gpus: List[str] = opt("gpus", "ranks"),
-    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s",
-                                              parser=number("--bandwidth", whole=False)),
-    latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs",
-                                     parser=number("--latency", whole=False)),
+    bandwidth: Optional[float] = real("--bandwidth", "link bandwidth per GPU, GB/s"),
+    latency_us: float = real("--latency", "per-step latency α, µs", 0.0),
     hardware: Optional[str] = opt("hardware", "comm"),
     gpus_per_node: Optional[int] = opt("gpus_per_node"),
     nic_gbit: Optional[float] = opt("nic_gbit"),
@@ -92,50 +90,34 @@ def batch_cmd(
 
 @app.command("checkpoint")
 def checkpoint_cmd(
-    cost_min: Optional[float] = typer.Option(None, "--cost-min",
-                                             help="time to write one checkpoint, min (derived "
-                                                  "from the model when --model/--params is given)",
-                                             parser=number("--cost-min", whole=False)),
+    cost_min: Optional[float] = real("--cost-min", "time to write one checkpoint, min "
+                                     "(derived from the model when --model/--params is given)"),
     job_mtbf_hours: Optional[float] = opt("job_mtbf_hours"),
-    intervals: Optional[List[str]] = typer.Option(None, "--intervals",
-                                                  help="intervals to tabulate, min "
-                                                       "[default: 15,60,240,480]"),
-    restart_min: Optional[float] = typer.Option(None, "--restart-min",
-                                                help="restart cost per failure, min [simple "
-                                                     "form: 0; derived: detect+reschedule+reload"
-                                                     "+warm-up]",
-                                                parser=number("--restart-min", whole=False)),
+    intervals: Optional[List[str]] = typer.Option(None, "--intervals", help="intervals to "
+                                                  "tabulate, min [default: 15,60,240,480]"),
+    restart_min: Optional[float] = real("--restart-min", "restart cost per failure, min [simple "
+                                        "form: 0; derived: detect+reschedule+reload+warm-up]"),
     model: Optional[str] = opt("model"),
     params: Optional[str] = opt("params"),
     gpus: Optional[int] = opt("gpus"),
     hardware: Optional[str] = opt("hardware"),
-    storage_gbs: Optional[float] = typer.Option(None, "--storage-gbs",
-                                                help="aggregate storage write bandwidth, GB/s "
-                                                     "[default: the profile's]",
-                                                parser=number("--storage-gbs", whole=False)),
-    read_gbs: Optional[float] = typer.Option(None, "--read-gbs",
-                                             help="aggregate storage read bandwidth, GB/s "
-                                                  "[default: the profile's]",
-                                             parser=number("--read-gbs", whole=False)),
+    storage_gbs: Optional[float] = real("--storage-gbs", "aggregate storage write bandwidth, "
+                                        "GB/s [default: the profile's]"),
+    read_gbs: Optional[float] = real("--read-gbs", "aggregate storage read bandwidth, GB/s "
+                                     "[default: the profile's]"),
     gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
-    node_mtbf_hours: Optional[float] = typer.Option(None, "--node-mtbf-hours",
-                                                    help="MTBF of one node, h (job: ÷ nodes)",
-                                                    parser=number("--node-mtbf-hours", whole=False)),
-    interruptions: Optional[float] = typer.Option(None, "--interruptions",
-                                                  help="observed job interruptions (with "
-                                                       "--over-days)",
-                                                  parser=number("--interruptions", whole=False)),
-    over_days: Optional[float] = typer.Option(None, "--over-days",
-                                              help="period the interruptions were counted in, days",
-                                              parser=number("--over-days", whole=False)),
+    node_mtbf_hours: Optional[float] = real("--node-mtbf-hours", "MTBF of one node, h (job: ÷ "
+                                            "nodes)"),
+    interruptions: Optional[float] = real("--interruptions", "observed job interruptions (with "
+                                          "--over-days)"),
+    over_days: Optional[float] = real("--over-days", "period the interruptions were counted in, "
+                                      "days"),
     async_ckpt: bool = opt("async_checkpoint"),
     tokens_per_s: Optional[str] = typer.Option(None, "--tokens-per-s",
                                                help="training throughput, tokens/s"),
     train_tokens: Optional[str] = opt("train_tokens"),
     price: Optional[float] = opt("gpu_hour_cost"),
-    straggler: Optional[float] = typer.Option(None, "--straggler",
-                                              help="slowdown of one GPU, e.g. 1.2",
-                                              parser=number("--straggler", whole=False)),
+    straggler: Optional[float] = real("--straggler", "slowdown of one GPU, e.g. 1.2"),
     zero: int = opt("zero", "checkpoint"),
     tp: int = opt("tp"), pp: int = opt("pp"), ep: int = opt("ep"),
     precision: str = opt("precision"),
@@ -227,10 +209,8 @@ def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], t
 
 @app.command("scaling")
 def scaling_cmd(
-    baseline_ms: float = typer.Option(..., "--baseline-ms", help="time on one GPU (or baseline)",
-                                      parser=number("--baseline-ms", whole=False)),
-    measured_ms: float = typer.Option(..., "--measured-ms", help="time measured on --gpus GPUs",
-                                      parser=number("--measured-ms", whole=False)),
+    baseline_ms: float = real("--baseline-ms", "time on one GPU (or baseline), ms", ...),
+    measured_ms: float = real("--measured-ms", "time measured on --gpus GPUs, ms", ...),
     gpus: int = opt("gpus", "required"),
     mode: str = typer.Option("strong", "--mode", metavar="strong|weak", help="strong or weak"),
     fmt: Format = FormatOpt,

@@ -124,6 +124,8 @@ def test_memory_lists_no_time_or_cost_options_and_estimate_does():
     b = dtplan("memory", "--model", "llama3-8b")
     assert a.code == b.code and a.out == b.out
     assert a.err == "dtplan: note: --train-tokens is for `dtplan estimate`; memory ignores it\n"
+    bad = dtplan("memory", "--async-checkpoint")   # an input error stays one line
+    assert bad.code == 2 and bad.err.count("\n") == 1 and "--model" in bad.err
 
 
 # ---- numbers ----------------------------------------------------------------------------------
@@ -284,4 +286,4 @@ def test_the_nearest_preset_field_is_in_the_schema(args):
 def test_export_with_params_names_the_nearest_preset_on_stderr():
     r = dtplan("export", "--params", "7e9", "--gpus", "8", "--to", "torchtitan")
     assert r.code == 0
-    assert r.err.startswith("dtplan: note: Nearest real preset: llama2-7b (Llama-2-7B, 6.74B")
+    assert "dtplan: note: Nearest real preset: llama2-7b (Llama-2-7B, 6.74B" in r.err

@@ -22,10 +22,14 @@ except ImportError:  # pragma: no cover
 from ..errors import InputError
 from ..inputs.numbers import format_number, parse_number, parse_whole
 from ..resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from ..validate import MAX_GPUS
 
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
 # a log2 range 1..10^7 is 25 values; 3,000 GPU counts were 3,000 searches (51 s).
 MAX_LIST_VALUES = 64
+# Whole-number options stop at 2^53 (the largest integer a float64 holds exactly; no count in
+# a training job is near it), so nothing downstream overflows a C long; GPU counts at MAX_GPUS.
+MAX_WHOLE = 2 ** 53
 
 
 class Format(str, Enum):
@@ -43,14 +47,14 @@ class OptionError(BadParameter):
 
 
 def number(flag: str, *, whole: bool = True, sequence: bool = False,
-           lower: int | None = None) -> Callable[[Any], Any]:
+           lower: int | None = None, upper: int | None = MAX_WHOLE) -> Callable[[Any], Any]:
     """The typer `parser` of a numeric option: the one number parser (70B, 4M, 15T, 4Mi; with
     `sequence`, 8k = 8192), errors naming `flag`."""
     def parse(text: Any) -> Any:
         if text is None:
             return None
         try:
-            return (parse_whole(flag, text, sequence=sequence, lower=lower) if whole
+            return (parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper) if whole
                     else parse_number(flag, text))
         except InputError as e:
             raise OptionError(str(e)) from None
@@ -78,6 +82,7 @@ class Opt:
     aliases: tuple[str, ...] = ()
     why: str = ""
     lower: int | None = None
+    upper: int | None = MAX_WHOLE
 
     @property
     def flag(self) -> str:
@@ -89,7 +94,7 @@ class Opt:
             return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                                 hidden=hidden)
         parser = (number(self.flag, whole=self.kind != "real", sequence=self.kind == "seq",
-                         lower=self.lower)
+                         lower=self.lower, upper=self.upper)
                   if self.kind in ("whole", "seq", "real") else None)
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                             metavar=self.metavar, parser=parser, hidden=hidden)
@@ -120,7 +125,7 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
                     "source says; GeLU flags: on; a dropout model's attention defaults to "
                     "unfused, as in the papers)", kind="flag")),
     # Hardware and GPUs.
-    ("gpus", _n("--gpus", "GPUs in the job")),
+    ("gpus", _n("--gpus", "GPUs in the job", upper=MAX_GPUS)),
     ("hardware", Opt(("--hardware",), "hardware profile name (default h100; `dtplan profiles`)",
                      metavar="NAME")),
     ("hardware_file", Opt(("--hardware-file",), "hardware profile TOML file", metavar="PATH")),
@@ -222,12 +227,12 @@ VARIANTS: dict[tuple[str, str], Opt] = {
     ("gpus", "ranks"): Opt(("--gpus",), "rank counts: 8 or 8,64,512 (repeatable)", ["8"],
                            "N|LIST", why="a list"),
     ("gpus", "one"): _n("--gpus", "GPUs in the job (default 1: one layout on one GPU unless "
-                        "told)", 1, why="one layout"),
-    ("gpus", "required"): _n("--gpus", "GPUs in the job (required)", ..., why="required"),
+                        "told)", 1, why="one layout", upper=MAX_GPUS),
+    ("gpus", "required"): _n("--gpus", "GPUs in the job (required)", ..., why="required", upper=MAX_GPUS),
     ("gpus", "plan"): _n("--gpus", "GPUs in the job (without a plan file; a plan says it)",
-                         why="a plan file says it"),
+                         why="a plan file says it", upper=MAX_GPUS),
     ("gpus", "check"): _n("--gpus", "GPUs in the job (engine configs; a plan file says it)",
-                          why="a plan file says it"),
+                          why="a plan file says it", upper=MAX_GPUS),
     ("hardware", "calibrate"): Opt(("--hardware",), "hardware profile: a100-80g or "
                                    "h100-96gb-500w keep the rows that ran there; another runs "
                                    "every row on it (default: each row on its own GPU)",

@@ -43,14 +43,15 @@ def memory_cmd(
 ) -> int:
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
+    code = _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
     # Older scripts passed estimate's time and cost options here too: still accepted, unlisted,
-    # and said to do nothing.
+    # and said to do nothing (after the answer: an input error stays the one stderr line).
     for flag, x in (("--train-tokens", train_tokens), ("--gpu-hour-cost", gpu_hour_cost),
                     ("--gpu-mtbf-hours", gpu_mtbf_hours), ("--job-mtbf-hours", job_mtbf_hours),
                     ("--async-checkpoint", async_ckpt or None)):
         if x is not None:
             sys.stderr.write(f"dtplan: note: {flag} is for `dtplan estimate`; memory ignores it\n")
-    return _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
+    return code
 
 
 @app.command("estimate")

@@ -22,6 +22,14 @@ OUT = opt("output")
 FORCE = opt("force")
 
 
+def _offer_note(job: o.Job) -> None:
+    """With --params: name the nearest preset on stderr (these documents have no JSON field to
+    carry it), once the command has succeeded, so an input error stays the one stderr line."""
+    offer = job.offer()
+    if offer is not None:
+        sys.stderr.write(f"dtplan: note: {o.offer_line(offer)}\n")
+
+
 def _inputs(plan, job: o.Job, gpus, precision, optimizer):
     """(Inputs or None, source text, FitResult or None)."""
     from ..errors import InputError
@@ -36,9 +44,6 @@ def _inputs(plan, job: o.Job, gpus, precision, optimizer):
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
-    offer = job.offer()
-    if offer is not None:   # the documents have no JSON to carry it: say it on stderr first
-        sys.stderr.write(f"dtplan: note: {o.offer_line(offer)}\n")
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
                                global_batch=gbatch, precision=precision, optimizer=optimizer)
@@ -104,6 +109,7 @@ def report_cmd(
         sys.stderr.write(f"dtplan: wrote {output}" + (f" and {len(review.charts)} charts in "
                                                       f"{chart_dir}/" if chart_dir and review.charts
                                                       else "") + f" — {review.verdict}\n")
+    _offer_note(job)
     return EXIT_OK if review.ok else EXIT_FAIL
 
 
@@ -152,4 +158,5 @@ def export_cmd(
                          + " ".join(result.check_args + (["--hardware", inp.hardware.name]))
                          + ("" if "--model" in result.check_args or to == "megatron"
                             else f" --model {inp.model.name}") + "\n")
+    _offer_note(job)
     return EXIT_OK

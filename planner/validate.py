@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from .errors import InputError
+# The one number parser (70B, 4M, 15T, 4Mi; 8k for sequence lengths) lives with the inputs.
+from .inputs.numbers import SUFFIXES, parse_number  # noqa: F401
 
 # Upper bounds that catch typos (1e30 GPUs) without limiting any real cluster.
 MAX_GPUS = 10_000_000           # also every parallel degree, micro-batch and count in a layout
@@ -79,28 +81,3 @@ def precision_recipe(field: str, precision: str) -> str:
     """A precision recipe that engine/memory.py knows."""
     from .engine.memory import PRECISION_RECIPES
     return choice(field, precision, tuple(PRECISION_RECIPES))
-
-
-# Suffixes as people write counts: 70B parameters, 4M tokens, 15T tokens (SI, powers of 1000);
-# Ki/Mi/Gi/Ti are powers of 1024 (4Mi tokens = 4,194,304).
-SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
-            "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
-
-
-def parse_number(field: str, text: str) -> float:
-    """A number as users write it (70e9, 4_000_000, 70B, 4M, 4Mi), finite, or an error naming
-    the field."""
-    s = str(text).strip().replace("_", "")
-    scale = 1.0
-    for suf in sorted(SUFFIXES, key=len, reverse=True):
-        if s.endswith(suf) and len(s) > len(suf):
-            s, scale = s[: -len(suf)], SUFFIXES[suf]
-            break
-    try:
-        x = float(s) * scale
-    except ValueError:
-        raise InputError(field, f"must be a number (suffixes K, M, B, T or Ki, Mi, Gi, Ti allowed), "
-                                f"got {text!r}") from None
-    if math.isnan(x) or math.isinf(x):
-        raise InputError(field, f"must be a finite number, got {text!r}")
-    return x

@@ -262,7 +262,7 @@ def test_override_keeps_a_larger_domain():
 
 @pytest.mark.parametrize("kw,field", [({"gpus_per_node": 0}, "--gpus-per-node"),
                                       ({"gpus_per_node": 2.5}, "--gpus-per-node"),
-                                      ({"gpu_memory_gb": -1}, "--gpu-memory-gb"),
+                                      ({"gpu_memory_gb": -1}, "--gpu-memory-gib"),
                                       ({"nic_gbit_per_gpu": 0}, "--nic-gbit-per-gpu")])
 def test_bad_overrides(kw, field):
     with pytest.raises(InputError) as e:

@@ -199,7 +199,6 @@ def test_cli_derived():
 @pytest.mark.parametrize("args,option", [
     (("--model", "llama3.1-405b", "--job-mtbf-hours", "3"), "--gpus"),
     (("--model", "nosuch", "--gpus", "8", "--job-mtbf-hours", "3"), "--model"),
-    (("--params", "7e9", "--gpus", "8"), "--job-mtbf-hours"),
     (("--params", "7e9", "--gpus", "8", "--job-mtbf-hours", "3", "--gpu-mtbf-hours", "9"),
      "--gpu-mtbf-hours"),
     (("--params", "7e9", "--gpus", "12", "--tp", "8", "--job-mtbf-hours", "3"), "--gpus"),

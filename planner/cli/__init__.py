@@ -25,6 +25,9 @@ HELP = """Capacity and layout planner for distributed training of large models.
 Exit codes: 0 fits / passes; 1 does not fit / a rule fails; 2 bad input or usage;
 3 internal error (rerun with --debug for the traceback).
 
+Numbers take K/M/B/T suffixes (70B parameters, 4M tokens, 15T tokens) and Ki/Mi/Gi/Ti;
+sequence lengths read 8k as 8192.
+
 `dtplan --version` prints the version; `dtplan completion bash|zsh|fish` the shell completion."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",

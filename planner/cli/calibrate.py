@@ -7,30 +7,23 @@ from typing import List, Optional
 import typer
 
 from . import EXIT_OK, app
-from .options import Format
+from .options import Format, opt
 
 
 @app.command("calibrate")
 def calibrate_cmd(
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="hardware profile: "
-                                           "a100-80g or h100-96gb-500w keep the rows that ran "
-                                           "there; another runs every row on it (default: each "
-                                           "row on its own GPU)"),
-    framework: Optional[str] = typer.Option(None, "--framework", help="keep the rows that ran "
-                                            "on this framework (megatron, torchtitan)"),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+    hardware: Optional[str] = opt("hardware", "calibrate"),
+    framework: Optional[str] = opt("framework", "calibrate"),
+    fmt: Format = opt("fmt"),
     evidence: Optional[List[str]] = typer.Option(None, "--from", help="measured files or "
                                                  "directories (nccl-tests, training logs, "
                                                  "profiler traces, memory): print what they say"),
     more: Optional[List[str]] = typer.Argument(None, hidden=True),
-    warmup_steps: int = typer.Option(1, "--warmup-steps", min=0, help="drop logged steps up "
-                                     "to this step as warm-up"),
-    hardware_file: Optional[str] = typer.Option(None, "--hardware-file", help="base profile TOML"),
-    plan: Optional[str] = typer.Option(None, "--plan", help="the measured job: plan file or "
-                                       "engine config (fits compute speed from its step time)"),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="write the calibrated "
-                                         "profile TOML here"),
-    force: bool = typer.Option(False, "--force", help="overwrite -o"),
+    warmup_steps: int = opt("warmup_steps"),
+    hardware_file: Optional[str] = opt("hardware_file"),
+    plan: Optional[str] = opt("plan", "calibrate"),
+    output: Optional[str] = opt("output", "calibrate"),
+    force: bool = opt("force"),
 ) -> int:
     """Published runs vs dtplan's prediction, case by case and by regime (median, worst, the
     error band); --from: your own cluster's measurements, fitted."""

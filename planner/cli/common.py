@@ -4,43 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Optional
 
 import typer
+from typing import Any, Optional
 
 from ..errors import InputError
-from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH, Flags
-from ..specs.layout import _SAME, KNOB, KNOBS, Knob
-from .options import parse_number
-
-# Model: exactly one of these sources.
-MODEL = typer.Option(None, "--model", "-m", help="preset name (see `dtplan models`)")
-MODEL_CONFIG = typer.Option(None, "--model-config", help="Hugging Face config.json path")
-PARAMS = typer.Option(None, "--params", help="bare parameter count, e.g. 70e9 (shape inferred)")
-LAYERS = typer.Option(None, "--layers", help="architecture: transformer layers")
-HIDDEN = typer.Option(None, "--hidden", help="architecture: hidden size")
-HEADS = typer.Option(None, "--heads", help="architecture: attention heads")
-KV_HEADS = typer.Option(None, "--kv-heads", help="architecture: KV heads (GQA)")
-FFN = typer.Option(None, "--ffn", help="architecture: FFN size (default 4h GeLU, ~8h/3 SwiGLU)")
-VOCAB = typer.Option(None, "--vocab", help="architecture: vocabulary")
-MLP = typer.Option(None, "--mlp", help="architecture: gelu (GPT-style) or swiglu (Llama-style)")
-DROPOUT = typer.Option(None, "--dropout/--no-dropout", help="train with dropout (default: as the "
-                       "model source says; GeLU flags: on; a dropout model's attention defaults "
-                       "to unfused, as in the papers)")
-# Hardware.
-HARDWARE = typer.Option(None, "--hardware", help="profile name (default h100; `dtplan profiles`)")
-HARDWARE_FILE = typer.Option(None, "--hardware-file", help="profile TOML file")
-GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", help="what-if: GPUs per node / NVLink domain")
-GPU_MEMORY = typer.Option(None, "--gpu-memory-gb", help="what-if: GPU memory (GiB)")
-NIC = typer.Option(None, "--nic-gbit-per-gpu", "--nic-gbit", help="what-if: NIC Gb/s per GPU")
-# Batch.
-SEQ_LEN = typer.Option(None, "--seq-len", help=f"sequence length (default {DEFAULT_SEQ_LEN})")
-GLOBAL_BATCH = typer.Option(None, "--global-batch", help="sequences per optimizer step")
-TOKENS_PER_BATCH = typer.Option(None, "--tokens-per-batch", help="tokens per step (default "
-                                f"{DEFAULT_TOKENS_PER_BATCH / 2**20:g}M)")
-# Framework whose implementation the time (and memory) model follows.
-FRAMEWORK = typer.Option(None, "--framework", help="megatron (default), torchtitan, deepspeed, "
-                         "fsdp, or a framework profile .toml")
+from ..inputs.resolve import Flags
+from ..specs.layout import KNOB, KNOBS
+from .options import SHARED, opt, parse_number
 
 
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
@@ -54,27 +25,56 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
 
 
 # The model, hardware and batch options every job command shares, in one place: the commands
-# take a single `job: Flags` (resolved by planner.inputs.resolve) and the decorator below adds
-# these options to their signature.
-JOB_OPTIONS = (
-    ("model", Optional[str], MODEL), ("model_config", Optional[str], MODEL_CONFIG),
-    ("params", Optional[str], PARAMS), ("layers", Optional[int], LAYERS),
-    ("hidden", Optional[int], HIDDEN), ("heads", Optional[int], HEADS),
-    ("kv_heads", Optional[int], KV_HEADS), ("ffn", Optional[int], FFN),
-    ("vocab", Optional[int], VOCAB), ("mlp", Optional[str], MLP),
-    ("dropout", Optional[bool], DROPOUT), ("hardware", Optional[str], HARDWARE), ("hardware_file", Optional[str], HARDWARE_FILE),
-    ("gpus_per_node", Optional[int], GPUS_PER_NODE), ("gpu_memory_gb", Optional[float], GPU_MEMORY),
-    ("nic_gbit", Optional[float], NIC), ("seq_len", Optional[int], SEQ_LEN),
-    ("global_batch", Optional[int], GLOBAL_BATCH), ("tokens_per_batch", Optional[str], TOKENS_PER_BATCH),
-    ("framework", Optional[str], FRAMEWORK),
-)
+# take a single `job: Flags` (resolved by planner.inputs.resolve) and the decorator below adds these options to their signature.
+JOB_OPTIONS = tuple((name, ann, opt(name)) for name, ann in (
+    ("model", Optional[str]), ("model_config", Optional[str]), ("params", Optional[str]),
+    ("layers", Optional[int]), ("hidden", Optional[int]), ("heads", Optional[int]),
+    ("kv_heads", Optional[int]), ("ffn", Optional[int]), ("vocab", Optional[int]),
+    ("mlp", Optional[str]), ("dropout", Optional[bool]), ("hardware", Optional[str]),
+    ("hardware_file", Optional[str]), ("gpus_per_node", Optional[int]),
+    ("gpu_memory_gb", Optional[float]), ("nic_gbit", Optional[float]),
+    ("seq_len", Optional[int]), ("global_batch", Optional[int]),
+    ("tokens_per_batch", Optional[str]), ("framework", Optional[str]),
+    ("nearest_preset", bool)))
 
 
-def job_options(fn):
-    """Add the JOB_OPTIONS to a typer command whose body takes `job: Flags`."""
+def offer_line(offer: dict[str, Any]) -> str:
+    """The one line that names the nearest preset (first in table and Markdown output)."""
+    from ..render.units import count
+    shape = (f"{offer['name']}, {count(offer['params'])} params, L={offer['layers']} "
+             f"h={offer['hidden']}")
+    if offer["planned"]:
+        return f"Planning the nearest real preset to --params: {offer['preset']} ({shape})."
+    return (f"Nearest real preset: {offer['preset']} ({shape}); plan it with {offer['use']} "
+            "or --nearest-preset.")
+
+
+def emit_job(doc: Any, fmt: str, job: Flags) -> None:
+    """emit() with the --params offer: one line before the document (table, Markdown) and a
+    `nearest_preset` field in JSON."""
+    import textwrap
+
+    from ..render import emit
+    from ..render.terminal import width, write_stdout
+    offer = job.offer()
+    if offer is not None:
+        doc.data = {"nearest_preset": offer, **doc.data}
+        if fmt == "markdown":
+            write_stdout(offer_line(offer) + "\n\n")
+        elif fmt != "json":   # the terminal's width, as the tables below it
+            write_stdout(textwrap.fill(offer_line(offer), width()) + "\n")
+    emit(doc, fmt)
+
+
+def job_options(fn=None, *, hide: tuple[str, ...] = ()):
+    """Add the JOB_OPTIONS to a typer command whose body takes `job: Flags`; `hide` keeps the ones
+    the command does not use out of its help (still accepted: older scripts pass them)."""
+    if fn is None:
+        return functools.partial(job_options, hide=hide)
     sig = inspect.signature(fn, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != "job"]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann,
+                               default=SHARED[name].option(hidden=True) if name in hide else default)
              for name, ann, default in JOB_OPTIONS]
     names = [name for name, _, _ in JOB_OPTIONS]
 
@@ -87,42 +87,62 @@ def job_options(fn):
     return command
 
 
-def layout_option(k: Knob) -> tuple[Any, Any]:
-    """(annotation, typer.Option) of one layout knob, from its declaration in specs.layout."""
-    text = k.cli_help or k.help
-    if k.cli_auto:
-        return str, typer.Option(str(k.default), k.flag, help=f"{text}, or auto")
-    default = k.default if k.cli_default is _SAME else k.cli_default
-    if k.type in (bool, bool | None):
-        return Optional[bool], typer.Option(default, f"{k.flag}/--no-{k.flag[2:]}", help=text)
-    if k.choices or k.type is str:
-        return str, typer.Option(default, k.flag, help=text)
-    return (int if default is not None else Optional[int]), typer.Option(default, k.flag, help=text)
+def layout_option(name: str, variant: Optional[str] = None) -> tuple[Any, Any]:
+    """(annotation, typer.Option) of one layout knob, from the shared option set (which reads
+    its declaration in specs.layout)."""
+    o = SHARED[name]
+    ann = Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" else str
+    return ann, opt(name, variant)
 
 
 # The layout knobs a command takes as options (dp is derived from --gpus).
-LAYOUT_OPTIONS = tuple((k.name,) + layout_option(k) for k in KNOBS if k.cli)
+LAYOUT_KNOBS = tuple(k.name for k in KNOBS if k.cli)
 
 
-def layout_options(fn):
-    """Add the LAYOUT_OPTIONS after --gpus of a typer command whose body takes
-    `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string)."""
+def layout_options(fn=None, *, variants: Optional[dict[str, str]] = None):
+    """Add the layout knobs' options after --gpus of a typer command whose body takes
+    `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string); `variants`
+    picks a declared variant of a knob's option (memory's --zero)."""
+    if fn is None:
+        return functools.partial(layout_options, variants=variants)
     sig = inspect.signature(fn, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != "layout"]
     at = next((i + 1 for i, p in enumerate(own) if p.name == "gpus"), len(own))
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann)
-             for name, ann, default in LAYOUT_OPTIONS]
-    names = [name for name, _, _ in LAYOUT_OPTIONS]
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    extra = []
+    for name in LAYOUT_KNOBS:
+        ann, default = layout_option(name, (variants or {}).get(name))
+        extra.append(inspect.Parameter(name, kw_only, default=default, annotation=ann))
 
     @functools.wraps(fn)
     def command(**kw):
-        return fn(layout={n: kw.pop(n) for n in names}, **kw)
+        return fn(layout={n: kw.pop(n) for n in LAYOUT_KNOBS}, **kw)
 
-    kw_only = inspect.Parameter.KEYWORD_ONLY
     params = own[:at] + extra + [p.replace(kind=kw_only) for p in own[at:]]
     command.__signature__ = sig.replace(parameters=params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
+
+
+def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
+    """A decorator adding the shared options `options` ((concept, annotation) pairs) to a typer
+    command, whose body receives `build(**their values)` as the keyword `name` instead (memory
+    and estimate take the memory margins this way)."""
+    def wrap(fn):
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != name]
+        extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=opt(c),
+                                   annotation=ann) for c, ann in options]
+
+        @functools.wraps(fn)
+        def command(**kw):
+            return fn(**{name: build(**{c: kw.pop(c) for c, _ in options})}, **kw)
+
+        params = own + extra
+        command.__signature__ = sig.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+    return wrap
 
 
 def override_option(name: str) -> Any:

@@ -9,43 +9,44 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
-from .options import Format, parse_list
+from .options import Format, number, opt, parse_list
 
 
 @app.command("fit")
 @o.job_options
 def fit_cmd(
     job: o.Flags,
-    gpus: List[str] = typer.Option(..., "--gpus", help="GPU count, a list 64,128 or a range 64..1024"),
-    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    tp: Optional[int] = typer.Option(None, "--tp", help="fix TP"),
-    pp: Optional[int] = typer.Option(None, "--pp", help="fix PP"),
-    cp: Optional[int] = typer.Option(None, "--cp", help="fix CP"),
-    ep: Optional[int] = typer.Option(None, "--ep", help="fix EP"),
-    zero: Optional[int] = typer.Option(None, "--zero", help="fix the ZeRO stage"),
-    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="fix the micro-batch"),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="fix recompute: none, selective, full"),
+    gpus: List[str] = opt("gpus", "list"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
+    tp: Optional[int] = opt("tp", "search"),
+    pp: Optional[int] = opt("pp", "search"),
+    cp: Optional[int] = opt("cp", "search"),
+    ep: Optional[int] = opt("ep", "search"),
+    zero: Optional[int] = opt("zero", "search"),
+    micro_batch: Optional[int] = opt("micro_batch", "search"),
+    recompute: Optional[str] = opt("recompute", "search"),
     allow_offload: bool = typer.Option(False, "--allow-offload", help="also consider CPU offload"),
     objective: str = typer.Option("time", "--objective", help="time, headroom, cost or gpus"),
     from_plan: Optional[str] = typer.Option(None, "--from-plan", help="a running plan file: which "
                                             "layouts remain on --gpus GPUs (elastic shrink)"),
-    top: int = typer.Option(10, "--top", help="how many layouts to show"),
+    top: int = typer.Option(10, "--top", help="how many layouts to show",
+                            parser=number("--top")),
     show_all: bool = typer.Option(False, "--all", help="also rank layouts another valid layout "
                                   "beats on step time and peak memory (hidden by default)"),
     batch_tolerance: float = typer.Option(0.01, "--batch-tolerance", help="with --from-plan: the "
                                           "share the global batch may change for a faster "
-                                          "layout (0 keeps it exact)"),
-    gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+                                          "layout (0 keeps it exact)",
+                                          parser=number("--batch-tolerance", whole=False)),
+    gib: bool = opt("gib"),
     wide: bool = typer.Option(False, "--wide", help="every column of the layouts table (tok/s, "
                               "CP, EP, checkpoint interval, goodput), even past 80 columns"),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table, json or markdown"),
+    fmt: Format = opt("fmt"),
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
     rank the ones that fit, and say why the rest were rejected."""
     from .. import validate as v
     from ..api import fit
-    from ..render import emit
     from ..render.fit import fit_doc
     from ..search import SearchSpace
 
@@ -86,7 +87,7 @@ def fit_cmd(
         doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
                          "peak memory (steps within 0.1 % or the error band count as equal); "
                          "--all ranks every valid layout")
-    emit(doc, fmt.value)
+    o.emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 

@@ -11,7 +11,7 @@ import typer
 
 from ..render.terminal import width, write_stdout
 from . import EXIT_OK, app
-from . import common as o
+from .options import opt
 
 
 class GateFormat(str, Enum):
@@ -53,24 +53,22 @@ def check_cmd(
     files: List[str] = typer.Argument(..., metavar="FILE",
                                       help="plan files (YAML/TOML/JSON) or engine configs; a "
                                       "directory: the plan and engine files under it; - for stdin"),
-    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f",
-                                   help="table, json, markdown or github (workflow annotations)"),
+    fmt: GateFormat = opt("fmt", "check"),
     strict: bool = typer.Option(False, "--strict", help="treat warnings as failures"),
     engine: Optional[Engine] = typer.Option(None, "--engine",
                                             help="input kind; detected from content if omitted"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (engine configs)"),
-    hardware: Optional[str] = typer.Option(None, "--hardware",
-                                           help="hardware profile name or .toml path"),
-    model: Optional[str] = typer.Option(None, "--model",
-                                        help="model preset or config.json path (engine configs)"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="sequence length (DeepSpeed)"),
-    tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel (DeepSpeed configs)"),
-    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline parallel (DeepSpeed configs)"),
-    micro_batch: Optional[int] = o.override_option("micro_batch"),
-    global_batch: Optional[int] = o.GLOBAL_BATCH,
-    recompute: Optional[str] = o.override_option("recompute"),
-    precision: Optional[str] = o.override_option("precision"),
-    gib: bool = typer.Option(False, "--gib", help="show GiB instead of GB"),
+    gpus: Optional[int] = opt("gpus", "check"),
+    hardware: Optional[str] = opt("hardware", "plan"),
+    model: Optional[str] = opt("model"),
+    model_config: Optional[str] = opt("model_config"),
+    seq_len: Optional[int] = opt("seq_len", "check"),
+    tp: Optional[int] = opt("tp", "check"),
+    pp: Optional[int] = opt("pp", "check"),
+    micro_batch: Optional[int] = opt("micro_batch", "override"),
+    global_batch: Optional[int] = opt("global_batch"),
+    recompute: Optional[str] = opt("recompute", "override"),
+    precision: Optional[str] = opt("precision", "override"),
+    gib: bool = opt("gib"),
 ) -> int:
     """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input.
     On a failure, the cheapest change that passes (micro-batch / recompute, another layout,
@@ -80,8 +78,11 @@ def check_cmd(
     from ..render.gate import (file_document, render_github, render_json_verdict,
                                render_markdown_verdict, skipped_line)
 
+    if model is not None and model_config is not None:
+        from ..errors import InputError
+        raise InputError("--model-config", "give --model PRESET or --model-config PATH, not both")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                    model=model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
+                    model=model_config or model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
                     micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                     precision=precision)
     verdict = check_paths(files, CheckOptions(**opts))

@@ -7,10 +7,12 @@ from __future__ import annotations
 import typing
 from typing import Any
 
+from .options import hide_aliases
+
 # Panel → the option (parameter) names it holds; the rest stay under "Options".
 PANELS: tuple[tuple[str, frozenset[str]], ...] = (
     ("Model", frozenset({"model", "model_config", "params", "layers", "hidden", "heads",
-                         "kv_heads", "ffn", "vocab", "mlp", "dropout", "use_preset"})),
+                         "kv_heads", "ffn", "vocab", "mlp", "dropout", "nearest_preset"})),
     ("Hardware and GPUs", frozenset({"gpus", "hardware", "hardware_file", "gpus_per_node",
                                      "gpu_memory_gb", "nic_gbit"})),
     ("Batch", frozenset({"seq_len", "global_batch", "tokens_per_batch", "micro_batch", "accum"})),
@@ -53,7 +55,7 @@ EXAMPLES = {
     "export": ["dtplan export plan.yaml --to deepspeed -o ds_config.json",
                "dtplan export --model llama3-8b --gpus 64 --to torchtitan -o train.toml"],
     "schema": ["dtplan schema plan > plan.schema.json", "dtplan schema fit"],
-    "checkpoint": ["dtplan checkpoint --cost-min 3 --mtbf-hours 50",
+    "checkpoint": ["dtplan checkpoint --cost-min 3 --job-mtbf-hours 50",
                    "dtplan checkpoint --model llama3-70b --gpus 1024"],
     "comm": ["dtplan comm --message-gb 14 --gpus 8,64 --bandwidth 200",
              "dtplan comm --message-gb 14 --gpus 8,64 --hardware h100"],
@@ -66,6 +68,8 @@ EXAMPLES = {
     "completion": ["dtplan completion bash > ~/.local/share/bash-completion/completions/dtplan",
                    "dtplan completion zsh > \"${fpath[1]}/_dtplan\""],
     "models": ["dtplan models", "dtplan models --format json"],
+    "profiles": ["dtplan profiles", "dtplan profiles show h100"],
+    "compare": ["dtplan compare trace_rank0.json train.log --plan plan.yaml"],
 }
 
 _BY_TYPE = {int: "N", float: "NUM", str: "TEXT"}
@@ -96,6 +100,7 @@ def polish(command: Any, name: str = "") -> Any:
             continue
         if getattr(p, "param_type_name", "") != "option":
             continue
+        hide_aliases(p)   # older spellings still parse; help lists one name per option
         if p.metavar is None:
             mv = _metavar(p)
             if mv is not None:

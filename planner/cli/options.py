@@ -1,22 +1,323 @@
-"""Option parsing shared by commands: formats and number lists ("8,64,512", "64..1024")."""
+"""The shared option set: every option two commands take is declared here once, with one name,
+one metavar, one default and one help text; commands pick from it (`opt("seq_len")`). A
+command whose default or meaning differs for a reason picks a declared variant
+(`opt("tp", "search")`) whose help says why. Older spellings stay accepted as aliases that
+help screens do not list (`--price-per-gpu-hour` is `--gpu-hour-cost`).
+
+Also here: the output formats and number lists ("8,64,512", "64..1024")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any, Callable
+
+import typer
+
+try:  # typer ≥ 0.20 vendors click as typer._click; older releases depend on click itself
+    from typer._click.exceptions import BadParameter
+except ImportError:  # pragma: no cover
+    from click.exceptions import BadParameter
 
 from ..errors import InputError
-from ..validate import parse_number  # noqa: F401  (the CLI's number parser lives with the checks)
-
+from ..inputs.numbers import format_number, parse_number, parse_whole
+from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from ..validate import MAX_GPUS
 
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
 # a log2 range 1..10^7 is 25 values; 3,000 GPU counts were 3,000 searches (51 s).
 MAX_LIST_VALUES = 64
+# Whole-number options stop at 2^53 (the largest integer a float64 holds exactly; no count in
+# a training job is near it), so nothing downstream overflows a C long; GPU counts at MAX_GPUS.
+MAX_WHOLE = 2 ** 53
 
 
 class Format(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+
+
+class OptionError(BadParameter):
+    """A value an option's parser refused: printed as the InputError's one line
+    ("--seq-len: must be a whole number, got '8.5'"), exit 2."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def number(flag: str, *, whole: bool = True, sequence: bool = False,
+           lower: int | None = None, upper: int | None = MAX_WHOLE) -> Callable[[Any], Any]:
+    """The typer `parser` of a numeric option: the one number parser (70B, 4M, 15T, 4Mi; with
+    `sequence`, 8k = 8192), errors naming `flag`."""
+    def parse(text: Any) -> Any:
+        if text is None:
+            return None
+        try:
+            return (parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper) if whole
+                    else parse_number(flag, text))
+        except InputError as e:
+            raise OptionError(str(e)) from None
+    parse.__name__ = f"parse_{flag.strip('-').replace('-', '_')}"
+    return parse
+
+
+def real(flag: str, help: str, default: Any = None) -> Any:
+    """A command's own numeric option (not shared): typer.Option through the number parser."""
+    return typer.Option(default, flag, help=help, metavar="NUM",
+                        parser=number(flag, whole=False))
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option's declaration. `kind`: "whole" / "seq" / "real" numbers go through the one
+    number parser; "flag" is a switch; "" takes text. `aliases`: older spellings, accepted and
+    hidden from help. `why`: a variant's reason for differing from the base declaration."""
+
+    flags: tuple[str, ...]
+    help: str
+    default: Any = None
+    metavar: str | None = None
+    kind: str = ""
+    aliases: tuple[str, ...] = ()
+    why: str = ""
+    lower: int | None = None
+    upper: int | None = MAX_WHOLE
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    def option(self, *, hidden: bool = False) -> Any:
+        """The typer.Option; `hidden`: accepted, not listed (a command that does not use it)."""
+        if self.kind == "flag":
+            return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
+                                hidden=hidden)
+        parser = (number(self.flag, whole=self.kind != "real", sequence=self.kind == "seq",
+                         lower=self.lower, upper=self.upper)
+                  if self.kind in ("whole", "seq", "real") else None)
+        return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
+                            metavar=self.metavar, parser=parser, hidden=hidden)
+
+
+def _n(flag: str, help: str, default: Any = None, kind: str = "whole", **kw: Any) -> Opt:
+    return Opt((flag,), help, default, "NUM" if kind == "real" else "N", kind, **kw)
+
+
+_TPB = format_number(DEFAULT_TOKENS_PER_BATCH)
+SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
+    # Model: exactly one source.
+    ("model", Opt(("--model", "-m"), "model preset name (see `dtplan models`)", metavar="NAME")),
+    ("model_config", Opt(("--model-config",), "Hugging Face config.json path", metavar="PATH")),
+    ("params", Opt(("--params",), "bare parameter count, e.g. 70e9 or 70B (a dense shape is "
+                   "inferred; the output names the nearest real preset)", metavar="N")),
+    ("nearest_preset", Opt(("--nearest-preset",), "with --params: plan the nearest real preset "
+                           "instead of the inferred shape", False, kind="flag")),
+    ("layers", _n("--layers", "architecture: transformer layers")),
+    ("hidden", _n("--hidden", "architecture: hidden size")),
+    ("heads", _n("--heads", "architecture: attention heads")),
+    ("kv_heads", _n("--kv-heads", "architecture: KV heads (GQA)")),
+    ("ffn", _n("--ffn", "architecture: FFN size (default 4h GeLU, ~8h/3 SwiGLU)")),
+    ("vocab", _n("--vocab", "architecture: vocabulary, e.g. 32k = 32,000")),
+    ("mlp", Opt(("--mlp",), "architecture: gelu (GPT-style) or swiglu (Llama-style)",
+                metavar="KIND")),
+    ("dropout", Opt(("--dropout/--no-dropout",), "train with dropout (default: as the model "
+                    "source says; GeLU flags: on; a dropout model's attention defaults to "
+                    "unfused, as in the papers)", kind="flag")),
+    # Hardware and GPUs.
+    ("gpus", _n("--gpus", "GPUs in the job", upper=MAX_GPUS)),
+    ("hardware", Opt(("--hardware",), "hardware profile name (default h100; `dtplan profiles`)",
+                     metavar="NAME")),
+    ("hardware_file", Opt(("--hardware-file",), "hardware profile TOML file", metavar="PATH")),
+    ("gpus_per_node", _n("--gpus-per-node", "what-if: GPUs per node / NVLink domain "
+                         "(default: the profile's)")),
+    ("gpu_memory_gb", Opt(("--gpu-memory-gib",), "what-if: GPU memory, GiB (80 = 85.9 GB)",
+                          metavar="GIB", kind="real", aliases=("--gpu-memory-gb",))),
+    ("nic_gbit", Opt(("--nic-gbit-per-gpu",), "what-if: NIC bandwidth per GPU, Gb/s (default: "
+                     "the profile's)", metavar="GBIT", kind="real", aliases=("--nic-gbit",))),
+    # Batch.
+    ("seq_len", _n("--seq-len", f"sequence length, e.g. 8k = 8192 (default "
+                   f"{format_number(DEFAULT_SEQ_LEN, sequence=True)} = {DEFAULT_SEQ_LEN})",
+                   kind="seq")),
+    ("global_batch", _n("--global-batch", "sequences per optimizer step")),
+    ("tokens_per_batch", Opt(("--tokens-per-batch",), f"tokens per step, e.g. 4M or 16Mi "
+                             f"(default {_TPB} = {DEFAULT_TOKENS_PER_BATCH:,})", metavar="N")),
+    ("framework", Opt(("--framework",), "megatron (default), torchtitan, deepspeed, fsdp, or a "
+                      "framework profile .toml", metavar="NAME|PATH")),
+    # Training, checkpoints and failures.
+    ("train_tokens", Opt(("--train-tokens",), "tokens to train, e.g. 15T (time and cost to "
+                         "train)", metavar="N")),
+    ("gpu_hour_cost", Opt(("--gpu-hour-cost",), "price of one GPU-hour, any currency (cost to "
+                          "train)", metavar="COST", kind="real",
+                          aliases=("--price-per-gpu-hour",))),
+    ("gpu_mtbf_hours", _n("--gpu-mtbf-hours", "MTBF of one GPU, h (default 50,700 h, Llama 3's "
+                          "interruption rate); the job's is this ÷ GPUs", kind="real")),
+    ("job_mtbf_hours", _n("--job-mtbf-hours", "the job's mean time between interruptions, h "
+                          "(replaces --gpu-mtbf-hours)", kind="real", aliases=("--mtbf-hours",))),
+    ("async_checkpoint", Opt(("--async-checkpoint",), "asynchronous checkpoints (the write "
+                             "overlaps training; only the copy to host memory stalls)", False,
+                             kind="flag", aliases=("--async",))),
+    # Memory margins.
+    ("context_gb", _n("--context-gb", "CUDA/NCCL context, GB", kind="real")),
+    ("comm_buffer_gb", _n("--comm-buffer-gb", "communication buffers, GB", kind="real")),
+    # Output and files.
+    ("fmt", Opt(("--format", "-f"), "table, json or markdown", Format.table)),
+    ("gib", Opt(("--gib",), "show GiB instead of GB", False, kind="flag")),
+    ("output", Opt(("--output", "-o"), "output file, or - for stdout", "-", "PATH")),
+    ("force", Opt(("--force",), "overwrite an existing output file", False, kind="flag")),
+    ("warmup_steps", _n("--warmup-steps", "drop logged steps up to this step as warm-up", 1,
+                             lower=0)),
+    ("plan", Opt(("--plan",), "the job: plan file or engine config", ..., "PATH")),
+)}
+
+
+def _margins() -> None:
+    from ..specs.budget import MemoryBudget
+    b = MemoryBudget()  # the defaults the help quotes
+    SHARED["fragmentation"] = _n("--fragmentation", "allocator fragmentation share (default "
+                                 f"{b.fragmentation_fraction:g})", kind="real")
+    SHARED["margin"] = _n("--margin", f"safety margin share (default {b.margin_fraction:g})",
+                          kind="real")
+
+
+_margins()
+
+# The layout knobs come from their one declaration in specs.layout (KNOBS).
+_KNOB_METAVARS = {"schedule": "NAME", "recompute": "MODE", "offload_optimizer": "WHERE",
+                  "offload_params": "WHERE", "precision": "RECIPE", "optimizer": "NAME"}
+
+
+def _knob_opt(k: Any) -> Opt:
+    text = k.cli_help or k.help
+    if k.cli_auto:
+        return Opt((k.flag,), f"{text}, or auto", str(k.default), "N|auto")
+    if k.type in (bool, bool | None):
+        return Opt((f"{k.flag}/--no-{k.flag[2:]}",), text, k.default, kind="flag")
+    if k.choices or k.type is str:
+        return Opt((k.flag,), text, k.default, _KNOB_METAVARS.get(k.name, "TEXT"))
+    return Opt((k.flag,), text, k.default, "N", "whole")
+
+
+def _knobs() -> None:
+    from ..specs.layout import KNOBS
+    for k in KNOBS:
+        if k.cli:
+            SHARED[k.name] = _knob_opt(k)
+    SHARED["zero"] = replace(SHARED["zero"], help="ZeRO stage 0-3", default=0)
+
+
+_knobs()
+
+
+def _fix(name: str, what: str) -> Opt:
+    return replace(SHARED[name], default=None, help=f"fix {what} (default: searched)",
+                   why="fit searches every value unless one is fixed")
+
+
+# (concept, variant) → the declaration of a command whose default or meaning differs; the help
+# of each says why.
+VARIANTS: dict[tuple[str, str], Opt] = {
+    **{(k, "search"): _fix(k, w) for k, w in (("tp", "TP"), ("pp", "PP"), ("cp", "CP"),
+                                              ("ep", "EP"), ("zero", "the ZeRO stage"),
+                                              ("recompute", "recompute: none, selective, full"))},
+    ("micro_batch", "search"): replace(_fix("micro_batch", "the micro-batch"), kind="whole",
+                                       metavar="N"),
+    ("gpus", "list"): Opt(("--gpus",), "GPU count, a list 64,128 or a range 64..1024 (one "
+                          "search each)", ..., "N|LIST", why="a list or range"),
+    ("gpus", "ranks"): Opt(("--gpus",), "rank counts: 8 or 8,64,512 (repeatable)", ["8"],
+                           "N|LIST", why="a list"),
+    ("gpus", "one"): _n("--gpus", "GPUs in the job (default 1: one layout on one GPU unless "
+                        "told)", 1, why="one layout", upper=MAX_GPUS),
+    ("gpus", "required"): _n("--gpus", "GPUs in the job (required)", ..., why="required", upper=MAX_GPUS),
+    ("gpus", "plan"): _n("--gpus", "GPUs in the job (without a plan file; a plan says it)",
+                         why="a plan file says it", upper=MAX_GPUS),
+    ("gpus", "check"): _n("--gpus", "GPUs in the job (engine configs; a plan file says it)",
+                          why="a plan file says it", upper=MAX_GPUS),
+    ("hardware", "calibrate"): Opt(("--hardware",), "hardware profile: a100-80g or "
+                                   "h100-96gb-500w keep the rows that ran there; another runs "
+                                   "every row on it (default: each row on its own GPU)",
+                                   metavar="NAME", why="the published rows ran on their own"),
+    ("hardware", "comm"): Opt(("--hardware",), "hardware profile whose NVLink + network "
+                              "topology to use instead of --bandwidth", metavar="NAME",
+                              why="comm also works on one bare link"),
+    ("hardware", "plan"): Opt(("--hardware",), "hardware profile name or .toml file (default: "
+                              "the plan's)", metavar="NAME", why="the plan names one"),
+    ("framework", "calibrate"): Opt(("--framework",), "keep the rows that ran on this framework "
+                                    "(megatron, torchtitan)", metavar="NAME",
+                                    why="a filter of published rows"),
+    ("output", "calibrate"): Opt(("--output", "-o"), "write the calibrated profile TOML here "
+                                 "(default: write nothing)", None, "PATH",
+                                 why="writing is optional"),
+    ("plan", "calibrate"): Opt(("--plan",), "the job: plan file or engine config (fits compute "
+                               "speed from its step time; optional)", None, "PATH",
+                               why="optional"),
+    ("tp", "check"): replace(SHARED["tp"], default=None, help="tensor parallel (DeepSpeed "
+                             "configs do not record it; default 1)", why="from the config"),
+    ("pp", "check"): replace(SHARED["pp"], default=None, help="pipeline parallel (DeepSpeed "
+                             "configs do not record it; default 1)", why="from the config"),
+    ("seq_len", "check"): replace(SHARED["seq_len"], help="sequence length, e.g. 8k = 8192 "
+                                  "(DeepSpeed configs do not record it)", why="from the config"),
+    ("seq_len", "batch"): replace(SHARED["seq_len"], help="tokens per sample, e.g. 8k = 8192 "
+                                  "(optional: adds the tokens per step)", why="optional"),
+    ("global_batch", "target"): replace(SHARED["global_batch"], help="target sequences per "
+                                        "optimizer step (solves --accum)", why="a target"),
+    ("micro_batch", "batch"): _n("--micro-batch", "samples per GPU per micro-step (b)", ...,
+                                 why="required"),
+    ("chunks", "bubble"): _n("--chunks", "interleaved model chunks per device v (a number: the "
+                             "formula takes no auto)", 1, why="no auto"),
+    ("schedule", "bubble"): replace(SHARED["schedule"], help="1f1b, gpipe, interleaved or zb-h1 "
+                                    "(the bubble formulas' four)", why="four schedules"),
+    ("gpus_per_node", "layout"): _n("--gpus-per-node", "GPUs per node / NVLink domain (default "
+                                    "8, an HGX node: layout reads no profile)", 8,
+                                    why="no profile"),
+    ("zero", "checkpoint"): replace(SHARED["zero"], default=3, help="ZeRO stage 0-3 of the "
+                                    "per-rank checkpoint bytes (default 3 here: at the default "
+                                    "--tp 1 --pp 1 only a sharded layout holds a large model, "
+                                    "and every rank writes its shard; estimate's layout "
+                                    "default is 0)", why="TP 1 PP 1 needs sharding"),
+    ("zero", "memory"): replace(SHARED["zero"], default=None, help="ZeRO stage 0-3 (default 0; "
+                                "with --params alone every stage is listed and this one gets "
+                                "the verdict)", why="the states table"),
+    **{(k, "override"): replace(SHARED[k], default=None, help=f"{SHARED[k].help}; replaces the "
+                                "file's value (and fills its \"auto\")",
+                                why="replaces a plan's or engine config's value")
+       for k in ("micro_batch", "recompute", "precision")},
+    ("fmt", "check"): Opt(("--format", "-f"), "table, json, markdown or github (workflow "
+                          "annotations)", "table", why="github annotations"),
+}
+
+
+def decl(name: str, variant: str | None = None) -> Opt:
+    """The declaration of option `name` (a SHARED concept), or of one of its VARIANTS."""
+    return VARIANTS[(name, variant)] if variant else SHARED[name]
+
+
+def opt(name: str, variant: str | None = None) -> Any:
+    """The typer.Option of a shared concept (or of its declared variant)."""
+    return decl(name, variant).option()
+
+
+# Older spellings, accepted everywhere their concept is and listed nowhere in help.
+ALIASES: frozenset[str] = frozenset(a for o in [*SHARED.values(), *VARIANTS.values()]
+                                    for a in o.aliases)
+
+
+def hide_aliases(param: Any) -> None:
+    """On a help screen: list an option under its one name, while the parser still accepts the
+    older spellings (`dtplan checkpoint --mtbf-hours 5 --help` still parses)."""
+    full = list(param.opts)
+    shown = [x for x in full if x not in ALIASES]
+    if shown == full:
+        return
+    register = param.add_to_parser
+
+    def add_to_parser(parser: Any, ctx: Any) -> Any:
+        param.opts = full
+        try:
+            return register(parser, ctx)
+        finally:
+            param.opts = shown
+    param.opts, param.add_to_parser = shown, add_to_parser
 
 
 def parse_list(field: str, values: list[str] | str | None) -> list[float]:

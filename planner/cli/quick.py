@@ -7,24 +7,21 @@ from typing import List, Optional
 import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
-from .options import Format, parse_list, parse_number
+from .options import Format, number, opt, parse_list, parse_number, real
 
-FormatOpt = typer.Option(Format.table, "--format", "-f", help="table, json or markdown")
+FormatOpt = opt("fmt")
 
 
 @app.command("comm")
 def comm_cmd(
     message_gb: List[str] = typer.Option(..., "--message-gb",
                                          help="message size, GB (1e9 bytes): 1 or 0.0671,1.07"),
-    gpus: List[str] = typer.Option(["8"], "--gpus", help="rank counts: 8 or 8,64,512 (repeatable)"),
-    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="link bandwidth per GPU, GB/s"),
-    latency_us: float = typer.Option(0.0, "--latency", help="per-step latency α, µs"),
-    hardware: Optional[str] = typer.Option(None, "--hardware",
-                                           help="use a profile's topology instead of --bandwidth"),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node",
-                                                help="GPUs per node (overrides the profile)"),
-    nic_gbit: Optional[float] = typer.Option(None, "--nic-gbit-per-gpu", "--nic-gbit",
-                                             help="NIC bandwidth per GPU, Gb/s (overrides the profile)"),
+    gpus: List[str] = opt("gpus", "ranks"),
+    bandwidth: Optional[float] = real("--bandwidth", "link bandwidth per GPU, GB/s"),
+    latency_us: float = real("--latency", "per-step latency α, µs", 0.0),
+    hardware: Optional[str] = opt("hardware", "comm"),
+    gpus_per_node: Optional[int] = opt("gpus_per_node"),
+    nic_gbit: Optional[float] = opt("nic_gbit"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
@@ -52,11 +49,11 @@ def comm_cmd(
 
 @app.command("bubble")
 def bubble_cmd(
-    stages: int = typer.Option(..., "--stages", help="pipeline stages p"),
+    stages: int = typer.Option(..., "--stages", help="pipeline stages p", parser=number("--stages")),
     micro_batches: List[str] = typer.Option(..., "--micro-batches",
                                             help="m, or a list 1,4,16,64 (repeatable)"),
-    schedule: str = typer.Option("1f1b", "--schedule", help="1f1b, gpipe, interleaved or zb-h1"),
-    chunks: int = typer.Option(1, "--chunks", help="model chunks per device v (interleaved)"),
+    schedule: str = opt("schedule", "bubble"),
+    chunks: int = opt("chunks", "bubble"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Pipeline bubble fraction and efficiency."""
@@ -71,14 +68,13 @@ def bubble_cmd(
 
 @app.command("batch")
 def batch_cmd(
-    micro_batch: int = typer.Option(..., "--micro-batch", help="samples per GPU per micro-step (b)"),
-    dp: int = typer.Option(..., "--dp", help="data-parallel degree"),
-    accum: Optional[int] = typer.Option(None, "--accum", help="gradient accumulation steps (a)"),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch",
-                                               help="target global batch (solves --accum)"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    cp: int = typer.Option(1, "--cp"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sample"),
+    micro_batch: int = opt("micro_batch", "batch"),
+    dp: int = typer.Option(..., "--dp", help="data-parallel degree", parser=number("--dp")),
+    accum: Optional[int] = typer.Option(None, "--accum", help="gradient accumulation steps (a)",
+                                        parser=number("--accum")),
+    global_batch: Optional[int] = opt("global_batch", "target"),
+    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
+    seq_len: Optional[int] = opt("seq_len", "batch"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Global batch B = b x a x DP (TP, PP, CP never multiply it), or a from a target B."""
@@ -94,80 +90,96 @@ def batch_cmd(
 
 @app.command("checkpoint")
 def checkpoint_cmd(
-    cost_min: Optional[float] = typer.Option(None, "--cost-min",
-                                             help="time to write one checkpoint, min (derived "
-                                                  "from the model when --model/--params is given)"),
-    mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours",
-                                               help="job mean time between failures, h"),
-    intervals: Optional[List[str]] = typer.Option(None, "--intervals",
-                                                  help="intervals to tabulate, min "
-                                                       "[default: 15,60,240,480]"),
-    restart_min: Optional[float] = typer.Option(None, "--restart-min",
-                                                help="restart cost per failure, min [simple "
-                                                     "form: 0; derived: detect+reschedule+reload"
-                                                     "+warm-up]"),
-    model: Optional[str] = typer.Option(None, "--model", help="model preset (derived form)"),
-    params: Optional[str] = typer.Option(None, "--params", help="parameter count (derived form)"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs in the job"),
-    hardware: str = typer.Option("h100", "--hardware", help="hardware profile"),
-    storage_gbs: Optional[float] = typer.Option(None, "--storage-gbs",
-                                                help="aggregate storage write bandwidth, GB/s "
-                                                     "[default: the profile's]"),
-    read_gbs: Optional[float] = typer.Option(None, "--read-gbs",
-                                             help="aggregate storage read bandwidth, GB/s "
-                                                  "[default: the profile's]"),
-    gpu_mtbf_hours: Optional[float] = typer.Option(None, "--gpu-mtbf-hours",
-                                                   help="MTBF of one GPU, h (job: ÷ GPUs)"),
-    node_mtbf_hours: Optional[float] = typer.Option(None, "--node-mtbf-hours",
-                                                    help="MTBF of one node, h (job: ÷ nodes)"),
-    job_mtbf_hours: Optional[float] = typer.Option(None, "--job-mtbf-hours",
-                                                   help="job MTBF (or MTTI), h"),
-    interruptions: Optional[float] = typer.Option(None, "--interruptions",
-                                                  help="observed job interruptions (with "
-                                                       "--over-days)"),
-    over_days: Optional[float] = typer.Option(None, "--over-days",
-                                              help="period the interruptions were counted in, days"),
-    async_ckpt: bool = typer.Option(False, "--async", help="asynchronous checkpointing"),
+    cost_min: Optional[float] = real("--cost-min", "time to write one checkpoint, min "
+                                     "(derived from the model when --model/--params is given)"),
+    job_mtbf_hours: Optional[float] = opt("job_mtbf_hours"),
+    intervals: Optional[List[str]] = typer.Option(None, "--intervals", help="intervals to "
+                                                  "tabulate, min [default: 15,60,240,480]"),
+    restart_min: Optional[float] = real("--restart-min", "restart cost per failure, min [simple "
+                                        "form: 0; derived: detect+reschedule+reload+warm-up]"),
+    model: Optional[str] = opt("model"),
+    params: Optional[str] = opt("params"),
+    gpus: Optional[int] = opt("gpus"),
+    hardware: Optional[str] = opt("hardware"),
+    storage_gbs: Optional[float] = real("--storage-gbs", "aggregate storage write bandwidth, "
+                                        "GB/s [default: the profile's]"),
+    read_gbs: Optional[float] = real("--read-gbs", "aggregate storage read bandwidth, GB/s "
+                                     "[default: the profile's]"),
+    gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
+    node_mtbf_hours: Optional[float] = real("--node-mtbf-hours", "MTBF of one node, h (job: ÷ "
+                                            "nodes)"),
+    interruptions: Optional[float] = real("--interruptions", "observed job interruptions (with "
+                                          "--over-days)"),
+    over_days: Optional[float] = real("--over-days", "period the interruptions were counted in, "
+                                      "days"),
+    async_ckpt: bool = opt("async_checkpoint"),
     tokens_per_s: Optional[str] = typer.Option(None, "--tokens-per-s",
                                                help="training throughput, tokens/s"),
-    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="token budget"),
-    price: Optional[float] = typer.Option(None, "--price-per-gpu-hour",
-                                          help="price of one GPU-hour (any currency)"),
-    straggler: Optional[float] = typer.Option(None, "--straggler",
-                                              help="slowdown of one GPU, e.g. 1.2"),
-    zero: int = typer.Option(3, "--zero", help="ZeRO stage for per-rank sizes (0-3)"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    precision: str = typer.Option("mixed", "--precision",
-                                  help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer",
-                                  help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    train_tokens: Optional[str] = opt("train_tokens"),
+    price: Optional[float] = opt("gpu_hour_cost"),
+    straggler: Optional[float] = real("--straggler", "slowdown of one GPU, e.g. 1.2"),
+    zero: int = opt("zero", "checkpoint"),
+    tp: int = opt("tp"), pp: int = opt("pp"), ep: int = opt("ep"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
     fmt: Format = FormatOpt,
 ) -> int:
-    """Checkpoint interval, waste and goodput. Simple form: --cost-min and --mtbf-hours.
-    Derived form: --model (or --params), --gpus and a failure rate; the checkpoint's size,
-    write time, restart cost and (with tokens) the time to train follow."""
+    """Checkpoint interval, waste and goodput. Simple form: --cost-min and --job-mtbf-hours.
+    Derived form: --model (or --params) and --gpus (failure rate: 50,677 h per GPU unless
+    given, as in estimate); the checkpoint's size, write time, restart cost and (with tokens)
+    the time to train follow."""
     from ..calculators import checkpoint
+    from ..errors import InputError
     from ..render import emit
     from ..render.quick import checkpoint_doc
 
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
     if model is None and params is None:
-        _refuse_derived_only({"--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
-                              "--node-mtbf-hours": node_mtbf_hours,
-                              "--job-mtbf-hours": job_mtbf_hours,
-                              "--interruptions": interruptions, "--tokens-per-s": tokens_per_s,
-                              "--train-tokens": train_tokens, "--straggler": straggler,
-                              "--storage-gbs": storage_gbs}, cost_min, mtbf_hours)
-        r = checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)
-        emit(checkpoint_doc(r), fmt.value)
-        return EXIT_OK
-    plan = _derived_plan(
-        model=model, params=params, gpus=gpus, hardware=hardware, zero=zero, tp=tp, pp=pp,
-        precision=precision, optimizer=optimizer, storage_gbs=storage_gbs, read_gbs=read_gbs,
-        async_ckpt=async_ckpt, cost_min=cost_min, restart_min=restart_min,
-        mtbf_hours=mtbf_hours, job_mtbf_hours=job_mtbf_hours, gpu_mtbf_hours=gpu_mtbf_hours,
-        node_mtbf_hours=node_mtbf_hours, interruptions=interruptions, over_days=over_days,
-        train_tokens=train_tokens, tokens_per_s=tokens_per_s, price=price, straggler=straggler)
+        return _simple_checkpoint(cost_min, job_mtbf_hours, ts, restart_min, fmt.value, {
+            "--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
+            "--node-mtbf-hours": node_mtbf_hours, "--interruptions": interruptions,
+            "--tokens-per-s": tokens_per_s, "--train-tokens": train_tokens,
+            "--straggler": straggler, "--storage-gbs": storage_gbs, "--read-gbs": read_gbs,
+            "--over-days": over_days, "--gpu-hour-cost": price,
+            "--async-checkpoint": async_ckpt or None, "--zero": zero if zero != 3 else None,
+            "--ep": ep if ep != 1 else None})
+
+    from ..specs.presets import get_preset
+    from .. import validate as v
+    from ..resilience import plan_resilience
+    from ..specs.hardware import DEFAULT_PROFILE
+
+    if model is not None and params is not None:
+        raise InputError("--params", "give --model or --params, not both")
+    if gpus is None:
+        raise InputError("--gpus", "is required with --model/--params")
+    v.zero_stage("--zero", zero)
+    job = job_mtbf_hours
+    if job is None and gpu_mtbf_hours is None and node_mtbf_hours is None and interruptions is None:
+        from ..api import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
+        gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
+    spec = get_preset(model) if model is not None else None
+    n_params = spec.param_count() if spec else parse_number("--params", params)
+    experts = spec.routed_expert_params() if spec else 0.0
+    if ep != 1 and not experts:
+        raise InputError("--ep", "needs a mixture-of-experts --model (a dense model has no "
+                                 "experts to split)")
+    hours = {k: (x * 3600 if x is not None else None) for k, x in
+             (("gpu", gpu_mtbf_hours), ("node", node_mtbf_hours), ("job", job))}
+    plan = plan_resilience(
+        n_params, gpus, hardware=hardware or DEFAULT_PROFILE, model=spec.name if spec else None,
+        tp=tp, pp=pp, zero_stage=zero, precision=precision, optimizer=optimizer, ep=ep,
+        expert_params=experts,
+        storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
+        storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
+        async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
+        gpu_mtbf_s=hours["gpu"], node_mtbf_s=hours["node"], job_mtbf_s=hours["job"],
+        interruptions=interruptions,
+        period_s=over_days * 86400 if over_days is not None else None,
+        restart_s=restart_min * 60 if restart_min is not None else None,
+        tokens=parse_number("--train-tokens", train_tokens) if train_tokens else None,
+        tokens_per_s=parse_number("--tokens-per-s", tokens_per_s) if tokens_per_s else None,
+        price_per_gpu_hour=price, straggler_slowdown=straggler)
     table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
              if intervals else None)
     doc = checkpoint_doc(plan, table)
@@ -175,70 +187,32 @@ def checkpoint_cmd(
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _refuse_derived_only(derived_only: dict[str, object], cost_min: Optional[float],
-                         mtbf_hours: Optional[float]) -> None:
-    """The simple form takes δ and M only: name the first derived-form option given, or the
-    missing one of --cost-min / --mtbf-hours."""
+def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], ts: list[float],
+                       restart_min: Optional[float], fmt: str, derived_only: dict) -> int:
+    """The simple form: δ and M given, no model; the derived form's options are refused."""
+    from ..calculators import checkpoint
     from ..errors import InputError
+    from ..render import emit
+    from ..render.quick import checkpoint_doc
+
     stray = next((k for k, x in derived_only.items() if x is not None), None)
     if stray:
         raise InputError(stray, "needs --model or --params (the derived form)")
-    for name, x in (("--cost-min", cost_min), ("--mtbf-hours", mtbf_hours)):
+    for name, x in (("--cost-min", cost_min), ("--job-mtbf-hours", mtbf_hours)):
         if x is None:
-            raise InputError(name, "is required (or give --model/--params, --gpus and a "
-                                   "failure rate for the derived form)")
-
-
-def _hours_s(x: Optional[float]) -> Optional[float]:
-    return x * 3600 if x is not None else None
-
-
-def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional[int],
-                  hardware: str, zero: int, tp: int, pp: int, precision: str, optimizer: str,
-                  storage_gbs: Optional[float], read_gbs: Optional[float], async_ckpt: bool,
-                  cost_min: Optional[float], restart_min: Optional[float],
-                  mtbf_hours: Optional[float], job_mtbf_hours: Optional[float],
-                  gpu_mtbf_hours: Optional[float], node_mtbf_hours: Optional[float],
-                  interruptions: Optional[float], over_days: Optional[float],
-                  train_tokens: Optional[str], tokens_per_s: Optional[str],
-                  price: Optional[float], straggler: Optional[float]):
-    """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``."""
-    from .. import validate as v
-    from ..errors import InputError
-    from ..resilience import plan_resilience
-    from ..specs.presets import get_preset
-
-    if model is not None and params is not None:
-        raise InputError("--params", "give --model or --params, not both")
-    if gpus is None:
-        raise InputError("--gpus", "is required with --model/--params")
-    v.zero_stage("--zero", zero)
-    if mtbf_hours is not None and job_mtbf_hours is not None:
-        raise InputError("--mtbf-hours", "is the job MTBF; give it or --job-mtbf-hours, not both")
-    spec = get_preset(model) if model is not None else None
-    n_params = spec.param_count() if spec else parse_number("--params", params)
-    return plan_resilience(
-        n_params, gpus, hardware=hardware, model=spec.name if spec else None, tp=tp, pp=pp,
-        zero_stage=zero, precision=precision, optimizer=optimizer,
-        storage_write_bytes_per_s=storage_gbs * 1e9 if storage_gbs is not None else None,
-        storage_read_bytes_per_s=read_gbs * 1e9 if read_gbs is not None else None,
-        async_checkpoint=async_ckpt, cost_s=cost_min * 60 if cost_min is not None else None,
-        gpu_mtbf_s=_hours_s(gpu_mtbf_hours), node_mtbf_s=_hours_s(node_mtbf_hours),
-        job_mtbf_s=_hours_s(job_mtbf_hours if job_mtbf_hours is not None else mtbf_hours),
-        interruptions=interruptions,
-        period_s=over_days * 86400 if over_days is not None else None,
-        restart_s=restart_min * 60 if restart_min is not None else None,
-        tokens=parse_number("--train-tokens", train_tokens) if train_tokens else None,
-        tokens_per_s=parse_number("--tokens-per-s", tokens_per_s) if tokens_per_s else None,
-        price_per_gpu_hour=price, straggler_slowdown=straggler)
+            raise InputError(name, "is required (or give --model/--params and --gpus for "
+                                   "the derived form)")
+    emit(checkpoint_doc(checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)),
+         fmt)
+    return EXIT_OK
 
 
 @app.command("scaling")
 def scaling_cmd(
-    baseline_ms: float = typer.Option(..., "--baseline-ms", help="time on one GPU (or baseline)"),
-    measured_ms: float = typer.Option(..., "--measured-ms", help="time measured on --gpus GPUs"),
-    gpus: int = typer.Option(..., "--gpus"),
-    mode: str = typer.Option("strong", "--mode", help="strong or weak"),
+    baseline_ms: float = real("--baseline-ms", "time on one GPU (or baseline), ms", ...),
+    measured_ms: float = real("--measured-ms", "time measured on --gpus GPUs, ms", ...),
+    gpus: int = opt("gpus", "required"),
+    mode: str = typer.Option("strong", "--mode", metavar="strong|weak", help="strong or weak"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Strong- or weak-scaling speedup and efficiency."""
@@ -252,10 +226,9 @@ def scaling_cmd(
 
 @app.command("layout")
 def layout_cmd(
-    gpus: int = typer.Option(..., "--gpus"),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per NVLink domain"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"),
-    cp: int = typer.Option(1, "--cp"),
+    gpus: int = opt("gpus", "required"),
+    gpus_per_node: int = opt("gpus_per_node", "layout"),
+    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
     show_groups: bool = typer.Option(False, "--show-groups", help="list every rank group"),
     fmt: Format = FormatOpt,
 ) -> int:

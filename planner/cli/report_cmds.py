@@ -14,11 +14,20 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
+from .options import opt
 
 PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
                       "fit options and the search's winner")
-OUT = typer.Option("-", "--output", "-o", help="output file, or - for stdout")
-FORCE = typer.Option(False, "--force", help="overwrite an existing output file")
+OUT = opt("output")
+FORCE = opt("force")
+
+
+def _offer_note(job: o.Flags) -> None:
+    """With --params: name the nearest preset on stderr (these documents have no JSON field to
+    carry it), once the command has succeeded, so an input error stays the one stderr line."""
+    offer = job.offer()
+    if offer is not None:
+        sys.stderr.write(f"dtplan: note: {o.offer_line(offer)}\n")
 
 
 def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
@@ -55,11 +64,11 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
 def report_cmd(
     job: o.Flags,
     plan: Optional[str] = PLAN,
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
-    train_tokens: Optional[str] = typer.Option(None, "--train-tokens", help="tokens to train (time, energy, cost)"),
-    gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu-hour-cost", help="cost per GPU-hour"),
+    gpus: Optional[int] = opt("gpus", "plan"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
+    train_tokens: Optional[str] = opt("train_tokens"),
+    gpu_hour_cost: Optional[float] = opt("gpu_hour_cost"),
     output: str = OUT, force: bool = FORCE,
     html: bool = typer.Option(False, "--html", help="HTML even on stdout (default: by -o suffix)"),
     charts: bool = typer.Option(True, "--charts/--no-charts", help="draw charts (needs matplotlib)"),
@@ -109,6 +118,7 @@ def report_cmd(
         sys.stderr.write(f"dtplan: wrote {output}" + (f" and {len(review.charts)} charts in "
                                                       f"{chart_dir}/" if chart_dir and review.charts
                                                       else "") + f" — {review.verdict}\n")
+    _offer_note(job)
     return EXIT_OK if review.ok else EXIT_FAIL
 
 
@@ -117,10 +127,11 @@ def report_cmd(
 def export_cmd(
     job: o.Flags,
     plan: Optional[str] = PLAN,
-    to: str = typer.Option(..., "--to", help="deepspeed, megatron, torchtitan or accelerate"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPU count (without a plan file)"),
-    precision: str = typer.Option("mixed", "--precision", help="mixed, mixed-fp32-grads, fp8, fp32, bf16-pure"),
-    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, adafactor"),
+    to: str = typer.Option(..., "--to", metavar="ENGINE",
+                           help="deepspeed, megatron, torchtitan or accelerate"),
+    gpus: Optional[int] = opt("gpus", "plan"),
+    precision: str = opt("precision"),
+    optimizer: str = opt("optimizer"),
     output: str = OUT, force: bool = FORCE,
     allow_failing: bool = typer.Option(False, "--allow-failing",
                                        help="export a plan that fails a rule (it will fail check too)"),
@@ -156,4 +167,5 @@ def export_cmd(
                          + " ".join(result.check_args + (["--hardware", inp.hardware.name]))
                          + ("" if "--model" in result.check_args or to == "megatron"
                             else f" --model {inp.model.name}") + "\n")
+    _offer_note(job)
     return EXIT_OK

@@ -184,6 +184,7 @@ class Flags:
     global_batch: Optional[int] = None
     tokens_per_batch: Optional[str] = None
     framework: Optional[str] = None
+    nearest_preset: bool = False   # --params N --nearest-preset: plan the real model nearest N
     _parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -207,6 +208,11 @@ class Flags:
 
     def _model(self) -> ModelSpec:
         from ..validate import parse_number
+        if self.nearest_preset:
+            return resolve_model(model=self.offer()["preset"], model_config=self.model_config,
+                                 layers=self.layers, hidden=self.hidden, heads=self.heads,
+                                 kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab,
+                                 mlp=self.mlp, dropout=self.dropout)
         params = parse_number("--params", self.params) if self.params is not None else None
         return resolve_model(model=self.model, model_config=self.model_config, params=params,
                              layers=self.layers, hidden=self.hidden, heads=self.heads,
@@ -242,7 +248,23 @@ class Flags:
     def given(self) -> list[str]:
         """The options the user typed, spelled as on the command line."""
         return ["--" + f.name.replace("_", "-") for f in fields(self)
-                if f.init and getattr(self, f.name) is not None]
+                if f.init and getattr(self, f.name) not in (None, False)]
+
+    def offer(self) -> Optional[dict[str, Any]]:
+        """With --params: the nearest real preset (by parameter count) and how to plan it."""
+        if self.params is None:
+            if self.nearest_preset:
+                raise InputError("--nearest-preset", "needs --params N (the count whose nearest "
+                                 "preset to plan)")
+            return None
+        from .. import validate as v
+        from ..specs.presets import nearest_preset
+        n = v.positive("--params", v.parse_number("--params", self.params), upper=v.MAX_PARAMS)
+        name, spec = nearest_preset(n)
+        return {"preset": name, "name": spec.name, "params": spec.param_count(),
+                "layers": spec.layers, "hidden": spec.hidden, "heads": spec.heads,
+                "kv_heads": spec.kv_heads, "ffn": spec.ffn, "planned": self.nearest_preset,
+                "use": f"--model {name}"}
 
 
 # ---- files: a plan or an engine config ----------------------------------------------------------

@@ -133,6 +133,13 @@ def _object(model_path: str | None, *, exclude: tuple[str, ...] = (), extra: dic
 
 STR_LIST = {"type": "array", "items": {"type": "string"}}
 OK = {"type": "boolean"}
+# With --params: the nearest real preset by parameter count (cli.common.Job.offer).
+NEAREST = {"type": "object", "required": ["preset", "params", "planned", "use"],
+           "properties": {"preset": {"type": "string"}, "name": {"type": "string"},
+                          "params": {"type": "integer"}, "layers": {"type": "integer"},
+                          "hidden": {"type": "integer"}, "heads": {"type": "integer"},
+                          "kv_heads": {"type": "integer"}, "ffn": {"type": "integer"},
+                          "planned": {"type": "boolean"}, "use": {"type": "string"}}}
 
 
 def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Callable[[dict], dict]:
@@ -154,6 +161,7 @@ def _batch_advice(defs: dict) -> dict:
 def _estimate(defs: dict) -> dict:
     return _object(".estimation:Estimate", defs=defs, extra={
         "ok": OK, "fits": OK, "notes": STR_LIST, "batch_advice": _batch_advice(defs),
+        "nearest_preset": NEAREST,
         "resilience": {"$ref": "#/$defs/ResiliencePlan"}})
 
 
@@ -214,14 +222,15 @@ def _profile_fit(defs: dict) -> dict:
 def _sweep(defs: dict) -> dict:
     item = _object(".api:FitResult", exclude=("best",), defs=defs)
     return {"type": "object", "properties": {"sweep": {"type": "array", "items": item},
-                                             "ok": OK, "notes": STR_LIST}, "required": ["sweep"]}
+                                             "ok": OK, "notes": STR_LIST,
+                                             "nearest_preset": NEAREST}, "required": ["sweep"]}
 
 
 # command → [(mode, builder)]; the first mode is the command's default.
 OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "fit": [("search", lambda d: _object(".api:FitResult", defs=d, extra={
                 "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST,
-                "batch_advice": _batch_advice(d)})),
+                "batch_advice": _batch_advice(d), "nearest_preset": NEAREST})),
             ("sweep", _sweep),
             ("shrink", lambda d: _object(".shrink:ShrinkResult", exclude=("fit",), defs=d,
                                          extra={"ok": OK, "notes": STR_LIST}))],

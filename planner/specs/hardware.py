@@ -346,7 +346,7 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
         su["gpus_per_node"] = gpus_per_node
     if gpu_memory_gb is not None:
         if not (_is_num(gpu_memory_gb) and gpu_memory_gb > 0):
-            raise InputError("--gpu-memory-gb", f"must be a number > 0, got {gpu_memory_gb!r}")
+            raise InputError("--gpu-memory-gib", f"must be a number > 0, got {gpu_memory_gb!r}")
         data["gpu"]["memory_bytes"] = gpu_memory_gb * GIB
     if nic_gbit_per_gpu is not None:
         if not (_is_num(nic_gbit_per_gpu) and nic_gbit_per_gpu > 0):

@@ -175,3 +175,15 @@ def get_preset(name: str) -> ModelSpec:
     hint = ", ".join(close[:5]) if close else ", ".join(list(PRESETS)[:8]) + ", ..."
     raise InputError("--model", f"unknown model '{name}'; known: {hint} "
                                 "(all names: dtplan models)")
+
+
+def nearest_preset(n_params: float) -> tuple[str, ModelSpec]:
+    """The dense preset whose exact parameter count is nearest `n_params` on a log scale
+    (|ln(P/n)|; registry order breaks ties, so a family's first release wins over a re-release
+    of the same shape). Mixture-of-experts presets are left out: a bare count is a dense model,
+    and an MoE of the same total does a fraction of its compute per token."""
+    import math
+    if not n_params > 0:
+        raise InputError("--params", f"must be greater than 0, got {n_params:g}")
+    dense = [(name, spec) for name, spec in PRESETS.items() if not spec.is_moe]
+    return min(dense, key=lambda e: abs(math.log(e[1].param_count() / n_params)))

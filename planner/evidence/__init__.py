@@ -77,10 +77,10 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
         if is_ci_config(data):
             return read_ci_config(path, data)
         raise fail(path, 1, "YAML that is not a Megatron CI model_config (MODEL_ARGS)")
-    lines = text_lines(path, raw)
+    lines = text_lines(path, raw, limit=20_000)  # what the kind detectors look at, at most
     if any("PyTorch CUDA memory summary" in s for _, s in lines[:50]):
         return read_summary(path, raw)
-    if _is_nccl(text_lines(path, raw, tags_anywhere=True)):
+    if _is_nccl(text_lines(path, raw, tags_anywhere=True, limit=400)):
         return read_nccl(path, raw)
     if _is_training(lines):
         return read_training(path, raw, warmup_steps)

@@ -12,6 +12,7 @@ import gzip
 import io
 import re
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import InputError
 
@@ -71,14 +72,30 @@ def clean_line(line: str, tags_anywhere: bool = False) -> str:
     return SRUN_TAG.sub("", line)
 
 
-def text_lines(path: str | Path, data: bytes | None = None,
-               tags_anywhere: bool = False) -> list[tuple[int, str]]:
-    """(line number, cleaned text) for every line of a text file."""
+def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
+               limit: int | None = None) -> list[tuple[int, str]]:
+    """(line number, cleaned text) for every line of a text file (the first `limit` lines: what
+    kind detection looks at)."""
+    lines = iter_lines(path, data, tags_anywhere)
+    return list(lines) if limit is None else [x for x, _ in zip(lines, range(limit))]
+
+
+def iter_lines(path: str | Path, data: bytes | None = None,
+               tags_anywhere: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, cleaned text), one line at a time: a log of a million steps is cleaned and
+    decoded line by line, never held as one list (a '\\n' byte is never inside a UTF-8
+    sequence, so decoding per line equals decoding the whole)."""
     raw = read_bytes(path) if data is None else data
     if b"\x00" in raw[:4096]:
         raise fail(path, 1, "binary data where text was expected")
-    text = raw.decode("utf-8", errors="replace")
-    return [(i, clean_line(s, tags_anywhere)) for i, s in enumerate(text.split("\n"), start=1)]
+    start, i = 0, 1
+    while True:
+        end = raw.find(b"\n", start)
+        piece = raw[start:] if end < 0 else raw[start:end]
+        yield i, clean_line(piece.decode("utf-8", errors="replace"), tags_anywhere)
+        if end < 0:
+            return
+        start, i = end + 1, i + 1
 
 
 def number(token: str, path: str | Path, line: int, what: str) -> float:

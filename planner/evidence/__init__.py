@@ -63,9 +63,17 @@ def _json_kind(path: Path, raw: bytes, warmup_steps: int) -> Evidence:
 
 def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
               option: str = "--from") -> Evidence:
-    """One file -> Evidence; an unreadable or unrecognised file is an InputError at file:line
-    (``option``, where the path came from, is named when the file cannot be read at all)."""
-    path = Path(path)
+    """One file -> Evidence; an unreadable or unrecognised file is an InputError naming
+    ``option`` (where the path came from), then file:line."""
+    try:
+        return _read_file(Path(path), warmup_steps, option)
+    except InputError as e:
+        if option and not e.field.startswith(option):
+            raise InputError(f"{option}: {e.field}", e.message) from None
+        raise
+
+
+def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
     raw = read_bytes(path, MAX_JSON_BYTES, option=option)
     if looks_like_pickle(raw):
         return read_snapshot(path, raw)

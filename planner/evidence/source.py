@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import InputError
 
@@ -61,6 +62,31 @@ def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--f
     if len(data) > limit:
         raise fail(p, 1, f"larger than {limit // 2**20} MiB; split it (one file per rank)")
     return data
+
+
+def load_json(path: str | Path, raw: bytes | str, what: str = "JSON") -> Any:
+    """json.loads with the bounds every reader keeps (planner.inputs.parse): an integer literal
+    over MAX_INT_DIGITS digits and nesting the C parser cannot recurse into are one InputError
+    at file:line (a 5,000-digit `ts` was a ValueError, 5,000 nested objects a RecursionError).
+    No node count or character pre-scan: a real trace has millions of values."""
+    from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
+
+    def bounded(literal: str) -> int:
+        if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):
+            raise _Refused(reason)
+        return int(literal)
+    try:
+        return json.loads(raw, parse_int=bounded)
+    except json.JSONDecodeError as e:
+        raise fail(path, e.lineno, f"invalid {what} ({e.msg})") from None
+    except _Refused as e:
+        raise fail(path, 1, f"refused: {e}") from None
+    except RecursionError:
+        raise fail(path, 1, "refused: nested too deeply to parse") from None
+
+
+class _Refused(Exception):
+    """A JSON literal over a bound, raised from inside the parser's hook."""
 
 
 def clean_line(line: str, tags_anywhere: bool = False) -> str:

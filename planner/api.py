@@ -265,6 +265,19 @@ def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
     return out
 
 
+def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
+    """The largest power of two below the count (whole nodes) that fits, when more GPUs never
+    do: the batch caps DP (1000 sequences leave 10^7 GPUs idle), so fewer GPUs is the answer."""
+    node, n = p.hardware.scale_up.gpus_per_node, 1 << (p.gpus - 1).bit_length()
+    while n > 1:
+        n //= 2
+        m = n // node * node if n >= node else n
+        if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space):
+            return [f"{m} GPUs: the largest power-of-two count below {p.gpus} with a layout "
+                    "that fits"]
+    return []
+
+
 def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
     out = _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
@@ -277,6 +290,8 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
         if _first_fit(q, space):
             out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
             break
+    if not any("GPUs: the smallest" in x for x in out):
+        out += _fewer_gpus(p, space)
     if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
         out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")
     s = p.seq_len

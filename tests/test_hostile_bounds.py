@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -66,7 +67,9 @@ def test_fit_at_ten_million_gpus_suggests_only_counts_it_allows():
     r = run_dtplan("fit", "--model", "gpt2", "--gpus", "10000000", "-f", "json")
     _clean(r)
     said = " ".join(r.json().get("suggestions") or [])
-    assert not any(int(n) > 10_000_000 for n in __import__("re").findall(r"(\d{8,}) GPUs", said))
+    assert not any(int(n) > 10_000_000 for n in re.findall(r"(\d{8,}) GPUs", said))
+    # the default batch (1000 sequences) caps DP: fewer GPUs is what fits, and it is said
+    assert "GPUs: the largest power-of-two count below 10000000" in said, said
 
 
 def test_report_scaling_sweep_stays_within_the_range():

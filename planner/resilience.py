@@ -172,7 +172,8 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
     d = v.duration("--cost-min", cost_s, 60)
     m = v.duration("--mtbf-hours", mtbf_s, 3600)
     r = v.non_negative("--restart-min", restart_s)
-    r = v.duration("--restart-min", r, 60) if r else r
+    if r > v.MAX_DURATION_S:  # a restart may be 0 (or below 1 ns: no cost); only too long fails
+        v.duration("--restart-min", r, 60)
     young = ckpt_eq.young_interval(d, m)
     daly = ckpt_eq.daly_interval(d, m)
     tau = max(daly, min_interval_s)

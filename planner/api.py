@@ -281,13 +281,16 @@ def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
     """When B = b × a × DP is what fails: the nearest batches (±25 %) and the nearest smaller
     GPU counts (≥ 75 %) that fit, most data-parallel degrees first (the largest gcd with the
     count, as engine.batch.dp_friendly_batch), then the nearest."""
-    b0, n0, node = p.global_batch, p.gpus, p.hardware.scale_up.gpus_per_node
-    batches = sorted(range(max(1, int(b0 * 0.75)), int(b0 * 1.25) + 1),
-                     key=lambda b: (-math.gcd(b, n0), abs(b - b0), b))
-    ok_b = sorted([b for b in batches[:tries] if b != b0
+    from .engine.divisors import top_by_gcd  # closed form: a batch of 10^9 or 10^7 GPUs
+    b0, n0, node = p.global_batch, p.gpus, p.hardware.scale_up.gpus_per_node  # is no scan
+    batches = top_by_gcd(n0, max(1, int(b0 * 0.75)), min(int(b0 * 1.25), v.MAX_GLOBAL_BATCH),
+                         tries, b0)
+    ok_b = sorted([b for b in batches if b != b0
                    and _first_fit(Problem(**{**p.__dict__, "global_batch": b}), space)][:2])
-    counts = sorted((m for m in range(n0 - 1, max(0, int(n0 * 0.75)), -1)
-                     if m % node == 0 or m < node), key=lambda m: (-math.gcd(b0, m), -m))
+    lo, hi = max(0, int(n0 * 0.75)) + 1, n0 - 1  # whole nodes, or fewer GPUs than one node
+    counts = sorted(top_by_gcd(b0, lo, hi, tries // 2, hi, lambda d: math.lcm(d, node))
+                    + top_by_gcd(b0, lo, min(hi, node - 1), tries // 2, hi),
+                    key=lambda m: (-math.gcd(b0, m), -m))
     ok_n = sorted([m for m in counts[:tries // 2]
                    if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space)][:2], reverse=True)
     out = []
@@ -301,16 +304,33 @@ def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
     return out
 
 
+def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
+    """The largest power of two below the count (whole nodes) that fits, when more GPUs never
+    do: the batch caps DP (1000 sequences leave 10^7 GPUs idle), so fewer GPUs is the answer."""
+    node, n = p.hardware.scale_up.gpus_per_node, 1 << (p.gpus - 1).bit_length()
+    while n > 1:
+        n //= 2
+        m = n // node * node if n >= node else n
+        if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space):
+            return [f"{m} GPUs: the largest power-of-two count below {p.gpus} with a layout "
+                    "that fits"]
+    return []
+
+
 def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
     out = _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
     n = p.gpus
-    for _ in range(12):  # up to 4096× more GPUs
+    for _ in range(12):  # up to 4096× more GPUs, within the range --gpus allows
         n = max(2 * n, node)
+        if n > v.MAX_GPUS:
+            break
         q = Problem(**{**p.__dict__, "gpus": n})
         if _first_fit(q, space):
             out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
             break
+    if not any("GPUs: the smallest" in x for x in out):
+        out += _fewer_gpus(p, space)
     if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
         out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")
     s = p.seq_len

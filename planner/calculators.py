@@ -247,7 +247,7 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     d, m, r = opt.cost_s, opt.mtbf_s, opt.restart_s
     rows = []
     for t in intervals_s:
-        t = v.positive("--intervals", t)
+        t = v.duration("--intervals", t, 60)
         rows.append(CheckpointRow(interval_s=t, overhead_fraction=ckpt_eq.overhead_fraction(t, d),
                                   lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
                                   restart_fraction=ckpt_eq.restart_fraction(r, m),
@@ -267,8 +267,8 @@ class ScalingResult(BaseModel):
 
 def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong") -> ScalingResult:
     """Strong: speedup T1/Tn and efficiency T1/(n·Tn); weak: efficiency T1/Tn."""
-    t1 = v.positive("--baseline-ms", baseline_s)
-    tn = v.positive("--measured-ms", measured_s)
+    t1 = v.duration("--baseline-ms", baseline_s, 1e-3)
+    tn = v.duration("--measured-ms", measured_s, 1e-3)
     n = v.positive_int("--gpus", gpus)
     v.choice("--mode", mode, ("strong", "weak"))
     if mode == "strong":

@@ -64,9 +64,9 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
     if n % (tp * pp):
         raise InputError("--gpus", f"{n} is not a multiple of TP × PP = {tp} × {pp} = {tp * pp}")
     dp = n // (tp * pp)
-    shards = dp if shard_degree is None else v.positive_int("--shard-degree", shard_degree)
+    shards = dp if shard_degree is None else v.positive_int("--shard-group", shard_degree)
     if dp % shards:
-        raise InputError("--shard-degree", f"must divide DP = {dp}, got {shards}")
+        raise InputError("--shard-group", f"must divide DP = {dp}, got {shards}")
 
     w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     master = mem_eq.PRECISION_RECIPES[precision][2]

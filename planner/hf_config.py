@@ -221,7 +221,12 @@ def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
     """ModelSpec from a Hugging Face config.json (or a directory holding one); ``option`` is
     the command-line option the path came from, named first in read and parse errors."""
     opened, data = _read(path, option)
-    return model_from_config(data, opened)
+    try:
+        return model_from_config(data, opened)
+    except InputError as e:  # a bad value: named after the option too, as read errors are
+        if option and not e.field.startswith(option):
+            raise InputError(f"{option}: {e.field}", e.message) from None
+        raise
 
 
 def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:

@@ -170,9 +170,11 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
                      min_interval_s: float = 0.0) -> IntervalOptimum:
     """Young's and Daly's optimum interval and the waste breakdown at Daly's (engine.checkpoint);
     goodput = 1 − waste. Daly's examples (δ = 5 min): M = 24 h → 117 min, 6 h → 57, 15 min → 9.1."""
-    d = v.positive("--cost-min", cost_s)
-    m = v.positive("--mtbf-hours", mtbf_s)
+    d = v.duration("--cost-min", cost_s, 60)
+    m = v.duration("--mtbf-hours", mtbf_s, 3600)
     r = v.non_negative("--restart-min", restart_s)
+    if r > v.MAX_DURATION_S:  # a restart may be 0 (or below 1 ns: no cost); only too long fails
+        v.duration("--restart-min", r, 60)
     young = ckpt_eq.young_interval(d, m)
     daly = ckpt_eq.daly_interval(d, m)
     tau = max(daly, min_interval_s)

@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
@@ -53,12 +54,6 @@ class SearchSpace:
     chunks: int | None = None
     allow_offload: bool = False
     max_chunks: int = 8
-
-
-def divisors(n: int) -> list[int]:
-    """Every divisor of n, ascending."""
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:

@@ -40,6 +40,23 @@ def positive(field: str, value: float, *, upper: float = math.inf) -> float:
     return v
 
 
+# Durations a user types (ms, minutes, hours), in seconds: one nanosecond is about one GPU
+# clock (H100 boost 1.98 GHz: 0.5 ns), shorter than any step, write or failure interval; 10^15 s
+# is 32 million years. Within them any ratio or product of two or three durations stays finite
+# (1e308/1e-300 ms overflowed to inf and printed 300-digit tables).
+MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e15
+
+
+def duration(field: str, seconds: float, unit_s: float = 1.0) -> float:
+    """A duration in seconds within [MIN_DURATION_S, MAX_DURATION_S]; the error states the
+    bounds in the option's own unit (`unit_s` seconds each: 1e-3 for --baseline-ms)."""
+    t = positive(field, seconds)
+    if not MIN_DURATION_S <= t <= MAX_DURATION_S:
+        raise InputError(field, f"must be between {MIN_DURATION_S / unit_s:g} and "
+                                f"{MAX_DURATION_S / unit_s:g}, got {t / unit_s:g}")
+    return t
+
+
 def non_negative(field: str, value: float) -> float:
     """A finite number ≥ 0."""
     v = float(value)

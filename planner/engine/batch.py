@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import Num, out
+from .divisors import top_by_gcd
 
 
 def global_batch(micro_batch: Num, accumulation: Num, data_parallel: Num) -> Num:
@@ -35,7 +36,4 @@ def dp_friendly_batch(target_sequences: float, gpus: int, tolerance: float = 0.1
     t = float(target_sequences)
     lo = max(1, int(np.floor(t * (1 - tolerance))))
     hi = max(lo, int(np.ceil(t * (1 + tolerance))))
-    n = np.arange(lo, hi + 1, dtype=np.int64)
-    g = np.gcd(n, int(gpus))
-    best = n[g == g.max()]
-    return int(best[np.argmin(np.abs(best - t) * 2 + (best > t))])
+    return top_by_gcd(int(gpus), lo, hi, 1, t)[0]  # closed form: no scan of [lo, hi]

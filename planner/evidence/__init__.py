@@ -63,9 +63,17 @@ def _json_kind(path: Path, raw: bytes, warmup_steps: int) -> Evidence:
 
 def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
               option: str = "--from") -> Evidence:
-    """One file -> Evidence; an unreadable or unrecognised file is an InputError at file:line
-    (``option``, where the path came from, is named when the file cannot be read at all)."""
-    path = Path(path)
+    """One file -> Evidence; an unreadable or unrecognised file is an InputError naming
+    ``option`` (where the path came from), then file:line."""
+    try:
+        return _read_file(Path(path), warmup_steps, option)
+    except InputError as e:
+        if option and not e.field.startswith(option):
+            raise InputError(f"{option}: {e.field}", e.message) from None
+        raise
+
+
+def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
     raw = read_bytes(path, MAX_JSON_BYTES, option=option)
     if looks_like_pickle(raw):
         return read_snapshot(path, raw)
@@ -77,10 +85,10 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
         if is_ci_config(data):
             return read_ci_config(path, data)
         raise fail(path, 1, "YAML that is not a Megatron CI model_config (MODEL_ARGS)")
-    lines = text_lines(path, raw)
+    lines = text_lines(path, raw, limit=20_000)  # what the kind detectors look at, at most
     if any("PyTorch CUDA memory summary" in s for _, s in lines[:50]):
         return read_summary(path, raw)
-    if _is_nccl(text_lines(path, raw, tags_anywhere=True)):
+    if _is_nccl(text_lines(path, raw, tags_anywhere=True, limit=400)):
         return read_nccl(path, raw)
     if _is_training(lines):
         return read_training(path, raw, warmup_steps)

@@ -8,15 +8,12 @@ tests/functional_tests). Steps a run did not reach are the string "nan" and are 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .model import Evidence, MemoryStats, StepStats
-from .source import fail
+from .source import fail, load_json
 from .stats import WARMUP_STEPS, spread, steady
 
 CONFIG_KEYS = {"--tensor-model-parallel-size": "tp", "--pipeline-model-parallel-size": "pp",
@@ -115,14 +112,11 @@ def read_ci_config(path: Path, data: dict) -> Evidence:
 
 
 def read_json_or_yaml(path: Path, raw: bytes) -> tuple[str, Any]:
-    """Text and parsed content; a syntax error names its line."""
+    """Text and parsed content; a syntax error names its line. YAML (a CI model_config, a few
+    kB) goes through the bounded parser of planner.inputs; JSON (golden values, memory
+    timelines: up to millions of values) through source.load_json's depth and number bounds."""
     text = raw.decode("utf-8", errors="replace")
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            return text, yaml.safe_load(text)
-        return text, json.loads(text)
-    except json.JSONDecodeError as e:
-        raise fail(path, e.lineno, f"invalid JSON ({e.msg})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise fail(path, (mark.line + 1) if mark else 1, "invalid YAML") from None
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        return text, load_json(path, text)
+    from ..inputs.parse import parse_text
+    return text, parse_text(text, "yaml", str(path))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import re
 from pathlib import Path
+from typing import Any, Iterator
 
 from ..errors import InputError
 
@@ -62,6 +64,31 @@ def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--f
     return data
 
 
+def load_json(path: str | Path, raw: bytes | str, what: str = "JSON") -> Any:
+    """json.loads with the bounds every reader keeps (planner.inputs.parse): an integer literal
+    over MAX_INT_DIGITS digits and nesting the C parser cannot recurse into are one InputError
+    at file:line (a 5,000-digit `ts` was a ValueError, 5,000 nested objects a RecursionError).
+    No node count or character pre-scan: a real trace has millions of values."""
+    from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
+
+    def bounded(literal: str) -> int:
+        if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):
+            raise _Refused(reason)
+        return int(literal)
+    try:
+        return json.loads(raw, parse_int=bounded)
+    except json.JSONDecodeError as e:
+        raise fail(path, e.lineno, f"invalid {what} ({e.msg})") from None
+    except _Refused as e:
+        raise fail(path, 1, f"refused: {e}") from None
+    except RecursionError:
+        raise fail(path, 1, "refused: nested too deeply to parse") from None
+
+
+class _Refused(Exception):
+    """A JSON literal over a bound, raised from inside the parser's hook."""
+
+
 def clean_line(line: str, tags_anywhere: bool = False) -> str:
     """One line without colour codes, launcher tags, a collector timestamp or a CR.
     `tags_anywhere` also removes `[0]` tags inside the line (mpirun splits table rows)."""
@@ -71,14 +98,30 @@ def clean_line(line: str, tags_anywhere: bool = False) -> str:
     return SRUN_TAG.sub("", line)
 
 
-def text_lines(path: str | Path, data: bytes | None = None,
-               tags_anywhere: bool = False) -> list[tuple[int, str]]:
-    """(line number, cleaned text) for every line of a text file."""
+def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
+               limit: int | None = None) -> list[tuple[int, str]]:
+    """(line number, cleaned text) for every line of a text file (the first `limit` lines: what
+    kind detection looks at)."""
+    lines = iter_lines(path, data, tags_anywhere)
+    return list(lines) if limit is None else [x for x, _ in zip(lines, range(limit))]
+
+
+def iter_lines(path: str | Path, data: bytes | None = None,
+               tags_anywhere: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, cleaned text), one line at a time: a log of a million steps is cleaned and
+    decoded line by line, never held as one list (a '\\n' byte is never inside a UTF-8
+    sequence, so decoding per line equals decoding the whole)."""
     raw = read_bytes(path) if data is None else data
     if b"\x00" in raw[:4096]:
         raise fail(path, 1, "binary data where text was expected")
-    text = raw.decode("utf-8", errors="replace")
-    return [(i, clean_line(s, tags_anywhere)) for i, s in enumerate(text.split("\n"), start=1)]
+    start, i = 0, 1
+    while True:
+        end = raw.find(b"\n", start)
+        piece = raw[start:] if end < 0 else raw[start:end]
+        yield i, clean_line(piece.decode("utf-8", errors="replace"), tags_anywhere)
+        if end < 0:
+            return
+        start, i = end + 1, i + 1
 
 
 def number(token: str, path: str | Path, line: int, what: str) -> float:

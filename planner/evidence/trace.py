@@ -13,7 +13,6 @@ sum to the step time, and communication under compute is reported as overlapped.
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .model import Evidence, StepStats, TraceSummary
-from .source import fail
+from .source import fail, load_json
 from .stats import spread
 
 GEMM = re.compile(r"gemm|Gemm|GEMM|cutlass|xmma|cublas|nvjet|matmul|_mma_|wgrad|dgrad|fprop",
@@ -146,10 +145,7 @@ def _idle_at_start(iv: np.ndarray, t0: float, t1: float) -> float:
 
 def read_trace(path: Path, raw: bytes) -> Evidence:
     """Summarise one rank's Kineto trace; the parsed JSON is dropped when this returns."""
-    try:
-        doc = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise fail(path, e.lineno, f"invalid trace JSON ({e.msg})") from None
+    doc = load_json(path, raw, "trace JSON")
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise fail(path, 1, "a profiler trace is a JSON object with a 'traceEvents' list")

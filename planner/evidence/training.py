@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .model import Evidence, MemoryStats, StepStats
 from ..errors import InputError
-from .source import fail, number, text_lines
+from .source import fail, iter_lines, number
 from .stats import WARMUP_STEPS, spread, steady
 
 MIB, GIB = 2.0**20, 2.0**30
@@ -72,11 +72,14 @@ class _Found:
     flops_profiler: bool = False
     gpus: dict[int, str] = field(default_factory=dict)
     tqdm_elapsed: dict[int, float] = field(default_factory=dict)
+    seen: dict[str, set[int]] = field(default_factory=dict)  # steps per series: a set, so a
+    # log of a million steps is read in linear time (a scan of the list per line was quadratic)
 
     def add(self, name: str, step: int, value: float) -> None:
-        pts = self.series.setdefault(name, [])
-        if not any(s == step for s, _ in pts):  # several ranks print the same step
-            pts.append((step, value))
+        steps = self.seen.setdefault(name, set())
+        if step not in steps:  # several ranks print the same step
+            steps.add(step)
+            self.series.setdefault(name, []).append((step, value))
 
     def fmt(self, name: str) -> None:
         if name not in self.formats:
@@ -119,7 +122,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
                 f.add("samples_per_s", step, number(val, path, ln, key))
             elif key == "global batch size":
                 f.config["global_batch_size"] = number(val, path, ln, key)
-        if not any(step == s_ for s_, _ in f.series.get("step_time_s", [])):
+        if step not in f.seen.get("step_time_s", ()):
             raise fail(path, ln, "Megatron iteration line without 'elapsed time per iteration'")
         return True
     hits = list(MEG_MEM.finditer(s))
@@ -266,16 +269,16 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
 def read_training(path: Path, data: bytes, warmup_steps: int = WARMUP_STEPS) -> Evidence:
     """Parse a training log into an Evidence of kind "training-log"."""
     f = _Found()
-    lines = text_lines(path, data)
-    last = max((ln for ln, s in lines if s.strip()), default=0)
-    cut = None
-    for ln, s in lines:
+    cut, pending = None, None
+    for ln, s in iter_lines(path, data):
+        if pending is not None and s.strip():
+            raise pending  # the broken line was not the last: not a job killed mid-write
         try:
             _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) or _others(f, s, path, ln)
-        except InputError:
-            if ln != last or data.endswith(b"\n"):  # only a job killed mid-write is forgiven
+        except InputError as e:
+            if data.endswith(b"\n"):  # only the last line of a job killed mid-write is forgiven
                 raise
-            cut = ln
+            cut, pending = ln, e
     if not f.formats or not (f.series or f.tqdm_elapsed or f.memory.peak_allocated_bytes
                              or f.memory.peak_reserved_bytes):
         raise fail(path, 1, "no training-log lines (Megatron iteration, torchtitan step, "

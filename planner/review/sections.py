@@ -213,14 +213,14 @@ def train_section(ctx: ReviewContext, train_tokens: Optional[float],
 
 
 def scaling_counts(gpus: int, node: int) -> list[int]:
-    """GPU counts around the chosen one: ¼×, ½×, 1×, 2×, 4× (whole nodes when ≥ a node)."""
+    """GPU counts around the chosen one: ¼×, ½×, 1×, 2×, 4× (whole nodes when ≥ a node), up to
+    the largest count --gpus allows (validate.MAX_GPUS: a plan of 10^7 GPUs sweeps down only)."""
+    from ..validate import MAX_GPUS
     out = set()
     for f in (0.25, 0.5, 1, 2, 4):
         n = max(1, int(round(gpus * f)))
-        if n >= node:
-            n = max(node, n // node * node)
-        out.add(n)
-    return sorted(out)
+        out.add(max(node, n // node * node) if n >= node else n)
+    return sorted(n for n in out if n <= MAX_GPUS)
 
 
 def _best_at(inp: Job, budget: Any, counts: list[int]) -> list[dict]:

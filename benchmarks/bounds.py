@@ -1,0 +1,182 @@
+"""Bounded work at the top of every allowed range (issue 18): one line per probe — the command,
+its exit code, wall seconds and the child's own peak resident memory (os.wait4, so each probe
+is measured alone, not the largest child so far).
+
+Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check, report,
+export), GPU sweeps and the longest list, `--top` at its maximum and `--all`, `fit` with every
+axis fixed or free, `calibrate`, `report` with its scaling chart, `compare` with many runs,
+the evidence readers on a large generated log and trace, and the architecture flags at their
+maximum. The generated inputs go to a temporary directory, removed afterwards. A probe over
+the time limit is killed and shown as "> LIMIT". Asserts nothing (a benchmark, not a test);
+the budget the issue sets is ~2 s and ~500 MB per probe.
+
+    python benchmarks/bounds.py [--only SUBSTRING] [--limit 120] [--trace-mb 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+G = "10000000"  # validate.MAX_GPUS: the top of every GPU count and parallel degree
+PLAN_10M = """model: llama3-70b
+hardware: h100
+gpus: 10000000
+seq_len: 8192
+layout: {tp: 8, pp: 4, dp: 312500, zero: 1, sp: true, micro_batch: 1, recompute: selective}
+batch: {global_batch: 2500000, accumulation: 8}
+"""
+
+
+def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
+    """Generated files: a plan with gpus 10^7, a long training log, a large Kineto trace and a
+    directory of many runs."""
+    plan = tmp / "plan-10m.yaml"
+    plan.write_text(PLAN_10M)
+    log = tmp / "train.log"
+    line = ("[rank0]:[titan] 2026-01-05 12:00:30,000 - root - INFO - step: {i}  loss: 10.0100  "
+            "memory: 82.40GiB(86.75%)  tps: 5,762  tflops: 333.71  mfu: 33.73%\n")
+    with log.open("w") as fh:  # ~1.5 M steps, ~200 MB: inside the 256 MiB text bound
+        fh.write("[rank0]:[titan] 2026-01-05 12:00:00,000 - root - INFO - CUDA capacity: "
+                 "NVIDIA H100 with 94.99GiB memory\n")
+        for i in range(1, 1_400_001):
+            fh.write(line.format(i=i))
+    trace = tmp / "trace.json"
+    _write_trace(trace, trace_mb)
+    runs = tmp / "runs"
+    runs.mkdir()
+    for i in range(200):
+        shutil.copy(ROOT / "tests" / "data" / "evidence" / "torchtitan_llama3.1-8b_8xh100.log",
+                    runs / f"rank{i:03d}.log")
+    evidence = ROOT / "tests" / "data" / "evidence"
+    return {"plan": str(plan), "log": str(log), "trace": str(trace), "runs": str(runs),
+            "evplan": str(evidence / "llama3.1-8b-8xh100-fsdp8.yaml")}
+
+
+def _write_trace(path: Path, mb: int) -> None:
+    """A Kineto-shaped trace: ProfilerSteps of GEMM / attention / NCCL kernels, ~`mb` MB."""
+    with path.open("w") as fh:
+        fh.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "H100"}], '
+                 '"traceEvents": [\n')
+        t, step, first = 0.0, 0, True
+        while fh.tell() < mb * 2**20:
+            if step % 1000 == 0:
+                fh.write(("" if first else ",\n") + json.dumps(
+                    {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step // 1000}",
+                     "ts": t, "dur": 1000 * 30.0, "pid": 1, "tid": 1}))
+                first = False
+            name = ("sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclDevKernel_AllGather_RING")[step % 3]
+            fh.write(",\n" + json.dumps({"ph": "X", "cat": "kernel", "name": name, "ts": t,
+                                         "dur": 25.0, "pid": 0, "tid": 7,
+                                         "args": {"device": 0, "correlation": step}}))
+            t += 30.0
+            step += 1
+        fh.write("\n]}\n")
+
+
+def probes(f: dict[str, str]) -> list[list[str]]:
+    """Every command at the top of its range; the issue's must-show 3 is the first layout line."""
+    m70 = ["--model", "llama3-70b"]
+    return [
+        ["memory", "--model", "gpt2", "--gpus", G],
+        ["memory", *m70, "--gpus", G, "--tp", "8", "--pp", "4"],
+        ["estimate", "--model", "gpt2", "--gpus", G, "--tp", G],
+        ["estimate", "--model", "gpt2", "--gpus", G],
+        ["estimate", *m70, "--gpus", G, "--tp", "8", "--pp", "4"],
+        ["estimate", "--from-plan", f["plan"]],
+        ["fit", "--model", "gpt2", "--gpus", G],
+        ["fit", "--model", "llama3.1-405b", "--gpus", G],
+        ["fit", *m70, "--gpus", G, "--tp", "8", "--pp", "4", "--cp", "1", "--zero", "1"],
+        ["fit", *m70, "--gpus", "64.." + G],
+        ["fit", *m70, "--gpus", ",".join(str(64 * (i + 1)) for i in range(64))],
+        ["fit", *m70, "--gpus", "1024", "--top", "1000"],
+        ["fit", *m70, "--gpus", "1024", "--all"],
+        ["fit", *m70, "--gpus", G, "--all", "-f", "json"],
+        ["layout", "--gpus", G, "--gpus-per-node", "8", "--tp", "8", "--pp", "4", "--show-groups"],
+        ["layout", "--gpus", G, "--show-groups", "-f", "json"],
+        ["layout", "--gpus", G, "--tp", G, "--show-groups"],
+        ["checkpoint", *m70, "--gpus", G, "--tp", G],
+        ["checkpoint", "--cost-min", "1", "--mtbf-hours", "1",
+         "--intervals", ",".join(str(i + 1) for i in range(64))],
+        ["comm", "--gpus", "2.." + G, "--message-gb", "1"],
+        ["bubble", "--stages", G, "--micro-batches", G],
+        ["bubble", "--stages", G, "--micro-batches", ",".join(str(2**i) for i in range(24)),
+         "--schedule", "interleaved", "--chunks", G],
+        ["scaling", "--baseline-ms", "1000", "--measured-ms", "1", "--gpus", G],
+        ["check", f["plan"], "-f", "json"],
+        ["export", f["plan"], "--to", "megatron"],
+        ["export", f["plan"], "--to", "deepspeed"],
+        ["report", f["plan"], "-o", "-"],
+        ["report", f["plan"], "-o", str(Path(f["plan"]).with_name("review.html")), "--force"],
+        ["report", *m70, "--gpus", G, "-o", str(Path(f["plan"]).with_name("r.md")), "--force"],
+        ["calibrate"],
+        ["calibrate", "--hardware", "h100"],
+        ["calibrate", "--from", f["log"]],
+        ["calibrate", "--from", f["trace"]],
+        ["compare", f["runs"], "--plan", f["evplan"]],
+        ["compare", f["trace"], "--plan", f["evplan"]],
+        ["memory", "--layers", G, "--hidden", "8192", "--heads", "64"],
+        ["memory", "--layers", "80", "--hidden", G, "--heads", "10"],
+        ["memory", "--layers", "80", "--hidden", "8192", "--heads", "64", "--vocab", G],
+        ["memory", *m70, "--seq-len", "100000000", "--global-batch", "1"],
+        ["estimate", "--layers", G, "--hidden", G, "--heads", "10", "--gpus", G, "--pp", G],
+        ["estimate", *m70, "--seq-len", "100000000", "--global-batch", "1", "--gpus", G,
+         "--cp", G],
+        ["fit", "--layers", G, "--hidden", "8192", "--heads", "64", "--gpus", G],
+        ["fit", *m70, "--seq-len", "100000000", "--global-batch", "1", "--gpus", G],
+        ["fit", *m70, "--gpus", G, "--global-batch", "1000000000"],
+    ]
+
+
+def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, float, float]:
+    """(exit code or None when killed, wall s, peak RSS MB) of one child, measured alone."""
+    env = {**os.environ, "COLUMNS": "100"}
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=env, cwd=tempfile.gettempdir())
+    deadline, code, ru = t + limit, None, None
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.perf_counter() > deadline:
+            p.kill()
+            _, _, ru = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.02)
+    p.returncode = code if code is not None else -9  # reaped here, not by Popen
+    return code, time.perf_counter() - t, ru.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="run the probes whose command contains this")
+    ap.add_argument("--limit", type=float, default=120.0, help="seconds before a probe is killed")
+    ap.add_argument("--trace-mb", type=int, default=200, help="size of the generated trace")
+    args = ap.parse_args()
+    exe = shutil.which("dtplan", path=os.path.dirname(sys.executable))
+    cmd = [exe] if exe else [sys.executable, "-m", "planner"]
+    with tempfile.TemporaryDirectory(prefix="dtplan-bounds-") as tmp:
+        files = _inputs(Path(tmp), args.trace_mb)
+        print(f"{'exit':>4} {'wall s':>8} {'peak MB':>8}  command")
+        for argv in probes(files):
+            shown = " ".join(argv).replace(tmp, "$TMP")
+            if args.only not in shown:
+                continue
+            code, wall, mb = measure(cmd, argv, args.limit)
+            status = "kill" if code is None else str(code)
+            wall_s = f"> {args.limit:.0f}" if code is None else f"{wall:.2f}"
+            print(f"{status:>4} {wall_s:>8} {mb:8.0f}  dtplan {shown}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

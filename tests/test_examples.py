@@ -19,7 +19,9 @@ def _examples() -> list[tuple[str, str]]:
     return [(plan, out, mod.report_argv) for plan, out in mod.EXAMPLES]
 
 
-@pytest.mark.parametrize("plan,out,argv", _examples(), ids=lambda x: Path(str(x)).name)
+# ids from the file names only (a function's repr differs between xdist workers)
+@pytest.mark.parametrize("plan,out,argv", _examples(),
+                         ids=[Path(plan).name for plan, _, _ in _examples()])
 def test_example_review_is_current(plan, out, argv, tmp_path):
     pytest.importorskip("matplotlib")
     # Written beside a copy of the example's name, so the chart links read the same.

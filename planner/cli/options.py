@@ -150,7 +150,7 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
     ("gpu_hour_cost", Opt(("--gpu-hour-cost",), "price of one GPU-hour, any currency (cost to "
                           "train)", metavar="COST", kind="real",
                           aliases=("--price-per-gpu-hour",))),
-    ("gpu_mtbf_hours", _n("--gpu-mtbf-hours", "MTBF of one GPU, h (default 50,700 h, Llama 3's "
+    ("gpu_mtbf_hours", _n("--gpu-mtbf-hours", "MTBF of one GPU, h (default 50,677 h, Llama 3's "
                           "interruption rate); the job's is this ÷ GPUs", kind="real")),
     ("job_mtbf_hours", _n("--job-mtbf-hours", "the job's mean time between interruptions, h "
                           "(replaces --gpu-mtbf-hours)", kind="real", aliases=("--mtbf-hours",))),

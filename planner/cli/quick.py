@@ -144,6 +144,31 @@ def checkpoint_cmd(
             "--async-checkpoint": async_ckpt or None, "--zero": zero if zero != 3 else None,
             "--ep": ep if ep != 1 else None})
 
+    plan = _derived_plan(
+        model=model, params=params, gpus=gpus, hardware=hardware, zero=zero, tp=tp, pp=pp, ep=ep,
+        precision=precision, optimizer=optimizer, storage_gbs=storage_gbs, read_gbs=read_gbs,
+        async_ckpt=async_ckpt, cost_min=cost_min, restart_min=restart_min,
+        job_mtbf_hours=job_mtbf_hours, gpu_mtbf_hours=gpu_mtbf_hours,
+        node_mtbf_hours=node_mtbf_hours, interruptions=interruptions, over_days=over_days,
+        train_tokens=train_tokens, tokens_per_s=tokens_per_s, price=price, straggler=straggler)
+    table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
+             if intervals else None)
+    doc = checkpoint_doc(plan, table)
+    emit(doc, fmt.value)
+    return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional[int],
+                  hardware: Optional[str], zero: int, tp: int, pp: int, ep: int, precision: str,
+                  optimizer: str, storage_gbs: Optional[float], read_gbs: Optional[float],
+                  async_ckpt: bool, cost_min: Optional[float], restart_min: Optional[float],
+                  job_mtbf_hours: Optional[float], gpu_mtbf_hours: Optional[float],
+                  node_mtbf_hours: Optional[float], interruptions: Optional[float],
+                  over_days: Optional[float], train_tokens: Optional[str],
+                  tokens_per_s: Optional[str], price: Optional[float], straggler: Optional[float]):
+    """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``
+    (no failure rate given: estimate's default per-GPU MTBF)."""
+    from ..errors import InputError
     from ..specs.presets import get_preset
     from .. import validate as v
     from ..resilience import plan_resilience
@@ -180,11 +205,7 @@ def checkpoint_cmd(
         tokens=parse_number("--train-tokens", train_tokens) if train_tokens else None,
         tokens_per_s=parse_number("--tokens-per-s", tokens_per_s) if tokens_per_s else None,
         price_per_gpu_hour=price, straggler_slowdown=straggler)
-    table = (checkpoint(plan.optimum.cost_s, plan.optimum.mtbf_s, ts, plan.restart.total_s)
-             if intervals else None)
-    doc = checkpoint_doc(plan, table)
-    emit(doc, fmt.value)
-    return EXIT_OK if doc.ok else EXIT_FAIL
+    return plan
 
 
 def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], ts: list[float],

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError, InputErrors, validation_message
-from .inputs.resolve import resolve_file, resolve_plan  # noqa: F401  (resolve_plan: used via gate)
+from .inputs.resolve import resolve_file
 from .plan_rules import batch_accounting_rule, checkpoint_figures, checkpoint_rules, threshold_rules
 from .specs.job import CheckOptions, Job
 from .specs.layout import Rule

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import InputError, validation_message
-from .gate import evaluate_inputs, resolve_plan
+from .gate import evaluate_inputs
+from .inputs.resolve import resolve_plan
 from .specs.job import Job
 from .specs.hardware import HardwareProfile
 from .specs.model import ModelSpec

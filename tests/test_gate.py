@@ -492,7 +492,8 @@ def test_budget_and_hardware_overrides(tmp_path):
 
 def test_checkpoint_waste_matches_the_seed():
     # DESIGN.md seed: δ = 3 min, M = 50 h, τ = 15 min → 20.25% wasted; optimum near 134 min.
-    from planner.gate import checkpoint_figures, resolve_plan
+    from planner.gate import checkpoint_figures
+    from planner.inputs.resolve import resolve_plan
     path = PLANS / "warn-checkpoint-interval.yaml"
     plan, _ = load_plan(path)
     f = checkpoint_figures(resolve_plan(plan, path.parent, str(path)), str(path))

@@ -229,7 +229,7 @@ def test_cli_no_progress_exits_1():
 def _cp_inputs(tp: int, cp: int, dp: int, shard_group=None):
     from pathlib import Path
 
-    from planner.gate import resolve_plan
+    from planner.inputs.resolve import resolve_plan
     from planner.plan import validate_plan
     layout = {"tp": tp, "cp": cp, "dp": dp, "zero": 1, "micro_batch": 1, "recompute": "full"}
     if shard_group:

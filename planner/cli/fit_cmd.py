@@ -97,7 +97,7 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
     from ..shrink import shrink
     from ..errors import InputError
     from ..specs.budget import MemoryBudget
-    from ..gate import resolve_plan
+    from ..inputs.resolve import resolve_plan
     from ..plan import load_plan
     from ..render import emit
     from ..render.fit import shrink_doc

@@ -129,7 +129,6 @@ def checkpoint_cmd(
     given, as in estimate); the checkpoint's size, write time, restart cost and (with tokens)
     the time to train follow."""
     from ..calculators import checkpoint
-    from ..errors import InputError
     from ..render import emit
     from ..render.quick import checkpoint_doc
 

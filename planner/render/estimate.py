@@ -156,8 +156,8 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     notes = list(e.notes) + (extra_notes or [])
     if gib:   # the budget's reserves in GiB too
         from ..estimation import budget_note
-        notes = [budget_note(e.budget, gib=True) if n == budget_note(e.budget) else n
-                 for n in notes]
+        in_gb, in_gib = budget_note(e.budget), budget_note(e.budget, gib=True)
+        notes = [in_gib if n == in_gb else n for n in notes]
     if view == "estimate":
         data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
         notes += [batch_advice_note(batch_advice)] if batch_advice is not None else []

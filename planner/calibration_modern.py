@@ -30,6 +30,7 @@ from .specs.presets import get_preset
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, load_framework
 from .calibration_report import CalibrationRow, RegimeStat
+from .error_band import band_for, band_note, family, generation, regime  # noqa: F401  (their home)
 
 MODERN_FILE = "calibration_modern.json"
 MODERN_PROFILE = "h100-96gb-500w"
@@ -52,41 +53,6 @@ def load_modern() -> list[dict]:
     if d is None:
         return []
     return json.loads((d / MODERN_FILE).read_text(encoding="utf-8"))["cases"]
-
-
-def family(lay: Layout) -> str:
-    """Layout family of a regime: pipeline (PP > 1), tensor (TP > 1), else data."""
-    return "pipeline" if lay.pp > 1 else "tensor" if lay.tp > 1 else "data"
-
-
-def generation(hw: HardwareProfile) -> str:
-    """GPU generation of a profile, from its GPU name (A100, H100, H200, B200, GB200, MI300X…)."""
-    name = hw.gpu.name.upper()
-    for g in ("GB200", "B200", "H200", "H100", "A100", "MI300X", "L40S"):
-        if g in name:
-            return g
-    return name.split("-")[0]
-
-
-def regime(framework: str, hw: HardwareProfile, lay: Layout) -> str:
-    """'framework/family', the key of a profile's error_bands (the generation is the profile's)."""
-    return f"{framework}/{family(lay)}"
-
-
-def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float]:
-    """The error band (per cent) the profile states for this regime, None if uncalibrated."""
-    return hw.efficiency.error_bands.get(regime(framework, hw, lay))
-
-
-def band_note(hw: HardwareProfile, framework: str, lay: Layout) -> str:
-    """The sentence every estimate prints about its uncertainty."""
-    b = band_for(hw, framework, lay)
-    key = regime(framework, hw, lay)
-    if b is None:
-        return (f"Uncalibrated: no published run of regime {key} on {hw.name} "
-                "(`dtplan calibrate`); step time, tokens/s and MFU carry no error band.")
-    return (f"Error band ± {b:g}% on step time, tokens/s and MFU: RMS of `dtplan calibrate`'s "
-            f"residuals for {key} on {hw.name}.")
 
 
 def band_pct(errors_pct: list[float]) -> float:

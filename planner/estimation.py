@@ -108,13 +108,13 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
 
 
 def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
-    """The profile's error band for this regime (calibration_modern.band_for)."""
-    from .calibration_modern import band_for as _band
+    """The profile's error band for this regime (error_band.band_for)."""
+    from .error_band import band_for as _band
     return _band(hw, framework, lay)
 
 
 def _notes(p: Problem, lay: Layout) -> list[str]:
-    from .calibration_modern import band_note
+    from .error_band import band_note
     from .specs.framework import describe
     return [p.model.describe(), describe(p.fw), band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "

@@ -35,6 +35,26 @@ def test_json_fit_loads_no_rich_either(tmp_path):
     assert _loaded(["fit", "--params", "7e9", "--gpus", "8", "-f", "json"], tmp_path) == "0 False []"
 
 
+_MODULES = ("import sys, io; from planner.cli import main; sys.argv = ['dtplan'] + {argv!r}; "
+            "out, sys.stdout = sys.stdout, io.StringIO()\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "sys.stdout = out\nprint(code, sorted(m for m in sys.modules if m in {names!r}))")
+
+# Modules a flag-built `fit` has no use for: the plan file's schema and its sections, the gate's
+# verdicts, the calibration cases (an estimate needs only the profile's error band).
+_NOT_FOR_FIT = ("planner.specs.plan", "planner.inputs.sections", "planner.verdict",
+                "planner.calibration_modern", "planner.calibration_report", "planner.plan",
+                "planner.hf_config")
+
+
+def test_fit_from_flags_loads_no_plan_schema_verdicts_or_calibration_cases(tmp_path):
+    argv = ["fit", "--params", "7e9", "--gpus", "8", "--top", "3"]
+    p = subprocess.run([sys.executable, "-c", _MODULES.format(argv=argv, names=_NOT_FOR_FIT)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0 []"
+
+
 def test_a_named_framework_is_parsed_alone_and_aliases_use_the_list(monkeypatch):
     def fresh():
         monkeypatch.setattr(framework, "_BUNDLED", None)

@@ -20,7 +20,17 @@ from ..errors import InputError, Problems, validation_message
 from ..specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
 from ..specs.job import CheckOptions, Job
 from ..specs.model import ModelSpec, model_from_params
-from .sections import resolve_plan  # noqa: F401  (plan sections → Job, re-exported here)
+
+
+
+def __getattr__(name: str) -> Any:
+    """``resolve_plan`` (plan sections → Job, ``inputs.sections``) re-exported on first use: the
+    plan schema it needs is not imported by commands that read no plan."""
+    if name == "resolve_plan":
+        from .sections import resolve_plan
+        return resolve_plan
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # When the user gives no batch: 4M tokens per step (the Llama/GPT-3 class), sequence 4096.
 DEFAULT_SEQ_LEN = 4096
@@ -280,6 +290,7 @@ def resolve_file(path: str, opts: CheckOptions,
     from .. import engines as ec
     from ..plan import validate_plan
     from ..specs.hardware import load_hardware
+    from .sections import resolve_plan
 
     where = str(path)
     text, fmt, data = ec.load_any(path, opts.engine)

@@ -6,13 +6,20 @@ applies to a file (``CheckOptions``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from .plan import Thresholds
-from ..verdict import GateRule
-from .hardware import HardwareProfile
-from .layout import Layout
-from .model import ModelSpec
+if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan schema or verdicts
+    from ..verdict import GateRule
+    from .hardware import HardwareProfile
+    from .layout import Layout
+    from .model import ModelSpec
+    from .plan import Thresholds
+
+
+def _no_thresholds() -> "Thresholds":
+    """The plan schema's default thresholds, imported when a job is built without them."""
+    from .plan import Thresholds
+    return Thresholds()
 
 
 @dataclass
@@ -27,7 +34,7 @@ class Job:
     global_batch: int
     accumulation: Optional[int] = None
     budget: dict[str, float] = field(default_factory=dict)
-    thresholds: Thresholds = field(default_factory=Thresholds)
+    thresholds: Thresholds = field(default_factory=_no_thresholds)
     checkpoint: Any = None
     keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
     rules: list[GateRule] = field(default_factory=list)     # rules found while resolving

@@ -69,3 +69,14 @@ def test_a_named_framework_is_parsed_alone_and_aliases_use_the_list(monkeypatch)
     assert framework._BUNDLED is not None
     with pytest.raises(framework.InputError, match="unknown framework"):
         framework.load_framework("../megatron")
+
+
+def test_help_builds_every_command_without_pydantic_or_the_models(tmp_path):
+    # `dtplan --help` registers all commands from their option declarations (specs.knobs, the
+    # budget's named defaults), not from the pydantic models they are later resolved into
+    names = ("pydantic", "pydantic.main", "planner.specs.layout", "planner.specs.hardware",
+             "planner.specs.budget", "planner.specs.model", "planner.cli.plan_cmds")
+    p = subprocess.run([sys.executable, "-c", _MODULES.format(argv=["--help"], names=names)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0 ['planner.cli.plan_cmds']"

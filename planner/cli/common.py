@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..inputs.resolve import Flags
-from ..specs.layout import KNOB, KNOBS
+from ..specs.knobs import KNOB, KNOBS
 from .options import SHARED, opt, parse_number
 
 
@@ -124,13 +124,21 @@ def layout_options(fn=None, *, variants: Optional[dict[str, str]] = None):
     return command
 
 
+def _evaluated(fn: Any, annotation: Any) -> Any:
+    """An annotation written as text (``from __future__ import annotations``) as its type."""
+    return eval(annotation, fn.__globals__) if isinstance(annotation, str) else annotation
+
+
 def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
     """A decorator adding the shared options `options` ((concept, annotation) pairs) to a typer
     command, whose body receives `build(**their values)` as the keyword `name` instead (memory
     and estimate take the memory margins this way)."""
     def wrap(fn):
-        sig = inspect.signature(fn, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != name]
+        # The replaced parameter's annotation stays unevaluated: its type (a model) is imported
+        # only when the command runs.
+        sig = inspect.signature(fn)
+        own = [p.replace(annotation=_evaluated(fn, p.annotation))
+               for p in sig.parameters.values() if p.name != name]
         extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=opt(c),
                                    annotation=ann) for c, ann in options]
 

@@ -108,7 +108,7 @@ def _options(**given) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
     from .. import validate as v
     from ..errors import Problems
-    from ..specs.layout import KNOB
+    from ..specs.knobs import KNOB
 
     found = Problems()
     for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):

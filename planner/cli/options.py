@@ -172,17 +172,17 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
 
 
 def _margins() -> None:
-    from ..specs.budget import MemoryBudget
-    b = MemoryBudget()  # the defaults the help quotes
+    # the budget's defaults the help quotes, read from their named constants (not the model)
+    from ..specs.reserves import FRAGMENTATION_SHARE, MARGIN_SHARE
     SHARED["fragmentation"] = _n("--fragmentation", "allocator fragmentation share (default "
-                                 f"{b.fragmentation_fraction:g})", kind="real")
-    SHARED["margin"] = _n("--margin", f"safety margin share (default {b.margin_fraction:g})",
+                                 f"{FRAGMENTATION_SHARE:g})", kind="real")
+    SHARED["margin"] = _n("--margin", f"safety margin share (default {MARGIN_SHARE:g})",
                           kind="real")
 
 
 _margins()
 
-# The layout knobs come from their one declaration in specs.layout (KNOBS).
+# The layout knobs come from their one declaration in specs.knobs (KNOBS).
 _KNOB_METAVARS = {"schedule": "NAME", "recompute": "MODE", "offload_optimizer": "WHERE",
                   "offload_params": "WHERE", "precision": "RECIPE", "optimizer": "NAME"}
 
@@ -199,7 +199,7 @@ def _knob_opt(k: Any) -> Opt:
 
 
 def _knobs() -> None:
-    from ..specs.layout import KNOBS
+    from ..specs.knobs import KNOBS
     for k in KNOBS:
         if k.cli:
             SHARED[k.name] = _knob_opt(k)

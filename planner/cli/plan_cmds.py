@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
-from ..specs.budget import MemoryBudget
 from .options import SHARED, Format, opt
+
+if TYPE_CHECKING:  # built from the options when the command runs (`--help` loads no model)
+    from ..specs.budget import MemoryBudget
 
 FormatOpt = opt("fmt")
 

@@ -13,13 +13,15 @@ from, and all of them in one message (``errors.Problems``: one line per field, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import validate as v
 from ..errors import InputError, Problems, validation_message
-from ..specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
-from ..specs.job import CheckOptions, Job
-from ..specs.model import ModelSpec, model_from_params
+
+if TYPE_CHECKING:  # the models are imported where a part is resolved: `--help` loads none of them
+    from ..specs.hardware import HardwareProfile
+    from ..specs.job import CheckOptions, Job
+    from ..specs.model import ModelSpec
 
 
 
@@ -78,6 +80,7 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
         from ..hf_config import load_hf_config
         return load_hf_config(model_config, option="--model-config")
     if params is not None:
+        from ..specs.model import model_from_params
         return model_from_params(v.positive("--params", params, upper=v.MAX_PARAMS))
     return _from_flags(**given_arch)
 
@@ -101,6 +104,7 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                 source="architecture flags (" + ("GPT-style: GeLU 4h MLP, learned positions, "
                                                  "biases, dropout, tied embeddings" if gpt else
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
+    from ..specs.model import ModelSpec
     try:
         return ModelSpec(**spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
@@ -111,6 +115,7 @@ def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[
                      gpus_per_node: Optional[int] = None, gpu_memory_gb: Optional[float] = None,
                      nic_gbit_per_gpu: Optional[float] = None) -> HardwareProfile:
     """A profile by name (default h100) or file, with what-if overrides."""
+    from ..specs.hardware import DEFAULT_PROFILE, load_profile, load_profile_file, with_overrides
     if hardware and hardware_file:
         raise InputError("--hardware", "give --hardware NAME or --hardware-file PATH, not both")
     prof = load_profile_file(hardware_file, option="--hardware-file") if hardware_file is not None else load_profile(hardware or DEFAULT_PROFILE)

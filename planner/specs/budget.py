@@ -3,6 +3,7 @@
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine.allocator import FRAGMENTATION_SHARE
+from .reserves import MARGIN_SHARE
 
 
 class MemoryBudget(BaseModel):
@@ -17,5 +18,5 @@ class MemoryBudget(BaseModel):
     fragmentation_fraction: float = Field(FRAGMENTATION_SHARE, ge=0, le=1, description=
                                           "caching-allocator fragmentation, as a share of the "
                                           "bytes allocated and freed within a step (fitted)")
-    margin_fraction: float = Field(0.05, ge=0, lt=1, description="safety margin held back from "
+    margin_fraction: float = Field(MARGIN_SHARE, ge=0, lt=1, description="safety margin held back from "
                                    "capacity for spikes the model does not see")

@@ -1,140 +1,18 @@
 """A parallel layout (pydantic) and the topology rules a plan must obey.
 
-Each layout knob is declared once, in ``KNOBS``: its name (the Layout field, the plan key
-``layout.<name>`` and the JSON name), type, default, range, unit and help, the CLI option of
-``dtplan memory`` / ``estimate``, and its search-axis column in ``Candidates`` with the integer
-code of each choice. The Layout model, the plan schema's LayoutSection (specs.plan), the CLI layout options
-and the Candidates columns are all built from this table.
+Each layout knob is declared once, in ``KNOBS`` (``specs.knobs``, re-exported here). The Layout
+model, the plan schema's LayoutSection (specs.plan), the CLI layout options and the Candidates
+columns are all built from that table.
 """
 
-from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from .. import validate as v
-from ..engine import activations as act
-from ..engine import budget as bud
 from ..engine import ranks
 from ..errors import InputError
-
-Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
-Recompute = Literal["none", "selective", "full"]
-Offload = Literal["none", "cpu", "nvme"]
-_SAME = object()  # "as the knob's default"
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One layout knob. ``plan_optional``: a plan may leave it out (None: derived from the GPU
-    count, or given at the plan's top level / batch section). ``column``: its Candidates column
-    (int64; ``codes`` maps each choice to its code, ``none_code`` stands for None, ``source``
-    names the Layout attribute the column holds when that is not the field itself)."""
-
-    name: str
-    type: Any
-    default: Any
-    help: str
-    unit: str = ""
-    ge: int | None = None
-    le: int | None = None
-    plan_optional: bool = False
-    column: str | None = None
-    codes: dict[str, int] | None = None
-    none_code: int | None = None
-    source: str | None = None
-    cli: bool = True
-    cli_auto: bool = False
-    cli_default: Any = _SAME
-    cli_help: str = ""
-
-    @property
-    def flag(self) -> str:
-        """The CLI spelling: ``--micro-batch`` for ``micro_batch``."""
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def choices(self) -> tuple[str, ...] | None:
-        args = getattr(self.type, "__args__", ())
-        return args if getattr(self.type, "__origin__", None) is Literal else None
-
-    def field(self, *, plan: bool = False) -> tuple[Any, Any]:
-        """(annotation, pydantic Field) of the Layout field, or of the plan section's key."""
-        optional = plan and self.plan_optional
-        ann = Optional[self.type] if optional else self.type
-        default = None if optional else self.default
-        desc = f"{self.help} [{self.unit}]" if self.unit else self.help
-        return ann, Field(default, ge=self.ge, le=self.le, description=desc)
-
-    def encode(self, layout: "Layout") -> int:
-        """The Candidates column's code for this knob of one layout."""
-        value = getattr(layout, self.source or self.name)
-        if self.codes is not None:
-            return self.codes[value]
-        if value is None:
-            return self.none_code
-        return int(value)
-
-    @property
-    def default_code(self) -> int:
-        """The Candidates code of the default value (sp has none: its default depends on TP)."""
-        if self.codes is not None:
-            return self.codes[self.default]
-        if self.default is None and self.none_code is None:
-            raise ValueError(f"layout knob {self.name}: no fixed default code; give its column")
-        return self.none_code if self.default is None else int(self.default)
-
-    def decode(self, code: int) -> Any:
-        """The Layout value for a Candidates code (the inverse of ``encode``)."""
-        if self.codes is not None:
-            return {c: k for k, c in self.codes.items()}[code]
-        if self.none_code is not None and code == self.none_code:
-            return None
-        return bool(code) if self.type in (bool, bool | None) else code
-
-
-KNOBS: tuple[Knob, ...] = (
-    Knob("tp", int, 1, "tensor parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="tp"),
-    Knob("pp", int, 1, "pipeline parallel (stages)", "GPUs", ge=1, le=v.MAX_GPUS,
-         column="pp"),
-    Knob("dp", int, 1, "data parallel; a plan derives it as gpus ÷ (tp·pp·cp)", "GPUs", ge=1, le=v.MAX_GPUS,
-         plan_optional=True, column="dp", cli=False),
-    Knob("cp", int, 1, "context parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="cp"),
-    Knob("ep", int, 1, "expert parallel (borrows from DP)", "GPUs", ge=1, le=v.MAX_GPUS,
-         column="ep"),
-    Knob("zero", int, 0, "ZeRO stage 0-3", ge=0, le=3, column="zero", cli_default=None,
-         cli_help="ZeRO stage 0-3 (memory without a model and layout: the stage for the verdict)"),
-    Knob("shard_group", int | None, None, "hybrid sharding (HSDP / ZeRO++ hpZ): ZeRO shards over "
-         "this many DP ranks; None = the whole DP group", "DP ranks", ge=1, le=v.MAX_GPUS, column="shard",
-         none_code=0, cli_help="hybrid sharding: ZeRO over this many DP ranks"),
-    Knob("micro_batch", int, 1, "per-GPU micro-batch", "sequences", ge=1, le=v.MAX_GPUS, plan_optional=True,
-         column="mb", cli_auto=True),
-    Knob("schedule", Schedule, "1f1b", "pipeline schedule: 1f1b, gpipe, interleaved or zb-h1",
-         column="schedule", codes={"1f1b": 0, "gpipe": 1, "interleaved": 2,
-                                   "zb-h1": 3}),
-    Knob("chunks", int, 1, "interleaved model chunks per device (v)", "chunks", ge=1, le=v.MAX_GPUS,
-         column="chunks", cli_auto=True, cli_help="interleaved chunks per device v"),
-    Knob("sp", bool | None, None, "sequence parallel; None = on whenever TP > 1", column="sp",
-         source="sequence_parallel", cli_help="sequence parallel (default: on when TP > 1)"),
-    Knob("recompute", Recompute, "none", "activation recompute: none, selective or full",
-         column="recompute", codes={"none": act.RECOMPUTE_NONE,
-                                    "selective": act.RECOMPUTE_SELECTIVE,
-                                    "full": act.RECOMPUTE_FULL}),
-    Knob("recompute_layers", int | None, None, "full recompute on this many layers per stage; "
-         "None = all", "layers", ge=0, le=v.MAX_GPUS, column="recompute_layers", none_code=-1,
-         cli_help="full recompute on this many layers per stage"),
-    Knob("offload_optimizer", Offload, "none", "optimizer-state offload: none, cpu or nvme",
-         column="offload_opt", codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
-                                      "nvme": bud.OFFLOAD_NVME}),
-    Knob("offload_params", Offload, "none", "parameter offload: none, cpu or nvme (ZeRO-3)",
-         column="offload_par", codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
-                                      "nvme": bud.OFFLOAD_NVME}),
-    Knob("precision", str, "mixed", "precision recipe: mixed, mixed-fp32-grads, fp8, fp32, "
-         "bf16-pure", plan_optional=True),
-    Knob("optimizer", str, "adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
-         "adafactor", plan_optional=True),
-)
-KNOB = {k.name: k for k in KNOBS}
+from .knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
 
 
 class _LayoutBase(BaseModel):

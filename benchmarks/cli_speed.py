@@ -7,10 +7,13 @@ Bytecode caching is switched on for these runs (PYTHONDONTWRITEBYTECODE removed 
 child environment), as it is for an installed wheel; the first, cache-filling run of each is
 a warm-up and not counted. Prints figures; asserts nothing.
 
-    python benchmarks/cli_speed.py [--repeats 10] [--only fit] [--source DIR]
+    python benchmarks/cli_speed.py [--repeats 10] [--only fit] [--source DIR] [--baseline DIR]
 
-`--source DIR` times another checkout (``python -m planner`` with DIR first on the path), so
-a before/after pair runs under the same load; `--only WORD` keeps the commands containing WORD.
+`--source DIR` times another checkout (``python -m planner`` with DIR first on the path);
+`--baseline DIR` times a second checkout interleaved with the first, so a before/after pair
+runs under the same load; `--only WORD` keeps the commands containing WORD. The floor is timed
+twice: as the libraries start it (OpenBLAS starts a thread per core, which inflates its CPU
+time) and with one BLAS thread, as dtplan starts numpy.
 """
 
 from __future__ import annotations
@@ -59,32 +62,58 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: str = REPO) -> tuple[float, 
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _median_ms(runs: list[tuple[float, float]], i: int) -> float:
+    return statistics.median(x[i] for x in runs) * 1e3
+
+
+def _contenders(args: argparse.Namespace, env: dict[str, str]) -> list[tuple[str, list[str], str,
+                                                                           dict[str, str]]]:
+    """(label, command prefix, cwd, env) of each planner timed: this install (or --source), and
+    the --baseline checkout when given."""
+    def checkout(path: str) -> tuple[list[str], str, dict[str, str]]:
+        cwd = os.path.abspath(path)
+        return [sys.executable, "-m", "planner"], cwd, {**env, "PYTHONPATH": cwd}
+    out = [("dtplan", *checkout(args.source)) if args.source else ("dtplan", _dtplan(), REPO, env)]
+    if args.baseline:
+        out.append(("baseline", *checkout(args.baseline)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--only", default="", help="only the commands whose text contains this")
     ap.add_argument("--source", default=None, help="time the planner of this checkout instead")
+    ap.add_argument("--baseline", default=None, help="also time this checkout, interleaved")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    base, cwd = _dtplan(), REPO
-    if args.source:
-        base, cwd = [sys.executable, "-m", "planner"], os.path.abspath(args.source)
-        env["PYTHONPATH"] = cwd
+    # the floor as dtplan starts it: one BLAS thread (dtplan's main sets the same default)
+    env1 = {**env, **{k: env.get(k, "1") for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}}
+    who = _contenders(args, env)
     print(f"interpreter: {sys.executable}; {args.repeats} runs each, medians; os.cpu_count()="
-          f"{os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; planner from {cwd}")
+          f"{os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; planner from "
+          + ", ".join(f"{label} {cwd}" for label, _, cwd, _ in who))
     for argv in COMMANDS:
         if args.only not in " ".join(argv):
             continue
-        cmd = base + argv
-        _wall(cmd, env, cwd), _wall(FLOOR, env)  # warm-up: fills the bytecode cache
-        ours, floor = [], []
+        for _, base, cwd, e in who:   # warm-up: fills the bytecode cache
+            _wall(base + argv, e, cwd)
+        _wall(FLOOR, env)
+        floor, floor1, ours = [], [], {label: [] for label, _, _, _ in who}
         for _ in range(args.repeats):
             floor.append(_wall(FLOOR, env))
-            ours.append(_wall(cmd, env, cwd))
-        m, f = (statistics.median(x[0] for x in ours), statistics.median(x[0] for x in floor))
-        mc, fc = (statistics.median(x[1] for x in ours), statistics.median(x[1] for x in floor))
-        print(f"dtplan {' '.join(argv)}\n    wall median {m * 1e3:6.1f} ms, floor {f * 1e3:6.1f} ms: "
-              f"{m / f:4.2f}x   CPU median {mc * 1e3:6.1f} ms, floor {fc * 1e3:6.1f} ms: {mc / fc:4.2f}x")
+            floor1.append(_wall(FLOOR, env1))
+            for label, base, cwd, e in who:
+                ours[label].append(_wall(base + argv, e, cwd))
+        f, fc, f1c = _median_ms(floor, 0), _median_ms(floor, 1), _median_ms(floor1, 1)
+        print(f"dtplan {' '.join(argv)}")
+        for label, runs in ours.items():
+            m, mc = _median_ms(runs, 0), _median_ms(runs, 1)
+            print(f"    {label:8s} wall {m:6.1f} ms, floor {f:6.1f} ms: {m / f:4.2f}x   CPU "
+                  f"{mc:6.1f} ms, floor {fc:6.1f} ms: {mc / fc:4.2f}x, floor with one BLAS "
+                  f"thread {f1c:6.1f} ms: {mc / f1c:4.2f}x")
+        if args.baseline:
+            print(f"    dtplan / baseline CPU: {_median_ms(ours['dtplan'], 1) / _median_ms(ours['baseline'], 1):4.2f}")
 
 
 if __name__ == "__main__":

@@ -79,3 +79,22 @@ def test_every_character_taken_as_one_cell_is_one_cell_for_rich():
     assert len(taken) > 4000 and set("×·—±→≈…█µé") <= set(taken)
     assert [ch for ch in taken if cell_len(ch) != 1] == []
     assert not any(one_cell(ch) for ch in "模\u00a0\u200b\t\r\x1b✅☰")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(max_codepoint=0x2C00), max_size=40))
+def test_the_ascii_shortcut_agrees_with_the_character_by_character_test(text):
+    # _one_cell answers ASCII text with str.isprintable (tabs, DEL and other controls are not
+    # one cell); every other text goes character by character through one_cell
+    from planner.render.plain import _one_cell
+    assert _one_cell(text) == all(ch == "\n" or one_cell(ch) for ch in text)
+    assert _one_cell("a\tb") is False and _one_cell("a\x7fb") is False and _one_cell("a\nb")
+
+
+@settings(max_examples=200, deadline=None)
+@given(_text(20), st.integers(1, 120))
+def test_a_line_no_longer_than_the_width_is_never_cut(text, width):
+    from planner.render.plain import _breaks
+    for line in text.split("\n"):
+        if len(line) <= width:
+            assert _breaks(line, width) == []

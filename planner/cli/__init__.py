@@ -59,10 +59,10 @@ def register(argv: list[str]) -> None:
 
 
 def _scope(argv: list[str]):
-    """The framework selection's per-run scope, for a command; --help and typos select nothing
-    and skip importing the framework specs."""
+    """The framework selection's per-run scope, for a command; --help and typos select nothing.
+    (The selection's state has its own module: opening the scope loads no profile model.)"""
     if argv and argv[0] in COMMANDS:
-        from ..specs.framework import command_scope
+        from ..specs.selection import command_scope
         return command_scope()
     import contextlib
     return contextlib.nullcontext()

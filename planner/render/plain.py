@@ -34,12 +34,16 @@ def one_cell(ch: str) -> bool:
 
 
 def _one_cell(text: str) -> bool:
+    if text.isascii():  # the common case at C speed: printable ASCII is U+0020-U+007E
+        return text.replace("\n", "").isprintable()
     return all(ch == "\n" or one_cell(ch) for ch in text)
 
 
 def _breaks(line: str, width: int) -> list[int]:
     """Where a line is cut to fit `width`: a word (with the blanks after it) moves to the next
     line when it does not fit the rest of this one; a word longer than the width is folded."""
+    if len(line) <= width:  # every word fits what the ones before it left
+        return []
     cuts: list[int] = []
     used = 0
     for m in _WORD.finditer(line):

@@ -10,11 +10,10 @@ path wherever ``--framework`` is accepted.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 from pathlib import Path
-from typing import Iterator, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -229,37 +228,21 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
                      f"or a path to a .toml{hint}")
 
 
-# The profile a command selected (--framework, a plan file's `framework:` key, or the kind of
-# engine config it read); None: DEFAULT_FRAMEWORK. A CLI run answers one question, so the
-# selection lasts for that run (`command_scope`); library callers pass Problem(framework=...).
-_SELECTED: Optional[FrameworkProfile] = None
-_IN_COMMAND = 0
-
-
-@contextlib.contextmanager
-def command_scope() -> Iterator[None]:
-    """One CLI command: selections made inside last until it returns, then the previous one
-    (normally the default) is back; plan keys and engine kinds select only inside a command."""
-    global _SELECTED, _IN_COMMAND
-    saved, _SELECTED = _SELECTED, None
-    _IN_COMMAND += 1
-    try:
-        yield
-    finally:
-        _SELECTED = saved
-        _IN_COMMAND -= 1
+# The profile a command selected lives in specs.selection (no pydantic: every command opens
+# its scope, most never load a framework profile).
+from . import selection as _sel
+from .selection import command_scope  # noqa: F401  (the CLI opens it around each command)
 
 
 def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
     """Select the profile estimates use from here on (None: back to the default)."""
-    global _SELECTED
-    _SELECTED = None if name_or_path is None else load_framework(name_or_path)
+    _sel.selected = None if name_or_path is None else load_framework(name_or_path)
     return current_framework()
 
 
 def select_for(field: str, name_or_path: Optional[str]) -> None:
     """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
-    if name_or_path is not None and _IN_COMMAND:
+    if name_or_path is not None and _sel.in_command:
         try:
             use_framework(name_or_path)
         except InputError as e:
@@ -269,13 +252,14 @@ def select_for(field: str, name_or_path: Optional[str]) -> None:
 def use_framework_if_unset(name: Optional[str]) -> None:
     """Select `name` unless a command already selected one (an engine config's kind sets the
     framework only where --framework did not)."""
-    if _IN_COMMAND and _SELECTED is None and name is not None and name in framework_names():
+    if (_sel.in_command and _sel.selected is None and name is not None
+            and name in framework_names()):
         use_framework(name)
 
 
 def current_framework() -> FrameworkProfile:
     """The selected profile, else the default."""
-    return _SELECTED if _SELECTED is not None else load_framework(None)
+    return _sel.selected if _sel.selected is not None else load_framework(None)
 
 
 def describe(fw: FrameworkProfile) -> str:

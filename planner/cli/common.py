@@ -89,7 +89,7 @@ def job_options(fn=None, *, hide: tuple[str, ...] = ()):
 
 def layout_option(name: str, variant: Optional[str] = None) -> tuple[Any, Any]:
     """(annotation, typer.Option) of one layout knob, from the shared option set (which reads
-    its declaration in specs.layout)."""
+    its declaration in specs.knobs)."""
     o = SHARED[name]
     ann = Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" else str
     return ann, opt(name, variant)

@@ -73,7 +73,7 @@ class HardwareSection(_Strict):
     nic_gbit_per_gpu: Optional[float] = Field(None, gt=0)
 
 
-# Every layout knob of specs.layout.KNOBS, with its help, unit and range; dp, micro_batch,
+# Every layout knob of specs.knobs.KNOBS, with its help, unit and range; dp, micro_batch,
 # precision and optimizer may be left out (derived, or given in batch / at the top level).
 LayoutSection = create_model(
     "LayoutSection", __base__=_Strict, __module__=__name__,

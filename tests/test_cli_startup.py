@@ -80,3 +80,15 @@ def test_help_builds_every_command_without_pydantic_or_the_models(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "0 ['planner.cli.plan_cmds']"
+
+
+def test_a_fit_table_on_a_terminal_is_styled_without_rich(tmp_path):
+    # the terminal's table (bold header, box rule) comes from planner.render.plain, as piped
+    code = ("import sys, planner.render.terminal as t; t.is_tty = lambda: True\n"
+            "from planner.cli import run\n"
+            "code = run(['fit', '--params', '7e9', '--gpus', '8', '--top', '3'])\n"
+            "print(code, 'rich' in sys.modules, file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120, env={**__import__("os").environ, "TERM": "xterm"})
+    assert p.stderr.strip().splitlines()[-1] == "0 False", p.stderr
+    assert "\x1b[1m" in p.stdout and "─" in p.stdout

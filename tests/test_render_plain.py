@@ -50,6 +50,35 @@ def test_plain_matches_rich_byte_for_byte(doc, columns):
         assert plain == render_rich_text(doc, False, columns)
 
 
+@settings(max_examples=150, deadline=None)
+@given(_doc(), st.integers(20, 160), st.sampled_from([True, False, None]),
+       st.sampled_from([("xterm", ""), ("xterm-256color", ""), ("xterm-256color", "truecolor"),
+                        ("screen-16color", ""), ("", "")]))
+def test_styled_plain_matches_rich_on_a_terminal_byte_for_byte(doc, columns, ok, term):
+    # bold titles and headers, dim legends and notes, the verdict's colour, cyan bars, the
+    # box-drawing rule: the SGR codes rich writes in every colour system a terminal reports
+    import os
+    from unittest import mock
+
+    doc.ok = ok
+    with mock.patch.dict(os.environ, {"TERM": term[0], "COLORTERM": term[1]}):
+        plain = render_plain(doc, columns, tty=True)
+        if plain is not None:
+            assert plain == render_rich_text(doc, True, columns)
+
+
+def test_a_dumb_terminal_gets_what_rich_prints_for_it(monkeypatch):
+    from planner.render.terminal import render_text
+
+    doc = Document(command="x", title="T", tables=[Table("t", ["a"], [["1"]], [1.0])],
+                   notes=["n"], verdict="FITS", ok=True)
+    monkeypatch.setenv("TERM", "dumb")
+    assert render_text(doc, tty=True, columns=60) == render_rich_text(doc, True, 60)
+    monkeypatch.setenv("TERM", "xterm")
+    styled = render_text(doc, tty=True, columns=60)
+    assert styled == render_rich_text(doc, True, 60) and "\x1b[1;32mFITS\x1b[0m" in styled
+
+
 @settings(max_examples=100, deadline=None)
 @given(_text(30), st.integers(1, 50))
 def test_wrapped_lines_fit_and_keep_every_word(text, width):

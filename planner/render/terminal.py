@@ -5,6 +5,8 @@ Three rules users of ruff, gh and kubectl rely on, kept here in one place:
   objects, never markup, so a path like ``[models/x]`` or a preset's "[source]" survives.
 - Width: ``COLUMNS`` when set (also when piped), else the terminal's width, else 80. Piped
   output is plain (no colour, ASCII rules); nothing is cut to "…": cells fold instead.
+- rich lays out what planner.render.plain cannot (wide characters, over-wide tables); the rest
+  is laid out there, byte for byte as rich would, styled or plain (rich is not imported).
 - A closed pipe (``dtplan check plan.yaml | head -1``) is not an error: the rest of the output
   goes to /dev/null and the command still exits with its verdict, so ``set -o pipefail`` reads
   the truth.
@@ -120,15 +122,24 @@ def _rich_table(t: Any, tty: bool, avail: int) -> Any:
 
 def render_text(doc: Any, *, tty: bool | None = None, columns: int | None = None) -> str:
     """The document as terminal text: styled for a terminal, plain when piped (without rich
-    where planner.render.plain can lay it out)."""
+    where planner.render.plain can lay it out the same way, as almost every document)."""
     tty = is_tty() if tty is None else tty
     avail = columns or width()
-    if not tty:
+    if not tty or _styles_as_rich():
         from .plain import render_plain
-        text = render_plain(doc, avail)
+        text = render_plain(doc, avail, tty=tty)
         if text is not None:
             return text
     return render_rich_text(doc, tty, avail)
+
+
+def _styles_as_rich() -> bool:
+    """Whether rich would style a terminal's text with the plain SGR codes planner.render.plain
+    writes: not on a dumb terminal (TERM dumb or unknown: no styles, 80 columns) nor on Windows
+    (its console API); the colour system (COLORTERM, TERM's -256color) does not change how bold,
+    dim and the standard colours are written."""
+    return (not sys.platform.startswith("win")
+            and os.environ.get("TERM", "").lower() not in ("dumb", "unknown"))
 
 
 def render_rich_text(doc: Any, tty: bool, avail: int) -> str:

@@ -28,6 +28,13 @@ import sys
 import time
 
 FLOOR = [sys.executable, "-c", "import numpy, pydantic, rich, typer"]
+# The floor of any typer CLI that parses an option: typer (>= 0.2x) coerces every option through
+# a pydantic TypeAdapter, so parsing loads pydantic's fields, types and schema machinery (and
+# importlib.metadata) whatever the program itself imports.
+TYPER_FLOOR = [sys.executable, "-c", "import numpy, pydantic, rich, typer\n"
+               "app = typer.Typer(add_completion=False)\n"
+               "@app.command()\ndef main(gpus: int = 8, params: str = ''):\n    pass\n"
+               "app(['--gpus', '256', '--params', '70e9'], standalone_mode=False)"]
 COMMANDS = [
     ["fit", "--params", "70e9", "--gpus", "256"],
     ["fit", "--params", "70e9", "--gpus", "256", "-f", "json"],
@@ -98,20 +105,23 @@ def main() -> None:
             continue
         for _, base, cwd, e in who:   # warm-up: fills the bytecode cache
             _wall(base + argv, e, cwd)
-        _wall(FLOOR, env)
-        floor, floor1, ours = [], [], {label: [] for label, _, _, _ in who}
+        _wall(FLOOR, env), _wall(TYPER_FLOOR, env1)
+        floor, floor1, typer_floor, ours = [], [], [], {label: [] for label, _, _, _ in who}
         for _ in range(args.repeats):
             floor.append(_wall(FLOOR, env))
             floor1.append(_wall(FLOOR, env1))
+            typer_floor.append(_wall(TYPER_FLOOR, env1))
             for label, base, cwd, e in who:
                 ours[label].append(_wall(base + argv, e, cwd))
         f, fc, f1c = _median_ms(floor, 0), _median_ms(floor, 1), _median_ms(floor1, 1)
-        print(f"dtplan {' '.join(argv)}")
+        tc = _median_ms(typer_floor, 1)
+        print(f"dtplan {' '.join(argv)}\n    floor wall {f:6.1f} ms, CPU {fc:6.1f} ms (one BLAS "
+              f"thread {f1c:6.1f} ms); a typer app parsing two options CPU {tc:6.1f} ms")
         for label, runs in ours.items():
             m, mc = _median_ms(runs, 0), _median_ms(runs, 1)
-            print(f"    {label:8s} wall {m:6.1f} ms, floor {f:6.1f} ms: {m / f:4.2f}x   CPU "
-                  f"{mc:6.1f} ms, floor {fc:6.1f} ms: {mc / fc:4.2f}x, floor with one BLAS "
-                  f"thread {f1c:6.1f} ms: {mc / f1c:4.2f}x")
+            print(f"    {label:8s} wall {m:6.1f} ms = {m / f:4.2f}x floor;  CPU {mc:6.1f} ms = "
+                  f"{mc / fc:4.2f}x floor, {mc / f1c:4.2f}x one-thread floor, {mc / tc:4.2f}x "
+                  "typer floor")
         if args.baseline:
             print(f"    dtplan / baseline CPU: {_median_ms(ours['dtplan'], 1) / _median_ms(ours['baseline'], 1):4.2f}")
 

@@ -25,6 +25,7 @@ The verdict JSON (``Verdict``) is versioned by ``schema_version``; see ``dtplan 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,24 +153,36 @@ def check_file(path: str, opts: CheckOptions | None = None, *, fix: bool = True)
     return verdict
 
 
+# Failing files that get their cheapest fix in one run: each fix runs layout searches (~0.1 s),
+# so a directory of failing plans stays seconds; the others say how to get theirs.
+MAX_FIXES = 20
+
+
 def check_paths(paths: list[str], opts: CheckOptions | None = None) -> Verdict:
     """Verdicts on every file (a directory: the plan and engine files under it, see
-    ``inputs.tree``); a bad file is recorded with its errors and the rest still run."""
+    ``inputs.tree``); a bad file is recorded with its errors and the rest still run. The first
+    MAX_FIXES failing files carry their cheapest fix; later ones a note naming the command."""
     from .inputs.tree import expand
 
     opts = opts or CheckOptions()
     files: list[FileVerdict] = []
     bad = failed = False
     found, skipped = expand(paths)
+    fixes = 0
     for p in found:
         try:
-            files.append(check_file(p, opts))
+            files.append(check_file(p, opts, fix=fixes < MAX_FIXES))
         except InputError as e:
             bad = True
             lines = e.lines() if isinstance(e, InputErrors) else [str(e)]
             files.append(FileVerdict(file=str(p), ok=False, error="; ".join(lines), errors=lines))
             continue
-        failed |= not files[-1].ok
+        if not files[-1].ok:
+            failed = True
+            fixes += 1
+            if fixes > MAX_FIXES:
+                files[-1].notes.append(f"no fix computed: more than {MAX_FIXES} files failed in "
+                                       f"this run; `dtplan check {shlex.quote(p)}` gives it")
     code = 2 if bad else (1 if failed else 0)
     return Verdict(ok=code == 0, strict=opts.strict, exit_code=code, files=files, skipped=skipped)
 

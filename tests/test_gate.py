@@ -499,3 +499,28 @@ def test_checkpoint_waste_matches_the_seed():
     f = checkpoint_figures(resolve_plan(plan, path.parent, str(path)), str(path))
     assert f.waste == pytest.approx(0.2025)
     assert 125 * 60 < f.optimum_s < 140 * 60
+
+
+def test_only_the_first_failing_files_get_a_fix(monkeypatch):
+    """Each fix runs layout searches: past MAX_FIXES failing files a run names the command that
+    gives the fix instead of computing it (check over a directory stays seconds)."""
+    import planner.gate as gate
+
+    monkeypatch.setattr(gate, "MAX_FIXES", 1)
+    paths = [str(PLANS / "fail-world-size.yaml"),
+             str(PLANS / "fail-layers-divisible-by-pp.yaml")]
+    first, second = check_paths(paths).files
+    assert first.fix is not None and not any("no fix computed" in n for n in first.notes)
+    assert second.fix is None
+    assert any(f"dtplan check {shlex.quote(paths[1])}" in n for n in second.notes)
+
+
+def test_check_refuses_more_files_than_one_run_takes(tmp_path):
+    """Positional files count against the same cap as a directory's (inputs.tree.MAX_FILES)."""
+    from planner.inputs.tree import MAX_FILES
+
+    names = [str(tmp_path / f"p{i}.yaml") for i in range(MAX_FILES + 1)]
+    r = run_dtplan("check", *names)
+    assert r.code == 2 and r.out == ""
+    assert r.err.strip() == (f"dtplan: error: FILE: {MAX_FILES + 1:,} files to check; at most "
+                             f"{MAX_FILES:,} in one run (split them over several check commands)")

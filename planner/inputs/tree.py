@@ -20,7 +20,7 @@ from .files import read_text
 
 SUFFIXES = (".yaml", ".yml", ".toml", ".json", ".sh", ".bash", ".args")
 MAX_ENTRIES = 100_000    # directory entries walked under one argument
-MAX_FILES = 1_000        # files checked from one directory
+MAX_FILES = 1_000        # files checked in one run (directories and paths together)
 
 _PLAN = re.compile(r'^(?:gpus\s*[:=]|"gpus"\s*:)|[{,]\s*"gpus"\s*:', re.M)
 _DEEPSPEED = re.compile(r'"(?:train_batch_size|train_micro_batch_size_per_gpu|'
@@ -68,6 +68,15 @@ def _walk(root: str) -> tuple[list[str], list[str]]:
     return found, skipped
 
 
+def _cap(found: list[str]) -> list[str]:
+    """The files of one run, at most MAX_FILES: each costs a full estimate (~10 ms), so the cap
+    keeps one `check` invocation to seconds."""
+    if len(found) > MAX_FILES:
+        raise InputError("FILE", f"{len(found):,} files to check; at most {MAX_FILES:,} in one "
+                                 "run (split them over several check commands)")
+    return found
+
+
 def expand(paths: list[str]) -> tuple[list[str], list[str]]:
     """(files to check, files skipped): each directory replaced by what is under it."""
     found: list[str] = []
@@ -82,4 +91,4 @@ def expand(paths: list[str]) -> tuple[list[str], list[str]]:
             skipped += not_here
         else:
             found.append(p)
-    return found, skipped
+    return _cap(found), skipped

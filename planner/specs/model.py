@@ -148,11 +148,6 @@ class ModelSpec(BaseModel):
         return int(self.moe_layers * self.experts
                    * P.mlp_params(self.hidden, self.expert_width, self.gated, self.linear_bias))
 
-    def params_per_layer_list(self, active: bool = False) -> list[int]:
-        """Parameters of each block in order (leading dense blocks first), for stage balancing."""
-        return ([self.layer_params()] * self.dense_layer_count
-                + [self.moe_layer_params(active)] * self.moe_layers)
-
     def embedding_params(self) -> int:
         """Token embedding plus learned position table (0 rows for rope/alibi/none)."""
         positions = self.max_positions if self.position == "learned" else 0
@@ -167,8 +162,10 @@ class ModelSpec(BaseModel):
         return int(P.norm_params(self.hidden, self.norm_bias))
 
     def _count(self, active: bool) -> int:
-        return (self.embedding_params() + sum(self.params_per_layer_list(active))
-                + self.final_norm_params() + self.head_params())
+        # two block kinds, so a product per kind (a per-layer list is 10^7 ints at 10^7 layers)
+        blocks = (self.dense_layer_count * self.layer_params()
+                  + self.moe_layers * self.moe_layer_params(active))
+        return (self.embedding_params() + blocks + self.final_norm_params() + self.head_params())
 
     def param_count(self) -> int:
         """All trainable parameters (ECOSYSTEM.md §6.2 layout)."""

@@ -115,6 +115,37 @@ def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
     return _rebuild(tree, n, iter(taken))
 
 
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A sub-result on one row per distinct tuple (`tree`, arrays of `size` rows) and each
+    candidate's row in it (`index`; None: the tree holds the candidates' own rows)."""
+
+    tree: Any
+    index: np.ndarray | None
+    size: int
+
+    def rows(self, idx: np.ndarray | None = None, pick: Callable[[Any], Any] | None = None
+             ) -> Any:
+        """The tree (or `pick` of it) gathered to the candidates idx (None: every candidate)."""
+        tree = self.tree if pick is None else pick(self.tree)
+        if idx is None:
+            return tree if self.index is None else gather(tree, self.index, self.size)
+        return gather(tree, idx if self.index is None else self.index[idx], self.size)
+
+
+def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:
+    """part(c) computed on one row per distinct tuple of the named columns of c (or on c itself
+    where most rows are distinct), not yet gathered: a caller that needs only some rows, or
+    only some of the arrays, gathers those (Part.rows)."""
+    n = len(c)
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n)) \
+        if n >= 2 else None
+    if found is None:
+        return Part(part(c), None, n)
+    first, inverse = found
+    return Part(part(c.take(first)), inverse, len(first))
+
+
 def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
                 rows: bool = False) -> Any:
     """part(c) computed on one row per distinct tuple of the named columns of c and gathered

@@ -17,9 +17,10 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, 
                          Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
+from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import on_distinct
+from .distinct import Part, distinct_part, gather, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -252,10 +253,15 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
     states = on_distinct(c, STATE_COLUMNS, lambda u: _state_part(p, u))
     acts = acts or on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
     flight = on_distinct(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u))
+    return _memory(p, x, states, acts, flight, detail)
+
+
+def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
+            detail: bool) -> Memory:
+    """memory() from its three parts, gathered to the rows of x."""
     st = {name: _stage(p, x, name, states[name], acts["stages"][name], flight[name], detail)
           for name in STAGES}
-    capacity = p.hardware.gpu.memory_bytes
-    usable = capacity * (1.0 - p.budget.margin_fraction)
+    capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
     middle = np.where(has_middle, st["middle"].total, 0.0)
     peak = np.maximum(np.maximum(st["first"].total, st["last"].total), middle)
@@ -265,6 +271,54 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
                                                   [0, 1], 2),
                   usable=np.full_like(x.tp, usable), capacity=np.full_like(x.tp, capacity),
                   headroom=usable - peak)
+
+
+def usable_bytes(p: Problem) -> float:
+    """Capacity minus the margin: what a layout's peak must not exceed."""
+    return p.hardware.gpu.memory_bytes * (1.0 - p.budget.margin_fraction)
+
+
+@dataclass(frozen=True)
+class MemoryParts:
+    """What memory() computes once per distinct tuple (the states, the activations, the
+    micro-batches in flight, as distinct.Part) for a batch of candidates and their shape: the
+    floor of every row and the exact memory of only the rows a caller asks for."""
+
+    x: Shape
+    states: Part
+    acts: Part
+    flight: Part
+
+    def floor(self, p: Problem) -> np.ndarray:
+        """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
+        of the stages a layout has): never above memory()'s peak."""
+        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
+        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
+                                              t["stages"]["first"]["forward_working"]))
+        flight = self.flight.rows()
+        b, fw = p.budget, p.fw
+        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
+                                       share=b.fragmentation_fraction,
+                                       expandable=fw.memory.expandable_segments,
+                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                  for k in STAGES}
+        middle = np.where(self.x.pp > 2, floors["middle"], 0.0)
+        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+
+    def rows(self, p: Problem, idx: np.ndarray) -> tuple[Shape, dict, Memory]:
+        """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
+        the time model's per-mode layer bytes, memory) of the rows idx."""
+        x = gather(self.x, idx, len(self.x.tp))
+        acts = self.acts.rows(idx)
+        return x, acts, _memory(p, x, self.states.rows(idx), acts, self.flight.rows(idx), False)
+
+
+def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
+    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
+    return MemoryParts(x=shape(p, c),
+                       states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+                       acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+                       flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def evaluate_memory(p: Problem, c: Candidates, detail: bool = True

@@ -17,7 +17,8 @@ import numpy as np
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
 from .engine.pareto import pareto_front
 from .distinct import gather
-from .evaluate import Evaluation, Memory, evaluate, evaluate_memory
+from .evaluate import (Evaluation, Memory, MemoryParts, evaluate, evaluate_memory,
+                       memory_parts, usable_bytes)
 from .rules import RULE_NAMES, structural_predicates
 from .space import SearchSpace, candidate_batches, recomputes
 
@@ -88,17 +89,17 @@ def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candida
     input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
     needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
     largest k over its stages. Layouts needing every layer are already the full rows."""
-    base = _to_solve(c, mem, n_rec)
+    base = _to_solve(c, mem.peak <= mem.usable, n_rec)
     rows, _ = _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])
     return rows
 
 
-def _to_solve(c: Candidates, mem: Memory, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit."""
+def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
+    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit
+    (`fits` per row of c)."""
     none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
         return np.zeros(0, dtype=np.int64)
-    fits = mem.peak <= mem.usable
     return np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
@@ -183,7 +184,9 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 
 def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
     """Structural rules on every row, the cost model on the survivors (recompute variants stay
-    consecutive: no structural rule reads recompute), partial recompute solved, keep what fits."""
+    consecutive: no structural rule reads recompute), partial recompute solved, keep what fits.
+    The five-phase memory model runs only where the floor (MemoryParts.floor, never above the
+    exact peak) leaves a chance of fitting, and for the misses that could be the closest one."""
     t.enumerated += len(c)
     mat = _structural(p, c)
     ok = mat.all(axis=0)
@@ -196,24 +199,50 @@ def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: in
     surv = c.take(np.flatnonzero(ok))
     if not len(surv):
         return
-    known = evaluate_memory(p, surv, detail=False)
-    mem = known[2]
-    fits = mem.peak <= mem.usable
-    miss = np.flatnonzero(~fits)
-    t.rejected[FITS] += len(miss)
-    if len(miss):
-        j = miss[np.argmax(mem.headroom[miss])]
-        if t.closest is None or mem.headroom[j] > t.closest[0]:
-            t.closest = (float(mem.headroom[j]), surv.take([j]))
-    t.valid += int(fits.sum())
-    base = _to_solve(surv, mem, n_rec)
-    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, base], mem.usable[base]))
-    idx = np.flatnonzero(fits)
-    rows = surv.take(idx)
+    parts = memory_parts(p, surv)
+    slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
+    cand = np.flatnonzero(slack >= 0.0)
+    x, acts, mem = parts.rows(p, cand)
+    fit = mem.peak <= mem.usable
+    fits = np.zeros(len(surv), dtype=bool)
+    fits[cand[fit]] = True
+    t.rejected[FITS] += len(surv) - int(fit.sum())
+    _closest(p, t, surv, parts, slack, cand[~fit], mem.headroom[~fit])
+    t.valid += int(fit.sum())
+    base = _to_solve(surv, fits, n_rec)
+    at = np.searchsorted(cand, base)
+    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
+    idx = np.flatnonzero(fit)
+    rows = surv.take(cand[idx])
     if not dominated and len(rows):
         # only the rows that fit are timed: the memory already evaluated is kept for them
-        rows = rows.take(_front_of(p, rows, gather(known, idx, len(surv))))
+        known = gather((x, {"per_mode": acts["per_mode"]}, mem), idx, len(cand))
+        rows = rows.take(_front_of(p, rows, known))
     t.kept.append(rows)
+
+
+def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
+             miss: np.ndarray, headroom: np.ndarray) -> None:
+    """The miss with the most headroom (the first of equals) into t.closest, exactly as if every
+    row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
+    the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
+    headroom known (this batch's or an earlier one's) can be it, and only those are evaluated."""
+    rest = np.ones(len(surv), dtype=bool)
+    rest[np.flatnonzero(slack >= 0.0)] = False
+    rest = np.flatnonzero(rest)
+    if len(rest):
+        best = max(float(headroom.max()) if len(headroom) else -np.inf,
+                   t.closest[0] if t.closest is not None else -np.inf)
+        if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
+            best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
+        extra = rest[slack[rest] >= best]
+        order = np.argsort(np.concatenate([miss, extra]), kind="stable")
+        miss = np.concatenate([miss, extra])[order]
+        headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
+    if len(miss):
+        j = int(np.argmax(headroom))
+        if t.closest is None or headroom[j] > t.closest[0]:
+            t.closest = (float(headroom[j]), surv.take(miss[[j]]))
 
 
 def _front_of(p: Problem, rows: Candidates, known: tuple) -> np.ndarray:
@@ -251,7 +280,9 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     for c in candidate_batches(p, space):
         ok = _structural(p, c).all(axis=0)
         if ok.any():
-            mem = evaluate_memory(p, c.take(np.flatnonzero(ok)), detail=False)[2]
+            parts = memory_parts(p, c.take(np.flatnonzero(ok)))
+            cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
+            mem = parts.rows(p, cand)[2]
             if (mem.peak <= mem.usable).any():
                 return True
     return False

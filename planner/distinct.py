@@ -18,6 +18,9 @@ import numpy as np
 # Below this share of distinct rows the gather pays for itself; above it the part runs on the
 # rows as they are (a single-row estimate never pays for the key).
 WORTH_IT = 0.5
+# A wide column is numbered by its runs (distinct_rows) when it has fewer than one run per this
+# many rows; more runs than that would split its tuples too finely to pay, so it is sorted.
+RUNS_SHARE = 8
 
 
 def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
@@ -26,14 +29,29 @@ def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
     return number[key], int(number[-1]) + 1
 
 
-def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
+def _runs(col: np.ndarray, limit: int) -> tuple[np.ndarray, int] | None:
+    """Each row's run of equal values in col (0, 1, … down the rows) and the count of runs,
+    or None when there are more than `limit`."""
+    start = np.flatnonzero(col[1:] != col[:-1])
+    if len(start) >= limit:
+        return None
+    code = np.zeros(len(col), dtype=np.int64)
+    code[start + 1] = 1
+    return np.cumsum(code), len(start) + 1
+
+
+def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None, runs: bool = False
                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
 
     The key is mixed-radix over each column's range, numbered densely (a table over the key's
     range instead of a sort) whenever the range would outgrow a few times the row count;
     tuples come in key order, as np.unique gives them, and any row of a tuple stands for it
-    (its rows are alike in every named column). None when there are more than `at_most`."""
+    (its rows are alike in every named column). None when there are more than `at_most`.
+    With `runs`, a column too wide for a table is numbered by its runs of equal values where
+    they are few (the search's candidates come split by split: a split's DP is one run)
+    instead of sorted: a tuple may then be split over more than one index, which a part
+    computed once per index (on_distinct) does not mind."""
     n = len(cols[0])
     limit = 4 * n + 1024
     key = np.zeros(n, dtype=np.int64)
@@ -45,8 +63,11 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
             continue
         code = col - lo
         if span > limit:
-            _, code = np.unique(code, return_inverse=True)
-            code, span = code.reshape(-1), int(code.max()) + 1
+            found = _runs(code, n // RUNS_SHARE + 1) if runs else None
+            if found is None:
+                _, code = np.unique(code, return_inverse=True)
+                found = code.reshape(-1), int(code.max()) + 1
+            code, span = found
         if radix * span > limit:
             key, radix = _dense(key, radix)
             if at_most is not None and radix > at_most:
@@ -138,7 +159,8 @@ def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Par
     where most rows are distinct), not yet gathered: a caller that needs only some rows, or
     only some of the arrays, gathers those (Part.rows)."""
     n = len(c)
-    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n)) \
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
+                          runs=True) \
         if n >= 2 else None
     if found is None:
         return Part(part(c), None, n)
@@ -156,7 +178,8 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
     call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
     if n < 2:
         return call(c, np.arange(n))
-    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n))
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
+                          runs=True)
     if found is None:
         return call(c, np.arange(n))
     first, inverse = found

@@ -19,8 +19,8 @@ from .engine.pareto import pareto_front
 from .distinct import gather
 from .evaluate import (Evaluation, Memory, MemoryParts, evaluate, evaluate_memory,
                        memory_parts, usable_bytes)
-from .rules import RULE_NAMES, structural_predicates
-from .space import SearchSpace, candidate_batches, recomputes
+from .rules import RULE_NAMES, split_failure, structural_predicates
+from .space import SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -182,21 +182,35 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
     return np.stack([passes[n] for n in STRUCTURAL])
 
 
-def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
-    """Structural rules on every row, the cost model on the survivors (recompute variants stay
-    consecutive: no structural rule reads recompute), partial recompute solved, keep what fits.
-    The five-phase memory model runs only where the floor (MemoryParts.floor, never above the
-    exact peak) leaves a chance of fitting, and for the misses that could be the closest one."""
-    t.enumerated += len(c)
-    mat = _structural(p, c)
+def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates,
+                      left: list[tuple[tuple, int]], rec: np.ndarray) -> Candidates:
+    """The structural rules on a batch (space.layout_batches: layouts before the recompute
+    knob, which no structural rule reads, and the splits left out because a split rule
+    rejects all their rows), each rejection counted against its first rule with the first
+    such candidate as its example; the survivors crossed with their recompute rows."""
+    for split, rows in left:
+        rule = split_failure(p, split)
+        t.enumerated += rows
+        t.rejected[rule] += rows
+        if rule not in t.examples:
+            t.examples[rule] = Candidates(**split_rows(p, space, split, rec[:1])).take([0])
+    t.enumerated += len(lay) * len(rec)
+    mat = _structural(p, lay)
     ok = mat.all(axis=0)
     first = np.argmin(mat, axis=0)
     for k, count in enumerate(np.bincount(first[~ok], minlength=len(STRUCTURAL))):
         if count:
             rule = RULE_NAMES.index(STRUCTURAL[k])
-            t.rejected[rule] += count
-            t.examples.setdefault(rule, c.take(np.flatnonzero(~ok & (first == k))[:1]))
-    surv = c.take(np.flatnonzero(ok))
+            t.rejected[rule] += count * len(rec)
+            t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
+    return with_recomputes(lay.take(np.flatnonzero(ok)), rec)
+
+
+def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
+    """The cost model on the structural survivors (recompute variants consecutive), partial
+    recompute solved, keep what fits. The five-phase memory model runs only where the floor
+    (MemoryParts.floor, never above the exact peak) leaves a chance of fitting, and for the
+    misses that could be the closest one."""
     if not len(surv):
         return
     parts = memory_parts(p, surv)
@@ -277,10 +291,11 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
-    for c in candidate_batches(p, space):
-        ok = _structural(p, c).all(axis=0)
+    rec = recomputes(p, space)
+    for lay, _ in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
+        ok = _structural(p, lay).all(axis=0)
         if ok.any():
-            parts = memory_parts(p, c.take(np.flatnonzero(ok)))
+            parts = memory_parts(p, with_recomputes(lay.take(np.flatnonzero(ok)), rec))
             cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
             mem = parts.rows(p, cand)[2]
             if (mem.peak <= mem.usable).any():
@@ -293,9 +308,10 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
-    n_rec = len(recomputes(p, space))
-    for batch in candidate_batches(p, space):
-        _scan_batch(p, batch, t, dominated, n_rec)
+    rec = recomputes(p, space)
+    for lay, left in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
+        surv = _count_structural(p, space, t, lay, left, rec)
+        _scan_batch(p, surv, t, dominated, len(rec))
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})

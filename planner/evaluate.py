@@ -305,12 +305,24 @@ class MemoryParts:
         middle = np.where(self.x.pp > 2, floors["middle"], 0.0)
         return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
 
-    def rows(self, p: Problem, idx: np.ndarray) -> tuple[Shape, dict, Memory]:
+    def rows(self, p: Problem, idx: np.ndarray | None = None) -> tuple[Shape, dict, Memory]:
         """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
-        the time model's per-mode layer bytes, memory) of the rows idx."""
-        x = gather(self.x, idx, len(self.x.tp))
+        the time model's per-mode layer bytes, memory) of the rows idx (None: every row)."""
+        x = self.x if idx is None else gather(self.x, idx, len(self.x.tp))
         acts = self.acts.rows(idx)
         return x, acts, _memory(p, x, self.states.rows(idx), acts, self.flight.rows(idx), False)
+
+    def take(self, idx: np.ndarray) -> "MemoryParts":
+        """The parts of the rows idx (nothing recomputed, nothing gathered but the shape)."""
+        return MemoryParts(x=gather(self.x, idx, len(self.x.tp)), states=self.states.take(idx),
+                           acts=self.acts.take(idx), flight=self.flight.take(idx))
+
+    def with_acts(self, p: Problem, c: Candidates) -> "MemoryParts":
+        """The parts of c, rows alike to these but in the columns the activations alone read
+        (a partial-recompute layer count): the states and the in-flight part kept."""
+        return MemoryParts(x=self.x, states=self.states, flight=self.flight,
+                           acts=distinct_part(c, ACTIVATION_COLUMNS,
+                                              lambda u: _activation_part(p, u)))
 
 
 def memory_parts(p: Problem, c: Candidates) -> MemoryParts:

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
+from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from .engine.pareto import pareto_front
-from .distinct import gather
-from .evaluate import (Evaluation, Memory, MemoryParts, evaluate, evaluate_memory,
+from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
                        memory_parts, usable_bytes)
+from .timing import step_seconds
 from .rules import RULE_NAMES, split_failure, structural_predicates
-from .space import SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
+from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -90,8 +90,7 @@ def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candida
     needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
     largest k over its stages. Layouts needing every layer are already the full rows."""
     base = _to_solve(c, mem.peak <= mem.usable, n_rec)
-    rows, _ = _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])
-    return rows
+    return _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])[0]
 
 
 def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
@@ -104,18 +103,22 @@ def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
 
 
 def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
-           ) -> tuple[Candidates, np.ndarray]:
+           ) -> tuple[Candidates, np.ndarray, MemoryParts]:
     """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory): the solved rows and which of `rows` they come from."""
-    n = np.stack(shape(p, rows).layers)
-    m1 = _stage_memory(evaluate_memory(p, _with(rows, recompute_layers=1), detail=False)[2])
+    memory): the solved rows, which of `rows` they come from, and their memory parts (the
+    states and micro-batches in flight are those of `rows`: only the activations read the
+    layer count)."""
+    parts = memory_parts(p, rows)
+    n = np.stack(parts.x.layers)
+    m1 = _stage_memory(parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)[2])
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
                            1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
     k = np.minimum(k_stage, n).max(axis=0)
     ok = np.flatnonzero(k < n.max(axis=0))
-    return _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64)), ok
+    solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
+    return solved, ok, parts.take(ok).with_acts(p, solved)
 
 
 def _with(c: Candidates, **cols) -> Candidates:
@@ -226,13 +229,11 @@ def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec:
     base = _to_solve(surv, fits, n_rec)
     at = np.searchsorted(cand, base)
     t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
-    idx = np.flatnonzero(fit)
-    rows = surv.take(cand[idx])
-    if not dominated and len(rows):
-        # only the rows that fit are timed: the memory already evaluated is kept for them
-        known = gather((x, {"per_mode": acts["per_mode"]}, mem), idx, len(cand))
-        rows = rows.take(_front_of(p, rows, known))
-    t.kept.append(rows)
+    rows = surv.take(cand)
+    if dominated:
+        t.kept.append(rows.take(np.flatnonzero(fit)))
+    else:  # the memory already evaluated is kept for the timing
+        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit)))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -259,32 +260,50 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
             t.closest = (float(headroom[j]), surv.take(miss[[j]]))
 
 
-def _front_of(p: Problem, rows: Candidates, known: tuple) -> np.ndarray:
-    """Indices of the exact front (step time × peak × GPUs) of rows whose memory is known."""
-    ev = evaluate(p, rows, detail=False, known=known, structural_pass=True)
-    return np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=0.0))
+def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray) -> np.ndarray:
+    """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
+    whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
+    is timed, also those that do not fit (cheaper than gathering the memory of those that
+    do; a row's step time does not depend on its neighbours)."""
+    x, acts, mem = known
+    step = step_seconds(p, rows, x, mem, acts["per_mode"])
+    idx = np.flatnonzero(fit)
+    obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
+    return idx[_front(obj, tolerance=0.0)]
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
-    """Every batch's partial-recompute layouts solved at once (one evaluation instead of one per
-    batch), those that fit counted and kept (their exact front unless `dominated`), placed
-    after their batch's rows: the kept rows in the order a batch-by-batch solve gives."""
-    if not t.to_solve:
-        return t.kept
-    batch = np.concatenate([np.full(len(r), i) for i, (r, _, _) in enumerate(t.to_solve)])
-    rows, ok = _solve(p, _concat([r for r, _, _ in t.to_solve]),
-                      np.concatenate([m for _, m, _ in t.to_solve], axis=1),
-                      np.concatenate([u for _, _, u in t.to_solve]))
-    known = evaluate_memory(p, rows, detail=False)
-    keep = np.flatnonzero(known[2].peak <= known[2].usable)
-    rows, batch = rows.take(keep), batch[ok][keep]
-    t.solved += len(rows)
-    if not dominated and len(rows):
-        front = _front_of(p, rows, gather(known, keep, len(ok)))
-        rows, batch = rows.take(front), batch[front]
-    out = []
-    for i, fit in enumerate(t.kept):
-        out += [fit, rows.take(np.flatnonzero(batch == i))]
+    """Every batch's partial-recompute layouts solved, a group of batches at a time (one
+    evaluation per CHUNK_ROWS layouts instead of one per batch, memory bounded), those that fit
+    counted and kept (their exact front unless `dominated`), placed after their batch's rows:
+    the kept rows in the order a batch-by-batch solve gives."""
+    solved: list[Candidates] = []
+    for group in _groups([len(r) for r, _, _ in t.to_solve]):
+        batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        rows, ok, parts = _solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                 np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                 np.concatenate([t.to_solve[i][2] for i in group]))
+        x, acts, mem = parts.rows(p)
+        fit = mem.peak <= mem.usable
+        t.solved += int(fit.sum())
+        keep = np.flatnonzero(fit) if dominated or not fit.any() \
+            else _front_of(p, rows, (x, acts, mem), fit)
+        rows, batch = rows.take(keep), batch[ok][keep]
+        solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
+    return [r for pair in zip(t.kept, solved) for r in pair]
+
+
+def _groups(sizes: list[int]) -> list[list[int]]:
+    """Consecutive indices of `sizes` in groups of at most CHUNK_ROWS rows (or one index)."""
+    out: list[list[int]] = []
+    total = 0
+    for i, n in enumerate(sizes):
+        if out and total + n <= CHUNK_ROWS:
+            out[-1].append(i)
+            total += n
+        else:
+            out.append([i])
+            total = n
     return out
 
 

@@ -143,12 +143,12 @@ class Part:
         tree = self.tree if pick is None else pick(self.tree)
         if idx is None:
             return tree if self.index is None else gather(tree, self.index, self.size)
-        return gather(tree, idx if self.index is None else self.index[idx], self.size)
+        return gather(tree, idx if self.index is None else self.index.take(idx), self.size)
 
 
     def take(self, idx: np.ndarray) -> "Part":
         """The part of the candidates idx (the tree as it is, the index narrowed)."""
-        return Part(self.tree, idx if self.index is None else self.index[idx], self.size)
+        return Part(self.tree, idx if self.index is None else self.index.take(idx), self.size)
 
 
 def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:

@@ -206,7 +206,7 @@ def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates
             rule = RULE_NAMES.index(STRUCTURAL[k])
             t.rejected[rule] += count * len(rec)
             t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
-    return with_recomputes(lay.take(np.flatnonzero(ok)), rec)
+    return with_recomputes(lay, rec, np.flatnonzero(ok))
 
 
 def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
@@ -314,7 +314,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     for lay, _ in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
         ok = _structural(p, lay).all(axis=0)
         if ok.any():
-            parts = memory_parts(p, with_recomputes(lay.take(np.flatnonzero(ok)), rec))
+            parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
             cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
             mem = parts.rows(p, cand)[2]
             if (mem.peak <= mem.usable).any():

@@ -202,13 +202,17 @@ def split_size(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
         * len(tables["schedules", pp]) * (2 if tp > 1 else 1)
 
 
-def with_recomputes(c: Candidates, rec: np.ndarray) -> Candidates:
-    """Every row of c crossed with the recompute rows rec, recompute innermost (as
-    split_rows lays them out)."""
-    n, k = len(c), len(rec)
-    cols = {name: np.repeat(getattr(c, name), k) for name in COLUMNS}
-    cols["recompute"], cols["recompute_layers"] = np.tile(rec[:, 0], n), np.tile(rec[:, 1], n)
-    return Candidates(**cols)
+def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
+                    ) -> Candidates:
+    """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
+    innermost (as split_rows lays them out)."""
+    k = len(rec)
+    idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
+    cols = {name: getattr(c, name).take(idx) for name in COLUMNS
+            if name not in ("recompute", "recompute_layers")}
+    n = len(idx) // k
+    return Candidates(**cols, recompute=np.tile(rec[:, 0], n),
+                      recompute_layers=np.tile(rec[:, 1], n))
 
 
 def _columns(blocks: list[dict[str, np.ndarray]]) -> Candidates:

@@ -26,7 +26,7 @@ RUNS_SHARE = 8
 def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
     """key (values in [0, radix)) renumbered 0, 1, … in key order, and the count of values."""
     number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
-    return number[key], int(number[-1]) + 1
+    return number.take(key), int(number[-1]) + 1
 
 
 def _runs(col: np.ndarray, limit: int) -> tuple[np.ndarray, int] | None:
@@ -61,7 +61,7 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None, runs: 
         span = hi - lo + 1
         if span == 1:
             continue
-        code = col - lo
+        code = col - lo if lo else col
         if span > limit:
             found = _runs(code, n // RUNS_SHARE + 1) if runs else None
             if found is None:
@@ -74,7 +74,7 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None, runs: 
                 return None
         if radix * span > limit:  # a wide column of few values (a shard group): its own
             code, span = _dense(code, span)
-        key = key * span + code
+        key = code if radix == 1 else key * span + code  # (code is never written to)
         radix *= span
         if radix > limit:  # both large: a sort, rare
             _, key = np.unique(key, return_inverse=True)

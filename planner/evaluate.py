@@ -20,7 +20,7 @@ from .engine import budget as bud
 from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import Part, distinct_part, gather, on_distinct
+from .distinct import Part, distinct_part, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -281,10 +281,10 @@ def usable_bytes(p: Problem) -> float:
 @dataclass(frozen=True)
 class MemoryParts:
     """What memory() computes once per distinct tuple (the states, the activations, the
-    micro-batches in flight, as distinct.Part) for a batch of candidates and their shape: the
-    floor of every row and the exact memory of only the rows a caller asks for."""
+    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
+    row and the exact memory of only the rows a caller asks for (their shape computed then)."""
 
-    x: Shape
+    c: Candidates
     states: Part
     acts: Part
     flight: Part
@@ -302,33 +302,37 @@ class MemoryParts:
                                        expandable=fw.memory.expandable_segments,
                                        context=b.context_bytes, nccl=b.comm_buffer_bytes)
                   for k in STAGES}
-        middle = np.where(self.x.pp > 2, floors["middle"], 0.0)
+        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
         return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
 
-    def rows(self, p: Problem, idx: np.ndarray | None = None) -> tuple[Shape, dict, Memory]:
+    def rows(self, p: Problem, idx: np.ndarray | None = None, sub: Candidates | None = None
+             ) -> tuple[Shape, dict, Memory]:
         """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
-        the time model's per-mode layer bytes, memory) of the rows idx (None: every row)."""
-        x = self.x if idx is None else gather(self.x, idx, len(self.x.tp))
+        the time model's per-mode layer bytes, memory) of the rows idx (None: every row);
+        `sub` is c.take(idx) where the caller has it."""
+        if sub is None:
+            sub = self.c if idx is None else self.c.take(idx)
+        x = shape(p, sub)
         acts = self.acts.rows(idx)
         return x, acts, _memory(p, x, self.states.rows(idx), acts, self.flight.rows(idx), False)
 
-    def take(self, idx: np.ndarray) -> "MemoryParts":
-        """The parts of the rows idx (nothing recomputed, nothing gathered but the shape)."""
-        return MemoryParts(x=gather(self.x, idx, len(self.x.tp)), states=self.states.take(idx),
-                           acts=self.acts.take(idx), flight=self.flight.take(idx))
+    def take(self, idx: np.ndarray, c: Candidates) -> "MemoryParts":
+        """The parts of the rows idx, for candidates c alike to them in every column the states
+        and the micro-batches in flight read (nothing recomputed, nothing gathered)."""
+        return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
+                           flight=self.flight.take(idx))
 
     def with_acts(self, p: Problem, c: Candidates) -> "MemoryParts":
         """The parts of c, rows alike to these but in the columns the activations alone read
         (a partial-recompute layer count): the states and the in-flight part kept."""
-        return MemoryParts(x=self.x, states=self.states, flight=self.flight,
+        return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
                                               lambda u: _activation_part(p, u)))
 
 
 def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
     """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
-    return MemoryParts(x=shape(p, c),
-                       states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+    return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
                        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
                        flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 

@@ -109,8 +109,9 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     states and micro-batches in flight are those of `rows`: only the activations read the
     layer count)."""
     parts = memory_parts(p, rows)
-    n = np.stack(parts.x.layers)
-    m1 = _stage_memory(parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)[2])
+    x, _, m1 = parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)
+    n = np.stack(x.layers)
+    m1 = _stage_memory(m1)
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
@@ -118,7 +119,7 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     k = np.minimum(k_stage, n).max(axis=0)
     ok = np.flatnonzero(k < n.max(axis=0))
     solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
-    return solved, ok, parts.take(ok).with_acts(p, solved)
+    return solved, ok, parts.take(ok, solved).with_acts(p, solved)
 
 
 def _with(c: Candidates, **cols) -> Candidates:
@@ -219,7 +220,8 @@ def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec:
     parts = memory_parts(p, surv)
     slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0)
-    x, acts, mem = parts.rows(p, cand)
+    rows = surv.take(cand)
+    x, acts, mem = parts.rows(p, cand, rows)
     fit = mem.peak <= mem.usable
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
@@ -229,7 +231,6 @@ def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec:
     base = _to_solve(surv, fits, n_rec)
     at = np.searchsorted(cand, base)
     t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
-    rows = surv.take(cand)
     if dominated:
         t.kept.append(rows.take(np.flatnonzero(fit)))
     else:  # the memory already evaluated is kept for the timing

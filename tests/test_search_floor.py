@@ -119,3 +119,20 @@ def test_search_is_the_same_without_its_shortcuts(name, monkeypatch):
     fast = search(p, **kw)
     _no_shortcuts(monkeypatch)
     _same(fast, search(p, **kw))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 40))
+def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
+    """engine.pareto's bins before the sort (large exact fronts) keep the same rows, ties (few
+    distinct values) included."""
+    import planner.engine.pareto as pareto
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, size=(pareto.PREFILTER_ROWS + 500, 3)).astype(float)
+    x[:, 2] = 8.0
+    fast = pareto.pareto_front(x)
+    try:
+        pareto.PREFILTER_ROWS, old = 10**9, pareto.PREFILTER_ROWS
+        assert (pareto.pareto_front(x) == fast).all()
+    finally:
+        pareto.PREFILTER_ROWS = old

@@ -83,9 +83,14 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None, runs: 
     inverse, count = _dense(key, radix)
     if at_most is not None and count > at_most:
         return None
+    return _first_rows(inverse, count), inverse
+
+
+def _first_rows(inverse: np.ndarray, count: int) -> np.ndarray:
+    """A row of each of `count` tuples, from each row's tuple index."""
     rep = np.empty(count, dtype=np.int64)
-    rep[inverse] = np.arange(n, dtype=np.int64)
-    return rep, inverse
+    rep[inverse] = np.arange(len(inverse), dtype=np.int64)
+    return rep
 
 
 def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
@@ -166,17 +171,22 @@ def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Par
 
 
 def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
-                rows: bool = False) -> Any:
+                rows: bool = False, groups: tuple[np.ndarray, int] | None = None) -> Any:
     """part(c) computed on one row per distinct tuple of the named columns of c and gathered
     back to every row (or on c itself where most rows are distinct). With `rows` the part is
     called as part(sub, idx), idx being the rows of c that sub holds (to index other per-row
-    arrays that depend on the named columns alone)."""
+    arrays that depend on the named columns alone). `groups` (each row's group in [0, count),
+    the count) stands for the tuples where the caller knows rows alike in those columns."""
     n = len(c)
     call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
     if n < 2:
         return call(c, np.arange(n))
-    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
-                          runs=True)
+    if groups is not None:
+        inverse, count = _dense(groups[0], groups[1])
+        found = None if count > int(WORTH_IT * n) else (_first_rows(inverse, count), inverse)
+    else:
+        found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
+                              runs=True)
     if found is None:
         return call(c, np.arange(n))
     first, inverse = found

@@ -8,7 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,7 +20,7 @@ from .engine import budget as bud
 from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import Part, distinct_part, on_distinct
+from .distinct import Part, distinct_part, gather, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -257,9 +257,11 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
 
 
 def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
-            detail: bool) -> Memory:
-    """memory() from its three parts, gathered to the rows of x."""
-    st = {name: _stage(p, x, name, states[name], acts["stages"][name], flight[name], detail)
+            detail: bool, known: dict[str, StageMemory] | None = None) -> Memory:
+    """memory() from its three parts, gathered to the rows of x (`known`: stages the caller
+    has computed already)."""
+    st = {name: (known or {}).get(name) or _stage(p, x, name, states[name],
+                                                  acts["stages"][name], flight[name], detail)
           for name in STAGES}
     capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
@@ -313,8 +315,38 @@ class MemoryParts:
         if sub is None:
             sub = self.c if idx is None else self.c.take(idx)
         x = shape(p, sub)
-        acts = self.acts.rows(idx)
-        return x, acts, _memory(p, x, self.states.rows(idx), acts, self.flight.rows(idx), False)
+        ends = ("first", "last")
+        acts = self.acts.rows(idx, pick=lambda t: {"stages": {k: t["stages"][k] for k in ends},
+                                                   "per_mode": t["per_mode"]})
+        return x, acts, _memory(p, x, self.states.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                acts, self.flight.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                False, {"middle": self._middle(p, x, idx)})
+
+    def _middle(self, p: Problem, x: Shape, idx: np.ndarray | None) -> StageMemory:
+        """The middle stage (detail=False) of the rows idx, computed only where there is one
+        (PP > 2) and 0 elsewhere, where memory() reads it only through has_middle."""
+        n = len(x.tp)
+        mid = np.flatnonzero(x.pp > 2)
+        at = mid if idx is None else np.asarray(idx).take(mid)
+        m = _stage(p, gather(x, mid, n), "middle", self.states.rows(at, pick=lambda t: t["middle"]),
+                   self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
+                   self.flight.rows(at, pick=lambda t: t["middle"]), False)
+
+        def spread(v: np.ndarray | None) -> np.ndarray | None:
+            if v is None:
+                return None
+            full = np.zeros(n)
+            full[mid] = v
+            return full
+        return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
+
+    def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+        """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the
+        states part is on distinct tuples."""
+        if self.states.index is None:
+            return None
+        return (self.states.index if idx is None else self.states.index.take(idx),
+                self.states.size)
 
     def take(self, idx: np.ndarray, c: Candidates) -> "MemoryParts":
         """The parts of the rows idx, for candidates c alike to them in every column the states

@@ -234,7 +234,8 @@ def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec:
     if dominated:
         t.kept.append(rows.take(np.flatnonzero(fit)))
     else:  # the memory already evaluated is kept for the timing
-        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit)))
+        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit,
+                                          parts.state_groups(cand))))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -261,13 +262,14 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
             t.closest = (float(headroom[j]), surv.take(miss[[j]]))
 
 
-def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray) -> np.ndarray:
+def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
+              groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
     """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
     whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
     is timed, also those that do not fit (cheaper than gathering the memory of those that
     do; a row's step time does not depend on its neighbours)."""
     x, acts, mem = known
-    step = step_seconds(p, rows, x, mem, acts["per_mode"])
+    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
     idx = np.flatnonzero(fit)
     obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
     return idx[_front(obj, tolerance=0.0)]
@@ -288,7 +290,7 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         fit = mem.peak <= mem.usable
         t.solved += int(fit.sum())
         keep = np.flatnonzero(fit) if dominated or not fit.any() \
-            else _front_of(p, rows, (x, acts, mem), fit)
+            else _front_of(p, rows, (x, acts, mem), fit, parts.state_groups())
         rows, batch = rows.take(keep), batch[ok][keep]
         solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

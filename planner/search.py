@@ -1,8 +1,11 @@
 """Search the complete layout space (planner.space), rank what fits, explain the rest.
 
 Two stages per batch of candidates: the structural rules over integer arrays for every
-candidate (each rejection counted against the first rule it fails), then the cost model
-(planner.evaluate) on the survivors only. Partial full-recompute rows get their layer count
+candidate (each rejection counted against the first rule it fails; on the layouts before the
+recompute knob, which no structural rule reads, and a split that a split rule rejects is
+counted without being built), then the cost model (planner.evaluate) on the survivors only:
+the five-phase memory model where a sound floor on the peak (MemoryParts.floor) leaves a
+chance of fitting or of being the closest miss, the step time where a row fits. Partial full-recompute rows get their layer count
 solved (solve_partial). Only the rows that fit and that no other row beats on step time × peak
 memory × GPUs (a Pareto front, engine.pareto) are kept from batch to batch, so memory stays
 bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).

@@ -67,7 +67,10 @@ class _Columns:
 
     def take(self, idx) -> "Candidates":
         """The candidates at the given indices (or boolean mask)."""
-        return type(self)(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        return type(self)(**{f.name: getattr(self, f.name).take(idx) for f in fields(self)})
 
     def layout(self, i: int, precision: str, optimizer: str) -> Layout:
         """Row i as a Layout."""

@@ -18,22 +18,40 @@ import numpy as np
 # Below this share of distinct rows the gather pays for itself; above it the part runs on the
 # rows as they are (a single-row estimate never pays for the key).
 WORTH_IT = 0.5
+# A wide column is numbered by its runs (distinct_rows) when it has fewer than one run per this
+# many rows; more runs than that would split its tuples too finely to pay, so it is sorted.
+RUNS_SHARE = 8
 
 
 def _dense(key: np.ndarray, radix: int) -> tuple[np.ndarray, int]:
     """key (values in [0, radix)) renumbered 0, 1, … in key order, and the count of values."""
     number = np.cumsum(np.bincount(key, minlength=radix) > 0) - 1
-    return number[key], int(number[-1]) + 1
+    return number.take(key), int(number[-1]) + 1
 
 
-def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
+def _runs(col: np.ndarray, limit: int) -> tuple[np.ndarray, int] | None:
+    """Each row's run of equal values in col (0, 1, … down the rows) and the count of runs,
+    or None when there are more than `limit`."""
+    start = np.flatnonzero(col[1:] != col[:-1])
+    if len(start) >= limit:
+        return None
+    code = np.zeros(len(col), dtype=np.int64)
+    code[start + 1] = 1
+    return np.cumsum(code), len(start) + 1
+
+
+def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None, runs: bool = False
                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """(a row of each distinct tuple, each row's tuple index) for parallel integer columns.
 
     The key is mixed-radix over each column's range, numbered densely (a table over the key's
     range instead of a sort) whenever the range would outgrow a few times the row count;
     tuples come in key order, as np.unique gives them, and any row of a tuple stands for it
-    (its rows are alike in every named column). None when there are more than `at_most`."""
+    (its rows are alike in every named column). None when there are more than `at_most`.
+    With `runs`, a column too wide for a table is numbered by its runs of equal values where
+    they are few (the search's candidates come split by split: a split's DP is one run)
+    instead of sorted: a tuple may then be split over more than one index, which a part
+    computed once per index (on_distinct) does not mind."""
     n = len(cols[0])
     limit = 4 * n + 1024
     key = np.zeros(n, dtype=np.int64)
@@ -43,17 +61,20 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
         span = hi - lo + 1
         if span == 1:
             continue
-        code = col - lo
+        code = col - lo if lo else col
         if span > limit:
-            _, code = np.unique(code, return_inverse=True)
-            code, span = code.reshape(-1), int(code.max()) + 1
+            found = _runs(code, n // RUNS_SHARE + 1) if runs else None
+            if found is None:
+                _, code = np.unique(code, return_inverse=True)
+                found = code.reshape(-1), int(code.max()) + 1
+            code, span = found
         if radix * span > limit:
             key, radix = _dense(key, radix)
             if at_most is not None and radix > at_most:
                 return None
         if radix * span > limit:  # a wide column of few values (a shard group): its own
             code, span = _dense(code, span)
-        key = key * span + code
+        key = code if radix == 1 else key * span + code  # (code is never written to)
         radix *= span
         if radix > limit:  # both large: a sort, rare
             _, key = np.unique(key, return_inverse=True)
@@ -62,9 +83,14 @@ def distinct_rows(cols: Sequence[np.ndarray], at_most: int | None = None
     inverse, count = _dense(key, radix)
     if at_most is not None and count > at_most:
         return None
+    return _first_rows(inverse, count), inverse
+
+
+def _first_rows(inverse: np.ndarray, count: int) -> np.ndarray:
+    """A row of each of `count` tuples, from each row's tuple index."""
     rep = np.empty(count, dtype=np.int64)
-    rep[inverse] = np.arange(n, dtype=np.int64)
-    return rep, inverse
+    rep[inverse] = np.arange(len(inverse), dtype=np.int64)
+    return rep
 
 
 def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
@@ -100,32 +126,67 @@ def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
 
 def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
     """tree with every array of length n indexed by idx (dataclasses, dicts, tuples and lists
-    walked; scalars and other objects as they are). Arrays of one dtype are gathered as one
-    matrix: one call and one allocation instead of one per array."""
+    walked; scalars and other objects as they are). One ndarray.take per array: stacking them
+    into one matrix first copies every array once more and measured 2-3x slower."""
     found: list[np.ndarray] = []
     _leaves(tree, n, found)
-    groups: dict[Any, list[int]] = {}
-    for i, a in enumerate(found):
-        groups.setdefault(a.dtype, []).append(i)
-    taken: list[np.ndarray] = [np.empty(0)] * len(found)
-    for ids in groups.values():
-        rows = np.stack([found[i] for i in ids]).take(idx, axis=1)
-        for i, row in zip(ids, rows):
-            taken[i] = row
-    return _rebuild(tree, n, iter(taken))
+    return _rebuild(tree, n, iter([a.take(idx) for a in found]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A sub-result on one row per distinct tuple (`tree`, arrays of `size` rows) and each
+    candidate's row in it (`index`; None: the tree holds the candidates' own rows)."""
+
+    tree: Any
+    index: np.ndarray | None
+    size: int
+
+    def rows(self, idx: np.ndarray | None = None, pick: Callable[[Any], Any] | None = None
+             ) -> Any:
+        """The tree (or `pick` of it) gathered to the candidates idx (None: every candidate)."""
+        tree = self.tree if pick is None else pick(self.tree)
+        if idx is None:
+            return tree if self.index is None else gather(tree, self.index, self.size)
+        return gather(tree, idx if self.index is None else self.index.take(idx), self.size)
+
+
+    def take(self, idx: np.ndarray) -> "Part":
+        """The part of the candidates idx (the tree as it is, the index narrowed)."""
+        return Part(self.tree, idx if self.index is None else self.index.take(idx), self.size)
+
+
+def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:
+    """part(c) computed on one row per distinct tuple of the named columns of c (or on c itself
+    where most rows are distinct), not yet gathered: a caller that needs only some rows, or
+    only some of the arrays, gathers those (Part.rows)."""
+    n = len(c)
+    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
+                          runs=True) \
+        if n >= 2 else None
+    if found is None:
+        return Part(part(c), None, n)
+    first, inverse = found
+    return Part(part(c.take(first)), inverse, len(first))
 
 
 def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
-                rows: bool = False) -> Any:
+                rows: bool = False, groups: tuple[np.ndarray, int] | None = None) -> Any:
     """part(c) computed on one row per distinct tuple of the named columns of c and gathered
     back to every row (or on c itself where most rows are distinct). With `rows` the part is
     called as part(sub, idx), idx being the rows of c that sub holds (to index other per-row
-    arrays that depend on the named columns alone)."""
+    arrays that depend on the named columns alone). `groups` (each row's group in [0, count),
+    the count) stands for the tuples where the caller knows rows alike in those columns."""
     n = len(c)
     call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
     if n < 2:
         return call(c, np.arange(n))
-    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n))
+    if groups is not None:
+        inverse, count = _dense(groups[0], groups[1])
+        found = None if count > int(WORTH_IT * n) else (_first_rows(inverse, count), inverse)
+    else:
+        found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
+                              runs=True)
     if found is None:
         return call(c, np.arange(n))
     first, inverse = found

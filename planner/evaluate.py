@@ -8,7 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,9 +17,10 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, 
                          Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
+from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import on_distinct
+from .distinct import Part, distinct_part, gather, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -252,10 +253,17 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
     states = on_distinct(c, STATE_COLUMNS, lambda u: _state_part(p, u))
     acts = acts or on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
     flight = on_distinct(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u))
-    st = {name: _stage(p, x, name, states[name], acts["stages"][name], flight[name], detail)
+    return _memory(p, x, states, acts, flight, detail)
+
+
+def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
+            detail: bool, known: dict[str, StageMemory] | None = None) -> Memory:
+    """memory() from its three parts, gathered to the rows of x (`known`: stages the caller
+    has computed already)."""
+    st = {name: (known or {}).get(name) or _stage(p, x, name, states[name],
+                                                  acts["stages"][name], flight[name], detail)
           for name in STAGES}
-    capacity = p.hardware.gpu.memory_bytes
-    usable = capacity * (1.0 - p.budget.margin_fraction)
+    capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
     middle = np.where(has_middle, st["middle"].total, 0.0)
     peak = np.maximum(np.maximum(st["first"].total, st["last"].total), middle)
@@ -265,6 +273,100 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
                                                   [0, 1], 2),
                   usable=np.full_like(x.tp, usable), capacity=np.full_like(x.tp, capacity),
                   headroom=usable - peak)
+
+
+def usable_bytes(p: Problem) -> float:
+    """Capacity minus the margin: what a layout's peak must not exceed."""
+    return p.hardware.gpu.memory_bytes * (1.0 - p.budget.margin_fraction)
+
+
+@dataclass(frozen=True)
+class MemoryParts:
+    """What memory() computes once per distinct tuple (the states, the activations, the
+    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
+    row and the exact memory of only the rows a caller asks for (their shape computed then)."""
+
+    c: Candidates
+    states: Part
+    acts: Part
+    flight: Part
+
+    def floor(self, p: Problem) -> np.ndarray:
+        """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
+        of the stages a layout has): never above memory()'s peak."""
+        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
+        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
+                                              t["stages"]["first"]["forward_working"]))
+        flight = self.flight.rows()
+        b, fw = p.budget, p.fw
+        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
+                                       share=b.fragmentation_fraction,
+                                       expandable=fw.memory.expandable_segments,
+                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                  for k in STAGES}
+        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
+        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+
+    def rows(self, p: Problem, idx: np.ndarray | None = None, sub: Candidates | None = None
+             ) -> tuple[Shape, dict, Memory]:
+        """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
+        the time model's per-mode layer bytes, memory) of the rows idx (None: every row);
+        `sub` is c.take(idx) where the caller has it."""
+        if sub is None:
+            sub = self.c if idx is None else self.c.take(idx)
+        x = shape(p, sub)
+        ends = ("first", "last")
+        acts = self.acts.rows(idx, pick=lambda t: {"stages": {k: t["stages"][k] for k in ends},
+                                                   "per_mode": t["per_mode"]})
+        return x, acts, _memory(p, x, self.states.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                acts, self.flight.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                False, {"middle": self._middle(p, x, idx)})
+
+    def _middle(self, p: Problem, x: Shape, idx: np.ndarray | None) -> StageMemory:
+        """The middle stage (detail=False) of the rows idx, computed only where there is one
+        (PP > 2) and 0 elsewhere, where memory() reads it only through has_middle."""
+        n = len(x.tp)
+        mid = np.flatnonzero(x.pp > 2)
+        at = mid if idx is None else np.asarray(idx).take(mid)
+        m = _stage(p, gather(x, mid, n), "middle", self.states.rows(at, pick=lambda t: t["middle"]),
+                   self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
+                   self.flight.rows(at, pick=lambda t: t["middle"]), False)
+
+        def spread(v: np.ndarray | None) -> np.ndarray | None:
+            if v is None:
+                return None
+            full = np.zeros(n)
+            full[mid] = v
+            return full
+        return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
+
+    def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+        """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the
+        states part is on distinct tuples."""
+        if self.states.index is None:
+            return None
+        return (self.states.index if idx is None else self.states.index.take(idx),
+                self.states.size)
+
+    def take(self, idx: np.ndarray, c: Candidates) -> "MemoryParts":
+        """The parts of the rows idx, for candidates c alike to them in every column the states
+        and the micro-batches in flight read (nothing recomputed, nothing gathered)."""
+        return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
+                           flight=self.flight.take(idx))
+
+    def with_acts(self, p: Problem, c: Candidates) -> "MemoryParts":
+        """The parts of c, rows alike to these but in the columns the activations alone read
+        (a partial-recompute layer count): the states and the in-flight part kept."""
+        return MemoryParts(c=c, states=self.states, flight=self.flight,
+                           acts=distinct_part(c, ACTIVATION_COLUMNS,
+                                              lambda u: _activation_part(p, u)))
+
+
+def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
+    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
+    return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+                       acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+                       flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def evaluate_memory(p: Problem, c: Candidates, detail: bool = True

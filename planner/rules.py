@@ -187,6 +187,22 @@ def structural_predicates(p: Problem, c: Candidates, m: np.ndarray) -> dict[str,
             for r in RULES if r.predicate is not None}
 
 
+# The leading rules whose predicates read the split alone (TP, CP, PP, DP, EP): a split that
+# fails one fails it first on every one of its rows, so the search counts them unbuilt.
+SPLIT_RULES: tuple[str, ...] = RULE_NAMES[:4]
+
+
+def split_failure(p: Problem, split: tuple[int, int, int, int, int]) -> int:
+    """Index into RULE_NAMES of the first of SPLIT_RULES that a split (TP, CP, PP, DP, EP)
+    fails, -1 where it passes them all."""
+    tp, cp, pp, dp, ep = (np.array([v], dtype=np.int64) for v in split)
+    one = Candidates(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, sp=np.zeros(1, dtype=np.int64))
+    for i, name in enumerate(SPLIT_RULES):
+        if not RULES[i].predicate(p, one, p.global_batch / dp).all():
+            return i
+    return -1
+
+
 def config_keys(fmt: str, lay: Layout) -> dict[str, str]:
     """Rule id → the key it concerns in one input format (`FORMATS`), for `check`'s line
     numbers and messages; rules the format has no key for are left out."""

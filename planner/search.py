@@ -1,8 +1,11 @@
 """Search the complete layout space (planner.space), rank what fits, explain the rest.
 
 Two stages per batch of candidates: the structural rules over integer arrays for every
-candidate (each rejection counted against the first rule it fails), then the cost model
-(planner.evaluate) on the survivors only. Partial full-recompute rows get their layer count
+candidate (each rejection counted against the first rule it fails; on the layouts before the
+recompute knob, which no structural rule reads, and a split that a split rule rejects is
+counted without being built), then the cost model (planner.evaluate) on the survivors only:
+the five-phase memory model where a sound floor on the peak (MemoryParts.floor) leaves a
+chance of fitting or of being the closest miss, the step time where a row fits. Partial full-recompute rows get their layer count
 solved (solve_partial). Only the rows that fit and that no other row beats on step time × peak
 memory × GPUs (a Pareto front, engine.pareto) are kept from batch to batch, so memory stays
 bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
@@ -14,12 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
+from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from .engine.pareto import pareto_front
-from .distinct import gather
-from .evaluate import Evaluation, Memory, evaluate, evaluate_memory
-from .rules import RULE_NAMES, structural_predicates
-from .space import SearchSpace, candidate_batches, recomputes
+from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
+                       memory_parts, usable_bytes)
+from .timing import step_seconds
+from .rules import RULE_NAMES, split_failure, structural_predicates
+from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -88,33 +92,37 @@ def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candida
     input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
     needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
     largest k over its stages. Layouts needing every layer are already the full rows."""
-    base = _to_solve(c, mem, n_rec)
-    rows, _ = _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])
-    return rows
+    base = _to_solve(c, mem.peak <= mem.usable, n_rec)
+    return _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])[0]
 
 
-def _to_solve(c: Candidates, mem: Memory, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit."""
+def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
+    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit
+    (`fits` per row of c)."""
     none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
         return np.zeros(0, dtype=np.int64)
-    fits = mem.peak <= mem.usable
     return np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
 def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
-           ) -> tuple[Candidates, np.ndarray]:
+           ) -> tuple[Candidates, np.ndarray, MemoryParts]:
     """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory): the solved rows and which of `rows` they come from."""
-    n = np.stack(shape(p, rows).layers)
-    m1 = _stage_memory(evaluate_memory(p, _with(rows, recompute_layers=1), detail=False)[2])
+    memory): the solved rows, which of `rows` they come from, and their memory parts (the
+    states and micro-batches in flight are those of `rows`: only the activations read the
+    layer count)."""
+    parts = memory_parts(p, rows)
+    x, _, m1 = parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)
+    n = np.stack(x.layers)
+    m1 = _stage_memory(m1)
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
                            1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
     k = np.minimum(k_stage, n).max(axis=0)
     ok = np.flatnonzero(k < n.max(axis=0))
-    return _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64)), ok
+    solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
+    return solved, ok, parts.take(ok, solved).with_acts(p, solved)
 
 
 def _with(c: Candidates, **cols) -> Candidates:
@@ -181,77 +189,140 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
     return np.stack([passes[n] for n in STRUCTURAL])
 
 
-def _scan_batch(p: Problem, c: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
-    """Structural rules on every row, the cost model on the survivors (recompute variants stay
-    consecutive: no structural rule reads recompute), partial recompute solved, keep what fits."""
-    t.enumerated += len(c)
-    mat = _structural(p, c)
+def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates,
+                      left: list[tuple[tuple, int]], rec: np.ndarray) -> Candidates:
+    """The structural rules on a batch (space.layout_batches: layouts before the recompute
+    knob, which no structural rule reads, and the splits left out because a split rule
+    rejects all their rows), each rejection counted against its first rule with the first
+    such candidate as its example; the survivors crossed with their recompute rows."""
+    for split, rows in left:
+        rule = split_failure(p, split)
+        t.enumerated += rows
+        t.rejected[rule] += rows
+        if rule not in t.examples:
+            t.examples[rule] = Candidates(**split_rows(p, space, split, rec[:1])).take([0])
+    t.enumerated += len(lay) * len(rec)
+    mat = _structural(p, lay)
     ok = mat.all(axis=0)
     first = np.argmin(mat, axis=0)
     for k, count in enumerate(np.bincount(first[~ok], minlength=len(STRUCTURAL))):
         if count:
             rule = RULE_NAMES.index(STRUCTURAL[k])
-            t.rejected[rule] += count
-            t.examples.setdefault(rule, c.take(np.flatnonzero(~ok & (first == k))[:1]))
-    surv = c.take(np.flatnonzero(ok))
+            t.rejected[rule] += count * len(rec)
+            t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
+    return with_recomputes(lay, rec, np.flatnonzero(ok))
+
+
+def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
+    """The cost model on the structural survivors (recompute variants consecutive), partial
+    recompute solved, keep what fits. The five-phase memory model runs only where the floor
+    (MemoryParts.floor, never above the exact peak) leaves a chance of fitting, and for the
+    misses that could be the closest one."""
     if not len(surv):
         return
-    known = evaluate_memory(p, surv, detail=False)
-    mem = known[2]
-    fits = mem.peak <= mem.usable
-    miss = np.flatnonzero(~fits)
-    t.rejected[FITS] += len(miss)
+    parts = memory_parts(p, surv)
+    slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
+    cand = np.flatnonzero(slack >= 0.0)
+    rows = surv.take(cand)
+    x, acts, mem = parts.rows(p, cand, rows)
+    fit = mem.peak <= mem.usable
+    fits = np.zeros(len(surv), dtype=bool)
+    fits[cand[fit]] = True
+    t.rejected[FITS] += len(surv) - int(fit.sum())
+    _closest(p, t, surv, parts, slack, cand[~fit], mem.headroom[~fit])
+    t.valid += int(fit.sum())
+    base = _to_solve(surv, fits, n_rec)
+    at = np.searchsorted(cand, base)
+    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
+    if dominated:
+        t.kept.append(rows.take(np.flatnonzero(fit)))
+    else:  # the memory already evaluated is kept for the timing
+        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit,
+                                          parts.state_groups(cand))))
+
+
+def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
+             miss: np.ndarray, headroom: np.ndarray) -> None:
+    """The miss with the most headroom (the first of equals) into t.closest, exactly as if every
+    row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
+    the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
+    headroom known (this batch's or an earlier one's) can be it, and only those are evaluated."""
+    rest = np.ones(len(surv), dtype=bool)
+    rest[np.flatnonzero(slack >= 0.0)] = False
+    rest = np.flatnonzero(rest)
+    if len(rest):
+        best = max(float(headroom.max()) if len(headroom) else -np.inf,
+                   t.closest[0] if t.closest is not None else -np.inf)
+        if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
+            best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
+        extra = rest[slack[rest] >= best]
+        order = np.argsort(np.concatenate([miss, extra]), kind="stable")
+        miss = np.concatenate([miss, extra])[order]
+        headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
     if len(miss):
-        j = miss[np.argmax(mem.headroom[miss])]
-        if t.closest is None or mem.headroom[j] > t.closest[0]:
-            t.closest = (float(mem.headroom[j]), surv.take([j]))
-    t.valid += int(fits.sum())
-    base = _to_solve(surv, mem, n_rec)
-    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, base], mem.usable[base]))
-    idx = np.flatnonzero(fits)
-    rows = surv.take(idx)
-    if not dominated and len(rows):
-        # only the rows that fit are timed: the memory already evaluated is kept for them
-        rows = rows.take(_front_of(p, rows, gather(known, idx, len(surv))))
-    t.kept.append(rows)
+        j = int(np.argmax(headroom))
+        if t.closest is None or headroom[j] > t.closest[0]:
+            t.closest = (float(headroom[j]), surv.take(miss[[j]]))
 
 
-def _front_of(p: Problem, rows: Candidates, known: tuple) -> np.ndarray:
-    """Indices of the exact front (step time × peak × GPUs) of rows whose memory is known."""
-    ev = evaluate(p, rows, detail=False, known=known, structural_pass=True)
-    return np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=0.0))
+def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
+              groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
+    """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
+    whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
+    is timed, also those that do not fit (cheaper than gathering the memory of those that
+    do; a row's step time does not depend on its neighbours)."""
+    x, acts, mem = known
+    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
+    idx = np.flatnonzero(fit)
+    obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
+    return idx[_front(obj, tolerance=0.0)]
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
-    """Every batch's partial-recompute layouts solved at once (one evaluation instead of one per
-    batch), those that fit counted and kept (their exact front unless `dominated`), placed
-    after their batch's rows: the kept rows in the order a batch-by-batch solve gives."""
-    if not t.to_solve:
-        return t.kept
-    batch = np.concatenate([np.full(len(r), i) for i, (r, _, _) in enumerate(t.to_solve)])
-    rows, ok = _solve(p, _concat([r for r, _, _ in t.to_solve]),
-                      np.concatenate([m for _, m, _ in t.to_solve], axis=1),
-                      np.concatenate([u for _, _, u in t.to_solve]))
-    known = evaluate_memory(p, rows, detail=False)
-    keep = np.flatnonzero(known[2].peak <= known[2].usable)
-    rows, batch = rows.take(keep), batch[ok][keep]
-    t.solved += len(rows)
-    if not dominated and len(rows):
-        front = _front_of(p, rows, gather(known, keep, len(ok)))
-        rows, batch = rows.take(front), batch[front]
-    out = []
-    for i, fit in enumerate(t.kept):
-        out += [fit, rows.take(np.flatnonzero(batch == i))]
+    """Every batch's partial-recompute layouts solved, a group of batches at a time (one
+    evaluation per CHUNK_ROWS layouts instead of one per batch, memory bounded), those that fit
+    counted and kept (their exact front unless `dominated`), placed after their batch's rows:
+    the kept rows in the order a batch-by-batch solve gives."""
+    solved: list[Candidates] = []
+    for group in _groups([len(r) for r, _, _ in t.to_solve]):
+        batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        rows, ok, parts = _solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                 np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                 np.concatenate([t.to_solve[i][2] for i in group]))
+        x, acts, mem = parts.rows(p)
+        fit = mem.peak <= mem.usable
+        t.solved += int(fit.sum())
+        keep = np.flatnonzero(fit) if dominated or not fit.any() \
+            else _front_of(p, rows, (x, acts, mem), fit, parts.state_groups())
+        rows, batch = rows.take(keep), batch[ok][keep]
+        solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
+    return [r for pair in zip(t.kept, solved) for r in pair]
+
+
+def _groups(sizes: list[int]) -> list[list[int]]:
+    """Consecutive indices of `sizes` in groups of at most CHUNK_ROWS rows (or one index)."""
+    out: list[list[int]] = []
+    total = 0
+    for i, n in enumerate(sizes):
+        if out and total + n <= CHUNK_ROWS:
+            out[-1].append(i)
+            total += n
+        else:
+            out.append([i])
+            total = n
     return out
 
 
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
-    for c in candidate_batches(p, space):
-        ok = _structural(p, c).all(axis=0)
+    rec = recomputes(p, space)
+    for lay, _ in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
+        ok = _structural(p, lay).all(axis=0)
         if ok.any():
-            mem = evaluate_memory(p, c.take(np.flatnonzero(ok)), detail=False)[2]
+            parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
+            cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
+            mem = parts.rows(p, cand)[2]
             if (mem.peak <= mem.usable).any():
                 return True
     return False
@@ -262,9 +333,10 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
-    n_rec = len(recomputes(p, space))
-    for batch in candidate_batches(p, space):
-        _scan_batch(p, batch, t, dominated, n_rec)
+    rec = recomputes(p, space)
+    for lay, left in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
+        surv = _count_structural(p, space, t, lay, left, rec)
+        _scan_batch(p, surv, t, dominated, len(rec))
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})

@@ -21,7 +21,7 @@ PP beyond the layer count. Everything else a rule rejects is enumerated and coun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -119,6 +119,21 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
 
 
+def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> list[int]:
+    """The micro-batches of a split: every divisor of the per-replica batch (1 where DP does
+    not divide the batch: batch-divisible rejects it), or the one fixed."""
+    per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
+    return [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
+
+
+def _tables(p: Problem, space: SearchSpace, tables: dict, dpcp: int, pp: int) -> None:
+    """The state table of a DP·CP group and the schedule table of a PP degree, once each."""
+    if ("states", dpcp) not in tables:
+        tables["states", dpcp] = _states(space, dpcp)
+    if ("schedules", pp) not in tables:
+        tables["schedules", pp] = _schedules(p, space, pp)
+
+
 def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
                rec: np.ndarray, tables: dict | None = None) -> dict[str, np.ndarray]:
     """Every candidate of one split as COLUMNS arrays, recompute innermost: row r takes table
@@ -126,12 +141,8 @@ def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
     (np.indices' C order). `tables` memoises the state and schedule tables across splits."""
     tp, cp, pp, dp, ep = split
     tables = {} if tables is None else tables
-    per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
-    mbs = [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
-    if ("states", dp * cp) not in tables:
-        tables["states", dp * cp] = _states(space, dp * cp)
-    if ("schedules", pp) not in tables:
-        tables["schedules", pp] = _schedules(p, space, pp)
+    mbs = _micro_batches(p, space, dp)
+    _tables(p, space, tables, dp * cp, pp)
     parts = (tables["states", dp * cp], np.array(mbs, dtype=np.int64).reshape(-1, 1),
              tables["schedules", pp], np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
     picked = [t[i] for t, i in zip(parts, np.indices([len(t) for t in parts]).reshape(
@@ -149,21 +160,62 @@ def candidate_batches(p: Problem, space: SearchSpace,
                       rows: int | None = None) -> Iterator[Candidates]:
     """The whole space, as Candidates of about `rows` (default CHUNK_ROWS) rows each, whole
     splits per batch."""
+    rec = recomputes(p, space)
+    for layouts, _ in layout_batches(p, space, rows):
+        yield with_recomputes(layouts, rec)
+
+
+def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
+                   keep: Callable[[tuple[int, int, int, int, int]], bool] | None = None
+                   ) -> Iterator[tuple[Candidates, list[tuple[tuple, int]]]]:
+    """candidate_batches before the recompute knob is crossed (every row holds the first
+    recompute row; with_recomputes crosses it), in the same batches, leaving out the splits
+    `keep` refuses: per batch (its layouts, [(left-out split, the rows it has)])."""
     rows = rows or CHUNK_ROWS
     rec = recomputes(p, space)
+    first = rec[:1]
     pending: list[dict[str, np.ndarray]] = []
+    left: list[tuple[tuple, int]] = []
     size = 0
     tables: dict = {}
     for split in splits(p, space):
-        block = split_rows(p, space, split, rec, tables)
-        pending.append(block)
-        size += len(block["tp"])
+        if keep is None or keep(split):
+            block = split_rows(p, space, split, first, tables)
+            pending.append(block)
+            size += len(block["tp"]) * len(rec)
+        else:
+            left.append((split, split_size(p, space, split, tables) * len(rec)))
+            size += left[-1][1]
         if size >= rows:
-            yield _columns(pending)
-            pending, size = [], 0
-    if pending:
-        yield _columns(pending)
+            yield _columns(pending), left
+            pending, left, size = [], [], 0
+    if pending or left:
+        yield _columns(pending), left
+
+
+def split_size(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
+               tables: dict) -> int:
+    """Rows of split_rows(p, space, split, one recompute row), without building them."""
+    tp, cp, pp, dp, ep = split
+    _tables(p, space, tables, dp * cp, pp)
+    return len(tables["states", dp * cp]) * len(_micro_batches(p, space, dp)) \
+        * len(tables["schedules", pp]) * (2 if tp > 1 else 1)
+
+
+def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
+                    ) -> Candidates:
+    """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
+    innermost (as split_rows lays them out)."""
+    k = len(rec)
+    idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
+    cols = {name: getattr(c, name).take(idx) for name in COLUMNS
+            if name not in ("recompute", "recompute_layers")}
+    n = len(idx) // k
+    return Candidates(**cols, recompute=np.tile(rec[:, 0], n),
+                      recompute_layers=np.tile(rec[:, 1], n))
 
 
 def _columns(blocks: list[dict[str, np.ndarray]]) -> Candidates:
+    if not blocks:
+        return Candidates(**{name: np.zeros(0, dtype=np.int64) for name in COLUMNS})
     return Candidates(**{name: np.concatenate([b[name] for b in blocks]) for name in COLUMNS})

@@ -103,31 +103,45 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
     return t_opt, t_offload
 
 
-def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
-              ) -> tuple[StepTime, Throughput]:
-    """The step, composed as a list of per-axis terms; the pipeline is paced by its fullest
-    stage (ceil(L/(p·v))·v layers)."""
+def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
+          state_groups: tuple[np.ndarray, int] | None = None) -> tuple:
+    """(compute, communication, optimizer, offload, step, bubble): the step composed from its
+    terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers)."""
     n_layers = x.layers[1]
     k_full = full_recomputed(c, n_layers)
     comp = terms.compute(p, c, x, a, n_layers, k_full)
-    cm = terms.communication(p, c, x, mem, comp, n_layers, k_full)
+    cm = terms.communication(p, c, x, mem, comp, n_layers, k_full, state_groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
-    m = x.micro_batches
     per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
                        cm.zero3_exposed]
     per_step = [cm.dp_exposed, t_opt, t_offload]
-    step, bubble = st.compose_step(per_micro_batch, m, x.pp, x.v, per_step)
+    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
     # ZB-H1 defers the weight-gradient half of the backward into the cool-down (schedules.py)
     zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
     step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
     bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
+    return comp, cm, t_opt, t_offload, step, bubble
+
+
+def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
+                 state_groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
+    """step_time's step alone (what the search's fronts compare), bit for bit; `state_groups`
+    as timing_terms.communication takes it."""
+    return _step(p, c, x, mem, a, state_groups)[4]
+
+
+def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
+              ) -> tuple[StepTime, Throughput]:
+    """The step, composed as a list of per-axis terms (_step), and its throughput."""
+    comp, cm, t_opt, t_offload, step, bubble = _step(p, c, x, mem, a)
+    m, n_layers = x.micro_batches, x.layers[1]
     t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute), recompute=m * comp.recompute,
                  tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
                  pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
                  dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload,
                  tp_total=m * cm.tp, cp_total=m * cm.cp, dp_total=cm.dp, zero3_total=m * cm.zero3,
                  step=step)
-    return t, _throughput(p, c, x, comp, cm, t, n_layers, k_full)
+    return t, _throughput(p, c, x, comp, cm, t, n_layers, full_recomputed(c, n_layers))
 
 
 def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: "terms.Comm",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import allocator as alc
 from ._array import Num, out
 
 PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
@@ -91,3 +92,20 @@ def peak_of(phases: dict[str, dict[str, Num]], totals: list[np.ndarray] | None =
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}
     return out(totals.max(axis=0)), out(moment.astype(float)), items
+
+
+def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_working: Num,
+                 *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
+    """A lower bound on a stage's device total that needs no phase but the forward one: its
+    allocated bytes S + n·A + forward working set without the gathered parameters, through
+    allocator.reserved_bytes without the segment rounding, then allocator.device_total_bytes.
+
+    Sound in floating point, not only in exact arithmetic: what it leaves out (gathered
+    parameters, rounding, the other phases of the max) is ≥ 0, its sums run in phase_totals'
+    order, and every step is non-decreasing in its inputs (IEEE rounding is monotone), so the
+    result never exceeds the exact device total (the search skips the five-phase model for
+    layouts whose floor already exceeds usable memory)."""
+    held = np.asarray(in_flight, dtype=float) * np.asarray(activations_per_mb, dtype=float)
+    allocated = sum((np.asarray(v, dtype=float) for v in (states, held, forward_working)), 0.0)
+    reserved = alc.reserved_bytes(allocated, states, 0.0, share=share, expandable=expandable)
+    return alc.device_total_bytes(reserved, context, nccl)

@@ -1,0 +1,138 @@
+"""The search's shortcuts change nothing it returns: the memory floor never exceeds the exact
+peak, splits counted unbuilt fail their rule on every row, and a search with every shortcut
+switched off (every row's memory exact, every split built) gives the same rows, counts,
+examples and solved layouts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import planner.search as search_mod
+from planner.api import problem
+from planner.distinct import distinct_rows
+from planner.evaluate import MemoryParts, evaluate_memory, memory_parts
+from planner.rules import RULES, SPLIT_RULES, split_failure
+from planner.search import SearchSpace, search
+from planner.space import candidate_batches, recomputes, split_rows, splits
+from planner.specs.framework import load_framework
+from planner.specs.hardware import load_profile
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
+
+H100 = load_profile("h100")
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
+
+
+def _problem(params: float, gpus: int, seq: int, batch: int, precision: str, fw: str,
+             flash: bool | None):
+    p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=batch,
+                precision=precision)
+    return dataclasses.replace(p, framework=load_framework(fw), flash_attention=flash)
+
+
+problems = st.builds(_problem, st.sampled_from([1.3e9, 7e9, 70e9]),
+                     st.sampled_from([8, 24, 64, 256]), st.sampled_from([2048, 4096, 16384]),
+                     st.sampled_from([16, 96, 512]),
+                     st.sampled_from(["mixed", "fp8", "fp32", "bf16-pure"]),
+                     st.sampled_from(FRAMEWORKS), st.sampled_from([None, False]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans(), st.integers(0, 2**31 - 1))
+def test_the_floor_is_never_above_the_exact_peak(p, offload, seed):
+    """MemoryParts.floor ≤ the five-phase peak on every row, structurally valid or not."""
+    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 3000),
+                                                             replace=False)))
+    floor = memory_parts(p, rows).floor(p)
+    peak = evaluate_memory(p, rows, detail=False)[2].peak
+    assert (floor <= peak).all(), float(np.max(floor - peak))
+    assert (floor > 0).all()  # a floor, not a zero: the states and the context are in it
+
+
+@settings(max_examples=20, deadline=None)
+@given(problems)
+def test_a_split_rule_holds_or_fails_on_every_row_of_a_split(p):
+    space = SearchSpace()
+    rec = recomputes(p, space)
+    for split in splits(p, space)[::7]:
+        rows = split_rows(p, space, split, rec)
+        c = search_mod.Candidates(**rows)
+        fails = [not RULES[i].predicate(p, c, p.global_batch / (c.mb * c.dp)).all()
+                 for i in range(len(SPLIT_RULES))]
+        first = next((i for i, f in enumerate(fails) if f), -1)
+        assert split_failure(p, split) == first
+        for i in range(len(SPLIT_RULES)):
+            passes = np.asarray(RULES[i].predicate(p, c, p.global_batch / (c.mb * c.dp)))
+            assert passes.min() == passes.max()  # the same verdict on every row
+
+
+def test_runs_number_alike_rows_alike():
+    rng = np.random.default_rng(3)
+    wide = np.repeat(rng.integers(0, 10**9, 40), 50)  # a split column: few long runs
+    narrow = rng.integers(0, 5, len(wide))
+    rep, inverse = distinct_rows([wide, narrow], runs=True)
+    keys = np.stack([wide, narrow], axis=1)
+    assert (keys[rep][inverse] == keys).all()
+
+
+def _no_shortcuts(monkeypatch):
+    """Every row's memory exact (a floor of 0) and every split built."""
+    monkeypatch.setattr(MemoryParts, "floor", lambda self, p: np.zeros(len(self.c)))
+    monkeypatch.setattr(search_mod, "split_failure", lambda p, split: -1)
+
+
+def _same(a, b):
+    assert (a.enumerated, a.valid, a.solved) == (b.enumerated, b.valid, b.solved)
+    assert a.rejected.tolist() == b.rejected.tolist()
+    assert a.order.tolist() == b.order.tolist()
+    assert a.first_failure.tolist() == b.first_failure.tolist()
+    for f in dataclasses.fields(a.candidates):
+        assert getattr(a.candidates, f.name).tolist() == getattr(b.candidates, f.name).tolist()
+    assert a.results.time.step.tobytes() == b.results.time.step.tobytes()
+    assert a.results.memory.peak.tobytes() == b.results.memory.peak.tobytes()
+
+
+CASES = {
+    "70b-256": (lambda: problem(model_from_params(70e9), H100, 256, seq_len=4096,
+                                global_batch=1024), {}),
+    "70b-8-nothing-fits": (lambda: problem(model_from_params(70e9), H100, 8, seq_len=4096,
+                                           global_batch=64), {}),
+    "gpt2-8-all": (lambda: problem(get_preset("gpt2"), H100, 8, seq_len=1024,
+                                   global_batch=64), {"dominated": True}),
+    "mixtral-64": (lambda: problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096,
+                                   global_batch=256), {}),
+    "13b-24-cost": (lambda: problem(model_from_params(13e9), H100, 24, seq_len=2048,
+                                    global_batch=96), {"objective": "cost"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_search_is_the_same_without_its_shortcuts(name, monkeypatch):
+    make, kw = CASES[name]
+    p = make()
+    fast = search(p, **kw)
+    _no_shortcuts(monkeypatch)
+    _same(fast, search(p, **kw))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 40))
+def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
+    """engine.pareto's bins before the sort (large exact fronts) keep the same rows, ties (few
+    distinct values) included."""
+    import planner.engine.pareto as pareto
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, size=(pareto.PREFILTER_ROWS + 500, 3)).astype(float)
+    x[:, 2] = 8.0
+    fast = pareto.pareto_front(x)
+    try:
+        pareto.PREFILTER_ROWS, old = 10**9, pareto.PREFILTER_ROWS
+        assert (pareto.pareto_front(x) == fast).all()
+    finally:
+        pareto.PREFILTER_ROWS = old

@@ -50,6 +50,8 @@ SCENARIOS = {
     "small-gpt2-4": (lambda: get_preset("gpt2"), 4, 1024, 64, None),
     "torchtitan-70b-64": (lambda: get_preset("llama3-70b"), 64, 4096, 256, "torchtitan"),
     "deepspeed-70b-64": (lambda: get_preset("llama3-70b"), 64, 4096, 256, "deepspeed"),
+    # the complete space with offload (#15 "complete space"): ZeRO-Offload crossed too
+    "offload-70b-32": (lambda: get_preset("llama3-70b"), 32, 4096, 256, None, True),
 }
 
 
@@ -58,11 +60,12 @@ def scenario(request):
     import dataclasses
 
     from planner.specs.framework import load_framework
-    model, gpus, seq, batch, fw = SCENARIOS[request.param]
+    model, gpus, seq, batch, fw, *offload = SCENARIOS[request.param]
     p = problem(model(), H100, gpus, seq_len=seq, global_batch=batch)
     if fw:
         p = dataclasses.replace(p, framework=load_framework(fw))
-    return p, search(p, dominated=True)
+    space = SearchSpace(allow_offload=bool(offload))
+    return p, space, search(p, space, dominated=True)
 
 
 def single_knob_ties(res) -> dict[str, int]:
@@ -84,15 +87,18 @@ def single_knob_ties(res) -> dict[str, int]:
 
 
 def test_no_two_valid_rows_differ_only_in_a_knob_that_changes_nothing(scenario):
-    _, every = scenario
+    _, space, every = scenario
     assert len(every.order) == every.valid + every.solved > 0
+    if space.allow_offload:
+        c = every.candidates.take(every.order)
+        assert np.any(c.offload_opt > 0) and np.any(c.offload_par > 0)
     assert single_knob_ties(every) == {}
 
 
 @pytest.mark.parametrize("objective", ["time", "cost", "headroom"])
 def test_no_default_row_is_dominated_by_any_valid_layout(scenario, objective):
-    p, every = scenario
-    shown = search(p, objective=objective)
+    p, space, every = scenario
+    shown = search(p, space, objective=objective)
     top = shown.order[:10]
     assert len(top) >= 1
     assert not dominated_by_any(_objectives(shown, top), _objectives(every, every.order)).any()

@@ -13,7 +13,7 @@ Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeR
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
 because the framework does not run them (its profile): a pipeline schedule outside
 pipeline_schedules (PP at all where the list is empty), selective recompute where
-selective_recompute is "none".
+selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false.
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
@@ -69,7 +69,8 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
         # CP = 1 always: the chunk bound is on CP's chunks (a sequence of one token is one chunk)
         for cp in [space.cp] if space.cp else [
                 c for c in divisors(gpus // tp)
-                if c == 1 or 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
+                if c == 1 or (2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len
+                              and p.fw.time.context_parallel)]:
             if (gpus // tp) % cp:
                 continue
             rest = gpus // (tp * cp)
@@ -80,7 +81,8 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
                     continue
                 dp = rest // pp
                 eps = [space.ep] if space.ep else (
-                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0] if mod.is_moe else [1])
+                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0
+                     and (e == 1 or p.fw.time.expert_parallel)] if mod.is_moe else [1])
                 out += [(tp, cp, pp, dp, ep) for ep in eps]
     return out
 

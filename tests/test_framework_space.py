@@ -81,6 +81,8 @@ def test_deepspeed_zero3_with_pp_fails_a_rule_keyed_to_its_config(dtplan):
     ("deepspeed", "deepspeed", "llama3-70b", 256),
     ("fsdp", "accelerate", "llama3-70b", 256),
     ("fsdp", "accelerate", "llama3-8b", 8),
+    ("fsdp", "accelerate", "mixtral-8x7b", 64),
+    ("deepspeed", "deepspeed", "mixtral-8x7b", 64),
 ])
 def test_the_default_winner_exports_to_its_framework(dtplan, tmp_path, framework, engine,
                                                       model, gpus):
@@ -134,3 +136,38 @@ def test_selective_recompute_is_searched_exactly_where_it_changes_the_cost(frame
     else:
         assert offered
         assert step[1] > step[0] and peak[1] < peak[0]
+
+
+def test_cp_and_ep_only_where_the_framework_runs_them():
+    # DeepSpeed's sequence parallelism is Ulysses, not ring CP; FSDP trainers have no EP axis.
+    ds = search(_problem("deepspeed", "llama3-8b", 64, 131072, 16), dominated=True)
+    assert ds.valid and (ds.candidates.cp[ds.order] == 1).all()
+    titan = search(_problem("torchtitan", "llama3-8b", 64, 131072, 16), dominated=True)
+    assert (titan.candidates.cp[titan.order] > 1).any()
+    moe = search(_problem("fsdp", "mixtral-8x7b", 64, 4096, 512), dominated=True)
+    assert moe.valid and (moe.candidates.ep[moe.order] == 1).all()
+    assert (moe.candidates.pp[moe.order] == 1).all()
+
+
+def test_deepspeed_at_128k_exports_its_winner(dtplan, tmp_path):
+    r = dtplan("export", "--model", "llama3-8b", "--gpus", "64", "--seq-len", "128k",
+               "--global-batch", "16", "--framework", "deepspeed", "--to", "deepspeed",
+               "-o", tmp_path / "ds.json")
+    assert r.code == 0, r.err
+
+
+def test_megatron_runs_hybrid_sharding_and_check_reads_it_back(dtplan, tmp_path):
+    # core/parallel_state.py: --num-distributed-optimizer-instances N shards over DP·CP / N
+    # ranks (Megatron-FSDP's HSDP on the same flag, mcore_fsdp_adapter.py enable_hsdp).
+    fit = dtplan("fit", "--model", "llama3-70b", "--gpus", "512", "-f", "json").json()
+    best = fit["layouts"][0]
+    assert best["layout"]["shard_group"], "the 512-GPU winner is hybrid-sharded"
+    out = tmp_path / "launch.sh"
+    assert dtplan("export", "--model", "llama3-70b", "--gpus", "512", "--to", "megatron",
+                  "-o", out).code == 0
+    n = 512 // best["layout"]["shard_group"]
+    assert f"--num-distributed-optimizer-instances {n}" in out.read_text()
+    back = dtplan("check", out, "--engine", "megatron", "--hardware", "h100", "-f", "json")
+    assert back.code == 0, back.err
+    assert back.json()["files"][0]["summary"]["step_time_s"] == pytest.approx(
+        best["step_time_s"], rel=1e-9)

@@ -25,7 +25,8 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--padded-vocab-size", "--recompute-num-layers", "--nproc_per_node",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
-           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
+           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+           "--num-distributed-optimizer-instances"}
 # Upper bounds of the integer flags, as on dtplan's command line (planner.validate).
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}

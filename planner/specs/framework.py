@@ -67,6 +67,9 @@ class TimeBehaviour(_Frozen):
         description="pipeline schedules the framework implements (empty: no pipeline parallel)")
     max_zero_under_pp: int = Field(3, ge=0, le=3, description="highest ZeRO stage the "
                                    "framework runs together with pipeline parallelism")
+    context_parallel: bool = Field(True, description="ring context parallel (K/V chunks passed "
+                                   "around the CP group) is implemented")
+    expert_parallel: bool = Field(True, description="experts sharded over an EP group")
 
     @property
     def reduce_bytes(self) -> float:

@@ -70,25 +70,20 @@ def test_deepspeed_zero3_with_pp_fails_a_rule_keyed_to_its_config(dtplan):
 
 
 # The default winner of `fit` exports to its framework's engine (fsdp writes Accelerate).
-@pytest.mark.parametrize("framework,engine,model,gpus", [
-    ("megatron", "megatron", "llama3-70b", 256),
-    ("megatron", "megatron", "mixtral-8x7b", 64),
-    ("megatron", "megatron", "llama3.1-405b", 1024),
-    ("torchtitan", "torchtitan", "llama3-70b", 256),
-    ("torchtitan", "torchtitan", "llama3-8b", 8),
-    ("torchtitan", "torchtitan", "llama3.1-405b", 1024),
-    ("deepspeed", "deepspeed", "llama3-70b", 64),
-    ("deepspeed", "deepspeed", "llama3-70b", 256),
-    ("fsdp", "accelerate", "llama3-70b", 256),
-    ("fsdp", "accelerate", "llama3-8b", 8),
-    ("fsdp", "accelerate", "mixtral-8x7b", 64),
-    ("deepspeed", "deepspeed", "mixtral-8x7b", 64),
-])
-def test_the_default_winner_exports_to_its_framework(dtplan, tmp_path, framework, engine,
-                                                      model, gpus):
+ENGINE = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed",
+          "fsdp": "accelerate"}
+FITS = {"megatron": [("llama3-70b", 256), ("mixtral-8x7b", 64), ("llama3.1-405b", 1024)],
+        "torchtitan": [("llama3-70b", 256), ("llama3-8b", 8), ("llama3.1-405b", 1024)],
+        "deepspeed": [("llama3-70b", 64), ("llama3-70b", 256), ("mixtral-8x7b", 64)],
+        "fsdp": [("llama3-70b", 256), ("llama3-8b", 8), ("mixtral-8x7b", 64)]}
+
+
+@pytest.mark.parametrize("framework,model,gpus",
+                         [(fw, m, g) for fw, cases in FITS.items() for m, g in cases])
+def test_the_default_winner_exports_to_its_framework(dtplan, tmp_path, framework, model, gpus):
     out = tmp_path / "job.out"
     r = dtplan("export", "--model", model, "--gpus", gpus, "--framework", framework,
-               "--to", engine, "-o", out)
+               "--to", ENGINE[framework], "-o", out)
     assert r.code == 0, r.err
     assert out.stat().st_size > 0
 

@@ -16,7 +16,7 @@ from ..specs.model import ModelSpec
 from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
-from .megatron_args import _megatron_model, _overrides, parse_megatron_args
+from .megatron_args import _megatron_model, _overrides, _shard_group, parse_megatron_args
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -197,15 +197,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "(validate_args)", key="--use-torch-fsdp2"))
 
     zero = 1 if a.get("--use-distributed-optimizer") else 0
-    # core/parallel_state.py: DP·CP must divide by the optimizer instances; each instance shards
-    # over DP·CP / instances ranks (hybrid sharding; Megatron-FSDP's HSDP on the same flag)
-    instances = a.get("--num-distributed-optimizer-instances", 1)
-    if instances > 1:
-        rules.append(make_rule("megatron-distopt-instances", (dp * cp) % instances == 0,
-                               f"DP·CP {dp * cp}, instances {instances}", "divides DP·CP",
-                               "--num-distributed-optimizer-instances must divide DP × CP",
-                               key="--num-distributed-optimizer-instances"))
-    shard = (dp * cp) // instances if instances > 1 and (dp * cp) % instances == 0 else None
+    shard = _shard_group(a, dp * cp, rules)
     strategy = a.get("--data-parallel-sharding-strategy")
     if (a.get("--use-megatron-fsdp") or a.get("--use-torch-fsdp2")):
         zero = {"no_shard": 0, "optim": 1, "optim_grads": 2,

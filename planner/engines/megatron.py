@@ -206,10 +206,9 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
-                    shard_group=shard if zero >= 1 else None,
-                    schedule="interleaved" if interleaved else "1f1b", chunks=chunks, sp=sp,
-                    recompute=gran or "none", recompute_layers=rec_layers,
-                    precision=precision, optimizer=optimizer)
+                    shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
+                    schedule="interleaved" if interleaved else "1f1b", recompute=gran or "none",
+                    recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes)

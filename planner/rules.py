@@ -168,6 +168,15 @@ RULES: tuple[RuleSpec, ...] = (
                                 else "layout.offload_optimizer"),
                    deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
                                           else "offload_optimizer"))),
+    RuleSpec("zero-with-pp",
+             # the framework profile's max_zero_under_pp: DeepSpeed's PipelineEngine asserts
+             # ZeRO < 2 (deepspeed/runtime/pipe/engine.py); the others run every stage beside PP
+             lambda p, c, m: np.where(c.pp > 1, c.zero <= p.fw.time.max_zero_under_pp, True),
+             "the framework must run this ZeRO stage together with pipeline parallelism",
+             lambda p, lay, f: (f"ZeRO {lay.zero}, PP {lay.pp}",
+                                f"ZeRO ≤ {p.fw.time.max_zero_under_pp} when PP > 1 ({p.fw.name})"),
+             _keys("layout.zero", "--data-parallel-sharding-strategy",
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage")),
     RuleSpec("fits-in-memory", None,
              "per-GPU peak must fit in usable memory (capacity minus margin)",
              lambda p, lay, f: (f"{f.peak_memory / 1e9:.2f} GB", f"≤ {f.usable_memory / 1e9:.2f} GB"),

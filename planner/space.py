@@ -4,14 +4,16 @@ A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
-parallel on/off (TP > 1), recompute (none, selective, full; recompute is the innermost knob,
-so each layout's recompute variants are consecutive rows, and full recompute of part of each
-stage is solved from them by the search, search.solve_partial), offload when asked.
+parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
+recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
+full recompute of part of each stage is solved from them by the search, search.solve_partial),
+offload when asked.
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
-without a data-parallel group, interleaving without PP, selective recompute under flash
-attention (Megatron's selective mode recomputes the core attention, whose s×s scores a flash
-kernel never stores), EP on a dense model.
+without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
+because the framework does not run them (its profile): a pipeline schedule outside
+pipeline_schedules (PP at all where the list is empty), selective recompute where
+selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false.
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
@@ -67,16 +69,20 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
         # CP = 1 always: the chunk bound is on CP's chunks (a sequence of one token is one chunk)
         for cp in [space.cp] if space.cp else [
                 c for c in divisors(gpus // tp)
-                if c == 1 or 2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len]:
+                if c == 1 or (2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len
+                              and p.fw.time.context_parallel)]:
             if (gpus // tp) % cp:
                 continue
             rest = gpus // (tp * cp)
-            for pp in [space.pp] if space.pp else [q for q in divisors(rest) if q <= mod.layers]:
+            # PP only where the framework runs a pipeline schedule (the profile's list)
+            for pp in [space.pp] if space.pp else [q for q in divisors(rest) if q <= mod.layers
+                                                   and (q == 1 or p.fw.time.pipeline_schedules)]:
                 if rest % pp:
                     continue
                 dp = rest // pp
                 eps = [space.ep] if space.ep else (
-                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0] if mod.is_moe else [1])
+                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0
+                     and (e == 1 or p.fw.time.expert_parallel)] if mod.is_moe else [1])
                 out += [(tp, cp, pp, dp, ep) for ep in eps]
     return out
 
@@ -95,12 +101,16 @@ def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
     """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
-    where the layers split (GPipe is never enumerated: 1F1B has its bubble and less memory)."""
+    where the layers split, each only where the framework runs it (its profile's
+    pipeline_schedules; a schedule the user fixed is kept). GPipe is never enumerated: 1F1B
+    has its bubble and less memory."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
+    runs = p.fw.time.pipeline_schedules
     if pp > 1:
-        rows += [(SCHEDULE_CODES["zb-h1"], 1)]
+        rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
-                 if stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
+                 if "interleaved" in runs
+                 and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
         if space.schedule == "interleaved":
@@ -112,10 +122,14 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     """(recompute code, recompute_layers = -1: every layer of the stage) rows, none first and
-    full last (search.solve_partial reads the pair)."""
+    full last (search.solve_partial reads the pair). Selective only where the framework has a
+    selective mode (profile selective_recompute); under flash attention it is still a knob:
+    Megatron's checkpointed core attention re-runs the flash forward in backward and frees the
+    kernel's fp32 log-sum-exp, torchtitan's op list re-runs half the matmuls."""
     if space.recompute:
         return np.array([(RECOMPUTE_CODES[space.recompute], -1)], dtype=np.int64)
-    modes = ["none"] + ([] if p.flash else ["selective"]) + ["full"]
+    selective = p.fw.time.selective_recompute != "none"
+    modes = ["none"] + (["selective"] if selective else []) + ["full"]
     return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
 
 

@@ -186,7 +186,13 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str,
     parameters (gather dtype) before the forward and, where the framework re-gathers, before the
     backward (and once more under recompute where it re-gathers there), a reduce-scatter of its
     gradients (reduce dtype); hidden layer by layer as far as the prefetch reaches
-    (engine/overlap.py). Embedding and output layer are one more unit each."""
+    (engine/overlap.py). Embedding and output layer are one more unit each.
+    Where the framework keeps a pipeline stage gathered and its gradients unsharded to the last
+    micro-batch (FrameworkProfile.shards_once_per_step_under_pp: torchtitan's FSDP2 under
+    torch.distributed.pipelining), the gathers run once per step (first forward) and the
+    reduce-scatters once, after the last backward and behind nothing (stage.py post_backward):
+    counted here as 1/m of a step per micro-batch (the pipeline's idle slots then carry
+    (p−1)/(v·m) of it as well, an over-count of that share)."""
     fw, eff = p.fw.time, p.hardware.efficiency
     g, r, g_e, r_e = coll["g"], coll["r"], coll["g_e"], coll["r_e"]
     regather = np.where(x.pp > 1, float(fw.regathers_in_backward(2)),
@@ -194,9 +200,13 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str,
     again = np.where((c.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
     g_b = g * (regather + again)
     depth, hide = fw.prefetch_depth, eff.overlap_efficiency
-    fwd = ov.layerwise_exposed(g, comp.layer_fwd, n_layers, depth, hide) + g_e
-    bwd = ov.backward_exposed(g_b, r, comp.layer_bwd, n_layers, depth, hide) + r_e
-    total = n_layers * (g + g_b + r) + g_e + r_e
+    once = (x.pp > 1) & p.fw.shards_once_per_step_under_pp()
+    share = np.where(once, 1.0 / np.maximum(x.micro_batches, 1.0), 1.0)
+    fwd = share * (ov.layerwise_exposed(g, comp.layer_fwd, n_layers, depth, hide) + g_e)
+    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, comp.layer_bwd, n_layers, depth, hide)
+                   + share * (n_layers * r + r_e),
+                   ov.backward_exposed(g_b, r, comp.layer_bwd, n_layers, depth, hide) + r_e)
+    total = n_layers * (share * (g + r) + g_b) + share * (g_e + r_e)
     on = c.zero >= 3
     return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
 

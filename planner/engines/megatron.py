@@ -16,7 +16,7 @@ from ..specs.model import ModelSpec
 from ..rules import config_keys
 from ..verdict import GateRule, make_rule
 from .common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
-from .megatron_args import _megatron_model, _overrides, parse_megatron_args
+from .megatron_args import _megatron_model, _overrides, _shard_group, parse_megatron_args
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -197,6 +197,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "(validate_args)", key="--use-torch-fsdp2"))
 
     zero = 1 if a.get("--use-distributed-optimizer") else 0
+    shard = _shard_group(a, dp * cp, rules)
     strategy = a.get("--data-parallel-sharding-strategy")
     if (a.get("--use-megatron-fsdp") or a.get("--use-torch-fsdp2")):
         zero = {"no_shard": 0, "optim": 1, "optim_grads": 2,
@@ -205,9 +206,9 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
-                    schedule="interleaved" if interleaved else "1f1b", chunks=chunks, sp=sp,
-                    recompute=gran or "none", recompute_layers=rec_layers,
-                    precision=precision, optimizer=optimizer)
+                    shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
+                    schedule="interleaved" if interleaved else "1f1b", recompute=gran or "none",
+                    recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes)
@@ -270,10 +271,7 @@ def to_megatron(inp: Job) -> Export:
 
 
 def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
-    """What Megatron-LM cannot run: hybrid sharding, offload, GPipe/ZB-H1, ALiBi."""
-    if lay.shard_group:
-        raise _unsupported("megatron", f"hybrid sharding (shard group {lay.shard_group})",
-                           "use --to torchtitan or accelerate")
+    """What Megatron-LM cannot run: offload, GPipe/ZB-H1, ALiBi."""
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
     if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
@@ -367,6 +365,8 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
         a += [("--use-megatron-fsdp", None),
               ("--data-parallel-sharding-strategy", "optim_grads" if lay.zero == 2
                else "optim_grads_params")]
+    if lay.shard_group and lay.zero >= 1:   # hybrid sharding: replicas of a sharded group
+        a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
     if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
         a.append(("--bf16", None))
     if lay.precision == "fp8":

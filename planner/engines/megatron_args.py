@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..inputs.parse import bounded_int
 from ..specs.job import CheckOptions
 from ..validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
+from ..verdict import make_rule
 
 
 MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
@@ -25,7 +26,8 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--padded-vocab-size", "--recompute-num-layers", "--nproc_per_node",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
-           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}
+           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+           "--num-distributed-optimizer-instances"}
 # Upper bounds of the integer flags, as on dtplan's command line (planner.validate).
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}
@@ -167,3 +169,14 @@ def _overrides(a: dict, opts: CheckOptions) -> list[str]:
             notes.append(f"--precision {opts.precision} overrides the arguments' {was} "
                          "(the flag wins)")
     return notes
+
+
+def _shard_group(a: dict, dpcp: int, rules: list) -> int | None:
+    """Hybrid sharding: core/parallel_state.py shards over DP·CP / N ranks for
+    --num-distributed-optimizer-instances N, which must divide DP·CP (Megatron-FSDP's HSDP too)."""
+    n = a.get("--num-distributed-optimizer-instances", 1)
+    if n > 1:
+        rules.append(make_rule("megatron-distopt-instances", dpcp % n == 0, f"DP·CP {dpcp}, N {n}",
+                               "divides DP·CP", "--num-distributed-optimizer-instances must "
+                               "divide DP × CP", key="--num-distributed-optimizer-instances"))
+    return dpcp // n if n > 1 and dpcp % n == 0 else None

@@ -63,7 +63,12 @@ class TimeBehaviour(_Frozen):
     attention_kernel: Literal["fa2", "fa3"] = Field(
         description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
     pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = Field(
-        description="pipeline schedules the framework implements")
+        description="pipeline schedules the framework implements (empty: no pipeline parallel)")
+    max_zero_under_pp: int = Field(3, ge=0, le=3, description="highest ZeRO stage the "
+                                   "framework runs together with pipeline parallelism")
+    context_parallel: bool = Field(True, description="ring context parallel (K/V chunks passed "
+                                   "around the CP group) is implemented")
+    expert_parallel: bool = Field(True, description="experts sharded over an EP group")
 
     @property
     def reduce_bytes(self) -> float:
@@ -133,6 +138,16 @@ class FrameworkProfile(_Frozen):
     time: TimeBehaviour
     memory: MemoryBehaviour
     source_file: Optional[str] = None
+
+    def shards_once_per_step_under_pp(self) -> bool:
+        """Whether, under PP, a ZeRO-3 unit is all-gathered once per step (first forward) and
+        reduce-scattered once (after the last backward): FSDP2-style states kept gathered under
+        PP (regather_in_backward_under_pp false) and unsharded gradients accumulated to the last
+        micro-batch (accumulate_unsharded_grads_under_pp) — torch.distributed.pipelining's
+        stage.backward_maybe_with_nosync holds resharding and gradient sync until the last
+        backward. The memory model keeps the stage gathered on the same two keys."""
+        return (self.memory.state_layout == "fsdp2" and not self.time.regathers_in_backward(2)
+                and self.memory.accumulate_unsharded_grads_under_pp)
 
 
 def parse_framework(data: bytes, where: str) -> FrameworkProfile:

@@ -1,5 +1,5 @@
 """Bounded work at the top of every allowed range (issue 18): one line per probe — the command,
-its exit code, wall seconds and the child's own peak resident memory (os.wait4, so each probe
+its exit code, wall and CPU seconds and the child's own peak resident memory (os.wait4, so each probe
 is measured alone, not the largest child so far).
 
 Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check, report,
@@ -136,8 +136,9 @@ def probes(f: dict[str, str]) -> list[list[str]]:
     ]
 
 
-def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, float, float]:
-    """(exit code or None when killed, wall s, peak RSS MB) of one child, measured alone."""
+def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, float, float, float]:
+    """(exit code or None when killed, wall s, CPU s, peak RSS MB) of one child, measured alone
+    (CPU = the child's user + system time from os.wait4: wall time is noisy on a shared machine)."""
     env = {**os.environ, "COLUMNS": "100"}
     t = time.perf_counter()
     p = subprocess.Popen(cmd + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -154,7 +155,7 @@ def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, 
             break
         time.sleep(0.02)
     p.returncode = code if code is not None else -9  # reaped here, not by Popen
-    return code, time.perf_counter() - t, ru.ru_maxrss / 1024
+    return code, time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -167,15 +168,16 @@ def main() -> None:
     cmd = [exe] if exe else [sys.executable, "-m", "planner"]
     with tempfile.TemporaryDirectory(prefix="dtplan-bounds-") as tmp:
         files = _inputs(Path(tmp), args.trace_mb)
-        print(f"{'exit':>4} {'wall s':>8} {'peak MB':>8}  command")
+        print(f"{'exit':>4} {'wall s':>8} {'CPU s':>7} {'peak MB':>8}  command")
         for argv in probes(files):
             shown = " ".join(argv).replace(tmp, "$TMP")
             if args.only not in shown:
                 continue
-            code, wall, mb = measure(cmd, argv, args.limit)
+            code, wall, cpu, mb = measure(cmd, argv, args.limit)
             status = "kill" if code is None else str(code)
             wall_s = f"> {args.limit:.0f}" if code is None else f"{wall:.2f}"
-            print(f"{status:>4} {wall_s:>8} {mb:8.0f}  dtplan {shown}", flush=True)
+            flag = "  <-- over 2 s CPU" if cpu > 2 or code is None else ""
+            print(f"{status:>4} {wall_s:>8} {cpu:7.2f} {mb:8.0f}  dtplan {shown}{flag}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
@@ -29,20 +30,29 @@ __all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread",
            "TraceSummary", "expand", "read_evidence", "read_file"]
 
 SKIP_SUFFIXES = (".md", ".py", ".sh", ".toml")
+# Files read in one command: one per rank of a 1,024-GPU job. Each is read alone (its size
+# bounded), so the count is what bounds the time; a directory walk stops at the first file over.
+MAX_EVIDENCE_FILES = 1024
 
 
 def expand(paths: Iterable[str | Path], option: str = "--from") -> list[Path]:
-    """Files as given; a directory contributes its files (sorted, hidden ones skipped)."""
+    """Files as given; a directory contributes its files (sorted, hidden ones skipped); more
+    than MAX_EVIDENCE_FILES in all is an InputError naming ``option``."""
     out: list[Path] = []
     paths = list(paths)
     if any(not str(p).strip() for p in paths):  # Path("") is ".": the working directory
         raise InputError(option, "empty path; expected a measured evidence file or directory")
     for p in map(Path, paths):
         if os.path.isdir(p):  # never raises (a name too long for the OS is read, and refused)
-            out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
-                          and not f.name.endswith(SKIP_SUFFIXES))
+            found = (f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
+                     and not f.name.endswith(SKIP_SUFFIXES))
+            out += sorted(islice(found, MAX_EVIDENCE_FILES + 1 - len(out)))
         else:
             out.append(p)
+        if len(out) > MAX_EVIDENCE_FILES:
+            raise InputError(option, f"at most {MAX_EVIDENCE_FILES} evidence files in one run "
+                                     "(one per rank of a 1,024-GPU job); give fewer files or "
+                                     "a sub-directory")
     return out
 
 

@@ -5,8 +5,8 @@ is measured alone, not the largest child so far).
 Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check, report,
 export), GPU sweeps and the longest list, `--top` at its maximum and `--all`, `fit` with every
 axis fixed or free, `calibrate`, `report` with its scaling chart, `compare` with many runs,
-the evidence readers on a large generated log and trace, and the architecture flags at their
-maximum. The generated inputs go to a temporary directory, removed afterwards. A probe over
+the evidence readers on a large generated log and trace (plain and gzip) and on 1024 run
+files, comm at the ends of its bandwidth range, and the architecture flags at their maximum. The generated inputs go to a temporary directory, removed afterwards. A probe over
 the time limit is killed and shown as "> LIMIT". Asserts nothing (a benchmark, not a test);
 the budget the issue sets is ~2 s and ~500 MB per probe.
 
@@ -16,6 +16,7 @@ the budget the issue sets is ~2 s and ~500 MB per probe.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -51,9 +52,11 @@ def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
             fh.write(line.format(i=i))
     trace = tmp / "trace.json"
     _write_trace(trace, trace_mb)
+    with trace.open("rb") as src, gzip.open(str(trace) + ".gz", "wb", compresslevel=1) as dst:
+        shutil.copyfileobj(src, dst)
     runs = tmp / "runs"
     runs.mkdir()
-    for i in range(200):
+    for i in range(1024):   # evidence.MAX_EVIDENCE_FILES: one per rank of a 1,024-GPU job
         shutil.copy(ROOT / "tests" / "data" / "evidence" / "torchtitan_llama3.1-8b_8xh100.log",
                     runs / f"rank{i:03d}.log")
     evidence = ROOT / "tests" / "data" / "evidence"
@@ -95,8 +98,11 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["fit", "--model", "gpt2", "--gpus", G],
         ["fit", "--model", "llama3.1-405b", "--gpus", G],
         ["fit", *m70, "--gpus", G, "--tp", "8", "--pp", "4", "--cp", "1", "--zero", "1"],
-        ["fit", *m70, "--gpus", "64.." + G],
-        ["fit", *m70, "--gpus", ",".join(str(64 * (i + 1)) for i in range(64))],
+        ["fit", *m70, "--gpus", "64.." + G],                       # 19 counts: refused
+        ["fit", *m70, "--gpus", ",".join(str(64 * (i + 1)) for i in range(64))],   # refused
+        ["fit", *m70, "--gpus", ",".join(str(256 * (i + 1)) for i in range(16))],
+        ["fit", *m70, "--gpus", "64..2097152"],                   # 16 counts, the cap
+        ["fit", *m70, "--gpus", ",".join(str(10**7 - 8 * i) for i in range(16))],  # worst
         ["fit", *m70, "--gpus", "1024", "--top", "1000"],
         ["fit", *m70, "--gpus", "1024", "--all"],
         ["fit", *m70, "--gpus", G, "--all", "-f", "json"],
@@ -106,7 +112,9 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["checkpoint", *m70, "--gpus", G, "--tp", G],
         ["checkpoint", "--cost-min", "1", "--mtbf-hours", "1",
          "--intervals", ",".join(str(i + 1) for i in range(64))],
-        ["comm", "--gpus", "2.." + G, "--message-gb", "1"],
+        ["comm", "--gpus", "2.." + G, "--message-gb", "1", "--hardware", "h100"],
+        ["comm", "--gpus", "2.." + G, "--message-gb", "1e6", "--bandwidth", "1e-6"],
+        ["comm", "--gpus", "8", "--message-gb", "1", "--bandwidth", "5e-324"],   # refused
         ["bubble", "--stages", G, "--micro-batches", G],
         ["bubble", "--stages", G, "--micro-batches", ",".join(str(2**i) for i in range(24)),
          "--schedule", "interleaved", "--chunks", G],
@@ -114,13 +122,14 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["check", f["plan"], "-f", "json"],
         ["export", f["plan"], "--to", "megatron"],
         ["export", f["plan"], "--to", "deepspeed"],
-        ["report", f["plan"], "-o", "-"],
+        ["report", f["plan"], "-o", "-"],                  # one search, the sweep's budget spent
         ["report", f["plan"], "-o", str(Path(f["plan"]).with_name("review.html")), "--force"],
         ["report", *m70, "--gpus", G, "-o", str(Path(f["plan"]).with_name("r.md")), "--force"],
         ["calibrate"],
         ["calibrate", "--hardware", "h100"],
         ["calibrate", "--from", f["log"]],
-        ["calibrate", "--from", f["trace"]],
+        ["calibrate", "--from", f["trace"]],               # streamed event by event
+        ["calibrate", "--from", f["trace"] + ".gz"],
         ["compare", f["runs"], "--plan", f["evplan"]],
         ["compare", f["trace"], "--plan", f["evplan"]],
         ["memory", "--layers", G, "--hidden", "8192", "--heads", "64"],

@@ -113,3 +113,16 @@ def test_one_value_over_the_bound_and_content_over_the_limit(tmp_path, monkeypat
 def test_limited_stream_counts_what_it_hands_out(tmp_path):
     s = stream._Limited(io.BytesIO(b"x" * 10), 10, tmp_path / "f")
     assert s.read(4) + s.read(100) == b"x" * 10 and s.read(5) == b""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 60) | st.integers(2**63 - 2, 2**64),
+                          st.floats(-1e3, 1e3)), max_size=80))
+def test_series_keeps_the_first_value_of_each_step_in_step_order(adds):
+    from planner.evidence.stats import Series
+    s, ref = Series(), {}
+    for step, value in adds:
+        s.add(step, value)
+        ref.setdefault(step, value)
+    assert len(s) == len(ref) and s.items() == sorted(ref.items())
+    assert all(step in s for step in ref) and 61 not in s and "x" not in s

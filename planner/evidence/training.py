@@ -16,7 +16,7 @@ from pathlib import Path
 from .model import Evidence, MemoryStats, StepStats
 from ..errors import InputError
 from .source import fail, iter_lines, number
-from .stats import WARMUP_STEPS, spread, steady
+from .stats import WARMUP_STEPS, Series, spread, steady
 
 MIB, GIB = 2.0**20, 2.0**30
 NUM = r"[-+]?[0-9][0-9,]*\.?[0-9]*(?:[eE][-+]?\d+)?"
@@ -64,10 +64,7 @@ class _Found:
     """What the line matchers collected, before warm-up is dropped."""
 
     formats: list[str] = field(default_factory=list)
-    # per series, step → value: the first value of each step (several ranks print the same
-    # step), in the order read; one dict, not a list beside a set of seen steps (a log of a
-    # million steps held ~150 bytes per entry that way, ~90 now)
-    series: dict[str, dict[int, float]] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)   # the first value of each step
     timers: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     memory: MemoryStats = field(default_factory=MemoryStats)
     config: dict[str, float] = field(default_factory=dict)
@@ -77,7 +74,9 @@ class _Found:
     tqdm_elapsed: dict[int, float] = field(default_factory=dict)
 
     def add(self, name: str, step: int, value: float) -> None:
-        self.series.setdefault(name, {}).setdefault(step, value)
+        if name not in self.series:
+            self.series[name] = Series()
+        self.series[name].add(step, value)
 
     def fmt(self, name: str) -> None:
         if name not in self.formats:
@@ -306,7 +305,7 @@ def _evidence(path: Path, f: _Found, warmup_steps: int) -> Evidence:
                  "samples_per_s"):
         pts = f.series.get(name)
         if pts:
-            kept, dropped = steady(sorted(pts.items()), warmup_steps)
+            kept, dropped = steady(pts.items(), warmup_steps)
             setattr(st, name, spread(kept))
             st.warmup_dropped = max(st.warmup_dropped, dropped)
     for key, pts in f.timers.items():

@@ -101,3 +101,27 @@ def test_comm_at_the_ends_of_its_ranges_prints_no_warning():
     for bw, msg in (("1e-6", "1e6"), ("1e6", "5e-324")):
         r = run_dtplan("comm", "--gpus", "2,10000000", "--message-gb", msg, "--bandwidth", bw)
         assert r.code == 0 and "Warning" not in r.err and "inf" not in r.out, r
+
+
+def _nccl_text(rows: int) -> str:
+    head = ("# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5\n"
+            "#       size         count      type   redop    root     time   algbw   busbw "
+            "#wrong     time   algbw   busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)\n")
+    body = "".join(f"{8 << i:>12} {2 << i:>13}     float     sum      -1    28.50    0.50    "
+                   f"0.90      0    27.90    0.51    0.92      0\n" for i in range(rows))
+    return head + body + "# Avg bus bandwidth    : 0.9\n"
+
+
+def test_nccl_rows_are_capped_and_the_largest_is_found_by_position(tmp_path, monkeypatch):
+    from planner.evidence import nccl, read_file
+    from planner.errors import InputError
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(_nccl_text(6) + _nccl_text(0).splitlines()[-1] + "\n")
+    t = read_file(path).nccl
+    assert len(t.rows) == 6 and t.largest is t.rows[-1] and t.largest.size_bytes == 8 << 5
+    monkeypatch.setattr(nccl, "MAX_ROWS", 5)
+    with pytest.raises(InputError, match="more than 5 nccl-tests rows") as e:
+        read_file(path)
+    assert e.value.field.endswith("all_reduce_perf.txt:9")

@@ -1,14 +1,16 @@
-"""Bounded work at the top of every allowed range (issue 18): one line per probe — the command,
-its exit code, wall and CPU seconds and the child's own peak resident memory (os.wait4, so each probe
-is measured alone, not the largest child so far).
+"""Bounded work at the top of every allowed range (issue 18): one line per probe — the
+command, its exit code, wall and CPU seconds and the child's own peak resident memory
+(os.wait4, so each probe is measured alone, not the largest child so far). Read the CPU
+column: wall time is noisy on a shared machine; probes over 2 s CPU are flagged.
 
 Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check, report,
-export), GPU sweeps and the longest list, `--top` at its maximum and `--all`, `fit` with every
-axis fixed or free, `calibrate`, `report` with its scaling chart, `compare` with many runs,
-the evidence readers on a large generated log and trace (plain and gzip) and on 1024 run
-files, comm at the ends of its bandwidth range, and the architecture flags at their maximum. The generated inputs go to a temporary directory, removed afterwards. A probe over
-the time limit is killed and shown as "> LIMIT". Asserts nothing (a benchmark, not a test);
-the budget the issue sets is ~2 s and ~500 MB per probe.
+export), GPU sweeps (16 counts, the cap, and lists over it), `--top` at its maximum and
+`--all`, `fit` with every axis fixed or free, `calibrate`, `report` with its scaling chart,
+`compare` with 1024 run files, the evidence readers on a large generated log, trace (plain and
+gzip), nccl-tests table and memory summary, comm at the ends of its bandwidth range, and the
+architecture flags at their maximum. The generated inputs go to a temporary directory, removed
+afterwards. A probe over the time limit is killed and shown as "> LIMIT". Asserts nothing (a
+benchmark, not a test); the budget the issue sets is ~2 s and ~500 MB per probe.
 
     python benchmarks/bounds.py [--only SUBSTRING] [--limit 120] [--trace-mb 200]
 """
@@ -54,6 +56,19 @@ def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
     _write_trace(trace, trace_mb)
     with trace.open("rb") as src, gzip.open(str(trace) + ".gz", "wb", compresslevel=1) as dst:
         shutil.copyfileobj(src, dst)
+    nccl, summary = tmp / "all_reduce_perf.txt", tmp / "memory_summary.txt"
+    with nccl.open("w") as fh:   # 9,999 rows: just under evidence.nccl.MAX_ROWS
+        fh.write("# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor)\n#       "
+                 "size         count      type   redop    root     time   algbw   busbw #wrong"
+                 "     time   algbw   busbw #wrong\n")
+        for i in range(9_999):
+            fh.write(f"{8 * (i + 1):>12} {2 * (i + 1):>13}     float     sum      -1    28.50    "
+                     "0.00    0.00      0    27.90    0.00    0.00      0\n")
+    with summary.open("w") as fh:   # ~100 MB of memory_summary() table rows
+        fh.write("|      PyTorch CUDA memory summary, device ID 0      |\n"
+                 "| Allocated memory      |  12345 MiB |  23456 MiB |  99999 GiB |  99998 GiB |\n")
+        for _ in range(1_300_000):
+            fh.write("|       from large pool |  12000 MiB |  23000 MiB |  99000 GiB |  99000 GiB |\n")
     runs = tmp / "runs"
     runs.mkdir()
     for i in range(1024):   # evidence.MAX_EVIDENCE_FILES: one per rank of a 1,024-GPU job
@@ -61,6 +76,7 @@ def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
                     runs / f"rank{i:03d}.log")
     evidence = ROOT / "tests" / "data" / "evidence"
     return {"plan": str(plan), "log": str(log), "trace": str(trace), "runs": str(runs),
+            "nccl": str(nccl), "summary": str(summary),
             "evplan": str(evidence / "llama3.1-8b-8xh100-fsdp8.yaml")}
 
 
@@ -130,6 +146,8 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["calibrate", "--from", f["log"]],
         ["calibrate", "--from", f["trace"]],               # streamed event by event
         ["calibrate", "--from", f["trace"] + ".gz"],
+        ["calibrate", "--from", f["nccl"]],
+        ["calibrate", "--from", f["summary"]],
         ["compare", f["runs"], "--plan", f["evplan"]],
         ["compare", f["trace"], "--plan", f["evplan"]],
         ["memory", "--layers", G, "--hidden", "8192", "--heads", "64"],

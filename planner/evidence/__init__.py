@@ -94,7 +94,7 @@ def _is_trace(path: Path, option: str) -> bool:
 
 
 def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
-    if _is_trace(path, option):
+    if str(path) != "-" and _is_trace(path, option):   # standard input is read whole
         return read_trace_file(path, option)
     raw = read_bytes(path, MAX_TEXT_BYTES, option=option)
     if looks_like_pickle(raw):

@@ -1,14 +1,16 @@
-"""Bounded work at the top of every allowed range (issue 18): one line per probe — the command,
-its exit code, wall seconds and the child's own peak resident memory (os.wait4, so each probe
-is measured alone, not the largest child so far).
+"""Bounded work at the top of every allowed range (issue 18): one line per probe — the
+command, its exit code, wall and CPU seconds and the child's own peak resident memory
+(os.wait4, so each probe is measured alone, not the largest child so far). Read the CPU
+column: wall time is noisy on a shared machine; probes over 2 s CPU are flagged.
 
 Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check, report,
-export), GPU sweeps and the longest list, `--top` at its maximum and `--all`, `fit` with every
-axis fixed or free, `calibrate`, `report` with its scaling chart, `compare` with many runs,
-the evidence readers on a large generated log and trace, and the architecture flags at their
-maximum. The generated inputs go to a temporary directory, removed afterwards. A probe over
-the time limit is killed and shown as "> LIMIT". Asserts nothing (a benchmark, not a test);
-the budget the issue sets is ~2 s and ~500 MB per probe.
+export), GPU sweeps (16 counts, the cap, and lists over it), `--top` at its maximum and
+`--all`, `fit` with every axis fixed or free, `calibrate`, `report` with its scaling chart,
+`compare` with 1024 run files, the evidence readers on a large generated log, trace (plain and
+gzip), nccl-tests table and memory summary, comm at the ends of its bandwidth range, and the
+architecture flags at their maximum. The generated inputs go to a temporary directory, removed
+afterwards. A probe over the time limit is killed and shown as "> LIMIT". Asserts nothing (a
+benchmark, not a test); the budget the issue sets is ~2 s and ~500 MB per probe.
 
     python benchmarks/bounds.py [--only SUBSTRING] [--limit 120] [--trace-mb 200]
 """
@@ -16,6 +18,7 @@ the budget the issue sets is ~2 s and ~500 MB per probe.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -51,13 +54,29 @@ def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
             fh.write(line.format(i=i))
     trace = tmp / "trace.json"
     _write_trace(trace, trace_mb)
+    with trace.open("rb") as src, gzip.open(str(trace) + ".gz", "wb", compresslevel=1) as dst:
+        shutil.copyfileobj(src, dst)
+    nccl, summary = tmp / "all_reduce_perf.txt", tmp / "memory_summary.txt"
+    with nccl.open("w") as fh:   # 9,999 rows: just under evidence.nccl.MAX_ROWS
+        fh.write("# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor)\n#       "
+                 "size         count      type   redop    root     time   algbw   busbw #wrong"
+                 "     time   algbw   busbw #wrong\n")
+        for i in range(9_999):
+            fh.write(f"{8 * (i + 1):>12} {2 * (i + 1):>13}     float     sum      -1    28.50    "
+                     "0.00    0.00      0    27.90    0.00    0.00      0\n")
+    with summary.open("w") as fh:   # ~100 MB of memory_summary() table rows
+        fh.write("|      PyTorch CUDA memory summary, device ID 0      |\n"
+                 "| Allocated memory      |  12345 MiB |  23456 MiB |  99999 GiB |  99998 GiB |\n")
+        for _ in range(1_300_000):
+            fh.write("|       from large pool |  12000 MiB |  23000 MiB |  99000 GiB |  99000 GiB |\n")
     runs = tmp / "runs"
     runs.mkdir()
-    for i in range(200):
+    for i in range(1024):   # evidence.MAX_EVIDENCE_FILES: one per rank of a 1,024-GPU job
         shutil.copy(ROOT / "tests" / "data" / "evidence" / "torchtitan_llama3.1-8b_8xh100.log",
                     runs / f"rank{i:03d}.log")
     evidence = ROOT / "tests" / "data" / "evidence"
     return {"plan": str(plan), "log": str(log), "trace": str(trace), "runs": str(runs),
+            "nccl": str(nccl), "summary": str(summary),
             "evplan": str(evidence / "llama3.1-8b-8xh100-fsdp8.yaml")}
 
 
@@ -95,8 +114,11 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["fit", "--model", "gpt2", "--gpus", G],
         ["fit", "--model", "llama3.1-405b", "--gpus", G],
         ["fit", *m70, "--gpus", G, "--tp", "8", "--pp", "4", "--cp", "1", "--zero", "1"],
-        ["fit", *m70, "--gpus", "64.." + G],
-        ["fit", *m70, "--gpus", ",".join(str(64 * (i + 1)) for i in range(64))],
+        ["fit", *m70, "--gpus", "64.." + G],                       # 19 counts: refused
+        ["fit", *m70, "--gpus", ",".join(str(64 * (i + 1)) for i in range(64))],   # refused
+        ["fit", *m70, "--gpus", ",".join(str(256 * (i + 1)) for i in range(16))],
+        ["fit", *m70, "--gpus", "64..2097152"],                   # 16 counts, the cap
+        ["fit", *m70, "--gpus", ",".join(str(10**7 - 8 * i) for i in range(16))],  # worst
         ["fit", *m70, "--gpus", "1024", "--top", "1000"],
         ["fit", *m70, "--gpus", "1024", "--all"],
         ["fit", *m70, "--gpus", G, "--all", "-f", "json"],
@@ -106,7 +128,9 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["checkpoint", *m70, "--gpus", G, "--tp", G],
         ["checkpoint", "--cost-min", "1", "--mtbf-hours", "1",
          "--intervals", ",".join(str(i + 1) for i in range(64))],
-        ["comm", "--gpus", "2.." + G, "--message-gb", "1"],
+        ["comm", "--gpus", "2.." + G, "--message-gb", "1", "--hardware", "h100"],
+        ["comm", "--gpus", "2.." + G, "--message-gb", "1e6", "--bandwidth", "1e-6"],
+        ["comm", "--gpus", "8", "--message-gb", "1", "--bandwidth", "5e-324"],   # refused
         ["bubble", "--stages", G, "--micro-batches", G],
         ["bubble", "--stages", G, "--micro-batches", ",".join(str(2**i) for i in range(24)),
          "--schedule", "interleaved", "--chunks", G],
@@ -114,13 +138,16 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["check", f["plan"], "-f", "json"],
         ["export", f["plan"], "--to", "megatron"],
         ["export", f["plan"], "--to", "deepspeed"],
-        ["report", f["plan"], "-o", "-"],
+        ["report", f["plan"], "-o", "-"],                  # one search, the sweep's budget spent
         ["report", f["plan"], "-o", str(Path(f["plan"]).with_name("review.html")), "--force"],
         ["report", *m70, "--gpus", G, "-o", str(Path(f["plan"]).with_name("r.md")), "--force"],
         ["calibrate"],
         ["calibrate", "--hardware", "h100"],
         ["calibrate", "--from", f["log"]],
-        ["calibrate", "--from", f["trace"]],
+        ["calibrate", "--from", f["trace"]],               # streamed event by event
+        ["calibrate", "--from", f["trace"] + ".gz"],
+        ["calibrate", "--from", f["nccl"]],
+        ["calibrate", "--from", f["summary"]],
         ["compare", f["runs"], "--plan", f["evplan"]],
         ["compare", f["trace"], "--plan", f["evplan"]],
         ["memory", "--layers", G, "--hidden", "8192", "--heads", "64"],
@@ -136,8 +163,9 @@ def probes(f: dict[str, str]) -> list[list[str]]:
     ]
 
 
-def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, float, float]:
-    """(exit code or None when killed, wall s, peak RSS MB) of one child, measured alone."""
+def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, float, float, float]:
+    """(exit code or None when killed, wall s, CPU s, peak RSS MB) of one child, measured alone
+    (CPU = the child's user + system time from os.wait4: wall time is noisy on a shared machine)."""
     env = {**os.environ, "COLUMNS": "100"}
     t = time.perf_counter()
     p = subprocess.Popen(cmd + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -154,7 +182,7 @@ def measure(cmd: list[str], argv: list[str], limit: float) -> tuple[int | None, 
             break
         time.sleep(0.02)
     p.returncode = code if code is not None else -9  # reaped here, not by Popen
-    return code, time.perf_counter() - t, ru.ru_maxrss / 1024
+    return code, time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -167,15 +195,16 @@ def main() -> None:
     cmd = [exe] if exe else [sys.executable, "-m", "planner"]
     with tempfile.TemporaryDirectory(prefix="dtplan-bounds-") as tmp:
         files = _inputs(Path(tmp), args.trace_mb)
-        print(f"{'exit':>4} {'wall s':>8} {'peak MB':>8}  command")
+        print(f"{'exit':>4} {'wall s':>8} {'CPU s':>7} {'peak MB':>8}  command")
         for argv in probes(files):
             shown = " ".join(argv).replace(tmp, "$TMP")
             if args.only not in shown:
                 continue
-            code, wall, mb = measure(cmd, argv, args.limit)
+            code, wall, cpu, mb = measure(cmd, argv, args.limit)
             status = "kill" if code is None else str(code)
             wall_s = f"> {args.limit:.0f}" if code is None else f"{wall:.2f}"
-            print(f"{status:>4} {wall_s:>8} {mb:8.0f}  dtplan {shown}", flush=True)
+            flag = "  <-- over 2 s CPU" if cpu > 2 or code is None else ""
+            print(f"{status:>4} {wall_s:>8} {cpu:7.2f} {mb:8.0f}  dtplan {shown}{flag}", flush=True)
 
 
 if __name__ == "__main__":

@@ -227,15 +227,17 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
-        explain: bool = True) -> FitResult:
+        explain: bool = True, searched: Optional[SearchResult] = None) -> FitResult:
     """Search every layout; return the best `top`, the winner's full estimate (unless not
     `explain`: a sweep shows one row per count) and the rejections. When nothing fits and
-    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU)."""
+    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU).
+    `searched`: the search of this very problem, space and objective, already run (the design
+    review draws its trade-off chart from the same search), so it is not run twice."""
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
-    res = search(p, space, objective, dominated=dominated)
+    res = searched if searched is not None else search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set
     for x in ranked:  # checkpoint interval and goodput at the default failure rate

@@ -95,6 +95,23 @@ class CommResult(BaseModel):
     rows: list[CommRow]
 
 
+# The range of a link's bandwidth and a message, chosen so steps × α + bytes ÷ bandwidth stays
+# finite and readable: 1 kB/s is below any serial line (9600 baud is 1.2 kB/s), 1 PB/s over
+# 500× NVLink 5's 1.8 TB/s per GPU; 1 PB is more than any model's gradients. (A bandwidth of
+# 5e-324 GB/s overflowed the division to inf with a numpy warning.)
+LINK_BYTES_PER_S = (1e3, 1e15)
+MAX_MESSAGE_BYTES = 1e15
+
+
+def _bounded(field: str, x: float, lo: float, hi: float, unit: float, name: str) -> float:
+    """x (in base units) within [lo, hi], or an InputError stating the range in the option's
+    own unit (`unit` base units per shown unit, `name`)."""
+    if not lo <= x <= hi:
+        raise InputError(field, f"must be between {lo / unit:g} and {hi / unit:g} {name}, "
+                                f"got {x / unit:g}")
+    return x
+
+
 def comm(message_bytes: float | list[float], gpus: list[int],
          bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
@@ -107,11 +124,14 @@ def comm(message_bytes: float | list[float], gpus: list[int],
     from .engine import nccl
     from .engine import topology as topo
     sizes = message_bytes if isinstance(message_bytes, list) else [message_bytes]
-    sizes = [v.positive("--message-gb", m) for m in sizes]
-    lat = v.non_negative("--latency", latency_s)
+    sizes = [_bounded("--message-gb", v.positive("--message-gb", m), 0.0, MAX_MESSAGE_BYTES, 1e9,
+                      "GB") for m in sizes]
+    lat = _bounded("--latency", v.non_negative("--latency", latency_s), 0.0, v.MAX_DURATION_S,
+                   1e-6, "µs")
     if (bandwidth_bytes_per_s is None) == (hardware is None):
         raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
-    bw = v.positive("--bandwidth", bandwidth_bytes_per_s) if hardware is None else None
+    bw = _bounded("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
+                  *LINK_BYTES_PER_S, 1e9, "GB/s") if hardware is None else None
     rows = []
     for m in sizes:
         for n in gpus:

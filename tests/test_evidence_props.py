@@ -55,10 +55,15 @@ KINDS = ["gemm", "attention", "other_compute", "comm:all_reduce", "comm:all_gath
 @given(st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 300), st.sampled_from(KINDS)),
                 min_size=1, max_size=40), st.floats(0, 500), st.floats(1, 1000))
 def test_breakdown_partitions_the_window(ivs, t0, width):
-    """Exclusive categories + idle add up to the window; overlapped + exposed <= busy."""
+    """Exclusive categories + idle add up to the window; overlapped + exposed <= busy; the
+    window's events found by bisection (sorted starts, the longest event) give what a scan of
+    every event gives."""
+    ivs = sorted(ivs)
     iv = np.array([(a, a + d) for a, d, _ in ivs])
-    kinds = [k for _, _, k in ivs]
-    ex, ov, busy = _step_breakdown(iv, kinds, KINDS, t0, t0 + width)
+    codes = np.array([KINDS.index(k) for _, _, k in ivs])
+    longest = float((iv[:, 1] - iv[:, 0]).max())
+    ex, ov, busy = _step_breakdown(iv, codes, KINDS, KINDS, t0, t0 + width, longest)
+    assert (ex, ov, busy) == _step_breakdown(iv, codes, KINDS, KINDS, t0, t0 + width, np.inf)
     assert abs(sum(ex.values()) - width) <= 1e-6 * max(1.0, width)
     for k in ov:
         assert ov[k] + ex[k] <= busy[k] + 1e-6

@@ -9,7 +9,7 @@ import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
 from . import common as o
-from .options import Format, number, opt, parse_list
+from .options import MAX_FIT_COUNTS, Format, number, opt, parse_list
 
 
 @app.command("fit")
@@ -51,6 +51,10 @@ def fit_cmd(
     from ..search import SearchSpace
 
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
+    if len(counts) > MAX_FIT_COUNTS:
+        from ..errors import InputError
+        raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
+                                   f"whole search), got {len(counts)}; split the sweep")
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
     spec = job.model_spec()

@@ -27,6 +27,9 @@ from ..validate import MAX_GPUS
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
 # a log2 range 1..10^7 is 25 values; 3,000 GPU counts were 3,000 searches (51 s).
 MAX_LIST_VALUES = 64
+# A fit sweep runs one whole search per count (0.1 s at 10^3 GPUs, ~2.5 s CPU at 10^7: the
+# benchmarks' figures), so its list is shorter: 16 counts is 64..2^21 in powers of two.
+MAX_FIT_COUNTS = 16
 # Whole-number options stop at 2^53 (the largest integer a float64 holds exactly; no count in
 # a training job is near it), so nothing downstream overflows a C long; GPU counts at MAX_GPUS.
 MAX_WHOLE = 2 ** 53
@@ -223,7 +226,8 @@ VARIANTS: dict[tuple[str, str], Opt] = {
     ("micro_batch", "search"): replace(_fix("micro_batch", "the micro-batch"), kind="whole",
                                        metavar="N"),
     ("gpus", "list"): Opt(("--gpus",), "GPU count, a list 64,128 or a range 64..1024 (one "
-                          "search each)", ..., "N|LIST", why="a list or range"),
+                          f"search each, at most {MAX_FIT_COUNTS} counts)", ..., "N|LIST",
+                          why="a list or range"),
     ("gpus", "ranks"): Opt(("--gpus",), "rank counts: 8 or 8,64,512 (repeatable)", ["8"],
                            "N|LIST", why="a list"),
     ("gpus", "one"): _n("--gpus", "GPUs in the job (default 1: one layout on one GPU unless "

@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
@@ -19,9 +20,9 @@ from .memory import looks_like_pickle, read_snapshot, read_summary, read_timelin
 from .model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
 from .nccl import looks_like as _is_nccl
 from .nccl import read_nccl
-from .source import MAX_JSON_BYTES, fail, read_bytes, text_lines
+from .source import MAX_TEXT_BYTES, fail, read_bytes, text_lines
 from .stats import WARMUP_STEPS
-from .trace import read_trace
+from .trace import read_trace, read_trace_file
 from .training import looks_like as _is_training
 from .training import read_training
 
@@ -29,34 +30,40 @@ __all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread",
            "TraceSummary", "expand", "read_evidence", "read_file"]
 
 SKIP_SUFFIXES = (".md", ".py", ".sh", ".toml")
+# Files read in one command: one per rank of a 1,024-GPU job. Each is read alone (its size
+# bounded), so the count is what bounds the time; a directory walk stops at the first file over.
+MAX_EVIDENCE_FILES = 1024
 
 
 def expand(paths: Iterable[str | Path], option: str = "--from") -> list[Path]:
-    """Files as given; a directory contributes its files (sorted, hidden ones skipped)."""
+    """Files as given; a directory contributes its files (sorted, hidden ones skipped); more
+    than MAX_EVIDENCE_FILES in all is an InputError naming ``option``."""
     out: list[Path] = []
     paths = list(paths)
     if any(not str(p).strip() for p in paths):  # Path("") is ".": the working directory
         raise InputError(option, "empty path; expected a measured evidence file or directory")
     for p in map(Path, paths):
         if os.path.isdir(p):  # never raises (a name too long for the OS is read, and refused)
-            out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
-                          and not f.name.endswith(SKIP_SUFFIXES))
+            found = (f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")
+                     and not f.name.endswith(SKIP_SUFFIXES))
+            out += sorted(islice(found, MAX_EVIDENCE_FILES + 1 - len(out)))
         else:
             out.append(p)
+        if len(out) > MAX_EVIDENCE_FILES:
+            raise InputError(option, f"at most {MAX_EVIDENCE_FILES} evidence files in one run "
+                                     "(one per rank of a 1,024-GPU job); give fewer files or "
+                                     "a sub-directory")
     return out
 
 
 def _json_kind(path: Path, raw: bytes, warmup_steps: int) -> Evidence:
-    head = raw[:4096].lstrip()
-    if head.startswith(b"{") and b'"traceEvents"' in raw[:1 << 20]:
-        return read_trace(path, raw)
     text, data = read_json_or_yaml(path, raw)
     if is_golden(data):
         return read_golden(path, text, data, warmup_steps)
     if isinstance(data, list) and data and isinstance(data[0], list):
         return read_timeline(path, text, data)
     if isinstance(data, dict) and "traceEvents" in data:
-        return read_trace(path, raw)
+        return read_trace(path, data)
     raise fail(path, 1, "JSON that is neither a profiler trace, Megatron golden values nor a "
                "memory timeline")
 
@@ -73,8 +80,23 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
         raise
 
 
+def _is_trace(path: Path, option: str) -> bool:
+    """Whether the file's first MiB (gunzipped) opens a JSON object naming traceEvents: a
+    profiler trace, streamed (evidence.stream) rather than read whole."""
+    from .source import MAX_JSON_BYTES
+    from .stream import open_trace
+    fh, close = open_trace(path, MAX_JSON_BYTES, option)
+    try:
+        head = fh.read(1 << 20)
+    finally:
+        close()
+    return head.lstrip()[:1] == b"{" and b'"traceEvents"' in head
+
+
 def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
-    raw = read_bytes(path, MAX_JSON_BYTES, option=option)
+    if str(path) != "-" and _is_trace(path, option):   # standard input is read whole
+        return read_trace_file(path, option)
+    raw = read_bytes(path, MAX_TEXT_BYTES, option=option)
     if looks_like_pickle(raw):
         return read_snapshot(path, raw)
     head = raw[:4096].lstrip()

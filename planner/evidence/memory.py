@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Evidence, MemoryStats
-from .source import fail, text_lines
+from .source import fail, iter_lines
 
 UNITS = {"B": 1, "KB": 2**10, "KIB": 2**10, "MB": 2**20, "MIB": 2**20, "GB": 2**30,
          "GIB": 2**30, "TB": 2**40, "TIB": 2**40, "PB": 2**50, "PIB": 2**50}
@@ -37,7 +37,7 @@ def read_summary(path: Path, data: bytes) -> Evidence:
     mem = MemoryStats()
     rows: dict[str, tuple[float, float]] = {}
     device = None
-    for ln, s in text_lines(path, data):
+    for ln, s in iter_lines(path, data):
         if m := re.search(r"memory summary, device ID (\d+)", s):
             device = int(m[1])
         for name, val in SUMMARY_COUNTER.findall(s):

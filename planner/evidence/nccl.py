@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from .model import Evidence, NcclRow, NcclTable
-from .source import fail, text_lines
+from .source import fail, iter_lines
 
 RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+"
                        r"device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -23,6 +23,9 @@ THREADS = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 STARTING = re.compile(r"Collective test starting:\s*(\w+?)(?:_perf)?\b")
 AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 REDOPS = {"sum", "prod", "max", "min", "avg", "none", "mulsum"}
+# Rows in one file: nccl-tests' sweep of 8 B .. 16 GB by doubling is 32 rows, a fine step
+# (-f 1.1) a few hundred; 10,000 bounds the rows kept (each a dataclass) and the time.
+MAX_ROWS = 10_000
 # File-name spellings of the tests, longest first so reduce_scatter is not read as reduce.
 COLLECTIVES = [("reducescatter", "reduce_scatter"), ("allreduce", "all_reduce"),
                ("allgather", "all_gather"), ("alltoall", "alltoall"), ("sendrecv", "sendrecv"),
@@ -84,14 +87,16 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
 
 def read_nccl(path: Path, data: bytes) -> Evidence:
     """Parse an nccl-tests output file into an Evidence of kind "nccl-tests"."""
-    lines = text_lines(path, data, tags_anywhere=True)
+    lines = iter_lines(path, data, tags_anywhere=True)   # one line at a time, one kept back
     ranks: dict[int, tuple[str, int, str]] = {}
     collective, avg, time_scale, threads = None, None, 1.0, None
     rows: list[NcclRow] = []
-    i = 0
-    while i < len(lines):
-        ln, s = lines[i]
-        i += 1
+    held: tuple[int, str] | None = None
+    while True:
+        ln, s = held or next(lines, (0, None))
+        held = None
+        if s is None:
+            break
         stripped = s.strip()
         if stripped.startswith("#"):
             if m := RANK_LINE.match(stripped):
@@ -117,12 +122,15 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
                            "missing or not a name")
             continue
         # A row wrapped by the terminal or the launcher continues on the next line(s).
-        while len(tokens) < 11 and i < len(lines):
-            nxt = lines[i][1].strip().split()
-            if not nxt or lines[i][1].strip().startswith("#") or _row_start(nxt):
+        while len(tokens) < 11 and (held := next(lines, None)) is not None:
+            nxt = held[1].strip().split()
+            if not nxt or held[1].strip().startswith("#") or _row_start(nxt):
                 break
             tokens += nxt
-            i += 1
+            held = None
+        if len(rows) >= MAX_ROWS:
+            raise fail(path, ln, f"more than {MAX_ROWS:,} nccl-tests rows (one test's sweep of "
+                       "message sizes is tens of rows); give each run its own file")
         rows.append(_row(tokens, path, ln, time_scale))
     if not rows:
         raise fail(path, 1, "no nccl-tests result rows (size count type ... busbw) found")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import statistics
+from array import array
 
 from .model import Spread
 
@@ -47,3 +49,38 @@ def steady(points: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS,
     if not kept:  # every entry is warm-up: report them rather than nothing
         return [v for _, v in points], 0
     return kept, len(points) - len(kept)
+
+
+class Series:
+    """A per-step series keeping the first value of each step (several ranks print the same
+    step) in two arrays, 16 bytes a step (a dict of step → value held ~90, a list beside a set
+    of seen steps ~150: a log of a million steps is tens of MB, not hundreds). Steps logged in
+    increasing order (every framework's) append; a step below the largest so far is looked up
+    by bisection and, when new, kept aside, so any order costs O(log n) a step."""
+
+    def __init__(self) -> None:
+        self._steps, self._values = array("q"), array("d")
+        self._aside: dict[int, float] = {}
+
+    def add(self, step: int, value: float) -> None:
+        if step in self:
+            return
+        if (not self._steps or step > self._steps[-1]) and -2**63 <= step < 2**63:
+            self._steps.append(step)
+            self._values.append(value)
+        else:
+            self._aside[step] = value
+
+    def __contains__(self, step: object) -> bool:
+        if step in self._aside:
+            return True
+        i = bisect.bisect_left(self._steps, step) if isinstance(step, int) else -1
+        return 0 <= i < len(self._steps) and self._steps[i] == step
+
+    def __len__(self) -> int:
+        return len(self._steps) + len(self._aside)
+
+    def items(self) -> list[tuple[int, float]]:
+        """(step, value) sorted by step."""
+        out = list(zip(self._steps, self._values))
+        return sorted(out + list(self._aside.items())) if self._aside else out

@@ -13,14 +13,16 @@ sum to the step time, and communication under compute is reported as overlapped.
 from __future__ import annotations
 
 import bisect
+import math
 import re
+from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from .model import Evidence, StepStats, TraceSummary
-from .source import fail, load_json
+from .source import MAX_JSON_BYTES, fail
 from .stats import spread
 
 GEMM = re.compile(r"gemm|Gemm|GEMM|cutlass|xmma|cublas|nvjet|matmul|_mma_|wgrad|dgrad|fprop",
@@ -44,53 +46,127 @@ def _op_name(name: str) -> str:
             "recv": "send_recv", "all_to_all_single": "all_to_all"}.get(n, n)
 
 
-def _nccl_windows(events: list[dict]) -> dict[Any, tuple[list[float], list[tuple]]]:
-    """Per CPU thread: the `nccl:<op>` annotations sorted by start, for launch look-ups."""
-    by_tid: dict[Any, list[tuple]] = {}
-    for e in events:
-        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("nccl:"):
-            by_tid.setdefault(e.get("tid"), []).append(
-                (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), _op_name(e["name"])))
-    return {t: ([w[0] for w in sorted(ws)], sorted(ws)) for t, ws in by_tid.items()}
+class _Collected:
+    """What one pass over the events keeps: ProfilerStep ranges, kernel launches (correlation →
+    CPU thread and time), `nccl:<op>` annotations per thread, and per device the GPU events as
+    numbers — never the events themselves, so a streamed trace stays in bounded memory."""
 
+    def __init__(self) -> None:
+        self.steps: list[tuple[float, float, str]] = []
+        self.launch = (array("q"), array("q"), array("d"))    # correlation, thread code, ts
+        self.annotations: dict[Any, list[tuple]] = {}
+        self.gpu: dict[int, tuple[array, array, array]] = {}   # starts, ends, kind codes
+        # NCCL kernels, resolved after the pass: device, row, correlation, `Collective name`
+        self.nccl = (array("q"), array("q"), array("q"), array("q"))
+        self.kinds: list[str] = []
+        self.by_name: dict[tuple, int] = {}
+        self.names: dict[Any, int] = {}    # thread ids and collective names, as small codes
 
-def _categorise(events: list[dict], path: Path) -> tuple[int, list[tuple[float, float, str]]]:
-    """(device, [(start_us, end_us, category)]) for the device with the most GPU events."""
-    launches = {e["args"]["correlation"]: e for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
-    windows = _nccl_windows(events)
-    per_dev: dict[int, list[tuple[float, float, str]]] = {}
-    for e in events:
-        cat = e.get("cat")
-        if cat not in ("kernel", "gpu_memcpy", "gpu_memset") or e.get("ph") != "X":
-            continue
+    def name_code(self, x: Any) -> int:
+        return self.names.setdefault(_key(x), len(self.names))
+
+    def code(self, kind: str) -> int:
+        if kind not in self.kinds:
+            self.kinds.append(kind)
+        return self.kinds.index(kind)
+
+    def add(self, e: Any, path: Path) -> None:
+        if not isinstance(e, dict):
+            return
+        cat, name = e.get("cat"), e.get("name", "")
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X":
+            self._gpu_event(e, cat, str(name), path)
+        elif cat == "cuda_runtime" and isinstance(e.get("args"), dict) \
+                and _corr(e["args"].get("correlation")) >= 0 and _num(e.get("ts")) is not None:
+            for col, x in zip(self.launch, (_corr(e["args"]["correlation"]),
+                                            self.name_code(e.get("tid")), float(e["ts"]))):
+                col.append(x)
+        elif cat == "user_annotation" and str(name).startswith("nccl:") \
+                and _num(e.get("ts")) is not None:
+            t = float(e["ts"])
+            self.annotations.setdefault(e.get("tid"), []).append(
+                (t, t + (_num(e.get("dur")) or 0.0), _op_name(str(name))))
+        if e.get("ph") == "X" and str(name).startswith("ProfilerStep#") \
+                and cat in ("user_annotation", "cpu_op", None) and _num(e.get("ts")) is not None:
+            self.steps.append((float(e["ts"]), _num(e.get("dur")) or 0.0, str(name)))
+
+    def _gpu_event(self, e: dict, cat: str, name: str, path: Path) -> None:
+        ts, dur = _num(e.get("ts")), _num(e.get("dur", 0))
+        if ts is None or dur is None:
+            raise fail(path, 1, f"GPU event {name[:60]!r} without a numeric ts/dur")
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
         try:
-            ts, dur = float(e["ts"]), float(e.get("dur", 0))
-        except (KeyError, TypeError, ValueError):
-            raise fail(path, 1, f"GPU event {str(e.get('name'))[:60]!r} without a numeric "
-                       "ts/dur") from None
-        args = e.get("args") or {}
-        dev = int(args.get("device", e.get("pid", 0)) or 0)
-        if cat != "kernel":
-            kind = COPY
-        elif m := NCCL.match(str(e.get("name", ""))):
-            kind = _comm_kind(m[1], args, launches, windows)
-        else:
-            name = str(e.get("name", ""))
-            kind = ("attention" if ATTENTION.search(name) else
+            dev = int(args.get("device", e.get("pid", 0)) or 0)
+        except (TypeError, ValueError, OverflowError):
+            dev = 0
+        starts, ends, codes = self.gpu.setdefault(dev, (array("d"), array("d"), array("i")))
+        code = self.by_name.get((cat, name))
+        if code is None:   # kernel names repeat: each is classified once
+            m = NCCL.match(name) if cat == "kernel" else None
+            kind = (COPY if cat != "kernel" else f"nccl:{m[1]}" if m else
+                    "attention" if ATTENTION.search(name) else
                     "gemm" if GEMM.search(name) else "other_compute")
-        per_dev.setdefault(dev, []).append((ts, ts + max(dur, 0.0), kind))
-    if not per_dev:
-        raise fail(path, 1, "profiler trace without GPU kernels (was CUDA activity recorded?)")
-    dev = max(per_dev, key=lambda d: len(per_dev[d]))
-    return dev, per_dev[dev]
+            code = self.by_name[(cat, name)] = self.code(kind)
+        if self.kinds[code].startswith("nccl:"):   # its launch may come later in the file
+            coll = args.get("Collective name")
+            for col, x in zip(self.nccl, (dev, len(starts), _corr(args.get("correlation")),
+                                          self.name_code(str(coll)) if coll else -1)):
+                col.append(x)
+        starts.append(ts)
+        ends.append(ts + max(dur, 0.0))
+        codes.append(code)
+
+    def device(self, path: Path) -> tuple[int, np.ndarray, np.ndarray]:
+        """(device with the most GPU events, its [start, end] rows, its kind codes), the NCCL
+        kernels named by their launch's annotation."""
+        if not self.gpu:
+            raise fail(path, 1, "profiler trace without GPU kernels (was CUDA activity recorded?)")
+        dev = max(self.gpu, key=lambda d: len(self.gpu[d][0]))
+        starts, ends, codes = (np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
+                               for a, t in zip(self.gpu[dev], (float, float, np.int32)))
+        codes = codes.copy()
+        windows = {self.names.get(_key(t), -1): ([w[0] for w in sorted(ws)], sorted(ws))
+                   for t, ws in self.annotations.items()}
+        names = {c: n for n, c in self.names.items()}
+        d, rows, corr, coll = (np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, int)
+                               for a in self.nccl)
+        mine = d == dev
+        rows, corr, coll = rows[mine], corr[mine], coll[mine]
+        lc, lt, lts = (np.frombuffer(a, dtype=x) if len(a) else np.zeros(0, x)
+                       for a, x in zip(self.launch, (np.int64, np.int64, float)))
+        wanted = np.isin(lc, corr[corr >= 0])
+        launches = {int(c): (int(t), float(x)) for c, t, x in zip(lc[wanted], lt[wanted],
+                                                                  lts[wanted])}
+        for row, c, k in zip(rows.tolist(), corr.tolist(), coll.tolist()):
+            op = self.kinds[codes[row]][5:]
+            args = {"correlation": c, "Collective name": names.get(k)}
+            codes[row] = self.code(_comm_kind(op, args, launches, windows))
+        return dev, np.column_stack([starts, ends]), codes
+
+
+def _num(x: Any) -> float | None:
+    """A finite float from a JSON number (or numeric string), else None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _key(x: Any) -> Any:
+    return x if isinstance(x, (int, str)) else repr(x)
+
+
+def _corr(x: Any) -> int:
+    """A launch's correlation id (Kineto numbers them 0, 1, …), or -1 when it is not one."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63 else -1
 
 
 def _comm_kind(kernel_op: str, args: dict, launches: dict, windows: dict) -> str:
     launch = launches.get(args.get("correlation"))
-    if launch is not None and launch.get("tid") in windows:
-        starts, ws = windows[launch["tid"]]
-        t = float(launch["ts"])
+    if launch is not None and launch[0] in windows:
+        starts, ws = windows[launch[0]]
+        t = launch[1]
         i = bisect.bisect_right(starts, t) - 1
         while i >= 0:  # innermost (latest-starting) annotation that still covers the launch
             if ws[i][0] <= t <= ws[i][1]:
@@ -101,17 +177,21 @@ def _comm_kind(kernel_op: str, args: dict, launches: dict, windows: dict) -> str
     return "comm:" + NCCL_KERNEL_KIND.get(kernel_op, _op_name(kernel_op))
 
 
-def _step_breakdown(iv: np.ndarray, kinds: list[str], order: list[str], t0: float, t1: float
+def _step_breakdown(iv: np.ndarray, codes: np.ndarray, kinds: list[str], order: list[str],
+                    t0: float, t1: float, longest: float
                     ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Exclusive time per category (priority `order`, then idle), comm time under compute,
-    and each category's own busy time, all in µs, within [t0, t1]."""
-    idx = np.nonzero((iv[:, 1] > t0) & (iv[:, 0] < t1))[0]
+    and each category's own busy time, all in µs, within [t0, t1]. `iv` is sorted by start and
+    no event is longer than `longest`, so the window's events are found by bisection."""
+    lo, hi = np.searchsorted(iv[:, 0], [t0 - longest, t1], side="left")
+    idx = lo + np.nonzero(iv[lo:hi, 1] > t0)[0]
     starts, ends = np.clip(iv[idx, 0], t0, t1), np.clip(iv[idx, 1], t0, t1)
     bounds = np.unique(np.concatenate(([t0, t1], starts, ends)))
     seg = np.diff(bounds)
     active = {}
+    mine_codes = codes[idx]
     for k in order:
-        sel = np.array([kinds[i] == k for i in idx], dtype=bool)
+        sel = mine_codes == kinds.index(k)
         cover = np.zeros(len(bounds), dtype=np.int64)
         np.add.at(cover, np.searchsorted(bounds, starts[sel]), 1)
         np.add.at(cover, np.searchsorted(bounds, ends[sel]), -1)
@@ -133,54 +213,87 @@ def _step_breakdown(iv: np.ndarray, kinds: list[str], order: list[str], t0: floa
     return exclusive, overlapped, busy
 
 
-def _idle_at_start(iv: np.ndarray, t0: float, t1: float) -> float:
+def _idle_at_start(iv: np.ndarray, t0: float, t1: float, longest: float) -> float:
     """µs from the window's start until the GPU first works in it (the input pipeline, the
-    host's launch latency): the idle a data loader that cannot keep up shows."""
-    running = (iv[:, 0] <= t0) & (iv[:, 1] > t0)
-    if running.any():
+    host's launch latency): the idle a data loader that cannot keep up shows. `iv` is sorted by
+    start, no event longer than `longest`."""
+    lo, i = np.searchsorted(iv[:, 0], [t0 - longest, t0], side="right")
+    if (iv[lo:i, 1] > t0).any():     # running at the window's start (started at or before t0)
         return 0.0
-    later = iv[(iv[:, 0] > t0) & (iv[:, 0] < t1), 0]
-    return float(later.min() - t0) if len(later) else t1 - t0
+    return float(iv[i, 0] - t0) if i < len(iv) and iv[i, 0] < t1 else t1 - t0
 
 
-def read_trace(path: Path, raw: bytes) -> Evidence:
-    """Summarise one rank's Kineto trace; the parsed JSON is dropped when this returns."""
-    doc = load_json(path, raw, "trace JSON")
+def read_trace_file(path: Path, option: str = "--from", limit: int = MAX_JSON_BYTES) -> Evidence:
+    """Summarise one rank's Kineto trace, streamed event by event (evidence.stream): memory
+    holds the GPU events as numbers, not the parsed JSON."""
+    from .stream import TraceStream, open_trace
+    fh, close = open_trace(path, limit, option)
+    try:
+        stream = TraceStream(fh, path)
+        events = stream.events()
+        got = _Collected()
+        first = next(events, _NONE)
+        if first is _NONE and "traceEvents" not in stream.header:
+            raise fail(path, 1, "a profiler trace is a JSON object with a 'traceEvents' list")
+        if first is not _NONE:
+            got.add(first, path)
+            for e in events:
+                got.add(e, path)
+        return summarise(path, stream.header, got)
+    finally:
+        close()
+
+
+_NONE = object()
+
+
+def read_trace(path: Path, doc: Any) -> Evidence:
+    """Summarise a trace already parsed (a JSON object whose 'traceEvents' key came late)."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise fail(path, 1, "a profiler trace is a JSON object with a 'traceEvents' list")
-    steps = sorted((e for e in events if isinstance(e, dict) and e.get("ph") == "X"
-                    and str(e.get("name", "")).startswith("ProfilerStep#")
-                    and e.get("cat") in ("user_annotation", "cpu_op", None)),
-                   key=lambda e: float(e["ts"]))
-    dev, gpu = _categorise([e for e in events if isinstance(e, dict)], path)
-    iv = np.array([(a, b) for a, b, _ in gpu], dtype=float)
+    got = _Collected()
+    for e in events:
+        got.add(e, path)
+    return summarise(path, doc, got)
+
+
+def summarise(path: Path, header: dict, got: _Collected) -> Evidence:
+    """The per-step breakdown of the collected GPU events (`header`: the trace's other keys)."""
+    dev, iv, codes = got.device(path)
+    order_rows = np.argsort(iv[:, 0], kind="stable")
+    iv, codes = iv[order_rows], codes[order_rows]
+    longest = float((iv[:, 1] - iv[:, 0]).max()) if len(iv) else 0.0
+    steps = sorted(got.steps)
     whole = not steps
     if whole:  # profiled without a schedule: the GPU's active span is the one window
         t0, t1 = float(iv[:, 0].min()), float(iv[:, 1].max())
-        steps = [{"name": "whole trace", "ts": t0, "dur": t1 - t0}]
-    kinds = [k for _, _, k in gpu]
-    order = list(COMPUTE) + sorted({k for k in kinds if k.startswith("comm:")}) + [COPY]
+        steps = [(t0, t1 - t0, "whole trace")]
+    kinds = got.kinds
+    present = {kinds[c] for c in np.unique(codes)}
+    order = list(COMPUTE) + sorted(k for k in present if k.startswith("comm:")) + [COPY]
+    for k in order:
+        got.code(k)
     tot_ex = {k: 0.0 for k in order + [IDLE]}
     tot_ov, tot_busy = {}, {}
     step_ms, start_idle = [], 0.0
-    for s in steps:
-        t0, t1 = float(s["ts"]), float(s["ts"]) + float(s.get("dur", 0))
-        ex, ov, busy = _step_breakdown(iv, kinds, order, t0, t1)
+    for t0, dur, _name in steps:
+        t1 = t0 + dur
+        ex, ov, busy = _step_breakdown(iv, codes, kinds, order, t0, t1, longest)
         step_ms.append((t1 - t0) / 1e3)
-        start_idle += _idle_at_start(iv, t0, t1)
+        start_idle += _idle_at_start(iv, t0, t1, longest)
         for d, tot in ((ex, tot_ex), (ov, tot_ov), (busy, tot_busy)):
             for k, v in d.items():
                 tot[k] = tot.get(k, 0.0) + v
     n = len(steps)
     mean = lambda d: {k: v / n / 1e3 for k, v in d.items()}  # noqa: E731  (µs total -> ms/step)
-    summary = TraceSummary(steps=[s["name"] for s in steps], step_ms=step_ms,
+    summary = TraceSummary(steps=[name for _, _, name in steps], step_ms=step_ms,
                            exclusive_ms=mean(tot_ex), overlapped_ms=mean(tot_ov),
                            busy_ms=mean(tot_busy), device=dev,
                            idle_at_start_ms=start_idle / n / 1e3,
                            window="GPU active span (no ProfilerStep)" if whole else
                            "cpu ProfilerStep")
-    return _evidence(path, doc, summary, step_ms)
+    return _evidence(path, header, summary, step_ms)
 
 
 def _evidence(path: Path, doc: dict, summary: TraceSummary, step_ms: list[float]) -> Evidence:

@@ -16,7 +16,7 @@ from pathlib import Path
 from .model import Evidence, MemoryStats, StepStats
 from ..errors import InputError
 from .source import fail, iter_lines, number
-from .stats import WARMUP_STEPS, spread, steady
+from .stats import WARMUP_STEPS, Series, spread, steady
 
 MIB, GIB = 2.0**20, 2.0**30
 NUM = r"[-+]?[0-9][0-9,]*\.?[0-9]*(?:[eE][-+]?\d+)?"
@@ -64,7 +64,7 @@ class _Found:
     """What the line matchers collected, before warm-up is dropped."""
 
     formats: list[str] = field(default_factory=list)
-    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)   # the first value of each step
     timers: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     memory: MemoryStats = field(default_factory=MemoryStats)
     config: dict[str, float] = field(default_factory=dict)
@@ -72,14 +72,11 @@ class _Found:
     flops_profiler: bool = False
     gpus: dict[int, str] = field(default_factory=dict)
     tqdm_elapsed: dict[int, float] = field(default_factory=dict)
-    seen: dict[str, set[int]] = field(default_factory=dict)  # steps per series: a set, so a
-    # log of a million steps is read in linear time (a scan of the list per line was quadratic)
 
     def add(self, name: str, step: int, value: float) -> None:
-        steps = self.seen.setdefault(name, set())
-        if step not in steps:  # several ranks print the same step
-            steps.add(step)
-            self.series.setdefault(name, []).append((step, value))
+        if name not in self.series:
+            self.series[name] = Series()
+        self.series[name].add(step, value)
 
     def fmt(self, name: str) -> None:
         if name not in self.formats:
@@ -122,7 +119,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
                 f.add("samples_per_s", step, number(val, path, ln, key))
             elif key == "global batch size":
                 f.config["global_batch_size"] = number(val, path, ln, key)
-        if step not in f.seen.get("step_time_s", ()):
+        if step not in f.series.get("step_time_s", ()):
             raise fail(path, ln, "Megatron iteration line without 'elapsed time per iteration'")
         return True
     hits = list(MEG_MEM.finditer(s))
@@ -217,7 +214,7 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
         f.fmt("nemo")
         st = NEMO_STEP.search(s)
         step = (int(number(st[1], path, ln, "global_step")) if st
-                else len(f.series.get("step_time_s", [])) + 1)
+                else len(f.series.get("step_time_s", ())) + 1)
         f.add("step_time_s", step, number(m[1], path, ln, "train_step_timing"))
         return True
     if m := TQDM.search(s):
@@ -308,7 +305,7 @@ def _evidence(path: Path, f: _Found, warmup_steps: int) -> Evidence:
                  "samples_per_s"):
         pts = f.series.get(name)
         if pts:
-            kept, dropped = steady(sorted(pts), warmup_steps)
+            kept, dropped = steady(pts.items(), warmup_steps)
             setattr(st, name, spread(kept))
             st.warmup_dropped = max(st.warmup_dropped, dropped)
     for key, pts in f.timers.items():

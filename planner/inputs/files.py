@@ -153,6 +153,18 @@ def read_bytes(path: str | Path, *, what: str, option: Optional[str] = None,
     return opened, raw
 
 
+def open_regular(path: str | Path, *, what: str, option: Optional[str] = None,
+                 max_bytes: int = MAX_FILE_BYTES):
+    """A binary file object of a regular file of at most ``max_bytes`` bytes (the checks of
+    read_bytes, for a reader that streams: evidence.stream); the caller closes it."""
+    opened, fd, st = _open_regular(str(path), what, option, None)
+    if st.st_size > max_bytes:
+        os.close(fd)
+        raise _error(option, opened, f"file is {st.st_size} bytes; a {what} must be at most "
+                                     f"{max_bytes // 2**20} MiB")
+    return os.fdopen(fd, "rb")
+
+
 def read_file(path: str | Path, *, what: str = "plan file", option: Optional[str] = None,
               dir_file: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
     """(path read, text) of a regular, non-empty UTF-8 text file (see read_bytes)."""

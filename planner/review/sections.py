@@ -36,6 +36,7 @@ class ReviewContext:
     outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
     fit_result: Any                # api.FitResult of the same GPUs and batch
     charts: bool
+    searched: Any = None           # search.SearchResult behind fit_result, when the review ran it
     chart_specs: dict[str, tuple] = field(default_factory=dict)
 
     @property
@@ -66,7 +67,7 @@ def layout_section(ctx: ReviewContext) -> Section:
     if ctx.charts:
         ctx.chart_specs["pareto"] = (
             "Step time against peak memory: every valid layout, the plan starred", "pareto_chart",
-            (rs.pareto(ctx.inp, ctx.budget), (e.peak_memory_bytes, e.step_time_s)))
+            (rs.pareto(ctx.inp, ctx.budget, ctx.searched), (e.peak_memory_bytes, e.step_time_s)))
     return Section(SECTIONS[1], text, [rs.alternatives_table(e, res, ctx.inp.model,
                                                              ctx.inp.hardware)],
                    ["pareto"] if ctx.charts else [])
@@ -223,21 +224,56 @@ def scaling_counts(gpus: int, node: int) -> list[int]:
     return sorted(n for n in out if n <= MAX_GPUS)
 
 
-def _best_at(inp: Job, budget: Any, counts: list[int]) -> list[dict]:
-    """The search's best layout at each GPU count (same model, batch, precision, optimizer)."""
-    from ..api import _short, fit
-    rows = []
-    for n in counts:
+# The scaling sweep searches the other GPU counts, nearest first, only while the layouts its
+# searches have enumerated (the plan's own search included) stay under this budget: a search
+# costs ~0.4 µs of CPU per enumerated layout (benchmarks/bounds.py), so the sweep stays within
+# a few seconds (one search past the budget at most); a 10^7-GPU plan's own search enumerates
+# ~6.7 M and the other counts are left to the `dtplan fit` command the section prints.
+SWEEP_MAX_ENUMERATED = 3_000_000
+
+
+def _row(n: int, best: Any) -> dict:
+    from ..api import _short
+    return {"gpus": n, "fits": best is not None, "searched": True,
+            "layout": _short(best.layout) if best else "nothing fits",
+            "tokens_per_s": best.tokens_per_s if best else 0.0,
+            "mfu": best.mfu if best else 0.0, "step_time_s": best.step_time_s if best else 0.0}
+
+
+def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
+    """The search's best layout at each GPU count (same model, batch, precision, optimizer):
+    the review's own search (`own`, an api.FitResult) at the plan's count, then the others
+    nearest first (by the ratio to the plan's count) while the budget lasts; a count not
+    searched has a row with "searched" False."""
+    from ..api import fit
+    rows = {inp.gpus: _row(inp.gpus, own.layouts[0] if own.layouts else None)}
+    spent = own.enumerated
+    for n in sorted((c for c in counts if c != inp.gpus),
+                    key=lambda c: (abs(np.log(c / inp.gpus)), c)):
+        if spent >= SWEEP_MAX_ENUMERATED:
+            rows[n] = {"gpus": n, "fits": False, "searched": False, "layout": "not searched",
+                       "tokens_per_s": 0.0, "mfu": 0.0, "step_time_s": 0.0}
+            continue
         r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len, global_batch=inp.global_batch,
                 precision=inp.layout.precision, optimizer=inp.layout.optimizer, budget=budget,
-                top=1, suggest=False)
-        best = r.layouts[0] if r.layouts else None
-        rows.append({"gpus": n, "fits": best is not None,
-                     "layout": _short(best.layout) if best else "nothing fits",
-                     "tokens_per_s": best.tokens_per_s if best else 0.0,
-                     "mfu": best.mfu if best else 0.0,
-                     "step_time_s": best.step_time_s if best else 0.0})
-    return rows
+                top=1, suggest=False, explain=False)
+        spent += r.enumerated
+        rows[n] = _row(n, r.layouts[0] if r.layouts else None)
+    return [rows[n] for n in counts]
+
+
+def fit_command(inp: Job, counts: list[int]) -> str:
+    """The `dtplan fit` sweep that searches `counts` for this job (the model by preset name when
+    it is one; otherwise the plan's model options stand in)."""
+    from ..specs.presets import PRESETS
+    name = next((k for k, spec in PRESETS.items() if spec == inp.model), None)
+    model = f"--model {name}" if name else "<the plan's model options>"
+    lay = inp.layout
+    extra = "".join(f" --{k} {x}" for k, x, d in (("precision", lay.precision, "mixed"),
+                                                  ("optimizer", lay.optimizer, "adam")) if x != d)
+    return (f"dtplan fit {model} --hardware {inp.hardware.name} --gpus "
+            f"{','.join(map(str, counts))} --seq-len {inp.seq_len} "
+            f"--global-batch {inp.global_batch}{extra}")
 
 
 def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
@@ -246,16 +282,21 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
         return Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."])
     inp = ctx.inp
     counts = scaling_counts(inp.gpus, inp.hardware.scale_up.gpus_per_node)
-    srows = _best_at(inp, ctx.budget, counts)
+    srows = _best_at(inp, ctx.budget, counts, ctx.fit_result)
     prows = rs.plan_scaling(inp, ctx.budget, counts)
     ctx.chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
                                   "scaling_chart",
                                   (prows, srows, inp.gpus, rs.ideal_tokens_per_s(prows, inp.gpus)))
-    return Section(SECTIONS[8], [
-        "The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
-        "and global batch), its share of ideal linear scaling from the plan's point, and the "
-        "search's best layout at each count."], [rs.scaling_table(prows, srows, inp.gpus)],
-        ["scaling"])
+    text = ["The plan's own layout at GPU counts around the chosen one (only DP changes; same model "
+            "and global batch), its share of ideal linear scaling from the plan's point, and the "
+            "search's best layout at each count."]
+    skipped = [r["gpus"] for r in srows if not r["searched"]]
+    if skipped:
+        text.append(f"The search's best is not computed at {', '.join(f'{n:,}' for n in skipped)} "
+                    f"GPUs: the review's searches stop after {SWEEP_MAX_ENUMERATED:,} enumerated "
+                    f"layouts (the search of {inp.gpus:,} GPUs alone enumerated "
+                    f"{ctx.fit_result.enumerated:,}). `{fit_command(inp, skipped)}` computes them.")
+    return Section(SECTIONS[8], text, [rs.scaling_table(prows, srows, inp.gpus)], ["scaling"])
 
 
 def rejections_section(ctx: ReviewContext) -> Section:

@@ -28,6 +28,9 @@ import numpy as np
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
 from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from .specs.layout import KNOB
+
+MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
 CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
@@ -127,7 +130,10 @@ def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
     tp, cp, pp, dp, ep = split
     tables = {} if tables is None else tables
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
-    mbs = [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
+    # no micro-batch above the Layout's own bound (KNOB["micro_batch"].le): 10^9 sequences over
+    # DP 4 gave 2.5e8-sequence candidates a Layout then refused
+    mbs = [space.micro_batch] if space.micro_batch else [
+        d for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH]
     if ("states", dp * cp) not in tables:
         tables["states", dp * cp] = _states(space, dp * cp)
     if ("schedules", pp) not in tables:

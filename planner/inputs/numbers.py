@@ -59,6 +59,18 @@ def parse_whole(field: str, text: str | float, *, sequence: bool = False,
     return int(x)
 
 
+def parse_real(field: str, text: str | float, *, lower: float | None = None,
+               upper: float | None = None) -> float:
+    """A finite number within [lower, upper] (`parse_number`'s forms), or an InputError naming
+    `field` and the range."""
+    x = parse_number(field, text)
+    if (lower is not None and x < lower) or (upper is not None and x > upper):
+        allowed = (f"between {lower:.10g} and {upper:.10g}" if lower is not None and upper is not None
+                   else f"at least {lower:.10g}" if lower is not None else f"at most {upper:.10g}")
+        raise InputError(field, f"must be {allowed}, got {_shown(text)}")
+    return x
+
+
 def format_number(n: float, *, sequence: bool = False) -> str:
     """The shortest text `parse_number` reads back as exactly `n`: 4000000 → "4M", 8192 with
     ``sequence`` → "8k", 70553706496 → "70553706496" (no suffix divides it cleanly)."""

@@ -137,12 +137,17 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
         return s, v.positive_int("--global-batch", global_batch, upper=v.MAX_GLOBAL_BATCH), ""
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
                         else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
+    if tokens / s > v.MAX_GLOBAL_BATCH:   # the bound of --global-batch: a batch, however given
+        raise InputError("--tokens-per-batch", f"{tokens:g} tokens of --seq-len {s} are "
+                         f"{tokens / s:,.0f} sequences; at most {v.MAX_GLOBAL_BATCH:,} per step")
     n = sequences_for_tokens(tokens, s)
+    if n > v.MAX_GLOBAL_BATCH:   # rounded up past the bound: the exact count instead
+        n = max(1, round(tokens / s))
     why = "a multiple of a power of two, so that data-parallel degrees divide it"
     if gpus is not None:
         from ..engine.batch import dp_friendly_batch
         m = dp_friendly_batch(tokens / s, gpus)
-        if m != n:
+        if m != n and m <= v.MAX_GLOBAL_BATCH:
             n, why = m, f"the nearest that the most data-parallel degrees of {gpus} GPUs divide"
     note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens, "
             f"{(n * s - tokens) / tokens:+.1%}), rounded to {why}" if n * s != tokens else "")

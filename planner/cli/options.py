@@ -300,8 +300,10 @@ VARIANTS: dict[tuple[str, str], Opt] = {
     ("zero", "memory"): replace(SHARED["zero"], default=None, help="ZeRO stage 0-3 (default 0; "
                                 "with --params alone every stage is listed and this one gets "
                                 "the verdict)", why="the states table"),
+    # override values come in as typed; check's _options checks them together (every bad one
+    # reported at once)
     **{(k, "override"): replace(SHARED[k], default=None, help=f"{SHARED[k].help}; replaces the "
-                                "file's value (and fills its \"auto\")", auto=False,
+                                "file's value (and fills its \"auto\")", auto=False, kind="",
                                 why="replaces a plan's or engine config's value")
        for k in ("micro_batch", "recompute", "precision")},
     ("fmt", "check"): Opt(("--format", "-f"), "table, json, markdown or github (workflow "

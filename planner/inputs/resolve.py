@@ -51,6 +51,10 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
     given_arch = {k: x for k, x in arch.items() if x is not None}
     sources = [s for s, x in (("--model", model), ("--model-config", model_config),
                               ("--params", params)) if x is not None]
+    if given_arch and sources and not {"layers", "hidden", "heads"} <= set(given_arch):
+        flag = "--" + next(iter(given_arch)).replace("_", "-")   # --vocab with --params
+        raise InputError(flag, f"is an architecture flag and {sources[0]} already names the "
+                         f"model; give --layers, --hidden and --heads instead of {sources[0]}")
     if given_arch and not {"layers", "hidden", "heads"} <= set(given_arch):
         missing = sorted({"layers", "hidden", "heads"} - set(given_arch))
         raise InputError("--" + missing[0], "architecture flags need at least --layers, --hidden "
@@ -92,9 +96,15 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                                                  "biases, dropout, tied embeddings" if gpt else
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
     try:
-        return ModelSpec(**spec)
+        made = ModelSpec(**spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
         raise InputError("--heads", validation_message(e)) from None
+    if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change
+        sizes = {"--layers": layers, "--hidden": hidden, "--ffn": ffn, "--vocab": vocab}
+        flag = max((f for f, x in sizes.items() if x), key=lambda f: sizes[f])
+        raise InputError(flag, f"{sizes[flag]} makes {made.param_count():.3g} parameters (with "
+                         f"--layers {layers} --hidden {hidden}); at most {v.MAX_PARAMS:g}")
+    return made
 
 
 def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[str] = None,

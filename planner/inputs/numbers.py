@@ -31,6 +31,8 @@ def parse_number(field: str, text: str | float, *, sequence: bool = False) -> fl
     else:
         table = SEQUENCE_SUFFIXES if sequence else SUFFIXES
         s = str(text).strip().replace("_", "")
+        if not s.isascii():   # float() reads ２５６ and ٨; plan files (YAML, TOML, JSON) do not
+            raise InputError(field, f"must be written in ASCII digits, got {_shown(text)}")
         scale = 1.0
         for suf in sorted(table, key=len, reverse=True):
             if s.endswith(suf) and len(s) > len(suf):

@@ -98,18 +98,21 @@ def _relayout(job: Job, budget: MemoryBudget) -> Optional[Fix]:
 
 
 def _counts(job: Job) -> list[tuple[int, int]]:
-    """(extra nodes, GPU count) to try: one node at a time, then doubling."""
+    """(extra nodes, GPU count) to try: one node at a time, then doubling; none above
+    validate.MAX_GPUS, the most any command allows (a plan at 10^7 GPUs gets its verdict and no
+    count it could not pass back to --gpus)."""
+    from .validate import MAX_GPUS
     node = job.hardware.scale_up.gpus_per_node
     out = [(k, job.gpus + k * node) for k in range(1, MAX_EXTRA_NODES + 1)]
     n = out[-1][1]
     for _ in range(MAX_DOUBLINGS):
         n *= 2
         out.append((-(-(n - job.gpus) // node), n))
-    return out
+    return [(k, n) for k, n in out if n <= MAX_GPUS]
 
 
 def _largest(job: Job) -> int:
-    return _counts(job)[-1][1]
+    return max((n for _, n in _counts(job)), default=job.gpus)
 
 
 def _more_nodes(job: Job, budget: MemoryBudget) -> Optional[Fix]:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from .errors import InputError
 from .inputs.files import MAX_CONFIG_BYTES, parse_text, read_file, shown
 from .specs.model import ModelSpec
+from .validate import MAX_PARAMS
 
 
 LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
@@ -217,6 +218,12 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
                 dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
 
+# The keys whose size sets the parameter count, across the layouts read here.
+SIZE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "n_embd",
+             "n_layer", "n_inner", "ffn_hidden_size", "num_local_experts", "num_experts",
+             "moe_intermediate_size", "head_dim")
+
+
 def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
     """ModelSpec from a Hugging Face config.json (or a directory holding one); ``option`` is
     the command-line option the path came from, named first in read and parse errors."""
@@ -256,10 +263,16 @@ def model_from_config(data: dict[str, Any], where: str = "config.json") -> Model
         raise c.fail("max_position_embeddings", "required for learned position embeddings")
     name = c.str("_name_or_path") or Path(where).parent.name or None
     try:
-        return ModelSpec(name=name, source=f"{where} (model_type {mtype or 'absent'}){note}",
+        spec = ModelSpec(name=name, source=f"{where} (model_type {mtype or 'absent'}){note}",
                          **fields)
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.
         first = exc.errors()[0]
         raise InputError(where, f"{'.'.join(map(str, first['loc'])) or 'config'}: "
                                 f"{first['msg']}") from None
+    if spec.param_count() > MAX_PARAMS:   # named by its largest size key (vocab_size: 10^15)
+        key = max((k for k, x in data.items() if k in SIZE_KEYS and isinstance(x, int)),
+                  key=lambda k: data[k], default="config")
+        raise c.fail(key, f"{data.get(key, '')} makes {spec.param_count():.3g} parameters; at "
+                          f"most {MAX_PARAMS:g}")
+    return spec

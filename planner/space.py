@@ -30,6 +30,9 @@ import numpy as np
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
 from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from .specs.layout import KNOB
+
+MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
 CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
@@ -134,10 +137,13 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
 
 
 def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> list[int]:
-    """The micro-batches of a split: every divisor of the per-replica batch (1 where DP does
-    not divide the batch: batch-divisible rejects it), or the one fixed."""
+    """The micro-batches of a split: every divisor of the per-replica batch up to the Layout's
+    own bound (KNOB["micro_batch"].le: 10^9 sequences over DP 4 gave 2.5e8-sequence
+    candidates a Layout then refused), 1 where DP does not divide the batch (batch-divisible
+    rejects it), or the one fixed."""
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
-    return [space.micro_batch] if space.micro_batch else divisors(max(per_replica, 1))
+    return [space.micro_batch] if space.micro_batch else [
+        d for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH]
 
 
 def _tables(p: Problem, space: SearchSpace, tables: dict, dpcp: int, pp: int) -> None:

@@ -15,6 +15,21 @@ MAX_SEQ_LEN = 10**8
 MAX_GLOBAL_BATCH = 10**9        # sequences per optimizer step
 MAX_TOKENS_PER_BATCH = 1e13
 
+# What-if hardware and memory reserves: ranges from physics, wide enough for any GPU built or
+# announced, narrow enough that no product or ratio of them overflows a float64 (1e300 GiB
+# overflowed to inf; 5e-324 Gb/s divided to inf with numpy warnings on stderr).
+# GPU memory: 1 MiB (below it no layer of any model fits) to 1 PiB per GPU (the largest HBM
+# sold, B300's 288 GB, is 0.03% of it).
+GPU_MEMORY_GIB = (2.0 ** -10, 2.0 ** 20)
+# NIC bandwidth per GPU: 1 Mbit/s (a tenth of 10BASE-T Ethernet) to 10 Pbit/s (12,500 times
+# ConnectX-8's 800 Gb/s, the fastest NIC shipping).
+NIC_GBIT = (1e-3, 1e7)
+# CUDA/NCCL context and communication buffers per GPU, GB: none to 1 PB (GPU_MEMORY_GIB's top).
+RESERVE_GB = (0.0, 1e6)
+# Aggregate storage bandwidth, GB/s: 1 MB/s (one spinning disk's tenth) to 10 PB/s (a thousand
+# times the fastest parallel file systems, ~10 TB/s).
+STORAGE_GBS = (1e-3, 1e7)
+
 
 def _fmt(x: float) -> str:
     """A bound or value as a person reads it: 10000000, not 1e+07; 1.5e+23 stays short."""
@@ -45,6 +60,7 @@ def positive(field: str, value: float, *, upper: float = math.inf) -> float:
 # is 32 million years. Within them any ratio or product of two or three durations stays finite
 # (1e308/1e-300 ms overflowed to inf and printed 300-digit tables).
 MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e15
+MTBF_HOURS = (MIN_DURATION_S / 3600, MAX_DURATION_S / 3600)   # --gpu- / --job-mtbf-hours
 
 
 def duration(field: str, seconds: float, unit_s: float = 1.0) -> float:

@@ -16,6 +16,7 @@ import io
 import os
 import re
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,7 +260,11 @@ def run_inprocess(argv: list[str], cwd: Path) -> tuple[int, str, str]:
     try:
         for name, fn in _BUILDERS.items():
             setattr(typer.main, name, fn)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # every warning printed, as in a fresh process (the default filter shows each place
+        # once per process: the second run hitting it would print nothing)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            warnings.simplefilter("always")
             code = run(list(argv))
     finally:
         for name, fn in saved.items():
@@ -274,13 +279,17 @@ CLICK_USAGE = ("Missing option", "Missing argument", "Invalid value", "No such o
 
 def contract_violation(argv: list[str], code: int, out: str, err: str,
                        names: set[str]) -> str | None:
-    """Why this run breaks the contract, or None: exit in {0, 1, 2}; no traceback; an exit 2
+    """Why this run breaks the contract, or None: exit in {0, 1, 2}; no traceback; no warning
+    (numpy's "RuntimeWarning: overflow encountered" is a range no option should allow); an exit 2
     prints one stderr line per problem (all found at once), each naming an option, a positional
     value, a file key:line, or click's own usage message (which names the option)."""
     if code not in (0, 1, 2):
         return f"exit {code}: {err.strip()[-300:]}"
     if "Traceback" in out + err or "internal error" in err:
         return "traceback printed"
+    warned = next((x for x in err.splitlines() if "Warning" in x), None)
+    if warned is not None:
+        return f"a warning reached stderr: {warned[-200:]}"
     if code != 2:
         return None
     lines = err.strip().splitlines()

@@ -57,10 +57,18 @@ def test_top_by_gcd_with_whole_nodes_equals_the_scan():
 
 # ---- the CLI at the top of its ranges ---------------------------------------------------------
 
-def test_a_token_budget_of_10e13_at_sequence_1_is_no_14_tib_array():
-    # dp_friendly_batch scanned ±10 % of 10^13 sequences with np.arange: exit 3 (MemoryError)
+def test_a_token_budget_of_10e13_at_sequence_1_is_refused_as_a_batch_of_10e13():
+    # dp_friendly_batch scanned ±10 % of 10^13 sequences with np.arange: exit 3 (MemoryError);
+    # then fit built a 7.8e10-sequence micro-batch its Layout refused (exit 3, audit 3): a batch
+    # given in tokens has the bound of one given in sequences (--global-batch ≤ 10^9)
+    for cmd in ("estimate", "fit"):
+        r = run_dtplan(cmd, "--model", "gpt2", "--gpus", "8", "--tokens-per-batch", "1e13",
+                       "--seq-len", "1", "-f", "json")
+        assert r.code == 2 and r.err.startswith("dtplan: error: --tokens-per-batch: ")
+        assert "at most 1,000,000,000 per step" in r.err and len(r.err.splitlines()) == 1
+    # the top of both ranges together (10^13 tokens of 10^4 = 10^9 sequences) is planned
     _clean(run_dtplan("estimate", "--model", "gpt2", "--gpus", "8", "--tokens-per-batch", "1e13",
-                      "--seq-len", "1", "-f", "json"))
+                      "--seq-len", "10000", "-f", "json"))
 
 
 def test_fit_at_ten_million_gpus_suggests_only_counts_it_allows():
@@ -89,8 +97,11 @@ def test_shard_group_error_names_the_option_given():
 def test_extreme_durations_are_refused_not_overflowed():
     _exit2(run_dtplan("scaling", "--baseline-ms", "1e308", "--measured-ms", "1e-300", "--gpus",
                       "8"), "--baseline-ms: must be between")
-    _exit2(run_dtplan("checkpoint", "--cost-min", "1e300", "--mtbf-hours", "1e-300"),
+    _exit2(run_dtplan("checkpoint", "--cost-min", "1e300", "--mtbf-hours", "10"),
            "--cost-min: must be between")
+    # an MTBF is refused as it is parsed, under the option's one name (the alias was typed)
+    _exit2(run_dtplan("checkpoint", "--cost-min", "1", "--mtbf-hours", "1e-300"),
+           "--job-mtbf-hours: must be between")
     _exit2(run_dtplan("checkpoint", "--cost-min", "1", "--mtbf-hours", "10", "--intervals",
                       "1e-300"), "--intervals: must be between")
     _clean(run_dtplan("scaling", "--baseline-ms", "1000", "--measured-ms", "200", "--gpus", "8"))

@@ -91,7 +91,8 @@ def layout_option(name: str, variant: Optional[str] = None) -> tuple[Any, Any]:
     """(annotation, typer.Option) of one layout knob, from the shared option set (which reads
     its declaration in specs.knobs)."""
     o = SHARED[name]
-    ann = Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" else str
+    ann = (Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" and not o.auto
+           else str)
     return ann, opt(name, variant)
 
 

@@ -20,8 +20,9 @@ except ImportError:  # pragma: no cover
     from click.exceptions import BadParameter
 
 from ..errors import InputError
-from ..inputs.numbers import format_number, parse_number, parse_whole
+from ..inputs.numbers import format_number, parse_number, parse_real, parse_whole
 from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from .. import validate as v
 from ..validate import MAX_GPUS
 
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
@@ -49,33 +50,43 @@ class OptionError(BadParameter):
         return self.message
 
 
-def number(flag: str, *, whole: bool = True, sequence: bool = False,
-           lower: int | None = None, upper: int | None = MAX_WHOLE) -> Callable[[Any], Any]:
+def number(flag: str, *, whole: bool = True, sequence: bool = False, lower: float | None = None,
+           upper: float | None = MAX_WHOLE, auto: bool = False) -> Callable[[Any], Any]:
     """The typer `parser` of a numeric option: the one number parser (70B, 4M, 15T, 4Mi; with
-    `sequence`, 8k = 8192), errors naming `flag`."""
+    `sequence`, 8k = 8192) and the option's range [lower, upper], errors naming `flag`. With
+    `auto`, "auto" is allowed too and a number comes back as its text ("8")."""
     def parse(text: Any) -> Any:
         if text is None:
             return None
+        if auto and str(text).strip() == "auto":
+            return "auto"
         try:
-            return (parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper) if whole
-                    else parse_number(flag, text))
+            if not whole:
+                return parse_real(flag, text, lower=lower, upper=upper)
+            n = parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper)
+            return str(n) if auto else n
         except InputError as e:
             raise OptionError(str(e)) from None
     parse.__name__ = f"parse_{flag.strip('-').replace('-', '_')}"
     return parse
 
 
-def real(flag: str, help: str, default: Any = None) -> Any:
-    """A command's own numeric option (not shared): typer.Option through the number parser."""
+def real(flag: str, help: str, default: Any = None, *, within: tuple[float, float] | None = None
+         ) -> Any:
+    """A command's own numeric option (not shared): typer.Option through the number parser,
+    within the range `within` (validate's named bounds) when given."""
+    lower, upper = within or (None, None)
     return typer.Option(default, flag, help=help, metavar="NUM",
-                        parser=number(flag, whole=False))
+                        parser=number(flag, whole=False, lower=lower, upper=upper))
 
 
 @dataclass(frozen=True)
 class Opt:
     """One option's declaration. `kind`: "whole" / "seq" / "real" numbers go through the one
     number parser; "flag" is a switch; "" takes text. `aliases`: older spellings, accepted and
-    hidden from help. `why`: a variant's reason for differing from the base declaration."""
+    hidden from help. `why`: a variant's reason for differing from the base declaration.
+    `lower`, `upper`: the allowed range, enforced as the option is parsed (whole numbers stop at
+    MAX_WHOLE unless told; "real" ones are unbounded unless told). `auto`: "auto" allowed too."""
 
     flags: tuple[str, ...]
     help: str
@@ -84,8 +95,9 @@ class Opt:
     kind: str = ""
     aliases: tuple[str, ...] = ()
     why: str = ""
-    lower: int | None = None
-    upper: int | None = MAX_WHOLE
+    lower: float | None = None
+    upper: float | None = None
+    auto: bool = False
 
     @property
     def flag(self) -> str:
@@ -96,8 +108,10 @@ class Opt:
         if self.kind == "flag":
             return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                                 hidden=hidden)
-        parser = (number(self.flag, whole=self.kind != "real", sequence=self.kind == "seq",
-                         lower=self.lower, upper=self.upper)
+        whole = self.kind != "real"
+        upper = MAX_WHOLE if whole and self.upper is None else self.upper
+        parser = (number(self.flag, whole=whole, sequence=self.kind == "seq", lower=self.lower,
+                         upper=upper, auto=self.auto)
                   if self.kind in ("whole", "seq", "real") else None)
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                             metavar=self.metavar, parser=parser, hidden=hidden)
@@ -135,9 +149,11 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
     ("gpus_per_node", _n("--gpus-per-node", "what-if: GPUs per node / NVLink domain "
                          "(default: the profile's)")),
     ("gpu_memory_gb", Opt(("--gpu-memory-gib",), "what-if: GPU memory, GiB (80 = 85.9 GB)",
-                          metavar="GIB", kind="real", aliases=("--gpu-memory-gb",))),
+                          metavar="GIB", kind="real", aliases=("--gpu-memory-gb",),
+                          lower=v.GPU_MEMORY_GIB[0], upper=v.GPU_MEMORY_GIB[1])),
     ("nic_gbit", Opt(("--nic-gbit-per-gpu",), "what-if: NIC bandwidth per GPU, Gb/s (default: "
-                     "the profile's)", metavar="GBIT", kind="real", aliases=("--nic-gbit",))),
+                     "the profile's)", metavar="GBIT", kind="real", aliases=("--nic-gbit",),
+                     lower=v.NIC_GBIT[0], upper=v.NIC_GBIT[1])),
     # Batch.
     ("seq_len", _n("--seq-len", f"sequence length, e.g. 8k = 8192 (default "
                    f"{format_number(DEFAULT_SEQ_LEN, sequence=True)} = {DEFAULT_SEQ_LEN})",
@@ -154,15 +170,19 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
                           "train)", metavar="COST", kind="real",
                           aliases=("--price-per-gpu-hour",))),
     ("gpu_mtbf_hours", _n("--gpu-mtbf-hours", "MTBF of one GPU, h (default 50,677 h, Llama 3's "
-                          "interruption rate); the job's is this ÷ GPUs", kind="real")),
+                          "interruption rate); the job's is this ÷ GPUs", kind="real",
+                          lower=v.MTBF_HOURS[0], upper=v.MTBF_HOURS[1])),
     ("job_mtbf_hours", _n("--job-mtbf-hours", "the job's mean time between interruptions, h "
-                          "(replaces --gpu-mtbf-hours)", kind="real", aliases=("--mtbf-hours",))),
+                          "(replaces --gpu-mtbf-hours)", kind="real", aliases=("--mtbf-hours",),
+                          lower=v.MTBF_HOURS[0], upper=v.MTBF_HOURS[1])),
     ("async_checkpoint", Opt(("--async-checkpoint",), "asynchronous checkpoints (the write "
                              "overlaps training; only the copy to host memory stalls)", False,
                              kind="flag", aliases=("--async",))),
     # Memory margins.
-    ("context_gb", _n("--context-gb", "CUDA/NCCL context, GB", kind="real")),
-    ("comm_buffer_gb", _n("--comm-buffer-gb", "communication buffers, GB", kind="real")),
+    ("context_gb", _n("--context-gb", "CUDA/NCCL context, GB", kind="real",
+                      lower=v.RESERVE_GB[0], upper=v.RESERVE_GB[1])),
+    ("comm_buffer_gb", _n("--comm-buffer-gb", "communication buffers, GB", kind="real",
+                          lower=v.RESERVE_GB[0], upper=v.RESERVE_GB[1])),
     # Output and files.
     ("fmt", Opt(("--format", "-f"), "table, json or markdown", Format.table)),
     ("gib", Opt(("--gib",), "show GiB instead of GB", False, kind="flag")),
@@ -191,14 +211,16 @@ _KNOB_METAVARS = {"schedule": "NAME", "recompute": "MODE", "offload_optimizer": 
 
 
 def _knob_opt(k: Any) -> Opt:
+    """A layout knob's option, its range the knob's own (the Layout field's ge / le)."""
     text = k.cli_help or k.help
     if k.cli_auto:
-        return Opt((k.flag,), f"{text}, or auto", str(k.default), "N|auto")
+        return Opt((k.flag,), f"{text}, or auto", str(k.default), "N|auto", "whole", lower=k.ge,
+                   upper=k.le, auto=True)
     if k.type in (bool, bool | None):
         return Opt((f"{k.flag}/--no-{k.flag[2:]}",), text, k.default, kind="flag")
     if k.choices or k.type is str:
         return Opt((k.flag,), text, k.default, _KNOB_METAVARS.get(k.name, "TEXT"))
-    return Opt((k.flag,), text, k.default, "N", "whole")
+    return Opt((k.flag,), text, k.default, "N", "whole", lower=k.ge, upper=k.le)
 
 
 def _knobs() -> None:
@@ -224,7 +246,7 @@ VARIANTS: dict[tuple[str, str], Opt] = {
                                               ("ep", "EP"), ("zero", "the ZeRO stage"),
                                               ("recompute", "recompute: none, selective, full"))},
     ("micro_batch", "search"): replace(_fix("micro_batch", "the micro-batch"), kind="whole",
-                                       metavar="N"),
+                                       metavar="N", auto=False),
     ("gpus", "list"): Opt(("--gpus",), "GPU count, a list 64,128 or a range 64..1024 (one "
                           f"search each, at most {MAX_FIT_COUNTS} counts)", ..., "N|LIST",
                           why="a list or range"),
@@ -282,8 +304,10 @@ VARIANTS: dict[tuple[str, str], Opt] = {
     ("zero", "memory"): replace(SHARED["zero"], default=None, help="ZeRO stage 0-3 (default 0; "
                                 "with --params alone every stage is listed and this one gets "
                                 "the verdict)", why="the states table"),
+    # override values come in as typed; check's _options checks them together (every bad one
+    # reported at once)
     **{(k, "override"): replace(SHARED[k], default=None, help=f"{SHARED[k].help}; replaces the "
-                                "file's value (and fills its \"auto\")",
+                                "file's value (and fills its \"auto\")", auto=False, kind="",
                                 why="replaces a plan's or engine config's value")
        for k in ("micro_batch", "recompute", "precision")},
     ("fmt", "check"): Opt(("--format", "-f"), "table, json, markdown or github (workflow "

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from . import EXIT_FAIL, EXIT_OK, app
+from .. import validate as v
 from .options import Format, number, opt, parse_list, parse_number, real
 
 FormatOpt = opt("fmt")
@@ -102,12 +103,12 @@ def checkpoint_cmd(
     gpus: Optional[int] = opt("gpus"),
     hardware: Optional[str] = opt("hardware"),
     storage_gbs: Optional[float] = real("--storage-gbs", "aggregate storage write bandwidth, "
-                                        "GB/s [default: the profile's]"),
+                                        "GB/s [default: the profile's]", within=v.STORAGE_GBS),
     read_gbs: Optional[float] = real("--read-gbs", "aggregate storage read bandwidth, GB/s "
-                                     "[default: the profile's]"),
+                                     "[default: the profile's]", within=v.STORAGE_GBS),
     gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
     node_mtbf_hours: Optional[float] = real("--node-mtbf-hours", "MTBF of one node, h (job: ÷ "
-                                            "nodes)"),
+                                            "nodes)", within=v.MTBF_HOURS),
     interruptions: Optional[float] = real("--interruptions", "observed job interruptions (with "
                                           "--over-days)"),
     over_days: Optional[float] = real("--over-days", "period the interruptions were counted in, "

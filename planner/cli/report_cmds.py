@@ -22,6 +22,14 @@ OUT = opt("output")
 FORCE = opt("force")
 
 
+def _model_words(job, plan: Optional[str], name: str) -> list[str]:
+    """The model as `check` reads it back: the config.json path given (its _name_or_path is
+    no preset `--model` resolves), else the preset's or the plan model's name."""
+    if plan is None and job.model_config is not None:
+        return ["--model-config", job.model_config]
+    return ["--model", name]
+
+
 def _offer_note(job: o.Flags) -> None:
     """With --params: name the nearest preset on stderr (these documents have no JSON field to
     carry it), once the command has succeeded, so an input error stays the one stderr line."""
@@ -163,10 +171,14 @@ def export_cmd(
     for n in result.notes:
         sys.stderr.write(f"dtplan: note: {n}\n")
     if to != "accelerate":
+        import shlex
         name = output if not files.is_stdout(output) else "FILE"
-        sys.stderr.write(f"dtplan: check it with: dtplan check {name} --engine {to} "
-                         + " ".join(result.check_args + (["--hardware", inp.hardware.name]))
-                         + ("" if "--model" in result.check_args or to == "megatron"
-                            else f" --model {inp.model.name}") + "\n")
+        words = [name, "--engine", to, *result.check_args, "--hardware", inp.hardware.name]
+        if "--model" not in result.check_args and to != "megatron":
+            words += _model_words(job, plan, inp.model.name)
+        # every word quoted for the shell: a model name from a file is the user's text
+        sys.stderr.write("dtplan: check it with: dtplan check "
+                         + " ".join(w if w == "FILE" else shlex.quote(str(w)) for w in words)
+                         + "\n")
     _offer_note(job)
     return EXIT_OK

@@ -165,11 +165,12 @@ def _model(mo: _Obj, opts: CheckOptions, notes: list[str]) -> ModelSpec:
     """--model wins; else [model] name and flavor as torchtitan's llama3 presets."""
     if opts.model:
         return cli_model(opts.model)
-    name, flavor = (mo.str("name") or "").lower(), (mo.str("flavor") or "").lower()
+    raw_name, raw_flavor = mo.str("name") or "", mo.str("flavor") or ""
+    name, flavor = raw_name.lower(), raw_flavor.lower()
     preset = TITAN_FLAVORS.get((name, flavor))
-    if preset is None:
-        raise InputError("--model", f"model {name or '?'} flavor {flavor or '?'} is not a "
-                                    "known shape; pass --model")
+    if preset is None:   # named by the key, as written (the lookup alone ignores case)
+        raise mo.fail("flavor", f"{raw_flavor!r} of model {raw_name or '?'!r} is not a known "
+                                "torchtitan shape; pass --model")
     from ..specs.presets import get_preset
     notes.append(f"[model] {name} {flavor} read as the {preset} preset")
     return get_preset(preset)

@@ -31,6 +31,8 @@ def parse_number(field: str, text: str | float, *, sequence: bool = False) -> fl
     else:
         table = SEQUENCE_SUFFIXES if sequence else SUFFIXES
         s = str(text).strip().replace("_", "")
+        if not s.isascii():   # float() reads ２５６ and ٨; plan files (YAML, TOML, JSON) do not
+            raise InputError(field, f"must be written in ASCII digits, got {_shown(text)}")
         scale = 1.0
         for suf in sorted(table, key=len, reverse=True):
             if s.endswith(suf) and len(s) > len(suf):
@@ -57,6 +59,18 @@ def parse_whole(field: str, text: str | float, *, sequence: bool = False,
     if upper is not None and x > upper:
         raise InputError(field, f"must be at most {upper}, got {_shown(text)}")
     return int(x)
+
+
+def parse_real(field: str, text: str | float, *, lower: float | None = None,
+               upper: float | None = None) -> float:
+    """A finite number within [lower, upper] (`parse_number`'s forms), or an InputError naming
+    `field` and the range."""
+    x = parse_number(field, text)
+    if (lower is not None and x < lower) or (upper is not None and x > upper):
+        allowed = (f"between {lower:.10g} and {upper:.10g}" if lower is not None and upper is not None
+                   else f"at least {lower:.10g}" if lower is not None else f"at most {upper:.10g}")
+        raise InputError(field, f"must be {allowed}, got {_shown(text)}")
+    return x
 
 
 def format_number(n: float, *, sequence: bool = False) -> str:

@@ -87,6 +87,8 @@ def bounded_int(literal: str, field: str, upper: int = MAX_INT) -> int:
     if reason:
         raise InputError(field, reason)
     try:
+        if not literal.isascii():   # int() reads ８０; the command line refuses it (inputs.numbers)
+            raise ValueError(literal)
         value = int(literal)
     except ValueError:
         shown = literal if len(literal) <= 40 else f"{literal[:20]}…({len(literal)} characters)"
@@ -104,6 +106,16 @@ def _json_int(s: str) -> Any:
 def _json_float(s: str) -> Any:
     x = float(s)
     return x if math.isfinite(x) else _Bad("must be a finite number", s)
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (json keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise Refused(f"{key}: given twice", label="")
+        out[key] = value
+    return out
 
 
 def _no_constant(name: str):
@@ -242,7 +254,7 @@ def _parse(text: str, fmt: str, where: str) -> Any:
         return tomllib.loads(text)
     if fmt == "json":
         return json.loads(text, parse_constant=_no_constant, parse_int=_json_int,
-                          parse_float=_json_float)
+                          parse_float=_json_float, object_pairs_hook=_json_pairs)
     raise InputError(where, f"unknown format {fmt!r}")
 
 

@@ -63,6 +63,10 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
     given_arch = {k: x for k, x in arch.items() if x is not None}
     sources = [s for s, x in (("--model", model), ("--model-config", model_config),
                               ("--params", params)) if x is not None]
+    if given_arch and sources and not {"layers", "hidden", "heads"} <= set(given_arch):
+        flag = "--" + next(iter(given_arch)).replace("_", "-")   # --vocab with --params
+        raise InputError(flag, f"is an architecture flag and {sources[0]} already names the "
+                         f"model; give --layers, --hidden and --heads instead of {sources[0]}")
     if given_arch and not {"layers", "hidden", "heads"} <= set(given_arch):
         missing = sorted({"layers", "hidden", "heads"} - set(given_arch))
         raise InputError("--" + missing[0], "architecture flags need at least --layers, --hidden "
@@ -106,9 +110,15 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
     from ..specs.model import ModelSpec
     try:
-        return ModelSpec(**spec)
+        made = ModelSpec(**spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
         raise InputError("--heads", validation_message(e)) from None
+    if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change
+        sizes = {"--layers": layers, "--hidden": hidden, "--ffn": ffn, "--vocab": vocab}
+        flag = max((f for f, x in sizes.items() if x), key=lambda f: sizes[f])
+        raise InputError(flag, f"{sizes[flag]} makes {made.param_count():.3g} parameters (with "
+                         f"--layers {layers} --hidden {hidden}); at most {v.MAX_PARAMS:g}")
+    return made
 
 
 def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[str] = None,
@@ -152,12 +162,17 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
         return s, v.positive_int("--global-batch", global_batch, upper=v.MAX_GLOBAL_BATCH), ""
     tokens = v.positive("--tokens-per-batch", tokens_per_batch if tokens_per_batch is not None
                         else DEFAULT_TOKENS_PER_BATCH, upper=v.MAX_TOKENS_PER_BATCH)
+    if tokens / s > v.MAX_GLOBAL_BATCH:   # the bound of --global-batch: a batch, however given
+        raise InputError("--tokens-per-batch", f"{tokens:g} tokens of --seq-len {s} are "
+                         f"{tokens / s:,.0f} sequences; at most {v.MAX_GLOBAL_BATCH:,} per step")
     n = sequences_for_tokens(tokens, s)
+    if n > v.MAX_GLOBAL_BATCH:   # rounded up past the bound: the exact count instead
+        n = max(1, round(tokens / s))
     why = "a multiple of a power of two, so that data-parallel degrees divide it"
     if gpus is not None:
         from ..engine.batch import dp_friendly_batch
         m = dp_friendly_batch(tokens / s, gpus)
-        if m != n:
+        if m != n and m <= v.MAX_GLOBAL_BATCH:
             n, why = m, f"the nearest that the most data-parallel degrees of {gpus} GPUs divide"
     note = (f"{tokens:,.0f} tokens per batch → {n} sequences of {s} ({n * s:,} tokens, "
             f"{(n * s - tokens) / tokens:+.1%}), rounded to {why}" if n * s != tokens else "")

@@ -4,6 +4,7 @@ is loaded only when YAML text is read."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import yaml
@@ -48,7 +49,12 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
     def construct_yaml_int(self, node):
-        reason = int_bound_reason(node.value.replace(":", ""))  # YAML 1.1 sexagesimal 1:30
+        # YAML 1.1 reads 4:16 as 256 (base 60), 0x8 and 010 in bases 16 and 8: a number is
+        # decimal here, as on the command line (inputs.numbers) and in YAML 1.2
+        if _NOT_DECIMAL.match(node.value):
+            return _Bad("must be a decimal number (as YAML 1.2 reads it), got "
+                        f"{node.value!r}", node.value, node.start_mark.line + 1)
+        reason = int_bound_reason(node.value)
         if reason:
             return _Bad(reason, node.value, node.start_mark.line + 1)
         return super().construct_yaml_int(node)
@@ -57,6 +63,22 @@ class _BoundedLoader(yaml.SafeLoader):
         x = super().construct_yaml_float(node)
         return x if math.isfinite(x) else _Bad("must be a finite number", node.value,
                                                node.start_mark.line + 1)
+
+
+    def construct_mapping(self, node, deep=False):
+        """A mapping whose keys are each given once: a second `gpus:` is refused with its line
+        (PyYAML keeps the last one silently)."""
+        seen = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen and key != "<<":
+                raise Refused(f"{key}: given twice", key_node.start_mark.line + 1, label="")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# A YAML 1.1 integer that is not plain decimal: base 60 (4:16), 16 (0x8), 2 (0b1), 8 (010).
+_NOT_DECIMAL = re.compile(r"^[-+]?(?:[0-9_]*:[0-9_:]*|0[xXbB][0-9a-fA-F_]*|0[0-9_]+)$")
 
 
 def _construct_bool(loader: "_BoundedLoader", node: Any) -> Any:
@@ -69,6 +91,10 @@ def _construct_bool(loader: "_BoundedLoader", node: Any) -> Any:
 _BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
+# YAML 1.2 (and JSON) floats without a dot, 5e4 and 1e-3, which YAML 1.1 reads as strings.
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def load_yaml(text: str) -> Any:

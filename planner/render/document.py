@@ -71,14 +71,46 @@ def numeric_columns(t: Table) -> list[bool]:
     return out
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")   # where HTML would open a tag: <img, </b>, <!--
+
+
+def literal(text: str, *, newlines: bool = False) -> str:
+    """A string as printed, whatever a file put in it: control characters shown as escapes
+    (\\x1b, \\n), so a config.json value cannot colour the terminal, move the cursor or split
+    a title (errors do the same, cli._fail); `newlines`: keep line breaks (notes)."""
+    def esc(m: re.Match) -> str:
+        ch = m.group()
+        return ch if newlines and ch == "\n" else ch.encode("unicode_escape").decode("ascii")
+    return _CONTROL.sub(esc, str(text))
+
+
+def literal_doc(doc: Document) -> Document:
+    """The document with every string `literal`: what each renderer but JSON (which escapes by
+    itself) prints."""
+    from dataclasses import replace
+    tables = [replace(t, title=literal(t.title), columns=[literal(c) for c in t.columns],
+                      rows=[[literal(c) for c in r] for r in t.rows],
+                      legend=literal(t.legend) if t.legend else t.legend) for t in doc.tables]
+    return replace(doc, title=literal(doc.title), tables=tables,
+                   notes=[literal(n) for n in doc.notes],
+                   verdict=literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict)
+
+
+def md_text(s: str) -> str:
+    """Text for Markdown: `literal`, and no HTML tag a viewer would run (`<img` → `\\<img`)."""
+    return _TAG.sub(r"\\<", literal(s))
+
+
 def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    return md_text(s).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(doc: Document, heading: str = "#") -> str:
-    lines = [f"{heading} {doc.title}", ""]
+    doc = literal_doc(doc)
+    lines = [f"{heading} {md_text(doc.title)}", ""]
     for t in doc.tables:
-        lines += [f"{heading}# {t.title}", ""]
+        lines += [f"{heading}# {md_text(t.title)}", ""]
         lines.append("| " + " | ".join(_md_cell(c) for c in t.columns) + " |")
         # Numbers right-aligned, as in the terminal: every column but the first.
         lines.append("|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|")
@@ -87,9 +119,10 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
             lines += ["", f"*{_md_cell(t.legend)}*"]
         lines.append("")
     if doc.verdict:
-        lines += [f"**{doc.verdict}**", ""]
+        lines += [f"**{md_text(doc.verdict)}**", ""]
     if doc.notes:
-        lines += [f"{heading}# Assumptions and notes", ""] + [f"- {n}" for n in doc.notes] + [""]
+        lines += [f"{heading}# Assumptions and notes", ""] + [f"- {md_text(n)}" for n in doc.notes
+                                                              ] + [""]
     return "\n".join(lines)
 
 

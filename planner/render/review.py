@@ -12,11 +12,11 @@ import html
 import re
 
 from ..report import Review
-from .document import Table, _md_cell, numeric_columns
+from .document import Table, _md_cell, md_text, numeric_columns
 
 
 def _md_table(t: Table) -> list[str]:
-    lines = [f"**{t.title}**", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
+    lines = [f"**{md_text(t.title)}**", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
              "|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|"]
     lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
     if t.legend:
@@ -26,16 +26,16 @@ def _md_table(t: Table) -> list[str]:
 
 def render_review_markdown(r: Review, chart_dir: str | None = None) -> str:
     """Markdown; with ``chart_dir`` each chart is linked as ``chart_dir/<name>.svg``."""
-    out = [f"# {r.title}", ""]
+    out = [f"# {md_text(r.title)}", ""]   # user strings: no control character, no HTML tag
     if r.summary is not None:
         out += ["## Summary", ""] + _md_table(r.summary)[2:]
-    out += [f"**{r.verdict}**", ""]
+    out += [f"**{md_text(r.verdict)}**", ""]
     if r.charts_note:
         out += [f"_{r.charts_note}_", ""]
     out += ["Contents: " + " · ".join(f"{i}. {s.title}" for i, s in enumerate(r.sections, 1)), ""]
     for i, s in enumerate(r.sections, 1):
         out += [f"## {i}. {s.title}", ""]
-        for para in s.text:
+        for para in map(md_text, s.text):
             out += [para, ""] if not para.startswith("- ") else [para]
         if s.text and s.text[-1].startswith("- "):
             out.append("")

@@ -123,6 +123,8 @@ def _rich_table(t: Any, tty: bool, avail: int) -> Any:
 def render_text(doc: Any, *, tty: bool | None = None, columns: int | None = None) -> str:
     """The document as terminal text: styled for a terminal, plain when piped (without rich
     where planner.render.plain can lay it out the same way, as almost every document)."""
+    from .document import literal_doc
+    doc = literal_doc(doc)   # control characters from files shown escaped, never sent raw
     tty = is_tty() if tty is None else tty
     avail = columns or width()
     if not tty or _styles_as_rich():

@@ -69,8 +69,9 @@ class HardwareSection(_Strict):
     profile: Optional[str] = Field(None, description="bundled profile name (dtplan hardware)")
     file: Optional[str] = Field(None, description="profile TOML, relative to the plan file")
     gpus_per_node: Optional[int] = Field(None, ge=1)
-    gpu_memory_gb: Optional[float] = Field(None, gt=0)
-    nic_gbit_per_gpu: Optional[float] = Field(None, gt=0)
+    # the ranges of --gpu-memory-gib and --nic-gbit-per-gpu (validate: GPU_MEMORY_GIB, NIC_GBIT)
+    gpu_memory_gb: Optional[float] = Field(None, ge=v.GPU_MEMORY_GIB[0], le=v.GPU_MEMORY_GIB[1])
+    nic_gbit_per_gpu: Optional[float] = Field(None, ge=v.NIC_GBIT[0], le=v.NIC_GBIT[1])
 
 
 # Every layout knob of specs.knobs.KNOBS, with its help, unit and range; dp, micro_batch,
@@ -118,8 +119,10 @@ class CheckpointSection(_Strict):
 class BudgetSection(_Strict):
     """Overrides of the memory reserve (specs.budget.MemoryBudget); omitted fields keep defaults."""
 
-    context_gb: Optional[float] = Field(None, ge=0, description="CUDA/NCCL context per GPU")
-    comm_buffer_gb: Optional[float] = Field(None, ge=0, description="communication buckets")
+    context_gb: Optional[float] = Field(None, ge=v.RESERVE_GB[0], le=v.RESERVE_GB[1],
+                                        description="CUDA/NCCL context per GPU")
+    comm_buffer_gb: Optional[float] = Field(None, ge=v.RESERVE_GB[0], le=v.RESERVE_GB[1],
+                                            description="communication buckets")
     fragmentation_fraction: Optional[float] = Field(None, ge=0, lt=1)
     margin_fraction: Optional[float] = Field(None, ge=0, lt=1)
 

@@ -1,0 +1,68 @@
+"""Numbers and keys in files follow one rule with the command line (issue 18, audit 3): YAML 1.2
+/ JSON floats (5e4) are numbers; base-60, hex and octal integers (4:16, 0x8) and non-ASCII
+digits are refused with the line, on the command line too; a key given twice is refused
+(`file:line: key: given twice`, or `file: key` in JSON). Through the real `dtplan`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_dtplan
+
+EXAMPLES = Path(ROOT) / "examples"
+PLAN = (EXAMPLES / "plans" / "llama3-70b-256xh100.yaml").read_text()
+
+
+def _plan(tmp_path: Path, old: str, new: str) -> Path:
+    assert old in PLAN
+    (tmp_path / "p.yaml").write_text(PLAN.replace(old, new, 1))
+    return tmp_path / "p.yaml"
+
+
+def _error(r) -> str:
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 1, (r.code, r.err[-400:])
+    return lines[0]
+
+
+def test_an_exponent_float_reads_as_the_number(tmp_path):
+    # YAML 1.1 read 5e4 as the string "5e4": `must be a number, got "5e4"`
+    same = run_dtplan("check", _plan(tmp_path, "gpu_mtbf_hours: 50000", "gpu_mtbf_hours: 5e4"),
+                      "-f", "json")
+    base = run_dtplan("check", EXAMPLES / "plans" / "llama3-70b-256xh100.yaml", "-f", "json")
+    assert same.code == base.code == 0, same.err
+    assert same.json()["files"][0]["summary"] == base.json()["files"][0]["summary"]
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ("gpus: 256\n", "gpus: 4:16\n", "p.yaml:9: gpus: must be a decimal number"),
+    ("  tp: 8\n", "  tp: 0x8\n", "p.yaml:12: layout.tp: must be a decimal number"),
+    ("gpus: 256\n", "gpus: 256\ngpus: 128\n", "p.yaml:10: gpus: given twice"),
+    ("  tp: 8\n", "  tp: 8\n  tp: 4\n", "p.yaml:13: tp: given twice"),
+])
+def test_a_plan_number_or_key_yaml_1_1_would_guess_at_is_refused_with_its_line(
+        tmp_path, old, new, where):
+    line = _error(run_dtplan("check", _plan(tmp_path, old, new).name, cwd=tmp_path))
+    assert line.startswith(f"dtplan: error: {where}"), line
+
+
+def test_a_json_key_given_twice_is_refused(tmp_path):
+    text = (EXAMPLES / "models" / "llama3-8b" / "config.json").read_text()
+    text = text.replace('"num_hidden_layers"', '"num_hidden_layers": 2, "num_hidden_layers"', 1)
+    json.loads(text)   # valid JSON: the last one wins, silently, on main
+    (tmp_path / "dup.json").write_text(text)
+    line = _error(run_dtplan("memory", "--model-config", "dup.json", "--gpus", "8", cwd=tmp_path))
+    assert line == "dtplan: error: --model-config: dup.json: num_hidden_layers: given twice"
+
+
+def test_non_ascii_digits_are_refused_everywhere(tmp_path):
+    line = _error(run_dtplan("memory", "--params", "7e9", "--gpus", "\uff12\uff15\uff16"))
+    assert line.startswith("dtplan: error: --gpus: must be written in ASCII digits")
+    src = (EXAMPLES / "engines" / "megatron-llama3-70b-256gpu.sh").read_text()
+    assert "--num-layers 80" in src
+    (tmp_path / "m.sh").write_text(src.replace("--num-layers 80", "--num-layers \uff18\uff10"))
+    line = _error(run_dtplan("check", "m.sh", cwd=tmp_path))
+    assert line.startswith("dtplan: error: m.sh: --num-layers: must be an integer")

@@ -14,6 +14,7 @@ bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from .engine.pareto import pareto_front
 from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
                        memory_parts, usable_bytes)
 from .timing import step_seconds
-from .rules import RULE_NAMES, split_failure, structural_predicates
+from .rules import RULE_NAMES, split_failures, structural_predicates
 from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
@@ -190,13 +191,14 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 
 
 def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates,
-                      left: list[tuple[tuple, int]], rec: np.ndarray) -> Candidates:
+                      left: list[tuple[tuple, int]], rec: np.ndarray,
+                      failure: Callable[[tuple], int]) -> Candidates:
     """The structural rules on a batch (space.layout_batches: layouts before the recompute
     knob, which no structural rule reads, and the splits left out because a split rule
     rejects all their rows), each rejection counted against its first rule with the first
     such candidate as its example; the survivors crossed with their recompute rows."""
     for split, rows in left:
-        rule = split_failure(p, split)
+        rule = failure(split)
         t.enumerated += rows
         t.rejected[rule] += rows
         if rule not in t.examples:
@@ -317,7 +319,8 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
     rec = recomputes(p, space)
-    for lay, _ in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
+    failure = split_failures(p)
+    for lay, _ in layout_batches(p, space, keep=lambda s: failure(s) < 0):
         ok = _structural(p, lay).all(axis=0)
         if ok.any():
             parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
@@ -334,8 +337,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     `dominated`) and each rejection attributed to the first rule it fails."""
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
     rec = recomputes(p, space)
-    for lay, left in layout_batches(p, space, keep=lambda s: split_failure(p, s) < 0):
-        surv = _count_structural(p, space, t, lay, left, rec)
+    failure = split_failures(p)
+    for lay, left in layout_batches(p, space, keep=lambda s: failure(s) < 0):
+        surv = _count_structural(p, space, t, lay, left, rec, failure)
         _scan_batch(p, surv, t, dominated, len(rec))
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(

@@ -136,3 +136,18 @@ def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
         assert (pareto.pareto_front(x) == fast).all()
     finally:
         pareto.PREFILTER_ROWS = old
+
+
+def test_split_rules_read_only_tp_and_the_world_size():
+    """rules.split_failures memoises split_failure on (TP, TP·CP·PP·DP): every split with the same
+    pair fails the same split rule (or none), over the splits of a few problems."""
+    from planner.rules import split_failures
+
+    for model, gpus in ((get_preset("llama3-70b"), 256), (get_preset("mixtral-8x7b"), 64),
+                        (model_from_params(7e9), 24)):
+        p = problem(model, H100, gpus, seq_len=4096, global_batch=96)
+        seen: dict[tuple[int, int], int] = {}
+        memo = split_failures(p)
+        for s in splits(p, SearchSpace()):
+            key, got = (s[0], s[0] * s[1] * s[2] * s[3]), split_failure(p, s)
+            assert seen.setdefault(key, got) == got and memo(s) == got

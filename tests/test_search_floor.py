@@ -84,7 +84,7 @@ def test_runs_number_alike_rows_alike():
 def _no_shortcuts(monkeypatch):
     """Every row's memory exact (a floor of 0) and every split built."""
     monkeypatch.setattr(MemoryParts, "floor", lambda self, p: np.zeros(len(self.c)))
-    monkeypatch.setattr(search_mod, "split_failure", lambda p, split: -1)
+    monkeypatch.setattr(search_mod, "split_failures", lambda p: lambda split: -1)
 
 
 def _same(a, b):

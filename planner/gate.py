@@ -24,12 +24,12 @@ The verdict JSON (``Verdict``) is versioned by ``schema_version``; see ``dtplan 
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError, InputErrors, validation_message
+from .inputs.lines import find_key_line
 from .inputs.resolve import resolve_file
 from .plan_rules import batch_accounting_rule, checkpoint_figures, checkpoint_rules, threshold_rules
 from .specs.job import CheckOptions, Job
@@ -70,40 +70,6 @@ def evaluate_inputs(inp: Job, where: str = "plan") -> Outcome:
     ck = checkpoint_figures(inp, where)
     rules += checkpoint_rules(ck, inp.thresholds)
     return Outcome(rules=rules, estimate=est, notes=inp.notes + est.notes)
-
-
-# ---- lines of keys in the file text ------------------------------------------------------------
-
-def _segment_patterns(seg: str) -> list[re.Pattern]:
-    s = re.escape(seg)
-    if seg.startswith("-"):  # a command-line flag
-        return [re.compile(rf"(?<![\w-]){s}(?=[\s=\"']|$)")]
-    return [re.compile(rf"^\s*(?:-\s+)?[\"']?{s}[\"']?\s*[:=]"),          # key: / key = / "key":
-            re.compile(rf"^\s*\[+\s*(?:[\w.\-]+\.)?{s}\s*\]+"),              # [section] / [a.seg]
-            re.compile(rf"[{{,]\s*[\"']?{s}[\"']?\s*[:=]")]                    # flow / inline tables
-
-
-def find_key_line(text: str, key: str | None) -> int | None:
-    """1-based line of a dotted key path (``layout.tp``) or a flag, by a simple scan: each
-    segment is searched from the line where the previous one was found. Comment lines are
-    skipped. Returns the deepest segment found, or None."""
-    if not key:
-        return None
-    lines = text.splitlines()
-    segs = [key] if key.startswith("-") else [s for s in key.split(".") if s]
-    start, found = 0, None
-    for seg in segs:
-        pats = _segment_patterns(seg)
-        for i in range(start, len(lines)):
-            stripped = lines[i].lstrip()
-            if stripped.startswith("#") or stripped.startswith("//"):
-                continue
-            if any(p.search(lines[i]) for p in pats):
-                start, found = i, i + 1
-                break
-        else:
-            break
-    return found
 
 
 # ---- files ---------------------------------------------------------------------------------------

@@ -122,8 +122,20 @@ def _describe(err: dict) -> str:
     return f"{err['msg']} (got {shown})"
 
 
-def validate_plan(data: Any, where: str = "plan") -> Plan:
-    """Raw parsed document → Plan; one InputError naming the key path on any problem."""
+def _at(where: str, path: str, text: str | None) -> str:
+    """The error's field: ``where: path``, with the key's line (``where:7: path``) when the
+    file's text is known and the key is found in it."""
+    from .inputs.lines import find_key_line
+
+    line = find_key_line(text, path) if text and path != "plan" else None
+    if not where:
+        return path
+    return f"{where}:{line}: {path}" if line else f"{where}: {path}"
+
+
+def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Plan:
+    """Raw parsed document → Plan; one InputError naming the key path (and its line in
+    ``text``, the file's text, when given) on any problem."""
     if data is None:
         raise InputError(where, "empty document; a plan needs at least model, gpus, seq_len")
     if not isinstance(data, dict):
@@ -131,13 +143,13 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
     try:
         check_unknown_keys(data)
     except InputError as e:
-        raise InputError(f"{where}: {e.field}" if where else e.field, e.message) from None
+        raise InputError(_at(where, e.field, text), e.message) from None
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:
         err = _pick(data, e.errors())
         path = _error_path(data, err["loc"]) or "plan"
-        raise InputError(f"{where}: {path}" if where else path, _describe(err)) from None
+        raise InputError(_at(where, path, text), _describe(err)) from None
     for key, value, allowed in (("precision", plan.precision, PRECISIONS),
                                 ("layout.precision", plan.layout.precision, PRECISIONS),
                                 ("optimizer", plan.optimizer, OPTIMIZERS),
@@ -145,7 +157,7 @@ def validate_plan(data: Any, where: str = "plan") -> Plan:
         if value is not None and value not in allowed:
             near = difflib.get_close_matches(value, allowed, n=1)
             hint = f"; did you mean '{near[0]}'?" if near else ""
-            raise InputError(f"{where}: {key}", f"must be one of {', '.join(allowed)}, got "
+            raise InputError(_at(where, key, text), f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
     select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
     return plan
@@ -155,7 +167,7 @@ def load_plan(path: str | Path, *, option: Optional[str] = None) -> tuple[Plan, 
     """Read and validate one plan file; returns the Plan and the file's text (for line lookup).
     ``option`` is the command-line option the path came from (``--from-plan``), named first."""
     text, _fmt, data = load_document(path, option=option)
-    return validate_plan(data, f"{option}: {path}" if option else str(path)), text
+    return validate_plan(data, f"{option}: {path}" if option else str(path), text), text
 
 
 def json_schema() -> dict[str, Any]:

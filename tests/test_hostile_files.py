@@ -66,3 +66,21 @@ def test_non_ascii_digits_are_refused_everywhere(tmp_path):
     (tmp_path / "m.sh").write_text(src.replace("--num-layers 80", "--num-layers \uff18\uff10"))
     line = _error(run_dtplan("check", "m.sh", cwd=tmp_path))
     assert line.startswith("dtplan: error: m.sh: --num-layers: must be an integer")
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ("  tp: ", "  tp: true  # was ", "layout.tp: must be an integer, got true"),
+    ("  tp: ", "  tpp: ", "layout.tpp: unknown key; did you mean 'layout.tp'?"),
+    ("gpus: ", "gpus: 0  # was ", "gpus: must be >= 1, got 0"),
+    ("gpus: ", "gpus: \"many\"  # was ", "gpus: must be an integer, got \"many\""),
+], ids=["bool-for-int", "unknown-key", "range", "string-for-int"])
+def test_plan_file_errors_name_the_line_of_the_key(tmp_path, old, new, error):
+    """Every plan-file error on a key found in the file says file:line: key: (what a CI
+    annotation or an editor jumps to), not only file: key:."""
+    src = (EXAMPLES / "plans" / "llama3-70b-256xh100.yaml").read_text().splitlines()
+    i = next(n for n, line in enumerate(src) if line.startswith(old))
+    src[i] = new + src[i][len(old):]
+    path = tmp_path / "plan.yaml"
+    path.write_text("\n".join(src) + "\n")
+    r = run_dtplan("check", path)
+    assert r.code == 2 and r.err.strip() == f"dtplan: error: {path}:{i + 1}: {error}"

@@ -320,7 +320,7 @@ def resolve_file(path: str, opts: CheckOptions,
         if hardware is not None:
             job.hardware = hardware
         return job, text, kind
-    plan = validate_plan(data, where)
+    plan = validate_plan(data, where, text)
     found = Problems()
     model = found.run(ec.cli_model, opts.model) if opts.model else None
     if hardware is None and opts.hardware:

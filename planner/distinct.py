@@ -156,14 +156,27 @@ class Part:
         return Part(self.tree, idx if self.index is None else self.index.take(idx), self.size)
 
 
+def _representatives(c: Any, names: Sequence[str],
+                     groups: tuple[np.ndarray, int] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(first row of each distinct tuple of the named columns, each row's tuple), from
+    `groups` where the caller has them; None where fewer than two rows or most rows are
+    distinct (computing on the rows themselves is then cheaper)."""
+    n = len(c)
+    if n < 2:
+        return None
+    if groups is not None:
+        inverse, count = _dense(groups[0], groups[1])
+        return None if count > int(WORTH_IT * n) else (_first_rows(inverse, count), inverse)
+    return distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n), runs=True)
+
+
 def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:
     """part(c) computed on one row per distinct tuple of the named columns of c (or on c itself
     where most rows are distinct), not yet gathered: a caller that needs only some rows, or
     only some of the arrays, gathers those (Part.rows)."""
     n = len(c)
-    found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
-                          runs=True) \
-        if n >= 2 else None
+    found = _representatives(c, names)
     if found is None:
         return Part(part(c), None, n)
     first, inverse = found
@@ -177,17 +190,9 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
     called as part(sub, idx), idx being the rows of c that sub holds (to index other per-row
     arrays that depend on the named columns alone). `groups` (each row's group in [0, count),
     the count) stands for the tuples where the caller knows rows alike in those columns."""
-    n = len(c)
     call = (lambda sub, idx: part(sub, idx)) if rows else (lambda sub, idx: part(sub))
-    if n < 2:
-        return call(c, np.arange(n))
-    if groups is not None:
-        inverse, count = _dense(groups[0], groups[1])
-        found = None if count > int(WORTH_IT * n) else (_first_rows(inverse, count), inverse)
-    else:
-        found = distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n),
-                              runs=True)
+    found = _representatives(c, names, groups)
     if found is None:
-        return call(c, np.arange(n))
+        return call(c, np.arange(len(c)))
     first, inverse = found
     return gather(call(c.take(first), first), inverse, len(first))

@@ -378,16 +378,11 @@ def evaluate_memory(p: Problem, c: Candidates, detail: bool = True
     return x, acts, memory(p, c, x, acts, detail)
 
 
-def evaluate(p: Problem, c: Candidates, *, detail: bool = True,
-             known: tuple[Shape, dict, Memory] | None = None,
-             structural_pass: bool = False) -> Evaluation:
-    """Memory per stage, step-time terms, throughput and rule predicates for every candidate.
-    Bytes, seconds, FLOPs; arrays of len(c). `known` is evaluate_memory(p, c, detail) where the
-    caller has it; without `detail` the memory is totals only (StageMemory); `structural_pass`:
-    the caller has checked that every row passes every structural rule (the search)."""
-    x, acts, mem = known or evaluate_memory(p, c, detail)
-    passes = ({n: np.ones(len(c), dtype=bool) for n in RULE_NAMES} if structural_pass
-              else structural_predicates(p, c, x.micro_batches))
+def evaluate(p: Problem, c: Candidates) -> Evaluation:
+    """Memory per stage (with the printout's detail), step-time terms, throughput and rule
+    predicates for every candidate. Bytes, seconds, FLOPs; arrays of len(c)."""
+    x, acts, mem = evaluate_memory(p, c, True)
+    passes = structural_predicates(p, c, x.micro_batches)
     passes["fits-in-memory"] = mem.peak <= mem.usable
     t, thr = step_time(p, c, x, mem, acts["per_mode"])
     valid = np.ones(len(c), dtype=bool)

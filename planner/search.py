@@ -249,17 +249,16 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
     the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
     headroom known (this batch's or an earlier one's) can be it, and only those are evaluated."""
-    rest = np.ones(len(surv), dtype=bool)
-    rest[np.flatnonzero(slack >= 0.0)] = False
-    rest = np.flatnonzero(rest)
+    rest = np.flatnonzero(~(slack >= 0.0))  # NaN slack counts as rejected, as before
     if len(rest):
         best = max(float(headroom.max()) if len(headroom) else -np.inf,
                    t.closest[0] if t.closest is not None else -np.inf)
         if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
             best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
         extra = rest[slack[rest] >= best]
-        order = np.argsort(np.concatenate([miss, extra]), kind="stable")
-        miss = np.concatenate([miss, extra])[order]
+        both = np.concatenate([miss, extra])
+        order = np.argsort(both, kind="stable")
+        miss = both[order]
         headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
     if len(miss):
         j = int(np.argmax(headroom))

@@ -110,7 +110,7 @@ def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
     n_layers = x.layers[1]
     k_full = full_recomputed(c, n_layers)
     comp = terms.compute(p, c, x, a, n_layers, k_full)
-    cm = terms.communication(p, c, x, mem, comp, n_layers, k_full, state_groups)
+    cm = terms.communication(p, c, x, mem, comp, n_layers, state_groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
     per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
                        cm.zero3_exposed]

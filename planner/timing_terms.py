@@ -267,8 +267,7 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
 
 
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
-                  n_layers: np.ndarray, k_full: np.ndarray,
-                  state_groups: tuple[np.ndarray, int] | None = None) -> Comm:
+                  n_layers: np.ndarray, state_groups: tuple[np.ndarray, int] | None = None) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it. `state_groups` (each row's group,
     the group count) groups rows alike in STATE_COLUMNS where the caller knows it already."""

@@ -322,7 +322,7 @@ def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
 def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
     out = _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
-    n = p.gpus
+    n, more = p.gpus, False
     for _ in range(12):  # up to 4096× more GPUs, within the range --gpus allows
         n = max(2 * n, node)
         if n > v.MAX_GPUS:
@@ -330,8 +330,9 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
         q = Problem(**{**p.__dict__, "gpus": n})
         if _first_fit(q, space):
             out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
+            more = True
             break
-    if not any("GPUs: the smallest" in x for x in out):
+    if not more:
         out += _fewer_gpus(p, space)
     if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
         out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")

@@ -15,6 +15,8 @@ planner does not model: the advice says so.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Optional
 
 from pydantic import BaseModel
@@ -80,7 +82,7 @@ def _advice(p: Problem, base_mfu: float, need: float,
 
 
 def _scaled(p: Problem, factor: int) -> Problem:
-    return Problem(**{**p.__dict__, "global_batch": p.global_batch * factor})
+    return dataclasses.replace(p, global_batch=p.global_batch * factor)
 
 
 def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, collective: float,

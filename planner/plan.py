@@ -127,9 +127,9 @@ def _at(where: str, path: str, text: str | None) -> str:
     file's text is known and the key is found in it."""
     from .inputs.lines import find_key_line
 
-    line = find_key_line(text, path) if text and path != "plan" else None
     if not where:
         return path
+    line = find_key_line(text, path) if text and path != "plan" else None
     return f"{where}:{line}: {path}" if line else f"{where}: {path}"
 
 

@@ -87,7 +87,7 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     if near != global_batch:
         near_fit = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=near,
                        precision=plan_layout.precision, optimizer=plan_layout.optimizer,
-                       budget=budget, top=3, suggest=False)
+                       budget=budget, top=3, suggest=False, explain=False)
         options += _options(near_fit, plan_layout, global_batch, near)
     if not result.layouts:  # no layout of all the GPUs keeps the batch: fewer GPUs may
         options += _exact_on_fewer(model, hardware, plan_layout, to_gpus, seq_len=seq_len,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import functools
 import inspect
 
-import typer
 from typing import Any, Optional
 
 from ..errors import InputError
 from ..inputs.resolve import Flags
-from ..specs.knobs import KNOB, KNOBS
+from ..specs.knobs import KNOBS
 from .options import SHARED, opt, parse_number
 
 
@@ -152,11 +151,3 @@ def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command
     return wrap
-
-
-def override_option(name: str) -> Any:
-    """typer.Option for a layout knob that replaces a plan's or engine config's own value
-    (`check --micro-batch`, `--recompute`, `--precision`), from its declaration in specs.layout."""
-    k = KNOB[name]
-    return typer.Option(None, k.flag, help=f"{k.cli_help or k.help}; replaces the file's value "
-                        "(and fills its \"auto\")")

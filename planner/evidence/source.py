@@ -13,7 +13,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import InputError
 
@@ -69,24 +69,31 @@ def load_json(path: str | Path, raw: bytes | str, what: str = "JSON") -> Any:
     over MAX_INT_DIGITS digits and nesting the C parser cannot recurse into are one InputError
     at file:line (a 5,000-digit `ts` was a ValueError, 5,000 nested objects a RecursionError).
     No node count or character pre-scan: a real trace has millions of values."""
-    from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
-
-    def bounded(literal: str) -> int:
-        if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):
-            raise _Refused(reason)
-        return int(literal)
     try:
-        return json.loads(raw, parse_int=bounded)
+        return json.loads(raw, parse_int=bounded_int_hook())
     except json.JSONDecodeError as e:
         raise fail(path, e.lineno, f"invalid {what} ({e.msg})") from None
-    except _Refused as e:
+    except Refused as e:
         raise fail(path, 1, f"refused: {e}") from None
     except RecursionError:
         raise fail(path, 1, "refused: nested too deeply to parse") from None
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A JSON literal over a bound, raised from inside the parser's hook."""
+
+
+def bounded_int_hook() -> Callable[[str], int]:
+    """The parse_int hook of every evidence JSON reader (load_json, the trace stream): an
+    integer literal over MAX_INT_DIGITS digits raises Refused with the reason
+    (planner.inputs.parse), any other is int()."""
+    from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
+
+    def bounded(literal: str) -> int:
+        if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):
+            raise Refused(reason)
+        return int(literal)
+    return bounded
 
 
 def clean_line(line: str, tags_anywhere: bool = False) -> str:

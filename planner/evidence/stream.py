@@ -19,16 +19,12 @@ import re
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from .source import fail
+from .source import Refused, bounded_int_hook, fail
 
 CHUNK_CHARS = 1 << 20          # text read per refill (and the look-ahead kept before a decode)
 MAX_VALUE_CHARS = 64 << 20     # one event, or one top-level value other than traceEvents
 WHITESPACE = re.compile(r"[ \t\n\r]*")
 LONG_DIGITS = re.compile(r"\d{21}")   # a literal the bounded decoder must see (MAX_INT_DIGITS)
-
-
-class _Refused(Exception):
-    """A literal over a bound, raised from inside the decoder's hook."""
 
 
 class TraceStream:
@@ -39,17 +35,11 @@ class TraceStream:
     file in errors (line numbers are counted as the buffer slides)."""
 
     def __init__(self, fh: IO[bytes], path: str | Path):
-        from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
-
-        def bounded(literal: str) -> int:
-            if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):
-                raise _Refused(reason)
-            return int(literal)
         self._fh, self.path = fh, path
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # Decoded without a hook first (a Python call per integer costs a quarter of the
         # read); a value whose text holds a longer digit run is decoded again with the bound.
-        self._fast, self._dec = json.JSONDecoder(), json.JSONDecoder(parse_int=bounded)
+        self._fast, self._dec = json.JSONDecoder(), json.JSONDecoder(parse_int=bounded_int_hook())
         self._buf, self._pos, self._eof, self._line = "", 0, False, 1
         self._long = -1    # where the buffer's next 21-digit run starts (-1: none after _pos)
         self.header: dict[str, Any] = {}
@@ -119,7 +109,7 @@ class TraceStream:
                                f"{MAX_VALUE_CHARS >> 20} MiB") from None
                 ahead *= 4      # a value longer than the look-ahead: read further, decode again
                 continue
-            except _Refused as e:
+            except Refused as e:
                 raise fail(self.path, self._line, f"refused: {e}") from None
             except RecursionError:
                 raise fail(self.path, self._line, "refused: nested too deeply to parse") from None

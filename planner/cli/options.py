@@ -228,7 +228,6 @@ def _knobs() -> None:
     for k in KNOBS:
         if k.cli:
             SHARED[k.name] = _knob_opt(k)
-    SHARED["zero"] = replace(SHARED["zero"], help="ZeRO stage 0-3", default=0)
 
 
 _knobs()

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
-_SAME = object()  # "as the knob's default"
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ class Knob:
     source: str | None = None
     cli: bool = True
     cli_auto: bool = False
-    cli_default: Any = _SAME
     cli_help: str = ""
 
     @property
@@ -103,8 +101,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cp", int, 1, "context parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="cp"),
     Knob("ep", int, 1, "expert parallel (borrows from DP)", "GPUs", ge=1, le=v.MAX_GPUS,
          column="ep"),
-    Knob("zero", int, 0, "ZeRO stage 0-3", ge=0, le=3, column="zero", cli_default=None,
-         cli_help="ZeRO stage 0-3 (memory without a model and layout: the stage for the verdict)"),
+    Knob("zero", int, 0, "ZeRO stage 0-3", ge=0, le=3, column="zero"),
     Knob("shard_group", int | None, None, "hybrid sharding (HSDP / ZeRO++ hpZ): ZeRO shards over "
          "this many DP ranks; None = the whole DP group", "DP ranks", ge=1, le=v.MAX_GPUS, column="shard",
          none_code=0, cli_help="hybrid sharding: ZeRO over this many DP ranks"),

@@ -81,12 +81,20 @@ LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb mic
           "--wide shows every column")
 
 
+def rejections_table(r: FitResult) -> Table | None:
+    """The rejected candidates by the first rule each failed, with the closest miss (None when
+    the search rejected none)."""
+    rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
+    if not rows:
+        return None
+    return Table(f"Rejected: {r.rejected} candidates, by the first rule each failed",
+                 ["rule", "count", "closest miss"], rows)
+
+
 def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice=None) -> Document:
     """`batch_advice` (planner.batch_advice.BatchAdvice or None): one note and the JSON's
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
-    rej_rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
-    rejected = r.rejected
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
                     f"ranked by {r.objective}", cols, rows,
                     legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
@@ -94,9 +102,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
                    for t in memory_tables(r.best, gib)]
         tables += time_tables(r.best)[:2]
-    if rej_rows:
-        tables.append(Table(f"Rejected: {rejected} candidates, by the first rule each failed",
-                            ["rule", "count", "closest miss"], rej_rows))
+    rejections = rejections_table(r)
+    if rejections is not None:
+        tables.append(rejections)
     if r.layouts:
         w = r.layouts[0]
         verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
@@ -135,7 +143,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
     data = r.model_dump()
     data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
     data["ok"] = r.fits
-    data["rejected"] = rejected
+    data["rejected"] = r.rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
                     notes=notes, verdict=verdict, ok=r.fits, data=data)
 

@@ -300,12 +300,13 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
 
 
 def rejections_section(ctx: ReviewContext) -> Section:
-    from ..render.fit import fit_doc
+    from ..render.fit import rejections_table
     res = ctx.fit_result
+    table = rejections_table(res)
     return Section(SECTIONS[9], [
         f"The search enumerated {res.enumerated} layouts; {res.valid} pass every "
         "rule. Each rejected one is counted under the first rule it failed."],
-        [fit_doc(res).tables[-1]])
+        [table] if table is not None else [])
 
 
 def rules_section(ctx: ReviewContext) -> Section:

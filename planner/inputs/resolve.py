@@ -63,11 +63,11 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
     given_arch = {k: x for k, x in arch.items() if x is not None}
     sources = [s for s, x in (("--model", model), ("--model-config", model_config),
                               ("--params", params)) if x is not None]
-    if given_arch and sources and not {"layers", "hidden", "heads"} <= set(given_arch):
-        flag = "--" + next(iter(given_arch)).replace("_", "-")   # --vocab with --params
-        raise InputError(flag, f"is an architecture flag and {sources[0]} already names the "
-                         f"model; give --layers, --hidden and --heads instead of {sources[0]}")
     if given_arch and not {"layers", "hidden", "heads"} <= set(given_arch):
+        if sources:   # --vocab with --params: the flag given is what is wrong
+            flag = "--" + next(iter(given_arch)).replace("_", "-")
+            raise InputError(flag, f"is an architecture flag and {sources[0]} already names the "
+                             f"model; give --layers, --hidden and --heads instead of {sources[0]}")
         missing = sorted({"layers", "hidden", "heads"} - set(given_arch))
         raise InputError("--" + missing[0], "architecture flags need at least --layers, --hidden "
                          "and --heads")

@@ -42,6 +42,9 @@ class RuleSpec:
     text: str
     measure: Measure
     keys: dict[str, Key]
+    # The knob tables of a split (space.FACTORS) the predicate reads besides the split's own
+    # TP, CP, PP, DP, EP: planner.batches counts a split's rows by rule from them.
+    reads: tuple[str, ...]
 
 
 # The formats whose keys the table carries: a plan file's key path (world-size and
@@ -102,7 +105,8 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
                                 f"= {p.gpus}"),
              _keys(megatron="--tensor-model-parallel-size",
-                   torchtitan="parallelism.data_parallel_shard_degree")),
+                   torchtitan="parallelism.data_parallel_shard_degree"),
+             reads=()),
     RuleSpec("tp-in-nvlink-domain",
              # Only TP's per-layer all-reduces need NVLink; CP's ring of K/V chunks crosses the
              # network when TP fills the node (Meta's 405B runs CP across nodes, Dubey et al.
@@ -111,17 +115,20 @@ RULES: tuple[RuleSpec, ...] = (
              "TP must fit (and tile) one NVLink domain; CP may cross the network",
              lambda p, lay, f: (f"TP = {lay.tp}",
                                 f"divides {p.hardware.scale_up.gpus_per_domain}"),
-             TP_KEYS),
+             TP_KEYS,
+             reads=()),
     RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
              "attention heads must divide evenly across TP ranks",
              lambda p, lay, f: (f"{p.model.heads} heads / TP {lay.tp}", "whole number"),
-             TP_KEYS),
+             TP_KEYS,
+             reads=()),
     RuleSpec("kv-heads-compatible-with-tp",
              lambda p, c, m: (p.model.kv_heads % c.tp == 0) | (c.tp % p.model.kv_heads == 0),
              "KV heads must be a multiple or a divisor of TP",
              lambda p, lay, f: (f"{p.model.kv_heads} KV heads, TP {lay.tp}",
                                 "multiple or divisor"),
-             TP_KEYS),
+             TP_KEYS,
+             reads=()),
     RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
                                                                           c.chunks),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
@@ -129,7 +136,8 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
                                 "whole number"),
              _keys("layout.pp", "--pipeline-model-parallel-size",
-                   "parallelism.pipeline_parallel_degree")),
+                   "parallelism.pipeline_parallel_degree"),
+             reads=("schedule",)),
     RuleSpec("interleaving-valid", _interleaving,
              "interleaving needs PP > 1, v ≥ 2 and at least PP micro-batches",
              lambda p, lay, f: (f"{lay.schedule}, v = {lay.chunks}, m = {f.micro_batches:g}",
@@ -137,29 +145,34 @@ RULES: tuple[RuleSpec, ...] = (
                                 else "v = 1"),
              _keys(lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
                    "--num-layers-per-virtual-pipeline-stage",
-                   "parallelism.pipeline_parallel_schedule")),
+                   "parallelism.pipeline_parallel_schedule"),
+             reads=("mb", "schedule")),
     RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
              "global batch must be a multiple of micro-batch × DP",
              lambda p, lay, f: (f"{p.global_batch} / ({lay.micro_batch} × {lay.dp})",
                                 "whole number ≥ 1"),
              _keys(megatron="--global-batch-size", torchtitan="training.global_batch_size",
-                   deepspeed="train_batch_size")),
+                   deepspeed="train_batch_size"),
+             reads=("mb",)),
     RuleSpec("sequence-divisible", _sequence,
              "sequence must divide by 2·CP (and by TP under sequence parallel)",
              lambda p, lay, f: (f"seq {p.seq_len}, CP {lay.cp}, TP {lay.tp}", "divisible"),
              _keys(lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
-                   "--seq-length", "training.seq_len")),
+                   "--seq-length", "training.seq_len"),
+             reads=("sp",)),
     RuleSpec("experts-divisible-by-ep", _experts,
              "experts must divide by EP, and EP must divide DP × CP",
              lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
              _keys("layout.ep", "--expert-model-parallel-size",
-                   "parallelism.expert_parallel_degree")),
+                   "parallelism.expert_parallel_degree"),
+             reads=()),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, c.zero >= 1, True),
              "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1)",
              lambda p, lay, f: (f"shard group {_shard_group(lay)}", f"divides {lay.dp * lay.cp}"),
              _keys("layout.shard_group", "--use-distributed-optimizer",
-                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage")),
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
     RuleSpec("offload-valid", _offload,
              "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1",
              lambda p, lay, f: (f"ZeRO {lay.zero}, offload opt={lay.offload_optimizer} "
@@ -167,7 +180,8 @@ RULES: tuple[RuleSpec, ...] = (
              _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
                                 else "layout.offload_optimizer"),
                    deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
-                                          else "offload_optimizer"))),
+                                          else "offload_optimizer")),
+             reads=("states",)),
     RuleSpec("zero-with-pp",
              # the framework profile's max_zero_under_pp: DeepSpeed's PipelineEngine asserts
              # ZeRO < 2 (deepspeed/runtime/pipe/engine.py); the others run every stage beside PP
@@ -176,12 +190,14 @@ RULES: tuple[RuleSpec, ...] = (
              lambda p, lay, f: (f"ZeRO {lay.zero}, PP {lay.pp}",
                                 f"ZeRO ≤ {p.fw.time.max_zero_under_pp} when PP > 1 ({p.fw.name})"),
              _keys("layout.zero", "--data-parallel-sharding-strategy",
-                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage")),
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
     RuleSpec("fits-in-memory", None,
              "per-GPU peak must fit in usable memory (capacity minus margin)",
              lambda p, lay, f: (f"{f.peak_memory / 1e9:.2f} GB", f"≤ {f.usable_memory / 1e9:.2f} GB"),
              _keys("layout", "--micro-batch-size", "training.local_batch_size",
-                   "train_micro_batch_size_per_gpu")),
+                   "train_micro_batch_size_per_gpu"),
+             reads=("states", "mb", "schedule", "sp")),
 )
 
 RULE_NAMES: tuple[str, ...] = tuple(r.id for r in RULES)
@@ -194,37 +210,6 @@ def structural_predicates(p: Problem, c: Candidates, m: np.ndarray) -> dict[str,
     n = len(c)
     return {r.id: np.asarray(r.predicate(p, c, m), dtype=bool) & np.ones(n, dtype=bool)
             for r in RULES if r.predicate is not None}
-
-
-# The leading rules whose predicates read the split alone (TP, CP, PP, DP, EP): a split that
-# fails one fails it first on every one of its rows, so the search counts them unbuilt.
-SPLIT_RULES: tuple[str, ...] = RULE_NAMES[:4]
-
-
-def split_failure(p: Problem, split: tuple[int, int, int, int, int]) -> int:
-    """Index into RULE_NAMES of the first of SPLIT_RULES that a split (TP, CP, PP, DP, EP)
-    fails, -1 where it passes them all."""
-    tp, cp, pp, dp, ep = (np.array([v], dtype=np.int64) for v in split)
-    one = Candidates(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, sp=np.zeros(1, dtype=np.int64))
-    for i, name in enumerate(SPLIT_RULES):
-        if not RULES[i].predicate(p, one, p.global_batch / dp).all():
-            return i
-    return -1
-
-
-def split_failures(p: Problem) -> Callable[[tuple[int, int, int, int, int]], int]:
-    """split_failure for one problem, memoised on all that SPLIT_RULES read: TP (the NVLink
-    domain, heads and KV heads rules) and the world size TP·CP·PP·DP. A search at 10^7 GPUs
-    meets tens of thousands of splits but a few dozen TP values."""
-    memo: dict[tuple[int, int], int] = {}
-
-    def first(split: tuple[int, int, int, int, int]) -> int:
-        tp, cp, pp, dp, _ = split
-        key = (tp, tp * cp * pp * dp)
-        if key not in memo:
-            memo[key] = split_failure(p, split)
-        return memo[key]
-    return first
 
 
 def config_keys(fmt: str, lay: Layout) -> dict[str, str]:

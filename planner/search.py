@@ -14,7 +14,6 @@ bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -23,8 +22,9 @@ from .engine.pareto import pareto_front
 from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
                        memory_parts, usable_bytes)
 from .timing import step_seconds
-from .rules import RULE_NAMES, split_failures, structural_predicates
-from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
+from .batches import Left, layout_batches
+from .rules import RULE_NAMES, structural_predicates
+from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -190,19 +190,17 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
     return np.stack([passes[n] for n in STRUCTURAL])
 
 
-def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates,
-                      left: list[tuple[tuple, int]], rec: np.ndarray,
-                      failure: Callable[[tuple], int]) -> Candidates:
-    """The structural rules on a batch (space.layout_batches: layouts before the recompute
-    knob, which no structural rule reads, and the splits left out because a split rule
-    rejects all their rows), each rejection counted against its first rule with the first
+def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left,
+                      rec: np.ndarray) -> Candidates:
+    """The structural rules on a batch (batches.layout_batches: layouts before the recompute
+    knob, which no structural rule reads, and the rows of the splits left out because none
+    passes, counted by rule), each rejection counted against its first rule with the first
     such candidate as its example; the survivors crossed with their recompute rows."""
-    for split, rows in left:
-        rule = failure(split)
+    for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
-        if rule not in t.examples:
-            t.examples[rule] = Candidates(**split_rows(p, space, split, rec[:1])).take([0])
+        if example is not None:
+            t.examples.setdefault(rule, example)
     t.enumerated += len(lay) * len(rec)
     mat = _structural(p, lay)
     ok = mat.all(axis=0)
@@ -318,8 +316,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
     rec = recomputes(p, space)
-    failure = split_failures(p)
-    for lay, _ in layout_batches(p, space, keep=lambda s: failure(s) < 0):
+    for lay, _ in layout_batches(p, space):
         ok = _structural(p, lay).all(axis=0)
         if ok.any():
             parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
@@ -336,9 +333,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     `dominated`) and each rejection attributed to the first rule it fails."""
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
     rec = recomputes(p, space)
-    failure = split_failures(p)
-    for lay, left in layout_batches(p, space, keep=lambda s: failure(s) < 0):
-        surv = _count_structural(p, space, t, lay, left, rec, failure)
+    for lay, left in layout_batches(p, space):
+        surv = _count_structural(p, t, lay, left, rec)
         _scan_batch(p, surv, t, dominated, len(rec))
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(

@@ -1,4 +1,4 @@
-"""The complete layout space of one question, as integer arrays, a batch of splits at a time.
+"""The complete layout space of one question, as integer arrays, every split at once.
 
 A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
@@ -17,7 +17,10 @@ selective_recompute is "none", CP where context_parallel and EP where expert_par
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
-PP beyond the layer count. Everything else a rule rejects is enumerated and counted.
+PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
+none of whose rows passes the structural rules is counted by rule without its rows being built
+(planner.split_verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
+array work, not millions of rows.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~2
 # (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
 # kernel partly idle: CP stops there (a bound on the enumeration, not a fitted constant).
 CP_MIN_CHUNK_TOKENS = 128
+SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
+# The knob tables crossed within a split, in the C order of its rows (recompute innermost,
+# crossed later by with_recomputes): each table is keyed by the one split column it depends on.
+FACTORS = ("states", "mb", "schedule", "sp")
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,48 @@ class SearchSpace:
     max_chunks: int = 8
 
 
-def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
-    """Every (TP, CP, PP, DP, EP) whose product TP·CP·PP·DP is the GPU count."""
+@dataclass(frozen=True)
+class Factor:
+    """One knob table per split, all splits' tables concatenated: its columns, and per split
+    the first row of its table and its number of rows."""
+
+    cols: dict[str, np.ndarray]
+    start: np.ndarray
+    size: np.ndarray
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Every split (SPLIT_COLUMNS arrays, in enumeration order) and its knob tables."""
+
+    cols: dict[str, np.ndarray]
+    factors: dict[str, Factor]
+    first_recompute: tuple[int, int]
+
+    def __len__(self) -> int:
+        return len(self.cols["tp"])
+
+    def sizes(self) -> np.ndarray:
+        """Rows per split before the recompute knob: the product of its tables' sizes."""
+        return np.prod([self.factors[f].size for f in FACTORS], axis=0).astype(np.int64) \
+            if len(self) else np.zeros(0, dtype=np.int64)
+
+
+def _pp_degrees(p: Problem, space: SearchSpace, rest: int) -> np.ndarray:
+    """PP degrees of a TP·CP pair leaving `rest` GPUs: divisors up to the layer count, PP > 1
+    only where the framework runs a pipeline schedule (the profile's list)."""
+    if space.pp:
+        return np.array([space.pp] if rest % space.pp == 0 else [], dtype=np.int64)
+    q = np.array(divisors(rest), dtype=np.int64)
+    return q[(q <= p.model.layers) & ((q == 1) | bool(p.fw.time.pipeline_schedules))]
+
+
+def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
+    """Every (TP, CP, PP, DP, EP) whose product TP·CP·PP·DP is the GPU count, as arrays in
+    enumeration order (TP, then CP, then PP, then EP ascending)."""
     mod, gpus = p.model, p.gpus
     dom = p.hardware.scale_up.gpus_per_domain
-    out = []
+    parts = []
     for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
         if gpus % tp:
             continue
@@ -76,22 +120,30 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
                               and p.fw.time.context_parallel)]:
             if (gpus // tp) % cp:
                 continue
-            rest = gpus // (tp * cp)
-            # PP only where the framework runs a pipeline schedule (the profile's list)
-            for pp in [space.pp] if space.pp else [q for q in divisors(rest) if q <= mod.layers
-                                                   and (q == 1 or p.fw.time.pipeline_schedules)]:
-                if rest % pp:
-                    continue
-                dp = rest // pp
-                eps = [space.ep] if space.ep else (
-                    [e for e in divisors(mod.experts) if (dp * cp) % e == 0
-                     and (e == 1 or p.fw.time.expert_parallel)] if mod.is_moe else [1])
-                out += [(tp, cp, pp, dp, ep) for ep in eps]
-    return out
+            pps = _pp_degrees(p, space, gpus // (tp * cp))
+            parts.append((np.full(len(pps), tp), np.full(len(pps), cp), pps,
+                          gpus // (tp * cp) // pps))
+    cols = [np.concatenate(c).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            for c in zip(*parts)] if parts else [np.zeros(0, dtype=np.int64)] * 4
+    tp, cp, pp, dp = cols
+    if space.ep or not mod.is_moe:
+        ep = np.full(len(tp), space.ep or 1, dtype=np.int64)
+    else:
+        e = np.array([x for x in divisors(mod.experts) if x == 1 or p.fw.time.expert_parallel],
+                     dtype=np.int64)
+        at, which = np.nonzero((dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
+        tp, cp, pp, dp, ep = tp[at], cp[at], pp[at], dp[at], e[which]
+    return dict(zip(SPLIT_COLUMNS, (tp, cp, pp, dp, ep)))
 
 
-def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
-    """(ZeRO stage, shard group, offload optimizer, offload params) rows for one split."""
+def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
+    """split_arrays as a list of (TP, CP, PP, DP, EP) tuples."""
+    a = split_arrays(p, space)
+    return [tuple(int(x) for x in row) for row in zip(*(a[k] for k in SPLIT_COLUMNS))]
+
+
+def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
+    """(ZeRO stage, shard group, offload optimizer, offload params) rows for one DP·CP."""
     zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dpcp > 1 else [0])
     rows = []
     for z in zeros:
@@ -99,10 +151,10 @@ def _states(space: SearchSpace, dpcp: int) -> np.ndarray:
         offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
             + ([(1, 1)] if space.allow_offload and z == 3 else [])
         rows += [(z, g, oo, op) for g in shards for oo, op in offs]
-    return np.array(rows, dtype=np.int64)
+    return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
 
 
-def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
+def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
     """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
     where the layers split, each only where the framework runs it (its profile's
     pipeline_schedules; a schedule the user fixed is kept). GPipe is never enumerated: 1F1B
@@ -120,7 +172,7 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> np.ndarray:
             rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
         else:
             rows = [(want, 1)]
-    return np.array(rows, dtype=np.int64)
+    return _table(rows, ("schedule", "chunks"))
 
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
@@ -136,96 +188,80 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
 
 
-def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> list[int]:
+def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> dict[str, np.ndarray]:
     """The micro-batches of a split: every divisor of the per-replica batch up to the Layout's
     own bound (KNOB["micro_batch"].le: 10^9 sequences over DP 4 gave 2.5e8-sequence
     candidates a Layout then refused), 1 where DP does not divide the batch (batch-divisible
     rejects it), or the one fixed."""
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
-    return [space.micro_batch] if space.micro_batch else [
-        d for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH]
+    return _table([(space.micro_batch,)] if space.micro_batch else [
+        (d,) for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH], ("mb",))
 
 
-def _tables(p: Problem, space: SearchSpace, tables: dict, dpcp: int, pp: int) -> None:
-    """The state table of a DP·CP group and the schedule table of a PP degree, once each."""
-    if ("states", dpcp) not in tables:
-        tables["states", dpcp] = _states(space, dpcp)
-    if ("schedules", pp) not in tables:
-        tables["schedules", pp] = _schedules(p, space, pp)
+def _table(rows: list[tuple[int, ...]], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    a = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+    return {n: a[:, i] for i, n in enumerate(names)}
 
 
-def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
-               rec: np.ndarray, tables: dict | None = None) -> dict[str, np.ndarray]:
-    """Every candidate of one split as COLUMNS arrays, recompute innermost: row r takes table
-    t's row (r // stride_t) mod len_t, the stride being the product of the later tables' sizes
-    (np.indices' C order). `tables` memoises the state and schedule tables across splits."""
-    tp, cp, pp, dp, ep = split
-    tables = {} if tables is None else tables
-    mbs = _micro_batches(p, space, dp)
-    _tables(p, space, tables, dp * cp, pp)
-    parts = (tables["states", dp * cp], np.array(mbs, dtype=np.int64).reshape(-1, 1),
-             tables["schedules", pp], np.array([0, 1] if tp > 1 else [0]).reshape(-1, 1), rec)
-    picked = [t[i] for t, i in zip(parts, np.indices([len(t) for t in parts]).reshape(
-        len(parts), -1))]
-    (states, mb, sched, sp, recompute), n = picked, len(picked[0])
-    const = lambda x: np.full(n, x, dtype=np.int64)  # noqa: E731
-    return {"tp": const(tp), "pp": const(pp), "dp": const(dp), "cp": const(cp), "ep": const(ep),
-            "zero": states[:, 0], "shard": states[:, 1], "mb": mb[:, 0],
-            "schedule": sched[:, 0], "chunks": sched[:, 1], "sp": sp[:, 0],
-            "recompute": recompute[:, 0], "recompute_layers": recompute[:, 1],
-            "offload_opt": states[:, 2], "offload_par": states[:, 3]}
+def _factor(keys: np.ndarray, make: Callable[[int], dict[str, np.ndarray]],
+            names: tuple[str, ...]) -> Factor:
+    """The table `make(key)` of every split, built once per distinct key."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    tables = [make(int(k)) for k in uniq]
+    size = np.array([len(t[names[0]]) for t in tables], dtype=np.int64)
+    start = np.cumsum(size) - size
+    cols = {n: np.concatenate([t[n] for t in tables]) if tables
+            else np.zeros(0, dtype=np.int64) for n in names}
+    return Factor(cols, start[inv.ravel()], size[inv.ravel()])
 
 
-def candidate_batches(p: Problem, space: SearchSpace,
-                      rows: int | None = None) -> Iterator[Candidates]:
-    """The whole space, as Candidates of about `rows` (default CHUNK_ROWS) rows each, whole
-    splits per batch."""
+def split_table(p: Problem, space: SearchSpace) -> Splits:
+    """Every split with its knob tables: states by DP·CP, micro-batches by DP, schedules by PP,
+    sequence parallel by TP (on and off where TP > 1)."""
+    s = split_arrays(p, space)
     rec = recomputes(p, space)
-    for layouts, _ in layout_batches(p, space, rows):
-        yield with_recomputes(layouts, rec)
+    factors = {
+        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k),
+                          ("zero", "shard", "offload_opt", "offload_par")),
+        "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
+        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k), ("schedule", "chunks")),
+        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
+                      ("sp",)),
+    }
+    return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 
 
-def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
-                   keep: Callable[[tuple[int, int, int, int, int]], bool] | None = None
-                   ) -> Iterator[tuple[Candidates, list[tuple[tuple, int]]]]:
-    """candidate_batches before the recompute knob is crossed (every row holds the first
-    recompute row; with_recomputes crosses it), in the same batches, leaving out the splits
-    `keep` refuses: per batch (its layouts, [(left-out split, the rows it has)])."""
-    rows = rows or CHUNK_ROWS
-    rec = recomputes(p, space)
-    first = rec[:1]
-    pending: list[dict[str, np.ndarray]] = []
-    left: list[tuple[tuple, int]] = []
-    size = 0
-    tables: dict = {}
-    for split in splits(p, space):
-        if keep is None or keep(split):
-            block = split_rows(p, space, split, first, tables)
-            pending.append(block)
-            size += len(block["tp"]) * len(rec)
-        else:
-            left.append((split, split_size(p, space, split, tables) * len(rec)))
-            size += left[-1][1]
-        if size >= rows:
-            yield _columns(pending), left
-            pending, left, size = [], [], 0
-    if pending or left:
-        yield _columns(pending), left
-
-
-def split_size(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
-               tables: dict) -> int:
-    """Rows of split_rows(p, space, split, one recompute row), without building them."""
-    tp, cp, pp, dp, ep = split
-    _tables(p, space, tables, dp * cp, pp)
-    return len(tables["states", dp * cp]) * len(_micro_batches(p, space, dp)) \
-        * len(tables["schedules", pp]) * (2 if tp > 1 else 1)
+def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
+            ) -> tuple[Candidates, np.ndarray]:
+    """The rows of splits `idx`, crossing the tables `over` (C order, FACTORS order), every
+    other table at its first row, recompute at its first row: the candidates and, per row,
+    its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
+    len_t, the stride being the product of the later crossed tables' sizes."""
+    idx = np.asarray(idx, dtype=np.int64)
+    one = np.ones(len(idx), dtype=np.int64)
+    sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
+    count = np.prod(sizes, axis=0).astype(np.int64) if len(idx) else one
+    owner = np.repeat(np.arange(len(idx)), count)
+    local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    split = idx[owner]
+    cols = {k: s.cols[k][split] for k in SPLIT_COLUMNS}
+    for f, size in zip(reversed(FACTORS), reversed(sizes)):
+        fac = s.factors[f]
+        at = fac.start[split]
+        if f in over:
+            n = size[owner]
+            at = at + local % n
+            local = local // n
+        cols.update({name: col[at] for name, col in fac.cols.items()})
+    cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
+    cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
+    return Candidates(**cols), owner
 
 
 def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
                     ) -> Candidates:
     """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
-    innermost (as split_rows lays them out)."""
+    innermost (as the space lays them out)."""
     k = len(rec)
     idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
     cols = {name: getattr(c, name).take(idx) for name in COLUMNS
@@ -235,7 +271,36 @@ def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = No
                       recompute_layers=np.tile(rec[:, 1], n))
 
 
-def _columns(blocks: list[dict[str, np.ndarray]]) -> Candidates:
-    if not blocks:
-        return Candidates(**{name: np.zeros(0, dtype=np.int64) for name in COLUMNS})
-    return Candidates(**{name: np.concatenate([b[name] for b in blocks]) for name in COLUMNS})
+def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
+               rec: np.ndarray) -> Candidates:
+    """Every candidate of one split (TP, CP, PP, DP, EP), crossed with the recompute rows rec."""
+    s = split_table(p, space)
+    at = np.flatnonzero(np.logical_and.reduce([s.cols[k] == v for k, v in zip(SPLIT_COLUMNS,
+                                                                            split)]))
+    return with_recomputes(product(s, at[:1])[0], rec)
+
+
+def batch_ends(sizes: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:
+    """Consecutive splits [a, b) whose sizes reach `rows` (the last batch may fall short): a
+    batch closes on the first split that brings it to `rows` or more."""
+    cum = np.concatenate([[0], np.cumsum(sizes)])
+    a, n = 0, len(sizes)
+    while a < n:
+        b = min(int(np.searchsorted(cum, cum[a] + rows, side="left")), n)
+        yield a, b
+        a = b
+
+
+def empty() -> Candidates:
+    """No candidates."""
+    return Candidates(**{name: np.zeros(0, dtype=np.int64) for name in COLUMNS})
+
+
+def candidate_batches(p: Problem, space: SearchSpace,
+                      rows: int | None = None) -> Iterator[Candidates]:
+    """The whole space, every split built, as Candidates of about `rows` (default CHUNK_ROWS)
+    rows each, whole splits per batch, recompute innermost."""
+    rec = recomputes(p, space)
+    s = split_table(p, space)
+    for a, b in batch_ends(s.sizes() * len(rec), rows or CHUNK_ROWS):
+        yield with_recomputes(product(s, np.arange(a, b))[0], rec)

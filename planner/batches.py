@@ -75,21 +75,25 @@ def first_failures(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndar
 
 def verdicts(p: Problem, s: Splits) -> tuple[np.ndarray, np.ndarray]:
     """Per split: rows (before the recompute knob) first failing each rule, (splits × rules),
-    and rows passing every structural rule; by the run formula above."""
+    and rows passing every structural rule; by the run formula above, a run's tuples built
+    for at most about CHUNK_ROWS splits' worth at a time (memory bounded)."""
     n, k = len(s), len(RULE_NAMES)
     counts = np.zeros((n, k), dtype=np.int64)
     passing = np.ones(n, dtype=np.int64)   # Π pass_i over the runs so far
     read: set[str] = set()
     for run in RUNS:
-        idx = np.flatnonzero(passing > 0)
-        c, owner = product(s, idx, run.reads)
-        first = first_failures(p, c, run.rules)
-        fails = np.bincount(owner * k + np.maximum(first, 0), weights=first >= 0,
-                            minlength=len(idx) * k).reshape(len(idx), k).astype(np.int64)
+        alive = np.flatnonzero(passing > 0)
         read |= set(run.reads)
-        free = _sizes(s, idx, [f for f in FACTORS if f not in read])
-        counts[idx] += passing[idx, None] * fails * free[:, None]
-        passing[idx] *= np.bincount(owner, weights=first < 0, minlength=len(idx)).astype(np.int64)
+        free = [f for f in FACTORS if f not in read]
+        for a, b in batch_ends(_sizes(s, alive, list(run.reads)), CHUNK_ROWS):
+            idx = alive[a:b]
+            c, owner = product(s, idx, run.reads)
+            first = first_failures(p, c, run.rules)
+            fails = np.bincount(owner * k + np.maximum(first, 0), weights=first >= 0,
+                                minlength=len(idx) * k).reshape(len(idx), k).astype(np.int64)
+            counts[idx] += passing[idx, None] * fails * _sizes(s, idx, free)[:, None]
+            passing[idx] *= np.bincount(owner, weights=first < 0,
+                                        minlength=len(idx)).astype(np.int64)
     return counts, passing * _sizes(s, np.arange(n), [f for f in FACTORS if f not in read])
 
 

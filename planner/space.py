@@ -240,7 +240,9 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
     idx = np.asarray(idx, dtype=np.int64)
     one = np.ones(len(idx), dtype=np.int64)
     sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
-    count = np.prod(sizes, axis=0).astype(np.int64) if len(idx) else one
+    # a split with an empty table (a fixed schedule it cannot run) has no rows at all
+    count = np.prod(sizes + [np.minimum(s.factors[f].size[idx], 1) for f in FACTORS
+                             if f not in over], axis=0).astype(np.int64)
     owner = np.repeat(np.arange(len(idx)), count)
     local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
     split = idx[owner]

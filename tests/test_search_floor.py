@@ -1,7 +1,7 @@
 """The search's shortcuts change nothing it returns: the memory floor never exceeds the exact
-peak, splits counted unbuilt fail their rule on every row, and a search with every shortcut
-switched off (every row's memory exact, every split built) gives the same rows, counts,
-examples and solved layouts."""
+peak, the rows of splits counted unbuilt are counted by rule exactly as their built rows
+fail, and a search with every shortcut switched off (every row's memory exact, every split
+built) gives the same rows, counts, examples and solved layouts."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planner.search as search_mod
 from planner.api import problem
 from planner.distinct import distinct_rows
 from planner.evaluate import MemoryParts, evaluate_memory, memory_parts
-from planner.rules import RULES, SPLIT_RULES, split_failure
+import planner.batches as batches_mod
+from planner.batches import RUNS, first_failures, verdicts
+from planner.rules import RULE_NAMES, RULES
 from planner.search import SearchSpace, search
-from planner.space import candidate_batches, recomputes, split_rows, splits
+from planner.space import candidate_batches, product, split_table
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
@@ -55,21 +56,37 @@ def test_the_floor_is_never_above_the_exact_peak(p, offload, seed):
     assert (floor > 0).all()  # a floor, not a zero: the states and the context are in it
 
 
-@settings(max_examples=20, deadline=None)
-@given(problems)
-def test_a_split_rule_holds_or_fails_on_every_row_of_a_split(p):
-    space = SearchSpace()
-    rec = recomputes(p, space)
-    for split in splits(p, space)[::7]:
-        rows = split_rows(p, space, split, rec)
-        c = search_mod.Candidates(**rows)
-        fails = [not RULES[i].predicate(p, c, p.global_batch / (c.mb * c.dp)).all()
-                 for i in range(len(SPLIT_RULES))]
-        first = next((i for i, f in enumerate(fails) if f), -1)
-        assert split_failure(p, split) == first
-        for i in range(len(SPLIT_RULES)):
-            passes = np.asarray(RULES[i].predicate(p, c, p.global_batch / (c.mb * c.dp)))
-            assert passes.min() == passes.max()  # the same verdict on every row
+spaces = st.builds(SearchSpace, zero=st.sampled_from([None, 0, 3]),
+                   micro_batch=st.sampled_from([None, 1, 3]),
+                   schedule=st.sampled_from([None, "1f1b", "interleaved"]),
+                   allow_offload=st.booleans(), max_chunks=st.sampled_from([2, 8]))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, spaces)
+def test_splits_are_counted_by_rule_as_their_rows_fail(p, space):
+    """batches.verdicts (each split's rows by first failing rule, from its knob tables alone)
+    equals the first failures of every built row, split by split."""
+    s = split_table(p, space)
+    counts, valid = verdicts(p, s)
+    c, owner = product(s, np.arange(len(s)))
+    first = first_failures(p, c, tuple(i for run in RUNS for i in run.rules))
+    k = len(RULE_NAMES)
+    built = np.bincount(owner * k + np.maximum(first, 0), weights=first >= 0,
+                        minlength=len(s) * k).reshape(len(s), k)
+    assert counts.tolist() == built.astype(np.int64).tolist()
+    assert valid.tolist() == np.bincount(owner, weights=first < 0, minlength=len(s)).tolist()
+    assert (counts.sum(axis=1) + valid).tolist() == s.sizes().tolist()
+
+
+def test_the_rules_fall_into_runs_reading_disjoint_tables():
+    """The count-by-tables shortcut is on: no two runs of rules read a knob table in common,
+    and every run reads exactly the tables its rules declare."""
+    assert len(RUNS) > 1
+    seen = [t for run in RUNS for t in run.reads]
+    assert len(seen) == len(set(seen))
+    for run in RUNS:
+        assert set(run.reads) == {t for i in run.rules for t in RULES[i].reads}
 
 
 def test_runs_number_alike_rows_alike():
@@ -84,7 +101,7 @@ def test_runs_number_alike_rows_alike():
 def _no_shortcuts(monkeypatch):
     """Every row's memory exact (a floor of 0) and every split built."""
     monkeypatch.setattr(MemoryParts, "floor", lambda self, p: np.zeros(len(self.c)))
-    monkeypatch.setattr(search_mod, "split_failures", lambda p: lambda split: -1)
+    monkeypatch.setattr(batches_mod, "built_splits", lambda valid: np.ones(len(valid), bool))
 
 
 def _same(a, b):
@@ -136,18 +153,3 @@ def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
         assert (pareto.pareto_front(x) == fast).all()
     finally:
         pareto.PREFILTER_ROWS = old
-
-
-def test_split_rules_read_only_tp_and_the_world_size():
-    """rules.split_failures memoises split_failure on (TP, TP·CP·PP·DP): every split with the same
-    pair fails the same split rule (or none), over the splits of a few problems."""
-    from planner.rules import split_failures
-
-    for model, gpus in ((get_preset("llama3-70b"), 256), (get_preset("mixtral-8x7b"), 64),
-                        (model_from_params(7e9), 24)):
-        p = problem(model, H100, gpus, seq_len=4096, global_batch=96)
-        seen: dict[tuple[int, int], int] = {}
-        memo = split_failures(p)
-        for s in splits(p, SearchSpace()):
-            key, got = (s[0], s[0] * s[1] * s[2] * s[3]), split_failure(p, s)
-            assert seen.setdefault(key, got) == got and memo(s) == got

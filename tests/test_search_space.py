@@ -152,7 +152,7 @@ def test_the_space_fills_every_candidates_column():
 def test_batches_are_bounded_and_cover_every_split(p70):
     space = SearchSpace()
     rec = recomputes(p70, space)
-    sizes = [len(split_rows(p70, space, s, rec)["tp"]) for s in splits(p70, space)]
+    sizes = [len(split_rows(p70, space, s, rec)) for s in splits(p70, space)]
     batches = [len(b) for b in candidate_batches(p70, space, rows=4096)]
     assert sum(batches) == sum(sizes)
     assert max(batches) < 4096 + max(sizes)

@@ -123,14 +123,17 @@ def _describe(err: dict) -> str:
 
 
 def _at(where: str, path: str, text: str | None) -> str:
-    """The error's field: ``where: path``, with the key's line (``where:7: path``) when the
-    file's text is known and the key is found in it."""
+    """The error's field with its line when the file's text is known: ``where:7: path``, the
+    key's line, or for a key that is not there (missing) the line of the deepest mapping of
+    its path that is (find_key_line), line 1 for a top-level key or the whole document."""
     from .inputs.lines import find_key_line
 
     if not where:
         return path
-    line = find_key_line(text, path) if text and path != "plan" else None
-    return f"{where}:{line}: {path}" if line else f"{where}: {path}"
+    if text is None:
+        return f"{where}: {path}"
+    line = (find_key_line(text, path) if path != "plan" else None) or 1
+    return f"{where}:{line}: {path}"
 
 
 def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Plan:

@@ -302,6 +302,26 @@ def contract_violation(argv: list[str], code: int, out: str, err: str,
     return None
 
 
+# Plan-file errors about the file as a whole (its bytes, size or nesting), and those of
+# resolving a section's value (an unknown preset or profile name: the key is named, the line
+# is not), name no line; every other plan-file error names one.
+WHOLE_FILE = ("binary data", "not UTF-8", "file is ", "refused: nested deeper",
+              "refused: more than", "model: ", "hardware: ")
+
+
+def plan_line_violation(path: str, err: str) -> str | None:
+    """Why an exit-2 error about a plan file names no line of it (None if every one that
+    names the file names its line: ``file:line: key: …``, or a syntax error's "at line N")."""
+    for line in err.strip().splitlines():
+        msg = line.removeprefix("dtplan: error: ")
+        if not msg.startswith(path + ":") or re.match(re.escape(path) + r":\d+: ", msg):
+            continue
+        rest = msg[len(path) + 2:]
+        if not rest.startswith(WHOLE_FILE) and not re.match(r"invalid \w+ at line \d+", rest):
+            return f"a plan-file error without its line: {msg!r}"
+    return None
+
+
 def _line_violation(msg: str, argv: list[str], names: set[str]) -> str | None:
     """Why one error line names no option, positional value or file key:line (None if it does)."""
     head = msg.split(": ", 1)[0]

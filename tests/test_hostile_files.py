@@ -84,3 +84,22 @@ def test_plan_file_errors_name_the_line_of_the_key(tmp_path, old, new, error):
     path.write_text("\n".join(src) + "\n")
     r = run_dtplan("check", path)
     assert r.code == 2 and r.err.strip() == f"dtplan: error: {path}:{i + 1}: {error}"
+
+
+@pytest.mark.parametrize("drop, line, error", [
+    ("seq_len: ", 1, "seq_len: missing; required"),
+    ("  interval_min: ", "checkpoint:", "checkpoint.interval_min: missing; required"),
+], ids=["top-level", "nested"])
+@pytest.mark.parametrize("command", [("check",), ("report",), ("export", "--to", "megatron")])
+def test_a_missing_key_names_the_line_of_the_mapping_that_lacks_it(tmp_path, drop, line, error,
+                                                                     command):
+    """A key that is not there has no line of its own: the error names the line of the
+    mapping that should hold it (line 1 for a top-level key), so every plan-file error on a
+    key is file:line: key:, in every command that reads a plan."""
+    src = PLAN.splitlines()
+    src = [x for x in src if not x.startswith(drop)]
+    want = line if isinstance(line, int) else src.index(line) + 1
+    path = tmp_path / "plan.yaml"
+    path.write_text("\n".join(src) + "\n")
+    r = run_dtplan(command[0], path, *command[1:])
+    assert r.code == 2 and r.err.strip() == f"dtplan: error: {path}:{want}: {error}", r.err

@@ -168,7 +168,8 @@ def export_cmd(
         return EXIT_FAIL
     result = export(to, inp)
     files.write_text(output, result.text, force=force)
-    for n in result.notes:
+    read = inp.notes if source.endswith(f" config {plan}") else []  # what reading an engine config noted
+    for n in [*read, *result.notes]:
         sys.stderr.write(f"dtplan: note: {n}\n")
     if to != "accelerate":
         import shlex

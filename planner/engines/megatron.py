@@ -22,8 +22,8 @@ from .megatron_args import _megatron_model, _overrides, _shard_group, parse_mega
 # ---- reader -----------------------------------------------------------------------------------
 def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     """A Megatron-LM launch script or args file, checked with validate_args' assertions (§2.2)."""
-    a = parse_megatron_args(text, where)
     notes: list[str] = []
+    a = parse_megatron_args(text, where, notes)
     rules: list[GateRule] = []
     tp = a.get("--tensor-model-parallel-size", 1)
     pp = a.get("--pipeline-model-parallel-size", 1)

@@ -48,10 +48,14 @@ def _shell_lines(text: str) -> list[str]:
     return re.sub(r"\\\r?\n", " ", text).splitlines()
 
 
-def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
+def parse_megatron_args(text: str, where: str,
+                        notes: list[str] | None = None) -> dict[str, Any]:
     """Flags → values from a launch script or args file. Simple ``NAME=value`` assignments in
     the script are substituted into ``$NAME`` / ``${NAME}`` / ``${NAME:-default}``; a value that
-    stays a shell variable is an error naming the flag. Later flags win, as with argparse."""
+    stays a shell variable is an error naming the flag. Later flags win, as with argparse
+    (Megatron's parse_args: a store action overwrites; launch scripts override by appending,
+    ``$BASE --seq-length 8192``); a flag given again with another value adds one note to
+    `notes` naming it, its values and the one Megatron uses."""
     env: dict[str, str] = {}
     tokens: list[str] = []
     for line in _shell_lines(text):
@@ -67,6 +71,7 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
             continue
         tokens.extend(toks)
     args: dict[str, Any] = {}
+    given: dict[str, list[str]] = {}   # every value of each valued flag, in order
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -93,7 +98,17 @@ def parse_megatron_args(text: str, where: str) -> dict[str, Any]:
                     raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
             else:
                 args[name] = value
+            given.setdefault(name, []).append(value)
+    if notes is not None:
+        notes += [_repeated(name, values) for name, values in given.items()
+                  if len(set(values)) > 1]
     return args
+
+
+def _repeated(name: str, values: list[str]) -> str:
+    times = "twice" if len(values) == 2 else f"{len(values)} times"
+    return (f"{name} given {times} ({', then '.join(values)}): Megatron's argparse keeps the "
+            f"last, {values[-1]}")
 
 
 def _subst(token: str, env: dict[str, str]) -> str:

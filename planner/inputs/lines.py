@@ -20,10 +20,16 @@ def _segment_patterns(seg: str) -> list[re.Pattern]:
 def find_key_line(text: str, key: str | None) -> int | None:
     """1-based line of a dotted key path (``layout.tp``) or a flag, by a simple scan: each
     segment is searched from the line where the previous one was found. Comment lines are
-    skipped. Returns the deepest segment found, or None."""
+    skipped. Returns the deepest segment found, or None. A flag given more than once is at
+    its last line: argparse (Megatron-LM's) keeps the last value."""
     if not key:
         return None
     lines = text.splitlines()
+    if key.startswith("-"):
+        pat = _segment_patterns(key)[0]
+        hits = [i + 1 for i, line in enumerate(lines)
+                if not line.lstrip().startswith(("#", "//")) and pat.search(line)]
+        return hits[-1] if hits else None
     segs = [key] if key.startswith("-") else [s for s in key.split(".") if s]
     start, found = 0, None
     for seg in segs:

@@ -63,6 +63,11 @@ class Series:
         self._aside: dict[int, float] = {}
 
     def add(self, step: int, value: float) -> None:
+        steps = self._steps
+        if steps and type(step) is int and steps[-1] < step < 2**63:  # the usual: a new last
+            steps.append(step)  # step (every step in _aside is below the last, none is equal)
+            self._values.append(value)
+            return
         if step in self:
             return
         if (not self._steps or step > self._steps[-1]) and -2**63 <= step < 2**63:

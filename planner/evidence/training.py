@@ -50,6 +50,7 @@ FLOPS_PROF = re.compile(r"^(Profile Summary at step|world size|data parallel siz
 DS_PIPE = re.compile(r"\bsteps:\s*(\d+)\s+loss:\s*\S+\s+iter time \(s\):\s*(\S+)\s+"
                      r"samples/sec:\s*(\S+)")
 NVSMI_GPU = re.compile(r"^\|\s+(\d+)\s+(\S.*?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,8}:")
+FLOPS_HEAD = re.compile(r"-{3,} DeepSpeed Flops Profiler -{3,}")
 TITAN_GPU = re.compile(r"CUDA capacity:\s*(.+?) with (" + NUM + r")GiB memory")
 LATENCY = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 ARG_KEYS = {"world_size": "world_size", "seq_length": "seq_length",
@@ -103,7 +104,8 @@ def _fields(body: str) -> dict[str, str]:
 
 
 def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
-    if (m := MEG_ITER.search(s)) and not NEMO.search(s):  # NeMo 2 says "iteration" too
+    if "iteration" in s and (m := MEG_ITER.search(s)) and not (
+            "train_step_timing" in s and NEMO.search(s)):  # NeMo 2 says "iteration" too
         f.fmt("megatron-lm")
         step = int(m[1])
         f.last_step = step
@@ -122,7 +124,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
         if step not in f.series.get("step_time_s", ()):
             raise fail(path, ln, "Megatron iteration line without 'elapsed time per iteration'")
         return True
-    hits = list(MEG_MEM.finditer(s))
+    hits = list(MEG_MEM.finditer(s)) if "memory (MB)" in s else ()
     for m in hits:
         f.fmt("megatron-lm")
         rank = int(m[1]) if m[1] is not None else None
@@ -130,22 +132,22 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
         f.peak(vals[1], vals[3], rank)
     if hits:
         return True
-    if m := MEG_TIMERS.match(s):
+    if "time (ms)" in s and (m := MEG_TIMERS.match(s)):
         if f.last_step == 0:  # set-up timers (model build, data loaders), not a step
             return True
         for key, val in _fields(m[1]).items():
             f.timers.setdefault(key, []).append((f.last_step, number(val, path, ln, key)))
         return True
-    if m := MEG_TFLOPS.search(s):
+    if "Effective Tera Flops" in s and (m := MEG_TFLOPS.search(s)):
         f.add("tflops_per_gpu", f.last_step, number(m[1], path, ln, "Effective Tera Flops"))
         return True
-    if m := MEG_WORLD.search(s):
+    if "using world size:" in s and (m := MEG_WORLD.search(s)):
         f.config["world_size"] = int(m[1])
         for key, g in (("dp", 2), ("tp", 3), ("pp", 4), ("tp", 5)):
             if m[g]:
                 f.config[key] = int(m[g])
         return True
-    if m := ARG_DUMP.match(s):
+    if " .." in s and (m := ARG_DUMP.match(s)):
         key = ARG_KEYS.get(m[1])
         if key and re.fullmatch(r"\d+", m[2]):
             f.config.setdefault(key, int(m[2]))
@@ -154,12 +156,50 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
 
 
 def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
-    if not (m := TITAN.search(s)):
+    if "step:" not in s or not (m := TITAN.search(s)):
         return False
+    pairs = TITAN_FIELD.findall(s)
+    got = _titan_fields(pairs)
+    if got is None:  # anything unusual (wps, a field twice, a bad token): field by field,
+        return _torchtitan_fields(f, int(m[1]), pairs, path, ln)  # which names the problem
+    tps, tflops, mfu, mem = got
     f.fmt("torchtitan")
     step = int(m[1])
+    if mem is not None:
+        f.peak(None, mem[0] * GIB)
+        if mem[1] > 0 and f.memory.capacity_bytes is None:  # a stated capacity wins
+            f.memory.capacity_bytes = mem[0] * GIB / mem[1]
+    f.add("tokens_per_s_per_gpu", step, tps)
+    if tflops is not None:
+        f.add("tflops_per_gpu", step, tflops)
+    if mfu is not None:
+        f.add("mfu_pct", step, mfu)
+    return True
+
+
+def _titan_fields(pairs: list[tuple[str, str]]) -> tuple | None:
+    """(tps, tflops, mfu, (GiB, share) of memory) of a usual torchtitan step line's fields,
+    each at most once; None where _torchtitan_fields must read them one by one."""
+    seen = dict(pairs)
+    if len(seen) != len(pairs) or "wps" in seen or "tps" not in seen:
+        return None
+    try:
+        vals = {k: float(v.removesuffix("%").replace(",", "")) for k, v in seen.items()
+                if k != "memory"}
+        mem = None
+        if "memory" in seen:
+            mm = TITAN_MEM.match(seen["memory"])
+            mem = (float(mm[1].replace(",", "")), float(mm[2].replace(",", "")) / 100.0)
+    except (TypeError, ValueError):  # no memory match, a token that is not a number
+        return None
+    return vals["tps"], vals.get("tflops"), vals.get("mfu"), mem
+
+
+def _torchtitan_fields(f: _Found, step: int, pairs: list[tuple[str, str]], path: Path,
+                       ln: int) -> bool:
+    f.fmt("torchtitan")
     seen = {}
-    for k, token in TITAN_FIELD.findall(s):
+    for k, token in pairs:
         if k != "memory":
             seen["tps" if k == "wps" else k] = number(token.removesuffix("%"), path, ln, k)
             continue
@@ -182,7 +222,7 @@ def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
 
 def _flops_profiler(f: _Found, s: str, path: Path, ln: int) -> bool:
     """DeepSpeed flops-profiler summary: the profiled step's latency and samples/s."""
-    if re.search(r"-{3,} DeepSpeed Flops Profiler -{3,}", s):
+    if " DeepSpeed Flops Profiler " in s and FLOPS_HEAD.search(s):
         f.flops_profiler = True
         f.fmt("deepspeed-flops-profiler")
         return True
@@ -203,43 +243,43 @@ def _flops_profiler(f: _Found, s: str, path: Path, ln: int) -> bool:
 def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
     if _flops_profiler(f, s, path, ln):
         return True
-    if m := NVSMI_GPU.match(s):  # nvidia-smi table at the top of a job log (names truncated)
+    if s[:1] == "|" and (m := NVSMI_GPU.match(s)):  # nvidia-smi table (names truncated)
         f.gpus.setdefault(int(m[1]), m[2])
         return True
-    if m := TITAN_GPU.search(s):
+    if "CUDA capacity:" in s and (m := TITAN_GPU.search(s)):
         f.gpus.setdefault(0, m[1])
         f.memory.capacity_bytes = number(m[2], path, ln, "CUDA capacity") * GIB
         return True
-    if m := NEMO.search(s):
+    if "train_step_timing" in s and (m := NEMO.search(s)):
         f.fmt("nemo")
         st = NEMO_STEP.search(s)
         step = (int(number(st[1], path, ln, "global_step")) if st
                 else len(f.series.get("step_time_s", ())) + 1)
         f.add("step_time_s", step, number(m[1], path, ln, "train_step_timing"))
         return True
-    if m := TQDM.search(s):
+    if "<" in s and (m := TQDM.search(s)):
         f.fmt("hf-trainer")
         n = int(m[1])
         elapsed = int(m[3] or 0) * 3600 + int(m[4]) * 60 + int(m[5])
         f.tqdm_elapsed.setdefault(n, float(elapsed))
         return True
-    if hits := HF_METRIC.findall(s):
+    if "'train_" in s and (hits := HF_METRIC.findall(s)):
         f.fmt("hf-trainer")
         for k, v in hits:
             f.config[f"train_{k}"] = number(v, path, ln, f"train_{k}")
         return True
-    if m := DS_MEM.search(s):
+    if "see_memory_usage]" in s and (m := DS_MEM.search(s)):
         f.fmt("deepspeed")
         vals = [number(m[i], path, ln, "see_memory_usage") * GIB for i in (1, 2, 3, 4)]
         f.peak(vals[1], vals[3])
         return True
-    if m := DS_PIPE.search(s):
+    if "iter time (s):" in s and (m := DS_PIPE.search(s)):
         f.fmt("deepspeed")
         step = int(m[1])
         f.add("step_time_s", step, number(m[2], path, ln, "iter time (s)"))
         f.add("samples_per_s", step, number(m[3], path, ln, "samples/sec"))
         return True
-    if m := DS_TPUT.search(s):
+    if "CurrSamplesPerSec=" in s and (m := DS_TPUT.search(s)):
         f.fmt("deepspeed")
         step = int(m[1])
         f.add("samples_per_s", step, number(m[2], path, ln, "CurrSamplesPerSec"))

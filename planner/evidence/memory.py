@@ -24,6 +24,8 @@ UNITS = {"B": 1, "KB": 2**10, "KIB": 2**10, "MB": 2**20, "MIB": 2**20, "GB": 2**
 SUMMARY_ROW = re.compile(r"\|\s*([A-Za-z][A-Za-z \-]*?)\s*\|\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B)?"
                          r"\s*\|\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B)?\s*\|")
 SUMMARY_COUNTER = re.compile(r"(CUDA OOMs|cudaMalloc retries):\s*(\d+)")
+SUMMARY_DEVICE = re.compile(r"memory summary, device ID (\d+)")
+SUMMARY_NAMED = re.compile(r"\|\s*(Allocated|Active|Reserved|GPU reserved)")
 # torch.profiler._memory_profiler: category index i in the raw timeline is the i-th key of
 # _CATEGORY_TO_COLORS (the last, None, is memory the profiler could not attribute).
 TIMELINE_CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation",
@@ -38,13 +40,17 @@ def read_summary(path: Path, data: bytes) -> Evidence:
     rows: dict[str, tuple[float, float]] = {}
     device = None
     for ln, s in iter_lines(path, data):
-        if m := re.search(r"memory summary, device ID (\d+)", s):
+        if "device ID" in s and (m := SUMMARY_DEVICE.search(s)):
             device = int(m[1])
-        for name, val in SUMMARY_COUNTER.findall(s):
-            mem.counters[name.replace(" ", "_").lower()] = float(val)
-        m = SUMMARY_ROW.match(s.strip())
+        if "OOMs" in s or "retries" in s:
+            for name, val in SUMMARY_COUNTER.findall(s):
+                mem.counters[name.replace(" ", "_").lower()] = float(val)
+        row = s.strip()
+        if row[:1] != "|":  # every pattern below starts with the table's bar
+            continue
+        m = SUMMARY_ROW.match(row)
         if not m or m[1].strip().lower() in ("metric",):
-            if re.match(r"\|\s*(Allocated|Active|Reserved|GPU reserved)", s.strip()):
+            if SUMMARY_NAMED.match(row):
                 raise fail(path, ln, "memory_summary row: expected '| name | cur | peak | ...'")
             continue
         name = m[1].strip().lower()

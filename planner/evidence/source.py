@@ -100,13 +100,13 @@ def bounded_int_hook() -> Callable[[str], int]:
 def clean_line(line: str, tags_anywhere: bool = False) -> str:
     """One line without colour codes, launcher tags, a collector timestamp or a CR.
     `tags_anywhere` also removes `[0]` tags inside the line (mpirun splits table rows). Each
-    pattern runs only where the character it cannot match without is there (ESC, CR, a
-    bracket, a leading digit, space or bracket): the same text, a fraction of the regex calls."""
+    pattern runs only where what it cannot match without is there (ESC, CR, a bracket, a
+    leading digit or space, a bracketed digit): the same text, a fraction of the calls."""
     if "\x1b" in line:
         line = ANSI.sub("", line)
     if "\r" in line:
         line = line.replace("\r", "")
-    if line[:1] == "[" or line[:1].isdigit():
+    if line[:1].isdigit() or line[:1] == "[" and line[1:2].isdigit():
         line = COLLECTOR_TS.sub("", line)
     if "[" in line:
         line = MPI_TAG.sub(" ", line) if tags_anywhere else MPI_TAG_LEAD.sub("", line)
@@ -124,22 +124,30 @@ def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool 
 
 def iter_lines(path: str | Path, data: bytes | None = None,
                tags_anywhere: bool = False) -> Iterator[tuple[int, str]]:
-    """(line number, cleaned text), one line at a time: a log of a million steps is cleaned and
-    decoded line by line, never held as one list (a '\\n' byte is never inside a UTF-8
-    sequence, so decoding per line equals decoding the whole)."""
+    """(line number, cleaned text), one line at a time (from line_blocks): a log of a million
+    steps is never held as one list."""
+    for first, lines in line_blocks(path, data, tags_anywhere):
+        yield from enumerate(lines, first)
+
+
+def line_blocks(path: str | Path, data: bytes | None = None,
+                tags_anywhere: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, cleaned lines) of about LINE_BLOCK_BYTES of whole lines at a time,
+    each block decoded once and split on '\\n' (a '\\n' byte is never inside a UTF-8
+    sequence, so decoding per block equals decoding per line): bounded memory, few calls."""
     raw = read_bytes(path) if data is None else data
     if b"\x00" in raw[:4096]:
         raise fail(path, 1, "binary data where text was expected")
     start, i = 0, 1
-    while True:  # a block of whole lines at a time (~1 MB), decoded once, split on '\n'
+    while True:
         end = raw.find(b"\n", start + LINE_BLOCK_BYTES)
         block = raw[start:] if end < 0 else raw[start:end]
-        for piece in block.decode("utf-8", errors="replace").split("\n"):
-            yield i, clean_line(piece, tags_anywhere)
-            i += 1
+        lines = [clean_line(x, tags_anywhere)
+                 for x in block.decode("utf-8", errors="replace").split("\n")]
+        yield i, lines
         if end < 0:
             return
-        start = end + 1
+        start, i = end + 1, i + len(lines)
 
 
 def number(token: str, path: str | Path, line: int, what: str) -> float:

@@ -76,6 +76,19 @@ class Series:
         else:
             self._aside[step] = value
 
+    def extend(self, steps: list[int], values: list[float]) -> None:
+        """add() of each (step, value) in order: appended at once where the steps rise from
+        above the last one (and fit the array), one by one otherwise."""
+        last = self._steps[-1] if self._steps else None
+        if steps and (last is None and not self._aside or last is not None and steps[0] > last) \
+                and all(a < b for a, b in zip(steps, steps[1:])) and steps[-1] < 2**63 \
+                and steps[0] >= -2**63:
+            self._steps.extend(steps)
+            self._values.extend(values)
+            return
+        for step, value in zip(steps, values):
+            self.add(step, value)
+
     def __contains__(self, step: object) -> bool:
         if step in self._aside:
             return True

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from .model import Evidence, MemoryStats, StepStats
 from ..errors import InputError
-from .source import fail, iter_lines, number
+from .log_block import GIB, NUM, read_titan_block
+from .source import fail, line_blocks, number
 from .stats import WARMUP_STEPS, Series, spread, steady
 
-MIB, GIB = 2.0**20, 2.0**30
-NUM = r"[-+]?[0-9][0-9,]*\.?[0-9]*(?:[eE][-+]?\d+)?"
+MIB = 2.0**20
 MEG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
 MEG_MEM = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|"
                      r"\s*allocated: (\S+) \| max allocated: (\S+) \| reserved: (\S+) \|"
@@ -78,6 +78,12 @@ class _Found:
         if name not in self.series:
             self.series[name] = Series()
         self.series[name].add(step, value)
+
+    def add_all(self, name: str, steps: list[int], values: list[float]) -> None:
+        """add() of each (step, value) in order."""
+        if name not in self.series:
+            self.series[name] = Series()
+        self.series[name].extend(steps, values)
 
     def fmt(self, name: str) -> None:
         if name not in self.formats:
@@ -307,15 +313,19 @@ def read_training(path: Path, data: bytes, warmup_steps: int = WARMUP_STEPS) -> 
     """Parse a training log into an Evidence of kind "training-log"."""
     f = _Found()
     cut, pending = None, None
-    for ln, s in iter_lines(path, data):
-        if pending is not None and s.strip():
-            raise pending  # the broken line was not the last: not a job killed mid-write
-        try:
-            _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) or _others(f, s, path, ln)
-        except InputError as e:
-            if data.endswith(b"\n"):  # only the last line of a job killed mid-write is forgiven
-                raise
-            cut, pending = ln, e
+    for first, lines in line_blocks(path, data):
+        if pending is None and not f.flops_profiler and read_titan_block(f, lines):
+            continue  # usual torchtitan step lines only: the block at once, as line by line
+        for ln, s in enumerate(lines, first):
+            if pending is not None and s.strip():
+                raise pending  # the broken line was not the last: not a job killed mid-write
+            try:
+                _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) \
+                    or _others(f, s, path, ln)
+            except InputError as e:
+                if data.endswith(b"\n"):  # only the last line of a job killed mid-write is
+                    raise                  # forgiven
+                cut, pending = ln, e
     if not f.formats or not (f.series or f.tqdm_elapsed or f.memory.peak_allocated_bytes
                              or f.memory.peak_reserved_bytes):
         raise fail(path, 1, "no training-log lines (Megatron iteration, torchtitan step, "

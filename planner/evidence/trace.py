@@ -99,7 +99,10 @@ class _Collected:
             dev = int(args.get("device", e.get("pid", 0)) or 0)
         except (TypeError, ValueError, OverflowError):
             dev = 0
-        starts, ends, codes = self.gpu.setdefault(dev, (array("d"), array("d"), array("i")))
+        cols = self.gpu.get(dev)
+        if cols is None:   # (setdefault would build three arrays for every event)
+            cols = self.gpu[dev] = (array("d"), array("d"), array("i"))
+        starts, ends, codes = cols
         code = self.by_name.get((cat, name))
         if code is None:   # kernel names repeat: each is classified once
             m = NCCL.match(name) if cat == "kernel" else None

@@ -126,6 +126,8 @@ def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None
     rows = rows or CHUNK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)
+    if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
+        return
     counts, valid = verdicts(p, s)
     built = built_splits(valid)
     unbuilt = np.concatenate([np.zeros((1, counts.shape[1]), dtype=np.int64),

@@ -60,10 +60,13 @@ _ONE = ("import sys, contextlib, io; import planner.cli as c\n"
 
 def test_running_one_command_imports_only_its_module():
     # a typer command: its module, the option set and the typer app
-    assert _child(_ONE.format(argv=["bubble", "--stages", "4", "--micro-batches", "8"])) == \
-        "0 ['planner.cli.options', 'planner.cli.quick', 'planner.cli.registry', " \
+    assert _child(_ONE.format(argv=["models", "-f", "json"])) == \
+        "0 ['planner.cli.catalog', 'planner.cli.options', 'planner.cli.registry', " \
         "'planner.cli.typer_app']"
-    # a command the argv binder calls: no typer app
+    # commands the argv binder calls: no typer app
+    assert _child(_ONE.format(argv=["bubble", "--stages", "4", "--micro-batches", "8"])) == \
+        "0 ['planner.cli.bind', 'planner.cli.options', 'planner.cli.quick', " \
+        "'planner.cli.registry']"
     assert _child(_ONE.format(argv=["memory", "--params", "7e9", "--gpus", "8"])) == \
         "0 ['planner.cli.bind', 'planner.cli.common', 'planner.cli.options', " \
         "'planner.cli.plan_cmds', 'planner.cli.registry']"

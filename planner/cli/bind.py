@@ -36,7 +36,7 @@ def _shape(annotation: Any, o: Opt) -> str | None:
         return "number" if typing.get_origin(annotation) is not list else None
     if annotation in (str, Optional[str]):
         return "text"
-    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+    if annotation in (list[str], typing.List[str], Optional[list[str]], Optional[typing.List[str]]):
         return "list"
     if isinstance(annotation, type) and issubclass(annotation, Enum) and all(
             m.name == m.value and isinstance(m.value, str) for m in annotation):
@@ -99,7 +99,7 @@ def _value(form: str, how: Any, raw: Any) -> Any:
     """One parameter's value as typer forms it from the raw text (or the default); raises on
     what typer would refuse."""
     if raw is None:
-        return () if form == "list" else None
+        return None
     if form == "number":
         return how(raw)                 # InputError on a refused value
     if form == "list":

@@ -91,13 +91,11 @@ def number(flag: str, *, whole: bool = True, sequence: bool = False, lower: floa
 
 
 def real(flag: str, help: str, default: Any = None, *, within: tuple[float, float] | None = None
-         ) -> Any:
-    """A command's own numeric option (not shared): typer.Option through the number parser,
-    within the range `within` (validate's named bounds) when given."""
-    import typer
+         ) -> Opt:
+    """A command's own numeric option (not shared), through the number parser, within the range
+    `within` (validate's named bounds) when given."""
     lower, upper = within or (None, None)
-    return typer.Option(default, flag, help=help, metavar="NUM",
-                        parser=number(flag, whole=False, lower=lower, upper=upper))
+    return Opt((flag,), help, default, "NUM", "real", lower=lower, upper=upper)
 
 
 @dataclass(frozen=True)

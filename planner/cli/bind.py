@@ -103,6 +103,8 @@ def _value(form: str, how: Any, raw: Any) -> Any:
     if form == "number":
         return how(raw)                 # InputError on a refused value
     if form == "list":
+        if isinstance(raw, str):   # typer: "Value must be an iterable."
+            raise TypeError(raw)
         return [str(x) for x in raw]
     if form == "choice":
         return raw if isinstance(raw, how) else how(raw)   # ValueError on a refused value

@@ -56,14 +56,24 @@ class Knob:
         args = getattr(self.type, "__args__", ())
         return args if getattr(self.type, "__origin__", None) is Literal else None
 
+    @property
+    def description(self) -> str:
+        """The field's description in schemas: its help and unit."""
+        return f"{self.help} [{self.unit}]" if self.unit else self.help
+
     def field(self, *, plan: bool = False) -> tuple[Any, Any]:
-        """(annotation, pydantic Field) of the Layout field, or of the plan section's key."""
+        """(annotation, pydantic Field) of the plan section's key (a plan may omit some)."""
         optional = plan and self.plan_optional
         ann = Optional[self.type] if optional else self.type
         default = None if optional else self.default
         from pydantic import Field  # only where a model is built from the table
-        desc = f"{self.help} [{self.unit}]" if self.unit else self.help
-        return ann, Field(default, ge=self.ge, le=self.le, description=desc)
+        return ann, Field(default, ge=self.ge, le=self.le, description=self.description)
+
+    def layout_field(self) -> tuple[str, Any, Any]:
+        """(name, annotation, dataclass field) of the plain Layout field (specs.plain.spec)."""
+        from .plain import spec
+        return self.name, self.type, spec(self.default, ge=self.ge, le=self.le,
+                                          description=self.description)
 
     def encode(self, layout: Layout) -> int:
         """The Candidates column's code for this knob of one layout."""

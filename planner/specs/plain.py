@@ -1,0 +1,267 @@
+"""Plain value types: the specs and results the fit path builds, as dataclasses without pydantic.
+
+Importing pydantic's BaseModel costs more than the rest of ``dtplan fit`` (issue #15, must-show
+3), so the values the search reads and the results it returns are dataclasses with the small API
+the code uses: attributes, ``model_copy(update=...)`` and ``model_dump()`` (named as pydantic's,
+so a caller needs no change). Construction does not validate: trusted data (our profiles,
+presets, the search's own numbers) is taken as given, with the light coercions pydantic made
+(an int in a float field is a float, a numpy integer an int, a list in a tuple field a tuple).
+
+Untrusted data is validated at the boundary: ``Cls.model_validate(data)`` builds (once, lazily)
+a pydantic model derived from the dataclass — same name, docstring, config, field types,
+defaults and constraints (``spec(..., ge=0, description=...)``, the field's metadata) — runs it
+and returns the plain value; ``Cls.model_json_schema()`` is that model's schema. A constraint is
+declared once, on the dataclass field.
+
+Hooks a class may define: ``_before(data)`` (a classmethod: input rewriting before
+validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs on the boundary
+model and in ``__post_init__``), ``_field_checks`` ({field: function(value) -> value}).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Callable, ClassVar, Optional, TypeVar
+
+T = TypeVar("T")
+_MISSING = dataclasses.MISSING
+# Field-metadata keys pydantic's Field takes (the rest are ours: default_shown, required).
+_FIELD_ARGS = frozenset({"ge", "gt", "le", "lt", "description", "min_length", "max_length"})
+
+
+def spec(default: Any = _MISSING, *, factory: Optional[Callable[[], Any]] = None,
+         default_shown: bool = False, required: bool = False, **meta: Any) -> Any:
+    """A dataclass field with its constraints (pydantic Field keywords) in its metadata.
+    ``factory``: a mutable default; ``default_shown``: the schema states the factory's value as
+    the default (a literal ``[]`` before) rather than a factory; ``required``: the boundary
+    requires it although the dataclass fills it in (``__post_init__``)."""
+    meta = {**meta, "default_shown": default_shown, "required": required}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+class Plain:
+    """Base of the plain value types (see the module docstring)."""
+
+    _config: ClassVar[dict] = {}
+    _doc: ClassVar[Optional[str]] = None
+    _names: ClassVar[tuple[str, ...]] = ()
+    _coerce: ClassVar[Optional[tuple[tuple[str, str], ...]]] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        # the class's own docstring (None: none), before dataclass writes its signature there
+        if "_doc" not in cls.__dict__:
+            cls._doc = cls.__dict__.get("__doc__")
+            cls._coerce = None
+
+    def __post_init__(self) -> None:
+        cls = type(self)
+        plan = cls._coerce if cls._coerce is not None else _coercions(cls)
+        for name, kind in plan:
+            v = getattr(self, name)
+            if v is None:
+                continue
+            w = _COERCE[kind](v)
+            if w is not v:
+                object.__setattr__(self, name, w)
+        after = getattr(cls, "_after", None)
+        if after is not None:
+            after(self)
+
+    def model_dump(self, *, exclude: Optional[set[str] | frozenset[str]] = None) -> dict[str, Any]:
+        """The fields in declaration order as dicts, lists and scalars (nested values too)."""
+        return {n: _dump(getattr(self, n)) for n in type(self)._names
+                if not exclude or n not in exclude}
+
+    def model_copy(self: T, *, update: Optional[dict[str, Any]] = None) -> T:
+        """A copy with some fields replaced (not validated, as pydantic's model_copy)."""
+        return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
+
+    @classmethod
+    def model_validate(cls: type[T], data: Any) -> T:
+        """`data` validated by the boundary model (pydantic ValidationError on bad input)."""
+        return _to_plain(cls, boundary_model(cls).model_validate(data))
+
+    @classmethod
+    def model_json_schema(cls, **kw: Any) -> dict[str, Any]:
+        """The boundary model's JSON Schema (the one the pydantic model had)."""
+        return boundary_model(cls).model_json_schema(**kw)
+
+
+def record(cls: Optional[type] = None, *, frozen: bool = False,
+           config: Optional[dict] = None) -> Any:
+    """The class as a keyword-only dataclass (frozen: immutable and hashable); `config`: the
+    boundary model's pydantic config (extra="forbid", ...)."""
+    def wrap(c: type) -> type:
+        return finish(dataclasses.dataclass(c, kw_only=True, frozen=frozen), config)
+    return wrap(cls) if cls is not None else wrap
+
+
+def finish(cls: type, config: Optional[dict] = None) -> type:
+    """A Plain dataclass made elsewhere (make_dataclass) given its config and field names."""
+    cls._config = dict(config or {})
+    cls._names = tuple(f.name for f in dataclasses.fields(cls))
+    return cls
+
+
+def _int(v: Any) -> Any:
+    return v if type(v) is int or isinstance(v, bool) else int(v)
+
+
+def _float(v: Any) -> Any:
+    return v if type(v) is float or isinstance(v, bool) else float(v)
+
+
+def _tuple(v: Any) -> Any:
+    return v if type(v) is tuple else tuple(v)
+
+
+def _float_map(v: Any) -> Any:
+    if all(type(x) is float for x in v.values()):
+        return v
+    return {k: float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+            for k, x in v.items()}
+
+
+_COERCE: dict[str, Callable[[Any], Any]] = {"int": _int, "float": _float, "tuple": _tuple,
+                                            "float_map": _float_map}
+
+
+def _kind(tp: Any) -> Optional[str]:
+    """Which coercion a field's type gets (Optional[X] as X), or None."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if _is_union(tp) and len(args) == 1:
+        tp = args[0]
+    if tp is int:
+        return "int"
+    if tp is float:
+        return "float"
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return "tuple"
+    if origin is dict and typing.get_args(tp)[1:] == (float,):
+        return "float_map"
+    return None
+
+
+def _coercions(cls: type) -> tuple[tuple[str, str], ...]:
+    hints = typing.get_type_hints(cls)
+    plan = tuple((n, k) for n in cls._names if (k := _kind(hints[n])) is not None)
+    cls._coerce = plan
+    return plan
+
+
+def _dump(v: Any) -> Any:
+    if isinstance(v, Plain):
+        return v.model_dump()
+    if type(v) is list:
+        return [_dump(x) for x in v]
+    if type(v) is tuple:
+        return tuple(_dump(x) for x in v)
+    if type(v) is dict:
+        return {k: _dump(x) for k, x in v.items()}
+    return v
+
+
+def field_descriptions(cls: type) -> dict[str, str]:
+    """Each field's description (its metadata), in declaration order."""
+    return {f.name: f.metadata.get("description", "") or "" for f in dataclasses.fields(cls)}
+
+
+# ---- the boundary: a pydantic model derived from the dataclass ------------------------------
+
+_MODELS: dict[type, Any] = {}
+_PLAIN_OF: dict[Any, type] = {}
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _mirror_type(tp: Any) -> Any:
+    """The annotation with each plain class replaced by its boundary model."""
+    if isinstance(tp, type) and issubclass(tp, Plain):
+        return boundary_model(tp)
+    args = typing.get_args(tp)
+    if not args or typing.get_origin(tp) is typing.Literal:
+        return tp
+    new = tuple(_mirror_type(a) if a is not Ellipsis else a for a in args)
+    if new == args:
+        return tp
+    if _is_union(tp):
+        return typing.Union[new]
+    return typing.get_origin(tp)[new]
+
+
+def _mirror_value(v: Any) -> Any:
+    """A default as the boundary model holds it (a plain value as its model's instance)."""
+    if isinstance(v, Plain):
+        return boundary_model(type(v))(**{n: _mirror_value(getattr(v, n)) for n in v._names})
+    return v
+
+
+def boundary_model(cls: type) -> Any:
+    """The pydantic model of a plain class: same name, docstring, config, fields, validators."""
+    if cls in _MODELS:
+        return _MODELS[cls]
+    from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
+
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kw = {k: x for k, x in f.metadata.items() if k in _FIELD_ARGS}
+        if f.metadata.get("required"):
+            info = Field(..., **kw)
+        elif f.default is not _MISSING:
+            info = Field(_mirror_value(f.default), **kw)
+        elif f.default_factory is not _MISSING and f.metadata.get("default_shown"):
+            info = Field(_mirror_value(f.default_factory()), **kw)
+        elif f.default_factory is not _MISSING:
+            info = Field(default_factory=f.default_factory, **kw)
+        else:
+            info = Field(..., **kw)
+        fields[f.name] = (_mirror_type(hints[f.name]), info)
+    validators: dict[str, Any] = {}
+    if "_before" in _own(cls):
+        before = cls._before
+        validators["_before"] = model_validator(mode="before")(classmethod(
+            lambda _c, data: before(data)))
+    if "_after" in _own(cls):
+        after = cls._after
+
+        def _after_check(self: Any) -> Any:
+            after(self)
+            return self
+        validators["_after"] = model_validator(mode="after")(_after_check)
+    for name, check in getattr(cls, "_field_checks", {}).items():
+        validators[f"_check_{name}"] = field_validator(name)(classmethod(
+            lambda _c, value, _f=check: _f(value)))
+    model = create_model(cls.__name__, __config__=ConfigDict(**cls._config) if cls._config else None,
+                         __doc__=cls._doc, __module__=cls.__module__, __validators__=validators,
+                         **fields)
+    _MODELS[cls], _PLAIN_OF[model] = model, cls
+    return model
+
+
+def _own(cls: type) -> set[str]:
+    """Names defined on the class or a Plain base below it (hooks are inherited)."""
+    return {k for c in cls.__mro__ if issubclass(c, Plain) for k in c.__dict__}
+
+
+def _to_plain(cls: type, obj: Any) -> Any:
+    """A validated boundary-model instance as its plain class (nested values too)."""
+    def conv(v: Any) -> Any:
+        if type(v) in _PLAIN_OF:
+            return _to_plain(_PLAIN_OF[type(v)], v)
+        if type(v) is list:
+            return [conv(x) for x in v]
+        if type(v) is tuple:
+            return tuple(conv(x) for x in v)
+        if type(v) is dict:
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return cls(**{n: conv(getattr(obj, n)) for n in cls._names})

@@ -1,4 +1,4 @@
-"""One layout: a pydantic Estimate with every item explained, through the same vectorised
+"""One layout: an Estimate (a plain dataclass, specs.plain) with every item explained, through the same vectorised
 `evaluate` the search runs on every candidate."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The layout knobs, each declared once (no pydantic here: the CLI builds its options from this
-table without loading the models; ``specs.layout`` builds the Layout model from it).
+table without loading the models; ``specs.layout`` builds the plain Layout dataclass from it,
+``specs.plan`` the plan file's pydantic LayoutSection).
 
 Each knob has its name (the Layout field, the plan key ``layout.<name>`` and the JSON name),
 type, default, range, unit and help, the CLI option of ``dtplan memory`` / ``estimate``, and its

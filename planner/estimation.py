@@ -1,5 +1,5 @@
-"""One layout: an Estimate (a plain dataclass, specs.plain) with every item explained, through the same vectorised
-`evaluate` the search runs on every candidate."""
+"""One layout: an Estimate (a plain class, specs.plain) with every item explained, through the
+same vectorised `evaluate` the search runs on every candidate."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 One envelope for every output: ``schema_version``, ``command``, ``mode`` (which of the command's
 shapes follows: ``fit`` prints a ``search``, a ``sweep`` or a ``shrink``), ``ok`` where the
 command has a verdict, then the result's fields. The fields are the library's results (plain
-dataclasses, specs.plain) dumped as they are, with three changes made here and in the schema alike:
+classes, specs.plain) dumped as they are, with three changes made here and in the schema alike:
 - every key carries its unit: ``breakdown`` → ``breakdown_s``, a stage's ``items`` →
   ``items_bytes`` (the rest already do: ``_bytes``, ``_s``, ``_fraction``, ``_pct``);
 - byte figures (every ``*_bytes`` key, a stage's ``items_bytes``) are integers, rounded to the

@@ -1,5 +1,5 @@
 """The layout knobs, each declared once (no pydantic here: the CLI builds its options from this
-table without loading the models; ``specs.layout`` builds the plain Layout dataclass from it,
+table without loading the models; ``specs.layout`` builds the plain Layout class from it,
 ``specs.plan`` the plan file's pydantic LayoutSection).
 
 Each knob has its name (the Layout field, the plan key ``layout.<name>`` and the JSON name),
@@ -70,11 +70,10 @@ class Knob:
         from pydantic import Field  # only where a model is built from the table
         return ann, Field(default, ge=self.ge, le=self.le, description=self.description)
 
-    def layout_field(self) -> tuple[str, Any, Any]:
-        """(name, annotation, dataclass field) of the plain Layout field (specs.plain.spec)."""
+    def layout_field(self) -> Any:
+        """The plain Layout's field (specs.plain.spec): default, range, description."""
         from .plain import spec
-        return self.name, self.type, spec(self.default, ge=self.ge, le=self.le,
-                                          description=self.description)
+        return spec(self.default, ge=self.ge, le=self.le, description=self.description)
 
     def encode(self, layout: Layout) -> int:
         """The Candidates column's code for this knob of one layout."""

@@ -1,18 +1,17 @@
-"""A parallel layout (a plain frozen dataclass, specs.plain) and the topology rules a plan must obey.
+"""A parallel layout (a plain frozen class, specs.plain) and the topology rules a plan must obey.
 
 Each layout knob is declared once, in ``KNOBS`` (``specs.knobs``, re-exported here). The Layout
 model, the plan schema's LayoutSection (specs.plan), the CLI layout options and the Candidates
 columns are all built from that table.
 """
 
-from dataclasses import make_dataclass
 from typing import Literal
 
 from .. import validate as v
 from ..engine import ranks
 from ..errors import InputError
 from .knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
-from .plain import Plain, finish, record, spec
+from .plain import Plain, record, spec
 
 
 class _LayoutBase(Plain):
@@ -33,9 +32,10 @@ class _LayoutBase(Plain):
 
 
 # The fields come from KNOBS, in their order (the JSON order of a dumped layout).
-Layout = finish(make_dataclass("Layout", [k.layout_field() for k in KNOBS], bases=(_LayoutBase,),
-                               namespace={"__doc__": _LayoutBase.__doc__, "__module__": __name__},
-                               frozen=True, kw_only=True), {"extra": "forbid", "frozen": True})
+Layout = record(type("Layout", (_LayoutBase,), {
+    "__annotations__": {k.name: k.type for k in KNOBS}, **{k.name: k.layout_field() for k in KNOBS},
+    "__doc__": _LayoutBase.__doc__, "__module__": __name__}),
+    frozen=True, config={"extra": "forbid", "frozen": True})
 
 
 @record

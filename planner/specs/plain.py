@@ -1,14 +1,14 @@
-"""Plain value types: the specs and results the fit path builds, as dataclasses without pydantic.
+"""Plain value types: the specs and results the fit path builds, as plain classes without pydantic.
 
 Importing pydantic's BaseModel costs more than the rest of ``dtplan fit`` (issue #15, must-show
-3), so the values the search reads and the results it returns are dataclasses with the small API
-the code uses: attributes, ``model_copy(update=...)`` and ``model_dump()`` (named as pydantic's,
+3), so the values the search reads and the results it returns are plain keyword-only classes
+(``record``: the annotations are the fields, as a dataclass's) with the small API the code uses: attributes, ``model_copy(update=...)`` and ``model_dump()`` (named as pydantic's,
 so a caller needs no change). Construction does not validate: trusted data (our profiles,
 presets, the search's own numbers) is taken as given, with the light coercions pydantic made
 (an int in a float field is a float, a numpy integer an int, a list in a tuple field a tuple).
 
 Untrusted data is validated at the boundary: ``Cls.model_validate(data)`` builds (once, lazily)
-a pydantic model derived from the dataclass — same name, docstring, config, field types,
+a pydantic model derived from the class — same name, docstring, config, field types,
 defaults and constraints (``spec(..., ge=0, description=...)``, the field's metadata) — runs it
 and returns the plain value; ``Cls.model_json_schema()`` is that model's schema. A constraint is
 declared once, on the dataclass field.
@@ -31,32 +31,61 @@ _MISSING = dataclasses.MISSING
 _FIELD_ARGS = frozenset({"ge", "gt", "le", "lt", "description", "min_length", "max_length"})
 
 
+class Field:
+    """One field of a plain class: its name, default (or factory) and metadata (constraints,
+    description, our keys)."""
+
+    __slots__ = ("name", "default", "default_factory", "metadata")
+
+    def __init__(self, default: Any = _MISSING, factory: Optional[Callable[[], Any]] = None,
+                 metadata: Optional[dict] = None, name: str = "") -> None:
+        self.name, self.default, self.default_factory = name, default, factory or _MISSING
+        self.metadata = metadata or {}
+
+
 def spec(default: Any = _MISSING, *, factory: Optional[Callable[[], Any]] = None,
          default_shown: bool = False, required: bool = False, **meta: Any) -> Any:
-    """A dataclass field with its constraints (pydantic Field keywords) in its metadata.
-    ``factory``: a mutable default; ``default_shown``: the schema states the factory's value as
-    the default (a literal ``[]`` before) rather than a factory; ``required``: the boundary
-    requires it although the dataclass fills it in (``__post_init__``)."""
-    meta = {**meta, "default_shown": default_shown, "required": required}
-    if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+    """A field with its constraints (pydantic Field keywords) in its metadata. ``factory``: a
+    mutable default; ``default_shown``: the schema states the factory's value as the default (a
+    literal ``[]`` before) rather than a factory; ``required``: the boundary requires it although
+    the class fills it in (``_after``)."""
+    return Field(default, factory, {**meta, "default_shown": default_shown, "required": required})
+
+
+def fields(cls: type) -> tuple[Field, ...]:
+    """A plain class's fields in declaration order."""
+    return cls._fields
 
 
 class Plain:
-    """Base of the plain value types (see the module docstring)."""
+    """Base of the plain value types (see the module docstring). ``record`` makes a subclass's
+    annotations its fields; no code is generated per class (dataclasses' exec of __init__,
+    __eq__, __repr__... costs ~0.5 ms a class, most of this package's import time)."""
 
     _config: ClassVar[dict] = {}
-    _doc: ClassVar[Optional[str]] = None
+    _fields: ClassVar[tuple[Field, ...]] = ()
     _names: ClassVar[tuple[str, ...]] = ()
+    _init: ClassVar[tuple[tuple[str, Any, Any], ...]] = ()
+    _frozen: ClassVar[bool] = False
     _coerce: ClassVar[Optional[tuple[tuple[str, str], ...]]] = None
 
-    def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        # the class's own docstring (None: none), before dataclass writes its signature there
-        if "_doc" not in cls.__dict__:
-            cls._doc = cls.__dict__.get("__doc__")
-            cls._coerce = None
+    def __init__(self, **kw: Any) -> None:
+        cls, put, given = type(self), object.__setattr__, 0
+        for name, default, factory in cls._init:
+            v = kw.get(name, _MISSING)
+            if v is not _MISSING:
+                given += 1
+            elif default is not _MISSING:
+                v = default
+            elif factory is not _MISSING:
+                v = factory()
+            else:
+                raise TypeError(f"{cls.__name__}() missing keyword argument {name!r}")
+            put(self, name, v)
+        if given != len(kw):
+            extra = sorted(set(kw) - set(cls._names))
+            raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {extra[0]!r}")
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         cls = type(self)
@@ -72,6 +101,30 @@ class Plain:
         if after is not None:
             after(self)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self._frozen:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._names)
+
+    def __eq__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def _hash(self) -> int:
+        return hash((type(self),) + self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._names)})"
+
     def model_dump(self, *, exclude: Optional[set[str] | frozenset[str]] = None) -> dict[str, Any]:
         """The fields in declaration order as dicts, lists and scalars (nested values too)."""
         return {n: _dump(getattr(self, n)) for n in type(self)._names
@@ -79,7 +132,7 @@ class Plain:
 
     def model_copy(self: T, *, update: Optional[dict[str, Any]] = None) -> T:
         """A copy with some fields replaced (not validated, as pydantic's model_copy)."""
-        return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
+        return type(self)(**{**dict(zip(self._names, self._values())), **(update or {})})
 
     @classmethod
     def model_validate(cls: type[T], data: Any) -> T:
@@ -94,18 +147,27 @@ class Plain:
 
 def record(cls: Optional[type] = None, *, frozen: bool = False,
            config: Optional[dict] = None) -> Any:
-    """The class as a keyword-only dataclass (frozen: immutable and hashable); `config`: the
-    boundary model's pydantic config (extra="forbid", ...)."""
+    """The class's annotations as its keyword-only fields (after its bases' fields); frozen:
+    immutable and hashable; `config`: the boundary model's pydantic config (extra="forbid")."""
     def wrap(c: type) -> type:
-        return finish(dataclasses.dataclass(c, kw_only=True, frozen=frozen), config)
+        own = []
+        for name, ann in c.__dict__.get("__annotations__", {}).items():
+            if "ClassVar" in str(ann):
+                continue
+            value = c.__dict__.get(name, _MISSING)
+            f = value if isinstance(value, Field) else Field(value)
+            f.name = name
+            if isinstance(value, Field):   # the instance holds the value; no class attribute
+                delattr(c, name)
+            own.append(f)
+        base = next((b for b in c.__mro__[1:] if "_fields" in b.__dict__), Plain)
+        c._fields = tuple(f for f in base._fields if f.name not in {g.name for g in own}) + tuple(own)
+        c._names = tuple(f.name for f in c._fields)
+        c._init = tuple((f.name, f.default, f.default_factory) for f in c._fields)
+        c._frozen, c._config, c._coerce = frozen, dict(config or {}), None
+        c.__hash__ = Plain._hash if frozen else None  # type: ignore[assignment]
+        return c
     return wrap(cls) if cls is not None else wrap
-
-
-def finish(cls: type, config: Optional[dict] = None) -> type:
-    """A Plain dataclass made elsewhere (make_dataclass) given its config and field names."""
-    cls._config = dict(config or {})
-    cls._names = tuple(f.name for f in dataclasses.fields(cls))
-    return cls
 
 
 def _int(v: Any) -> Any:
@@ -169,7 +231,7 @@ def _dump(v: Any) -> Any:
 
 def field_descriptions(cls: type) -> dict[str, str]:
     """Each field's description (its metadata), in declaration order."""
-    return {f.name: f.metadata.get("description", "") or "" for f in dataclasses.fields(cls)}
+    return {f.name: f.metadata.get("description", "") or "" for f in cls._fields}
 
 
 # ---- the boundary: a pydantic model derived from the dataclass ------------------------------
@@ -212,7 +274,7 @@ def boundary_model(cls: type) -> Any:
 
     hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in cls._fields:
         kw = {k: x for k, x in f.metadata.items() if k in _FIELD_ARGS}
         if f.metadata.get("required"):
             info = Field(..., **kw)
@@ -241,7 +303,7 @@ def boundary_model(cls: type) -> Any:
         validators[f"_check_{name}"] = field_validator(name)(classmethod(
             lambda _c, value, _f=check: _f(value)))
     model = create_model(cls.__name__, __config__=ConfigDict(**cls._config) if cls._config else None,
-                         __doc__=cls._doc, __module__=cls.__module__, __validators__=validators,
+                         __doc__=cls.__dict__.get("__doc__"), __module__=cls.__module__, __validators__=validators,
                          **fields)
     _MODELS[cls], _PLAIN_OF[model] = model, cls
     return model

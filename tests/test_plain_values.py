@@ -37,7 +37,8 @@ r = planner.api.fit(model, hw, 256, seq_len=8192, global_batch=512)
 advice = advise_fit_result(r, model, hw, SearchSpace(), precision="mixed", optimizer="adam")
 doc = planner.render.fit.fit_doc(r, batch_advice=advice)
 out = render_json(doc) + (render_plain(doc, 120) or "")
-print(len(r.layouts), '"rank": 1' in out, sorted(m for m in sys.modules if m.startswith("pydantic.")))
+loaded = sorted(m for m in sys.modules if m.startswith("pydantic."))
+print(len(r.layouts), '"rank": 1' in out, loaded)
 """
 
 
@@ -95,7 +96,8 @@ def test_the_boundary_model_keeps_the_constraints_and_errors():
         assert e.value.errors()[0]["loc"] == (where,)
     schema = boundary_model(Layout).model_json_schema()
     assert schema["properties"]["zero"]["maximum"] == 3
-    assert schema["additionalProperties"] is False and schema["description"] == inspect.cleandoc(Layout.__doc__)
+    assert schema["additionalProperties"] is False
+    assert schema["description"] == inspect.cleandoc(Layout.__doc__)
 
 
 _SHAPES = st.fixed_dictionaries({

@@ -164,7 +164,8 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
 
     raw = parse_text(text, "toml", where)
     if trusted:
-        return FrameworkProfile(**{**raw, "source_file": where, "time": TimeBehaviour(**raw["time"]),
+        return FrameworkProfile(**{**raw, "source_file": where,
+                                   "time": TimeBehaviour(**raw["time"]),
                                    "memory": MemoryBehaviour(**raw["memory"])})
     from pydantic import ValidationError
     try:

@@ -38,8 +38,8 @@ class ModelSpec(Plain):
     layers: int = spec(**POSITIVE)
     hidden: int = spec(**POSITIVE)
     heads: int = spec(**POSITIVE)
-    kv_heads: int = spec(None, required=True, **POSITIVE)   # defaults to heads (multi-head attention)
-    head_dim: int = spec(None, required=True, **POSITIVE)   # defaults to hidden // heads
+    kv_heads: int = spec(None, required=True, **POSITIVE)  # default: heads (multi-head attention)
+    head_dim: int = spec(None, required=True, **POSITIVE)  # default: hidden // heads
     ffn: int = spec(**POSITIVE)    # dense-layer MLP width
     mlp: Literal["gelu", "swiglu"]
     vocab: int = spec(**POSITIVE)

@@ -2,8 +2,9 @@
 
 Importing pydantic's BaseModel costs more than the rest of ``dtplan fit`` (issue #15, must-show
 3), so the values the search reads and the results it returns are plain keyword-only classes
-(``record``: the annotations are the fields, as a dataclass's) with the small API the code uses: attributes, ``model_copy(update=...)`` and ``model_dump()`` (named as pydantic's,
-so a caller needs no change). Construction does not validate: trusted data (our profiles,
+(``record``: the annotations are the fields, as a dataclass's) with the small API the code
+uses: attributes, ``model_copy(update=...)`` and ``model_dump()`` (named as pydantic's, so a
+caller needs no change). Construction does not validate: trusted data (our profiles,
 presets, the search's own numbers) is taken as given, with the light coercions pydantic made
 (an int in a float field is a float, a numpy integer an int, a list in a tuple field a tuple).
 
@@ -11,7 +12,7 @@ Untrusted data is validated at the boundary: ``Cls.model_validate(data)`` builds
 a pydantic model derived from the class — same name, docstring, config, field types,
 defaults and constraints (``spec(..., ge=0, description=...)``, the field's metadata) — runs it
 and returns the plain value; ``Cls.model_json_schema()`` is that model's schema. A constraint is
-declared once, on the dataclass field.
+declared once, on the class's field.
 
 Hooks a class may define: ``_before(data)`` (a classmethod: input rewriting before
 validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs on the boundary
@@ -123,7 +124,8 @@ class Plain:
         return hash((type(self),) + self._values())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._names)})"
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names)
+        return f"{type(self).__name__}({shown})"
 
     def model_dump(self, *, exclude: Optional[set[str] | frozenset[str]] = None) -> dict[str, Any]:
         """The fields in declaration order as dicts, lists and scalars (nested values too)."""
@@ -161,7 +163,8 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
                 delattr(c, name)
             own.append(f)
         base = next((b for b in c.__mro__[1:] if "_fields" in b.__dict__), Plain)
-        c._fields = tuple(f for f in base._fields if f.name not in {g.name for g in own}) + tuple(own)
+        mine = {f.name for f in own}
+        c._fields = tuple(f for f in base._fields if f.name not in mine) + tuple(own)
         c._names = tuple(f.name for f in c._fields)
         c._init = tuple((f.name, f.default, f.default_factory) for f in c._fields)
         c._frozen, c._config, c._coerce = frozen, dict(config or {}), None
@@ -217,16 +220,24 @@ def _coercions(cls: type) -> tuple[tuple[str, str], ...]:
     return plan
 
 
+def _walk(v: Any, leaf: Callable[[Any], Any]) -> Any:
+    """`v` with `leaf` applied to each value inside its lists, tuples and dicts."""
+    t = type(v)
+    if t is list:
+        return [_walk(x, leaf) for x in v]
+    if t is tuple:
+        return tuple(_walk(x, leaf) for x in v)
+    if t is dict:
+        return {k: _walk(x, leaf) for k, x in v.items()}
+    return leaf(v)
+
+
+def _dump_leaf(v: Any) -> Any:
+    return v.model_dump() if isinstance(v, Plain) else v
+
+
 def _dump(v: Any) -> Any:
-    if isinstance(v, Plain):
-        return v.model_dump()
-    if type(v) is list:
-        return [_dump(x) for x in v]
-    if type(v) is tuple:
-        return tuple(_dump(x) for x in v)
-    if type(v) is dict:
-        return {k: _dump(x) for k, x in v.items()}
-    return v
+    return _walk(v, _dump_leaf)
 
 
 def field_descriptions(cls: type) -> dict[str, str]:
@@ -234,7 +245,7 @@ def field_descriptions(cls: type) -> dict[str, str]:
     return {f.name: f.metadata.get("description", "") or "" for f in cls._fields}
 
 
-# ---- the boundary: a pydantic model derived from the dataclass ------------------------------
+# ---- the boundary: a pydantic model derived from the class ----------------------------------
 
 _MODELS: dict[type, Any] = {}
 _PLAIN_OF: dict[Any, type] = {}
@@ -270,31 +281,30 @@ def boundary_model(cls: type) -> Any:
     """The pydantic model of a plain class: same name, docstring, config, fields, validators."""
     if cls in _MODELS:
         return _MODELS[cls]
-    from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
+    from pydantic import ConfigDict, create_model, field_validator, model_validator
+    from pydantic import Field as Declared
 
     hints = typing.get_type_hints(cls)
-    fields: dict[str, Any] = {}
+    declared: dict[str, Any] = {}
     for f in cls._fields:
         kw = {k: x for k, x in f.metadata.items() if k in _FIELD_ARGS}
         if f.metadata.get("required"):
-            info = Field(..., **kw)
+            info = Declared(..., **kw)
         elif f.default is not _MISSING:
-            info = Field(_mirror_value(f.default), **kw)
+            info = Declared(_mirror_value(f.default), **kw)
         elif f.default_factory is not _MISSING and f.metadata.get("default_shown"):
-            info = Field(_mirror_value(f.default_factory()), **kw)
+            info = Declared(_mirror_value(f.default_factory()), **kw)
         elif f.default_factory is not _MISSING:
-            info = Field(default_factory=f.default_factory, **kw)
+            info = Declared(default_factory=f.default_factory, **kw)
         else:
-            info = Field(..., **kw)
-        fields[f.name] = (_mirror_type(hints[f.name]), info)
+            info = Declared(..., **kw)
+        declared[f.name] = (_mirror_type(hints[f.name]), info)
     validators: dict[str, Any] = {}
-    if "_before" in _own(cls):
-        before = cls._before
+    before, after = getattr(cls, "_before", None), getattr(cls, "_after", None)
+    if before is not None:
         validators["_before"] = model_validator(mode="before")(classmethod(
             lambda _c, data: before(data)))
-    if "_after" in _own(cls):
-        after = cls._after
-
+    if after is not None:
         def _after_check(self: Any) -> Any:
             after(self)
             return self
@@ -302,28 +312,16 @@ def boundary_model(cls: type) -> Any:
     for name, check in getattr(cls, "_field_checks", {}).items():
         validators[f"_check_{name}"] = field_validator(name)(classmethod(
             lambda _c, value, _f=check: _f(value)))
-    model = create_model(cls.__name__, __config__=ConfigDict(**cls._config) if cls._config else None,
-                         __doc__=cls.__dict__.get("__doc__"), __module__=cls.__module__, __validators__=validators,
-                         **fields)
+    config = ConfigDict(**cls._config) if cls._config else None
+    model = create_model(cls.__name__, __config__=config,
+                         __doc__=cls.__dict__.get("__doc__"), __module__=cls.__module__,
+                         __validators__=validators, **declared)
     _MODELS[cls], _PLAIN_OF[model] = model, cls
     return model
 
 
-def _own(cls: type) -> set[str]:
-    """Names defined on the class or a Plain base below it (hooks are inherited)."""
-    return {k for c in cls.__mro__ if issubclass(c, Plain) for k in c.__dict__}
-
-
 def _to_plain(cls: type, obj: Any) -> Any:
     """A validated boundary-model instance as its plain class (nested values too)."""
-    def conv(v: Any) -> Any:
-        if type(v) in _PLAIN_OF:
-            return _to_plain(_PLAIN_OF[type(v)], v)
-        if type(v) is list:
-            return [conv(x) for x in v]
-        if type(v) is tuple:
-            return tuple(conv(x) for x in v)
-        if type(v) is dict:
-            return {k: conv(x) for k, x in v.items()}
-        return v
-    return cls(**{n: conv(getattr(obj, n)) for n in cls._names})
+    def leaf(v: Any) -> Any:
+        return _to_plain(_PLAIN_OF[type(v)], v) if type(v) in _PLAIN_OF else v
+    return cls(**{n: _walk(getattr(obj, n), leaf) for n in cls._names})

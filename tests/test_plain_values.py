@@ -9,6 +9,7 @@ import inspect
 import json
 import subprocess
 import sys
+import typing
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from planner.specs.framework import FrameworkProfile, list_frameworks
 from planner.specs.hardware import HardwareProfile, list_profiles, load_profile_file
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec
+from planner.specs import plain
 from planner.specs.plain import boundary_model
 
 _FIT_PATH = """
@@ -122,3 +124,24 @@ def test_trusted_and_boundary_construction_agree(d):
     plain, checked = ModelSpec(**d), ModelSpec.model_validate(d)
     assert plain == checked and plain.model_dump() == checked.model_dump()
     assert ModelSpec.model_validate(plain.model_dump()) == plain
+
+
+def _plain_classes() -> list[type]:
+    import planner.calculators, planner.resilience, planner.shrink, planner.verdict  # noqa: F401
+    out, todo = [], [plain.Plain]
+    while todo:
+        for c in todo.pop().__subclasses__():
+            todo.append(c)
+            out += [c] if "_fields" in c.__dict__ else []
+    return out
+
+
+def test_coercions_read_from_text_match_the_evaluated_types():
+    # construction reads each field's coercion from its annotation text, unevaluated; the
+    # evaluated annotation must give the same (a float field holds floats, an int field ints)
+    classes = _plain_classes()
+    assert len(classes) > 40
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        for f in plain.fields(cls):
+            assert f.kind == plain._kind(hints[f.name]), (cls.__name__, f.name)

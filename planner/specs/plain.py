@@ -36,12 +36,13 @@ class Field:
     """One field of a plain class: its name, default (or factory) and metadata (constraints,
     description, our keys)."""
 
-    __slots__ = ("name", "default", "default_factory", "metadata")
+    __slots__ = ("name", "default", "default_factory", "metadata", "kind")
 
     def __init__(self, default: Any = _MISSING, factory: Optional[Callable[[], Any]] = None,
                  metadata: Optional[dict] = None, name: str = "") -> None:
         self.name, self.default, self.default_factory = name, default, factory or _MISSING
         self.metadata = metadata or {}
+        self.kind: Optional[str] = None   # the coercion construction applies (see _kind)
 
 
 def spec(default: Any = _MISSING, *, factory: Optional[Callable[[], Any]] = None,
@@ -68,7 +69,7 @@ class Plain:
     _names: ClassVar[tuple[str, ...]] = ()
     _init: ClassVar[tuple[tuple[str, Any, Any], ...]] = ()
     _frozen: ClassVar[bool] = False
-    _coerce: ClassVar[Optional[tuple[tuple[str, str], ...]]] = None
+    _coerce: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, **kw: Any) -> None:
         cls, put, given = type(self), object.__setattr__, 0
@@ -90,8 +91,7 @@ class Plain:
 
     def __post_init__(self) -> None:
         cls = type(self)
-        plan = cls._coerce if cls._coerce is not None else _coercions(cls)
-        for name, kind in plan:
+        for name, kind in cls._coerce:
             v = getattr(self, name)
             if v is None:
                 continue
@@ -158,7 +158,7 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
                 continue
             value = c.__dict__.get(name, _MISSING)
             f = value if isinstance(value, Field) else Field(value)
-            f.name = name
+            f.name, f.kind = name, _kind(ann)
             if isinstance(value, Field):   # the instance holds the value; no class attribute
                 delattr(c, name)
             own.append(f)
@@ -167,7 +167,8 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
         c._fields = tuple(f for f in base._fields if f.name not in mine) + tuple(own)
         c._names = tuple(f.name for f in c._fields)
         c._init = tuple((f.name, f.default, f.default_factory) for f in c._fields)
-        c._frozen, c._config, c._coerce = frozen, dict(config or {}), None
+        c._coerce = tuple((f.name, f.kind) for f in c._fields if f.kind)
+        c._frozen, c._config = frozen, dict(config or {})
         c.__hash__ = Plain._hash if frozen else None  # type: ignore[assignment]
         return c
     return wrap(cls) if cls is not None else wrap
@@ -196,8 +197,24 @@ _COERCE: dict[str, Callable[[Any], Any]] = {"int": _int, "float": _float, "tuple
                                             "float_map": _float_map}
 
 
+def _kind_text(text: str) -> Optional[str]:
+    """_kind of an annotation written as text (``from __future__ import annotations``), read
+    without evaluating it: evaluating every field's annotation (typing.get_type_hints) costs ~8
+    ms over the fit path's classes. tests/test_plain_values.py checks it against _kind."""
+    t = text.replace(" ", "")
+    if t.startswith("Optional[") and t.endswith("]"):
+        t = t[len("Optional["):-1]
+    parts = [p for p in t.split("|") if p != "None"]
+    t = parts[0] if len(parts) == 1 else t
+    if t.startswith(("tuple[", "Tuple[")):
+        return "tuple"
+    return {"int": "int", "float": "float", "dict[str,float]": "float_map"}.get(t)
+
+
 def _kind(tp: Any) -> Optional[str]:
     """Which coercion a field's type gets (Optional[X] as X), or None."""
+    if isinstance(tp, str):
+        return _kind_text(tp)
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if _is_union(tp) and len(args) == 1:
         tp = args[0]
@@ -211,13 +228,6 @@ def _kind(tp: Any) -> Optional[str]:
     if origin is dict and typing.get_args(tp)[1:] == (float,):
         return "float_map"
     return None
-
-
-def _coercions(cls: type) -> tuple[tuple[str, str], ...]:
-    hints = typing.get_type_hints(cls)
-    plan = tuple((n, k) for n in cls._names if (k := _kind(hints[n])) is not None)
-    cls._coerce = plan
-    return plan
 
 
 def _walk(v: Any, leaf: Callable[[Any], Any]) -> Any:

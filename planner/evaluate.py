@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, STATE_COLUMNS,
+from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, SCHEDULE_CODES,
+                         STATE_COLUMNS,
                          Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
@@ -200,18 +201,28 @@ def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
     return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
 
 
+def _layer_part(p: Problem, u: Candidates) -> dict:
+    """One layer's bytes per micro-batch, kept under each recompute mode (memory_model.
+    layer_activation_views) and by mode for the time model: the LAYER_COLUMNS part, which
+    no recompute knob changes (every mode is computed for every row)."""
+    terms = activation_terms(p, u)
+    return {"views": layer_activation_views(p, u, p.fw, terms),
+            "per_mode": layer_activations(terms)}
+
+
 def _activation_part(p: Problem, u: Candidates) -> dict:
     """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
-    recompute mode (the ACTIVATION_COLUMNS part)."""
+    recompute mode (the ACTIVATION_COLUMNS part); the layer's bytes once per LAYER_COLUMNS
+    tuple (the recompute variants of a layout share them)."""
     x = shape(p, u)
-    terms = activation_terms(p, u)
-    views = layer_activation_views(p, u, p.fw, terms)
+    layer = on_distinct(u, LAYER_COLUMNS, lambda w: _layer_part(p, w))
+    views = layer["views"]
     out = {}
     for i, name in enumerate(STAGES):
         has_emb, has_head = _edges(x, name)
         st = SimpleNamespace(layers=x.layers[i], has_embedding=has_emb, has_head=has_head)
         out[name] = stage_activations(p, u, p.fw, st, views)
-    return {"stages": out, "per_mode": layer_activations(terms)}
+    return {"stages": out, "per_mode": layer["per_mode"]}
 
 
 def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:

@@ -13,6 +13,7 @@ bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -314,9 +315,16 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
+def _resolved(p: Problem) -> Problem:
+    """p with its framework profile named (Problem.fw looks up the selected profile on every
+    read, a few hundred times a search; the profile is the same throughout one)."""
+    return p if p.framework is not None else dataclasses.replace(p, framework=p.fw)
+
+
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
+    p = _resolved(p)
     rec = recomputes(p, space)
     failure = split_failures(p)
     for lay, _ in layout_batches(p, space, keep=lambda s: failure(s) < 0):
@@ -334,6 +342,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
            dominated: bool = False) -> SearchResult:
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
+    asked, p = p, _resolved(p)
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
     rec = recomputes(p, space)
     failure = split_failures(p)
@@ -355,7 +364,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     n = len(kept)
     order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
-    return SearchResult(problem=p, candidates=cand, results=ev, order=order, first_failure=first,
+    return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,
                         enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,
                         solved=t.solved)
 

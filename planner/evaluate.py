@@ -21,7 +21,7 @@ from .engine import budget as bud
 from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import Part, distinct_part, gather, on_distinct
+from .distinct import Part, crossed_part, distinct_part, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -239,7 +239,7 @@ def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.nda
            detail: bool = True) -> StageMemory:
     """memory_model.stage_memory of one stage under the framework profile: items at the peak,
     the three views, the moment (without `detail`: the states, reserved and device total)."""
-    n = len(x.tp)
+    n = len(x.micro_batches)
     m = stage_memory(p, p.fw, x.layers[STAGES.index(stage)], s, a, in_flight, x.micro_batches,
                      detail)
     full = {k: _full(m[k], n) for k in ("reserved", "device_total")}
@@ -339,7 +339,10 @@ class MemoryParts:
         n = len(x.tp)
         mid = np.flatnonzero(x.pp > 2)
         at = mid if idx is None else np.asarray(idx).take(mid)
-        m = _stage(p, gather(x, mid, n), "middle", self.states.rows(at, pick=lambda t: t["middle"]),
+        # _stage reads the row count, the stage's layers and m: only those are gathered
+        sub = SimpleNamespace(micro_batches=x.micro_batches.take(mid),
+                              layers=(None, x.layers[1].take(mid), None))
+        m = _stage(p, sub, "middle", self.states.rows(at, pick=lambda t: t["middle"]),
                    self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
                    self.flight.rows(at, pick=lambda t: t["middle"]), False)
 
@@ -378,6 +381,17 @@ def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
     return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
                        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
                        flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
+
+
+def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int) -> MemoryParts:
+    """memory_parts(p, c) for c = layouts crossed with k recompute rows (space.with_recomputes):
+    the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
+    the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
+    inner = ("recompute", "recompute_layers")
+    return MemoryParts(
+        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u), inner),
+        flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def evaluate_memory(p: Problem, c: Candidates, detail: bool = True

@@ -20,8 +20,9 @@ from typing import Callable
 import numpy as np
 
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from .distinct import gather
 from .engine.pareto import pareto_front
-from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
+from .evaluate import (Evaluation, Memory, MemoryParts, crossed_memory_parts, evaluate,
                        memory_parts, usable_bytes)
 from .timing import step_seconds
 from .rules import RULE_NAMES, split_failures, structural_predicates
@@ -197,7 +198,8 @@ def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates
     """The structural rules on a batch (space.layout_batches: layouts before the recompute
     knob, which no structural rule reads, and the splits left out because a split rule
     rejects all their rows), each rejection counted against its first rule with the first
-    such candidate as its example; the survivors crossed with their recompute rows."""
+    such candidate as its example; the layouts that pass them (not yet crossed with
+    their recompute rows)."""
     for split, rows in left:
         rule = failure(split)
         t.enumerated += rows
@@ -213,17 +215,21 @@ def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates
             rule = RULE_NAMES.index(STRUCTURAL[k])
             t.rejected[rule] += count * len(rec)
             t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
-    return with_recomputes(lay, rec, np.flatnonzero(ok))
+    return lay.take(np.flatnonzero(ok))
 
 
-def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
+def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool
+                ) -> None:
     """The cost model on the structural survivors (recompute variants consecutive), partial
     recompute solved, keep what fits. The five-phase memory model runs only where the floor
     (MemoryParts.floor, never above the exact peak) leaves a chance of fitting, and for the
-    misses that could be the closest one."""
-    if not len(surv):
+    misses that could be the closest one. `lay` are the layouts, crossed here with their
+    recompute rows `rec`."""
+    if not len(lay):
         return
-    parts = memory_parts(p, surv)
+    n_rec = len(rec)
+    surv = with_recomputes(lay, rec)
+    parts = crossed_memory_parts(p, surv, lay, n_rec)
     slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0)
     rows = surv.take(cand)
@@ -347,21 +353,24 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     rec = recomputes(p, space)
     failure = split_failures(p)
     for lay, left in layout_batches(p, space, keep=lambda s: failure(s) < 0):
-        surv = _count_structural(p, space, t, lay, left, rec, failure)
-        _scan_batch(p, surv, t, dominated, len(rec))
+        _scan_batch(p, _count_structural(p, space, t, lay, left, rec, failure), rec, t,
+                    dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
-    if len(kept) and not dominated:  # fronts of batches → the front of the whole space
-        ev = evaluate(p, kept)
-        tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))
-        kept = kept.take(np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=tol)))
     if t.closest is not None:
         t.examples[FITS] = t.closest[1]
     rules = sorted(t.examples)
     cand = _concat([kept] + [t.examples[k] for k in rules])
-    ev = evaluate(p, cand)
+    ev = evaluate(p, cand)  # once: a row's evaluation does not depend on the others
     n = len(kept)
+    if n and not dominated:  # fronts of batches → the front of the whole space
+        ev_kept = gather(ev, np.arange(n), len(cand))
+        tol = max(STEP_TIME_RESOLUTION, _band(p, ev_kept, kept))
+        front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus), tolerance=tol))
+        shown = np.concatenate([front, np.arange(n, len(cand))])
+        kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
+            len(front)
     order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
     return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,

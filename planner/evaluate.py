@@ -21,7 +21,7 @@ from .engine import budget as bud
 from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import Part, crossed_part, distinct_part, on_distinct
+from .distinct import Part, crossed_part, distinct_part, distinct_rows, on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -338,6 +338,9 @@ class MemoryParts:
         (PP > 2) and 0 elsewhere, where memory() reads it only through has_middle."""
         n = len(x.tp)
         mid = np.flatnonzero(x.pp > 2)
+        if not len(mid):  # what the spread below gives on no rows, without the stage model
+            return StageMemory(**{k: np.zeros(n) for k in STATE_ITEMS + ("total", "reserved",
+                                                                         "params")})
         at = mid if idx is None else np.asarray(idx).take(mid)
         # _stage reads the row count, the stage's layers and m: only those are gathered
         sub = SimpleNamespace(micro_batches=x.micro_batches.take(mid),
@@ -353,6 +356,18 @@ class MemoryParts:
             full[mid] = v
             return full
         return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
+
+    def axis_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+        """The rows idx grouped alike in AXIS_COLUMNS (timing_terms.communication), where the
+        activations part is on distinct tuples: AXIS_COLUMNS are the ACTIVATION_COLUMNS with DP
+        and EP, so a row's activation tuple with its DP and EP names its axis tuple."""
+        if self.acts.index is None or (idx is not None and len(idx) < 2):
+            return None
+        dp, ep = (self.c.dp, self.c.ep) if idx is None else (self.c.dp.take(idx),
+                                                              self.c.ep.take(idx))
+        found = distinct_rows([self.acts.index if idx is None else self.acts.index.take(idx),
+                               dp, ep])
+        return None if found is None else (found[1], len(found[0]))
 
     def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
         """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the

@@ -247,7 +247,7 @@ def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominat
         t.kept.append(rows.take(np.flatnonzero(fit)))
     else:  # the memory already evaluated is kept for the timing
         t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit,
-                                          parts.state_groups(cand))))
+                                          (parts.state_groups(cand), parts.axis_groups(cand)))))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -263,10 +263,11 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
         if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
             best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
         extra = rest[slack[rest] >= best]
-        both = np.concatenate([miss, extra])
-        order = np.argsort(both, kind="stable")
-        miss = both[order]
-        headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
+        if len(extra):  # else no floor reaches the best headroom known: nothing to evaluate
+            both = np.concatenate([miss, extra])
+            order = np.argsort(both, kind="stable")
+            miss = both[order]
+            headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
@@ -274,13 +275,14 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
 
 
 def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
-              groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
+              groups: tuple = (None, None)) -> np.ndarray:
     """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
     whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
     is timed, also those that do not fit (cheaper than gathering the memory of those that
-    do; a row's step time does not depend on its neighbours)."""
+    do; a row's step time does not depend on its neighbours); `groups` are the (state, axis)
+    groups of MemoryParts where known."""
     x, acts, mem = known
-    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
+    step = step_seconds(p, rows, x, mem, acts["per_mode"], *groups)
     idx = np.flatnonzero(fit)
     obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
     return idx[_front(obj, tolerance=0.0)]
@@ -301,7 +303,8 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         fit = mem.peak <= mem.usable
         t.solved += int(fit.sum())
         keep = np.flatnonzero(fit) if dominated or not fit.any() \
-            else _front_of(p, rows, (x, acts, mem), fit, parts.state_groups())
+            else _front_of(p, rows, (x, acts, mem), fit,
+                           (parts.state_groups(), parts.axis_groups()))
         rows, batch = rows.take(keep), batch[ok][keep]
         solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

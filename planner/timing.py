@@ -104,13 +104,14 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
 
 
 def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-          state_groups: tuple[np.ndarray, int] | None = None) -> tuple:
+          state_groups: tuple[np.ndarray, int] | None = None,
+          axis_groups: tuple[np.ndarray, int] | None = None) -> tuple:
     """(compute, communication, optimizer, offload, step, bubble): the step composed from its
     terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers)."""
     n_layers = x.layers[1]
     k_full = full_recomputed(c, n_layers)
     comp = terms.compute(p, c, x, a, n_layers, k_full)
-    cm = terms.communication(p, c, x, mem, comp, n_layers, state_groups)
+    cm = terms.communication(p, c, x, mem, comp, n_layers, state_groups, axis_groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
     per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
                        cm.zero3_exposed]
@@ -124,10 +125,11 @@ def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
 
 
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-                 state_groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
+                 state_groups: tuple[np.ndarray, int] | None = None,
+                 axis_groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
     """step_time's step alone (what the search's fronts compare), bit for bit; `state_groups`
-    as timing_terms.communication takes it."""
-    return _step(p, c, x, mem, a, state_groups)[4]
+    and `axis_groups` as timing_terms.communication takes them."""
+    return _step(p, c, x, mem, a, state_groups, axis_groups)[4]
 
 
 def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]

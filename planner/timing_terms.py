@@ -267,12 +267,15 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
 
 
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
-                  n_layers: np.ndarray, state_groups: tuple[np.ndarray, int] | None = None) -> Comm:
+                  n_layers: np.ndarray, state_groups: tuple[np.ndarray, int] | None = None,
+                  axis_groups: tuple[np.ndarray, int] | None = None) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it. `state_groups` (each row's group,
-    the group count) groups rows alike in STATE_COLUMNS where the caller knows it already."""
+    the group count) groups rows alike in STATE_COLUMNS where the caller knows it already,
+    `axis_groups` rows alike in AXIS_COLUMNS."""
     eff = p.hardware.efficiency
-    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)))
+    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
+                       groups=axis_groups)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
         p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=state_groups)

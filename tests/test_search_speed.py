@@ -1,0 +1,146 @@
+"""The search's speed-ups are exact: the allocator's max over moments from two calls, memory
+parts keyed on the layouts before the recompute knob, axis times grouped by activation tuple,
+and each shortcut switched off gives the same search bit for bit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import planner.search as search_mod
+from planner.api import problem
+from planner.candidates import ACTIVATION_COLUMNS, AXIS_COLUMNS, COLUMN_NAMES, LAYER_COLUMNS
+from planner.distinct import crossed_part, distinct_part
+from planner.engine import allocator as alc
+from planner.evaluate import MemoryParts, crossed_memory_parts, memory_parts
+from planner.search import SearchSpace, search
+from planner.space import layout_batches, recomputes, with_recomputes
+from planner.specs.framework import load_framework
+from planner.specs.hardware import load_profile
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
+
+H100 = load_profile("h100")
+
+# byte counts as the model makes them: 0, exact powers of two, awkward fractions, huge values
+sizes = st.one_of(st.just(0.0), st.floats(0.0, 1e12, allow_nan=False),
+                  st.integers(0, 40).map(lambda e: float(2 ** e)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5), st.data())
+def test_max_reserved_is_the_max_of_reserved_over_moments(n, moments, data):
+    """max_reserved_bytes equals the max over moments of reserved_bytes, bit for bit, whatever
+    moments carry activations on which rows (all, none or some: the where-split path)."""
+    rows = lambda: np.array(data.draw(st.lists(sizes, min_size=n, max_size=n)))  # noqa: E731
+    persistent, rounding = rows(), rows()
+    allocated = [persistent + rows() for _ in range(moments)]
+    live = [data.draw(st.sampled_from([0.0, "rows"])) for _ in range(moments)]
+    live = [rows() if v == "rows" else v for v in live]
+    share = data.draw(st.sampled_from([0.0, 0.2, 0.15]))
+    expandable = data.draw(st.sampled_from([0, 1]))
+    expect = np.max([np.asarray(alc.reserved_bytes(
+        a, persistent, rounding * (np.asarray(act) > 0), share=share, expandable=expandable))
+        for a, act in zip(allocated, live)], axis=0)
+    got = alc.max_reserved_bytes(allocated, persistent, rounding, live, share=share,
+                                 expandable=expandable)
+    assert np.asarray(got).tobytes() == expect.tobytes()
+
+
+def test_the_axis_columns_are_the_activation_columns_with_dp_and_ep():
+    """MemoryParts.axis_groups names a row's axis tuple by its activation tuple, DP and EP, and
+    the layer tuple leaves out only the recompute knobs."""
+    assert set(AXIS_COLUMNS) == set(ACTIVATION_COLUMNS) | {"dp", "ep"}
+    assert set(ACTIVATION_COLUMNS) - set(LAYER_COLUMNS) == {"recompute", "recompute_layers"}
+
+
+def _problem(params: float, gpus: int, seq: int, fw: str):
+    p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=256)
+    return dataclasses.replace(p, framework=load_framework(fw))
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1.3e9, 13e9, 70e9]), st.sampled_from([16, 64, 256]),
+       st.sampled_from([2048, 8192]), st.sampled_from(["megatron", "torchtitan", "deepspeed"]),
+       st.integers(0, 2**31 - 1))
+def test_crossed_parts_give_the_rows_what_plain_parts_give(params, gpus, seq, fw, seed):
+    """crossed_memory_parts (tuples found on the layouts) gives every row the same floor, exact
+    memory and groups of alike rows as memory_parts on the crossed rows."""
+    p = _problem(params, gpus, seq, fw)
+    rec = recomputes(p, SearchSpace())
+    lay = next(iter(layout_batches(p, SearchSpace())))[0]
+    lay = lay.take(np.sort(np.random.default_rng(seed).choice(len(lay), min(len(lay), 2000),
+                                                              replace=False)))
+    c = with_recomputes(lay, rec)
+    fast, plain = crossed_memory_parts(p, c, lay, len(rec)), memory_parts(p, c)
+    assert fast.floor(p).tobytes() == plain.floor(p).tobytes()
+    idx = np.flatnonzero(np.random.default_rng(seed + 1).random(len(c)) < 0.3)
+    for a, b in ((fast.rows(p, idx)[2], plain.rows(p, idx)[2]),):
+        assert a.peak.tobytes() == b.peak.tobytes()
+        assert a.first.total.tobytes() == b.first.total.tobytes()
+        assert a.last.params.tobytes() == b.last.params.tobytes()
+    groups = fast.axis_groups(idx)
+    if groups is not None:  # rows of one group are alike in every axis column
+        key = np.stack([getattr(c, k)[idx] for k in AXIS_COLUMNS], axis=1)
+        first = np.full(groups[1], -1)
+        first[groups[0][::-1]] = np.arange(len(idx))[::-1]
+        assert (key == key[first[groups[0]]]).all()
+
+
+def test_crossed_part_keeps_inner_positions_apart():
+    """With inner columns a tuple is an outer tuple at one inner position."""
+    from types import SimpleNamespace as NS
+
+    class Rows(NS):
+        def __len__(self):
+            return len(self.a)
+
+        def take(self, idx):
+            return Rows(a=self.a.take(idx), b=self.b.take(idx))
+
+    outer = Rows(a=np.array([1, 1, 2, 1]), b=np.zeros(4, dtype=np.int64))
+    k = 3
+    c = Rows(a=np.repeat(outer.a, k), b=np.tile(np.arange(k), 4))
+    got = crossed_part(c, outer, k, ["a"], lambda u: {"v": u.a * 10 + u.b}, inner=["b"])
+    assert (got.rows()["v"] == c.a * 10 + c.b).all()
+    assert got.size == 2 * k
+    plain = distinct_part(c, ["a", "b"], lambda u: {"v": u.a * 10 + u.b})
+    assert (plain.rows()["v"] == got.rows()["v"]).all()
+
+
+def _no_new_shortcuts(monkeypatch):
+    """The parts keyed on every crossed row and the axis times keyed on their own columns."""
+    monkeypatch.setattr(search_mod, "crossed_memory_parts",
+                        lambda p, c, layouts, k: memory_parts(p, c))
+    monkeypatch.setattr(MemoryParts, "axis_groups", lambda self, idx=None: None)
+
+
+CASES = {
+    "70b-256": (lambda: problem(model_from_params(70e9), H100, 256, seq_len=4096,
+                                global_batch=1024), {}),
+    "mixtral-64-all": (lambda: problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096,
+                                       global_batch=256), {"dominated": True}),
+    "8b-64-torchtitan": (lambda: dataclasses.replace(
+        problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=128),
+        framework=load_framework("torchtitan")), {"objective": "headroom"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_search_is_the_same_without_the_new_shortcuts(name, monkeypatch):
+    make, kw = CASES[name]
+    p = make()
+    fast = search(p, **kw)
+    _no_new_shortcuts(monkeypatch)
+    slow = search(p, **kw)
+    assert (fast.enumerated, fast.valid, fast.solved) == (slow.enumerated, slow.valid, slow.solved)
+    assert fast.rejected.tolist() == slow.rejected.tolist()
+    assert fast.order.tolist() == slow.order.tolist()
+    for name in COLUMN_NAMES:
+        assert getattr(fast.candidates, name).tolist() == getattr(slow.candidates, name).tolist()
+    assert fast.results.time.step.tobytes() == slow.results.time.step.tobytes()
+    assert fast.results.memory.peak.tobytes() == slow.results.memory.peak.tobytes()

@@ -27,6 +27,7 @@ from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_view
                            stage_states)
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
+from .timing_terms import Groups
 
 STAGES = ("first", "middle", "last")
 # A stage's budget items in print order (memory_model.ITEMS, then fragmentation and what lives
@@ -368,6 +369,13 @@ class MemoryParts:
         found = distinct_rows([self.acts.index if idx is None else self.acts.index.take(idx),
                                dp, ep])
         return None if found is None else (found[1], len(found[0]))
+
+    def groups(self, idx: np.ndarray | None = None) -> Groups:
+        """The rows idx grouped alike in the columns the time model's parts read (state, axis
+        and activation tuples, timing_terms.Groups), as far as the parts know them."""
+        act = None if self.acts.index is None else (
+            self.acts.index if idx is None else self.acts.index.take(idx), self.acts.size)
+        return Groups(state=self.state_groups(idx), axis=self.axis_groups(idx), act=act)
 
     def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
         """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the

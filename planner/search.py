@@ -25,6 +25,7 @@ from .engine.pareto import pareto_front
 from .evaluate import (Evaluation, Memory, MemoryParts, crossed_memory_parts, evaluate,
                        memory_parts, usable_bytes)
 from .timing import step_seconds
+from .timing_terms import Groups
 from .rules import RULE_NAMES, split_failures, structural_predicates
 from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
@@ -246,8 +247,7 @@ def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominat
     if dominated:
         t.kept.append(rows.take(np.flatnonzero(fit)))
     else:  # the memory already evaluated is kept for the timing
-        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit,
-                                          (parts.state_groups(cand), parts.axis_groups(cand)))))
+        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit, parts.groups(cand))))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -275,14 +275,14 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
 
 
 def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
-              groups: tuple = (None, None)) -> np.ndarray:
+              groups: Groups = Groups()) -> np.ndarray:
     """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
     whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
     is timed, also those that do not fit (cheaper than gathering the memory of those that
-    do; a row's step time does not depend on its neighbours); `groups` are the (state, axis)
-    groups of MemoryParts where known."""
+    do; a row's step time does not depend on its neighbours); `groups` are the rows' tuples
+    as MemoryParts.groups knows them."""
     x, acts, mem = known
-    step = step_seconds(p, rows, x, mem, acts["per_mode"], *groups)
+    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
     idx = np.flatnonzero(fit)
     obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
     return idx[_front(obj, tolerance=0.0)]
@@ -303,8 +303,7 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         fit = mem.peak <= mem.usable
         t.solved += int(fit.sum())
         keep = np.flatnonzero(fit) if dominated or not fit.any() \
-            else _front_of(p, rows, (x, acts, mem), fit,
-                           (parts.state_groups(), parts.axis_groups()))
+            else _front_of(p, rows, (x, acts, mem), fit, parts.groups())
         rows, batch = rows.take(keep), batch[ok][keep]
         solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, full_recomputed
+from .candidates import ACTIVATION_COLUMNS, Candidates, Problem, Shape, full_recomputed, shape
+from .distinct import on_distinct
 from .engine import activations as act
 from .engine import compute as cmp
 from .engine import step_time as st
@@ -103,15 +104,28 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
     return t_opt, t_offload
 
 
+def _compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+             groups: "terms.Groups") -> "terms.Compute":
+    """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads)
+    where the caller knows the rows' tuples (`groups.act`)."""
+    if groups.act is None:
+        n_layers = x.layers[1]
+        return terms.compute(p, c, x, a, n_layers, full_recomputed(c, n_layers))
+
+    def part(u: Candidates, idx: np.ndarray) -> "terms.Compute":
+        xu = shape(p, u)
+        return terms.compute(p, u, xu, {m: v.take(idx) for m, v in a.items()}, xu.layers[1],
+                             full_recomputed(u, xu.layers[1]))
+    return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
+
+
 def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-          state_groups: tuple[np.ndarray, int] | None = None,
-          axis_groups: tuple[np.ndarray, int] | None = None) -> tuple:
+          groups: "terms.Groups" = terms.Groups()) -> tuple:
     """(compute, communication, optimizer, offload, step, bubble): the step composed from its
     terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers)."""
     n_layers = x.layers[1]
-    k_full = full_recomputed(c, n_layers)
-    comp = terms.compute(p, c, x, a, n_layers, k_full)
-    cm = terms.communication(p, c, x, mem, comp, n_layers, state_groups, axis_groups)
+    comp = _compute(p, c, x, a, groups)
+    cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
     per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
                        cm.zero3_exposed]
@@ -125,11 +139,10 @@ def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
 
 
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-                 state_groups: tuple[np.ndarray, int] | None = None,
-                 axis_groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
-    """step_time's step alone (what the search's fronts compare), bit for bit; `state_groups`
-    and `axis_groups` as timing_terms.communication takes them."""
-    return _step(p, c, x, mem, a, state_groups, axis_groups)[4]
+                 groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+    """step_time's step alone (what the search's fronts compare), bit for bit; `groups` the
+    rows' tuples where the caller knows them (timing_terms.Groups)."""
+    return _step(p, c, x, mem, a, groups)[4]
 
 
 def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]

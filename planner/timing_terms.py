@@ -11,6 +11,7 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -266,19 +267,26 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
                                          act_b)}
 
 
+class Groups(NamedTuple):
+    """Rows grouped alike in some columns, where the caller knows it already (each as (each
+    row's group, the group count), or None): STATE_COLUMNS, AXIS_COLUMNS, ACTIVATION_COLUMNS."""
+
+    state: tuple[np.ndarray, int] | None = None
+    axis: tuple[np.ndarray, int] | None = None
+    act: tuple[np.ndarray, int] | None = None
+
+
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
-                  n_layers: np.ndarray, state_groups: tuple[np.ndarray, int] | None = None,
-                  axis_groups: tuple[np.ndarray, int] | None = None) -> Comm:
+                  n_layers: np.ndarray, groups: Groups = Groups()) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
-    part left exposed behind the compute that can hide it. `state_groups` (each row's group,
-    the group count) groups rows alike in STATE_COLUMNS where the caller knows it already,
-    `axis_groups` rows alike in AXIS_COLUMNS."""
+    part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
+    tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
     eff = p.hardware.efficiency
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
-                       groups=axis_groups)
+                       groups=groups.axis)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
-        p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=state_groups)
+        p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
     z3, z3_exp = _sharded(p, c, x, comp, coll, n_layers)
     dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
     cp_comm = axes["cp"]

@@ -19,6 +19,7 @@ from planner.engine import allocator as alc
 from planner.evaluate import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search import SearchSpace, search
 from planner.space import layout_batches, recomputes, with_recomputes
+from planner.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
@@ -113,10 +114,12 @@ def test_crossed_part_keeps_inner_positions_apart():
 
 
 def _no_new_shortcuts(monkeypatch):
-    """The parts keyed on every crossed row and the axis times keyed on their own columns."""
+    """The parts keyed on every crossed row, the axis times keyed on their own columns and the
+    compute on every row."""
     monkeypatch.setattr(search_mod, "crossed_memory_parts",
                         lambda p, c, layouts, k: memory_parts(p, c))
-    monkeypatch.setattr(MemoryParts, "axis_groups", lambda self, idx=None: None)
+    monkeypatch.setattr(MemoryParts, "groups",
+                        lambda self, idx=None: Groups(state=self.state_groups(idx)))
 
 
 CASES = {

@@ -22,8 +22,8 @@ import numpy as np
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from .distinct import gather
 from .engine.pareto import pareto_front
-from .evaluate import (Evaluation, Memory, MemoryParts, crossed_memory_parts, evaluate,
-                       memory_parts, usable_bytes)
+from .evaluate import Evaluation, Memory, evaluate, usable_bytes
+from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .timing import step_seconds
 from .timing_terms import Groups
 from .rules import RULE_NAMES, split_failures, structural_predicates

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import planner.search as search_mod
 from planner.api import problem
 from planner.distinct import distinct_rows
-from planner.evaluate import MemoryParts, evaluate_memory, memory_parts
+from planner.evaluate import evaluate_memory
+from planner.memory_parts import MemoryParts, memory_parts
 from planner.rules import RULES, SPLIT_RULES, split_failure
 from planner.search import SearchSpace, search
 from planner.space import candidate_batches, recomputes, split_rows, splits

@@ -16,7 +16,7 @@ from planner.api import problem
 from planner.candidates import ACTIVATION_COLUMNS, AXIS_COLUMNS, COLUMN_NAMES, LAYER_COLUMNS
 from planner.distinct import crossed_part, distinct_part
 from planner.engine import allocator as alc
-from planner.evaluate import MemoryParts, crossed_memory_parts, memory_parts
+from planner.memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search import SearchSpace, search
 from planner.space import layout_batches, recomputes, with_recomputes
 from planner.timing_terms import Groups

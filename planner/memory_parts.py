@@ -15,7 +15,7 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, S
 from .distinct import Part, crossed_part, distinct_part, distinct_rows
 from .engine import peak as pk
 from .engine.stages import stage_layers
-from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part,
+from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from .timing_terms import Groups
 
@@ -72,6 +72,17 @@ class MemoryParts:
                                        context=b.context_bytes, nccl=b.comm_buffer_bytes)
         middle = np.where(pp > 2, out["middle"], 0.0)
         return np.maximum(np.maximum(out["first"], out["last"]), middle)
+
+    def states_memory(self, idx: np.ndarray) -> SimpleNamespace:
+        """What the time model reads of the rows idx's memory (timing.step_seconds: the first
+        stage's weights, gradients, optimizer state and parameters, the last stage's
+        parameters), bit for bit as rows() gives them, without the five-phase model."""
+        n = len(idx)
+        first, last = self.states.rows(idx, pick=lambda t: (
+            {k: t["first"][k] for k in ("weights", "gradients", "optimizer", "params")},
+            t["last"]["params"]))
+        return SimpleNamespace(first=SimpleNamespace(**{k: _full(v, n) for k, v in first.items()}),
+                               last=SimpleNamespace(params=_full(last, n)))
 
     def rows(self, p: Problem, idx: np.ndarray | None = None, sub: Candidates | None = None
              ) -> tuple[Shape, dict, Memory]:

@@ -4,12 +4,13 @@ Two stages per batch of candidates: the structural rules over integer arrays for
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
 counted without being built), then the cost model (planner.evaluate) on the survivors only:
-the five-phase memory model where a sound floor on the peak (MemoryParts.floor) leaves a
-chance of fitting or of being the closest miss, the step time where a row fits. Partial full-recompute rows get their layer count
-solved (solve_partial). Only the rows that fit and that no other row beats on step time × peak
-memory × GPUs (a Pareto front, engine.pareto) are kept from batch to batch, so memory stays
-bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
-"""
+a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.settle decides
+the rest with a sound ceiling and the step time, running the five-phase memory model only
+where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
+full-recompute rows get their layer count solved (solve_partial). Only the rows that fit and
+that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
+kept from batch to batch, so memory stays bounded; `dominated=True` keeps every valid row
+instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,7 @@ from .distinct import gather
 from .engine.pareto import pareto_front
 from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
-from .timing import step_seconds
-from .timing_terms import Groups
+from .settle import settle
 from .rules import RULE_NAMES, split_failures, structural_predicates
 from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
@@ -101,12 +101,18 @@ def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candida
 
 
 def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit
-    (`fits` per row of c)."""
+    """solve_partial's layouts: the full-recompute rows that fit whose recompute-none row does
+    not (`fits` per row of c)."""
+    return _pairs(c, fits, fits, n_rec)
+
+
+def _pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -> np.ndarray:
+    """The full-recompute rows of c where full_ok holds and none_ok does not on the layout's
+    recompute-none row (c holds each layout's n_rec recompute rows, none first, full last)."""
     none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
+    return np.flatnonzero(~none_ok[0::n_rec] & full_ok[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
 def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
@@ -221,33 +227,36 @@ def _count_structural(p: Problem, space: SearchSpace, t: _Tally, lay: Candidates
 
 def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool
                 ) -> None:
-    """The cost model on the structural survivors (recompute variants consecutive), partial
-    recompute solved, keep what fits. The five-phase memory model runs only where the floor
-    (MemoryParts.floor, never above the exact peak) leaves a chance of fitting, and for the
-    misses that could be the closest one. `lay` are the layouts, crossed here with their
-    recompute rows `rec`."""
+    """The cost model on the structural survivors (`lay` crossed here with their recompute rows
+    `rec`, consecutive), keep what fits (planner.settle), partial recompute queued for solving. Below
+    the floor (MemoryParts.floor, never above the exact peak) a row cannot fit; the five-phase
+    model runs, besides where settle needs it, for the misses that could be the closest one
+    and for the layouts partial recompute may solve (their memory is read then)."""
     if not len(lay):
         return
     n_rec = len(rec)
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec)
-    slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
+    floor = parts.floor(p)
+    slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0)
     rows = surv.take(cand)
-    x, acts, mem = parts.rows(p, cand, rows)
-    fit = mem.peak <= mem.usable
+
+    def may_solve(sure: np.ndarray) -> np.ndarray:
+        known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
+        known[cand[sure]], maybe[cand] = True, True
+        return np.isin(cand, _pairs(surv, known, maybe, n_rec), assume_unique=True)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())
-    _closest(p, t, surv, parts, slack, cand[~fit], mem.headroom[~fit])
+    miss = ~(mem.peak <= mem.usable)
+    _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
     base = _to_solve(surv, fits, n_rec)
-    at = np.searchsorted(cand, base)
+    at = np.searchsorted(cand[ex], base)
     t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
-    if dominated:
-        t.kept.append(rows.take(np.flatnonzero(fit)))
-    else:  # the memory already evaluated is kept for the timing
-        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit, parts.groups(cand))))
+    t.kept.append(rows.take(kept))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -274,20 +283,6 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
             t.closest = (float(headroom[j]), surv.take(miss[[j]]))
 
 
-def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
-              groups: Groups = Groups()) -> np.ndarray:
-    """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
-    whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
-    is timed, also those that do not fit (cheaper than gathering the memory of those that
-    do; a row's step time does not depend on its neighbours); `groups` are the rows' tuples
-    as MemoryParts.groups knows them."""
-    x, acts, mem = known
-    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
-    idx = np.flatnonzero(fit)
-    obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
-    return idx[_front(obj, tolerance=0.0)]
-
-
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     """Every batch's partial-recompute layouts solved, a group of batches at a time (one
     evaluation per CHUNK_ROWS layouts instead of one per batch, memory bounded), those that fit
@@ -299,11 +294,11 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         rows, ok, parts = _solve(p, _concat([t.to_solve[i][0] for i in group]),
                                  np.concatenate([t.to_solve[i][1] for i in group], axis=1),
                                  np.concatenate([t.to_solve[i][2] for i in group]))
-        x, acts, mem = parts.rows(p)
-        fit = mem.peak <= mem.usable
+        floor = parts.floor(p)
+        cand = np.flatnonzero(floor <= usable_bytes(p))
+        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated)[2:]
         t.solved += int(fit.sum())
-        keep = np.flatnonzero(fit) if dominated or not fit.any() \
-            else _front_of(p, rows, (x, acts, mem), fit, parts.groups())
+        keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]
         solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

@@ -1,6 +1,7 @@
 """The search's speed-ups are exact: the allocator's max over moments from two calls, memory
 parts keyed on the layouts before the recompute knob, axis times grouped by activation tuple,
-and each shortcut switched off gives the same search bit for bit."""
+a ceiling on the peak never below it, rows marked surely dominated only when an anchor beats
+them, and each shortcut switched off gives the same search bit for bit."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import planner.search as search_mod
+import planner.settle as settle_mod
 from planner.api import problem
 from planner.candidates import ACTIVATION_COLUMNS, AXIS_COLUMNS, COLUMN_NAMES, LAYER_COLUMNS
 from planner.distinct import crossed_part, distinct_part
 from planner.engine import allocator as alc
+from planner.engine.pareto import surely_dominated
+from planner.evaluate import evaluate_memory
 from planner.memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search import SearchSpace, search
-from planner.space import layout_batches, recomputes, with_recomputes
+from planner.space import candidate_batches, layout_batches, recomputes, with_recomputes
 from planner.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
@@ -50,6 +54,51 @@ def test_max_reserved_is_the_max_of_reserved_over_moments(n, moments, data):
     got = alc.max_reserved_bytes(allocated, persistent, rounding, live, share=share,
                                  expandable=expandable)
     assert np.asarray(got).tobytes() == expect.tobytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([1.3e9, 7e9, 70e9]), st.sampled_from([8, 24, 64, 256]),
+       st.sampled_from([2048, 4096, 16384]), st.sampled_from([16, 96, 512]),
+       st.sampled_from(["mixed", "fp8", "fp32", "bf16-pure"]),
+       st.sampled_from(["megatron", "torchtitan", "deepspeed", "fsdp"]), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_the_ceiling_is_never_below_the_exact_peak(params, gpus, seq, batch, precision, fw,
+                                                    offload, seed):
+    """MemoryParts.ceiling ≥ the five-phase peak on every row, structurally valid or not, and
+    within a few per cent of it on most (a bound the search can use, not an infinity)."""
+    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+                                    global_batch=batch, precision=precision),
+                            framework=load_framework(fw))
+    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 3000),
+                                                             replace=False)))
+    ceiling = memory_parts(p, rows).ceiling(p, np.arange(len(rows)))
+    peak = evaluate_memory(p, rows, detail=False)[2].peak
+    assert (ceiling >= peak).all(), float(np.min(ceiling - peak))
+    assert np.median(ceiling / peak) < 1.25
+
+
+points = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 2)),
+                  min_size=0, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(points, points)
+def test_surely_dominated_rows_are_dominated_on_the_exact_figures(anchors, rows):
+    """A row marked has an anchor no worse in both objectives and better in one, whatever the
+    exact second objectives within their bounds (anchor: exact ≤ upper; row: lower ≤ exact);
+    a row an anchor beats by more than the bounds' slack is marked."""
+    a = np.array(anchors, dtype=float).reshape(-1, 3)
+    r = np.array(rows, dtype=float).reshape(-1, 3)
+    a_upper, r_lower = a[:, 1] + a[:, 2], r[:, 1] - r[:, 2]  # the bounds around the exact
+    marked = surely_dominated(a[:, 0], a_upper, r[:, 0], r_lower)
+    for i in np.flatnonzero(marked):
+        beats = (a[:, 0] <= r[i, 0]) & (a[:, 1] <= r[i, 1]) \
+            & ((a[:, 0] < r[i, 0]) | (a[:, 1] < r[i, 1]))
+        assert beats.any()
+    for i in range(len(r)):
+        if ((a[:, 0] < r[i, 0]) & (a_upper <= r_lower[i])).any():
+            assert marked[i]
 
 
 def test_the_axis_columns_are_the_activation_columns_with_dp_and_ep():
@@ -114,8 +163,12 @@ def test_crossed_part_keeps_inner_positions_apart():
 
 
 def _no_new_shortcuts(monkeypatch):
-    """The parts keyed on every crossed row, the axis times keyed on their own columns and the
-    compute on every row."""
+    """The parts keyed on every crossed row, the axis times keyed on their own columns, the
+    compute on every row, and no ceiling or surely dominated row: every row that may fit gets
+    the five-phase model."""
+    monkeypatch.setattr(MemoryParts, "ceiling", lambda self, p, idx: np.full(len(idx), np.inf))
+    monkeypatch.setattr(settle_mod, "surely_dominated",
+                        lambda a, u, first, lower: np.zeros(len(first), dtype=bool))
     monkeypatch.setattr(search_mod, "crossed_memory_parts",
                         lambda p, c, layouts, k: memory_parts(p, c))
     monkeypatch.setattr(MemoryParts, "groups",

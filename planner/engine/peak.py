@@ -131,7 +131,7 @@ def clipped_sum(*groups: Num | tuple[Num, ...]) -> Num:
 def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transient: Num,
                    rounding: Num, *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
     """An upper bound on a stage's device total (the max over PHASES that stage_memory takes):
-    every moment allocates at most S + n·max(A, 0) + `transient` (clipped_sum of the working
+    every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (clipped_sum of the working
     sets, the loss, the gathered parameters, both gradient buffers and the optimizer's
     temporaries: phase_items' items, each moment holding a subset, h and the later-backward mask
     at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is
@@ -139,8 +139,9 @@ def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transie
     the order of the sums. The search counts a layout whose ceiling is within usable memory as
     fitting without the five-phase model."""
     a = np.maximum(np.asarray(activations_per_mb, dtype=float), 0.0)
-    allocated = np.asarray(states, dtype=float) + np.asarray(in_flight, dtype=float) * a \
-        + transient
+    # max(S, 0): a moment without the loss (h = 0) allocates 0, not S, where S < 0
+    allocated = np.maximum(np.asarray(states, dtype=float), 0.0) \
+        + np.asarray(in_flight, dtype=float) * a + transient
     reserved = alc.reserved_bytes(allocated, states, np.maximum(rounding, 0.0), share=share,
                                   expandable=expandable)
     return out(np.asarray(alc.device_total_bytes(reserved, context, nccl)) * (1.0 + CEILING_MARGIN))

@@ -209,12 +209,13 @@ def _layer_part(p: Problem, u: Candidates) -> dict:
             "per_mode": layer_activations(terms)}
 
 
-def _activation_part(p: Problem, u: Candidates) -> dict:
+def _activation_part(p: Problem, u: Candidates,
+                     layer_groups: tuple[np.ndarray, int] | None = None) -> dict:
     """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
     recompute mode (the ACTIVATION_COLUMNS part); the layer's bytes once per LAYER_COLUMNS
-    tuple (the recompute variants of a layout share them)."""
+    tuple (the recompute variants of a layout share them; `layer_groups` where known)."""
     x = shape(p, u)
-    layer = on_distinct(u, LAYER_COLUMNS, lambda w: _layer_part(p, w))
+    layer = on_distinct(u, LAYER_COLUMNS, lambda w: _layer_part(p, w), groups=layer_groups)
     views = layer["views"]
     out = {}
     for i, name in enumerate(STAGES):

@@ -156,9 +156,15 @@ class MemoryParts:
         return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
                            flight=self.flight.take(idx))
 
-    def with_acts(self, p: Problem, c: Candidates) -> "MemoryParts":
+    def with_acts(self, p: Problem, c: Candidates,
+                  layer_groups: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
         """The parts of c, rows alike to these but in the columns the activations alone read
-        (a partial-recompute layer count): the states and the in-flight part kept."""
+        (a partial-recompute layer count): the states and the in-flight part kept. With
+        `layer_groups` (c's rows grouped alike in LAYER_COLUMNS) the activations are computed
+        on the rows, their layer bytes once per group."""
+        if layer_groups is not None:
+            return MemoryParts(c=c, states=self.states, flight=self.flight,
+                               acts=Part(_activation_part(p, c, layer_groups), None, len(c)))
         return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
                                               lambda u: _activation_part(p, u)))

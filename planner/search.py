@@ -121,8 +121,8 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     memory): the solved rows, which of `rows` they come from, and their memory parts (the
     states and micro-batches in flight are those of `rows`: only the activations read the
     layer count)."""
-    parts = memory_parts(p, rows)
-    x, _, m1 = parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)
+    parts = memory_parts(p, _with(rows, recompute_layers=1))  # states, flight: those of rows
+    x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     m1 = _stage_memory(m1)
     drop = np.maximum(m1 - mn, 1e-9)
@@ -132,7 +132,9 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     k = np.minimum(k_stage, n).max(axis=0)
     ok = np.flatnonzero(k < n.max(axis=0))
     solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
-    return solved, ok, parts.take(ok, solved).with_acts(p, solved)
+    # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
+    layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
+    return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
 
 
 def _with(c: Candidates, **cols) -> Candidates:

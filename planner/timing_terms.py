@@ -11,6 +11,7 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
@@ -212,6 +213,25 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str,
     return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
 
 
+def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
+                  coll: dict[str, np.ndarray], n_layers: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """_sharded computed on the ZeRO-3 rows alone (the rest are 0, as _sharded gives them):
+    the same arithmetic row by row on what those rows read."""
+    on = c.zero >= 3
+    if on.all():
+        return _sharded(p, c, x, comp, coll, n_layers)
+    idx = np.flatnonzero(on)
+    t, e = _sharded(p, SimpleNamespace(recompute=c.recompute.take(idx), zero=c.zero.take(idx)),
+                    SimpleNamespace(pp=x.pp.take(idx), micro_batches=x.micro_batches.take(idx)),
+                    SimpleNamespace(layer_fwd=comp.layer_fwd.take(idx),
+                                    layer_bwd=comp.layer_bwd.take(idx)),
+                    {k: coll[k].take(idx) for k in ("g", "r", "g_e", "r_e")}, n_layers.take(idx))
+    total, exposed = np.zeros(len(on)), np.zeros(len(on))
+    total[idx], exposed[idx] = t, e
+    return total, exposed
+
+
 def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
     """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
     reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
@@ -287,7 +307,7 @@ def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
         p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
-    z3, z3_exp = _sharded(p, c, x, comp, coll, n_layers)
+    z3, z3_exp = _sharded_rows(p, c, x, comp, coll, n_layers)
     dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
     cp_comm = axes["cp"]
     return Comm(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=cp_comm,

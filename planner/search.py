@@ -298,7 +298,8 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
                                  np.concatenate([t.to_solve[i][2] for i in group]))
         floor = parts.floor(p)
         cand = np.flatnonzero(floor <= usable_bytes(p))
-        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated)[2:]
+        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated,
+                           step_floors=True)[2:]
         t.solved += int(fit.sum())
         keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]

@@ -27,6 +27,9 @@ from .engine import schedules as sched
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
 HOST_UPDATE_BYTES_PER_S = 50e9
 
+# step_floor's relative margin: a bound's slack for float rounding, not a modelling constant.
+STEP_FLOOR_MARGIN = 1e-12
+
 ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
     ("eager_memory_factor", terms.KERNEL_MEMORY_FACTOR["eager"], "elementwise HBM traffic of "
      "eager PyTorch relative to fused / compiled kernels (fitted, timing_terms.py)"),
@@ -127,15 +130,38 @@ def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
     comp = _compute(p, c, x, a, groups)
     cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
-    per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
-                       cm.zero3_exposed]
-    per_step = [cm.dp_exposed, t_opt, t_offload]
+    step, bubble = _compose(c, x, comp, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed,
+                                         cm.ep, cm.pp, cm.zero3_exposed],
+                            [cm.dp_exposed, t_opt, t_offload])
+    return comp, cm, t_opt, t_offload, step, bubble
+
+
+def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
+             per_step: list) -> tuple[np.ndarray, np.ndarray]:
+    """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
+    compose_step); ZB-H1 defers the weight-gradient half of the backward into the cool-down
+    (schedules.py)."""
     step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
-    # ZB-H1 defers the weight-gradient half of the backward into the cool-down (schedules.py)
     zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
     step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
     bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
-    return comp, cm, t_opt, t_offload, step, bubble
+    return step, bubble
+
+
+def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+               groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+    """A lower bound on step_seconds that needs no memory, on layouts that pass the structural
+    rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only,
+    leaving out ZeRO-3's exposed traffic, the exposed DP reduction, the optimizer and offload
+    (each ≥ 0 where every stage holds layers, and the step is non-decreasing in every term),
+    times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding
+    differs from the exact step's by a few units in the last place."""
+    n_layers = x.layers[1]
+    comp = _compute(p, c, x, a, groups)
+    ax = terms.axis_terms(p, c, comp, n_layers, groups)
+    step = _compose(c, x, comp, [comp.per_micro_batch, ax["tp_exposed"], ax["cp_exposed"],
+                                 ax["ep"], ax["pp"]], [])[0]
+    return step * (1.0 - STEP_FLOOR_MARGIN)
 
 
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],

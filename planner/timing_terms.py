@@ -301,17 +301,23 @@ def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
     tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
-    eff = p.hardware.efficiency
-    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
-                       groups=groups.axis)
+    ax = axis_terms(p, c, comp, n_layers, groups)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
         p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
     z3, z3_exp = _sharded_rows(p, c, x, comp, coll, n_layers)
     dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
-    cp_comm = axes["cp"]
-    return Comm(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=cp_comm,
-                cp_exposed=st.exposed(cp_comm, eff.overlap_efficiency * n_layers * 3.0
+    return Comm(**ax, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm, dp_exposed=dp_exp)
+
+
+def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
+               groups: Groups = Groups()) -> dict[str, np.ndarray]:
+    """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
+    cp_exposed, ep, pp): what needs neither the states nor the ZeRO / DP collectives."""
+    eff = p.hardware.efficiency
+    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
+                       groups=groups.axis)
+    return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
+                cp_exposed=st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
                                       * comp.attn_fwd),
-                ep=axes["ep"], pp=axes["pp"], zero3=z3, zero3_exposed=z3_exp, dp=dp_comm,
-                dp_exposed=dp_exp)
+                ep=axes["ep"], pp=axes["pp"])

@@ -78,6 +78,37 @@ def test_the_ceiling_is_never_below_the_exact_peak(params, gpus, seq, batch, pre
     assert np.median(ceiling / peak) < 1.25
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([1.3e9, 13e9, 70e9]), st.sampled_from([8, 64, 256]),
+       st.sampled_from([2048, 16384]), st.sampled_from(["mixed", "fp8"]),
+       st.sampled_from(["megatron", "torchtitan", "deepspeed", "fsdp"]), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw, offload,
+                                                 seed):
+    """timing.step_floor ≤ timing.step_seconds on every structurally valid row (ZeRO 0-3,
+    offload, every schedule): the rows the search bounds (an invalid split can give a stage
+    negative layers, and then negative terms)."""
+    from planner.candidates import shape
+    from planner.search import _structural
+    from planner.timing import step_floor, step_seconds
+
+    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+                                    global_batch=256, precision=precision),
+                            framework=load_framework(fw))
+    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    c = c.take(np.flatnonzero(_structural(p, c).all(axis=0)))
+    if not len(c):
+        return
+    rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 2000),
+                                                             replace=False)))
+    x, acts, mem = evaluate_memory(p, rows, detail=False)
+    step = step_seconds(p, rows, x, mem, acts["per_mode"])
+    least = step_floor(p, rows, shape(p, rows), acts["per_mode"])
+    ok = np.isfinite(step)
+    assert (least[ok] <= step[ok]).all()
+    assert (least[ok] > 0).all()
+
+
 points = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 2)),
                   min_size=0, max_size=12)
 

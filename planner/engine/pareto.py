@@ -95,11 +95,11 @@ def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
 
 def surely_dominated(anchor_first: np.ndarray, anchor_second_most: np.ndarray,
                      first: np.ndarray, second_least: np.ndarray) -> np.ndarray:
-    """For each row (first objective exact, second at least `second_least`), True when some
-    anchor (first objective exact, second at most `anchor_second_most`) dominates it whatever
-    the exact seconds: t_a < t_r with u_a ≤ l_r, or t_a ≤ t_r with u_a < l_r (no worse in both,
-    better in one). Rows whose first objective is not finite are never marked. Anchors sorted by
-    the first objective with prefix minima of the second: two binary searches per row."""
+    """For each row (first objective at least `first`, second at least `second_least`), True
+    when some anchor (first objective exact, second at most `anchor_second_most`) dominates it
+    whatever the rows' exact figures: t_a < t_r with u_a ≤ l_r, or t_a ≤ t_r with u_a < l_r (no
+    worse in both, better in one). Rows whose `first` is not finite are never marked. Anchors
+    sorted by the first objective with prefix minima of the second: two binary searches a row."""
     n = len(first)
     if not len(anchor_first):
         return np.zeros(n, dtype=bool)

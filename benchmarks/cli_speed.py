@@ -13,7 +13,9 @@ a warm-up and not counted. Prints figures; asserts nothing.
 `--baseline DIR` times a second checkout interleaved with the first, so a before/after pair
 runs under the same load; `--only WORD` keeps the commands containing WORD. The floor is timed
 twice: as the libraries start it (OpenBLAS starts a thread per core, which inflates its CPU
-time) and with one BLAS thread, as dtplan starts numpy.
+time) and with one BLAS thread, as dtplan starts numpy. Each command's line also says whether
+its run imported typer (the argv binder, planner/cli/bind.py, runs fit, estimate, memory and the
+quick calculators without it; help, completion and usage errors go through typer).
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: str = REPO) -> tuple[float, 
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+_PROBE = ("import sys, io; from planner.cli import main; sys.argv = ['dtplan'] + {argv!r}; "
+          "out, sys.stdout = sys.stdout, io.StringIO()\n"
+          "try:\n    main()\nexcept SystemExit:\n    pass\n"
+          "sys.stdout = out; print('typer' in sys.modules)")
+
+
+def _imports_typer(argv: list[str], cwd: str, env: dict[str, str]) -> str:
+    """Whether one run of argv imported typer ("yes"/"no"), in-process in a fresh interpreter."""
+    p = subprocess.run([sys.executable, "-c", _PROBE.format(argv=argv)], env=env, cwd=cwd,
+                       capture_output=True, text=True, check=False)
+    return {"True": "yes", "False": "no"}.get(p.stdout.strip().splitlines()[-1:][0]
+                                              if p.stdout.strip() else "", "?")
+
+
 def _median_ms(runs: list[tuple[float, float]], i: int) -> float:
     return statistics.median(x[i] for x in runs) * 1e3
 
@@ -117,11 +133,13 @@ def main() -> None:
         tc = _median_ms(typer_floor, 1)
         print(f"dtplan {' '.join(argv)}\n    floor wall {f:6.1f} ms, CPU {fc:6.1f} ms (one BLAS "
               f"thread {f1c:6.1f} ms); a typer app parsing two options CPU {tc:6.1f} ms")
-        for label, runs in ours.items():
+        for label, base, cwd, e in who:
+            runs = ours[label]
             m, mc = _median_ms(runs, 0), _median_ms(runs, 1)
+            src = e.get("PYTHONPATH", REPO) if base[-1] == "planner" else REPO
             print(f"    {label:8s} wall {m:6.1f} ms = {m / f:4.2f}x floor;  CPU {mc:6.1f} ms = "
                   f"{mc / fc:4.2f}x floor, {mc / f1c:4.2f}x one-thread floor, {mc / tc:4.2f}x "
-                  "typer floor")
+                  f"typer floor; typer imported: {_imports_typer(argv, src, e)}")
         if args.baseline:
             print(f"    dtplan / baseline CPU: {_median_ms(ours['dtplan'], 1) / _median_ms(ours['baseline'], 1):4.2f}")
 

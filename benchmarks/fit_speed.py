@@ -4,8 +4,9 @@ Per scenario, the complete space (planner.space: every split, ZeRO 0-3 with and 
 hybrid-shard groups, micro-batch, schedule and interleaving depth, SP, recompute with the
 partial layer count solved): candidates enumerated, rejected by a structural rule (integer
 arrays, counted but not in the throughput figures), evaluated (structurally valid, so priced by
-the cost model: their peak memory exactly or, where a sound floor already exceeds the usable
-memory, bounded), valid (fit in memory), partial-recompute layouts solved, rows on the Pareto
+the cost model: each one's fit decided, by its exact peak memory where two sound bounds leave
+it open and by the bound where a floor already exceeds the usable memory or a ceiling is
+within it; every one that may fit timed), valid (fit in memory), partial-recompute layouts solved, rows on the Pareto
 front, median wall and CPU seconds of `search` over `--repeats` runs (on a shared machine CPU
 time is the steadier), and two rates per CPU second:
 - evaluated/CPU s: structurally valid candidates priced per CPU second, the figure issue #15

@@ -10,7 +10,7 @@ import math
 from typing import Any, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from .specs.plain import Plain, record, spec
 
 from . import validate as v
 from .errors import InputError
@@ -85,8 +85,8 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     return estimate_problem(p, layout), note
 
 
-class TimeToTrain(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
+@record
+class TimeToTrain(Plain):
     train_tokens: float
     seconds: float
     days: float
@@ -118,7 +118,8 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
 # fit
 
 
-class RankedLayout(BaseModel):
+@record
+class RankedLayout(Plain):
     rank: int
     layout: Layout
     peak_memory_bytes: float
@@ -134,14 +135,16 @@ class RankedLayout(BaseModel):
     error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
-class Rejection(BaseModel):
+@record
+class Rejection(Plain):
     rule: str
     message: str
     count: int
     closest: Optional[str] = None
 
 
-class FitResult(BaseModel):
+@record
+class FitResult(Plain):
     model: str
     model_description: str
     model_inferred: bool
@@ -155,7 +158,7 @@ class FitResult(BaseModel):
     layouts: list[RankedLayout]
     best: Optional[Estimate] = None
     rejections: list[Rejection]
-    suggestions: list[str] = []
+    suggestions: list[str] = spec(factory=list, default_shown=True)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
     empty_space: str = ""            # why nothing was enumerated, when nothing was
 

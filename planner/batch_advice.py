@@ -19,7 +19,7 @@ import dataclasses
 
 from typing import Optional
 
-from pydantic import BaseModel
+from .specs.plain import Plain, record
 
 from .candidates import Problem
 from .estimation import estimate_problem
@@ -36,7 +36,8 @@ BATCH_FACTORS = (4, 2)
 MIN_GAIN_FRACTION = 0.10
 
 
-class BatchAdvice(BaseModel):
+@record
+class BatchAdvice(Plain):
     """The smallest of BATCH_FACTORS × the batch that raises MFU by more than the threshold."""
 
     global_batch: int            # sequences per step at the advised batch

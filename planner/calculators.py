@@ -4,7 +4,7 @@
 
 from typing import Optional
 
-from pydantic import BaseModel
+from .specs.plain import Plain, record
 
 from . import validate as v
 from .engine import batch as batch_eq
@@ -20,7 +20,8 @@ from .resilience import IntervalOptimum, interval_optimum
 from .specs.budget import MemoryBudget
 
 
-class ZeroRow(BaseModel):
+@record
+class ZeroRow(Plain):
     zero_stage: int
     weights_bytes: float
     gradients_bytes: float
@@ -29,7 +30,8 @@ class ZeroRow(BaseModel):
     fits: bool
 
 
-class StateMemoryResult(BaseModel):
+@record
+class StateMemoryResult(Plain):
     params: float
     shard_degree: int
     precision: str
@@ -76,7 +78,8 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
                              usable_bytes=usable, rows=rows)
 
 
-class CommRow(BaseModel):
+@record
+class CommRow(Plain):
     gpus: int
     collective: str
     bytes_per_gpu: float
@@ -87,7 +90,8 @@ class CommRow(BaseModel):
     busbw_bytes_per_s: float = 0.0
 
 
-class CommResult(BaseModel):
+@record
+class CommResult(Plain):
     message_bytes: float
     bandwidth_bytes_per_s: Optional[float] = None
     latency_s: float
@@ -159,14 +163,16 @@ def comm(message_bytes: float | list[float], gpus: list[int],
                       hardware=hardware.name if hardware is not None else None, rows=rows)
 
 
-class BubbleRow(BaseModel):
+@record
+class BubbleRow(Plain):
     micro_batches: int
     bubble_fraction: float
     efficiency: float
     overhead_vs_ideal: float
 
 
-class BubbleResult(BaseModel):
+@record
+class BubbleResult(Plain):
     stages: int
     schedule: str
     chunks: int
@@ -199,7 +205,8 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
 
 
-class BatchResult(BaseModel):
+@record
+class BatchResult(Plain):
     micro_batch: int
     accumulation: int
     data_parallel: int
@@ -247,7 +254,8 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
                        tokens_per_step=g * s if s else None, solved_for=solved)
 
 
-class CheckpointRow(BaseModel):
+@record
+class CheckpointRow(Plain):
     interval_s: float
     overhead_fraction: float
     lost_work_fraction: float
@@ -255,7 +263,8 @@ class CheckpointRow(BaseModel):
     waste_fraction: float
 
 
-class CheckpointResult(BaseModel):
+@record
+class CheckpointResult(Plain):
     rows: list[CheckpointRow]
     optimum: IntervalOptimum
 
@@ -275,7 +284,8 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     return CheckpointResult(rows=rows, optimum=opt)
 
 
-class ScalingResult(BaseModel):
+@record
+class ScalingResult(Plain):
     mode: str
     gpus: int
     baseline_s: float

@@ -36,6 +36,9 @@ def _without(*names: str) -> tuple[str, ...]:
 STATE_COLUMNS = _without("mb", "schedule", "sp", "recompute", "recompute_layers")
 ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_opt",
                               "offload_par")
+# A layer's bytes under each recompute mode (every mode computed for every row) ignore the
+# recompute knobs as well.
+LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in ("recompute", "recompute_layers"))
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
                              "recompute_layers", "offload_opt", "offload_par")

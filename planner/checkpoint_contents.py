@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel
+from .specs.plain import Plain, record
 
 from . import validate as v
 from .engine import memory as mem_eq
@@ -14,7 +14,8 @@ from .engine import resilience as res_eq
 from .errors import InputError
 
 
-class CheckpointItem(BaseModel):
+@record
+class CheckpointItem(Plain):
     name: str
     rule: str                  # how the size is reckoned, briefly
     basis: str = ""            # why that size (small items)
@@ -24,7 +25,8 @@ class CheckpointItem(BaseModel):
     sharded: bool
 
 
-class CheckpointContents(BaseModel):
+@record
+class CheckpointContents(Plain):
     params: float
     precision: str
     optimizer: str

@@ -196,3 +196,21 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
         return call(c, np.arange(len(c)))
     first, inverse = found
     return gather(call(c.take(first), first), inverse, len(first))
+
+
+def crossed_part(c: Any, outer: Any, k: int, names: Sequence[str], part: Callable[..., Any],
+                 inner: Sequence[str] = ()) -> Part:
+    """distinct_part(c, names + inner, part) where c is `outer` crossed with k inner rows (row
+    i·k + j: outer row i with inner row j, as space.with_recomputes lays them out) and `names`
+    are columns of outer: the tuples are found on outer's rows, k times fewer. With `inner`
+    (columns the inner rows set) a tuple is an outer tuple at one inner position (positions
+    alike in `inner` stay apart, which a part computed once per index does not mind)."""
+    found = _representatives(outer, names)
+    if found is None:
+        return distinct_part(c, tuple(names) + tuple(inner), part)
+    first, inverse = found
+    if not inner:
+        return Part(part(c.take(first * k)), inverse.repeat(k), len(first))
+    at = np.arange(k, dtype=np.int64)
+    return Part(part(c.take((first[:, None] * k + at).reshape(-1))),
+                (inverse[:, None] * k + at).reshape(-1), len(first) * k)

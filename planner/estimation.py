@@ -1,11 +1,11 @@
-"""One layout: a pydantic Estimate with every item explained, through the same vectorised
-`evaluate` the search runs on every candidate."""
+"""One layout: an Estimate (a plain class, specs.plain) with every item explained, through the
+same vectorised `evaluate` the search runs on every candidate."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel
+from .specs.plain import Plain, record
 
 from . import validate
 from .candidates import Candidates, Problem
@@ -17,7 +17,8 @@ from .rules import Figures, rules_for
 from .specs.budget import MemoryBudget
 
 
-class StageMemory(BaseModel):
+@record
+class StageMemory(Plain):
     """One stage's items at its peak and the three views (total_bytes = device total)."""
 
     name: str
@@ -40,7 +41,8 @@ def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) 
     return f"{where}, {what}{held} ({PHASES[phase]})"
 
 
-class Estimate(BaseModel):
+@record
+class Estimate(Plain):
     """Everything dtplan knows about one layout. Bytes, seconds, FLOPs."""
 
     model: str

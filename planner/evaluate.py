@@ -8,19 +8,19 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 
-from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, SCHEDULE_CODES, STATE_COLUMNS,
+from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, SCHEDULE_CODES,
+                         STATE_COLUMNS,
                          Candidates, Problem, Shape, shape)
 from .engine import activations as act
 from .engine import budget as bud
-from .engine import peak as pk
 from .engine.params import mlp_params
 from .engine.pipeline import micro_batches_in_flight
-from .distinct import Part, distinct_part, gather, on_distinct
+from .distinct import on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
@@ -200,18 +200,29 @@ def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
     return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
 
 
-def _activation_part(p: Problem, u: Candidates) -> dict:
-    """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
-    recompute mode (the ACTIVATION_COLUMNS part)."""
-    x = shape(p, u)
+def _layer_part(p: Problem, u: Candidates) -> dict:
+    """One layer's bytes per micro-batch, kept under each recompute mode (memory_model.
+    layer_activation_views) and by mode for the time model: the LAYER_COLUMNS part, which
+    no recompute knob changes (every mode is computed for every row)."""
     terms = activation_terms(p, u)
-    views = layer_activation_views(p, u, p.fw, terms)
+    return {"views": layer_activation_views(p, u, p.fw, terms),
+            "per_mode": layer_activations(terms)}
+
+
+def _activation_part(p: Problem, u: Candidates,
+                     layer_groups: tuple[np.ndarray, int] | None = None) -> dict:
+    """Per stage, memory_model.stage_activations, and the time model's per-layer bytes by
+    recompute mode (the ACTIVATION_COLUMNS part); the layer's bytes once per LAYER_COLUMNS
+    tuple (the recompute variants of a layout share them; `layer_groups` where known)."""
+    x = shape(p, u)
+    layer = on_distinct(u, LAYER_COLUMNS, lambda w: _layer_part(p, w), groups=layer_groups)
+    views = layer["views"]
     out = {}
     for i, name in enumerate(STAGES):
         has_emb, has_head = _edges(x, name)
         st = SimpleNamespace(layers=x.layers[i], has_embedding=has_emb, has_head=has_head)
         out[name] = stage_activations(p, u, p.fw, st, views)
-    return {"stages": out, "per_mode": layer_activations(terms)}
+    return {"stages": out, "per_mode": layer["per_mode"]}
 
 
 def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
@@ -228,7 +239,7 @@ def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.nda
            detail: bool = True) -> StageMemory:
     """memory_model.stage_memory of one stage under the framework profile: items at the peak,
     the three views, the moment (without `detail`: the states, reserved and device total)."""
-    n = len(x.tp)
+    n = len(x.micro_batches)
     m = stage_memory(p, p.fw, x.layers[STAGES.index(stage)], s, a, in_flight, x.micro_batches,
                      detail)
     full = {k: _full(m[k], n) for k in ("reserved", "device_total")}
@@ -278,95 +289,6 @@ def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
 def usable_bytes(p: Problem) -> float:
     """Capacity minus the margin: what a layout's peak must not exceed."""
     return p.hardware.gpu.memory_bytes * (1.0 - p.budget.margin_fraction)
-
-
-@dataclass(frozen=True)
-class MemoryParts:
-    """What memory() computes once per distinct tuple (the states, the activations, the
-    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
-    row and the exact memory of only the rows a caller asks for (their shape computed then)."""
-
-    c: Candidates
-    states: Part
-    acts: Part
-    flight: Part
-
-    def floor(self, p: Problem) -> np.ndarray:
-        """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
-        of the stages a layout has): never above memory()'s peak."""
-        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
-        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
-                                              t["stages"]["first"]["forward_working"]))
-        flight = self.flight.rows()
-        b, fw = p.budget, p.fw
-        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
-                                       share=b.fragmentation_fraction,
-                                       expandable=fw.memory.expandable_segments,
-                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
-                  for k in STAGES}
-        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
-        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
-
-    def rows(self, p: Problem, idx: np.ndarray | None = None, sub: Candidates | None = None
-             ) -> tuple[Shape, dict, Memory]:
-        """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
-        the time model's per-mode layer bytes, memory) of the rows idx (None: every row);
-        `sub` is c.take(idx) where the caller has it."""
-        if sub is None:
-            sub = self.c if idx is None else self.c.take(idx)
-        x = shape(p, sub)
-        ends = ("first", "last")
-        acts = self.acts.rows(idx, pick=lambda t: {"stages": {k: t["stages"][k] for k in ends},
-                                                   "per_mode": t["per_mode"]})
-        return x, acts, _memory(p, x, self.states.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
-                                acts, self.flight.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
-                                False, {"middle": self._middle(p, x, idx)})
-
-    def _middle(self, p: Problem, x: Shape, idx: np.ndarray | None) -> StageMemory:
-        """The middle stage (detail=False) of the rows idx, computed only where there is one
-        (PP > 2) and 0 elsewhere, where memory() reads it only through has_middle."""
-        n = len(x.tp)
-        mid = np.flatnonzero(x.pp > 2)
-        at = mid if idx is None else np.asarray(idx).take(mid)
-        m = _stage(p, gather(x, mid, n), "middle", self.states.rows(at, pick=lambda t: t["middle"]),
-                   self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
-                   self.flight.rows(at, pick=lambda t: t["middle"]), False)
-
-        def spread(v: np.ndarray | None) -> np.ndarray | None:
-            if v is None:
-                return None
-            full = np.zeros(n)
-            full[mid] = v
-            return full
-        return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
-
-    def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
-        """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the
-        states part is on distinct tuples."""
-        if self.states.index is None:
-            return None
-        return (self.states.index if idx is None else self.states.index.take(idx),
-                self.states.size)
-
-    def take(self, idx: np.ndarray, c: Candidates) -> "MemoryParts":
-        """The parts of the rows idx, for candidates c alike to them in every column the states
-        and the micro-batches in flight read (nothing recomputed, nothing gathered)."""
-        return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
-                           flight=self.flight.take(idx))
-
-    def with_acts(self, p: Problem, c: Candidates) -> "MemoryParts":
-        """The parts of c, rows alike to these but in the columns the activations alone read
-        (a partial-recompute layer count): the states and the in-flight part kept."""
-        return MemoryParts(c=c, states=self.states, flight=self.flight,
-                           acts=distinct_part(c, ACTIVATION_COLUMNS,
-                                              lambda u: _activation_part(p, u)))
-
-
-def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
-    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
-    return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
-                       acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
-                       flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def evaluate_memory(p: Problem, c: Candidates, detail: bool = True

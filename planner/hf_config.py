@@ -263,8 +263,8 @@ def model_from_config(data: dict[str, Any], where: str = "config.json") -> Model
         raise c.fail("max_position_embeddings", "required for learned position embeddings")
     name = c.str("_name_or_path") or Path(where).parent.name or None
     try:
-        spec = ModelSpec(name=name, source=f"{where} (model_type {mtype or 'absent'}){note}",
-                         **fields)
+        source = f"{where} (model_type {mtype or 'absent'}){note}"
+        spec = ModelSpec.model_validate({"name": name, **fields, "source": source})
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.
         first = exc.errors()[0]

@@ -10,7 +10,6 @@ evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -268,10 +267,10 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary; gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
-    reserved = reduce(np.maximum, [np.asarray(alc.reserved_bytes(
-        totals[i], persistent_states, rounding * (np.asarray(phases[ph]["activations"]) > 0),
+    reserved = np.asarray(alc.max_reserved_bytes(
+        totals, persistent_states, rounding, [phases[ph]["activations"] for ph in pk.PHASES],
         share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
-        dtype=float) for i, ph in enumerate(pk.PHASES)])
+        dtype=float)
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(
         reserved, budget.context_bytes, budget.comm_buffer_bytes)}
     if not detail:

@@ -12,7 +12,7 @@ for callers that have some of the figures already.
 import math
 from typing import TYPE_CHECKING, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from .specs.plain import Plain, record
 
 from . import validate as v
 # What a checkpoint holds lives in planner/checkpoint_contents.py; its names stay importable here.
@@ -40,7 +40,8 @@ DEFAULT_RESTART_S = DEFAULT_DETECT_S + DEFAULT_RESCHEDULE_S + DEFAULT_WARMUP_S  
 FIRST_ORDER_LIMIT = 0.3
 
 
-class CheckpointWrite(BaseModel):
+@record
+class CheckpointWrite(Plain):
     size_bytes: float
     storage_write_bytes_per_s: float
     link_bytes_per_s: float          # per writing GPU (its NIC)
@@ -75,7 +76,8 @@ def checkpoint_write(size_bytes: float, storage_write_bytes_per_s: float, *,
                            stall_s=stall, blocking_s=stall if async_checkpoint else t)
 
 
-class FailureRate(BaseModel):
+@record
+class FailureRate(Plain):
     source: Literal["gpu", "node", "job", "interruptions"]
     job_mtbf_s: float
     gpus: Optional[int] = None
@@ -124,7 +126,8 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
                        interruptions=count, period_s=period, failures_per_day=DAY / m)
 
 
-class RestartCost(BaseModel):
+@record
+class RestartCost(Plain):
     detect_s: float
     reschedule_s: float
     reload_s: float
@@ -148,7 +151,8 @@ def restart_cost(*, reload_s: float = 0.0, detect_s: float = DEFAULT_DETECT_S,
                        warmup_s=parts[3], total_s=r, overridden=total_s is not None)
 
 
-class IntervalOptimum(BaseModel):
+@record
+class IntervalOptimum(Plain):
     cost_s: float
     mtbf_s: float
     restart_s: float
@@ -190,8 +194,8 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
         first_order_valid=max(d, tau, r) <= FIRST_ORDER_LIMIT * m)
 
 
-class TrainingTime(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
+@record
+class TrainingTime(Plain):
     tokens: float
     tokens_per_s: float
     gpus: int
@@ -226,7 +230,8 @@ def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fractio
                         cost=hours * price if price is not None else None)
 
 
-class ResiliencePlan(BaseModel):
+@record
+class ResiliencePlan(Plain):
     model: Optional[str] = None
     hardware: str
     gpus: int

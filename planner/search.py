@@ -4,24 +4,27 @@ Two stages per batch of candidates: the structural rules over integer arrays for
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
 counted without being built), then the cost model (planner.evaluate) on the survivors only:
-the five-phase memory model where a sound floor on the peak (MemoryParts.floor) leaves a
-chance of fitting or of being the closest miss, the step time where a row fits. Partial full-recompute rows get their layer count
-solved (solve_partial). Only the rows that fit and that no other row beats on step time × peak
-memory × GPUs (a Pareto front, engine.pareto) are kept from batch to batch, so memory stays
-bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`).
-"""
+a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.settle decides
+the rest with a sound ceiling and the step time, running the five-phase memory model only
+where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
+full-recompute rows get their layer count solved (solve_partial). Only the rows that fit and
+that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
+kept from batch to batch, so memory stays bounded; `dominated=True` keeps every valid row
+instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from .distinct import gather
 from .engine.pareto import pareto_front
-from .evaluate import (Evaluation, Memory, MemoryParts, evaluate,
-                       memory_parts, usable_bytes)
-from .timing import step_seconds
+from .evaluate import Evaluation, Memory, evaluate, usable_bytes
+from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
+from .settle import settle
 from .batches import Left, layout_batches
 from .rules import RULE_NAMES, structural_predicates
 from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
@@ -98,12 +101,18 @@ def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candida
 
 
 def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows whose recompute-none row does not fit
-    (`fits` per row of c)."""
+    """solve_partial's layouts: the full-recompute rows that fit whose recompute-none row does
+    not (`fits` per row of c)."""
+    return _pairs(c, fits, fits, n_rec)
+
+
+def _pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -> np.ndarray:
+    """The full-recompute rows of c where full_ok holds and none_ok does not on the layout's
+    recompute-none row (c holds each layout's n_rec recompute rows, none first, full last)."""
     none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
     if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(~fits[0::n_rec] & fits[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
+    return np.flatnonzero(~none_ok[0::n_rec] & full_ok[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
 def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
@@ -112,8 +121,8 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     memory): the solved rows, which of `rows` they come from, and their memory parts (the
     states and micro-batches in flight are those of `rows`: only the activations read the
     layer count)."""
-    parts = memory_parts(p, rows)
-    x, _, m1 = parts.with_acts(p, _with(rows, recompute_layers=1)).rows(p)
+    parts = memory_parts(p, _with(rows, recompute_layers=1))  # states, flight: those of rows
+    x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     m1 = _stage_memory(m1)
     drop = np.maximum(m1 - mn, 1e-9)
@@ -123,7 +132,9 @@ def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
     k = np.minimum(k_stage, n).max(axis=0)
     ok = np.flatnonzero(k < n.max(axis=0))
     solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
-    return solved, ok, parts.take(ok, solved).with_acts(p, solved)
+    # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
+    layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
+    return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
 
 
 def _with(c: Candidates, **cols) -> Candidates:
@@ -195,7 +206,8 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left,
     """The structural rules on a batch (batches.layout_batches: layouts before the recompute
     knob, which no structural rule reads, and the rows of the splits left out because none
     passes, counted by rule), each rejection counted against its first rule with the first
-    such candidate as its example; the survivors crossed with their recompute rows."""
+    such candidate as its example; the layouts that pass them (not yet crossed with
+    their recompute rows)."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
@@ -210,35 +222,41 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left,
             rule = RULE_NAMES.index(STRUCTURAL[k])
             t.rejected[rule] += count * len(rec)
             t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
-    return with_recomputes(lay, rec, np.flatnonzero(ok))
+    return lay.take(np.flatnonzero(ok))
 
 
-def _scan_batch(p: Problem, surv: Candidates, t: _Tally, dominated: bool, n_rec: int) -> None:
-    """The cost model on the structural survivors (recompute variants consecutive), partial
-    recompute solved, keep what fits. The five-phase memory model runs only where the floor
-    (MemoryParts.floor, never above the exact peak) leaves a chance of fitting, and for the
-    misses that could be the closest one."""
-    if not len(surv):
+def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool
+                ) -> None:
+    """The cost model on the structural survivors (`lay` crossed here with their recompute rows
+    `rec`, consecutive), keep what fits (planner.settle), partial recompute queued for solving. Below
+    the floor (MemoryParts.floor, never above the exact peak) a row cannot fit; the five-phase
+    model runs, besides where settle needs it, for the misses that could be the closest one
+    and for the layouts partial recompute may solve (their memory is read then)."""
+    if not len(lay):
         return
-    parts = memory_parts(p, surv)
-    slack = usable_bytes(p) - parts.floor(p)  # ≥ each row's exact headroom
+    n_rec = len(rec)
+    surv = with_recomputes(lay, rec)
+    parts = crossed_memory_parts(p, surv, lay, n_rec)
+    floor = parts.floor(p)
+    slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0)
     rows = surv.take(cand)
-    x, acts, mem = parts.rows(p, cand, rows)
-    fit = mem.peak <= mem.usable
+
+    def may_solve(sure: np.ndarray) -> np.ndarray:
+        known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
+        known[cand[sure]], maybe[cand] = True, True
+        return np.isin(cand, _pairs(surv, known, maybe, n_rec), assume_unique=True)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())
-    _closest(p, t, surv, parts, slack, cand[~fit], mem.headroom[~fit])
+    miss = ~(mem.peak <= mem.usable)
+    _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
     base = _to_solve(surv, fits, n_rec)
-    at = np.searchsorted(cand, base)
+    at = np.searchsorted(cand[ex], base)
     t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
-    if dominated:
-        t.kept.append(rows.take(np.flatnonzero(fit)))
-    else:  # the memory already evaluated is kept for the timing
-        t.kept.append(rows.take(_front_of(p, rows, (x, acts, mem), fit,
-                                          parts.state_groups(cand))))
+    t.kept.append(rows.take(kept))
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -254,27 +272,15 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
         if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
             best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
         extra = rest[slack[rest] >= best]
-        both = np.concatenate([miss, extra])
-        order = np.argsort(both, kind="stable")
-        miss = both[order]
-        headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
+        if len(extra):  # else no floor reaches the best headroom known: nothing to evaluate
+            both = np.concatenate([miss, extra])
+            order = np.argsort(both, kind="stable")
+            miss = both[order]
+            headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
             t.closest = (float(headroom[j]), surv.take(miss[[j]]))
-
-
-def _front_of(p: Problem, rows: Candidates, known: tuple, fit: np.ndarray,
-              groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
-    """Indices of the exact front (step time × peak × GPUs) of the rows that fit, among rows
-    whose shape, activations and memory are `known` (evaluate_memory, detail=False). Every row
-    is timed, also those that do not fit (cheaper than gathering the memory of those that
-    do; a row's step time does not depend on its neighbours)."""
-    x, acts, mem = known
-    step = step_seconds(p, rows, x, mem, acts["per_mode"], groups)
-    idx = np.flatnonzero(fit)
-    obj = np.stack([step[idx], mem.peak[idx], np.full(len(idx), float(p.gpus))], axis=1)
-    return idx[_front(obj, tolerance=0.0)]
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
@@ -288,11 +294,12 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         rows, ok, parts = _solve(p, _concat([t.to_solve[i][0] for i in group]),
                                  np.concatenate([t.to_solve[i][1] for i in group], axis=1),
                                  np.concatenate([t.to_solve[i][2] for i in group]))
-        x, acts, mem = parts.rows(p)
-        fit = mem.peak <= mem.usable
+        floor = parts.floor(p)
+        cand = np.flatnonzero(floor <= usable_bytes(p))
+        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated,
+                           step_floors=True)[2:]
         t.solved += int(fit.sum())
-        keep = np.flatnonzero(fit) if dominated or not fit.any() \
-            else _front_of(p, rows, (x, acts, mem), fit, parts.state_groups())
+        keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]
         solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]
@@ -312,9 +319,16 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
+def _resolved(p: Problem) -> Problem:
+    """p with its framework profile named (Problem.fw looks up the selected profile on every
+    read, a few hundred times a search; the profile is the same throughout one)."""
+    return p if p.framework is not None else dataclasses.replace(p, framework=p.fw)
+
+
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
+    p = _resolved(p)
     rec = recomputes(p, space)
     for lay, _ in layout_batches(p, space):
         ok = _structural(p, lay).all(axis=0)
@@ -331,27 +345,30 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
            dominated: bool = False) -> SearchResult:
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
+    asked, p = p, _resolved(p)
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
     rec = recomputes(p, space)
     for lay, left in layout_batches(p, space):
-        surv = _count_structural(p, t, lay, left, rec)
-        _scan_batch(p, surv, t, dominated, len(rec))
+        _scan_batch(p, _count_structural(p, t, lay, left, rec), rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
-    if len(kept) and not dominated:  # fronts of batches → the front of the whole space
-        ev = evaluate(p, kept)
-        tol = max(STEP_TIME_RESOLUTION, _band(p, ev, kept))
-        kept = kept.take(np.flatnonzero(_front(_objectives(ev, p.gpus), tolerance=tol)))
     if t.closest is not None:
         t.examples[FITS] = t.closest[1]
     rules = sorted(t.examples)
     cand = _concat([kept] + [t.examples[k] for k in rules])
-    ev = evaluate(p, cand)
+    ev = evaluate(p, cand)  # once: a row's evaluation does not depend on the others
     n = len(kept)
+    if n and not dominated:  # fronts of batches → the front of the whole space
+        ev_kept = gather(ev, np.arange(n), len(cand))
+        tol = max(STEP_TIME_RESOLUTION, _band(p, ev_kept, kept))
+        front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus), tolerance=tol))
+        shown = np.concatenate([front, np.arange(n, len(cand))])
+        kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
+            len(front)
     order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
-    return SearchResult(problem=p, candidates=cand, results=ev, order=order, first_failure=first,
+    return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,
                         enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,
                         solved=t.solved)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from pydantic import BaseModel
+from .specs.plain import Plain, record
 
 from . import validate as v
 from .api import FitResult, fit, problem
@@ -19,7 +19,8 @@ from .specs.model import ModelSpec
 
 
 
-class ShrinkOption(BaseModel):
+@record
+class ShrinkOption(Plain):
     """A layout for the smaller cluster and what resuming into it takes."""
 
     layout: Layout
@@ -31,7 +32,8 @@ class ShrinkOption(BaseModel):
     global_batch: Optional[int] = None  # the batch this option runs (may differ from the plan's)
 
 
-class ShrinkResult(BaseModel):
+@record
+class ShrinkResult(Plain):
     from_gpus: int
     to_gpus: int
     plan_layout: Layout

@@ -4,15 +4,15 @@ on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from .specs.plain import Plain, record
 
 from . import validate as v
 from .engine import resilience as res_eq
 from .errors import InputError
 
 
-class Straggler(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
+@record
+class Straggler(Plain):
     slowdown: float
     gpus: int
     gpus_lost_on_eviction: int

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, full_recomputed
+from .candidates import ACTIVATION_COLUMNS, Candidates, Problem, Shape, full_recomputed, shape
+from .distinct import on_distinct
 from .engine import activations as act
 from .engine import compute as cmp
 from .engine import step_time as st
@@ -25,6 +26,9 @@ from .engine import schedules as sched
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
 HOST_UPDATE_BYTES_PER_S = 50e9
+
+# step_floor's relative margin: a bound's slack for float rounding, not a modelling constant.
+STEP_FLOOR_MARGIN = 1e-12
 
 ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
     ("eager_memory_factor", terms.KERNEL_MEMORY_FACTOR["eager"], "elementwise HBM traffic of "
@@ -103,31 +107,68 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
     return t_opt, t_offload
 
 
+def _compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+             groups: "terms.Groups") -> "terms.Compute":
+    """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads)
+    where the caller knows the rows' tuples (`groups.act`)."""
+    if groups.act is None:
+        n_layers = x.layers[1]
+        return terms.compute(p, c, x, a, n_layers, full_recomputed(c, n_layers))
+
+    def part(u: Candidates, idx: np.ndarray) -> "terms.Compute":
+        xu = shape(p, u)
+        return terms.compute(p, u, xu, {m: v.take(idx) for m, v in a.items()}, xu.layers[1],
+                             full_recomputed(u, xu.layers[1]))
+    return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
+
+
 def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-          state_groups: tuple[np.ndarray, int] | None = None) -> tuple:
+          groups: "terms.Groups" = terms.Groups()) -> tuple:
     """(compute, communication, optimizer, offload, step, bubble): the step composed from its
     terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers)."""
     n_layers = x.layers[1]
-    k_full = full_recomputed(c, n_layers)
-    comp = terms.compute(p, c, x, a, n_layers, k_full)
-    cm = terms.communication(p, c, x, mem, comp, n_layers, state_groups)
+    comp = _compute(p, c, x, a, groups)
+    cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
-    per_micro_batch = [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp,
-                       cm.zero3_exposed]
-    per_step = [cm.dp_exposed, t_opt, t_offload]
-    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
-    # ZB-H1 defers the weight-gradient half of the backward into the cool-down (schedules.py)
-    zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
-    step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
-    bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
+    step, bubble = _compose(c, x, comp, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed,
+                                         cm.ep, cm.pp, cm.zero3_exposed],
+                            [cm.dp_exposed, t_opt, t_offload])
     return comp, cm, t_opt, t_offload, step, bubble
 
 
+def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
+             per_step: list) -> tuple[np.ndarray, np.ndarray]:
+    """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
+    compose_step); ZB-H1 defers the weight-gradient half of the backward into the cool-down
+    (schedules.py)."""
+    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
+    zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
+    step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
+    bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
+    return step, bubble
+
+
+def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+               groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+    """A lower bound on step_seconds that needs no memory, on layouts that pass the structural
+    rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only,
+    leaving out ZeRO-3's exposed traffic, the exposed DP reduction, the optimizer and offload
+    (each ≥ 0 where every stage holds layers, and the step is non-decreasing in every term),
+    times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding
+    differs from the exact step's by a few units in the last place."""
+    n_layers = x.layers[1]
+    comp = _compute(p, c, x, a, groups)
+    ax = terms.axis_terms(p, c, comp, n_layers, groups)
+    step = _compose(c, x, comp, [comp.per_micro_batch, ax["tp_exposed"], ax["cp_exposed"],
+                                 ax["ep"], ax["pp"]], [])[0]
+    return step * (1.0 - STEP_FLOOR_MARGIN)
+
+
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-                 state_groups: tuple[np.ndarray, int] | None = None) -> np.ndarray:
-    """step_time's step alone (what the search's fronts compare), bit for bit; `state_groups`
-    as timing_terms.communication takes it."""
-    return _step(p, c, x, mem, a, state_groups)[4]
+                 groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+    """step_time's step alone (what the search's fronts compare), bit for bit; `groups` the
+    rows' tuples where the caller knows them (timing_terms.Groups)."""
+    return _step(p, c, x, mem, a, groups)[4]
 
 
 def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]

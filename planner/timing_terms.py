@@ -11,6 +11,8 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -211,6 +213,25 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str,
     return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
 
 
+def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
+                  coll: dict[str, np.ndarray], n_layers: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """_sharded computed on the ZeRO-3 rows alone (the rest are 0, as _sharded gives them):
+    the same arithmetic row by row on what those rows read."""
+    on = c.zero >= 3
+    if on.all():
+        return _sharded(p, c, x, comp, coll, n_layers)
+    idx = np.flatnonzero(on)
+    t, e = _sharded(p, SimpleNamespace(recompute=c.recompute.take(idx), zero=c.zero.take(idx)),
+                    SimpleNamespace(pp=x.pp.take(idx), micro_batches=x.micro_batches.take(idx)),
+                    SimpleNamespace(layer_fwd=comp.layer_fwd.take(idx),
+                                    layer_bwd=comp.layer_bwd.take(idx)),
+                    {k: coll[k].take(idx) for k in ("g", "r", "g_e", "r_e")}, n_layers.take(idx))
+    total, exposed = np.zeros(len(on)), np.zeros(len(on))
+    total[idx], exposed[idx] = t, e
+    return total, exposed
+
+
 def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
     """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
     reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
@@ -266,21 +287,37 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
                                          act_b)}
 
 
+class Groups(NamedTuple):
+    """Rows grouped alike in some columns, where the caller knows it already (each as (each
+    row's group, the group count), or None): STATE_COLUMNS, AXIS_COLUMNS, ACTIVATION_COLUMNS."""
+
+    state: tuple[np.ndarray, int] | None = None
+    axis: tuple[np.ndarray, int] | None = None
+    act: tuple[np.ndarray, int] | None = None
+
+
 def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
-                  n_layers: np.ndarray, state_groups: tuple[np.ndarray, int] | None = None) -> Comm:
+                  n_layers: np.ndarray, groups: Groups = Groups()) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
-    part left exposed behind the compute that can hide it. `state_groups` (each row's group,
-    the group count) groups rows alike in STATE_COLUMNS where the caller knows it already."""
-    eff = p.hardware.efficiency
-    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)))
+    part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
+    tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
+    ax = axis_terms(p, c, comp, n_layers, groups)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
-        p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=state_groups)
-    z3, z3_exp = _sharded(p, c, x, comp, coll, n_layers)
+        p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
+    z3, z3_exp = _sharded_rows(p, c, x, comp, coll, n_layers)
     dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
-    cp_comm = axes["cp"]
-    return Comm(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=cp_comm,
-                cp_exposed=st.exposed(cp_comm, eff.overlap_efficiency * n_layers * 3.0
+    return Comm(**ax, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm, dp_exposed=dp_exp)
+
+
+def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
+               groups: Groups = Groups()) -> dict[str, np.ndarray]:
+    """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
+    cp_exposed, ep, pp): what needs neither the states nor the ZeRO / DP collectives."""
+    eff = p.hardware.efficiency
+    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
+                       groups=groups.axis)
+    return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
+                cp_exposed=st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
                                       * comp.attn_fwd),
-                ep=axes["ep"], pp=axes["pp"], zero3=z3, zero3_exposed=z3_exp, dp=dp_comm,
-                dp_exposed=dp_exp)
+                ep=axes["ep"], pp=axes["pp"])

@@ -5,73 +5,77 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, Field
+from .specs.plain import Plain, record, spec
 
 VERDICT_SCHEMA_VERSION = 1
 Status = Literal["pass", "fail", "warn"]
 
 
-class GateRule(BaseModel):
+@record
+class GateRule(Plain):
     """One checked rule in a verdict."""
 
-    name: str = Field(description="stable rule id, e.g. fits-in-memory, layers-divisible-by-pp")
+    name: str = spec(description="stable rule id, e.g. fits-in-memory, layers-divisible-by-pp")
     status: Status
-    measured: str = Field("", description="the value found, human-readable")
-    limit: str = Field("", description="what the rule allows, human-readable")
-    message: str = Field("", description="what the rule means")
-    key: Optional[str] = Field(None, description="key path in the file the rule concerns "
+    measured: str = spec("", description="the value found, human-readable")
+    limit: str = spec("", description="what the rule allows, human-readable")
+    message: str = spec("", description="what the rule means")
+    key: Optional[str] = spec(None, description="key path in the file the rule concerns "
                                "(layout.tp, train_batch_size, --micro-batch-size)")
-    line: Optional[int] = Field(None, description="1-based line of that key in the file")
+    line: Optional[int] = spec(None, description="1-based line of that key in the file")
 
 
-class Fix(BaseModel):
+@record
+class Fix(Plain):
     """The cheapest change found that makes a failing file pass the estimate's rules, tried in
     order of cost: the same split with another micro-batch / recompute (a config edit), another
     layout on the same GPUs (a checkpoint conversion), more nodes (a bigger allocation)."""
 
-    kind: Literal["tune", "relayout", "more-nodes", "none"] = Field(
+    kind: Literal["tune", "relayout", "more-nodes", "none"] = spec(
         description="tune: micro-batch / recompute only; relayout: another layout on the same "
         "GPUs; more-nodes: the plan's split needs more nodes; none: nothing tried passes")
-    summary: str = Field(description="one line a user can act on")
-    options: list[str] = Field(default_factory=list, description="`dtplan check` options that "
+    summary: str = spec(description="one line a user can act on")
+    options: list[str] = spec(factory=list, description="`dtplan check` options that "
                                "apply the fix (rerun with them to confirm)")
-    layout: Optional[dict[str, Any]] = Field(None, description="the layout that passes "
+    layout: Optional[dict[str, Any]] = spec(None, description="the layout that passes "
                                              "(Layout field names)")
-    gpus: Optional[int] = Field(None, description="GPU count of the fix")
-    extra_nodes: Optional[int] = Field(None, description="nodes added (more-nodes)")
-    step_time_s: Optional[float] = Field(None, description="estimated step time of the fix [s]")
-    peak_memory_bytes: Optional[float] = Field(None, description="device-total peak of the fix "
+    gpus: Optional[int] = spec(None, description="GPU count of the fix")
+    extra_nodes: Optional[int] = spec(None, description="nodes added (more-nodes)")
+    step_time_s: Optional[float] = spec(None, description="estimated step time of the fix [s]")
+    peak_memory_bytes: Optional[float] = spec(None, description="device-total peak of the fix "
                                                "[bytes]")
 
 
-class FileVerdict(BaseModel):
+@record
+class FileVerdict(Plain):
     """The verdict on one input file."""
 
     file: str
     kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
-    ok: bool = Field(description="no rule failed and the file was valid input")
-    error: Optional[str] = Field(None, description="bad input: the reasons, '; '-joined (exit 2)")
-    errors: list[str] = Field(default_factory=list, description="bad input: one line per "
+    ok: bool = spec(description="no rule failed and the file was valid input")
+    error: Optional[str] = spec(None, description="bad input: the reasons, '; '-joined (exit 2)")
+    errors: list[str] = spec(factory=list, description="bad input: one line per "
                               "missing or invalid input (option or key: what is allowed)")
-    counts: dict[str, int] = Field(default_factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
-    summary: dict[str, Any] = Field(default_factory=dict, description="inputs and headline "
+    counts: dict[str, int] = spec(factory=lambda: {"pass": 0, "warn": 0, "fail": 0})
+    summary: dict[str, Any] = spec(factory=dict, description="inputs and headline "
                                     "estimates (SI units: bytes, seconds)")
-    rules: list[GateRule] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    fix: Optional[Fix] = Field(None, description="on a failing verdict: the cheapest change "
+    rules: list[GateRule] = spec(factory=list)
+    notes: list[str] = spec(factory=list)
+    fix: Optional[Fix] = spec(None, description="on a failing verdict: the cheapest change "
                                "that passes")
 
 
-class Verdict(BaseModel):
+@record
+class Verdict(Plain):
     """``dtplan check --format json`` output."""
 
     schema_version: Literal[1] = VERDICT_SCHEMA_VERSION
     command: Literal["check"] = "check"
     ok: bool
     strict: bool
-    exit_code: int = Field(description="0 all pass, 1 a rule failed, 2 bad input")
+    exit_code: int = spec(description="0 all pass, 1 a rule failed, 2 bad input")
     files: list[FileVerdict]
-    skipped: list[str] = Field(default_factory=list, description="files under a directory "
+    skipped: list[str] = spec(factory=list, description="files under a directory "
                                "argument that are neither a plan nor an engine config")
 
 

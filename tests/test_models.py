@@ -6,6 +6,7 @@ Narayanan et al. SC21 Table 1, Korthikanti et al. 2022 Eq. 7 (calibration_cases.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -267,10 +268,13 @@ def test_falcon_and_neox(tmp_path):
 
 # ---- ModelSpec validation ----------------------------------------------------------------------
 
+_BASE = dict(layers=2, hidden=64, heads=4, ffn=256, mlp="swiglu", vocab=100,
+             tied_embeddings=False, position="rope", norm="rmsnorm", source="test")
+
+
 def _spec(**kw):
-    base = dict(layers=2, hidden=64, heads=4, ffn=256, mlp="swiglu", vocab=100,
-                tied_embeddings=False, position="rope", norm="rmsnorm", source="test")
-    return ModelSpec(**{**base, **kw})
+    """Validated at the boundary (ModelSpec.model_validate), as a user's shape is."""
+    return ModelSpec.model_validate({**_BASE, **kw})
 
 
 def test_spec_defaults_and_validation():
@@ -281,9 +285,20 @@ def test_spec_defaults_and_validation():
                 dict(experts_per_token=1), dict(position="learned"), dict(bogus=1)]:
         with pytest.raises(ValueError):
             _spec(**bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.layers = 3  # frozen
     assert _spec(hidden=65, head_dim=16).head_dim == 16
+
+
+def test_trusted_construction_fills_and_checks_as_the_boundary():
+    # a plain construction (presets, inferred shapes) fills kv_heads / head_dim and keeps the
+    # cross-field rules; ranges and unknown keys are the boundary's
+    assert ModelSpec(**_BASE) == _spec()
+    for bad, message in [(dict(hidden=65), "must be divisible by heads"),
+                         (dict(kv_heads=3), "must divide heads"),
+                         (dict(experts=4), "experts_per_token must be in 1..experts")]:
+        with pytest.raises(ValueError, match=message):
+            ModelSpec(**{**_BASE, **bad})
 
 
 def test_moe_dense_layers_and_layer_list():

@@ -28,7 +28,7 @@ def test_every_command_maps_to_the_module_that_registers_it():
 
 def test_every_module_that_registers_commands_is_listed():
     registering = {p.stem for p in CLI_DIR.glob("*.py")
-                   if re.search(r"@app\.command|app\.add_typer", p.read_text())}
+                   if re.search(r"(?m)^@(app\.)?command\(|app\.add_typer", p.read_text())}
     assert registering == set(cli.MODULES)
 
 
@@ -53,12 +53,23 @@ def test_a_users_blas_setting_wins():
     assert _child(_PROBE, OPENBLAS_NUM_THREADS="4").startswith("4 1 ")
 
 
+_ONE = ("import sys, contextlib, io; import planner.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()): rc = c.run({argv!r})\n"
+        "print(rc, sorted(m for m in sys.modules if m.startswith('planner.cli.')))")
+
+
 def test_running_one_command_imports_only_its_module():
-    code = ("import sys, contextlib, io; import planner.cli as c\n"
-            "with contextlib.redirect_stdout(io.StringIO()): rc = c.run(['bubble', '--stages', '4', "
-            "'--micro-batches', '8'])\n"
-            "print(rc, sorted(m for m in sys.modules if m.startswith('planner.cli.')))")
-    assert _child(code) == "0 ['planner.cli.options', 'planner.cli.quick']"
+    # a typer command: its module, the option set and the typer app
+    assert _child(_ONE.format(argv=["models", "-f", "json"])) == \
+        "0 ['planner.cli.catalog', 'planner.cli.options', 'planner.cli.registry', " \
+        "'planner.cli.typer_app']"
+    # commands the argv binder calls: no typer app
+    assert _child(_ONE.format(argv=["bubble", "--stages", "4", "--micro-batches", "8"])) == \
+        "0 ['planner.cli.bind', 'planner.cli.options', 'planner.cli.quick', " \
+        "'planner.cli.registry']"
+    assert _child(_ONE.format(argv=["memory", "--params", "7e9", "--gpus", "8"])) == \
+        "0 ['planner.cli.bind', 'planner.cli.common', 'planner.cli.options', " \
+        "'planner.cli.plan_cmds', 'planner.cli.registry']"
 
 
 @pytest.mark.parametrize("name", ["h100", "H100", " a100-80g "])

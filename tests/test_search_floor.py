@@ -1,7 +1,8 @@
 """The search's shortcuts change nothing it returns: the memory floor never exceeds the exact
 peak, the rows of splits counted unbuilt are counted by rule exactly as their built rows
-fail, and a search with every shortcut switched off (every row's memory exact, every split
-built) gives the same rows, counts, examples and solved layouts."""
+fail, and a search with every shortcut switched off (every row's memory and step exact, every
+split built, every part on the rows' own tuples; tests/test_search_speed.py checks the bounds
+one by one) gives the same rows, counts, examples and solved layouts."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.api import problem
-from planner.distinct import distinct_rows
-from planner.evaluate import MemoryParts, evaluate_memory, memory_parts
 import planner.batches as batches_mod
+import planner.search as search_mod
+import planner.settle as settle_mod
+from planner.api import problem
 from planner.batches import RUNS, first_failures, verdicts
+from planner.distinct import distinct_rows
+from planner.evaluate import evaluate_memory
+from planner.memory_parts import MemoryParts, memory_parts
 from planner.rules import RULE_NAMES, RULES
 from planner.search import SearchSpace, search
 from planner.space import candidate_batches, product, split_table
+from planner.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
@@ -99,9 +104,18 @@ def test_runs_number_alike_rows_alike():
 
 
 def _no_shortcuts(monkeypatch):
-    """Every row's memory exact (a floor of 0) and every split built."""
+    """Every row's memory and step exact (a floor of 0, no ceiling, no row surely dominated),
+    every split built, the memory parts keyed on every crossed row, the axis times on their
+    own columns and the compute on every row."""
     monkeypatch.setattr(MemoryParts, "floor", lambda self, p: np.zeros(len(self.c)))
     monkeypatch.setattr(batches_mod, "built_splits", lambda valid: np.ones(len(valid), bool))
+    monkeypatch.setattr(MemoryParts, "ceiling", lambda self, p, idx: np.full(len(idx), np.inf))
+    monkeypatch.setattr(settle_mod, "surely_dominated",
+                        lambda a, u, first, lower: np.zeros(len(first), dtype=bool))
+    monkeypatch.setattr(search_mod, "crossed_memory_parts",
+                        lambda p, c, layouts, k: memory_parts(p, c))
+    monkeypatch.setattr(MemoryParts, "groups",
+                        lambda self, idx=None: Groups(state=self.state_groups(idx)))
 
 
 def _same(a, b):
@@ -126,6 +140,11 @@ CASES = {
                                    global_batch=256), {}),
     "13b-24-cost": (lambda: problem(model_from_params(13e9), H100, 24, seq_len=2048,
                                     global_batch=96), {"objective": "cost"}),
+    "mixtral-64-all": (lambda: problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096,
+                                       global_batch=256), {"dominated": True}),
+    "8b-64-torchtitan": (lambda: dataclasses.replace(
+        problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=128),
+        framework=load_framework("torchtitan")), {"objective": "headroom"}),
 }
 
 

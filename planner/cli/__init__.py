@@ -1,4 +1,7 @@
-"""The `dtplan` command: a thin typer layer that parses options, calls the library, renders.
+"""The `dtplan` command: parses options, calls the library, renders. A command declared in
+`cli/registry.py` whose argv the binder (`cli/bind.py`) accepts runs without typer; everything
+else — help, completion, usage errors, the other commands — goes through the typer app
+(`cli/typer_app.py`, built on first use: `planner.cli.app`).
 
 Exit codes (as linters use them): 0 fits / passes; 1 a valid question whose answer is "does not
 fit" or "a rule fails"; 2 bad input or usage; 3 an internal error (a bug).
@@ -8,13 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-
-import typer
-
-try:  # typer ≥ 0.20 vendors click as typer._click; older releases depend on click itself
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover
-    from click import exceptions as click_exc
+from typing import Any
 
 from ..errors import InputError
 
@@ -30,16 +27,23 @@ sequence lengths read 8k as 8192.
 
 `dtplan --version` prints the version; `dtplan completion bash|zsh|fish` the shell completion."""
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
-                  pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, the typer app (every command registered so far, and each one after), built on
+    first use: the common path never imports typer."""
+    if name == "app":
+        from .typer_app import app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Importing a module registers its commands. Only the invoked command's module is imported
 # (each costs imports and click objects); anything else (--help, a typo) imports them all, and
 # `dtplan --help` lists them in this order.
-MODULES = ("fit_cmd", "plan_cmds", "gate", "report_cmds", "quick", "calibrate", "compare",
+MODULES = ("fit_cmd", "plan_cmds", "catalog", "gate", "report_cmds", "quick", "calibrate", "compare",
            "completion")
 COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
-            "models": "plan_cmds", "profiles": "plan_cmds", "check": "gate", "schema": "gate",
+            "models": "catalog", "profiles": "catalog", "check": "gate", "schema": "gate",
             "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
             "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
             "calibrate": "calibrate", "compare": "compare", "completion": "completion"}
@@ -87,6 +91,26 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+# Set (to anything) in the environment: every argv goes through typer (tests compare the two).
+TYPER_ONLY_VAR = "_DTPLAN_TYPER_ONLY"
+
+
+def _help_or_typo(argv: list[str]) -> bool:
+    return not argv or "--help" in argv or "-h" in argv or argv[0] not in COMMANDS
+
+
+def _bound(argv: list[str]) -> Any:
+    """The call of the command argv names with the keyword arguments the argv binder gives it,
+    or None where typer must parse (see cli/bind.py)."""
+    from .registry import DEFINED
+    fn = DEFINED.get(argv[0])
+    if fn is None:
+        return None
+    from .bind import bind
+    kwargs = bind(fn, argv[1:])
+    return None if kwargs is None else (lambda: fn(**kwargs))
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (used by main and by tests)."""
     debug = "--debug" in argv
@@ -94,32 +118,26 @@ def run(argv: list[str]) -> int:
     if argv[:1] in (["--version"], ["-V"]):
         sys.stdout.write(f"dtplan {_version()}\n")
         return EXIT_OK
-    if COMPLETE_VAR in os.environ:  # a shell asking for candidates: every command
+    completing = COMPLETE_VAR in os.environ
+    if completing:  # a shell asking for candidates: every command
         register([])
         from .completion import enable_completion
         enable_completion()
     else:
         register(argv)
-    command = typer.main.get_group(app)  # a group even when one command is registered
-    if not argv or "--help" in argv or "-h" in argv or argv[0] not in COMMANDS:
-        from .help import polish  # panels, metavars and examples: only a help screen needs them
-        command = polish(command)
+    fast = not (completing or TYPER_ONLY_VAR in os.environ or _help_or_typo(argv))
     try:
         with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
-            rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)
+            call = _bound(argv) if fast else None
+            if call is not None:
+                rv = call()
+            else:
+                from . import typer_app
+                rv = typer_app.main(argv, help_screen=_help_or_typo(argv))
     except InputError as e:  # several at once (errors.InputErrors): one line each
         for line in getattr(e, "lines", lambda: [str(e)])():
             _fail(line, EXIT_INPUT)
         return EXIT_INPUT
-    except click_exc.NoArgsIsHelpError as e:
-        sys.stdout.write(e.ctx.get_help() + "\n")
-        return EXIT_OK
-    except click_exc.UsageError as e:
-        return _fail(e.format_message().replace("\n", " "), EXIT_INPUT)
-    except (typer.Exit, getattr(click_exc, "Exit", typer.Exit)) as e:
-        return e.exit_code
-    except (typer.Abort, getattr(click_exc, "Abort", typer.Abort)):
-        return _fail("aborted", 130)
     except BrokenPipeError:  # the reader left (| head): the rest goes nowhere, not to a traceback
         from ..render.terminal import silence_stdout
         silence_stdout()

@@ -10,7 +10,7 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..inputs.resolve import Flags
 from ..specs.knobs import KNOBS
-from .options import SHARED, opt, parse_number
+from .options import SHARED, decl, parse_number, unlisted
 
 
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
@@ -25,7 +25,7 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
 
 # The model, hardware and batch options every job command shares, in one place: the commands
 # take a single `job: Flags` (resolved by planner.inputs.resolve) and the decorator below adds these options to their signature.
-JOB_OPTIONS = tuple((name, ann, opt(name)) for name, ann in (
+JOB_OPTIONS = tuple((name, ann, decl(name)) for name, ann in (
     ("model", Optional[str]), ("model_config", Optional[str]), ("params", Optional[str]),
     ("layers", Optional[int]), ("hidden", Optional[int]), ("heads", Optional[int]),
     ("kv_heads", Optional[int]), ("ffn", Optional[int]), ("vocab", Optional[int]),
@@ -66,14 +66,14 @@ def emit_job(doc: Any, fmt: str, job: Flags) -> None:
 
 
 def job_options(fn=None, *, hide: tuple[str, ...] = ()):
-    """Add the JOB_OPTIONS to a typer command whose body takes `job: Flags`; `hide` keeps the ones
+    """Add the JOB_OPTIONS to a command whose body takes `job: Flags`; `hide` keeps the ones
     the command does not use out of its help (still accepted: older scripts pass them)."""
     if fn is None:
         return functools.partial(job_options, hide=hide)
     sig = inspect.signature(fn, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != "job"]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann,
-                               default=SHARED[name].option(hidden=True) if name in hide else default)
+                               default=unlisted(name) if name in hide else default)
              for name, ann, default in JOB_OPTIONS]
     names = [name for name, _, _ in JOB_OPTIONS]
 
@@ -87,12 +87,12 @@ def job_options(fn=None, *, hide: tuple[str, ...] = ()):
 
 
 def layout_option(name: str, variant: Optional[str] = None) -> tuple[Any, Any]:
-    """(annotation, typer.Option) of one layout knob, from the shared option set (which reads
-    its declaration in specs.knobs)."""
+    """(annotation, option declaration) of one layout knob, from the shared option set (which
+    reads its declaration in specs.knobs)."""
     o = SHARED[name]
     ann = (Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" and not o.auto
            else str)
-    return ann, opt(name, variant)
+    return ann, decl(name, variant)
 
 
 # The layout knobs a command takes as options (dp is derived from --gpus).
@@ -100,7 +100,7 @@ LAYOUT_KNOBS = tuple(k.name for k in KNOBS if k.cli)
 
 
 def layout_options(fn=None, *, variants: Optional[dict[str, str]] = None):
-    """Add the layout knobs' options after --gpus of a typer command whose body takes
+    """Add the layout knobs' options after --gpus of a command whose body takes
     `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string); `variants`
     picks a declared variant of a knob's option (memory's --zero)."""
     if fn is None:
@@ -130,7 +130,7 @@ def _evaluated(fn: Any, annotation: Any) -> Any:
 
 
 def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
-    """A decorator adding the shared options `options` ((concept, annotation) pairs) to a typer
+    """A decorator adding the shared options `options` ((concept, annotation) pairs) to a
     command, whose body receives `build(**their values)` as the keyword `name` instead (memory
     and estimate take the memory margins this way)."""
     def wrap(fn):
@@ -139,7 +139,7 @@ def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
         sig = inspect.signature(fn)
         own = [p.replace(annotation=_evaluated(fn, p.annotation))
                for p in sig.parameters.values() if p.name != name]
-        extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=opt(c),
+        extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=decl(c),
                                    annotation=ann) for c, ann in options]
 
         @functools.wraps(fn)

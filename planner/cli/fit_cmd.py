@@ -5,43 +5,41 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-import typer
-
-from . import EXIT_FAIL, EXIT_OK, app
+from . import EXIT_FAIL, EXIT_OK
 from . import common as o
-from .options import MAX_FIT_COUNTS, Format, number, opt, parse_list
+from .options import MAX_WHOLE, MAX_FIT_COUNTS, Format, Opt, decl, parse_list
+from .registry import command
 
 
-@app.command("fit")
+@command("fit")
 @o.job_options
 def fit_cmd(
     job: o.Flags,
-    gpus: List[str] = opt("gpus", "list"),
-    precision: str = opt("precision"),
-    optimizer: str = opt("optimizer"),
-    tp: Optional[int] = opt("tp", "search"),
-    pp: Optional[int] = opt("pp", "search"),
-    cp: Optional[int] = opt("cp", "search"),
-    ep: Optional[int] = opt("ep", "search"),
-    zero: Optional[int] = opt("zero", "search"),
-    micro_batch: Optional[int] = opt("micro_batch", "search"),
-    recompute: Optional[str] = opt("recompute", "search"),
-    allow_offload: bool = typer.Option(False, "--allow-offload", help="also consider CPU offload"),
-    objective: str = typer.Option("time", "--objective", help="time, headroom, cost or gpus"),
-    from_plan: Optional[str] = typer.Option(None, "--from-plan", help="a running plan file: which "
-                                            "layouts remain on --gpus GPUs (elastic shrink)"),
-    top: int = typer.Option(10, "--top", help="how many layouts to show",
-                            parser=number("--top")),
-    show_all: bool = typer.Option(False, "--all", help="also rank layouts another valid layout "
-                                  "beats on step time and peak memory (hidden by default)"),
-    batch_tolerance: float = typer.Option(0.01, "--batch-tolerance", help="with --from-plan: the "
-                                          "share the global batch may change for a faster "
-                                          "layout (0 keeps it exact)",
-                                          parser=number("--batch-tolerance", whole=False)),
-    gib: bool = opt("gib"),
-    wide: bool = typer.Option(False, "--wide", help="every column of the layouts table (tok/s, "
-                              "CP, EP, checkpoint interval, goodput), even past 80 columns"),
-    fmt: Format = opt("fmt"),
+    gpus: List[str] = decl("gpus", "list"),
+    precision: str = decl("precision"),
+    optimizer: str = decl("optimizer"),
+    tp: Optional[int] = decl("tp", "search"),
+    pp: Optional[int] = decl("pp", "search"),
+    cp: Optional[int] = decl("cp", "search"),
+    ep: Optional[int] = decl("ep", "search"),
+    zero: Optional[int] = decl("zero", "search"),
+    micro_batch: Optional[int] = decl("micro_batch", "search"),
+    recompute: Optional[str] = decl("recompute", "search"),
+    allow_offload: bool = Opt(("--allow-offload",), "also consider CPU offload", False,
+                              kind="flag"),
+    objective: str = Opt(("--objective",), "time, headroom, cost or gpus", "time"),
+    from_plan: Optional[str] = Opt(("--from-plan",), "a running plan file: which layouts remain "
+                                   "on --gpus GPUs (elastic shrink)"),
+    top: int = Opt(("--top",), "how many layouts to show", 10, kind="whole"),
+    show_all: bool = Opt(("--all",), "also rank layouts another valid layout beats on step time "
+                         "and peak memory (hidden by default)", False, kind="flag"),
+    batch_tolerance: float = Opt(("--batch-tolerance",), "with --from-plan: the share the global "
+                                 "batch may change for a faster layout (0 keeps it exact)", 0.01,
+                                 kind="real", upper=MAX_WHOLE),
+    gib: bool = decl("gib"),
+    wide: bool = Opt(("--wide",), "every column of the layouts table (tok/s, CP, EP, checkpoint "
+                     "interval, goodput), even past 80 columns", False, kind="flag"),
+    fmt: Format = decl("fmt"),
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
     rank the ones that fit, and say why the rest were rejected."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from .options import hide_aliases
+from .options import ALIASES
 
 # Panel → the option (parameter) names it holds; the rest stay under "Options".
 PANELS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -86,6 +86,24 @@ def _metavar(p: Any) -> str | None:
     if ann is bool:
         return ""                                         # a flag takes no value
     return _BY_TYPE.get(ann)
+
+
+def hide_aliases(param: Any) -> None:
+    """On a help screen: list an option under its one name, while the parser still accepts the
+    older spellings (`dtplan checkpoint --mtbf-hours 5 --help` still parses)."""
+    full = list(param.opts)
+    shown = [x for x in full if x not in ALIASES]
+    if shown == full:
+        return
+    register = param.add_to_parser
+
+    def add_to_parser(parser: Any, ctx: Any) -> Any:
+        param.opts = full
+        try:
+            return register(parser, ctx)
+        finally:
+            param.opts = shown
+    param.opts, param.add_to_parser = shown, add_to_parser
 
 
 def polish(command: Any, name: str = "") -> Any:

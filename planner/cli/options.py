@@ -12,13 +12,6 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Callable
 
-import typer
-
-try:  # typer ≥ 0.20 vendors click as typer._click; older releases depend on click itself
-    from typer._click.exceptions import BadParameter
-except ImportError:  # pragma: no cover
-    from click.exceptions import BadParameter
-
 from ..errors import InputError
 from ..inputs.numbers import format_number, parse_number, parse_real, parse_whole
 from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
@@ -42,42 +35,67 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
-class OptionError(BadParameter):
-    """A value an option's parser refused: printed as the InputError's one line
-    ("--seq-len: must be a whole number, got '8.5'"), exit 2."""
+def _option_error(message: str) -> Exception:
+    """A value an option's parser refused, as click's BadParameter whose message is the
+    InputError's one line ("--seq-len: must be a whole number, got '8.5'"), exit 2. Built on
+    first refusal: the argv binder (cli/bind.py) never imports typer."""
+    global _OptionError
+    if _OptionError is None:
+        try:  # typer ≥ 0.20 vendors click as typer._click; older releases depend on click
+            from typer._click.exceptions import BadParameter
+        except ImportError:  # pragma: no cover
+            from click.exceptions import BadParameter
 
-    def format_message(self) -> str:
-        return self.message
+        class OptionError(BadParameter):
+            def format_message(self) -> str:
+                return self.message
+        _OptionError = OptionError
+    return _OptionError(message)
 
 
-def number(flag: str, *, whole: bool = True, sequence: bool = False, lower: float | None = None,
-           upper: float | None = MAX_WHOLE, auto: bool = False) -> Callable[[Any], Any]:
-    """The typer `parser` of a numeric option: the one number parser (70B, 4M, 15T, 4Mi; with
-    `sequence`, 8k = 8192) and the option's range [lower, upper], errors naming `flag`. With
-    `auto`, "auto" is allowed too and a number comes back as its text ("8")."""
+_OptionError: Any = None
+
+
+def check_number(flag: str, *, whole: bool = True, sequence: bool = False,
+                 lower: float | None = None, upper: float | None = MAX_WHOLE,
+                 auto: bool = False) -> Callable[[Any], Any]:
+    """A numeric option's value parser: the one number parser (70B, 4M, 15T, 4Mi; with
+    `sequence`, 8k = 8192) and the option's range [lower, upper], raising InputError naming
+    `flag`. With `auto`, "auto" is allowed too and a number comes back as its text ("8")."""
     def parse(text: Any) -> Any:
         if text is None:
             return None
         if auto and str(text).strip() == "auto":
             return "auto"
+        if not whole:
+            return parse_real(flag, text, lower=lower, upper=upper)
+        n = parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper)
+        return str(n) if auto else n
+    return parse
+
+
+def number(flag: str, *, whole: bool = True, sequence: bool = False, lower: float | None = None,
+           upper: float | None = MAX_WHOLE, auto: bool = False) -> Callable[[Any], Any]:
+    """The typer `parser` of a numeric option: check_number's parser, its refusal raised as
+    click's BadParameter (typer prints it as the one line, exit 2)."""
+    check = check_number(flag, whole=whole, sequence=sequence, lower=lower, upper=upper,
+                         auto=auto)
+
+    def parse(text: Any) -> Any:
         try:
-            if not whole:
-                return parse_real(flag, text, lower=lower, upper=upper)
-            n = parse_whole(flag, text, sequence=sequence, lower=lower, upper=upper)
-            return str(n) if auto else n
+            return check(text)
         except InputError as e:
-            raise OptionError(str(e)) from None
+            raise _option_error(str(e)) from None
     parse.__name__ = f"parse_{flag.strip('-').replace('-', '_')}"
     return parse
 
 
 def real(flag: str, help: str, default: Any = None, *, within: tuple[float, float] | None = None
-         ) -> Any:
-    """A command's own numeric option (not shared): typer.Option through the number parser,
-    within the range `within` (validate's named bounds) when given."""
+         ) -> Opt:
+    """A command's own numeric option (not shared), through the number parser, within the range
+    `within` (validate's named bounds) when given."""
     lower, upper = within or (None, None)
-    return typer.Option(default, flag, help=help, metavar="NUM",
-                        parser=number(flag, whole=False, lower=lower, upper=upper))
+    return Opt((flag,), help, default, "NUM", "real", lower=lower, upper=upper)
 
 
 @dataclass(frozen=True)
@@ -86,7 +104,9 @@ class Opt:
     number parser; "flag" is a switch; "" takes text. `aliases`: older spellings, accepted and
     hidden from help. `why`: a variant's reason for differing from the base declaration.
     `lower`, `upper`: the allowed range, enforced as the option is parsed (whole numbers stop at
-    MAX_WHOLE unless told; "real" ones are unbounded unless told). `auto`: "auto" allowed too."""
+    MAX_WHOLE unless told; "real" ones are unbounded unless told). `auto`: "auto" allowed too.
+    `hidden`: accepted, not listed in help (a command that does not use it). Two binders read
+    it: typer (`option()`) and the argv binder (cli/bind.py, through `check()`)."""
 
     flags: tuple[str, ...]
     help: str
@@ -98,23 +118,33 @@ class Opt:
     lower: float | None = None
     upper: float | None = None
     auto: bool = False
+    hidden: bool = False
 
     @property
     def flag(self) -> str:
         return self.flags[0]
 
-    def option(self, *, hidden: bool = False) -> Any:
-        """The typer.Option; `hidden`: accepted, not listed (a command that does not use it)."""
-        if self.kind == "flag":
-            return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
-                                hidden=hidden)
+    def _range(self) -> dict[str, Any]:
         whole = self.kind != "real"
         upper = MAX_WHOLE if whole and self.upper is None else self.upper
-        parser = (number(self.flag, whole=whole, sequence=self.kind == "seq", lower=self.lower,
-                         upper=upper, auto=self.auto)
-                  if self.kind in ("whole", "seq", "real") else None)
+        return {"whole": whole, "sequence": self.kind == "seq", "lower": self.lower,
+                "upper": upper, "auto": self.auto}
+
+    def check(self) -> Callable[[Any], Any] | None:
+        """The value parser of a numeric option (raising InputError), None for text and flags."""
+        if self.kind not in ("whole", "seq", "real"):
+            return None
+        return check_number(self.flag, **self._range())
+
+    def option(self) -> Any:
+        """The typer.Option of this declaration."""
+        import typer
+        if self.kind == "flag":
+            return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
+                                hidden=self.hidden)
+        parser = number(self.flag, **self._range()) if self.check() is not None else None
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
-                            metavar=self.metavar, parser=parser, hidden=hidden)
+                            metavar=self.metavar, parser=parser, hidden=self.hidden)
 
 
 def _n(flag: str, help: str, default: Any = None, kind: str = "whole", **kw: Any) -> Opt:
@@ -324,27 +354,14 @@ def opt(name: str, variant: str | None = None) -> Any:
     return decl(name, variant).option()
 
 
+def unlisted(name: str) -> Opt:
+    """A shared concept's declaration, accepted and not listed in help."""
+    return replace(SHARED[name], hidden=True)
+
+
 # Older spellings, accepted everywhere their concept is and listed nowhere in help.
 ALIASES: frozenset[str] = frozenset(a for o in [*SHARED.values(), *VARIANTS.values()]
                                     for a in o.aliases)
-
-
-def hide_aliases(param: Any) -> None:
-    """On a help screen: list an option under its one name, while the parser still accepts the
-    older spellings (`dtplan checkpoint --mtbf-hours 5 --help` still parses)."""
-    full = list(param.opts)
-    shown = [x for x in full if x not in ALIASES]
-    if shown == full:
-        return
-    register = param.add_to_parser
-
-    def add_to_parser(parser: Any, ctx: Any) -> Any:
-        param.opts = full
-        try:
-            return register(parser, ctx)
-        finally:
-            param.opts = shown
-    param.opts, param.add_to_parser = shown, add_to_parser
 
 
 def parse_list(field: str, values: list[str] | str | None) -> list[float]:

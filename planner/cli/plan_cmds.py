@@ -1,21 +1,18 @@
-"""Commands about one training job: memory, estimate, and the catalogues (models, profiles)."""
+"""Commands about one training job: memory and estimate (the catalogues, models and profiles,
+are in cli/catalog.py)."""
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING, Optional
 
-import typer
-
-from . import EXIT_FAIL, EXIT_OK, app
+from . import EXIT_FAIL, EXIT_OK
 from . import common as o
-from .options import SHARED, Format, opt
+from .options import Format, decl, unlisted
+from .registry import command
 
 if TYPE_CHECKING:  # built from the options when the command runs (`--help` loads no model)
     from ..specs.budget import MemoryBudget
-
-FormatOpt = opt("fmt")
-
 
 def _budget(context_gb, comm_buffer_gb, fragmentation, margin):
     # budget_from_options is defined below
@@ -28,20 +25,20 @@ budget_options = o.option_group("budget", (
     ("fragmentation", Optional[float]), ("margin", Optional[float])), _budget)
 
 
-@app.command("memory")
+@command("memory")
 @o.job_options(hide=("nic_gbit",))   # memory does not depend on the network
 @o.layout_options(variants={"zero": "memory"})
 @budget_options
 def memory_cmd(
     job: o.Flags, layout: dict, budget: MemoryBudget,
-    gpus: int = opt("gpus", "one"),
-    gib: bool = opt("gib"),
-    fmt: Format = opt("fmt"),
-    train_tokens: Optional[str] = SHARED["train_tokens"].option(hidden=True),
-    gpu_hour_cost: Optional[float] = SHARED["gpu_hour_cost"].option(hidden=True),
-    gpu_mtbf_hours: Optional[float] = SHARED["gpu_mtbf_hours"].option(hidden=True),
-    job_mtbf_hours: Optional[float] = SHARED["job_mtbf_hours"].option(hidden=True),
-    async_ckpt: bool = SHARED["async_checkpoint"].option(hidden=True),
+    gpus: int = decl("gpus", "one"),
+    gib: bool = decl("gib"),
+    fmt: Format = decl("fmt"),
+    train_tokens: Optional[str] = unlisted("train_tokens"),
+    gpu_hour_cost: Optional[float] = unlisted("gpu_hour_cost"),
+    gpu_mtbf_hours: Optional[float] = unlisted("gpu_mtbf_hours"),
+    job_mtbf_hours: Optional[float] = unlisted("job_mtbf_hours"),
+    async_ckpt: bool = unlisted("async_checkpoint"),
 ) -> int:
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
@@ -56,20 +53,20 @@ def memory_cmd(
     return code
 
 
-@app.command("estimate")
+@command("estimate")
 @o.job_options
 @o.layout_options
 @budget_options
 def estimate_cmd(
     job: o.Flags, layout: dict, budget: MemoryBudget,
-    gpus: int = opt("gpus", "one"),
-    train_tokens: Optional[str] = opt("train_tokens"),
-    gpu_hour_cost: Optional[float] = opt("gpu_hour_cost"),
-    gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
-    job_mtbf_hours: Optional[float] = opt("job_mtbf_hours"),
-    async_ckpt: bool = opt("async_checkpoint"),
-    gib: bool = opt("gib"),
-    fmt: Format = opt("fmt"),
+    gpus: int = decl("gpus", "one"),
+    train_tokens: Optional[str] = decl("train_tokens"),
+    gpu_hour_cost: Optional[float] = decl("gpu_hour_cost"),
+    gpu_mtbf_hours: Optional[float] = decl("gpu_mtbf_hours"),
+    job_mtbf_hours: Optional[float] = decl("job_mtbf_hours"),
+    async_ckpt: bool = decl("async_checkpoint"),
+    gib: bool = decl("gib"),
+    fmt: Format = decl("fmt"),
 ) -> int:
     """One layout's memory, step time and where it goes, tokens/s, MFU, the communication tax
     per axis, checkpoint interval, goodput and time to train."""
@@ -148,82 +145,6 @@ def _state_memory(job: o.Flags, layout: dict, gpus: int, zero: Optional[int], gi
     doc = state_memory_doc(r, zero, gib=gib)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL
-
-
-@app.command("models")
-def models_cmd(fmt: Format = FormatOpt) -> int:
-    """List the model presets with their exact parameter counts."""
-    from ..specs.presets import PRESETS
-    from ..render import Document, Table, emit
-    from ..render.units import count
-
-    rows, data = [], []
-    for name, m in PRESETS.items():
-        total, active = m.param_count(), m.active_param_count()
-        rows.append([name, count(total), count(active) if m.is_moe else "", str(m.layers),
-                     str(m.hidden), f"{m.heads}/{m.kv_heads}", str(m.ffn), m.mlp, str(m.vocab)])
-        data.append({**m.model_dump(), "preset": name, "params": total, "active_params": active})
-    emit(Document(command="models", title="Model presets (use with --model NAME)",
-                  tables=[Table("Presets", ["name", "params", "active", "layers", "hidden",
-                                            "heads/kv", "ffn", "mlp", "vocab"], rows)],
-                  data={"models": data}), fmt.value)
-    return EXIT_OK
-
-
-profiles_app = typer.Typer(help="Hardware profiles: list them, or show one.", invoke_without_command=True)
-app.add_typer(profiles_app, name="profiles")
-
-
-@profiles_app.callback()
-def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
-    """List the hardware profiles."""
-    if ctx.invoked_subcommand is not None:
-        return EXIT_OK
-    from ..specs.hardware import DEFAULT_PROFILE, list_profiles
-    from ..render import Document, Table, emit
-    from ..render.units import capacity
-
-    rows, data, aliases = [], [], []
-    for p in list_profiles():
-        rows.append([p.name + (" (default)" if p.name == DEFAULT_PROFILE else ""), p.gpu.name,
-                     capacity(p.gpu.memory_bytes), f"{p.gpu.peak_flops['bf16'] / 1e12:.0f}",
-                     str(p.scale_up.gpus_per_domain),
-                     f"{p.scale_up.bandwidth_bytes_per_s / 1e9:.0f}",
-                     f"{p.scale_out.nic_bytes_per_s * 8 / 1e9:.0f}"])
-        aliases.append(f"{p.name}: {', '.join(p.aliases)}")
-        data.append(p.model_dump())
-    emit(Document(command="profiles", title="Hardware profiles (use with --hardware NAME)",
-                  tables=[Table("Profiles", ["name", "GPU", "memory", "bf16 TFLOP/s", "NVLink domain",
-                                             "NVLink GB/s", "NIC Gb/s"], rows)],
-                  notes=["Aliases (also accepted by --hardware): " + "; ".join(aliases)],
-                  data={"profiles": data}), fmt.value)
-    return EXIT_OK
-
-
-@profiles_app.command("show")
-def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
-                  fmt: Format = FormatOpt) -> int:
-    """Print one hardware profile with every value."""
-    from ..errors import InputError
-    from ..specs.hardware import load_profile
-    from ..render import Document, Table, emit
-    from ..render.units import capacity
-
-    try:
-        p = load_profile(name)
-    except InputError as e:  # load_profile names --hardware; here the profile is the argument
-        raise InputError("NAME", e.message) from None
-    rows = []
-    for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
-        for k, x in getattr(p, section).model_dump().items():
-            rows.append([f"{section}.{k}", ", ".join(f"{a}={b / 1e12:g}T" for a, b in x.items())
-                         if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
-            if k.endswith("memory_bytes") and isinstance(x, (int, float)):
-                rows[-1][1] += f" = {capacity(x)}"
-    emit(Document(command="profiles show", title=f"{p.name}: {p.description}",
-                  tables=[Table("Values (SI units)", ["key", "value"], rows)],
-                  notes=[p.notes] if p.notes else [], data=p.model_dump()), fmt.value)
-    return EXIT_OK
 
 
 def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-import typer
-
-from . import EXIT_FAIL, EXIT_OK, app
+from . import EXIT_FAIL, EXIT_OK
 from .. import validate as v
-from .options import Format, number, opt, parse_list, parse_number, real
+from .options import Format, Opt, decl, parse_list, parse_number, real
+from .registry import command
 
-FormatOpt = opt("fmt")
+FormatOpt = decl("fmt")
 
 
-@app.command("comm")
+@command("comm")
 def comm_cmd(
-    message_gb: List[str] = typer.Option(..., "--message-gb",
-                                         help="message size, GB (1e9 bytes): 1 or 0.0671,1.07"),
-    gpus: List[str] = opt("gpus", "ranks"),
+    message_gb: List[str] = Opt(("--message-gb",), "message size, GB (1e9 bytes): 1 or "
+                                "0.0671,1.07", ...),
+    gpus: List[str] = decl("gpus", "ranks"),
     bandwidth: Optional[float] = real("--bandwidth", "link bandwidth per GPU, GB/s"),
     latency_us: float = real("--latency", "per-step latency α, µs", 0.0),
-    hardware: Optional[str] = opt("hardware", "comm"),
-    gpus_per_node: Optional[int] = opt("gpus_per_node"),
-    nic_gbit: Optional[float] = opt("nic_gbit"),
+    hardware: Optional[str] = decl("hardware", "comm"),
+    gpus_per_node: Optional[int] = decl("gpus_per_node"),
+    nic_gbit: Optional[float] = decl("nic_gbit"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
@@ -48,13 +47,13 @@ def comm_cmd(
     return EXIT_OK
 
 
-@app.command("bubble")
+@command("bubble")
 def bubble_cmd(
-    stages: int = typer.Option(..., "--stages", help="pipeline stages p", parser=number("--stages")),
-    micro_batches: List[str] = typer.Option(..., "--micro-batches",
-                                            help="m, or a list 1,4,16,64 (repeatable)"),
-    schedule: str = opt("schedule", "bubble"),
-    chunks: int = opt("chunks", "bubble"),
+    stages: int = Opt(("--stages",), "pipeline stages p", ..., kind="whole"),
+    micro_batches: List[str] = Opt(("--micro-batches",), "m, or a list 1,4,16,64 (repeatable)",
+                                   ...),
+    schedule: str = decl("schedule", "bubble"),
+    chunks: int = decl("chunks", "bubble"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Pipeline bubble fraction and efficiency."""
@@ -67,15 +66,14 @@ def bubble_cmd(
     return EXIT_OK
 
 
-@app.command("batch")
+@command("batch")
 def batch_cmd(
-    micro_batch: int = opt("micro_batch", "batch"),
-    dp: int = typer.Option(..., "--dp", help="data-parallel degree", parser=number("--dp")),
-    accum: Optional[int] = typer.Option(None, "--accum", help="gradient accumulation steps (a)",
-                                        parser=number("--accum")),
-    global_batch: Optional[int] = opt("global_batch", "target"),
-    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
-    seq_len: Optional[int] = opt("seq_len", "batch"),
+    micro_batch: int = decl("micro_batch", "batch"),
+    dp: int = Opt(("--dp",), "data-parallel degree", ..., kind="whole"),
+    accum: Optional[int] = Opt(("--accum",), "gradient accumulation steps (a)", kind="whole"),
+    global_batch: Optional[int] = decl("global_batch", "target"),
+    tp: int = decl("tp"), pp: int = decl("pp"), cp: int = decl("cp"),
+    seq_len: Optional[int] = decl("seq_len", "batch"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Global batch B = b x a x DP (TP, PP, CP never multiply it), or a from a target B."""
@@ -89,40 +87,39 @@ def batch_cmd(
     return EXIT_OK
 
 
-@app.command("checkpoint")
+@command("checkpoint")
 def checkpoint_cmd(
     cost_min: Optional[float] = real("--cost-min", "time to write one checkpoint, min "
                                      "(derived from the model when --model/--params is given)"),
-    job_mtbf_hours: Optional[float] = opt("job_mtbf_hours"),
-    intervals: Optional[List[str]] = typer.Option(None, "--intervals", help="intervals to "
-                                                  "tabulate, min [default: 15,60,240,480]"),
+    job_mtbf_hours: Optional[float] = decl("job_mtbf_hours"),
+    intervals: Optional[List[str]] = Opt(("--intervals",), "intervals to tabulate, min "
+                                         "[default: 15,60,240,480]"),
     restart_min: Optional[float] = real("--restart-min", "restart cost per failure, min [simple "
                                         "form: 0; derived: detect+reschedule+reload+warm-up]"),
-    model: Optional[str] = opt("model"),
-    params: Optional[str] = opt("params"),
-    gpus: Optional[int] = opt("gpus"),
-    hardware: Optional[str] = opt("hardware"),
+    model: Optional[str] = decl("model"),
+    params: Optional[str] = decl("params"),
+    gpus: Optional[int] = decl("gpus"),
+    hardware: Optional[str] = decl("hardware"),
     storage_gbs: Optional[float] = real("--storage-gbs", "aggregate storage write bandwidth, "
                                         "GB/s [default: the profile's]", within=v.STORAGE_GBS),
     read_gbs: Optional[float] = real("--read-gbs", "aggregate storage read bandwidth, GB/s "
                                      "[default: the profile's]", within=v.STORAGE_GBS),
-    gpu_mtbf_hours: Optional[float] = opt("gpu_mtbf_hours"),
+    gpu_mtbf_hours: Optional[float] = decl("gpu_mtbf_hours"),
     node_mtbf_hours: Optional[float] = real("--node-mtbf-hours", "MTBF of one node, h (job: ÷ "
                                             "nodes)", within=v.MTBF_HOURS),
     interruptions: Optional[float] = real("--interruptions", "observed job interruptions (with "
                                           "--over-days)"),
     over_days: Optional[float] = real("--over-days", "period the interruptions were counted in, "
                                       "days"),
-    async_ckpt: bool = opt("async_checkpoint"),
-    tokens_per_s: Optional[str] = typer.Option(None, "--tokens-per-s",
-                                               help="training throughput, tokens/s"),
-    train_tokens: Optional[str] = opt("train_tokens"),
-    price: Optional[float] = opt("gpu_hour_cost"),
+    async_ckpt: bool = decl("async_checkpoint"),
+    tokens_per_s: Optional[str] = Opt(("--tokens-per-s",), "training throughput, tokens/s"),
+    train_tokens: Optional[str] = decl("train_tokens"),
+    price: Optional[float] = decl("gpu_hour_cost"),
     straggler: Optional[float] = real("--straggler", "slowdown of one GPU, e.g. 1.2"),
-    zero: int = opt("zero", "checkpoint"),
-    tp: int = opt("tp"), pp: int = opt("pp"), ep: int = opt("ep"),
-    precision: str = opt("precision"),
-    optimizer: str = opt("optimizer"),
+    zero: int = decl("zero", "checkpoint"),
+    tp: int = decl("tp"), pp: int = decl("pp"), ep: int = decl("ep"),
+    precision: str = decl("precision"),
+    optimizer: str = decl("optimizer"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Checkpoint interval, waste and goodput. Simple form: --cost-min and --job-mtbf-hours.
@@ -228,12 +225,12 @@ def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], t
     return EXIT_OK
 
 
-@app.command("scaling")
+@command("scaling")
 def scaling_cmd(
     baseline_ms: float = real("--baseline-ms", "time on one GPU (or baseline), ms", ...),
     measured_ms: float = real("--measured-ms", "time measured on --gpus GPUs, ms", ...),
-    gpus: int = opt("gpus", "required"),
-    mode: str = typer.Option("strong", "--mode", metavar="strong|weak", help="strong or weak"),
+    gpus: int = decl("gpus", "required"),
+    mode: str = Opt(("--mode",), "strong or weak", "strong", "strong|weak"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Strong- or weak-scaling speedup and efficiency."""
@@ -245,12 +242,12 @@ def scaling_cmd(
     return EXIT_OK
 
 
-@app.command("layout")
+@command("layout")
 def layout_cmd(
-    gpus: int = opt("gpus", "required"),
-    gpus_per_node: int = opt("gpus_per_node", "layout"),
-    tp: int = opt("tp"), pp: int = opt("pp"), cp: int = opt("cp"),
-    show_groups: bool = typer.Option(False, "--show-groups", help="list every rank group"),
+    gpus: int = decl("gpus", "required"),
+    gpus_per_node: int = decl("gpus_per_node", "layout"),
+    tp: int = decl("tp"), pp: int = decl("pp"), cp: int = decl("cp"),
+    show_groups: bool = Opt(("--show-groups",), "list every rank group", False, kind="flag"),
     fmt: Format = FormatOpt,
 ) -> int:
     """Derive DP from GPUs / (TP x PP x CP), check the topology rules, show the rank groups."""

@@ -12,9 +12,10 @@ from typing import Optional
 
 import typer
 
-from . import EXIT_FAIL, EXIT_OK, app
+from . import EXIT_FAIL, EXIT_OK
 from . import common as o
 from .options import opt
+from .registry import command
 
 PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
                       "fit options and the search's winner")
@@ -68,7 +69,7 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
     return inp, f"fit search over {n} GPUs (the winner)", res, searched
 
 
-@app.command("report")
+@command("report")
 @o.job_options
 def report_cmd(
     job: o.Flags,
@@ -131,7 +132,7 @@ def report_cmd(
     return EXIT_OK if review.ok else EXIT_FAIL
 
 
-@app.command("export")
+@command("export")
 @o.job_options
 def export_cmd(
     job: o.Flags,

@@ -17,6 +17,9 @@ pages, so freed blocks coalesce and no block is stranded between segments.
 
 from __future__ import annotations
 
+from functools import reduce
+from typing import Sequence
+
 import numpy as np
 
 from ._array import Num, out
@@ -92,6 +95,35 @@ def reserved_bytes(allocated: Num, persistent: Num, rounding: Num = 0.0, *,
     share = np.where(np.asarray(expandable) != 0, FRAGMENTATION_SHARE_EXPANDABLE,
                      np.asarray(share, dtype=float))
     return out(a + np.asarray(rounding, dtype=float) + share * churn)
+
+
+def max_reserved_bytes(allocated: Sequence[Num], persistent: Num, rounding: Num,
+                       live: Sequence[Num], *, share: Num = FRAGMENTATION_SHARE,
+                       expandable: Num = 0) -> Num:
+    """max over moments i of reserved_bytes(allocated_i, persistent, rounding·[live_i > 0]), the
+    rounding counted at the moments whose `live` (their activations) is positive.
+
+    reserved_bytes is non-decreasing in `allocated` (each of its operations is, IEEE rounding
+    included), so its largest value over moments that share a rounding is its value at their
+    largest allocation: one call with the rounding and one without, instead of one per moment,
+    bit for bit the same max. A moment whose `live` is positive on some rows only joins each
+    group on its own rows (−inf elsewhere, which no maximum picks)."""
+    with_rounding: list[np.ndarray] = []
+    without: list[np.ndarray] = []
+    for a, act in zip(allocated, live):
+        on = np.asarray(act) > 0
+        if on.all():
+            with_rounding.append(a)
+        elif not on.any():
+            without.append(a)
+        else:
+            with_rounding.append(np.where(on, a, -np.inf))
+            without.append(np.where(on, -np.inf, a))
+    kw = dict(share=share, expandable=expandable)
+    peaks = ([reserved_bytes(reduce(np.maximum, with_rounding), persistent, rounding, **kw)]
+             if with_rounding else []) + \
+        ([reserved_bytes(reduce(np.maximum, without), persistent, 0.0, **kw)] if without else [])
+    return out(reduce(np.maximum, peaks))
 
 
 def device_total_bytes(reserved: Num, cuda_context: Num, nccl_buffers: Num) -> Num:

@@ -27,6 +27,10 @@ from . import allocator as alc
 from ._array import Num, out
 
 PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
+# device_ceiling's relative margin: its sums run in another order than phase_totals', and float
+# sums of a dozen non-negative terms in two orders differ by a few units in the last place
+# (~1e-15 relative); 1e-12 covers that a thousand times over (a bound, not a modelling constant).
+CEILING_MARGIN = 1e-12
 
 
 def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batches: Num, *,
@@ -109,3 +113,35 @@ def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_w
     allocated = sum((np.asarray(v, dtype=float) for v in (states, held, forward_working)), 0.0)
     reserved = alc.reserved_bytes(allocated, states, 0.0, share=share, expandable=expandable)
     return alc.device_total_bytes(reserved, context, nccl)
+
+
+def clipped_sum(*groups: Num | tuple[Num, ...]) -> Num:
+    """Σ over groups of max(0, the group's largest item): a tuple is items of which one moment
+    holds at most one (the forward or the backward working set; the parameters gathered at
+    forward, at the loss or in backward), a lone item one a moment may hold on top."""
+    total: Num = 0.0
+    for g in groups:
+        items = g if isinstance(g, tuple) else (g,)
+        largest = items[0] if len(items) == 1 else np.maximum.reduce(
+            np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in items)))
+        total = total + np.maximum(largest, 0.0)
+    return out(total)
+
+
+def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transient: Num,
+                   rounding: Num, *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
+    """An upper bound on a stage's device total (the max over PHASES that stage_memory takes):
+    every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (clipped_sum of the working
+    sets, the loss, the gathered parameters, both gradient buffers and the optimizer's
+    temporaries: phase_items' items, each moment holding a subset, h and the later-backward mask
+    at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is
+    non-decreasing in both, then allocator.device_total_bytes, times (1 + CEILING_MARGIN) for
+    the order of the sums. The search counts a layout whose ceiling is within usable memory as
+    fitting without the five-phase model."""
+    a = np.maximum(np.asarray(activations_per_mb, dtype=float), 0.0)
+    # max(S, 0): a moment without the loss (h = 0) allocates 0, not S, where S < 0
+    allocated = np.maximum(np.asarray(states, dtype=float), 0.0) \
+        + np.asarray(in_flight, dtype=float) * a + transient
+    reserved = alc.reserved_bytes(allocated, states, np.maximum(rounding, 0.0), share=share,
+                                  expandable=expandable)
+    return out(np.asarray(alc.device_total_bytes(reserved, context, nccl)) * (1.0 + CEILING_MARGIN))

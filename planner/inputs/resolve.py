@@ -110,7 +110,7 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
     from ..specs.model import ModelSpec
     try:
-        made = ModelSpec(**spec)
+        made = ModelSpec.model_validate(spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
         raise InputError("--heads", validation_message(e)) from None
     if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change

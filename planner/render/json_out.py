@@ -2,15 +2,16 @@
 
 One envelope for every output: ``schema_version``, ``command``, ``mode`` (which of the command's
 shapes follows: ``fit`` prints a ``search``, a ``sweep`` or a ``shrink``), ``ok`` where the
-command has a verdict, then the result's fields. The fields are the library's pydantic models
-dumped as they are, with three changes made here and in the schema alike:
+command has a verdict, then the result's fields. The fields are the library's results (plain
+classes, specs.plain) dumped as they are, with three changes made here and in the schema alike:
 - every key carries its unit: ``breakdown`` → ``breakdown_s``, a stage's ``items`` →
   ``items_bytes`` (the rest already do: ``_bytes``, ``_s``, ``_fraction``, ``_pct``);
 - byte figures (every ``*_bytes`` key, a stage's ``items_bytes``) are integers, rounded to the
   byte; counts that are always whole (``tokens_per_step``, ``params``) are integers, and counts
   that may not be (``accumulation`` of an invalid layout, a token budget) are integers when whole;
 - every structured ``layout`` gets its display string beside it (``layout_text``).
-Schemas come from the same pydantic models, so a field added to a model shows in both.
+Schemas come from the same classes (their boundary pydantic models, derived from the fields), so a
+field added to a result shows in both.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def _model(path: str) -> Any:
 
 def _object(model_path: str | None, *, exclude: tuple[str, ...] = (), extra: dict | None = None,
             defs: dict) -> dict:
-    """An object schema from a pydantic model (its $defs collected into `defs`), minus
+    """An object schema from a result class's boundary model (its $defs collected into `defs`), minus
     `exclude`, plus `extra` properties."""
     props: dict[str, Any] = {}
     required: list[str] = []

@@ -11,6 +11,7 @@ from ..render.document import Table
 from ..render.units import capacity
 from ..specs.hardware import HardwareProfile
 from ..specs.job import Job
+from ..specs.plain import field_descriptions
 from ..timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 
@@ -80,8 +81,8 @@ def assumption_tables(inp: Job, budget: Any) -> list[Table]:
               ["bytes per parameter", f"weights {w:g} + gradients {gr:g} + optimizer (K) {k:g} = "
                                       f"{w + gr + k:g}"]]
     bud = [[name, (f"{getattr(budget, name) / 1e9:g} GB" if name.endswith("bytes")
-                   else f"{getattr(budget, name):.0%}"), f.description or ""]
-           for name, f in type(budget).model_fields.items()]
+                   else f"{getattr(budget, name):.0%}"), description]
+           for name, description in field_descriptions(type(budget)).items()]
     eff = [[EFFICIENCY_LABELS.get(k_, k_), f"{v:g}" if isinstance(v, float) else str(v)]
            for k_, v in inp.hardware.efficiency.model_dump().items()]
     return [Table("Job", ["input", "value"], job_rows(inp)),

@@ -15,9 +15,10 @@ import os
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from planner.errors import InputError, validation_message
+
+from .efficiency import FROZEN
+from .plain import Plain, record, spec
 
 DEFAULT_FRAMEWORK = "megatron"
 MAX_FRAMEWORK_BYTES = 256_000
@@ -29,46 +30,43 @@ KERNEL_CLASSES = ("fused", "compiled", "eager")
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TimeBehaviour(_Frozen):
+@record(frozen=True, config=FROZEN)
+class TimeBehaviour(Plain):
     """What in a framework's implementation changes step time."""
 
-    grad_dtype: Dtype = Field(description="dtype gradients are accumulated in")
-    reduce_dtype: Dtype = Field(description="dtype of the data-parallel gradient reduction")
-    param_gather_dtype: Dtype = Field(description="dtype of sharded-DP parameter all-gathers")
-    sharded_gather: Literal["per-layer", "per-module", "per-bucket"] = Field(
+    grad_dtype: Dtype = spec(description="dtype gradients are accumulated in")
+    reduce_dtype: Dtype = spec(description="dtype of the data-parallel gradient reduction")
+    param_gather_dtype: Dtype = spec(description="dtype of sharded-DP parameter all-gathers")
+    sharded_gather: Literal["per-layer", "per-module", "per-bucket"] = spec(
         description="unit a sharded-DP all-gather / reduce-scatter covers")
-    bucket_params: float = Field(ge=0, description="gradient bucket size, parameters (0: per unit)")
-    bucket_params_per_dp_rank: float = Field(0.0, ge=0, description="bucket growth per DP rank")
-    prefetch_bucket_params: float = Field(0.0, ge=0, description="ZeRO-3 prefetch bucket, params")
-    regather_in_backward: bool = Field(description="sharded params gathered again in backward")
-    regather_in_backward_under_pp: Optional[bool] = Field(
+    bucket_params: float = spec(ge=0, description="gradient bucket size, parameters (0: per unit)")
+    bucket_params_per_dp_rank: float = spec(0.0, ge=0, description="bucket growth per DP rank")
+    prefetch_bucket_params: float = spec(0.0, ge=0, description="ZeRO-3 prefetch bucket, params")
+    regather_in_backward: bool = spec(description="sharded params gathered again in backward")
+    regather_in_backward_under_pp: Optional[bool] = spec(
         None, description="the same under pipeline parallelism (None: as without PP)")
-    regather_under_recompute: bool = Field(description="full recompute gathers params once more")
-    prefetch_depth: int = Field(ge=0, le=8, description="units gathered ahead of the compute")
-    overlap_grad_reduce: bool = Field(description="gradient reduction overlaps the backward")
-    overlap_grad_reduce_stage3: Optional[bool] = Field(
+    regather_under_recompute: bool = spec(description="full recompute gathers params once more")
+    prefetch_depth: int = spec(ge=0, le=8, description="units gathered ahead of the compute")
+    overlap_grad_reduce: bool = spec(description="gradient reduction overlaps the backward")
+    overlap_grad_reduce_stage3: Optional[bool] = spec(
         None, description="the same for ZeRO-3 (None: as overlap_grad_reduce)")
-    pp_p2p: Literal["overlapped", "blocking"] = Field(description="pipeline send/recv style")
-    pp_scatter_gather: bool = Field(description="PP sends 1/TP of the activation per rank")
-    selective_recompute: Literal["core-attention", "op-save-list", "none"] = Field(
+    pp_p2p: Literal["overlapped", "blocking"] = spec(description="pipeline send/recv style")
+    pp_scatter_gather: bool = spec(description="PP sends 1/TP of the activation per rank")
+    selective_recompute: Literal["core-attention", "op-save-list", "none"] = spec(
         description="what 'selective' recompute re-runs")
-    selective_matmul_share: float = Field(ge=0, le=1, description="share of the layer's linear "
+    selective_matmul_share: float = spec(ge=0, le=1, description="share of the layer's linear "
                                           "GEMMs selective recompute runs again")
-    kernel_class: Literal["fused", "compiled", "eager"] = Field(
+    kernel_class: Literal["fused", "compiled", "eager"] = spec(
         description="kernel class setting memory-bound efficiency")
-    attention_kernel: Literal["fa2", "fa3"] = Field(
+    attention_kernel: Literal["fa2", "fa3"] = spec(
         description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
-    pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = Field(
+    pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = spec(
         description="pipeline schedules the framework implements (empty: no pipeline parallel)")
-    max_zero_under_pp: int = Field(3, ge=0, le=3, description="highest ZeRO stage the "
+    max_zero_under_pp: int = spec(3, ge=0, le=3, description="highest ZeRO stage the "
                                    "framework runs together with pipeline parallelism")
-    context_parallel: bool = Field(True, description="ring context parallel (K/V chunks passed "
+    context_parallel: bool = spec(True, description="ring context parallel (K/V chunks passed "
                                    "around the CP group) is implemented")
-    expert_parallel: bool = Field(True, description="experts sharded over an EP group")
+    expert_parallel: bool = spec(True, description="experts sharded over an EP group")
 
     @property
     def reduce_bytes(self) -> float:
@@ -93,48 +91,50 @@ class TimeBehaviour(_Frozen):
         return self.overlap_grad_reduce
 
 
-class MemoryBehaviour(_Frozen):
+@record(frozen=True, config=FROZEN)
+class MemoryBehaviour(Plain):
     """What in a framework's implementation changes memory (engine/framework_memory.py)."""
 
-    precision: Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"] = Field(
+    precision: Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"] = spec(
         description="precision recipe this framework uses by default")
-    state_layout: Literal["zero", "fsdp2"] = Field(
+    state_layout: Literal["zero", "fsdp2"] = spec(
         "zero", description="zero: 16-bit params + grads + fp32 optimizer, sharded by ZeRO stage; "
         "fsdp2: fp32 params, grads and moments all sharded from ZeRO 2, 16-bit copies gathered")
-    grad_bytes: float = Field(2.0, ge=0, le=4, description="bytes per gradient element kept for "
+    grad_bytes: float = spec(2.0, ge=0, le=4, description="bytes per gradient element kept for "
                               "the optimizer under 16-bit mixed precision")
-    accumulate_unsharded_grads_under_pp: bool = Field(
+    accumulate_unsharded_grads_under_pp: bool = spec(
         False, description="under PP a sharded stage accumulates unsharded gradients in the "
         "reduce dtype until the last micro-batch")
-    reduce_in_flight: float = Field(1.0, ge=0, le=4, description="reduce-scatter input buffers "
+    reduce_in_flight: float = spec(1.0, ge=0, le=4, description="reduce-scatter input buffers "
                                     "(reduce dtype, one block each) live in backward")
-    loss_forward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+    loss_forward_bytes: float = spec(6.0, ge=0, description="bytes per logit element live "
                                       "while the loss runs forward")
-    loss_backward_bytes: float = Field(6.0, ge=0, description="bytes per logit element live "
+    loss_backward_bytes: float = spec(6.0, ge=0, description="bytes per logit element live "
                                        "while the loss runs backward")
-    loss_forward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same with the "
+    loss_forward_bytes_tp: Optional[float] = spec(None, ge=0, description="the same with the "
                                                    "vocabulary split over TP (None: as without)")
-    loss_backward_bytes_tp: Optional[float] = Field(None, ge=0, description="the same in "
+    loss_backward_bytes_tp: Optional[float] = spec(None, ge=0, description="the same in "
                                                     "backward with the vocabulary split over TP")
-    sp_saves_gathered_input: bool = Field(False, description="under sequence parallel the "
+    sp_saves_gathered_input: bool = spec(False, description="under sequence parallel the "
                                           "all-gathered input of a column-parallel matmul is "
                                           "saved for backward (else the shard, re-gathered)")
-    fp8_weight_copies: float = Field(0.0, ge=0, le=4, description="fp8 weight copies (1 byte "
+    fp8_weight_copies: float = spec(0.0, ge=0, le=4, description="fp8 weight copies (1 byte "
                                      "each) cached between micro-batches under fp8")
-    fp8_saved_activations: bool = Field(False, description="GEMM inputs saved for backward in "
+    fp8_saved_activations: bool = spec(False, description="GEMM inputs saved for backward in "
                                         "fp8 under fp8 training")
-    optimizer_temp_bytes: float = Field(0.0, ge=0, description="optimizer step temporaries per "
+    optimizer_temp_bytes: float = spec(0.0, ge=0, description="optimizer step temporaries per "
                                         "local optimizer parameter")
-    max_live_params: float = Field(1e9, ge=0, description="ZeRO-3 cap on gathered parameters")
-    expandable_segments: bool = Field(False, description="PYTORCH_CUDA_ALLOC_CONF "
+    max_live_params: float = spec(1e9, ge=0, description="ZeRO-3 cap on gathered parameters")
+    expandable_segments: bool = spec(False, description="PYTORCH_CUDA_ALLOC_CONF "
                                       "expandable_segments:True by default")
 
 
-class FrameworkProfile(_Frozen):
-    name: str = Field(min_length=1)
+@record(frozen=True, config=FROZEN)
+class FrameworkProfile(Plain):
+    name: str = spec(min_length=1)
     aliases: tuple[str, ...] = ()
     description: str = ""
-    source: str = Field(min_length=1, description="repository and commit the values were read at")
+    source: str = spec(min_length=1, description="repository and commit the values were read at")
     time: TimeBehaviour
     memory: MemoryBehaviour
     source_file: Optional[str] = None
@@ -150,8 +150,9 @@ class FrameworkProfile(_Frozen):
                 and self.memory.accumulate_unsharded_grads_under_pp)
 
 
-def parse_framework(data: bytes, where: str) -> FrameworkProfile:
-    """A FrameworkProfile from TOML bytes; problems raise InputError(<where>, '<key>: …')."""
+def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> FrameworkProfile:
+    """A FrameworkProfile from TOML bytes; problems raise InputError(<where>, '<key>: …'). A
+    bundled (`trusted`) profile is built as it is; a user's file is validated."""
     if len(data) > MAX_FRAMEWORK_BYTES:
         raise InputError(where, f"file is {len(data)} bytes; framework profiles must be at most "
                          f"{MAX_FRAMEWORK_BYTES // 1000} kB")
@@ -162,6 +163,11 @@ def parse_framework(data: bytes, where: str) -> FrameworkProfile:
     from ..inputs.parse import parse_text  # the one bounded parser: depth, numbers
 
     raw = parse_text(text, "toml", where)
+    if trusted:
+        return FrameworkProfile(**{**raw, "source_file": where,
+                                   "time": TimeBehaviour(**raw["time"]),
+                                   "memory": MemoryBehaviour(**raw["memory"])})
+    from pydantic import ValidationError
     try:
         return FrameworkProfile.model_validate({**raw, "source_file": where})
     except ValidationError as e:
@@ -177,7 +183,7 @@ def list_frameworks() -> list[FrameworkProfile]:
     if _BUNDLED is None:
         from importlib.resources import files
 
-        found = [parse_framework(e.read_bytes(), str(e))
+        found = [parse_framework(e.read_bytes(), str(e), trusted=True)
                  for e in files("framework_profiles").iterdir()
                  if e.name.endswith(".toml") and e.is_file()]
         _BUNDLED = tuple(sorted(found, key=lambda f: f.name))
@@ -199,7 +205,7 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
     entry = files("framework_profiles") / f"{low}.toml"
     if not entry.is_file():
         return None
-    prof = parse_framework(entry.read_bytes(), str(entry))
+    prof = parse_framework(entry.read_bytes(), str(entry), trusted=True)
     if prof.name.lower() != low:
         return None
     _BY_NAME[low] = prof

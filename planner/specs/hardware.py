@@ -15,11 +15,10 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from planner.errors import InputError
 
-from .efficiency import Efficiency
+from .efficiency import FROZEN, Efficiency
+from .plain import Plain, record, spec
 
 DEFAULT_PROFILE = "h100"
 
@@ -34,32 +33,31 @@ US = 1e-6
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _peaks(v: dict[str, float]) -> dict[str, float]:
+    """peak_flops must hold bf16 and only known precisions, each a positive finite number."""
+    if "bf16" not in v:
+        raise ValueError("must include bf16")
+    for k, x in v.items():
+        if k not in PRECISIONS:
+            raise ValueError(f"unknown precision {k!r}; allowed: {', '.join(PRECISIONS)}")
+        if not (x > 0 and math.isfinite(x)):
+            raise ValueError(f"{k} must be a positive number")
+    return v
 
 
-class GPUSpec(_Frozen):
+@record(frozen=True, config=FROZEN)
+class GPUSpec(Plain):
     """One accelerator: memory, HBM bandwidth, dense peak FLOP/s by precision, power."""
 
     name: str
-    memory_bytes: float = Field(gt=0)
-    hbm_bytes_per_s: float = Field(gt=0)
+    memory_bytes: float = spec(gt=0)
+    hbm_bytes_per_s: float = spec(gt=0)
     peak_flops: dict[str, float]
-    power_w: float = Field(gt=0)
+    power_w: float = spec(gt=0)
     # Measured max achievable bf16 matmul FLOP/s ÷ bf16 peak (stas00's MAMF); a ceiling for MFU.
-    matmul_ceiling_fraction: float = Field(gt=0, le=1)
+    matmul_ceiling_fraction: float = spec(gt=0, le=1)
 
-    @field_validator("peak_flops")
-    @classmethod
-    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
-        if "bf16" not in v:
-            raise ValueError("must include bf16")
-        for k, x in v.items():
-            if k not in PRECISIONS:
-                raise ValueError(f"unknown precision {k!r}; allowed: {', '.join(PRECISIONS)}")
-            if not (x > 0 and math.isfinite(x)):
-                raise ValueError(f"{k} must be a positive number")
-        return v
+    _field_checks = {"peak_flops": _peaks}
 
     @property
     def matmul_ceiling_flops(self) -> float:
@@ -67,42 +65,47 @@ class GPUSpec(_Frozen):
         return self.peak_flops["bf16"] * self.matmul_ceiling_fraction
 
 
-class ScaleUp(_Frozen):
+@record(frozen=True, config=FROZEN)
+class ScaleUp(Plain):
     """NVLink-class domain: per-GPU unidirectional bandwidth, per-step latency, efficiency."""
 
-    gpus_per_domain: int = Field(ge=1)
-    gpus_per_node: int = Field(ge=1)
-    bandwidth_bytes_per_s: float = Field(gt=0)
-    latency_s: float = Field(ge=0)
+    gpus_per_domain: int = spec(ge=1)
+    gpus_per_node: int = spec(ge=1)
+    bandwidth_bytes_per_s: float = spec(gt=0)
+    latency_s: float = spec(ge=0)
     # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
-    bus_efficiency: float = Field(gt=0, le=1)
+    bus_efficiency: float = spec(gt=0, le=1)
     # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
     # reduce-scatters inside the domain and crosses the network with 1/k of the data.
     nvls: bool = False
 
 
-class ScaleOut(_Frozen):
+@record(frozen=True, config=FROZEN)
+class ScaleOut(Plain):
     """Inter-node network: NIC bandwidth per GPU (one direction), latency, efficiency."""
 
-    nic_bytes_per_s: float = Field(gt=0)
-    latency_s: float = Field(ge=0)
-    bus_efficiency: float = Field(gt=0, le=1)
-    oversubscription: float = Field(default=1.0, ge=1)
-    pod_gpus: Optional[int] = Field(default=None, ge=1)
+    nic_bytes_per_s: float = spec(gt=0)
+    latency_s: float = spec(ge=0)
+    bus_efficiency: float = spec(gt=0, le=1)
+    oversubscription: float = spec(default=1.0, ge=1)
+    pod_gpus: Optional[int] = spec(default=None, ge=1)
 
 
-class Host(_Frozen):
-    pcie_bytes_per_s: float = Field(gt=0)
-    host_memory_bytes: float = Field(gt=0)
-    nvme_bytes_per_s: float = Field(gt=0)
+@record(frozen=True, config=FROZEN)
+class Host(Plain):
+    pcie_bytes_per_s: float = spec(gt=0)
+    host_memory_bytes: float = spec(gt=0)
+    nvme_bytes_per_s: float = spec(gt=0)
 
 
-class Storage(_Frozen):
-    write_bytes_per_s: float = Field(gt=0)
-    read_bytes_per_s: float = Field(gt=0)
+@record(frozen=True, config=FROZEN)
+class Storage(Plain):
+    write_bytes_per_s: float = spec(gt=0)
+    read_bytes_per_s: float = spec(gt=0)
 
 
-class HardwareProfile(_Frozen):
+@record(frozen=True, config=FROZEN)
+class HardwareProfile(Plain):
     name: str
     aliases: tuple[str, ...] = ()
     description: str = ""
@@ -263,14 +266,20 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
     )
 
 
-def _parse(text: str, path: str) -> HardwareProfile:
-    """A profile from TOML text, parsed by the one bounded reader (planner.inputs)."""
+def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
+    """A profile from TOML text, parsed by the one bounded reader (planner.inputs). A bundled
+    (`trusted`) profile is taken as the hand checks pass it; a user's file is validated by the
+    boundary model too."""
     from ..inputs.parse import parse_text
 
     raw = parse_text(text, "toml", path)
     _check(raw, path)
+    prof = _from_raw(raw, path)
+    if trusted:
+        return prof
+    from pydantic import ValidationError
     try:
-        return _from_raw(raw, path)
+        return HardwareProfile.model_validate(prof.model_dump())
     except ValidationError as e:  # belt and braces: _check should have caught it
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
@@ -298,7 +307,7 @@ def list_profiles() -> list[HardwareProfile]:
         found = []
         for entry in files("hardware_profiles").iterdir():
             if entry.name.endswith(".toml") and entry.is_file():
-                found.append(_parse(entry.read_text(encoding="utf-8"), str(entry)))
+                found.append(_parse(entry.read_text(encoding="utf-8"), str(entry), trusted=True))
         _BUNDLED = tuple(sorted(found, key=lambda prof: prof.name))
     return list(_BUNDLED)
 
@@ -310,7 +319,7 @@ def load_profile(name: str) -> HardwareProfile:
     want = name.strip().lower()
     entry = files("hardware_profiles").joinpath(f"{want}.toml")
     if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
-        prof = _parse(entry.read_text(encoding="utf-8"), str(entry))
+        prof = _parse(entry.read_text(encoding="utf-8"), str(entry), trusted=True)
         if prof.name.lower() == want:
             return prof
     profiles = list_profiles()
@@ -336,23 +345,21 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
     When the NVLink domain is the node (gpus_per_domain == gpus_per_node, e.g. DGX) the domain
     follows a new gpus_per_node; a domain larger than a node (NVL72) or smaller (PCIe) stays.
     """
-    data = profile.model_dump()
+    gpu, su, so = profile.gpu, profile.scale_up, profile.scale_out
     if gpus_per_node is not None:
         if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
             raise InputError("--gpus-per-node", f"must be an integer >= 1, got {gpus_per_node!r}")
-        su = data["scale_up"]
-        if su["gpus_per_domain"] == su["gpus_per_node"]:
-            su["gpus_per_domain"] = gpus_per_node
-        su["gpus_per_node"] = gpus_per_node
+        domain = gpus_per_node if su.gpus_per_domain == su.gpus_per_node else su.gpus_per_domain
+        su = su.model_copy(update={"gpus_per_domain": domain, "gpus_per_node": gpus_per_node})
     if gpu_memory_gb is not None:
         if not (_is_num(gpu_memory_gb) and gpu_memory_gb > 0):
             raise InputError("--gpu-memory-gib", f"must be a number > 0, got {gpu_memory_gb!r}")
-        data["gpu"]["memory_bytes"] = gpu_memory_gb * GIB
+        gpu = gpu.model_copy(update={"memory_bytes": gpu_memory_gb * GIB})
     if nic_gbit_per_gpu is not None:
         if not (_is_num(nic_gbit_per_gpu) and nic_gbit_per_gpu > 0):
             raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
-        data["scale_out"]["nic_bytes_per_s"] = nic_gbit_per_gpu * GBIT
-    return HardwareProfile.model_validate(data)
+        so = so.model_copy(update={"nic_bytes_per_s": nic_gbit_per_gpu * GBIT})
+    return profile.model_copy(update={"gpu": gpu, "scale_up": su, "scale_out": so})
 
 
 def load_hardware(text: str) -> HardwareProfile:

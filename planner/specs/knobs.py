@@ -1,5 +1,6 @@
 """The layout knobs, each declared once (no pydantic here: the CLI builds its options from this
-table without loading the models; ``specs.layout`` builds the Layout model from it).
+table without loading the models; ``specs.layout`` builds the plain Layout class from it,
+``specs.plan`` the plan file's pydantic LayoutSection).
 
 Each knob has its name (the Layout field, the plan key ``layout.<name>`` and the JSON name),
 type, default, range, unit and help, the CLI option of ``dtplan memory`` / ``estimate``, and its
@@ -56,14 +57,23 @@ class Knob:
         args = getattr(self.type, "__args__", ())
         return args if getattr(self.type, "__origin__", None) is Literal else None
 
+    @property
+    def description(self) -> str:
+        """The field's description in schemas: its help and unit."""
+        return f"{self.help} [{self.unit}]" if self.unit else self.help
+
     def field(self, *, plan: bool = False) -> tuple[Any, Any]:
-        """(annotation, pydantic Field) of the Layout field, or of the plan section's key."""
+        """(annotation, pydantic Field) of the plan section's key (a plan may omit some)."""
         optional = plan and self.plan_optional
         ann = Optional[self.type] if optional else self.type
         default = None if optional else self.default
         from pydantic import Field  # only where a model is built from the table
-        desc = f"{self.help} [{self.unit}]" if self.unit else self.help
-        return ann, Field(default, ge=self.ge, le=self.le, description=desc)
+        return ann, Field(default, ge=self.ge, le=self.le, description=self.description)
+
+    def layout_field(self) -> Any:
+        """The plain Layout's field (specs.plain.spec): default, range, description."""
+        from .plain import spec
+        return spec(self.default, ge=self.ge, le=self.le, description=self.description)
 
     def encode(self, layout: Layout) -> int:
         """The Candidates column's code for this knob of one layout."""

@@ -1,4 +1,4 @@
-"""A parallel layout (pydantic) and the topology rules a plan must obey.
+"""A parallel layout (a plain frozen class, specs.plain) and the topology rules a plan must obey.
 
 Each layout knob is declared once, in ``KNOBS`` (``specs.knobs``, re-exported here). The Layout
 model, the plan schema's LayoutSection (specs.plan), the CLI layout options and the Candidates
@@ -7,19 +7,16 @@ columns are all built from that table.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
-
 from .. import validate as v
 from ..engine import ranks
 from ..errors import InputError
 from .knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
+from .plain import Plain, record, spec
 
 
-class _LayoutBase(BaseModel):
+class _LayoutBase(Plain):
     """How one job is split and run. Degrees multiply to the world size: DP × TP × PP × CP
     (EP borrows from DP, as in Megatron-LM and torchtitan)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     @property
     def world(self) -> int:
@@ -35,12 +32,14 @@ class _LayoutBase(BaseModel):
 
 
 # The fields come from KNOBS, in their order (the JSON order of a dumped layout).
-Layout = create_model("Layout", __base__=_LayoutBase, __module__=__name__,
-                      **{k.name: k.field() for k in KNOBS})
-Layout.__doc__ = _LayoutBase.__doc__
+Layout = record(type("Layout", (_LayoutBase,), {
+    "__annotations__": {k.name: k.type for k in KNOBS}, **{k.name: k.layout_field() for k in KNOBS},
+    "__doc__": _LayoutBase.__doc__, "__module__": __name__}),
+    frozen=True, config={"extra": "forbid", "frozen": True})
 
 
-class Rule(BaseModel):
+@record
+class Rule(Plain):
     """One checked rule: pass / fail / warn with the value measured and the limit."""
 
     name: str
@@ -64,7 +63,8 @@ def topology_rules(layout: Layout, gpus: int, gpus_per_domain: int) -> list[Rule
                          "may cross the network, priced on the link it crosses)")]
 
 
-class GroupInfo(BaseModel):
+@record
+class GroupInfo(Plain):
     axis: str
     size: int
     count: int
@@ -97,15 +97,15 @@ def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = Fals
     return infos, members
 
 
-class LayoutResult(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
+@record
+class LayoutResult(Plain):
     layout: Layout
     gpus: int
     gpus_per_node: int
     replica_gpus: int
     rules: list[Rule]
     groups: list[GroupInfo]
-    members: dict[str, list[list[int]]] = {}
+    members: dict[str, list[list[int]]] = spec(factory=dict, default_shown=True)
 
     @property
     def ok(self) -> bool:

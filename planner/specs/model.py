@@ -10,12 +10,23 @@ blocks (DeepSeek's ``first_k_dense_replace``).
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
-
 from ..engine import params as P
 from ..errors import InputError
+from .plain import Plain, record, spec
 
-class ModelSpec(BaseModel):
+POSITIVE = {"gt": 0}   # a positive integer (pydantic's PositiveInt)
+
+
+def _head_dim(hidden: Any, heads: Any) -> Any:
+    """head_dim when not given: hidden ÷ heads, which must divide."""
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}) "
+                         "when head_dim is not given")
+    return hidden // heads
+
+
+@record(frozen=True, config={"extra": "forbid", "frozen": True})
+class ModelSpec(Plain):
     """Shape of a decoder-only transformer.
 
     ``mlp``: "gelu" is any plain 2-matrix MLP (GeLU, ReLU as in OPT); "swiglu" any gated
@@ -23,35 +34,32 @@ class ModelSpec(BaseModel):
     (GPT-style); ``qkv_bias`` the q/k/v projections only (Qwen2 sets just this one).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     name: str | None = None
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    kv_heads: PositiveInt          # defaults to heads (multi-head attention)
-    head_dim: PositiveInt          # defaults to hidden // heads
-    ffn: PositiveInt               # dense-layer MLP width
+    layers: int = spec(**POSITIVE)
+    hidden: int = spec(**POSITIVE)
+    heads: int = spec(**POSITIVE)
+    kv_heads: int = spec(None, required=True, **POSITIVE)  # default: heads (multi-head attention)
+    head_dim: int = spec(None, required=True, **POSITIVE)  # default: hidden // heads
+    ffn: int = spec(**POSITIVE)    # dense-layer MLP width
     mlp: Literal["gelu", "swiglu"]
-    vocab: PositiveInt
+    vocab: int = spec(**POSITIVE)
     tied_embeddings: bool
     position: Literal["learned", "rope", "alibi", "none"]
-    max_positions: int | None = Field(default=None, gt=0)
+    max_positions: int | None = spec(None, gt=0)
     qkv_bias: bool = False
     linear_bias: bool = False
     norm: Literal["layernorm", "rmsnorm"]
     dropout: bool = False
-    experts: int = Field(default=0, ge=0)
-    experts_per_token: int = Field(default=0, ge=0)
-    expert_ffn: int | None = Field(default=None, gt=0)
-    shared_experts: int = Field(default=0, ge=0)
-    dense_layers: int = Field(default=0, ge=0)
+    experts: int = spec(0, ge=0)
+    experts_per_token: int = spec(0, ge=0)
+    expert_ffn: int | None = spec(None, gt=0)
+    shared_experts: int = spec(0, ge=0)
+    dense_layers: int = spec(0, ge=0)
     inferred: bool = False
     source: str
 
-    @model_validator(mode="before")
     @classmethod
-    def _fill_defaults(cls, data: Any) -> Any:
+    def _before(cls, data: Any) -> Any:
         # kv_heads and head_dim are optional on input, but always concrete on the object, so
         # downstream code never has to repeat the "None means ..." rule.
         if not isinstance(data, dict):
@@ -62,14 +70,16 @@ class ModelSpec(BaseModel):
             data["kv_heads"] = heads
         if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int) \
                 and heads > 0 and hidden > 0:
-            if hidden % heads:
-                raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}) "
-                                 "when head_dim is not given")
-            data["head_dim"] = hidden // heads
+            data["head_dim"] = _head_dim(hidden, heads)
         return data
 
-    @model_validator(mode="after")
-    def _check(self) -> "ModelSpec":
+    def _after(self) -> None:
+        """The cross-field rules (raise ValueError); a trusted construction fills the defaults
+        `_before` fills at the boundary."""
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", _head_dim(self.hidden, self.heads))
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
         if self.position == "learned" and self.max_positions is None:
@@ -85,7 +95,6 @@ class ModelSpec(BaseModel):
                 or self.expert_ffn is not None:
             raise ValueError("experts_per_token, shared_experts, dense_layers and expert_ffn "
                              "need experts > 0")
-        return self
 
     # ---- structure -------------------------------------------------------------------------
 

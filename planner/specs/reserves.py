@@ -1,5 +1,5 @@
-"""Default memory reserves that the CLI's help quotes, kept apart from the pydantic budget model
-(``specs.budget``) so that building the help does not load pydantic."""
+"""Default memory reserves that the CLI's help quotes, kept apart from the budget
+(``specs.budget``) so that building the help loads no spec class."""
 
 from ..engine.allocator import FRAGMENTATION_SHARE  # noqa: F401  (fitted there; quoted by the help)
 

@@ -24,12 +24,33 @@ from typing import Iterator
 import numpy as np
 
 from .candidates import Candidates, Problem
+from .errors import InputError
 from .rules import RULE_NAMES, RULES
 from .space import (CHUNK_ROWS, FACTORS, SearchSpace, Splits, batch_ends, empty, product,
                     recomputes, split_table)
 
 # (left-out rule, its rows with the recompute knob, the rule's first candidate or None)
 Left = list[tuple[int, int, Candidates | None]]
+
+# The structurally valid candidates one search prices, at most: the cost model prices ~1 M per
+# CPU second (benchmarks/fit_speed.py) after its floors, so this bounds a search near 10-20 s.
+# Only huge batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has 7.3 M;
+# 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and the
+# search then says so up front instead of running for minutes.
+MAX_PRICED = 16_000_000
+
+
+class SpaceTooLarge(InputError):
+    """A search refused before it starts: more structurally valid candidates than MAX_PRICED."""
+
+
+def check_priced(priced: int, limit: int | None) -> None:
+    """Refuse a space with more than `limit` structurally valid candidates, naming the knobs
+    that narrow it."""
+    if limit is not None and priced > limit:
+        raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price, over "
+                         f"the {limit:,} one search prices; fix some of --tp, --pp, --cp, --ep, "
+                         "--zero, --micro-batch, or ask for a smaller --global-batch")
 
 
 @dataclass(frozen=True)
@@ -116,19 +137,21 @@ def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
     return c.take(np.flatnonzero(first == rule)[:1])
 
 
-def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None
-                   ) -> Iterator[tuple[Candidates, Left]]:
+def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
+                   limit: int | None = None) -> Iterator[tuple[Candidates, Left]]:
     """space.candidate_batches before the recompute knob is crossed (every row holds the first
     recompute row; space.with_recomputes crosses it), in the same batches, with the splits
     that have no structurally valid row left out: per batch (its layouts, Left: per rule the
     rows of the splits left out since the batch before, with the rule's first candidate where
-    it lies in one of them). Consecutive batches of left-out splits only come as one."""
+    it lies in one of them). Consecutive batches of left-out splits only come as one. With
+    `limit`, a space of more structurally valid candidates is refused before any is built."""
     rows = rows or CHUNK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)
     if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
         return
     counts, valid = verdicts(p, s)
+    check_priced(int(valid.sum()) * n_rec, limit)
     built = built_splits(valid)
     unbuilt = np.concatenate([np.zeros((1, counts.shape[1]), dtype=np.int64),
                               np.cumsum(counts * ~built[:, None], axis=0)])

@@ -25,7 +25,7 @@ from .engine.pareto import pareto_front
 from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .settle import settle
-from .batches import Left, layout_batches
+from .batches import MAX_PRICED, Left, layout_batches
 from .rules import RULE_NAMES, structural_predicates
 from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
 
@@ -348,7 +348,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     asked, p = p, _resolved(p)
     t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
     rec = recomputes(p, space)
-    for lay, left in layout_batches(p, space):
+    for lay, left in layout_batches(p, space, limit=MAX_PRICED):
         _scan_batch(p, _count_structural(p, t, lay, left, rec), rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(

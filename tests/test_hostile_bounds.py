@@ -156,3 +156,38 @@ def test_a_long_training_log_reads_every_step_once(tmp_path):
     _clean(r)
     steps = r.json()["evidence"][0]["steps"]
     assert steps["steps_read"] == 20_000
+
+
+# ---- one search prices a bounded number of layouts (batches.MAX_PRICED) ------------------------
+
+def test_a_space_over_the_priced_bound_is_refused_before_it_is_built():
+    # 8,648,640 GPUs (highly composite) with 518,918,400 sequences: ~5e7 structurally valid
+    # layouts (every divisor of the batch a micro-batch), killed after 300 s before the bound
+    r = run_dtplan("fit", "--model", "llama3-70b", "--gpus", "8648640", "--global-batch",
+                   "518918400", "-f", "json")
+    assert r.code == 2 and len(r.err.splitlines()) == 1, (r.code, r.err[-400:])
+    assert r.err.startswith("dtplan: error: layout space: ") and "--micro-batch" in r.err
+    assert "16,000,000 one search prices" in r.err
+    # the help states the bound, and the bound is the one the code applies
+    from planner.batches import MAX_PRICED
+    assert f"at most {MAX_PRICED:,} structurally valid" in " ".join(
+        run_dtplan("fit", "--help").out.split())
+
+
+def test_the_priced_bound_counts_what_the_search_prices():
+    # the bound refuses at exactly the search's own count of structurally valid candidates
+    import pytest
+
+    from planner.api import problem
+    from planner.batches import SpaceTooLarge, layout_batches
+    from planner.search import FITS, SearchSpace, search
+    from planner.specs.hardware import load_profile
+    from planner.specs.model import model_from_params
+
+    p = problem(model_from_params(8e9), load_profile("h100"), 64, seq_len=4096, global_batch=256)
+    res = search(p)
+    priced = res.enumerated - int(res.rejected.sum() - res.rejected[FITS])
+    assert priced > 0
+    list(layout_batches(p, SearchSpace(), limit=priced))
+    with pytest.raises(SpaceTooLarge):
+        list(layout_batches(p, SearchSpace(), limit=priced - 1))

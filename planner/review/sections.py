@@ -246,17 +246,24 @@ def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
     nearest first (by the ratio to the plan's count) while the budget lasts; a count not
     searched has a row with "searched" False."""
     from ..api import fit
+    from ..batches import SpaceTooLarge
     rows = {inp.gpus: _row(inp.gpus, own.layouts[0] if own.layouts else None)}
     spent = own.enumerated
     for n in sorted((c for c in counts if c != inp.gpus),
                     key=lambda c: (abs(np.log(c / inp.gpus)), c)):
-        if spent >= SWEEP_MAX_ENUMERATED:
+        r = None
+        if spent < SWEEP_MAX_ENUMERATED:
+            try:
+                r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len,
+                        global_batch=inp.global_batch, precision=inp.layout.precision,
+                        optimizer=inp.layout.optimizer, budget=budget, top=1, suggest=False,
+                        explain=False)
+            except SpaceTooLarge:  # this count's space alone is over one search's bound
+                pass
+        if r is None:
             rows[n] = {"gpus": n, "fits": False, "searched": False, "layout": "not searched",
                        "tokens_per_s": 0.0, "mfu": 0.0, "step_time_s": 0.0}
             continue
-        r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len, global_batch=inp.global_batch,
-                precision=inp.layout.precision, optimizer=inp.layout.optimizer, budget=budget,
-                top=1, suggest=False, explain=False)
         spent += r.enumerated
         rows[n] = _row(n, r.layouts[0] if r.layouts else None)
     return [rows[n] for n in counts]

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from .engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
 from .specs.framework import select_for
 from .errors import InputError
+from .inputs.lines import at_line
 from .inputs.files import (MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES,  # noqa: F401
                            detect_format, load_document, parse_text, read_text,
                            safe_reference)
@@ -122,20 +123,6 @@ def _describe(err: dict) -> str:
     return f"{err['msg']} (got {shown})"
 
 
-def _at(where: str, path: str, text: str | None) -> str:
-    """The error's field with its line when the file's text is known: ``where:7: path``, the
-    key's line, or for a key that is not there (missing) the line of the deepest mapping of
-    its path that is (find_key_line), line 1 for a top-level key or the whole document."""
-    from .inputs.lines import find_key_line
-
-    if not where:
-        return path
-    if text is None:
-        return f"{where}: {path}"
-    line = (find_key_line(text, path) if path != "plan" else None) or 1
-    return f"{where}:{line}: {path}"
-
-
 def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Plan:
     """Raw parsed document → Plan; one InputError naming the key path (and its line in
     ``text``, the file's text, when given) on any problem."""
@@ -146,13 +133,13 @@ def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Pl
     try:
         check_unknown_keys(data)
     except InputError as e:
-        raise InputError(_at(where, e.field, text), e.message) from None
+        raise InputError(at_line(where, e.field, text), e.message) from None
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:
         err = _pick(data, e.errors())
         path = _error_path(data, err["loc"]) or "plan"
-        raise InputError(_at(where, path, text), _describe(err)) from None
+        raise InputError(at_line(where, path, text), _describe(err)) from None
     for key, value, allowed in (("precision", plan.precision, PRECISIONS),
                                 ("layout.precision", plan.layout.precision, PRECISIONS),
                                 ("optimizer", plan.optimizer, OPTIMIZERS),
@@ -160,7 +147,7 @@ def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Pl
         if value is not None and value not in allowed:
             near = difflib.get_close_matches(value, allowed, n=1)
             hint = f"; did you mean '{near[0]}'?" if near else ""
-            raise InputError(_at(where, key, text), f"must be one of {', '.join(allowed)}, got "
+            raise InputError(at_line(where, key, text), f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
     select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
     return plan

@@ -302,11 +302,10 @@ def contract_violation(argv: list[str], code: int, out: str, err: str,
     return None
 
 
-# Plan-file errors about the file as a whole (its bytes, size or nesting), and those of
-# resolving a section's value (an unknown preset or profile name: the key is named, the line
-# is not), name no line; every other plan-file error names one.
+# Plan-file errors about the file as a whole (its bytes, size or nesting) name no line; every
+# other plan-file error names one (resolving a section's value too: inputs.lines.with_lines).
 WHOLE_FILE = ("binary data", "not UTF-8", "file is ", "refused: nested deeper",
-              "refused: more than", "model: ", "hardware: ")
+              "refused: more than")
 
 
 def plan_line_violation(path: str, err: str) -> str | None:

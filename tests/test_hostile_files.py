@@ -103,3 +103,23 @@ def test_a_missing_key_names_the_line_of_the_mapping_that_lacks_it(tmp_path, dro
     path.write_text("\n".join(src) + "\n")
     r = run_dtplan(command[0], path, *command[1:])
     assert r.code == 2 and r.err.strip() == f"dtplan: error: {path}:{want}: {error}", r.err
+
+
+@pytest.mark.parametrize("command", [("check",), ("report",), ("export", "--to", "megatron"),
+                                     ("fit", "--gpus", "128", "--from-plan")])
+def test_a_section_value_that_does_not_resolve_names_its_line(tmp_path, command):
+    """An unknown preset or hardware profile is found when the section is resolved, after the
+    file is read: the error still names the line of its key (inputs.lines.with_lines), and
+    both at once when both are wrong."""
+    src = PLAN.splitlines()
+    model, hw = src.index("model: llama3-70b"), src.index("hardware: h100")
+    src[model], src[hw] = "model: no-such-model", "hardware: no-such-gpu"
+    path = tmp_path / "plan.yaml"
+    path.write_text("\n".join(src) + "\n")
+    r = run_dtplan(command[0], *command[1:], path)
+    head = "--from-plan: " if command[0] == "fit" else ""
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 2, r.err
+    assert lines[0].startswith(f"dtplan: error: {head}{path}:{model + 1}: model: unknown model "
+                               "'no-such-model'"), lines
+    assert lines[1].startswith(f"dtplan: error: {head}{path}:{hw + 1}: hardware"), lines

@@ -108,8 +108,8 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
 
     if len(counts) != 1:
         raise InputError("--gpus", "give one GPU count with --from-plan")
-    plan, _ = load_plan(path, option="--from-plan")
-    inp = resolve_plan(plan, Path(path).resolve().parent, path)
+    plan, text = load_plan(path, option="--from-plan")
+    inp = resolve_plan(plan, Path(path).resolve().parent, f"--from-plan: {path}", text=text)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
                global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top,
                batch_tolerance=batch_tolerance)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["find_key_line"]
+__all__ = ["at_line", "find_key_line", "with_lines"]
 
 
 def _segment_patterns(seg: str) -> list[re.Pattern]:
@@ -44,3 +44,28 @@ def find_key_line(text: str, key: str | None) -> int | None:
         else:
             break
     return found
+
+
+def at_line(where: str, path: str, text: str | None) -> str:
+    """An error's field with its line when the file's text is known: ``where:7: path``, the
+    key's line, or for a key that is not there (missing) the line of the deepest mapping of
+    its path that is (find_key_line), line 1 for a top-level key or the whole document."""
+    if not where:
+        return path
+    if text is None:
+        return f"{where}: {path}"
+    line = (find_key_line(text, path) if path != "plan" else None) or 1
+    return f"{where}:{line}: {path}"
+
+
+def with_lines(e, where: str, text: str | None):
+    """An InputError (or InputErrors) whose field is ``where: key`` relabelled
+    ``where:line: key`` (at_line); others, and all without the file's text, unchanged."""
+    from ..errors import InputError, InputErrors
+
+    if isinstance(e, InputErrors):
+        return InputErrors([with_lines(x, where, text) for x in e.errors])
+    head = f"{where}: "
+    if text is None or not where or not e.field.startswith(head):
+        return e
+    return InputError(at_line(where, e.field[len(head):], text), e.message)

@@ -327,5 +327,5 @@ def resolve_file(path: str, opts: CheckOptions,
         hardware = found.run(load_hardware, opts.hardware)
     found.check()
     job = resolve_plan(plan, Path(path).parent, where, model=model, hardware=hardware,
-                       overrides=opts)
+                       overrides=opts, text=text)
     return job, text, kind

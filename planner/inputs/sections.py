@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, Problems, validation_message
+from .lines import with_lines
 from ..plan import safe_reference
 from ..rules import config_keys
 from ..specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
@@ -94,10 +95,19 @@ def _pick_one(where: str, a: Any, a_key: str, b: Any, b_key: str, default: Any) 
 
 def resolve_plan(plan: Plan, base_dir: Path, where: str, *, model: ModelSpec | None = None,
                  hardware: HardwareProfile | None = None,
-                 overrides: CheckOptions | None = None) -> Job:
+                 overrides: CheckOptions | None = None, text: str | None = None) -> Job:
     """Plan → Job. ``model``/``hardware`` replace the plan's (CLI options); ``overrides`` (the
     check command's --micro-batch, --global-batch, --recompute, --precision) replace the plan's
-    keys before anything is derived from them: the flag wins, and a note says so."""
+    keys before anything is derived from them: the flag wins, and a note says so. With the
+    file's ``text``, an error names the line of its key (``plan.yaml:3: model: …``)."""
+    try:
+        return _resolve(plan, base_dir, where, model, hardware, overrides)
+    except InputError as e:
+        raise with_lines(e, where, text) from None
+
+
+def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
+             hardware: HardwareProfile | None, overrides: CheckOptions | None) -> Job:
     found = Problems()   # a bad model and a bad hardware section are reported together
     mod = model or found.run(model_from_section, plan.model, base_dir, where)
     hw = hardware or found.run(hardware_from_section, plan.hardware, base_dir, where)

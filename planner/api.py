@@ -63,6 +63,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=layout.precision, optimizer=layout.optimizer, budget=budget)
+    v.framework_recompute("--recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
         space = SearchSpace(tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero,
@@ -240,6 +241,8 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
+    if space.recompute:
+        v.framework_recompute("--recompute", space.recompute, p.fw)
     res = searched if searched is not None else search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set

@@ -103,6 +103,16 @@ def zero_stage(field: str, value: int) -> int:
     return value
 
 
+def framework_recompute(field: str, recompute: str, fw) -> str:
+    """A recompute mode the framework runs: "selective" only where its profile has a selective
+    mode (selective_recompute not "none"; DeepSpeed and the FSDP trainers checkpoint whole
+    layers), so no layout is priced with a mode the framework lacks."""
+    if recompute == "selective" and fw.time.selective_recompute == "none":
+        raise InputError(field, f"selective: framework {fw.name} has no selective recompute "
+                                "(its profile's selective_recompute is none); allowed: none, full")
+    return recompute
+
+
 def recipe(precision: str, optimizer: str) -> None:
     """A precision recipe and an optimizer that engine/memory.py knows."""
     from .engine.memory import OPTIMIZER_STATE_BYTES

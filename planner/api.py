@@ -162,8 +162,7 @@ class FitResult(Plain):
     suggestions: list[str] = spec(factory=list, default_shown=True)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
     empty_space: str = ""            # why nothing was enumerated, when nothing was
-    # The search behind the result (an instance attribute, not a field: never in JSON).
-    search_result: ClassVar[Optional[SearchResult]] = None
+    search_result: ClassVar[Optional[SearchResult]] = None   # its search; not a field, not JSON
 
     @property
     def fits(self) -> bool:
@@ -243,8 +242,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
-    if space.recompute:
-        v.framework_recompute("--recompute", space.recompute, p.fw)
+    v.framework_recompute("--recompute", space.recompute or "none", p.fw)
     res = search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set

@@ -7,7 +7,7 @@
 
 
 import math
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 from .specs.plain import Plain, record, spec
@@ -63,6 +63,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=layout.precision, optimizer=layout.optimizer, budget=budget)
+    v.framework_recompute("--recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
         space = SearchSpace(tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero,
@@ -161,6 +162,7 @@ class FitResult(Plain):
     suggestions: list[str] = spec(factory=list, default_shown=True)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
     empty_space: str = ""            # why nothing was enumerated, when nothing was
+    search_result: ClassVar[Optional[SearchResult]] = None   # its search; not a field, not JSON
 
     @property
     def fits(self) -> bool:
@@ -230,17 +232,18 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
-        explain: bool = True, searched: Optional[SearchResult] = None) -> FitResult:
+        explain: bool = True) -> FitResult:
     """Search every layout; return the best `top`, the winner's full estimate (unless not
     `explain`: a sweep shows one row per count) and the rejections. When nothing fits and
-    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU).
-    `searched`: the search of this very problem, space and objective, already run (the design
-    review draws its trade-off chart from the same search), so it is not run twice."""
+    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU). The
+    result keeps the search behind it (``search_result``, not in JSON): the design review draws
+    its trade-off chart from the same search, so it is not run twice."""
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
-    res = searched if searched is not None else search(p, space, objective, dominated=dominated)
+    v.framework_recompute("--recompute", space.recompute or "none", p.fw)
+    res = search(p, space, objective, dominated=dominated)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set
     for x in ranked:  # checkpoint interval and goodput at the default failure rate
@@ -258,6 +261,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                        enumerated=res.enumerated, valid=res.valid, layouts=ranked,
                        best=best, rejections=_rejections(res),
                        offload_searched=space.allow_offload)
+    result.search_result = res
     if not res.enumerated:   # no split at all: no other GPU count, batch or GPU can be ranked
         result.empty_space = _empty_space(p, space)
     elif not ranked and suggest:

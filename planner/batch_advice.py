@@ -64,17 +64,20 @@ def _worth_trying(bubble: float, collective: float, need: float) -> bool:
     return 1.0 / (1.0 - share) - 1.0 > need
 
 
+def clears(mfu: float, base_mfu: float, need: float) -> bool:
+    """Whether MFU at the bigger batch beats the base by more than `need`: mfu/base − 1 > need
+    (no base MFU, no gain to speak of)."""
+    return base_mfu > 0 and mfu / base_mfu - 1.0 > need
+
+
 def _advice(p: Problem, base_mfu: float, need: float,
             figures: dict[int, tuple[float, float, Layout]]) -> Optional[BatchAdvice]:
-    if not figures:
-        return None
-    gains = {k: f[0] / base_mfu - 1.0 for k, f in figures.items()} if base_mfu > 0 else {}
-    clear = [k for k, g in gains.items() if g > need]
+    clear = [k for k, f in figures.items() if clears(f[0], base_mfu, need)]
     if not clear:
         return None
     best = min(clear)   # the smallest change of batch that clears the threshold
     mfu, step, lay = figures[best]
-    gain = gains[best]
+    gain = mfu / base_mfu - 1.0
     b = p.global_batch * best
     return BatchAdvice(global_batch=b, tokens_per_batch=b * p.seq_len, factor=best,
                        base_mfu=base_mfu, mfu=mfu, gain_fraction=gain, threshold_fraction=need,
@@ -101,7 +104,7 @@ def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, col
         i = int(res.order[0])
         figures[k] = (float(res.results.throughput.mfu[i]), float(res.results.time.step[i]),
                       res.candidates.layout(i, p.precision, p.optimizer))
-        if figures[k][0] / mfu - 1.0 <= need:   # the largest factor does not clear it: none does
+        if not clears(figures[k][0], mfu, need):   # the largest factor does not: none does
             break
     return _advice(p, mfu, need, figures)
 
@@ -119,7 +122,7 @@ def advise_estimate(p: Problem, layout: Layout, *, mfu: float, bubble: float, co
         if not e.fits or any(r.status == "fail" for r in e.rules):
             break
         figures[k] = (e.mfu, e.step_time_s, layout)
-        if e.mfu / mfu - 1.0 <= need:
+        if not clears(e.mfu, mfu, need):
             break
     return _advice(p, mfu, need, figures)
 

@@ -107,15 +107,6 @@ LINK_BYTES_PER_S = (1e3, 1e15)
 MAX_MESSAGE_BYTES = 1e15
 
 
-def _bounded(field: str, x: float, lo: float, hi: float, unit: float, name: str) -> float:
-    """x (in base units) within [lo, hi], or an InputError stating the range in the option's
-    own unit (`unit` base units per shown unit, `name`)."""
-    if not lo <= x <= hi:
-        raise InputError(field, f"must be between {lo / unit:g} and {hi / unit:g} {name}, "
-                                f"got {x / unit:g}")
-    return x
-
-
 def comm(message_bytes: float | list[float], gpus: list[int],
          bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
@@ -128,14 +119,14 @@ def comm(message_bytes: float | list[float], gpus: list[int],
     from .engine import nccl
     from .engine import topology as topo
     sizes = message_bytes if isinstance(message_bytes, list) else [message_bytes]
-    sizes = [_bounded("--message-gb", v.positive("--message-gb", m), 0.0, MAX_MESSAGE_BYTES, 1e9,
-                      "GB") for m in sizes]
-    lat = _bounded("--latency", v.non_negative("--latency", latency_s), 0.0, v.MAX_DURATION_S,
-                   1e-6, "µs")
+    sizes = [v.within("--message-gb", v.positive("--message-gb", m), 0.0, MAX_MESSAGE_BYTES,
+                      unit=1e9, name="GB") for m in sizes]
+    lat = v.within("--latency", v.non_negative("--latency", latency_s), 0.0, v.MAX_DURATION_S,
+                   unit=1e-6, name="µs")
     if (bandwidth_bytes_per_s is None) == (hardware is None):
         raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
-    bw = _bounded("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
-                  *LINK_BYTES_PER_S, 1e9, "GB/s") if hardware is None else None
+    bw = v.within("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
+                  *LINK_BYTES_PER_S, unit=1e9, name="GB/s") if hardware is None else None
     rows = []
     for m in sizes:
         for n in gpus:

@@ -31,7 +31,8 @@ from typing import Any
 from .errors import InputError, InputErrors, validation_message
 from .inputs.lines import find_key_line
 from .inputs.resolve import resolve_file
-from .plan_rules import batch_accounting_rule, checkpoint_figures, checkpoint_rules, threshold_rules
+from .plan_rules import (batch_accounting_rule, checkpoint_figures, checkpoint_rules,
+                         recompute_rule, threshold_rules)
 from .specs.job import CheckOptions, Job
 from .specs.layout import Rule
 from .verdict import FileVerdict, GateRule, Verdict
@@ -62,6 +63,10 @@ def evaluate_inputs(inp: Job, where: str = "plan") -> Outcome:
                    global_batch=inp.global_batch, budget=budget)
     rules = [_from_rule(r, inp.keys.get(r.name)) for r in est.rules]
     rules += inp.rules
+    if inp.layout.recompute == "selective":
+        from .specs.framework import current_framework
+        rules.append(recompute_rule(inp.layout, current_framework(),
+                                    inp.keys.get("recompute-in-framework", "layout.recompute")))
     if inp.accumulation is not None:
         rules.append(batch_accounting_rule(inp.global_batch, inp.layout.micro_batch,
                                            inp.accumulation, inp.layout,

@@ -32,6 +32,17 @@ def batch_accounting_rule(g: int, micro: int, accumulation: int, layout: Layout,
                      f"= {expected}", message, key=key)
 
 
+def recompute_rule(layout: Layout, fw: Any, key: str | None = "layout.recompute") -> GateRule:
+    """Selective recompute only where the framework has a selective mode (its profile's
+    selective_recompute; DeepSpeed and the FSDP trainers checkpoint whole layers only): the
+    plan-file side of validate.framework_recompute, which refuses `--recompute selective`."""
+    none = fw.time.selective_recompute == "none"
+    ok = not (layout.recompute == "selective" and none)
+    return make_rule("recompute-in-framework", ok, f"recompute {layout.recompute} ({fw.name})",
+                     "none or full" if none else "none, selective or full",
+                     "the framework must have the recompute mode the plan names", key=key)
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e9:.2f} GB"
 

@@ -43,31 +43,28 @@ def inputs_from_plan(path: str) -> Job:
 
 def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                     global_batch: int, precision: str = "mixed", optimizer: str = "adam"):
-    """(Job with the search's winner, FitResult, the SearchResult behind it); Job is None when
-    nothing fits. The search is kept so the review's trade-off chart reads it, not a second."""
-    from .api import fit, problem
-    from .search import search
-    searched = search(problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                              precision=precision, optimizer=optimizer))
+    """(Job with the search's winner, FitResult); Job is None when nothing fits. The FitResult
+    keeps its search (search_result), which the review's trade-off chart reads, not a second."""
+    from .api import fit
     res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-              precision=precision, optimizer=optimizer, top=5, searched=searched)
+              precision=precision, optimizer=optimizer, top=5)
     if not res.layouts:
-        return None, res, searched
+        return None, res
     return Job(model=model, hardware=hardware, gpus=gpus, layout=res.layouts[0].layout,
-               seq_len=seq_len, global_batch=global_batch), res, searched
+               seq_len=seq_len, global_batch=global_batch), res
 
 
-def build_review(inp: Optional[Job], *, source: str, fit_result=None, searched=None,
+def build_review(inp: Optional[Job], *, source: str, fit_result=None,
                  train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout), in the
-    order of ``SECTIONS``; each is built by ``review.sections``. ``fit_result`` and
-    ``searched`` (the SearchResult behind it): the search of the same GPUs and batch, when the
-    caller ran it (``inputs_from_fit``); otherwise the review runs it, once."""
+    order of ``SECTIONS``; each is built by ``review.sections``. ``fit_result`` (with the
+    search behind it): the search of the same GPUs and batch, when the caller ran it
+    (``inputs_from_fit``); otherwise the review runs it, once."""
     from .review import sections as rv
     if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
         return _nothing_fits(fit_result, source)
-    ctx = _context(inp, source, fit_result, searched, charts)
+    ctx = _context(inp, source, fit_result, charts)
     sections = [rv.inputs_section(ctx), rv.layout_section(ctx), rv.memory_section(ctx),
                 rv.time_section(ctx), rv.bubble_section(ctx), rv.batch_section(ctx)]
     ck_section, goodput = rv.checkpoint_section(ctx, train_tokens, gpu_hour_cost)
@@ -79,13 +76,12 @@ def build_review(inp: Optional[Job], *, source: str, fit_result=None, searched=N
     return review
 
 
-def _context(inp: Job, source: str, fit_result, searched, charts: bool):
+def _context(inp: Job, source: str, fit_result, charts: bool):
     """The estimate of the input and, unless given, the search of the same GPUs and batch: one
     search, read by the alternatives, the rejections, the trade-off chart and the scaling
     sweep's own count. No "what would fit" searches: the review never prints them."""
-    from .api import fit, problem
+    from .api import fit
     from .review.sections import ReviewContext
-    from .search import search
     from .specs.budget import MemoryBudget
     try:
         budget = MemoryBudget(**inp.budget)
@@ -96,11 +92,9 @@ def _context(inp: Job, source: str, fit_result, searched, charts: bool):
         lay = inp.layout
         kw = dict(seq_len=inp.seq_len, global_batch=inp.global_batch, precision=lay.precision,
                   optimizer=lay.optimizer, budget=budget)
-        searched = search(problem(inp.model, inp.hardware, inp.gpus, **kw))
-        fit_result = fit(inp.model, inp.hardware, inp.gpus, **kw, top=5, suggest=False,
-                         searched=searched)
+        fit_result = fit(inp.model, inp.hardware, inp.gpus, **kw, top=5, suggest=False)
     return ReviewContext(inp=inp, source=source, budget=budget, outcome=outcome,
-                         fit_result=fit_result, searched=searched, charts=charts)
+                         fit_result=fit_result, charts=charts)
 
 
 def _review(ctx, sections: list[Section], goodput: float, train,

@@ -63,14 +63,27 @@ MIN_DURATION_S, MAX_DURATION_S = 1e-9, 1e15
 MTBF_HOURS = (MIN_DURATION_S / 3600, MAX_DURATION_S / 3600)   # --gpu- / --job-mtbf-hours
 
 
+def within(field: str, x: float, lower: float | None = None, upper: float | None = None, *,
+           unit: float = 1.0, name: str = "", fmt: str = "g", got: str | None = None) -> float:
+    """x within [lower, upper] (either may be open), or an InputError stating the range in the
+    option's own unit (`unit` base units per shown unit, `name` after the range, numbers as
+    `fmt`) and what was given (`got`, else x in that unit). The one range check of the CLI."""
+    low = lower is not None and not x >= lower
+    if low or (upper is not None and not x <= upper):
+        def show(b: float) -> str:
+            return format(b / unit, fmt)
+        allowed = (f"between {show(lower)} and {show(upper)}" if lower is not None
+                   and upper is not None else f"at least {show(lower)}" if lower is not None
+                   else f"at most {show(upper)}")
+        raise InputError(field, f"must be {allowed}{' ' + name if name else ''}, "
+                                f"got {got if got is not None else show(x)}")
+    return x
+
+
 def duration(field: str, seconds: float, unit_s: float = 1.0) -> float:
     """A duration in seconds within [MIN_DURATION_S, MAX_DURATION_S]; the error states the
     bounds in the option's own unit (`unit_s` seconds each: 1e-3 for --baseline-ms)."""
-    t = positive(field, seconds)
-    if not MIN_DURATION_S <= t <= MAX_DURATION_S:
-        raise InputError(field, f"must be between {MIN_DURATION_S / unit_s:g} and "
-                                f"{MAX_DURATION_S / unit_s:g}, got {t / unit_s:g}")
-    return t
+    return within(field, positive(field, seconds), MIN_DURATION_S, MAX_DURATION_S, unit=unit_s)
 
 
 def non_negative(field: str, value: float) -> float:
@@ -101,6 +114,16 @@ def zero_stage(field: str, value: int) -> int:
     if value not in (0, 1, 2, 3):
         raise InputError(field, f"must be 0, 1, 2 or 3, got {value}")
     return value
+
+
+def framework_recompute(field: str, recompute: str, fw) -> str:
+    """A recompute mode the framework runs: "selective" only where its profile has a selective
+    mode (selective_recompute not "none"; DeepSpeed and the FSDP trainers checkpoint whole
+    layers), so no layout is priced with a mode the framework lacks."""
+    if recompute == "selective" and fw.time.selective_recompute == "none":
+        raise InputError(field, f"selective: framework {fw.name} has no selective recompute "
+                                "(its profile's selective_recompute is none); allowed: none, full")
+    return recompute
 
 
 def recipe(precision: str, optimizer: str) -> None:

@@ -43,6 +43,20 @@ def test_review_runs_one_search_for_alternatives_chart_and_rejections(plan_input
     assert calls == [plan_inputs.gpus] and "pareto" in r.charts
 
 
+def test_a_review_of_the_fit_winner_reuses_the_fit_search(monkeypatch):
+    pytest.importorskip("matplotlib")
+    from planner.report import build_review, inputs_from_fit
+    from planner.specs.hardware import load_profile
+    from planner.specs.model import model_from_params
+    calls = _count_searches(monkeypatch)
+    inp, res = inputs_from_fit(model_from_params(1e9), load_profile("h100"), 8, seq_len=1024,
+                               global_batch=16)
+    assert res.search_result is not None and res.search_result.valid == res.valid
+    r = build_review(inp, source="fit", fit_result=res, scaling=False)
+    assert calls == [8] and "pareto" in r.charts
+    assert "search_result" not in res.model_dump()
+
+
 def test_scaling_sweep_searches_within_its_budget_and_names_the_rest(plan_inputs, monkeypatch):
     from planner.report import build_review
     from planner.review import sections

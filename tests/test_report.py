@@ -69,7 +69,7 @@ def test_markdown_has_every_section_without_matplotlib(plan_inputs, monkeypatch)
 def test_inferred_model_warning():
     from planner.specs.hardware import load_profile
     from planner.specs.model import model_from_params
-    inp, res, _ = inputs_from_fit(model_from_params(1e9), load_profile("h100"), 8, seq_len=1024,
+    inp, res = inputs_from_fit(model_from_params(1e9), load_profile("h100"), 8, seq_len=1024,
                                global_batch=16)
     r = build_review(inp, source="fit", fit_result=res, charts=False, scaling=False)
     assert "MODEL SHAPE INFERRED" in render_review_markdown(r)

@@ -40,7 +40,7 @@ def _offer_note(job: o.Flags) -> None:
 
 
 def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
-    """(Job or None, source text, FitResult or None, its SearchResult or None)."""
+    """(Job or None, source text, FitResult or None)."""
     from ..errors import InputError
     from ..report import inputs_from_fit, inputs_from_plan
 
@@ -54,19 +54,18 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
         if kind != "plan":   # an engine config: read as check reads it (--gpus if it needs one)
             from ..inputs.resolve import resolve_file
             from ..specs.job import CheckOptions
-            return resolve_file(plan, CheckOptions(gpus=gpus))[0], f"{kind} config {plan}", None, None
+            return resolve_file(plan, CheckOptions(gpus=gpus))[0], f"{kind} config {plan}", None
         if gpus is not None:
             raise InputError("--gpus", "give a plan file or the fit options, not both")
-        return inputs_from_plan(plan), f"plan file {plan}", None, None
+        return inputs_from_plan(plan), f"plan file {plan}", None
     if gpus is None:
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
     from .. import validate as v
     n = v.positive_int("--gpus", gpus)
     s, gbatch, _note = job.batch(n)
-    inp, res, searched = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
-                                         global_batch=gbatch, precision=precision,
-                                         optimizer=optimizer)
-    return inp, f"fit search over {n} GPUs (the winner)", res, searched
+    inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
+                               global_batch=gbatch, precision=precision, optimizer=optimizer)
+    return inp, f"fit search over {n} GPUs (the winner)", res
 
 
 @command("report")
@@ -105,10 +104,10 @@ def report_cmd(
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:
         raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")
     tokens = train_tokens_value(train_tokens)
-    inp, source, res, searched = _inputs(plan, job, gpus, precision, optimizer)
+    inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     draw = charts and (as_html or chart_dir is not None)
-    review = build_review(inp, source=source, fit_result=res, searched=searched,
-                          train_tokens=tokens, gpu_hour_cost=gpu_hour_cost, charts=draw)
+    review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
+                          gpu_hour_cost=gpu_hour_cost, charts=draw)
     if compare and inp is not None:
         from ..evidence.review import compare_section
         review.sections.append(compare_section(inp, list(compare)))
@@ -157,7 +156,7 @@ def export_cmd(
     if to not in TARGETS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {to!r}")
     files.check_targets([output], force=force)
-    inp, source, res, _searched = _inputs(plan, job, gpus, precision, optimizer)
+    inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     if inp is None:
         sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
                          "(see dtplan fit)\n")

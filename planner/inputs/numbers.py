@@ -65,12 +65,9 @@ def parse_real(field: str, text: str | float, *, lower: float | None = None,
                upper: float | None = None) -> float:
     """A finite number within [lower, upper] (`parse_number`'s forms), or an InputError naming
     `field` and the range."""
+    from ..validate import within   # validate imports this module: the range check lives there
     x = parse_number(field, text)
-    if (lower is not None and x < lower) or (upper is not None and x > upper):
-        allowed = (f"between {lower:.10g} and {upper:.10g}" if lower is not None and upper is not None
-                   else f"at least {lower:.10g}" if lower is not None else f"at most {upper:.10g}")
-        raise InputError(field, f"must be {allowed}, got {_shown(text)}")
-    return x
+    return within(field, x, lower, upper, fmt=".10g", got=_shown(text))
 
 
 def format_number(n: float, *, sequence: bool = False) -> str:

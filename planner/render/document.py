@@ -98,26 +98,34 @@ def literal_doc(doc: Document) -> Document:
 
 
 def md_text(s: str) -> str:
-    """Text for Markdown: `literal`, and no HTML tag a viewer would run (`<img` → `\\<img`)."""
+    """Text for Markdown: `literal`, and no HTML tag a viewer would run (`<img` → `\\<img`).
+    Applied once to each raw string: a second pass would escape its own backslash again."""
     return _TAG.sub(r"\\<", literal(s))
 
 
 def _md_cell(s: str) -> str:
-    return md_text(s).replace("|", "\\|").replace("\n", " ")
+    # md_text has already shown a line break as \n, so a cell stays on its row.
+    return md_text(s).replace("|", "\\|")
+
+
+def md_table(t: Table) -> list[str]:
+    """A table's Markdown lines under its title (which each caller sets its own way): header,
+    alignment (numbers right-aligned, as in the terminal, judged on the cells as printed),
+    rows, the legend, a blank line."""
+    shown = Table(t.title, t.columns, [[literal(c) for c in r] for r in t.rows])
+    lines = ["| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
+             "|" + "|".join("--:" if n else "---" for n in numeric_columns(shown)) + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
+    if t.legend:
+        lines += ["", f"*{_md_cell(t.legend)}*"]
+    return lines + [""]
 
 
 def render_markdown(doc: Document, heading: str = "#") -> str:
-    doc = literal_doc(doc)
+    """Markdown: every user string escaped once (md_text: control characters, HTML tags)."""
     lines = [f"{heading} {md_text(doc.title)}", ""]
     for t in doc.tables:
-        lines += [f"{heading}# {md_text(t.title)}", ""]
-        lines.append("| " + " | ".join(_md_cell(c) for c in t.columns) + " |")
-        # Numbers right-aligned, as in the terminal: every column but the first.
-        lines.append("|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|")
-        lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
-        if t.legend:
-            lines += ["", f"*{_md_cell(t.legend)}*"]
-        lines.append("")
+        lines += [f"{heading}# {md_text(t.title)}", ""] + md_table(t)
     if doc.verdict:
         lines += [f"**{md_text(doc.verdict)}**", ""]
     if doc.notes:

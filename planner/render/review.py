@@ -12,23 +12,14 @@ import html
 import re
 
 from ..report import Review
-from .document import Table, _md_cell, md_text, numeric_columns
-
-
-def _md_table(t: Table) -> list[str]:
-    lines = [f"**{md_text(t.title)}**", "", "| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
-             "|" + "|".join("--:" if n else "---" for n in numeric_columns(t)) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
-    if t.legend:
-        lines += ["", f"*{_md_cell(t.legend)}*"]
-    return lines + [""]
+from .document import Table, md_table, md_text, numeric_columns
 
 
 def render_review_markdown(r: Review, chart_dir: str | None = None) -> str:
     """Markdown; with ``chart_dir`` each chart is linked as ``chart_dir/<name>.svg``."""
     out = [f"# {md_text(r.title)}", ""]   # user strings: no control character, no HTML tag
     if r.summary is not None:
-        out += ["## Summary", ""] + _md_table(r.summary)[2:]
+        out += ["## Summary", ""] + md_table(r.summary)
     out += [f"**{md_text(r.verdict)}**", ""]
     if r.charts_note:
         out += [f"_{r.charts_note}_", ""]
@@ -40,7 +31,7 @@ def render_review_markdown(r: Review, chart_dir: str | None = None) -> str:
         if s.text and s.text[-1].startswith("- "):
             out.append("")
         for t in s.tables:
-            out += _md_table(t)
+            out += [f"**{md_text(t.title)}**", ""] + md_table(t)
         for name in s.charts:
             if name in r.charts and chart_dir is not None:
                 out += [f"![{r.chart_titles.get(name, name)}]({chart_dir}/{name}.svg)", ""]

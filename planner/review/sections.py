@@ -34,9 +34,8 @@ class ReviewContext:
     source: str
     budget: Any                    # specs.budget.MemoryBudget
     outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
-    fit_result: Any                # api.FitResult of the same GPUs and batch
+    fit_result: Any                # api.FitResult of the same GPUs and batch (its search kept)
     charts: bool
-    searched: Any = None           # search.SearchResult behind fit_result, when the review ran it
     chart_specs: dict[str, tuple] = field(default_factory=dict)
 
     @property
@@ -67,7 +66,7 @@ def layout_section(ctx: ReviewContext) -> Section:
     if ctx.charts:
         ctx.chart_specs["pareto"] = (
             "Step time against peak memory: every valid layout, the plan starred", "pareto_chart",
-            (rs.pareto(ctx.inp, ctx.budget, ctx.searched), (e.peak_memory_bytes, e.step_time_s)))
+            (rs.pareto(ctx.fit_result.search_result), (e.peak_memory_bytes, e.step_time_s)))
     return Section(SECTIONS[1], text, [rs.alternatives_table(e, res, ctx.inp.model,
                                                              ctx.inp.hardware)],
                    ["pareto"] if ctx.charts else [])

@@ -196,16 +196,10 @@ def scaling_table(plan_rows: list[dict], best_rows: list[dict], plan_gpus: int) 
                   "best tokens/s"], out)
 
 
-def pareto(inp: Any, budget: Any, res: Any = None) -> dict[str, Any]:
+def pareto(res: Any) -> dict[str, Any]:
     """Every valid layout's (peak memory, step time), the Pareto front's indices, and the
     search's winner, for the review's trade-off chart; `res` is the review's search of the same
-    GPUs and batch (search.SearchResult) when it has one, else it is run here."""
-    if res is None:
-        from ..api import problem
-        from ..search import search
-        res = search(problem(inp.model, inp.hardware, inp.gpus, seq_len=inp.seq_len,
-                             global_batch=inp.global_batch, precision=inp.layout.precision,
-                             optimizer=inp.layout.optimizer, budget=budget))
+    GPUs and batch (search.SearchResult, kept by its FitResult)."""
     idx = res.order
     mem = np.asarray(res.results.memory.peak)[idx]
     step = np.asarray(res.results.time.step)[idx]

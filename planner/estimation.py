@@ -117,33 +117,12 @@ def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
 
 def _notes(p: Problem, lay: Layout) -> list[str]:
     from .error_band import band_note
-    from .specs.framework import describe
-    return [p.model.describe(), describe(p.fw), framework_capabilities(p.fw),
+    from .specs.framework import capabilities, describe
+    return [p.model.describe(), describe(p.fw), capabilities(p.fw),
             band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             _framework_memory_note(p), budget_note(p.budget)]
-
-
-def framework_capabilities(fw: Any) -> str:
-    """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
-    context_parallel, expert_parallel, selective_recompute; each key cites the framework's
-    source in the profile): the search offers nothing else, `estimate` refuses the rest."""
-    t = fw.time
-    from .specs.framework import SCHEDULES
-    if t.pipeline_schedules:
-        missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
-        pp = (f"pipeline schedules {', '.join(t.pipeline_schedules)}"
-              + (f" (not {', '.join(missing)})" if missing else "")
-              + f", ZeRO ≤ {t.max_zero_under_pp} with PP")
-    else:
-        pp = "no pipeline parallel"
-    cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
-    ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
-    sel = ("no selective recompute (none or full only)" if t.selective_recompute == "none"
-           else f"selective recompute ({t.selective_recompute})")
-    return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "
-            f"{pp}; {cp}; {ep}; {sel}. The search offers nothing else.")
 
 
 def budget_note(b: MemoryBudget, gib: bool = False) -> str:

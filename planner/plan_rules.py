@@ -36,7 +36,7 @@ def recompute_rule(layout: Layout, fw: Any, key: str | None = "layout.recompute"
     """Selective recompute only where the framework has a selective mode (its profile's
     selective_recompute; DeepSpeed and the FSDP trainers checkpoint whole layers only): the
     plan-file side of validate.framework_recompute, which refuses `--recompute selective`."""
-    none = fw.time.selective_recompute == "none"
+    none = not fw.time.has_selective
     ok = not (layout.recompute == "selective" and none)
     return make_rule("recompute-in-framework", ok, f"recompute {layout.recompute} ({fw.name})",
                      "none or full" if none else "none, selective or full",

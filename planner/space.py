@@ -183,7 +183,7 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     kernel's fp32 log-sum-exp, torchtitan's op list re-runs half the matmuls."""
     if space.recompute:
         return np.array([(RECOMPUTE_CODES[space.recompute], -1)], dtype=np.int64)
-    selective = p.fw.time.selective_recompute != "none"
+    selective = p.fw.time.has_selective
     modes = ["none"] + (["selective"] if selective else []) + ["full"]
     return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
 

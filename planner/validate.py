@@ -120,7 +120,7 @@ def framework_recompute(field: str, recompute: str, fw) -> str:
     """A recompute mode the framework runs: "selective" only where its profile has a selective
     mode (selective_recompute not "none"; DeepSpeed and the FSDP trainers checkpoint whole
     layers), so no layout is priced with a mode the framework lacks."""
-    if recompute == "selective" and fw.time.selective_recompute == "none":
+    if recompute == "selective" and not fw.time.has_selective:
         raise InputError(field, f"selective: framework {fw.name} has no selective recompute "
                                 "(its profile's selective_recompute is none); allowed: none, full")
     return recompute

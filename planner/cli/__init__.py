@@ -125,7 +125,8 @@ def run(argv: list[str]) -> int:
         enable_completion()
     else:
         register(argv)
-    fast = not (completing or TYPER_ONLY_VAR in os.environ or _help_or_typo(argv))
+    help_screen = _help_or_typo(argv)
+    fast = not (completing or TYPER_ONLY_VAR in os.environ or help_screen)
     try:
         with _scope(argv):   # a --framework / plan / engine-config selection lasts one run
             call = _bound(argv) if fast else None
@@ -133,7 +134,7 @@ def run(argv: list[str]) -> int:
                 rv = call()
             else:
                 from . import typer_app
-                rv = typer_app.main(argv, help_screen=_help_or_typo(argv))
+                rv = typer_app.main(argv, help_screen=help_screen)
     except InputError as e:  # several at once (errors.InputErrors): one line each
         for line in getattr(e, "lines", lambda: [str(e)])():
             _fail(line, EXIT_INPUT)
@@ -142,6 +143,8 @@ def run(argv: list[str]) -> int:
         from ..render.terminal import silence_stdout
         silence_stdout()
         return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C: the shell's 128 + SIGINT, quietly (as typer's path)
+        return 130
     except Exception as e:  # a bug: one line and a hint unless --debug
         if debug:
             raise

@@ -30,7 +30,7 @@ def find_key_line(text: str, key: str | None) -> int | None:
         hits = [i + 1 for i, line in enumerate(lines)
                 if not line.lstrip().startswith(("#", "//")) and pat.search(line)]
         return hits[-1] if hits else None
-    segs = [key] if key.startswith("-") else [s for s in key.split(".") if s]
+    segs = [s for s in key.split(".") if s]
     start, found = 0, None
     for seg in segs:
         pats = _segment_patterns(seg)

@@ -216,7 +216,6 @@ class Flags:
     framework: Optional[str] = None
     nearest_preset: bool = False   # --params N --nearest-preset: plan the real model nearest N
     _parts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _offer: tuple = field(default=(), init=False, repr=False, compare=False)   # (offer,) once
 
     def __post_init__(self) -> None:
         if self.framework is not None:   # select it now: every estimate below follows it
@@ -284,9 +283,9 @@ class Flags:
     def offer(self) -> Optional[dict[str, Any]]:
         """With --params: the nearest real preset (by parameter count) and how to plan it,
         found once per run (the model resolution and the printout both ask)."""
-        if not self._offer:
-            self._offer = (self._nearest(),)
-        return self._offer[0]
+        if "offer" not in self._parts:
+            self._parts["offer"] = self._nearest()
+        return self._parts["offer"]
 
     def _nearest(self) -> Optional[dict[str, Any]]:
         if self.params is None:

@@ -78,6 +78,12 @@ class TimeBehaviour(Plain):
         """Bytes per parameter element in a sharded-DP all-gather."""
         return DTYPE_BYTES[self.param_gather_dtype]
 
+    @property
+    def has_selective(self) -> bool:
+        """Whether the framework has a selective recompute mode (selective_recompute not
+        "none"; DeepSpeed and the FSDP trainers checkpoint whole layers only)."""
+        return self.selective_recompute != "none"
+
     def regathers_in_backward(self, pp: int) -> bool:
         """Whether a sharded (ZeRO-3/FSDP) unit is gathered again in backward at this PP."""
         if pp > 1 and self.regather_in_backward_under_pp is not None:
@@ -293,6 +299,26 @@ def describe(fw: FrameworkProfile) -> str:
             f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
             f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention, "
             f"selective recompute = {t.selective_recompute}")
+
+
+def capabilities(fw: FrameworkProfile) -> str:
+    """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
+    context_parallel, expert_parallel, selective_recompute; each key cites the framework's
+    source in the profile): the search offers nothing else, `estimate` refuses the rest."""
+    t = fw.time
+    if t.pipeline_schedules:
+        missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
+        pp = (f"pipeline schedules {', '.join(t.pipeline_schedules)}"
+              + (f" (not {', '.join(missing)})" if missing else "")
+              + f", ZeRO ≤ {t.max_zero_under_pp} with PP")
+    else:
+        pp = "no pipeline parallel"
+    cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
+    ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
+    sel = ("no selective recompute (none or full only)" if not t.has_selective
+           else f"selective recompute ({t.selective_recompute})")
+    return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "
+            f"{pp}; {cp}; {ep}; {sel}. The search offers nothing else.")
 
 
 def framework_names() -> list[str]:

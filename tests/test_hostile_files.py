@@ -123,3 +123,15 @@ def test_a_section_value_that_does_not_resolve_names_its_line(tmp_path, command)
     assert lines[0].startswith(f"dtplan: error: {head}{path}:{model + 1}: model: unknown model "
                                "'no-such-model'"), lines
     assert lines[1].startswith(f"dtplan: error: {head}{path}:{hw + 1}: hardware"), lines
+
+
+def test_a_degree_an_engine_config_implies_is_within_its_knob_range(tmp_path):
+    """DeepSpeed's micro-batch is derived (train_batch_size ÷ DP), not read through a bounded
+    key: past the knob's range it is one line naming the file and the knob, exit 2."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 20_000_000}))
+    r = run_dtplan("check", path, "--engine", "deepspeed", "--gpus", "1", "--model", "llama3-8b",
+                   "--seq-len", "1024")
+    assert r.code == 2 and r.err.strip() == (
+        f"dtplan: error: {path}: micro_batch: the config implies micro_batch = 20,000,000; "
+        "allowed 1 to 10000000"), r.err

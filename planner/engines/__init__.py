@@ -27,12 +27,28 @@ from .torchtitan import read_torchtitan, to_torchtitan
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Job:
     use_framework_if_unset(kind)   # each engine kind names its framework profile too
     if kind == "deepspeed":
-        return read_deepspeed(where, data, opts)
-    if kind == "megatron":
-        return read_megatron(where, text, opts)
-    if kind == "torchtitan":
-        return read_torchtitan(where, data, opts)
-    raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
+        job = read_deepspeed(where, data, opts)
+    elif kind == "megatron":
+        job = read_megatron(where, text, opts)
+    elif kind == "torchtitan":
+        job = read_torchtitan(where, data, opts)
+    else:
+        raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
+    return _in_range(job, where)
+
+
+def _in_range(job: Job, where: str) -> Job:
+    """The layout an engine config implies, within each knob's range (specs.knobs ge/le): the
+    readers bound what they read, but some degrees are derived (DeepSpeed's micro-batch is
+    train_batch_size ÷ DP), and a plain Layout does not validate itself."""
+    from ..specs.knobs import KNOBS
+    for k in KNOBS:
+        x = getattr(job.layout, k.name, None)
+        if type(x) is int and ((k.ge is not None and x < k.ge) or (k.le is not None and x > k.le)):
+            raise InputError(f"{where}: {k.name}", f"the config implies {k.name} = {x:,}; "
+                             f"allowed {k.ge if k.ge is not None else '-inf'} to "
+                             f"{k.le if k.le is not None else 'inf'}")
+    return job
 
 
 WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_torchtitan,

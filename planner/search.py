@@ -15,7 +15,6 @@ instead (`dtplan fit --all`)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -27,6 +26,7 @@ from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .settle import settle
 from .rules import RULE_NAMES, split_failures, structural_predicates
+from .specs.plain import Plain, record, spec
 from .space import CHUNK_ROWS, SearchSpace, layout_batches, recomputes, split_rows, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
@@ -42,8 +42,8 @@ FITS = RULE_NAMES.index("fits-in-memory")
 STEP_TIME_RESOLUTION = 1e-3
 
 
-@dataclass
-class SearchResult:
+@record
+class SearchResult(Plain):
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
     ranking and the counts over the whole space."""
 
@@ -179,8 +179,8 @@ def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndar
                        np.round(key, 12)))
 
 
-@dataclass
-class _Tally:
+@record
+class _Tally(Plain):
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
     batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
     by batch, with their per-stage memory and usable memory)."""
@@ -192,7 +192,7 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = field(default_factory=list)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = spec(factory=list)
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -349,7 +349,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
     asked, p = p, _resolved(p)
-    t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
+    t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
+               examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
     failure = split_failures(p)
     for lay, left in layout_batches(p, space, keep=lambda s: failure(s) < 0):

@@ -16,6 +16,7 @@ from .specs.layout import KNOB, KNOBS, Layout
 from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, current_framework
+from .distinct import replaced
 from .specs.plain import Plain, record
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
@@ -74,7 +75,7 @@ class _Columns(Plain):
         idx = np.asarray(idx)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
-        return type(self)(**{n: getattr(self, n).take(idx) for n in self._names})
+        return replaced(self, {n: getattr(self, n).take(idx) for n in self._names})
 
     def layout(self, i: int, precision: str, optimizer: str) -> Layout:
         """Row i as a Layout."""

@@ -298,8 +298,9 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
                                  np.concatenate([t.to_solve[i][2] for i in group]))
         floor = parts.floor(p)
         cand = np.flatnonzero(floor <= usable_bytes(p))
-        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated,
-                           step_floors=True)[2:]
+        # usually every solved row passes the floor (it was solved to fit): no copy then
+        fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
+                           floor[cand], dominated, step_floors=True)[2:]
         t.solved += int(fit.sum())
         keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]

@@ -8,6 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,8 +35,9 @@ ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
 STATE_ITEMS = ITEM_ORDER[:4]
 
 
-@record(frozen=True)
-class StageMemory(Plain):
+# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
+@dataclass(frozen=True)
+class StageMemory:
     """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
     fragmentation and what lives outside the allocator), and the three views. The fields
     defaulting to None are the printout's detail, absent where evaluate(detail=False) ran."""

@@ -5,6 +5,7 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 
 from __future__ import annotations
 
+from dataclasses import fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,7 +17,7 @@ from .engine import peak as pk
 from .engine.stages import stage_layers
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
-from .specs.plain import Plain, fields, record
+from .specs.plain import Plain, record
 from .timing_terms import Groups
 
 @record(frozen=True)

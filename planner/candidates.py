@@ -6,7 +6,7 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,6 +16,8 @@ from .specs.layout import KNOB, KNOBS, Layout
 from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, current_framework
+from .distinct import replaced
+from .specs.plain import Plain, record
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
@@ -48,7 +50,7 @@ RECOMPUTE_CODES = KNOB["recompute"].codes
 OFFLOAD_CODES = KNOB["offload_optimizer"].codes
 
 
-class _Columns:
+class _Columns(Plain):
     """Candidate layouts as parallel numpy arrays (one entry per candidate)."""
 
     def __post_init__(self) -> None:
@@ -73,7 +75,7 @@ class _Columns:
         idx = np.asarray(idx)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
-        return type(self)(**{f.name: getattr(self, f.name).take(idx) for f in fields(self)})
+        return replaced(self, {n: getattr(self, n).take(idx) for n in self._names})
 
     def layout(self, i: int, precision: str, optimizer: str) -> Layout:
         """Row i as a Layout."""
@@ -83,9 +85,10 @@ class _Columns:
 
 # Columns named as in KNOBS (shard: 0 = the whole data-parallel (× CP) group; recompute_layers:
 # -1 = all layers of the stage; string knobs as their codes above).
-Candidates = make_dataclass("Candidates", [(k.column, np.ndarray, field(default=None))
-                                           for k in COLUMNS], bases=(_Columns,))
-Candidates.__module__, Candidates.__doc__ = __name__, _Columns.__doc__
+# (a plain record: a generated dataclass costs ~1 ms of every command's import)
+Candidates = record(type("Candidates", (_Columns,), {
+    "__annotations__": {k.column: "np.ndarray" for k in COLUMNS},
+    **{k.column: None for k in COLUMNS}, "__module__": __name__, "__doc__": _Columns.__doc__}))
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,8 @@ COMPUTE_DTYPE = {"mixed": "bf16", "mixed-fp32-grads": "bf16", "fp8": "fp8", "fp3
                  "bf16-pure": "bf16"}
 
 
-@dataclass(frozen=True)
-class Shape:
+@record(frozen=True)
+class Shape(Plain):
     """Per-candidate quantities the memory and the time model both use (float arrays)."""
 
     tp: np.ndarray

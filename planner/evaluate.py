@@ -24,6 +24,7 @@ from .distinct import on_distinct
 from .memory_model import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
+from .specs.plain import Plain, record
 from .rules import RULE_NAMES, structural_predicates
 from .timing import StepTime, Throughput, step_time
 
@@ -34,6 +35,7 @@ ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
 STATE_ITEMS = ITEM_ORDER[:4]
 
 
+# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
 @dataclass(frozen=True)
 class StageMemory:
     """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
@@ -65,8 +67,8 @@ class StageMemory:
         return {k: getattr(self, k) for k in ITEM_ORDER}
 
 
-@dataclass(frozen=True)
-class Memory:
+@record(frozen=True)
+class Memory(Plain):
     """Memory per stage and the verdict against usable capacity (bytes, arrays of len(c))."""
 
     first: StageMemory
@@ -85,8 +87,8 @@ class Memory:
         return getattr(self, name)
 
 
-@dataclass(frozen=True)
-class RuleResults:
+@record(frozen=True)
+class RuleResults(Plain):
     """Each rule's predicate per candidate (True = passes) and their conjunction."""
 
     passes: dict[str, np.ndarray]
@@ -97,8 +99,8 @@ class RuleResults:
         return np.stack([self.passes[n] for n in RULE_NAMES])
 
 
-@dataclass(frozen=True)
-class Evaluation:
+@record(frozen=True)
+class Evaluation(Plain):
     """Everything the model says about each candidate: memory, step time, throughput, rules."""
 
     micro_batches: np.ndarray
@@ -111,8 +113,8 @@ class Evaluation:
         return len(self.micro_batches)
 
 
-@dataclass(frozen=True)
-class _Params:
+@record(frozen=True)
+class _Params(Plain):
     """Per-layer and edge parameter counts, dense vs expert (the ZeRO/EP sharding differs)."""
 
     dense_per_layer: float

@@ -9,7 +9,6 @@ evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ from .engine import peak as pk
 from .engine import recompute as rc
 from .engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
 from .engine.params import norm_params
+from .specs.plain import Plain, record
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
 FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
@@ -33,8 +33,8 @@ ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_para
          "grad_buffers", "activations", "working", "loss", "optimizer_temp")
 
 
-@dataclass(frozen=True)
-class Stage:
+@record(frozen=True)
+class Stage(Plain):
     """One stage's share of the model on one GPU (arrays over candidates)."""
 
     layers: Any            # transformer layers on the stage

@@ -5,7 +5,7 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,10 +17,11 @@ from .engine import peak as pk
 from .engine.stages import stage_layers
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
+from .specs.plain import Plain, record
 from .timing_terms import Groups
 
-@dataclass(frozen=True)
-class MemoryParts:
+@record(frozen=True)
+class MemoryParts(Plain):
     """What memory() computes once per distinct tuple (the states, the activations, the
     micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
     row and the exact memory of only the rows a caller asks for (their shape computed then)."""
@@ -164,7 +165,8 @@ class MemoryParts:
         on the rows, their layer bytes once per group."""
         if layer_groups is not None:
             return MemoryParts(c=c, states=self.states, flight=self.flight,
-                               acts=Part(_activation_part(p, c, layer_groups), None, len(c)))
+                               acts=Part(tree=_activation_part(p, c, layer_groups), index=None,
+                                         size=len(c)))
         return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
                                               lambda u: _activation_part(p, u)))

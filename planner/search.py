@@ -15,7 +15,6 @@ instead (`dtplan fit --all`)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .settle import settle
 from .batches import MAX_PRICED, Left, layout_batches
 from .rules import RULE_NAMES, structural_predicates
+from .specs.plain import Plain, record, spec
 from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
@@ -42,8 +42,8 @@ FITS = RULE_NAMES.index("fits-in-memory")
 STEP_TIME_RESOLUTION = 1e-3
 
 
-@dataclass
-class SearchResult:
+@record
+class SearchResult(Plain):
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
     ranking and the counts over the whole space."""
 
@@ -179,8 +179,8 @@ def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndar
                        np.round(key, 12)))
 
 
-@dataclass
-class _Tally:
+@record
+class _Tally(Plain):
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
     batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
     by batch, with their per-stage memory and usable memory)."""
@@ -192,7 +192,7 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = field(default_factory=list)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = spec(factory=list)
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -296,8 +296,9 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
                                  np.concatenate([t.to_solve[i][2] for i in group]))
         floor = parts.floor(p)
         cand = np.flatnonzero(floor <= usable_bytes(p))
-        fit, keep = settle(p, parts, cand, rows.take(cand), floor[cand], dominated,
-                           step_floors=True)[2:]
+        # usually every solved row passes the floor (it was solved to fit): no copy then
+        fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
+                           floor[cand], dominated, step_floors=True)[2:]
         t.solved += int(fit.sum())
         keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]
@@ -346,7 +347,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails."""
     asked, p = p, _resolved(p)
-    t = _Tally(0, 0, np.zeros(len(RULE_NAMES), dtype=np.int64), {}, None, [])
+    t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
+               examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
     for lay, left in layout_batches(p, space, limit=MAX_PRICED):
         _scan_batch(p, _count_structural(p, t, lay, left, rec), rec, t, dominated)

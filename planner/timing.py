@@ -40,6 +40,7 @@ ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
 )
 
 
+# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
 @dataclass(frozen=True)
 class StepTime:
     """Seconds per optimizer step: each term as it lands on the critical path (the breakdown)
@@ -75,6 +76,7 @@ class StepTime:
                 "dp": self.dp_total, "zero3": self.zero3_total}
 
 
+# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
 @dataclass(frozen=True)
 class Throughput:
     """Tokens, FLOPs and utilisation per step (arrays of len(c))."""

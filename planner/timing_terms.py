@@ -10,7 +10,6 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -27,6 +26,7 @@ from .engine import moe
 from .engine import overlap as ov
 from .engine import step_time as st
 from .engine.params import mlp_params
+from .specs.plain import Plain, record
 from .engine.topology import fabric, members_per_domain, topo_collective_time
 
 # Memory-bound (elementwise) HBM traffic per kernel class, relative to fused kernels (the A100
@@ -38,8 +38,8 @@ from .engine.topology import fabric, members_per_domain, topo_collective_time
 KERNEL_MEMORY_FACTOR = {"fused": 1.0, "compiled": 1.0, "eager": 2.5}
 
 
-@dataclass(frozen=True)
-class Compute:
+@record(frozen=True)
+class Compute(Plain):
     """Compute of one micro-batch on the fullest stage, and the pieces the other terms reuse."""
 
     per_micro_batch: np.ndarray    # forward + backward + recompute + output layer
@@ -129,8 +129,8 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)
 
 
-@dataclass(frozen=True)
-class Comm:
+@record(frozen=True)
+class Comm(Plain):
     """Each axis's communication per micro-batch (before overlap, and exposed) and per step."""
 
     tp: np.ndarray

@@ -17,14 +17,15 @@ from planner.space import candidate_batches
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
+from planner.specs import plain
 from planner.specs.presets import get_preset
 
 
 def _leaves(obj, pre=""):
     """Every array of an Evaluation by its path (None fields as None)."""
-    if dataclasses.is_dataclass(obj):
+    if isinstance(obj, plain.Plain):
         out = {}
-        for f in dataclasses.fields(obj):
+        for f in plain.fields(type(obj)):
             out.update(_leaves(getattr(obj, f.name), f"{pre}.{f.name}"))
         return out
     if isinstance(obj, dict):

@@ -28,6 +28,7 @@ from planner.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
+from planner.specs import plain
 from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")
@@ -123,7 +124,7 @@ def _same(a, b):
     assert a.rejected.tolist() == b.rejected.tolist()
     assert a.order.tolist() == b.order.tolist()
     assert a.first_failure.tolist() == b.first_failure.tolist()
-    for f in dataclasses.fields(a.candidates):
+    for f in plain.fields(type(a.candidates)):
         assert getattr(a.candidates, f.name).tolist() == getattr(b.candidates, f.name).tolist()
     assert a.results.time.step.tobytes() == b.results.time.step.tobytes()
     assert a.results.memory.peak.tobytes() == b.results.memory.peak.tobytes()

@@ -75,3 +75,14 @@ def test_a_worked_example():
     assert pareto_front(x).tolist() == [True, False, True, False, False, True]
     # 10 s at 70 GB is within 25 % of 12 s at 50 GB: with that tolerance only the lean ones stay
     assert pareto_front(x, tolerance=0.25).tolist() == [False, False, True, False, False, True]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=ROWS, tol=st.sampled_from([0.0, 0.1]))
+def test_one_gpu_count_front_is_the_definition(rows, tol):
+    # a fit at one GPU count: pareto_front skips the cross-count pass, the result must not change
+    x = np.array(rows, dtype=float).reshape(-1, 3)
+    x[:, 0] = 10.0 + x[:, 0] / 4
+    x[:, 2] = 256.0
+    expect = _brute(x) if tol == 0.0 else _brute_tolerant(x, tol)
+    np.testing.assert_array_equal(pareto_front(x, tolerance=tol), expect)

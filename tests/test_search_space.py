@@ -142,11 +142,10 @@ def test_context_parallel_crosses_nodes_and_tp_does_not(shown):
 
 
 def test_the_space_fills_every_candidates_column():
-    import dataclasses
-
     from planner.candidates import Candidates
     from planner.space import COLUMNS
-    assert sorted(COLUMNS) == sorted(f.name for f in dataclasses.fields(Candidates))
+    from planner.specs import plain
+    assert sorted(COLUMNS) == sorted(f.name for f in plain.fields(Candidates))
 
 
 def test_batches_are_bounded_and_cover_every_split(p70):
@@ -185,9 +184,8 @@ def test_metas_llama3_405b_layouts_are_valid_candidates(seq, batch, tp, pp, cp):
 
 
 def _costs(p, rows, **knobs):
-    import dataclasses
-    moved = dataclasses.replace(rows, **{k: np.full(len(rows), v, dtype=np.int64)
-                                         for k, v in knobs.items()})
+    moved = rows.model_copy(update={k: np.full(len(rows), v, dtype=np.int64)
+                                    for k, v in knobs.items()})
     a, b = evaluate(p, rows), evaluate(p, moved)
     return a.time.step, a.memory.peak, b.time.step, b.memory.peak
 

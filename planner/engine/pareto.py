@@ -68,10 +68,16 @@ def pareto_front(objectives: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
     cand = []
     # The distinct GPU counts by sorting: np.unique would import numpy.ma (~20 ms) in a CLI run.
     counts = np.sort(x[:, 2])
-    for g in counts[np.concatenate(([True], counts[1:] != counts[:-1]))]:
+    values = counts[np.concatenate(([True], counts[1:] != counts[:-1]))]
+    for g in values:
         idx = np.flatnonzero(x[:, 2] == g)
         cand.append(idx[_front_2d(x[idx, 0], x[idx, 1], tolerance)])
     idx = np.concatenate(cand)
+    if len(values) == 1:
+        # One GPU count: _beaten's `close` needs a smaller count and a row of a 2-D front is
+        # dominated by none of it, so the quadratic pass would mark nothing.
+        keep[idx] = True
+        return keep
     keep[idx[~_beaten(x[idx], x[idx], tolerance)]] = True
     return keep
 

@@ -9,12 +9,12 @@ search-axis column in ``Candidates`` with the integer code of each choice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from .. import validate as v
 from ..engine import activations as act
 from ..engine import budget as bud
+from .plain import Plain, record
 
 if TYPE_CHECKING:
     from .layout import Layout
@@ -24,8 +24,8 @@ Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 
 
-@dataclass(frozen=True)
-class Knob:
+@record(frozen=True)
+class Knob(Plain):
     """One layout knob. ``plan_optional``: a plan may leave it out (None: derived from the GPU
     count, or given at the plan's top level / batch section). ``column``: its Candidates column
     (int64; ``codes`` maps each choice to its code, ``none_code`` stands for None, ``source``
@@ -46,6 +46,11 @@ class Knob:
     cli: bool = True
     cli_auto: bool = False
     cli_help: str = ""
+
+    def __init__(self, name: str, type: Any, default: Any, help: str, unit: str = "",
+                 **rest: Any) -> None:
+        # the table below gives the first five by position
+        super().__init__(name=name, type=type, default=default, help=help, unit=unit, **rest)
 
     @property
     def flag(self) -> str:

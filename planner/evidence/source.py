@@ -23,6 +23,7 @@ MAX_TEXT_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES = 2 * 1024 * 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 LINE_BLOCK_BYTES = 1 << 20  # iter_lines decodes this much at a time: bounded, few calls
+PROBE_BLOCK_BYTES = 1 << 16  # kind detection's few hundred lines are well within this
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # Launcher tags: `[0]` / `[1,0]<stdout>:` (mpirun --tag-output), `0: ` (srun -l),
@@ -118,29 +119,33 @@ def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool 
                limit: int | None = None) -> list[tuple[int, str]]:
     """(line number, cleaned text) for every line of a text file (the first `limit` lines: what
     kind detection looks at)."""
-    lines = iter_lines(path, data, tags_anywhere)
-    return list(lines) if limit is None else [x for x, _ in zip(lines, range(limit))]
+    if limit is None:
+        return list(iter_lines(path, data, tags_anywhere))
+    # kind detection reads a few hundred lines: small blocks, not a whole one cleaned for them
+    lines = iter_lines(path, data, tags_anywhere, block_bytes=PROBE_BLOCK_BYTES)
+    return [x for _, x in zip(range(limit), lines)]
 
 
-def iter_lines(path: str | Path, data: bytes | None = None,
-               tags_anywhere: bool = False) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
+               block_bytes: int | None = None) -> Iterator[tuple[int, str]]:
     """(line number, cleaned text), one line at a time (from line_blocks): a log of a million
     steps is never held as one list."""
-    for first, lines in line_blocks(path, data, tags_anywhere):
+    for first, lines in line_blocks(path, data, tags_anywhere, block_bytes):
         yield from enumerate(lines, first)
 
 
-def line_blocks(path: str | Path, data: bytes | None = None,
-                tags_anywhere: bool = False) -> Iterator[tuple[int, list[str]]]:
-    """(first line number, cleaned lines) of about LINE_BLOCK_BYTES of whole lines at a time,
-    each block decoded once and split on '\\n' (a '\\n' byte is never inside a UTF-8
-    sequence, so decoding per block equals decoding per line): bounded memory, few calls."""
+def line_blocks(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
+                block_bytes: int | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, cleaned lines) of about LINE_BLOCK_BYTES (or `block_bytes`) of
+    whole lines at a time, each block decoded once and split on '\\n' (a '\\n' byte is never
+    inside a UTF-8 sequence, so decoding per block equals decoding per line): bounded memory,
+    few calls."""
     raw = read_bytes(path) if data is None else data
     if b"\x00" in raw[:4096]:
         raise fail(path, 1, "binary data where text was expected")
     start, i = 0, 1
     while True:
-        end = raw.find(b"\n", start + LINE_BLOCK_BYTES)
+        end = raw.find(b"\n", start + (block_bytes or LINE_BLOCK_BYTES))
         block = raw[start:] if end < 0 else raw[start:end]
         lines = [clean_line(x, tags_anywhere)
                  for x in block.decode("utf-8", errors="replace").split("\n")]

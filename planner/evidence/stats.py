@@ -64,16 +64,10 @@ class Series:
 
     def add(self, step: int, value: float) -> None:
         steps = self._steps
-        if steps and type(step) is int and steps[-1] < step < 2**63:  # the usual: a new last
-            steps.append(step)  # step (every step in _aside is below the last, none is equal)
-            self._values.append(value)
-            return
-        if step in self:
-            return
-        if (not self._steps or step > self._steps[-1]) and -2**63 <= step < 2**63:
-            self._steps.append(step)
-            self._values.append(value)
-        else:
+        if (not steps or steps[-1] < step) and -2**63 <= step < 2**63:  # the usual: a new last
+            steps.append(step)  # step (every step in _aside is below the last or outside the
+            self._values.append(value)  # array's range, so a step above the last is new)
+        elif step not in self:
             self._aside[step] = value
 
     def extend(self, steps: list[int], values: list[float]) -> None:

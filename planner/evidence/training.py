@@ -164,41 +164,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
 def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
     if "step:" not in s or not (m := TITAN.search(s)):
         return False
-    pairs = TITAN_FIELD.findall(s)
-    got = _titan_fields(pairs)
-    if got is None:  # anything unusual (wps, a field twice, a bad token): field by field,
-        return _torchtitan_fields(f, int(m[1]), pairs, path, ln)  # which names the problem
-    tps, tflops, mfu, mem = got
-    f.fmt("torchtitan")
-    step = int(m[1])
-    if mem is not None:
-        f.peak(None, mem[0] * GIB)
-        if mem[1] > 0 and f.memory.capacity_bytes is None:  # a stated capacity wins
-            f.memory.capacity_bytes = mem[0] * GIB / mem[1]
-    f.add("tokens_per_s_per_gpu", step, tps)
-    if tflops is not None:
-        f.add("tflops_per_gpu", step, tflops)
-    if mfu is not None:
-        f.add("mfu_pct", step, mfu)
-    return True
-
-
-def _titan_fields(pairs: list[tuple[str, str]]) -> tuple | None:
-    """(tps, tflops, mfu, (GiB, share) of memory) of a usual torchtitan step line's fields,
-    each at most once; None where _torchtitan_fields must read them one by one."""
-    seen = dict(pairs)
-    if len(seen) != len(pairs) or "wps" in seen or "tps" not in seen:
-        return None
-    try:
-        vals = {k: float(v.removesuffix("%").replace(",", "")) for k, v in seen.items()
-                if k != "memory"}
-        mem = None
-        if "memory" in seen:
-            mm = TITAN_MEM.match(seen["memory"])
-            mem = (float(mm[1].replace(",", "")), float(mm[2].replace(",", "")) / 100.0)
-    except (TypeError, ValueError):  # no memory match, a token that is not a number
-        return None
-    return vals["tps"], vals.get("tflops"), vals.get("mfu"), mem
+    return _torchtitan_fields(f, int(m[1]), TITAN_FIELD.findall(s), path, ln)
 
 
 def _torchtitan_fields(f: _Found, step: int, pairs: list[tuple[str, str]], path: Path,

@@ -28,7 +28,7 @@ import statistics
 import time
 
 from planner.api import problem
-from planner.search import FITS, SearchSpace, search
+from planner.search import SearchSpace, search
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
@@ -67,8 +67,8 @@ def main() -> None:
             walls.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
         wall, sec = statistics.median(walls), statistics.median(cpus)
-        structural = int(res.rejected.sum() - res.rejected[FITS])
-        evaluated = res.enumerated - structural
+        evaluated = res.priced
+        structural = res.enumerated - evaluated
         figures = (res.enumerated, structural, evaluated, res.valid, res.solved, len(res.order))
         print(f"{name:50} " + " ".join(f"{x:>10,}" for x in figures)
               + f" {wall:>10.3f} {sec:>10.3f} {evaluated / sec:>15,.0f}"

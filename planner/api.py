@@ -21,6 +21,7 @@ from .specs.budget import MemoryBudget
 from .specs.hardware import HardwareProfile, list_profiles
 from .specs.layout import KNOB, Layout
 from .specs.model import ModelSpec
+from .batches import MAX_PRICED
 from .search import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
 
 
@@ -232,18 +233,17 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
-        explain: bool = True) -> FitResult:
-    """Search every layout; return the best `top`, the winner's full estimate (unless not
-    `explain`: a sweep shows one row per count) and the rejections. When nothing fits and
-    `suggest`, say what would (more GPUs, offload, a shorter sequence, a bigger GPU). The
-    result keeps the search behind it (``search_result``, not in JSON): the design review draws
-    its trade-off chart from the same search, so it is not run twice."""
+        explain: bool = True, limit: int = MAX_PRICED) -> FitResult:
+    """Search every layout (refused over `limit` structurally valid ones); return the best
+    `top`, the winner's full estimate (unless not `explain`: a sweep shows one row per count)
+    and the rejections; when nothing fits and `suggest`, what would (more GPUs, offload, a
+    shorter sequence, a bigger GPU). It keeps its search (``search_result``, not in JSON)."""
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
     v.framework_recompute("--recompute", space.recompute or "none", p.fw)
-    res = search(p, space, objective, dominated=dominated)
+    res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set
     for x in ranked:  # checkpoint interval and goodput at the default failure rate

@@ -48,9 +48,11 @@ def check_priced(priced: int, limit: int | None) -> None:
     """Refuse a space with more than `limit` structurally valid candidates, naming the knobs
     that narrow it."""
     if limit is not None and priced > limit:
+        bound = (f"the {limit:,} one search prices" if limit >= MAX_PRICED else
+                 f"the {limit:,} left of the {MAX_PRICED:,} one fit prices over all its GPU counts")
         raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price, over "
-                         f"the {limit:,} one search prices; fix some of --tp, --pp, --cp, --ep, "
-                         "--zero, --micro-batch, or ask for a smaller --global-batch")
+                            f"{bound}; fix some of --tp, --pp, --cp, --ep, --zero, --micro-batch, "
+                            "or ask for a smaller --global-batch (or fewer GPU counts)")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,13 @@ class SearchResult(Plain):
     rejected: np.ndarray | None = None  # per rule: candidates it rejected first
     solved: int = 0            # partial-recompute layouts solved (not enumerated) that fit
 
+    @property
+    def priced(self) -> int:
+        """Candidates the cost model priced: the structurally valid ones (those a structural
+        rule rejected are counted, not priced)."""
+        structural = 0 if self.rejected is None else int(self.rejected.sum() - self.rejected[FITS])
+        return self.enumerated - structural
+
 
 def rank_key(results: Evaluation, gpus: int, objective: str,
              gpu_hour_cost: float = 1.0) -> np.ndarray:
@@ -343,14 +350,16 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
 
 
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
-           dominated: bool = False) -> SearchResult:
+           dominated: bool = False, limit: int = MAX_PRICED) -> SearchResult:
     """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
-    `dominated`) and each rejection attributed to the first rule it fails."""
+    `dominated`) and each rejection attributed to the first rule it fails. A space of more
+    than `limit` structurally valid candidates is refused before any is built
+    (batches.SpaceTooLarge)."""
     asked, p = p, _resolved(p)
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
-    for lay, left in layout_batches(p, space, limit=MAX_PRICED):
+    for lay, left in layout_batches(p, space, limit=limit):
         _scan_batch(p, _count_structural(p, t, lay, left, rec), rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(

@@ -187,7 +187,29 @@ def test_the_priced_bound_counts_what_the_search_prices():
     p = problem(model_from_params(8e9), load_profile("h100"), 64, seq_len=4096, global_batch=256)
     res = search(p)
     priced = res.enumerated - int(res.rejected.sum() - res.rejected[FITS])
-    assert priced > 0
+    assert priced > 0 and res.priced == priced
     list(layout_batches(p, SearchSpace(), limit=priced))
     with pytest.raises(SpaceTooLarge):
         list(layout_batches(p, SearchSpace(), limit=priced - 1))
+
+
+def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
+    # the bound lowered to what the first two counts price: the third is refused, and the
+    # message says the sweep's budget is spent, not that one search is too large
+    import planner.batches as b
+    from planner.api import fit
+    from planner.cli import run
+    from planner.specs.hardware import load_profile
+    from planner.specs.model import model_from_params
+
+    spent = sum(fit(model_from_params(8e9), load_profile("h100"), n, seq_len=4096,
+                    global_batch=256).search_result.priced for n in (8, 16))
+    monkeypatch.setattr(b, "MAX_PRICED", spent)
+    argv = ["fit", "--params", "8e9", "--gpus", "8,16", "--seq-len", "4096", "--global-batch",
+            "256", "-f", "json"]
+    assert run(argv) == 0
+    capsys.readouterr()
+    assert run(argv[:4] + ["8,16,32"] + argv[5:]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dtplan: error: layout space: ") and len(err.splitlines()) == 1, err
+    assert f"over the 0 left of the {spent:,} one fit prices over all its GPU counts" in err, err

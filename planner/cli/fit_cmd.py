@@ -42,9 +42,9 @@ def fit_cmd(
     fmt: Format = decl("fmt"),
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
-    rank the ones that fit, and say why the rest were rejected. One search prices at most
-    16,000,000 structurally valid layouts; a larger space is refused up front, naming the
-    options that narrow it."""
+    rank the ones that fit, and say why the rest were rejected. One fit prices at most
+    16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
+    up front, naming the options that narrow it."""
     from .. import validate as v
     from ..api import fit
     from ..render.fit import fit_doc
@@ -67,14 +67,16 @@ def fit_cmd(
     v.positive_int("--top", top, upper=1000)
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
-    results = []
+    from ..batches import MAX_PRICED
+    results, left = [], MAX_PRICED   # a sweep prices at most what one search may, in all
     for i, n in enumerate(counts):
         if len(counts) > 3 and sys.stderr.isatty():
             sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{len(counts)})")
         results.append(fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
                            optimizer=optimizer, space=space, objective=objective, top=top,
                            suggest=len(counts) == 1, dominated=show_all,
-                           explain=len(counts) == 1))
+                           explain=len(counts) == 1, limit=left))
+        left -= results[-1].search_result.priced
     if len(counts) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     if len(results) == 1:

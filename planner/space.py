@@ -19,7 +19,7 @@ tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table sh
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
 PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
 none of whose rows passes the structural rules is counted by rule without its rows being built
-(planner.split_verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
+(batches.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
 array work, not millions of rows.
 """
 

@@ -140,12 +140,13 @@ def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
 
 
 def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
-                   limit: int | None = None) -> Iterator[tuple[Candidates, Left]]:
+                   limit: int | None = None) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
     """space.candidate_batches before the recompute knob is crossed (every row holds the first
     recompute row; space.with_recomputes crosses it), in the same batches, with the splits
     that have no structurally valid row left out: per batch (its layouts, Left: per rule the
     rows of the splits left out since the batch before, with the rule's first candidate where
-    it lies in one of them). Consecutive batches of left-out splits only come as one. With
+    it lies in one of them, and per rule the layouts' rows first failing it, from verdicts).
+    Consecutive batches of left-out splits only come as one. With
     `limit`, a space of more structurally valid candidates is refused before any is built."""
     rows = rows or CHUNK_ROWS
     n_rec = len(recomputes(p, space))
@@ -166,5 +167,5 @@ def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
         if len(live) or (b == len(s) and done < b):
             left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b
                      else None) for r, x in enumerate(unbuilt[b] - unbuilt[done]) if x]
-            yield (product(s, live)[0] if len(live) else empty()), left
+            yield (product(s, live)[0] if len(live) else empty()), left, counts[live].sum(axis=0)
             done = b

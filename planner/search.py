@@ -24,7 +24,7 @@ from .engine.pareto import pareto_front
 from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .settle import settle
-from .batches import MAX_PRICED, Left, layout_batches
+from .batches import MAX_PRICED, Left, first_failures, layout_batches
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, spec
 from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
@@ -35,6 +35,7 @@ __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
+STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
 # Step times closer than this share count as equal when the other layout is leaner: far below
 # the time model's accuracy (calibration residuals are several per cent, `dtplan calibrate`)
 # and at the printed precision (ms at second-scale steps). Where the profile has an error band
@@ -208,28 +209,26 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
     return np.stack([passes[n] for n in STRUCTURAL])
 
 
-def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left,
+def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
                       rec: np.ndarray) -> Candidates:
     """The structural rules on a batch (batches.layout_batches: layouts before the recompute
     knob, which no structural rule reads, and the rows of the splits left out because none
-    passes, counted by rule), each rejection counted against its first rule with the first
-    such candidate as its example; the layouts that pass them (not yet crossed with
-    their recompute rows)."""
+    passes, counted by rule), each rejection counted against its first rule (`counts`: per
+    rule, the layouts first failing it, exact from batches.verdicts) with the first such
+    candidate as its example; the layouts that pass them (not yet crossed with their recompute
+    rows), both from each row's first failing rule (batches.first_failures)."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
     t.enumerated += len(lay) * len(rec)
-    mat = _structural(p, lay)
-    ok = mat.all(axis=0)
-    first = np.argmin(mat, axis=0)
-    for k, count in enumerate(np.bincount(first[~ok], minlength=len(STRUCTURAL))):
-        if count:
-            rule = RULE_NAMES.index(STRUCTURAL[k])
-            t.rejected[rule] += count * len(rec)
-            t.examples.setdefault(rule, lay.take(np.flatnonzero(~ok & (first == k))[:1]))
-    return lay.take(np.flatnonzero(ok))
+    first = first_failures(p, lay, STRUCTURAL_RULES)
+    for rule in np.flatnonzero(counts):
+        t.rejected[rule] += counts[rule] * len(rec)
+        if rule not in t.examples:
+            t.examples[int(rule)] = lay.take(np.flatnonzero(first == rule)[:1])
+    return lay.take(np.flatnonzero(first < 0))
 
 
 def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool
@@ -338,7 +337,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
     p = _resolved(p)
     rec = recomputes(p, space)
-    for lay, _ in layout_batches(p, space):
+    for lay, _, _ in layout_batches(p, space):
         ok = _structural(p, lay).all(axis=0)
         if ok.any():
             parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
@@ -359,8 +358,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
-    for lay, left in layout_batches(p, space, limit=limit):
-        _scan_batch(p, _count_structural(p, t, lay, left, rec), rec, t, dominated)
+    for lay, left, counts in layout_batches(p, space, limit=limit):
+        _scan_batch(p, _count_structural(p, t, lay, left, counts, rec), rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})

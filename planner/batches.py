@@ -96,6 +96,16 @@ def first_failures(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndar
     return first
 
 
+def passes(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
+    """Per row of c: whether it passes every one of `rules` (first_failures(...) < 0, without
+    tracking which rule fails first)."""
+    m = p.global_batch / (c.mb * c.dp)
+    ok = np.ones(len(c), dtype=bool)
+    for i in rules:
+        ok &= np.asarray(RULES[i].predicate(p, c, m), dtype=bool)
+    return ok
+
+
 def verdicts(p: Problem, s: Splits) -> tuple[np.ndarray, np.ndarray]:
     """Per split: rows (before the recompute knob) first failing each rule, (splits × rules),
     and rows passing every structural rule; by the run formula above, a run's tuples built

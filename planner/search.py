@@ -24,7 +24,7 @@ from .engine.pareto import pareto_front
 from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
 from .settle import settle
-from .batches import MAX_PRICED, Left, first_failures, layout_batches
+from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, spec
 from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
@@ -212,23 +212,25 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
                       rec: np.ndarray) -> Candidates:
     """The structural rules on a batch (batches.layout_batches: layouts before the recompute
-    knob, which no structural rule reads, and the rows of the splits left out because none
-    passes, counted by rule), each rejection counted against its first rule (`counts`: per
-    rule, the layouts first failing it, exact from batches.verdicts) with the first such
-    candidate as its example; the layouts that pass them (not yet crossed with their recompute
-    rows), both from each row's first failing rule (batches.first_failures)."""
+    knob, which no structural rule reads; `left`, the splits left out as none passes, counted
+    by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
+    failing each rule, exact from batches.verdicts), its first candidate the rule's example;
+    the layouts that pass (not yet crossed with their recompute rows). Each row's first
+    failing rule (batches.first_failures) is read only where a rule still needs its example,
+    else only whether it passes them all (batches.passes)."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
     t.enumerated += len(lay) * len(rec)
-    first = first_failures(p, lay, STRUCTURAL_RULES)
-    for rule in np.flatnonzero(counts):
-        t.rejected[rule] += counts[rule] * len(rec)
-        if rule not in t.examples:
-            t.examples[int(rule)] = lay.take(np.flatnonzero(first == rule)[:1])
-    return lay.take(np.flatnonzero(first < 0))
+    failing = np.flatnonzero(counts)
+    t.rejected[failing] += counts[failing] * len(rec)
+    new = [int(r) for r in failing if r not in t.examples]
+    first = first_failures(p, lay, STRUCTURAL_RULES) if new else None
+    for rule in new:
+        t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
+    return lay.take(np.flatnonzero(first < 0 if new else passes(p, lay, STRUCTURAL_RULES)))
 
 
 def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool

@@ -46,7 +46,6 @@ def fit_cmd(
     16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
     up front, naming the options that narrow it."""
     from .. import validate as v
-    from ..api import fit
     from ..render.fit import fit_doc
     from ..search import SearchSpace
 
@@ -67,17 +66,13 @@ def fit_cmd(
     v.positive_int("--top", top, upper=1000)
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
-    from ..batches import MAX_PRICED
-    results, left = [], MAX_PRICED   # a sweep prices at most what one search may, in all
-    for i, n in enumerate(counts):
-        if len(counts) > 3 and sys.stderr.isatty():
-            sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{len(counts)})")
-        results.append(fit(spec, prof, n, seq_len=s, global_batch=gbatch, precision=precision,
-                           optimizer=optimizer, space=space, objective=objective, top=top,
-                           suggest=len(counts) == 1, dominated=show_all,
-                           explain=len(counts) == 1, limit=left))
-        left -= results[-1].search_result.priced
-    if len(counts) > 3 and sys.stderr.isatty():
+    from ..fit_sweep import fit_counts
+    shown = len(counts) > 3 and sys.stderr.isatty()
+    results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
+                         precision=precision, optimizer=optimizer, space=space,
+                         objective=objective, top=top, dominated=show_all,
+                         progress=_progress(len(counts)) if shown else None)
+    if shown:
         sys.stderr.write("\n")
     if len(results) == 1:
         from ..batch_advice import advise_fit_result
@@ -95,6 +90,10 @@ def fit_cmd(
                          "--all ranks every valid layout")
     o.emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _progress(total: int):
+    return lambda i, n: sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
 
 
 def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:

@@ -110,6 +110,19 @@ def test_every_character_taken_as_one_cell_is_one_cell_for_rich():
     assert not any(one_cell(ch) for ch in "模\u00a0\u200b\t\r\x1b✅☰")
 
 
+
+def test_the_usual_characters_shortcut_follows_the_full_rule():
+    # one_cell answers dtplan's own non-ASCII characters without unicodedata; each must be one
+    # cell by the category and width rule it skips
+    import unicodedata
+
+    from planner.render.plain import _USUAL_ONE_CELL
+    for ch in _USUAL_ONE_CELL:
+        cp = ord(ch)
+        assert cp < 0x1100 or 0x2000 <= cp < 0x2600 or 0x27C0 <= cp < 0x2C00
+        assert unicodedata.category(ch)[0] in "LNPS"
+        assert unicodedata.east_asian_width(ch) not in ("W", "F")
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(st.characters(max_codepoint=0x2C00), max_size=40))
 def test_the_ascii_shortcut_agrees_with_the_character_by_character_test(text):

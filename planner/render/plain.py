@@ -14,7 +14,6 @@ so both renderers print the same bytes.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 _WORD = re.compile(r"\s*\S+\s*")
@@ -22,6 +21,9 @@ _WORD = re.compile(r"\s*\S+\s*")
 # styled line is one run: code, text (with its padding), reset.
 _SGR = {"bold": "1", "dim": "2", "cyan": "36", "bold green": "1;32", "bold red": "1;31"}
 _ASCII_PRINTABLE = frozenset(chr(c) for c in range(32, 127))
+# The non-ASCII characters dtplan's own text uses, each one cell by the rule of one_cell
+# (tests/test_render_plain.py checks it): a usual document needs no unicodedata import.
+_USUAL_ONE_CELL = frozenset("·×÷±≈≤≥−—…→µ")
 
 
 def one_cell(ch: str) -> bool:
@@ -29,8 +31,9 @@ def one_cell(ch: str) -> bool:
     letter, digit, punctuation mark or symbol of the alphabetic scripts (below U+1100, where
     Hangul jamo start) or of the punctuation, arrow, maths, box and shape blocks U+2000-U+25FF
     and U+27C0-U+2BFF (not the emoji-prone symbols and dingbats between), not East Asian wide."""
-    if ch in _ASCII_PRINTABLE:
+    if ch in _ASCII_PRINTABLE or ch in _USUAL_ONE_CELL:
         return True
+    import unicodedata
     cp = ord(ch)
     return ((cp < 0x1100 or 0x2000 <= cp < 0x2600 or 0x27C0 <= cp < 0x2C00)
             and unicodedata.category(ch)[0] in "LNPS"
@@ -129,7 +132,9 @@ def _table(t: Any, avail: int, bar: str, tty: bool = False) -> list[str] | None:
     numeric = numeric_columns(t)
     natural = _widths(t.columns, t.rows, numeric, 10 ** 6)
     bars = t.bars is not None and sum(natural) + len(natural) + 20 <= avail
-    widths = natural if bars else _widths(t.columns, t.rows, numeric, avail)
+    # Natural widths that fit the line are what _widths(avail) returns (nothing to take back).
+    fits = sum(natural) + len(natural) - 1 <= avail
+    widths = natural if bars or fits else _widths(t.columns, t.rows, numeric, avail)
     widths = [w or 1 for w in widths]
     columns, rows, right = list(t.columns), [list(map(str, r)) for r in t.rows], list(numeric)
     if bars:

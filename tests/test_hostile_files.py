@@ -133,5 +133,5 @@ def test_a_degree_an_engine_config_implies_is_within_its_knob_range(tmp_path):
     r = run_dtplan("check", path, "--engine", "deepspeed", "--gpus", "1", "--model", "llama3-8b",
                    "--seq-len", "1024")
     assert r.code == 2 and r.err.strip() == (
-        f"dtplan: error: {path}: micro_batch: the config implies micro_batch = 20,000,000; "
-        "allowed 1 to 10000000"), r.err
+        f"dtplan: error: {path}: micro_batch: must be between 1 and 10,000,000, got 20,000,000 "
+        "(what the config implies)"), r.err

@@ -42,12 +42,12 @@ def _in_range(job: Job, where: str) -> Job:
     readers bound what they read, but some degrees are derived (DeepSpeed's micro-batch is
     train_batch_size ÷ DP), and a plain Layout does not validate itself."""
     from ..specs.knobs import KNOBS
+    from ..validate import within
     for k in KNOBS:
         x = getattr(job.layout, k.name, None)
-        if type(x) is int and ((k.ge is not None and x < k.ge) or (k.le is not None and x > k.le)):
-            raise InputError(f"{where}: {k.name}", f"the config implies {k.name} = {x:,}; "
-                             f"allowed {k.ge if k.ge is not None else '-inf'} to "
-                             f"{k.le if k.le is not None else 'inf'}")
+        if type(x) is int:
+            within(f"{where}: {k.name}", x, k.ge, k.le, fmt=",.0f",
+                   got=f"{x:,} (what the config implies)")
     return job
 
 

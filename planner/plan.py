@@ -153,11 +153,17 @@ def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Pl
     return plan
 
 
+def plan_where(path: str | Path, option: Optional[str] = None) -> str:
+    """How errors about a plan file name it: the path, after the option it came from
+    (``--from-plan: plan.yaml``); resolve_plan's errors must name it alike to get their lines."""
+    return f"{option}: {path}" if option else str(path)
+
+
 def load_plan(path: str | Path, *, option: Optional[str] = None) -> tuple[Plan, str]:
     """Read and validate one plan file; returns the Plan and the file's text (for line lookup).
     ``option`` is the command-line option the path came from (``--from-plan``), named first."""
     text, _fmt, data = load_document(path, option=option)
-    return validate_plan(data, f"{option}: {path}" if option else str(path), text), text
+    return validate_plan(data, plan_where(path, option), text), text
 
 
 def json_schema() -> dict[str, Any]:

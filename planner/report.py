@@ -34,9 +34,9 @@ CHARTS_HINT = "pip install 'dtplan[report]'"
 
 
 def inputs_from_plan(path: str) -> Job:
-    from .plan import load_plan
+    from .plan import load_plan, plan_where
     plan, text = load_plan(path)
-    inp = resolve_plan(plan, Path(path).parent, str(path), text=text)
+    inp = resolve_plan(plan, Path(path).parent, plan_where(path), text=text)
     inp.notes.insert(0, f"plan {plan.name or Path(path).name}")
     return inp
 

@@ -103,14 +103,15 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
     from ..errors import InputError
     from ..specs.budget import MemoryBudget
     from ..inputs.resolve import resolve_plan
-    from ..plan import load_plan
+    from ..plan import load_plan, plan_where
     from ..render import emit
     from ..render.fit import shrink_doc
 
     if len(counts) != 1:
         raise InputError("--gpus", "give one GPU count with --from-plan")
     plan, text = load_plan(path, option="--from-plan")
-    inp = resolve_plan(plan, Path(path).resolve().parent, f"--from-plan: {path}", text=text)
+    inp = resolve_plan(plan, Path(path).resolve().parent, plan_where(path, "--from-plan"),
+                       text=text)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
                global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top,
                batch_tolerance=batch_tolerance)

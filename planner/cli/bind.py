@@ -32,7 +32,7 @@ def _shape(annotation: Any, o: Opt) -> str | None:
     know it (the command is then typer's alone)."""
     if o.kind == "flag":
         return "flag" if annotation in (bool, Optional[bool]) else None
-    if o.check() is not None:
+    if o.numeric:
         return "number" if typing.get_origin(annotation) is not list else None
     if annotation in (str, Optional[str]):
         return "text"

@@ -130,11 +130,13 @@ class Opt:
         return {"whole": whole, "sequence": self.kind == "seq", "lower": self.lower,
                 "upper": upper, "auto": self.auto}
 
+    @property
+    def numeric(self) -> bool:  # its value goes through the number parser
+        return self.kind in ("whole", "seq", "real")
+
     def check(self) -> Callable[[Any], Any] | None:
         """The value parser of a numeric option (raising InputError), None for text and flags."""
-        if self.kind not in ("whole", "seq", "real"):
-            return None
-        return check_number(self.flag, **self._range())
+        return check_number(self.flag, **self._range()) if self.numeric else None
 
     def option(self) -> Any:
         """The typer.Option of this declaration."""
@@ -142,7 +144,7 @@ class Opt:
         if self.kind == "flag":
             return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                                 hidden=self.hidden)
-        parser = number(self.flag, **self._range()) if self.check() is not None else None
+        parser = number(self.flag, **self._range()) if self.numeric else None
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                             metavar=self.metavar, parser=parser, hidden=self.hidden)
 

@@ -55,8 +55,8 @@ def evaluate_inputs(inp: Job, where: str = "plan") -> Outcome:
     from .estimation import estimate
     from .specs.budget import MemoryBudget
 
-    try:
-        budget = MemoryBudget(**inp.budget)
+    try:   # the plain constructor does not validate: the boundary model does
+        budget = MemoryBudget.model_validate(inp.budget)
     except Exception as e:
         raise InputError(f"{where}: budget", validation_message(e)) from None
     est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,

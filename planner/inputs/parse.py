@@ -19,9 +19,9 @@ key is known, else ``InputError("<file>", ...)``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -253,6 +253,7 @@ def _parse(text: str, fmt: str, where: str) -> Any:
             import tomli as tomllib  # type: ignore[no-redef]
         return tomllib.loads(text)
     if fmt == "json":
+        import json   # JSON text only: the fit path reads TOML profiles
         return json.loads(text, parse_constant=_no_constant, parse_int=_json_int,
                           parse_float=_json_float, object_pairs_hook=_json_pairs)
     raise InputError(where, f"unknown format {fmt!r}")
@@ -268,8 +269,10 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
         raise InputError(where, f"refused: nested deeper than {MAX_DEPTH} levels") from None
     except YamlSyntax as e:
         raise InputError(where, f"invalid YAML{e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except ValueError as e:  # tomllib.TOMLDecodeError and JSON constants
+    except ValueError as e:  # json.JSONDecodeError, tomllib.TOMLDecodeError and JSON constants
+        json = sys.modules.get("json")   # not imported: no JSON was read, so not a JSON error
+        if json is not None and isinstance(e, json.JSONDecodeError):
+            raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: "
+                             f"{e.msg}") from None
         raise InputError(where, f"invalid {fmt.upper()}: {str(e).splitlines()[0]}") from None
     return _walk(data, text, where)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -52,6 +51,8 @@ def _clean(obj: Any) -> Any:
 
 
 def render_json(doc: Document) -> str:
+    import json   # JSON output only
+
     from .json_out import default_mode, envelope
     payload = envelope(doc.command, doc.mode or default_mode(doc.command), doc.ok, doc.data,
                        doc.notes)

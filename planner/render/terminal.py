@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import sys
 from typing import Any
 
@@ -56,6 +55,7 @@ def width() -> int:
     if cols.isdigit() and int(cols) >= 20:
         return int(cols)
     if is_tty():
+        import shutil   # a terminal only: shutil loads the compressors (bz2, lzma) at import
         return shutil.get_terminal_size((80, 24)).columns
     return 80
 

@@ -10,7 +10,6 @@ path wherever ``--framework`` is accepted.
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Literal, Optional
@@ -187,10 +186,10 @@ def list_frameworks() -> list[FrameworkProfile]:
     """The bundled framework profiles (``framework_profiles/*.toml``), sorted by name."""
     global _BUNDLED
     if _BUNDLED is None:
-        from importlib.resources import files
+        from .hardware import bundled_dir
 
         found = [parse_framework(e.read_bytes(), str(e), trusted=True)
-                 for e in files("framework_profiles").iterdir()
+                 for e in bundled_dir("framework_profiles").iterdir()
                  if e.name.endswith(".toml") and e.is_file()]
         _BUNDLED = tuple(sorted(found, key=lambda f: f.name))
     return list(_BUNDLED)
@@ -206,9 +205,9 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
         return _BY_NAME[low]
     if _BUNDLED is not None or not low.replace("-", "").replace("_", "").isalnum():
         return None
-    from importlib.resources import files
+    from .hardware import bundled_dir
 
-    entry = files("framework_profiles") / f"{low}.toml"
+    entry = bundled_dir("framework_profiles") / f"{low}.toml"
     if not entry.is_file():
         return None
     prof = parse_framework(entry.read_bytes(), str(entry), trusted=True)
@@ -249,6 +248,7 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
         if low == prof.name.lower() or low in (a.lower() for a in prof.aliases):
             return prof
     names = framework_names()
+    import difflib   # only for "did you mean"
     near = difflib.get_close_matches(low, names, n=1, cutoff=0.5)
     hint = f"; did you mean '{near[0]}'?" if near else ""
     raise InputError("--framework", f"unknown framework '{want}'; known: {', '.join(names)} "

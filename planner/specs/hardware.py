@@ -10,7 +10,6 @@ as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H
 """
 
 
-import difflib
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -190,6 +189,7 @@ def _ok(check: str, v: Any) -> bool:
 
 
 def _unknown(where: str, key: str, known) -> str:
+    import difflib   # only for "did you mean" (its import is start-up time every run pays)
     near = difflib.get_close_matches(key, list(known), n=1)
     hint = f"; did you mean '{near[0]}'?" if near else ""
     return f"{where}{key}: unknown key{hint} (allowed: {', '.join(known)})"
@@ -295,6 +295,15 @@ def load_profile_file(path: str | Path, *, option: Optional[str] = None) -> Hard
     return _parse(text, f"{option}: {shown(opened)}" if option else shown(opened))
 
 
+def bundled_dir(package: str) -> Path:
+    """The directory of a bundled data package (``hardware_profiles``, ``framework_profiles``):
+    the source tree's, or the installed wheel's (pyproject's package-data ships the TOMLs
+    beside their ``__init__.py``). Read as a plain path: importlib.resources would load
+    tempfile, shutil, zipfile and their compressors on every run (~10 ms) for the same files."""
+    import importlib
+    return Path(next(iter(importlib.import_module(package).__path__)))
+
+
 _BUNDLED: Optional[tuple[HardwareProfile, ...]] = None
 
 
@@ -302,10 +311,8 @@ def list_profiles() -> list[HardwareProfile]:
     """The bundled profiles (``hardware_profiles/*.toml``), sorted by name."""
     global _BUNDLED
     if _BUNDLED is None:
-        from importlib.resources import files
-
         found = []
-        for entry in files("hardware_profiles").iterdir():
+        for entry in bundled_dir("hardware_profiles").iterdir():
             if entry.name.endswith(".toml") and entry.is_file():
                 found.append(_parse(entry.read_text(encoding="utf-8"), str(entry), trusted=True))
         _BUNDLED = tuple(sorted(found, key=lambda prof: prof.name))
@@ -315,9 +322,8 @@ def list_profiles() -> list[HardwareProfile]:
 def load_profile(name: str) -> HardwareProfile:
     """A bundled profile by name or alias, case-insensitive. A name that is its own file
     (`h100` → h100.toml) is parsed alone, not with every bundled profile."""
-    from importlib.resources import files
     want = name.strip().lower()
-    entry = files("hardware_profiles").joinpath(f"{want}.toml")
+    entry = bundled_dir("hardware_profiles") / f"{want}.toml"
     if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
         prof = _parse(entry.read_text(encoding="utf-8"), str(entry), trusted=True)
         if prof.name.lower() == want:
@@ -328,6 +334,7 @@ def load_profile(name: str) -> HardwareProfile:
             return prof
     names = [prof.name for prof in profiles]
     every = names + [a.lower() for prof in profiles for a in prof.aliases]
+    import difflib
     near = difflib.get_close_matches(want, every, n=1, cutoff=0.5)
     hint = ""
     if near:

@@ -7,7 +7,6 @@ Table 3 (s = 2048, V = 51200, GPT layout as in Megatron-LM: tied embeddings, lea
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from ..errors import InputError
@@ -168,6 +167,7 @@ def get_preset(name: str) -> ModelSpec:
     canonical = _INDEX.get(_key(name))
     if canonical is not None:
         return PRESETS[canonical]
+    import difflib   # only for "did you mean"
     close = difflib.get_close_matches(name.strip().lower(), list(PRESETS), n=5, cutoff=0.4)
     for alias in difflib.get_close_matches(_key(name), list(_INDEX), n=5, cutoff=0.5):
         if _INDEX[alias] not in close:

@@ -8,13 +8,13 @@ Also here: the output formats and number lists ("8,64,512", "64..1024")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Callable
 
 from ..errors import InputError
 from ..inputs.numbers import format_number, parse_number, parse_real, parse_whole
 from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from ..specs.plain import Plain, record
 from .. import validate as v
 from ..validate import MAX_GPUS
 
@@ -98,8 +98,9 @@ def real(flag: str, help: str, default: Any = None, *, within: tuple[float, floa
     return Opt((flag,), help, default, "NUM", "real", lower=lower, upper=upper)
 
 
-@dataclass(frozen=True)
-class Opt:
+# a plain record, as a frozen dataclass (whose generated methods cost ~0.9 ms at import)
+@record(frozen=True, positional=True, coerce=False)
+class Opt(Plain):
     """One option's declaration. `kind`: "whole" / "seq" / "real" numbers go through the one
     number parser; "flag" is a switch; "" takes text. `aliases`: older spellings, accepted and
     hidden from help. `why`: a variant's reason for differing from the base declaration.
@@ -147,6 +148,11 @@ class Opt:
         parser = number(self.flag, **self._range()) if self.numeric else None
         return typer.Option(self.default, *self.flags, *self.aliases, help=self.help,
                             metavar=self.metavar, parser=parser, hidden=self.hidden)
+
+
+def replace(o: Opt, **changes: Any) -> Opt:
+    """A copy of a declaration with some fields changed (a variant), as dataclasses.replace."""
+    return o.model_copy(update=changes)
 
 
 def _n(flag: str, help: str, default: Any = None, kind: str = "whole", **kw: Any) -> Opt:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..specs.plain import Plain, record, spec
 from .json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
 FORMATS = ("table", "json", "markdown")
 
 
-@dataclass
-class Table:
+# Plain records, not dataclasses (whose generated methods cost ~0.5 ms a class at import):
+# positional and keyword arguments, equality and repr as a dataclass's; values kept as given.
+@record(positional=True, coerce=False)
+class Table(Plain):
     """A titled grid of already-formatted cells. `bars` (one number per row) draws a bar column
     in the terminal so the biggest item shows at a glance."""
 
@@ -24,18 +26,18 @@ class Table:
     legend: str | None = None  # one line printed under the table: what its codes mean
 
 
-@dataclass
-class Document:
+@record(positional=True, coerce=False)
+class Document(Plain):
     """What a command prints: tables, notes (assumptions, explanations), a verdict line, and the
     JSON payload (`data`, SI units with the unit in each key name)."""
 
     command: str
     title: str
-    tables: list[Table] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    tables: list[Table] = spec(factory=list)
+    notes: list[str] = spec(factory=list)
     verdict: str | None = None
     ok: bool | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = spec(factory=dict)
     mode: str | None = None  # which of the command's JSON shapes `data` is (render.json_out)
 
 
@@ -94,13 +96,14 @@ def literal(text: str, *, newlines: bool = False) -> str:
 def literal_doc(doc: Document) -> Document:
     """The document with every string `literal`: what each renderer but JSON (which escapes by
     itself) prints."""
-    from dataclasses import replace
-    tables = [replace(t, title=literal(t.title), columns=[literal(c) for c in t.columns],
-                      rows=[[literal(c) for c in r] for r in t.rows],
-                      legend=literal(t.legend) if t.legend else t.legend) for t in doc.tables]
-    return replace(doc, title=literal(doc.title), tables=tables,
-                   notes=[literal(n) for n in doc.notes],
-                   verdict=literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict)
+    tables = [t.model_copy(update={"title": literal(t.title),
+                                   "columns": [literal(c) for c in t.columns],
+                                   "rows": [[literal(c) for c in r] for r in t.rows],
+                                   "legend": literal(t.legend) if t.legend else t.legend})
+              for t in doc.tables]
+    return doc.model_copy(update={
+        "title": literal(doc.title), "tables": tables, "notes": [literal(n) for n in doc.notes],
+        "verdict": literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict})
 
 
 def md_text(s: str) -> str:

@@ -70,8 +70,11 @@ class Plain:
     _init: ClassVar[tuple[tuple[str, Any, Any], ...]] = ()
     _frozen: ClassVar[bool] = False
     _coerce: ClassVar[tuple[tuple[str, str], ...]] = ()
+    _positional: ClassVar[int] = 0   # how many leading fields may be passed by position
 
-    def __init__(self, **kw: Any) -> None:
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        if args:
+            kw = self._by_position(args, kw)
         cls, put, given = type(self), object.__setattr__, 0
         for name, default, factory in cls._init:
             v = kw.get(name, _MISSING)
@@ -88,6 +91,18 @@ class Plain:
             extra = sorted(set(kw) - set(cls._names))
             raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {extra[0]!r}")
         self.__post_init__()
+
+    def _by_position(self, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+        """The positional arguments as keywords, in field order (as a dataclass takes them)."""
+        cls = type(self)
+        if len(args) > cls._positional:
+            raise TypeError(f"{cls.__name__}() takes {cls._positional} positional arguments "
+                            f"but {len(args)} were given")
+        named = dict(zip(cls._names, args))
+        twice = sorted(set(named) & set(kw))
+        if twice:
+            raise TypeError(f"{cls.__name__}() got multiple values for argument {twice[0]!r}")
+        return {**named, **kw}
 
     def __post_init__(self) -> None:
         cls = type(self)
@@ -148,9 +163,11 @@ class Plain:
 
 
 def record(cls: Optional[type] = None, *, frozen: bool = False,
-           config: Optional[dict] = None) -> Any:
+           config: Optional[dict] = None, positional: bool = False, coerce: bool = True) -> Any:
     """The class's annotations as its keyword-only fields (after its bases' fields); frozen:
-    immutable and hashable; `config`: the boundary model's pydantic config (extra="forbid")."""
+    immutable and hashable; `config`: the boundary model's pydantic config (extra="forbid");
+    `positional`: the fields may also be passed by position, in order (a dataclass's
+    signature); `coerce`: False keeps every value as given (no int-to-float and the like)."""
     def wrap(c: type) -> type:
         own = []
         for name, ann in c.__dict__.get("__annotations__", {}).items():
@@ -167,7 +184,8 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
         c._fields = tuple(f for f in base._fields if f.name not in mine) + tuple(own)
         c._names = tuple(f.name for f in c._fields)
         c._init = tuple((f.name, f.default, f.default_factory) for f in c._fields)
-        c._coerce = tuple((f.name, f.kind) for f in c._fields if f.kind)
+        c._coerce = tuple((f.name, f.kind) for f in c._fields if f.kind) if coerce else ()
+        c._positional = len(c._fields) if positional else 0
         c._frozen, c._config = frozen, dict(config or {})
         c.__hash__ = Plain._hash if frozen else None  # type: ignore[assignment]
         return c

@@ -8,7 +8,6 @@ for one layout with the value measured and the limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -18,13 +17,15 @@ from .engine.batch import batch_divides
 from .engine.ranks import inside_domain
 from .engine.stages import layers_split_valid
 from .specs.layout import Layout, Rule
+from .specs.plain import Plain, record
 
 Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
 
 
-@dataclass(frozen=True)
-class Figures:
+# plain records as frozen dataclasses (whose generated methods cost ~0.7 ms each at import)
+@record(frozen=True, positional=True, coerce=False)
+class Figures(Plain):
     """The evaluated numbers a rule's measured value quotes, for one layout."""
 
     micro_batches: float
@@ -32,8 +33,8 @@ class Figures:
     usable_memory: float
 
 
-@dataclass(frozen=True)
-class RuleSpec:
+@record(frozen=True, positional=True, coerce=False)
+class RuleSpec(Plain):
     """One rule: id, predicate over candidates (True = passes), text, measured/limit, and the
     config key per format (`FORMATS`; a format without an entry has no key for the rule)."""
 

@@ -92,3 +92,31 @@ def test_bounded_int_at_the_edges():
             bounded_int(literal, "k")
     with pytest.raises(InputError, match="^k: must be an integer, got 'x1'"):
         bounded_int("x1", "k")
+
+
+# Digit runs near the refusal length, brackets near the depth bound, and characters str.isdigit
+# reads as digits outside ASCII: where the quick look and the character scan could part ways.
+_RUNS = st.lists(st.one_of(st.text(alphabet="0123456789_", min_size=MAX_INT_DIGITS - 2,
+                                   max_size=MAX_INT_DIGITS + 3),
+                           st.text(alphabet='[{]}"\'#\n =x.²٣', max_size=6),
+                           st.just("[" * (MAX_DEPTH - 3))), max_size=8).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_RUNS, toml=st.booleans())
+def test_the_quick_look_skips_only_texts_the_scan_passes(text, toml):
+    from planner.inputs.parse import Refused, _nothing_to_refuse, _scan
+    if _nothing_to_refuse(text):
+        try:
+            _scan(text, toml)
+        except Refused as e:  # pragma: no cover - the property failing
+            pytest.fail(f"skipped a text the scan refuses: {e}")
+
+
+def test_the_quick_look_sends_each_refusable_text_to_the_scan():
+    from planner.inputs.parse import _nothing_to_refuse
+    assert _nothing_to_refuse("a = 1\n[b]\nc = [1, 2]\n")
+    assert not _nothing_to_refuse("a = " + "1" * (MAX_INT_DIGITS + 1))
+    assert not _nothing_to_refuse("a = 1_" + "2" * MAX_INT_DIGITS)
+    assert not _nothing_to_refuse("[" * (MAX_DEPTH + 1))
+    assert not _nothing_to_refuse("a = 1  # ²")   # a digit str.isdigit sees, the regex does not

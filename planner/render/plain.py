@@ -76,6 +76,11 @@ def _breaks(line: str, width: int) -> list[int]:
 def wrap(text: str, width: int, justify: str | None = None) -> list[str]:
     """The lines of `text` in `width` cells. justify "left" pads to the width, "right" drops
     trailing blanks and pads on the left, None leaves each line as cut."""
+    if len(text) <= width and "\n" not in text:   # one line that fits: most table cells
+        if justify == "right":
+            line = text.rstrip()
+            return [" " * (width - len(line)) + line]
+        return [text.ljust(width) if justify == "left" else text]
     out: list[str] = []
     for para in text.split("\n"):
         cuts = [0, *_breaks(para, width), len(para)]

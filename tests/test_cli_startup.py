@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +54,35 @@ def test_fit_from_flags_loads_no_plan_schema_verdicts_or_calibration_cases(tmp_p
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "0 []"
+
+
+# Standard-library modules a `fit` has no use for: importlib.resources (and the tempfile,
+# shutil, zipfile, bz2, lzma, random and threading it loads: ~10 ms) to read TOMLs that sit
+# beside their package; difflib, only for "did you mean"; json when the output is a table.
+_STDLIB_NOT_FOR_FIT = ("importlib.resources", "importlib.readers", "tempfile", "shutil",
+                       "zipfile", "bz2", "lzma", "random", "threading", "difflib")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_fit_loads_no_resource_reader_archive_or_fuzzy_matcher(tmp_path, fmt):
+    argv = ["fit", "--params", "7e9", "--gpus", "8", "--top", "3", "-f", fmt]
+    names = _STDLIB_NOT_FOR_FIT + (("json",) if fmt == "table" else ())
+    p = subprocess.run([sys.executable, "-c", _MODULES.format(argv=argv, names=names)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0 []"
+
+
+def test_bundled_profiles_are_read_from_beside_their_package():
+    # the path the TOMLs are read from (a source tree's or an installed wheel's package-data)
+    import framework_profiles
+    import hardware_profiles
+
+    from planner.specs.hardware import bundled_dir, list_profiles
+    for pkg in (hardware_profiles, framework_profiles):
+        assert bundled_dir(pkg.__name__) == Path(pkg.__file__).parent
+    assert {Path(p.source_file).parent for p in list_profiles()} == {
+        Path(hardware_profiles.__file__).parent}
 
 
 def test_a_named_framework_is_parsed_alone_and_aliases_use_the_list(monkeypatch):

@@ -7,6 +7,7 @@ blocks (DeepSeek's ``first_k_dense_replace``).
 """
 
 
+import functools
 import math
 from typing import Any, Literal
 
@@ -15,6 +16,13 @@ from ..errors import InputError
 from .plain import Plain, record, spec
 
 POSITIVE = {"gt": 0}   # a positive integer (pydantic's PositiveInt)
+
+
+@functools.lru_cache(maxsize=256)
+def _counted(spec: "ModelSpec", active: bool) -> int:
+    # A frozen spec's count depends on its fields alone, which key the cache (a `fit` asks
+    # ~45 times, 30 µs each: the nearest preset's scan, resilience, the estimate).
+    return spec._count(active)
 
 
 def _head_dim(hidden: Any, heads: Any) -> Any:
@@ -178,11 +186,11 @@ class ModelSpec(Plain):
 
     def param_count(self) -> int:
         """All trainable parameters (ECOSYSTEM.md §6.2 layout)."""
-        return self._count(active=False)
+        return _counted(self, False)
 
     def active_param_count(self) -> int:
         """Parameters one token uses: as param_count but MoE blocks hold only top-k experts."""
-        return self._count(active=True)
+        return _counted(self, True)
 
     # ---- FLOPs -------------------------------------------------------------------------------
 

@@ -236,10 +236,15 @@ def _kind_text(text: str) -> Optional[str]:
     return {"int": "int", "float": "float", "dict[str,float]": "float_map"}.get(t)
 
 
+_TEXT_KINDS: dict[str, Optional[str]] = {}
+
+
 def _kind(tp: Any) -> Optional[str]:
     """Which coercion a field's type gets (Optional[X] as X), or None."""
-    if isinstance(tp, str):
-        return _kind_text(tp)
+    if isinstance(tp, str):   # the same few texts recur over ~50 classes: read each once
+        if tp not in _TEXT_KINDS:
+            _TEXT_KINDS[tp] = _kind_text(tp)
+        return _TEXT_KINDS[tp]
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if _is_union(tp) and len(args) == 1:
         tp = args[0]

@@ -8,6 +8,7 @@ child environment), as it is for an installed wheel; the first, cache-filling ru
 a warm-up and not counted. Prints figures; asserts nothing.
 
     python benchmarks/cli_speed.py [--repeats 10] [--only fit] [--source DIR] [--baseline DIR]
+                                   [--phases]
 
 `--source DIR` times another checkout (``python -m planner`` with DIR first on the path);
 `--baseline DIR` times a second checkout interleaved with the first, so a before/after pair
@@ -15,7 +16,8 @@ runs under the same load; `--only WORD` keeps the commands containing WORD. The 
 twice: as the libraries start it (OpenBLAS starts a thread per core, which inflates its CPU
 time) and with one BLAS thread, as dtplan starts numpy. Each command's line also says whether
 its run imported typer (the argv binder, planner/cli/bind.py, runs fit, estimate, memory and the
-quick calculators without it; help, completion and usage errors go through typer).
+quick calculators without it; help, completion and usage errors go through typer). `--phases`
+splits each command's CPU in-process: numpy's import, the search proper, and the rest of dtplan.
 """
 
 from __future__ import annotations
@@ -85,6 +87,50 @@ def _imports_typer(argv: list[str], cwd: str, env: dict[str, str]) -> str:
                                               if p.stdout.strip() else "", "?")
 
 
+# In-process CPU of one run, split: numpy's import, the search proper (planner.search.search,
+# wrapped where the modules that call it hold it, as each new import passes) and everything
+# else dtplan does (its imports, parsing, profiles, the winner's estimate, rendering). One BLAS
+# thread, so no pool's spinning is counted.
+_CALLERS = ("planner.search", "planner.api", "planner.batch_advice", "planner.shrink")
+_PHASES = ("import os, sys, io, time, importlib.abc\n"
+           "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); T = time.process_time\n"
+           "t0 = T(); import numpy; t1 = T(); spent = [0.0]; timed = {{}}\n"
+           "class Wrap(importlib.abc.MetaPathFinder):\n"
+           "    def find_spec(self, name, path, target=None):\n"
+           "        s = sys.modules.get('planner.search')\n"
+           "        f = getattr(s, 'search', None)\n"
+           "        if f is not None and f not in timed and f not in timed.values():\n"
+           "            def w(*a, **k):\n"
+           "                s = T(); r = f(*a, **k); spent[0] += T() - s; return r\n"
+           "            timed[f] = w\n"
+           f"        for c in {_CALLERS!r}:\n"
+           "            m = sys.modules.get(c)\n"
+           "            if getattr(m, 'search', None) in timed:\n"
+           "                m.search = timed[m.search]\n"
+           "        return None\n"
+           "sys.meta_path.insert(0, Wrap())\n"
+           "from planner.cli import main; sys.argv = ['dtplan'] + {argv!r}\n"
+           "out, sys.stdout = sys.stdout, io.StringIO()\n"
+           "try:\n    main()\nexcept SystemExit:\n    pass\n"
+           "t2 = T(); sys.stdout = out\n"
+           "print(t1 - t0, spent[0], t2 - t1 - spent[0])")
+
+
+def _phases(argv: list[str], cwd: str, env: dict[str, str], repeats: int) -> str:
+    """Medians over fresh interpreters: numpy's import, planner.search.search, and the rest."""
+    runs = []
+    for _ in range(repeats):
+        p = subprocess.run([sys.executable, "-c", _PHASES.format(argv=argv)], env=env, cwd=cwd,
+                           capture_output=True, text=True, check=False)
+        if p.returncode == 0:
+            runs.append([float(x) for x in p.stdout.split()[-3:]])
+    if not runs:
+        return "in-process phases: the probe failed"
+    n, s, rest = (statistics.median(r[i] for r in runs) * 1e3 for i in range(3))
+    return (f"in-process CPU: import numpy {n:5.1f} ms, search {s:6.1f} ms, the rest of dtplan "
+            f"{rest:5.1f} ms (imports, parsing, profiles, estimate, rendering)")
+
+
 def _median_ms(runs: list[tuple[float, float]], i: int) -> float:
     return statistics.median(x[i] for x in runs) * 1e3
 
@@ -108,6 +154,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="only the commands whose text contains this")
     ap.add_argument("--source", default=None, help="time the planner of this checkout instead")
     ap.add_argument("--baseline", default=None, help="also time this checkout, interleaved")
+    ap.add_argument("--phases", action="store_true", help="also split each run's CPU in-process: "
+                    "numpy's import, the search, the rest")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     # the floor as dtplan starts it: one BLAS thread (dtplan's main sets the same default)
@@ -140,6 +188,8 @@ def main() -> None:
             print(f"    {label:8s} wall {m:6.1f} ms = {m / f:4.2f}x floor;  CPU {mc:6.1f} ms = "
                   f"{mc / fc:4.2f}x floor, {mc / f1c:4.2f}x one-thread floor, {mc / tc:4.2f}x "
                   f"typer floor; typer imported: {_imports_typer(argv, src, e)}")
+            if args.phases:
+                print(f"    {label:8s} {_phases(argv, src, e, args.repeats)}")
         if args.baseline:
             print(f"    dtplan / baseline CPU: {_median_ms(ours['dtplan'], 1) / _median_ms(ours['baseline'], 1):4.2f}")
 

@@ -270,8 +270,8 @@ def model_from_params(n: float) -> ModelSpec:
     hidden = INFER_HIDDEN_STEP
     while True:
         probe = _inferred_shape(hidden, 1, n)
-        fixed = probe.param_count() - probe.layer_params()
-        layers = round((n - fixed) / probe.layer_params())
+        layer = probe.layer_params()
+        layers = round((n - (probe.param_count() - layer)) / layer)
         if layers < 1:
             break
         score = abs(math.log(hidden / layers / INFER_ASPECT))

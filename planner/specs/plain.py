@@ -199,6 +199,11 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
     return wrap(cls) if cls is not None else wrap
 
 
+def replace(obj: T, **changes: Any) -> T:
+    """A copy of a plain value with some fields changed, as dataclasses.replace."""
+    return obj.model_copy(update=changes)  # type: ignore[attr-defined]
+
+
 def _int(v: Any) -> Any:
     return v if type(v) is int or isinstance(v, bool) else int(v)
 

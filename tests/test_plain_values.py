@@ -102,6 +102,23 @@ def test_the_boundary_model_keeps_the_constraints_and_errors():
     assert schema["description"] == inspect.cleandoc(Layout.__doc__)
 
 
+def test_validated_input_meets_the_cross_field_rules_once(monkeypatch):
+    # the boundary model runs ModelSpec._after; the plain value it returns is built from the
+    # validated values without running it again (a trusted construction still runs it)
+    calls = []
+    rules = ModelSpec._after
+    monkeypatch.setattr(ModelSpec, "_after", lambda self: calls.append(1) or rules(self))
+    monkeypatch.setattr(plain, "_MODELS", {})   # the boundary model built with the counter
+    d = dict(name="x", layers=2, hidden=64, heads=4, ffn=128, vocab=100, source="t",
+             mlp="swiglu", tied_embeddings=False, position="rope", norm="rmsnorm")
+    checked = ModelSpec.model_validate(d)
+    assert len(calls) == 1 and (checked.kv_heads, checked.head_dim) == (4, 16)
+    ModelSpec(**d)
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match=r"kv_heads \(3\) must divide heads \(4\)"):
+        ModelSpec.model_validate({**d, "kv_heads": 3})
+
+
 _SHAPES = st.fixed_dictionaries({
     "layers": st.integers(1, 200), "heads": st.sampled_from([1, 2, 4, 8, 16, 64]),
     "head_dim": st.sampled_from([16, 64, 128]), "kv_div": st.sampled_from([1, 2, 4]),

@@ -15,8 +15,8 @@ and returns the plain value; ``Cls.model_json_schema()`` is that model's schema.
 declared once, on the class's field.
 
 Hooks a class may define: ``_before(data)`` (a classmethod: input rewriting before
-validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs on the boundary
-model and in ``__post_init__``), ``_field_checks`` ({field: function(value) -> value}).
+validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs once: on the boundary
+model for validated data, in ``__post_init__`` for a trusted construction), ``_field_checks`` ({field: function(value) -> value}).
 """
 
 from __future__ import annotations
@@ -90,17 +90,20 @@ class Plain:
         self.__post_init__()
 
     def __post_init__(self) -> None:
-        cls = type(self)
-        for name, kind in cls._coerce:
+        self._coerced()
+        after = getattr(type(self), "_after", None)
+        if after is not None:
+            after(self)
+
+    def _coerced(self) -> None:
+        """The light coercions construction applies (see the module docstring), in place."""
+        for name, kind in type(self)._coerce:
             v = getattr(self, name)
             if v is None:
                 continue
             w = _COERCE[kind](v)
             if w is not v:
                 object.__setattr__(self, name, w)
-        after = getattr(cls, "_after", None)
-        if after is not None:
-            after(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
@@ -331,7 +334,13 @@ def boundary_model(cls: type) -> Any:
 
 
 def _to_plain(cls: type, obj: Any) -> Any:
-    """A validated boundary-model instance as its plain class (nested values too)."""
+    """A validated boundary-model instance as its plain class (nested values too), built
+    without running ``_after`` again: the boundary model ran the cross-field rules on these
+    very values (and ``_before`` filled what ``_after`` would)."""
     def leaf(v: Any) -> Any:
         return _to_plain(_PLAIN_OF[type(v)], v) if type(v) in _PLAIN_OF else v
-    return cls(**{n: _walk(getattr(obj, n), leaf) for n in cls._names})
+    out = object.__new__(cls)
+    for n in cls._names:
+        object.__setattr__(out, n, _walk(getattr(obj, n), leaf))
+    out._coerced()
+    return out

@@ -102,6 +102,28 @@ def test_the_boundary_model_keeps_the_constraints_and_errors():
     assert schema["description"] == inspect.cleandoc(Layout.__doc__)
 
 
+def test_an_internal_field_is_kept_but_never_input_or_output():
+    # FitResult keeps its search (search_result): a field of each instance, set by the
+    # constructor and kept by model_copy, but not dumped, compared, shown or in the schema
+    from planner.api import FitResult
+    from planner.search import SearchResult
+
+    base = dict(model="m", model_description="d", model_inferred=False, hardware="h100",
+                gpus=8, seq_len=1024, global_batch=8, objective="time", enumerated=0, valid=0,
+                layouts=[], rejections=[])
+    kept = object.__new__(SearchResult)
+    a, b = FitResult(**base, search_result=kept), FitResult(**base)
+    assert "search_result" in FitResult._names and "search_result" not in FitResult.__dict__
+    assert (a.search_result, b.search_result) == (kept, None) and a == b
+    assert "search_result" not in a.model_dump() and "search_result" not in repr(a)
+    assert a.model_copy(update={"gpus": 16}).search_result is kept
+    assert "search_result" not in json.dumps(FitResult.model_json_schema())
+    again = FitResult.model_validate(a.model_dump())
+    assert again == a and again.search_result is None
+    given = FitResult.model_validate({**a.model_dump(), "search_result": kept})
+    assert given.search_result is None  # not input either: the boundary model has no such field
+
+
 def test_validated_input_meets_the_cross_field_rules_once(monkeypatch):
     # the boundary model runs ModelSpec._after; the plain value it returns is built from the
     # validated values without running it again (a trusted construction still runs it)

@@ -46,12 +46,16 @@ class Field:
 
 
 def spec(default: Any = _MISSING, *, factory: Optional[Callable[[], Any]] = None,
-         default_shown: bool = False, required: bool = False, **meta: Any) -> Any:
+         default_shown: bool = False, required: bool = False, internal: bool = False,
+         **meta: Any) -> Any:
     """A field with its constraints (pydantic Field keywords) in its metadata. ``factory``: a
     mutable default; ``default_shown``: the schema states the factory's value as the default (a
     literal ``[]`` before) rather than a factory; ``required``: the boundary requires it although
-    the class fills it in (``_after``)."""
-    return Field(default, factory, {**meta, "default_shown": default_shown, "required": required})
+    the class fills it in (``_after``); ``internal``: a value the object keeps for the code that
+    made it, never input or output: not dumped, compared or shown, not in the boundary model
+    (so not in the schema), its default on a validated value."""
+    return Field(default, factory, {**meta, "default_shown": default_shown, "required": required,
+                                    "internal": internal})
 
 
 def fields(cls: type) -> tuple[Field, ...]:
@@ -67,6 +71,7 @@ class Plain:
     _config: ClassVar[dict] = {}
     _fields: ClassVar[tuple[Field, ...]] = ()
     _names: ClassVar[tuple[str, ...]] = ()
+    _shown: ClassVar[tuple[str, ...]] = ()    # the fields not internal: dumped, compared, shown
     _init: ClassVar[tuple[tuple[str, Any, Any], ...]] = ()
     _frozen: ClassVar[bool] = False
     _coerce: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -116,7 +121,7 @@ class Plain:
         object.__delattr__(self, name)
 
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in self._names)
+        return tuple(getattr(self, n) for n in self._shown)
 
     def __eq__(self, other: Any) -> bool:
         if type(other) is not type(self):
@@ -127,17 +132,17 @@ class Plain:
         return hash((type(self),) + self._values())
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._shown)
         return f"{type(self).__name__}({shown})"
 
     def model_dump(self, *, exclude: Optional[set[str] | frozenset[str]] = None) -> dict[str, Any]:
         """The fields in declaration order as dicts, lists and scalars (nested values too)."""
-        return {n: _dump(getattr(self, n)) for n in type(self)._names
+        return {n: _dump(getattr(self, n)) for n in type(self)._shown
                 if not exclude or n not in exclude}
 
     def model_copy(self: T, *, update: Optional[dict[str, Any]] = None) -> T:
         """A copy with some fields replaced (not validated, as pydantic's model_copy)."""
-        return type(self)(**{**dict(zip(self._names, self._values())), **(update or {})})
+        return type(self)(**{**{n: getattr(self, n) for n in self._names}, **(update or {})})
 
     @classmethod
     def model_validate(cls: type[T], data: Any) -> T:
@@ -169,6 +174,7 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
         mine = {f.name for f in own}
         c._fields = tuple(f for f in base._fields if f.name not in mine) + tuple(own)
         c._names = tuple(f.name for f in c._fields)
+        c._shown = tuple(f.name for f in c._fields if not f.metadata.get("internal"))
         c._init = tuple((f.name, f.default, f.default_factory) for f in c._fields)
         c._coerce = tuple((f.name, f.kind) for f in c._fields if f.kind)
         c._frozen, c._config = frozen, dict(config or {})
@@ -286,7 +292,7 @@ def _mirror_type(tp: Any) -> Any:
 def _mirror_value(v: Any) -> Any:
     """A default as the boundary model holds it (a plain value as its model's instance)."""
     if isinstance(v, Plain):
-        return boundary_model(type(v))(**{n: _mirror_value(getattr(v, n)) for n in v._names})
+        return boundary_model(type(v))(**{n: _mirror_value(getattr(v, n)) for n in v._shown})
     return v
 
 
@@ -300,6 +306,8 @@ def boundary_model(cls: type) -> Any:
     hints = typing.get_type_hints(cls)
     declared: dict[str, Any] = {}
     for f in cls._fields:
+        if f.metadata.get("internal"):   # never input or output: not part of the model
+            continue
         kw = {k: x for k, x in f.metadata.items() if k in _FIELD_ARGS}
         if f.metadata.get("required"):
             info = Declared(..., **kw)
@@ -340,7 +348,9 @@ def _to_plain(cls: type, obj: Any) -> Any:
     def leaf(v: Any) -> Any:
         return _to_plain(_PLAIN_OF[type(v)], v) if type(v) in _PLAIN_OF else v
     out = object.__new__(cls)
-    for n in cls._names:
-        object.__setattr__(out, n, _walk(getattr(obj, n), leaf))
+    for f in cls._fields:
+        v = (_walk(getattr(obj, f.name), leaf) if not f.metadata.get("internal")
+             else f.default if f.default is not _MISSING else f.default_factory())
+        object.__setattr__(out, f.name, v)
     out._coerced()
     return out

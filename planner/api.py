@@ -7,7 +7,7 @@
 
 
 import math
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 import numpy as np
 from .specs.plain import Plain, record, spec
@@ -163,7 +163,7 @@ class FitResult(Plain):
     suggestions: list[str] = spec(factory=list, default_shown=True)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
     empty_space: str = ""            # why nothing was enumerated, when nothing was
-    search_result: ClassVar[Optional[SearchResult]] = None   # its search; not a field, not JSON
+    search_result: Optional[SearchResult] = spec(None, internal=True)  # its search; not in JSON
 
     @property
     def fits(self) -> bool:
@@ -260,8 +260,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                        seq_len=seq_len, global_batch=global_batch, objective=objective,
                        enumerated=res.enumerated, valid=res.valid, layouts=ranked,
                        best=best, rejections=_rejections(res),
-                       offload_searched=space.allow_offload)
-    result.search_result = res
+                       offload_searched=space.allow_offload, search_result=res)
     if not res.enumerated:   # no split at all: no other GPU count, batch or GPU can be ranked
         result.empty_space = _empty_space(p, space)
     elif not ranked and suggest:

@@ -141,8 +141,8 @@ def _framework_memory_note(p: Problem) -> str:
     under_pp = ("stage kept gathered, gradients accumulated unsharded in the reduce dtype"
                 if m.accumulate_unsharded_grads_under_pp else "as without PP")
     return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
-            f"{m.grad_bytes:g} B/param under 16-bit mixed precision, selective recompute = "
-            f"{fw.time.selective_recompute}, loss {m.loss_backward_bytes:g} B per logit"
+            f"{m.grad_bytes:g} B/param under 16-bit mixed precision, loss "
+            f"{m.loss_backward_bytes:g} B per logit"
             + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
                if m.loss_backward_bytes_tp is not None else "")
             + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "

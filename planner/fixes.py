@@ -31,7 +31,7 @@ def cheapest_fix(job: Job, rules: list[GateRule]) -> Optional[Fix]:
     failed = {r.name for r in rules if r.status == "fail"} & set(RULE_NAMES)
     if not failed:
         return None
-    budget = MemoryBudget(**job.budget)
+    budget = job.budget
     return (_tune(job, budget) or _relayout(job, budget) or _more_nodes(job, budget)
             or Fix(kind="none", summary="nothing tried passes: no micro-batch or recompute, no "
                    f"layout on {job.gpus} GPUs and no count up to {_largest(job)} GPUs fits "

@@ -28,7 +28,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError, InputErrors, validation_message
+from .errors import InputError, InputErrors
 from .inputs.lines import find_key_line
 from .inputs.resolve import resolve_file
 from .plan_rules import (batch_accounting_rule, checkpoint_figures, checkpoint_rules,
@@ -53,14 +53,9 @@ class Outcome:
 def evaluate_inputs(inp: Job, where: str = "plan") -> Outcome:
     """Run the estimate and collect every rule for one resolved input."""
     from .estimation import estimate
-    from .specs.budget import MemoryBudget
 
-    try:   # the plain constructor does not validate: the boundary model does
-        budget = MemoryBudget.model_validate(inp.budget)
-    except Exception as e:
-        raise InputError(f"{where}: budget", validation_message(e)) from None
     est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
-                   global_batch=inp.global_batch, budget=budget)
+                   global_batch=inp.global_batch, budget=inp.budget)
     rules = [_from_rule(r, inp.keys.get(r.name)) for r in est.rules]
     rules += inp.rules
     if inp.layout.recompute == "selective":

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from .errors import InputError, validation_message
+from .errors import InputError
 from .gate import evaluate_inputs
 from .inputs.resolve import resolve_plan
 from .specs.job import Job
@@ -82,18 +82,13 @@ def _context(inp: Job, source: str, fit_result, charts: bool):
     sweep's own count. No "what would fit" searches: the review never prints them."""
     from .api import fit
     from .review.sections import ReviewContext
-    from .specs.budget import MemoryBudget
-    try:
-        budget = MemoryBudget(**inp.budget)
-    except Exception as e:
-        raise InputError("budget", validation_message(e)) from None
     outcome = evaluate_inputs(inp, source)
     if fit_result is None:
         lay = inp.layout
         kw = dict(seq_len=inp.seq_len, global_batch=inp.global_batch, precision=lay.precision,
-                  optimizer=lay.optimizer, budget=budget)
+                  optimizer=lay.optimizer, budget=inp.budget)
         fit_result = fit(inp.model, inp.hardware, inp.gpus, **kw, top=5, suggest=False)
-    return ReviewContext(inp=inp, source=source, budget=budget, outcome=outcome,
+    return ReviewContext(inp=inp, source=source, budget=inp.budget, outcome=outcome,
                          fit_result=fit_result, charts=charts)
 
 

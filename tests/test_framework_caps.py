@@ -45,6 +45,10 @@ def test_fit_and_estimate_print_the_framework_capabilities(dtplan, name):
                  "--framework", name, "-f", "json")
     assert est.code in (0, 1), est
     assert _line(name) in est.json()["notes"]
+    # the selective mode is stated once, on this line (not again in the profile's time and
+    # memory lines beside it)
+    for notes in (fit.json()["notes"], est.json()["notes"]):
+        assert [n for n in notes if "selective recompute" in n] == [_line(name)]
 
 
 def test_report_prints_the_framework_capabilities(dtplan, tmp_path):

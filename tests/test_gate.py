@@ -490,6 +490,32 @@ def test_budget_and_hardware_overrides(tmp_path):
     assert v.ok and v.summary["global_batch"] == 1024
 
 
+def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
+    # the plan's budget: is turned into a MemoryBudget once, where the file is resolved; the
+    # estimate, the review and the fixes read that object (none rebuilds it from a dict)
+    from types import SimpleNamespace
+
+    from planner.gate import evaluate_inputs
+    from planner.inputs.resolve import resolve_plan
+    from planner.inputs.sections import budget_from_section
+    from planner.specs.budget import MemoryBudget
+
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD.read_text() + "budget:\n  margin_fraction: 0.25\n  context_gb: 2\n")
+    plan, _ = load_plan(p)
+    job = resolve_plan(plan, p.parent, str(p))
+    assert job.budget == MemoryBudget(margin_fraction=0.25, context_bytes=2e9)
+    monkeypatch.setattr(MemoryBudget, "model_validate", None)  # validated once: not again
+    assert evaluate_inputs(job, str(p)).estimate.budget is job.budget
+    monkeypatch.undo()
+    bad = SimpleNamespace(context_gb=None, comm_buffer_gb=None, fragmentation_fraction=None,
+                          margin_fraction=1.5)
+    with pytest.raises(InputError, match=r"^p.yaml: budget: margin_fraction: Input should be "
+                                         r"less than 1$"):
+        budget_from_section(bad, "p.yaml")
+    assert budget_from_section(None, "p.yaml") == MemoryBudget()
+
+
 def test_checkpoint_waste_matches_the_seed():
     # DESIGN.md seed: δ = 3 min, M = 50 h, τ = 15 min → 20.25% wasted; optimum near 134 min.
     from planner.gate import checkpoint_figures

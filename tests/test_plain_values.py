@@ -102,6 +102,45 @@ def test_the_boundary_model_keeps_the_constraints_and_errors():
     assert schema["description"] == inspect.cleandoc(Layout.__doc__)
 
 
+def test_an_internal_field_is_kept_but_never_input_or_output():
+    # FitResult keeps its search (search_result): a field of each instance, set by the
+    # constructor and kept by model_copy, but not dumped, compared, shown or in the schema
+    from planner.api import FitResult
+    from planner.search import SearchResult
+
+    base = dict(model="m", model_description="d", model_inferred=False, hardware="h100",
+                gpus=8, seq_len=1024, global_batch=8, objective="time", enumerated=0, valid=0,
+                layouts=[], rejections=[])
+    kept = object.__new__(SearchResult)
+    a, b = FitResult(**base, search_result=kept), FitResult(**base)
+    assert "search_result" in FitResult._names and "search_result" not in FitResult.__dict__
+    assert (a.search_result, b.search_result) == (kept, None) and a == b
+    assert "search_result" not in a.model_dump() and "search_result" not in repr(a)
+    assert a.model_copy(update={"gpus": 16}).search_result is kept
+    assert "search_result" not in json.dumps(FitResult.model_json_schema())
+    again = FitResult.model_validate(a.model_dump())
+    assert again == a and again.search_result is None
+    given = FitResult.model_validate({**a.model_dump(), "search_result": kept})
+    assert given.search_result is None  # not input either: the boundary model has no such field
+
+
+def test_validated_input_meets_the_cross_field_rules_once(monkeypatch):
+    # the boundary model runs ModelSpec._after; the plain value it returns is built from the
+    # validated values without running it again (a trusted construction still runs it)
+    calls = []
+    rules = ModelSpec._after
+    monkeypatch.setattr(ModelSpec, "_after", lambda self: calls.append(1) or rules(self))
+    monkeypatch.setattr(plain, "_MODELS", {})   # the boundary model built with the counter
+    d = dict(name="x", layers=2, hidden=64, heads=4, ffn=128, vocab=100, source="t",
+             mlp="swiglu", tied_embeddings=False, position="rope", norm="rmsnorm")
+    checked = ModelSpec.model_validate(d)
+    assert len(calls) == 1 and (checked.kv_heads, checked.head_dim) == (4, 16)
+    ModelSpec(**d)
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match=r"kv_heads \(3\) must divide heads \(4\)"):
+        ModelSpec.model_validate({**d, "kv_heads": 3})
+
+
 _SHAPES = st.fixed_dictionaries({
     "layers": st.integers(1, 200), "heads": st.sampled_from([1, 2, 4, 8, 16, 64]),
     "head_dim": st.sampled_from([16, 64, 128]), "kv_div": st.sampled_from([1, 2, 4]),

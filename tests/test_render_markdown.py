@@ -50,3 +50,17 @@ def test_a_number_cell_is_judged_as_printed():
 def test_the_review_writes_its_tables_with_the_same_lines():
     from planner.render import review
     assert review.md_table is md_table
+
+
+def test_each_cell_goes_through_literal_once(monkeypatch):
+    # the alignment is judged on the cells as shown and the rows print those same strings:
+    # one literal() per header, cell and legend
+    import planner.render.document as d
+
+    seen = []
+    real = d.literal
+    monkeypatch.setattr(d, "literal", lambda s, **kw: seen.append(s) or real(s, **kw))
+    t = Table("T", ["name", "GB"], [["a|b", "1.5"], ["<i>", "2"]], legend="L")
+    assert md_table(t) == ["| name | GB |", "|---|--:|", "| a\\|b | 1.5 |", "| \\<i> | 2 |",
+                           "", "*L*", ""]
+    assert sorted(seen) == sorted(["name", "GB", "a|b", "1.5", "<i>", "2", "L"])

@@ -93,12 +93,93 @@ def test_numbers_right_aligned_and_rule_under_header():
     assert render_plain(doc, 80) == "T\nt\nname       GB\n------- -----\nweights 17.68\ngrads     1.1\n"
 
 
-def test_wide_characters_and_overwide_tables_go_to_rich():
+def test_wide_characters_and_columns_left_without_a_cell_go_to_rich():
     wide = Document(command="x", title="模型", tables=[])
     assert render_plain(wide, 80) is None
+    # 30 numeric columns on 40 cells: rich squeezes some to no cell at all
+    nums = [str(10 ** 5 + i) for i in range(30)]
+    crushed = Document(command="x", title="T", tables=[Table("t", nums, [nums])])
+    assert render_plain(crushed, 40) is None
+    # a column with nothing in it keeps no cell once rich squeezes the table
+    empty = Document(command="x", title="T", tables=[Table("t", ["w" * 15] * 4 + [""],
+                                                            [["w" * 15] * 4 + [""]])])
+    assert min(_rich_widths(empty, 40)[0]) == 0 and render_plain(empty, 40) is None
+
+
+def test_a_table_wider_than_the_line_is_squeezed_as_rich_squeezes_it():
+    # 8 columns whose words (15 letters) need 127 cells on a 40-cell line: rich takes the
+    # excess evenly and folds the words; so does the plain renderer
     words = ["w" * 15] * 8
     overwide = Document(command="x", title="T", tables=[Table("t", words, [words])])
-    assert render_plain(overwide, 40) is None
+    plain = render_plain(overwide, 40)
+    assert plain is not None and plain == render_rich_text(overwide, False, 40)
+    assert plain.split("\n")[6] == "---- " * 6 + "----- ----"  # 33 cells: 71 taken evenly
+    # numbers keep their width in _widths (they never wrap), so only the squeeze narrows them
+    nums = [["1024", "12.665", "58.7%", "ZeRO-3h8", "interleaved"] * 3]
+    wide_numbers = Document(command="x", title="T", tables=[Table("t", ["#"] * 15, nums)])
+    plain = render_plain(wide_numbers, 80)
+    assert plain is not None and plain == render_rich_text(wide_numbers, False, 80)
+    assert plain.split("\n")[3].startswith("-- ---- --- ------ --------")  # 102 cells on 66
+
+
+def _rich_widths(doc: Document, columns: int) -> list[list[int]]:
+    # rich's own column widths for each table (its private layout step: the ground truth the
+    # plain renderer copies), to tell which documents it must lay out itself
+    from rich.console import Console
+
+    from planner.render.terminal import _rich_table
+    console = Console(width=columns, no_color=True, color_system=None)
+    out = []
+    for t in doc.tables:
+        rt = _rich_table(t, False, columns)
+        out.append(rt._calculate_column_widths(
+            console, console.options.update_width(columns - rt._extra_width)))
+    return out
+
+
+@st.composite
+def _wide_doc(draw) -> Document:
+    # tables of many columns on narrow lines: floors wider than the line, numbers that fold
+    ncols = draw(st.integers(2, 24))
+    cells = _WORDS | st.integers(0, 10 ** 9).map(str) | st.floats(0, 1e6).map("{:.3f}".format)
+    cols = [draw(_text(2)) for _ in range(ncols)]
+    rows = [[draw(cells) for _ in range(ncols)] for _ in range(draw(st.integers(1, 4)))]
+    bars = draw(st.none() | st.lists(st.floats(0, 9), min_size=len(rows), max_size=len(rows)))
+    return Document(command="fit", title=draw(_text(6)), tables=[Table(draw(_text(6)), cols,
+                                                                        rows, bars)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_wide_doc(), st.integers(20, 100), st.booleans())
+def test_overwide_tables_match_rich_and_go_to_rich_only_without_a_cell(doc, columns, tty):
+    import os
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, {"TERM": "xterm", "COLORTERM": ""}):
+        plain = render_plain(doc, columns, tty=tty)
+        if plain is not None:
+            assert plain == render_rich_text(doc, tty, columns)
+    one_cell_text = all(one_cell(ch) or ch == "\n"
+                        for s in [doc.title, doc.tables[0].title, *doc.tables[0].columns,
+                                  *(c for r in doc.tables[0].rows for c in r)] for ch in s)
+    if one_cell_text and plain is None:  # only a column rich leaves with no cell sends it there
+        assert min(min(w) for w in _rich_widths(doc, columns)) == 0
+
+
+def test_fit_top_1000_on_80_columns_is_laid_out_without_rich():
+    # the case that sent `fit --top 1000 --all` to rich: 4-digit ranks make the floors 83 cells
+    import planner.api
+    from planner.render.fit import fit_doc
+    from planner.specs.hardware import load_profile
+    from planner.specs.model import model_from_params
+
+    r = planner.api.fit(model_from_params(70e9), load_profile("h100"), 256, seq_len=8192,
+                        global_batch=512, top=1000, dominated=True)
+    doc = fit_doc(r)
+    doc.tables = doc.tables[:1]
+    doc.tables[0].rows = doc.tables[0].rows[-60:]  # the widest rows; rich is slow on 1000
+    plain = render_plain(doc, 80)
+    assert plain is not None and plain == render_rich_text(doc, False, 80)
 
 
 def test_every_character_taken_as_one_cell_is_one_cell_for_rich():

@@ -101,7 +101,6 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
 
     from ..shrink import shrink
     from ..errors import InputError
-    from ..specs.budget import MemoryBudget
     from ..inputs.resolve import resolve_plan
     from ..plan import load_plan, plan_where
     from ..render import emit
@@ -113,7 +112,7 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
     inp = resolve_plan(plan, Path(path).resolve().parent, plan_where(path, "--from-plan"),
                        text=text)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
-               global_batch=inp.global_batch, budget=MemoryBudget(**inp.budget), top=top,
+               global_batch=inp.global_batch, budget=inp.budget, top=top,
                batch_tolerance=batch_tolerance)
     doc = shrink_doc(r)
     emit(doc, fmt)

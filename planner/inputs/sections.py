@@ -161,21 +161,31 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
         accumulation = b.accumulation
     if accumulation is not None:
         keys["batch-accounting"] = "batch.accumulation"
-    budget = {}
-    if plan.budget is not None:
-        gb = plan.budget
-        for src, dst, scale in (("context_gb", "context_bytes", 1e9),
-                                ("comm_buffer_gb", "comm_buffer_bytes", 1e9),
-                                ("fragmentation_fraction", "fragmentation_fraction", 1.0),
-                                ("margin_fraction", "margin_fraction", 1.0)):
-            val = getattr(gb, src)
-            if val is not None:
-                budget[dst] = val * scale
+    budget = budget_from_section(plan.budget, where)
     keys.update(config_keys("plan", layout))
     return Job(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
                   notes=notes)
+
+
+def budget_from_section(section: Any, where: str) -> Any:
+    """The plan's ``budget:`` (GB and shares; None: every default) as the job's MemoryBudget,
+    validated once here by its boundary model: every later reader takes it as it is."""
+    from ..specs.budget import MemoryBudget
+
+    kw = {}
+    for src, dst, scale in (("context_gb", "context_bytes", 1e9),
+                            ("comm_buffer_gb", "comm_buffer_bytes", 1e9),
+                            ("fragmentation_fraction", "fragmentation_fraction", 1.0),
+                            ("margin_fraction", "margin_fraction", 1.0)):
+        val = None if section is None else getattr(section, src)
+        if val is not None:
+            kw[dst] = val * scale
+    try:
+        return MemoryBudget.model_validate(kw)
+    except Exception as e:
+        raise InputError(f"{where}: budget", validation_message(e)) from None
 
 
 def _overridden(plan: Plan, o: CheckOptions, notes: list[str]) -> Plan:

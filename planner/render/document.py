@@ -149,22 +149,32 @@ def literal_doc(doc: Document) -> Document:
 def md_text(s: str) -> str:
     """Text for Markdown: `literal`, and no HTML tag a viewer would run (`<img` → `\\<img`).
     Applied once to each raw string: a second pass would escape its own backslash again."""
-    return _TAG.sub(r"\\<", literal(s))
+    return _no_tags(literal(s))
+
+
+def _no_tags(shown: str) -> str:
+    return _TAG.sub(r"\\<", shown)
+
+
+def _md_shown(shown: str) -> str:
+    # a cell already through `literal` (a line break shown as \n, so it stays on its row):
+    # md_text's tag escape, then the column separator
+    return _no_tags(shown).replace("|", "\\|")
 
 
 def _md_cell(s: str) -> str:
-    # md_text has already shown a line break as \n, so a cell stays on its row.
-    return md_text(s).replace("|", "\\|")
+    return _md_shown(literal(s))
 
 
 def md_table(t: Table) -> list[str]:
     """A table's Markdown lines under its title (which each caller sets its own way): header,
     alignment (numbers right-aligned, as in the terminal, judged on the cells as printed),
-    rows, the legend, a blank line."""
-    shown = Table(t.title, t.columns, [[literal(c) for c in r] for r in t.rows])
+    rows, the legend, a blank line. Each cell goes through `literal` once, for both."""
+    rows = [[literal(c) for c in r] for r in t.rows]
     lines = ["| " + " | ".join(_md_cell(c) for c in t.columns) + " |",
-             "|" + "|".join("--:" if n else "---" for n in numeric_columns(shown)) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in t.rows]
+             "|" + "|".join("--:" if n else "---"
+                            for n in numeric_columns(Table(t.title, t.columns, rows))) + "|"]
+    lines += ["| " + " | ".join(_md_shown(c) for c in r) + " |" for r in rows]
     if t.legend:
         lines += ["", f"*{_md_cell(t.legend)}*"]
     return lines + [""]

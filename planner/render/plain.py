@@ -7,8 +7,9 @@ The layout rules are those of the terminal renderer (planner.render.terminal): c
 space apart, a dashed rule under the header, numbers right-aligned, titles and cells wrapped at
 spaces with words longer than their column folded, multi-line headers aligned at the bottom,
 blanks at line ends dropped. Text this module cannot measure one character to a cell (wide or
-combining characters, tabs, control characters) and tables wider than the line go back to rich,
-so both renderers print the same bytes.
+combining characters, tabs, control characters) goes back to rich, and so does a table whose
+columns cannot all keep one cell on the line; a table whose word floors are wider than the line
+has its widths squeezed as rich squeezes them, so both renderers print the same bytes.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def _table_lines(title: str, columns: list[str], rows: list[list[str]], widths: 
 
 
 def _table(t: Any, avail: int, bar: str, tty: bool = False) -> list[str] | None:
-    """The table's lines, or None when rich must lay it out (it is wider than the line)."""
+    """The table's lines, or None when rich must lay it out (a column would get no cell)."""
     from .document import numeric_columns
     from .terminal import _bar, _widths
 
@@ -139,8 +140,8 @@ def _table(t: Any, avail: int, bar: str, tty: bool = False) -> list[str] | None:
     bars = t.bars is not None and sum(natural) + len(natural) + 20 <= avail
     # Natural widths that fit the line are what _widths(avail) returns (nothing to take back).
     fits = sum(natural) + len(natural) - 1 <= avail
-    widths = natural if bars or fits else _widths(t.columns, t.rows, numeric, avail)
-    widths = [w or 1 for w in widths]
+    fixed = natural if bars or fits else _widths(t.columns, t.rows, numeric, avail)
+    widths = [w or 1 for w in fixed]
     columns, rows, right = list(t.columns), [list(map(str, r)) for r in t.rows], list(numeric)
     if bars:
         biggest = max(t.bars) if t.bars else 0.0
@@ -149,9 +150,31 @@ def _table(t: Any, avail: int, bar: str, tty: bool = False) -> list[str] | None:
         rows = [r + [""] * (len(t.columns) - len(r)) + [d] for r, d in zip(rows, drawn)]
         widths.append(max([len(d) for d in drawn] + [1]))
         right.append(False)
-    if sum(widths) + len(widths) - 1 > avail:
-        return None
+    if sum(widths) + len(widths) - 1 > avail:  # never with bars: they are drawn only with room
+        squeezed = _squeezed(fixed, avail - (len(fixed) - 1))
+        if squeezed is None:
+            return None
+        widths = squeezed
     return _table_lines(t.title, columns, rows, widths, right, tty, bars)
+
+
+def _squeezed(fixed: list[int], room: int) -> list[int] | None:
+    """The widths rich (rich.table, _calculate_column_widths) gives columns of fixed widths
+    that do not fit `room` cells (the line less the gaps): each capped at the room (at least
+    one cell); if they still do not fit, the excess is taken evenly from left to right, column
+    k of n giving min(its width, round(excess left / (n - k))) with Python's rounding (rich's
+    ratio_reduce), and no column ends wider than its fixed width. None if a column would end
+    with no cell (rich then prints none of its text, a case this module does not lay out)."""
+    widths = [max(1, min(w, room)) for w in fixed]
+    excess = sum(widths) - room
+    if excess <= 0:
+        return widths
+    out = []
+    for k, (w, f) in enumerate(zip(widths, fixed)):
+        taken = min(w, round(excess / (len(widths) - k)))
+        out.append(min(f, w - taken))
+        excess -= taken
+    return out if min(out) >= 1 else None
 
 
 def _texts(doc: Any) -> list[str]:

@@ -290,15 +290,15 @@ def current_framework() -> FrameworkProfile:
 
 
 def describe(fw: FrameworkProfile) -> str:
-    """One line for the assumptions: which profile, where from, and the default."""
+    """One line for the assumptions: which profile, where from, and the default. What the
+    framework runs (its selective recompute mode among it) is capabilities()'s line."""
     t = fw.time
     where = fw.source_file if fw.source_file and not fw.source_file.startswith(
         str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
     default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
     return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
             f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
-            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention, "
-            f"selective recompute = {t.selective_recompute}")
+            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention")
 
 
 def capabilities(fw: FrameworkProfile) -> str:

@@ -10,10 +10,17 @@ from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan schema or verdicts
     from ..verdict import GateRule
+    from .budget import MemoryBudget
     from .hardware import HardwareProfile
     from .layout import Layout
     from .model import ModelSpec
     from .plan import Thresholds
+
+
+def _default_budget() -> "MemoryBudget":
+    """Every reserve at its named default (a job built without a ``budget:``)."""
+    from .budget import MemoryBudget
+    return MemoryBudget()
 
 
 def _no_thresholds() -> "Thresholds":
@@ -33,7 +40,7 @@ class Job:
     seq_len: int
     global_batch: int
     accumulation: Optional[int] = None
-    budget: dict[str, float] = field(default_factory=dict)
+    budget: MemoryBudget = field(default_factory=_default_budget)  # validated where resolved
     thresholds: Thresholds = field(default_factory=_no_thresholds)
     checkpoint: Any = None
     keys: dict[str, str] = field(default_factory=dict)      # rule name → key path

@@ -15,8 +15,8 @@ and returns the plain value; ``Cls.model_json_schema()`` is that model's schema.
 declared once, on the class's field.
 
 Hooks a class may define: ``_before(data)`` (a classmethod: input rewriting before
-validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs on the boundary
-model and in ``__post_init__``), ``_field_checks`` ({field: function(value) -> value}).
+validation), ``_after(obj)`` (raise ValueError on a cross-field rule; runs once: on the boundary
+model for validated data, in ``__post_init__`` for a trusted construction), ``_field_checks`` ({field: function(value) -> value}).
 """
 
 from __future__ import annotations
@@ -47,12 +47,16 @@ class Field:
 
 
 def spec(default: Any = _MISSING, *, factory: Optional[Callable[[], Any]] = None,
-         default_shown: bool = False, required: bool = False, **meta: Any) -> Any:
+         default_shown: bool = False, required: bool = False, internal: bool = False,
+         **meta: Any) -> Any:
     """A field with its constraints (pydantic Field keywords) in its metadata. ``factory``: a
     mutable default; ``default_shown``: the schema states the factory's value as the default (a
     literal ``[]`` before) rather than a factory; ``required``: the boundary requires it although
-    the class fills it in (``_after``)."""
-    return Field(default, factory, {**meta, "default_shown": default_shown, "required": required})
+    the class fills it in (``_after``); ``internal``: a value the object keeps for the code that
+    made it, never input or output: not dumped, compared or shown, not in the boundary model
+    (so not in the schema), its default on a validated value."""
+    return Field(default, factory, {**meta, "default_shown": default_shown, "required": required,
+                                    "internal": internal})
 
 
 def fields(cls: type) -> tuple[Field, ...]:
@@ -68,6 +72,7 @@ class Plain:
     _config: ClassVar[dict] = {}
     _fields: ClassVar[tuple[Field, ...]] = ()
     _names: ClassVar[tuple[str, ...]] = ()
+    _shown: ClassVar[tuple[str, ...]] = ()    # the fields not internal: dumped, compared, shown
     # every field → its default (_MISSING: required, _FACTORY: its factory makes one), in order
     _template: ClassVar[dict[str, Any]] = {}
     _required: ClassVar[tuple[str, ...]] = ()
@@ -107,17 +112,20 @@ class Plain:
         return {**named, **kw}
 
     def __post_init__(self) -> None:
-        cls = type(self)
-        for name, kind in cls._coerce:
+        self._coerced()
+        after = getattr(type(self), "_after", None)
+        if after is not None:
+            after(self)
+
+    def _coerced(self) -> None:
+        """The light coercions construction applies (see the module docstring), in place."""
+        for name, kind in type(self)._coerce:
             v = getattr(self, name)
             if v is None:
                 continue
             w = _COERCE[kind](v)
             if w is not v:
                 object.__setattr__(self, name, w)
-        after = getattr(cls, "_after", None)
-        if after is not None:
-            after(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
@@ -130,7 +138,7 @@ class Plain:
         object.__delattr__(self, name)
 
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in self._names)
+        return tuple(getattr(self, n) for n in self._shown)
 
     def __eq__(self, other: Any) -> bool:
         if type(other) is not type(self):
@@ -141,17 +149,17 @@ class Plain:
         return hash((type(self),) + self._values())
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._shown)
         return f"{type(self).__name__}({shown})"
 
     def model_dump(self, *, exclude: Optional[set[str] | frozenset[str]] = None) -> dict[str, Any]:
         """The fields in declaration order as dicts, lists and scalars (nested values too)."""
-        return {n: _dump(getattr(self, n)) for n in type(self)._names
+        return {n: _dump(getattr(self, n)) for n in type(self)._shown
                 if not exclude or n not in exclude}
 
     def model_copy(self: T, *, update: Optional[dict[str, Any]] = None) -> T:
         """A copy with some fields replaced (not validated, as pydantic's model_copy)."""
-        return type(self)(**{**dict(zip(self._names, self._values())), **(update or {})})
+        return type(self)(**{**{n: getattr(self, n) for n in self._names}, **(update or {})})
 
     @classmethod
     def model_validate(cls: type[T], data: Any) -> T:
@@ -185,6 +193,7 @@ def record(cls: Optional[type] = None, *, frozen: bool = False,
         mine = {f.name for f in own}
         c._fields = tuple(f for f in base._fields if f.name not in mine) + tuple(own)
         c._names = tuple(f.name for f in c._fields)
+        c._shown = tuple(f.name for f in c._fields if not f.metadata.get("internal"))
         c._template = {f.name: f.default if f.default is not _MISSING else
                        _FACTORY if f.default_factory is not _MISSING else _MISSING
                        for f in c._fields}
@@ -318,7 +327,7 @@ def _mirror_type(tp: Any) -> Any:
 def _mirror_value(v: Any) -> Any:
     """A default as the boundary model holds it (a plain value as its model's instance)."""
     if isinstance(v, Plain):
-        return boundary_model(type(v))(**{n: _mirror_value(getattr(v, n)) for n in v._names})
+        return boundary_model(type(v))(**{n: _mirror_value(getattr(v, n)) for n in v._shown})
     return v
 
 
@@ -332,6 +341,8 @@ def boundary_model(cls: type) -> Any:
     hints = typing.get_type_hints(cls)
     declared: dict[str, Any] = {}
     for f in cls._fields:
+        if f.metadata.get("internal"):   # never input or output: not part of the model
+            continue
         kw = {k: x for k, x in f.metadata.items() if k in _FIELD_ARGS}
         if f.metadata.get("required"):
             info = Declared(..., **kw)
@@ -366,7 +377,15 @@ def boundary_model(cls: type) -> Any:
 
 
 def _to_plain(cls: type, obj: Any) -> Any:
-    """A validated boundary-model instance as its plain class (nested values too)."""
+    """A validated boundary-model instance as its plain class (nested values too), built
+    without running ``_after`` again: the boundary model ran the cross-field rules on these
+    very values (and ``_before`` filled what ``_after`` would)."""
     def leaf(v: Any) -> Any:
         return _to_plain(_PLAIN_OF[type(v)], v) if type(v) in _PLAIN_OF else v
-    return cls(**{n: _walk(getattr(obj, n), leaf) for n in cls._names})
+    out = object.__new__(cls)
+    for f in cls._fields:
+        v = (_walk(getattr(obj, f.name), leaf) if not f.metadata.get("internal")
+             else f.default if f.default is not _MISSING else f.default_factory())
+        object.__setattr__(out, f.name, v)
+    out._coerced()
+    return out

@@ -67,6 +67,8 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from ..fit_sweep import fit_counts
+    from . import settled
+    settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,

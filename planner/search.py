@@ -23,7 +23,7 @@ from .distinct import gather
 from .engine.pareto import pareto_front
 from .evaluate import Evaluation, Memory, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
-from .settle import settle
+from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, spec
@@ -201,6 +201,7 @@ class _Tally(Plain):
     kept: list[Candidates]
     solved: int = 0
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = spec(factory=list)
+    anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -254,7 +255,8 @@ def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominat
         known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
         known[cand[sure]], maybe[cand] = True, True
         return np.isin(cand, _pairs(surv, known, maybe, n_rec), assume_unique=True)
-    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
+                                t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())
@@ -306,7 +308,7 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         cand = np.flatnonzero(floor <= usable_bytes(p))
         # usually every solved row passes the floor (it was solved to fit): no copy then
         fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
-                           floor[cand], dominated, step_floors=True)[2:]
+                           floor[cand], dominated, anchors=t.anchors)[2:]
         t.solved += int(fit.sum())
         keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]

@@ -23,22 +23,44 @@ from .memory_parts import MemoryParts
 from .timing import step_floor, step_seconds
 
 
+class Anchors:
+    """A running front of surely fitting rows (exact step × ceiling on the peak) from the
+    batches settled so far: a row of a later batch that one of them beats on time with a
+    ceiling no higher than the row's memory floor is off the front of the whole space (exact
+    domination is transitive, the final front is taken over the union of the kept rows, and
+    the row that beats it is kept or beaten by a kept one), so it needs neither its exact
+    step nor its exact peak. The batches' own fronts and the final front are what they were."""
+
+    def __init__(self) -> None:
+        self.step = np.zeros(0)
+        self.ceiling = np.zeros(0)
+
+    def add(self, step: np.ndarray, ceiling: np.ndarray) -> None:
+        """Merge rows (exact step, ceiling) that surely fit; only the front is kept."""
+        s, u = np.concatenate([self.step, step]), np.concatenate([self.ceiling, ceiling])
+        keep = pareto_front(np.stack([s, u], axis=1))
+        self.step, self.ceiling = s[keep], u[keep]
+
+
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
            floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None, step_floors: bool = False
+           need: Callable[[np.ndarray], np.ndarray] | None = None,
+           anchors: Anchors | None = None
            ) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
     only where the bounds leave it open: within the ceiling (MemoryParts.ceiling, never below
-    the exact peak) a row surely fits; a row that a surely fitting row beats on time with a
-    ceiling no higher than its floor (engine.pareto.surely_dominated) is off the front (_timed,
-    `step_floors` as it takes them). `need(sure)` marks more rows to evaluate. Returns (the
+    the exact peak) a row surely fits; a row that a surely fitting row (of this batch, or of
+    `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
+    higher than its floor (engine.pareto.surely_dominated) is off the front (_timed), and left
+    out of the front returned. `need(sure)` marks more rows to evaluate. Returns (the
     positions in cand evaluated, their memory, which rows fit, the positions kept)."""
     ceiling = parts.ceiling(p, cand)
     sure = ceiling <= usable_bytes(p)
     want = ~sure if need is None else ~sure | need(sure)
     if not dominated:
-        step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, step_floors)
+        step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure,
+                              Anchors() if anchors is None else anchors)
         want |= ~pruned
     ex = np.flatnonzero(want)
     mem = parts.rows(p, cand[ex], rows.take(ex))[2]
@@ -53,32 +75,31 @@ def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
 
 
 def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
-           ceiling: np.ndarray, floor: np.ndarray, sure: np.ndarray, step_floors: bool
+           ceiling: np.ndarray, floor: np.ndarray, sure: np.ndarray, prior: Anchors
            ) -> tuple[np.ndarray, np.ndarray]:
     """(step time, surely off the front) of the rows cand (`rows`), the step exact where a row
-    is not off (NaN elsewhere). Without `step_floors` every row is timed exactly (from its
-    states alone, MemoryParts.states_memory) and the anchors are the surely fitting rows on the
-    front of step × ceiling. With them every row gets a floor on its step (timing.step_floor:
-    the compute and the per-micro-batch axes, no memory read), the anchors on the front of that
-    floor × ceiling are timed exactly, and then the rows they do not put off: cheaper where
-    the floor is close to the step (the solved partial-recompute rows, whose recomputation is
-    in it), dearer where ZeRO / DP traffic is a large share. A row is off when an anchor beats
-    its step (floor) with a ceiling no higher than the row's memory floor."""
+    is not off (NaN elsewhere). With `prior` anchors every row gets a floor on its step
+    (timing.step_floor: the compute and the per-micro-batch axes, no memory read) and the rows
+    they put off by it are off; the rest (every row, without anchors) are timed exactly, from
+    their states alone (MemoryParts.states_memory), in one pass (a pass costs ~1 ms whatever
+    its rows: a second one for this batch's own anchors first measured dearer than it saves).
+    The surely fitting rows timed join `prior`, and the rows timed that one of them beats on
+    the exact step are off too. A row is off when an anchor beats its step (floor) with a
+    ceiling no higher than the row's memory floor."""
     x = shape(p, rows)
     per_mode = parts.acts.rows(cand, pick=lambda t: t["per_mode"])
-    if not step_floors:
-        step = step_seconds(p, rows, x, parts.states_memory(cand), per_mode, parts.groups(cand))
-        anchors = np.flatnonzero(sure)
-        anchors = anchors[pareto_front(np.stack([step[anchors], ceiling[anchors]], axis=1))]
-        return step, surely_dominated(step[anchors], ceiling[anchors], step, floor)
-    least = step_floor(p, rows, x, per_mode, parts.groups(cand))
-    anchors = np.flatnonzero(sure)
-    anchors = anchors[pareto_front(np.stack([least[anchors], ceiling[anchors]], axis=1))]
     step = np.full(len(cand), np.nan)
-    step[anchors] = _exact_step(p, parts, cand, rows, per_mode, anchors)
-    off = surely_dominated(step[anchors], ceiling[anchors], least, floor)
-    rest = np.flatnonzero(~off & np.isnan(step))
-    step[rest] = _exact_step(p, parts, cand, rows, per_mode, rest)
+    if len(prior.step):
+        least = step_floor(p, rows, x, per_mode, parts.groups(cand))
+        off = surely_dominated(prior.step, prior.ceiling, least, floor)
+        rest = np.flatnonzero(~off)
+        step[rest] = _exact_step(p, parts, cand, rows, per_mode, rest)
+    else:
+        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
+        step = step_seconds(p, rows, x, parts.states_memory(cand), per_mode, parts.groups(cand))
+    at = rest[sure[rest]]
+    prior.add(step[at], ceiling[at])
+    off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])
     return step, off
 
 

@@ -38,8 +38,15 @@ from .specs.layout import KNOB
 MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
-CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
-# fresh process pays page faults on every large new array, and this size measured fastest cold
+CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the cost model's arrays (~1 MB each). Each
+# pass of the cost model costs ~1-2 ms whatever its rows (a few hundred small numpy calls), and
+# the first batch's surely fitting rows put most later rows off the front by their step floor
+# (settle.Anchors), so fewer, larger batches pay: 4x the 32 K rows this was measured ~20 % less
+# CPU on the 70B/256 search and ~30-40 % less on 405B and Mixtral (benchmarks/fit_speed.py), at
+# ~1.5-1.8x the peak RSS (72 -> 121 MB for 405B/8K, 83 -> 149 MB for Mixtral, /usr/bin/time -v).
+# The search prices the structural survivors of consecutive batches together, at least this many
+# candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
+SCAN_ROWS = 1 << 17
 # Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
 # Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
 # (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -15,10 +16,36 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, S
 from .distinct import Part, crossed_part, distinct_part, distinct_rows
 from .engine import peak as pk
 from .engine.stages import stage_layers
+from .memory_model import phase_inputs
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from .specs.plain import Plain, record
 from .timing_terms import Groups
+
+class _Absent(dict):
+    """The other side's items for transient_ceiling: each 0 (the states' part holds none of
+    the activations' items and back), the loss moment's mask at its largest (1)."""
+
+    def __missing__(self, key: str) -> float:
+        return 1.0 if key == "has_loss" else 0.0
+
+
+def transient_ceiling(s: Any, a: Any) -> np.ndarray:
+    """An upper bound on what any moment of engine.peak.PHASES allocates besides the states
+    and the activations held, from a stage's stage_states s and stage_activations a (either
+    side _Absent: the states' and the activations' parts are bounded apart, their sum bounds
+    both): phase_items on memory_model.phase_inputs with the loss moment's mask and the later
+    backward at their largest (1: each moment's item is its mask, 0 or 1, times what is
+    computed here), then Σ over the items of the largest over the moments, clipped at 0.
+    Derived from phase_items itself, so an item added there is in the ceiling too."""
+    kw = phase_inputs(s, a)
+    kw["has_loss"] = 1.0
+    phases = pk.phase_items(0.0, 0.0, 0.0, 2.0, **kw)
+    items = [i for i in phases[pk.PHASES[0]] if i not in ("states", "activations")]
+    return sum((np.maximum.reduce(np.broadcast_arrays(
+        0.0, *(np.asarray(phases[ph][i], dtype=float) for ph in pk.PHASES))) for i in items),
+        0.0)
+
 
 @record(frozen=True)
 class MemoryParts(Plain):
@@ -59,13 +86,10 @@ class MemoryParts(Plain):
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
         for k in STAGES:
-            s, ts = self.states.rows(idx, pick=lambda t: (t[k]["persistent"], pk.clipped_sum(
-                (t[k]["gathered"], t[k]["gathered_at_loss"]), t[k]["grads_first"],
-                t[k]["grads_accumulated"], t[k]["optimizer_temp"])))
+            s, ts = self.states.rows(idx, pick=lambda t: (
+                t[k]["persistent"], transient_ceiling(t[k], _Absent())))
             a, ta, gap = self.acts.rows(idx, pick=lambda t: (
-                t["stages"][k]["per_mb"], pk.clipped_sum(
-                    (t["stages"][k]["forward_working"], t["stages"][k]["backward_working"]),
-                    t["stages"][k]["loss"]),
+                t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
                 t["stages"][k]["tensor_gap"] * t["stages"][k]["terms"] * keep_rounding))
             out[k] = pk.device_ceiling(s, a, flight[k], ts + ta, gap * flight[k] * layers[k],
                                        share=b.fragmentation_fraction,

@@ -16,11 +16,12 @@ from typing import Callable
 
 import numpy as np
 
-from .candidates import Candidates, Problem, shape
+from .candidates import Candidates, Problem, Shape, shape
 from .engine.pareto import pareto_front, surely_dominated
 from .evaluate import Memory, usable_bytes
 from .memory_parts import MemoryParts
 from .timing import step_floor, step_seconds
+from .timing_terms import Groups
 
 
 class Anchors:
@@ -79,33 +80,47 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
            ) -> tuple[np.ndarray, np.ndarray]:
     """(step time, surely off the front) of the rows cand (`rows`), the step exact where a row
     is not off (NaN elsewhere). With `prior` anchors every row gets a floor on its step
-    (timing.step_floor: the compute and the per-micro-batch axes, no memory read) and the rows
-    they put off by it are off; the rest (every row, without anchors) are timed exactly, from
-    their states alone (MemoryParts.states_memory), in one pass (a pass costs ~1 ms whatever
-    its rows: a second one for this batch's own anchors first measured dearer than it saves).
-    The surely fitting rows timed join `prior`, and the rows timed that one of them beats on
-    the exact step are off too. A row is off when an anchor beats its step (floor) with a
-    ceiling no higher than the row's memory floor."""
-    x = shape(p, rows)
+    (timing.step_floor: the compute and the per-micro-batch axes, no memory read; where the
+    activations are on the rows themselves, as for the solved partial-recompute rows, whose
+    axis tuples are nearly all distinct too, the compute alone first, ~7x cheaper there, and
+    the full floor only on the rows it leaves open) and the rows they put off by it are off;
+    the rest (every row, without anchors) are timed exactly, from their states alone
+    (MemoryParts.states_memory), in one pass (a pass costs ~1 ms whatever its rows: a second
+    one for this batch's own anchors first measured dearer than it saves). The surely fitting
+    rows timed join `prior`, and the rows timed that one of them beats on the exact step are
+    off too. A row is off when an anchor beats its step (floor) with a ceiling no higher than
+    the row's memory floor."""
     per_mode = parts.acts.rows(cand, pick=lambda t: t["per_mode"])
     step = np.full(len(cand), np.nan)
     if len(prior.step):
-        least = step_floor(p, rows, x, per_mode, parts.groups(cand))
-        off = surely_dominated(prior.step, prior.ceiling, least, floor)
-        rest = np.flatnonzero(~off)
-        step[rest] = _exact_step(p, parts, cand, rows, per_mode, rest)
+        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
+        for model in (_compute_floor, step_floor) if parts.acts.index is None else (step_floor,):
+            least = _step_of(p, parts, cand, rows, per_mode, rest, model)
+            off[rest] = surely_dominated(prior.step, prior.ceiling, least, floor[rest])
+            rest = np.flatnonzero(~off)
+        step[rest] = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
     else:
         off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
-        step = step_seconds(p, rows, x, parts.states_memory(cand), per_mode, parts.groups(cand))
+        step = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
     at = rest[sure[rest]]
     prior.add(step[at], ceiling[at])
     off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])
     return step, off
 
 
-def _exact_step(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
-                per_mode: dict, idx: np.ndarray) -> np.ndarray:
-    """timing.step_seconds of the rows idx of cand, from their states alone."""
-    sub = rows.take(idx)
-    return step_seconds(p, sub, shape(p, sub), parts.states_memory(cand[idx]),
-                        {m: v.take(idx) for m, v in per_mode.items()}, parts.groups(cand[idx]))
+def _compute_floor(p: Problem, c: Candidates, x: Shape, a: dict, groups: Groups) -> np.ndarray:
+    """timing.step_floor from the compute alone (no axis terms)."""
+    return step_floor(p, c, x, a, groups, axes=False)
+
+
+def _step_of(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
+             per_mode: dict, idx: np.ndarray, model: Callable) -> np.ndarray:
+    """timing.step_seconds (from their states alone), timing.step_floor or _compute_floor
+    (`model`) of the rows idx of cand (every row: no copy)."""
+    whole = len(idx) == len(cand)
+    sub = rows if whole else rows.take(idx)
+    a = per_mode if whole else {m: v.take(idx) for m, v in per_mode.items()}
+    at = cand if whole else cand[idx]
+    if model is step_seconds:
+        return step_seconds(p, sub, shape(p, sub), parts.states_memory(at), a, parts.groups(at))
+    return model(p, sub, shape(p, sub), a, parts.groups(at))

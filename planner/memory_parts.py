@@ -6,6 +6,7 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import reduce
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,10 +42,16 @@ def transient_ceiling(s: Any, a: Any) -> np.ndarray:
     kw = phase_inputs(s, a)
     kw["has_loss"] = 1.0
     phases = pk.phase_items(0.0, 0.0, 0.0, 2.0, **kw)
-    items = [i for i in phases[pk.PHASES[0]] if i not in ("states", "activations")]
-    return sum((np.maximum.reduce(np.broadcast_arrays(
-        0.0, *(np.asarray(phases[ph][i], dtype=float) for ph in pk.PHASES))) for i in items),
-        0.0)
+    total: Any = 0.0
+    for item in phases[pk.PHASES[0]]:
+        if item in ("states", "activations"):
+            continue
+        # an item a moment does not hold is the scalar 0 (phase_items), which no max needs
+        held = [v for v in (phases[ph][item] for ph in pk.PHASES)
+                if not (isinstance(v, float) and v == 0.0)]
+        if held:
+            total = total + np.maximum(reduce(np.maximum, held), 0.0)
+    return total
 
 
 @record(frozen=True)

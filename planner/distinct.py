@@ -2,7 +2,7 @@
 
 The search's candidates cross every knob, but each part of the cost model reads only some of
 them (a layer's activations: TP, SP, CP and micro-batch; the ZeRO states: the split and the
-sharding), so a batch of ~32,000 candidates holds a few hundred distinct tuples per part. A
+sharding), so a batch of ~130,000 candidates holds a few thousand distinct tuples per part. A
 part runs on one representative row per tuple and its arrays are gathered back to every row:
 the same arithmetic on the same numbers, so the results are bit-for-bit those of the full
 arrays (elementwise IEEE operations do not depend on their neighbours).

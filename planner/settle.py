@@ -6,9 +6,11 @@ The bounds: MemoryParts.floor never exceeds a row's exact peak, MemoryParts.ceil
 below it, timing.step_floor never exceeds its step time. A row within the ceiling surely fits.
 A row that some surely fitting row beats on time (exact, from its states alone) with a ceiling
 no higher than the row's floor is beaten on the exact figures too, and is off the front
-(engine.pareto.surely_dominated): neither its exact step nor its exact peak is computed. What
-is returned is what evaluating every row exactly returns, bit for bit
-(tests/test_search_speed.py)."""
+(engine.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
+surely fitting rows timed are carried from batch to batch (Anchors), so a later batch's rows
+are put off by an earlier batch's too. What is returned (each batch's front, less the rows an
+earlier batch's anchor beats) gives the same front of the whole space as evaluating every row
+exactly, bit for bit (tests/test_search_floor.py)."""
 
 from __future__ import annotations
 

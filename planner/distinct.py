@@ -173,6 +173,29 @@ class Part(Plain):
                     size=self.size)
 
 
+def concat_parts(parts: Sequence[Part | None]) -> Part | None:
+    """The parts of consecutive candidate sets as one (each one's tree rows after the one's
+    before, its index offset by their sizes), or None where one is None or holds its
+    candidates' own rows (index None: its tree is as large as they are) or the trees' arrays
+    do not pair up."""
+    if not parts or any(q is None or q.index is None for q in parts):
+        return None
+    if all(q.tree is parts[0].tree for q in parts):  # one batch's part: only the indices
+        return Part(tree=parts[0].tree, index=np.concatenate([q.index for q in parts]),
+                    size=parts[0].size)
+    found: list[list[np.ndarray]] = []
+    for q in parts:
+        found.append([])
+        _leaves(q.tree, q.size, found[-1])
+    if len({len(f) for f in found}) != 1:
+        return None
+    offsets = np.cumsum([0] + [q.size for q in parts[:-1]])
+    tree = _rebuild(parts[0].tree, parts[0].size,
+                    iter([np.concatenate(arrays) for arrays in zip(*found)]))
+    return Part(tree=tree, index=np.concatenate([q.index + o for q, o in zip(parts, offsets)]),
+                size=int(sum(q.size for q in parts)))
+
+
 def _representatives(c: Any, names: Sequence[str],
                      groups: tuple[np.ndarray, int] | None = None
                      ) -> tuple[np.ndarray, np.ndarray] | None:

@@ -203,11 +203,17 @@ class MemoryParts(Plain):
                                               lambda u: _activation_part(p, u)))
 
 
-def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
-    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
-    return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
-                       acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
-                       flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
+def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
+                 flight: Part | None = None) -> MemoryParts:
+    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
+    and `flight` where the caller has them for rows alike to c's in STATE_COLUMNS and
+    IN_FLIGHT_COLUMNS (the solved partial-recompute rows: their full-recompute rows')."""
+    return MemoryParts(
+        c=c, states=states if states is not None else distinct_part(
+            c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+        flight=flight if flight is not None else distinct_part(
+            c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int) -> MemoryParts:

@@ -8,6 +8,7 @@ import numpy as np
 
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from .evaluate import Memory
+from .distinct import Part
 from .memory_parts import MemoryParts, memory_parts
 
 __all__ = ["pairs", "solve", "solve_partial", "stage_memory", "to_solve"]
@@ -47,13 +48,14 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
     return np.flatnonzero(~none_ok[0::n_rec] & full_ok[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
-def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
+def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
+          states: Part | None = None, flight: Part | None = None
           ) -> tuple[Candidates, np.ndarray, MemoryParts]:
     """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory): the solved rows, which of `rows` they come from, and their memory parts (the
-    states and micro-batches in flight are those of `rows`: only the activations read the
-    layer count)."""
-    parts = memory_parts(p, with_cols(rows, recompute_layers=1))  # states, flight: those of rows
+    memory; their states and in-flight parts where the caller has them): the solved rows,
+    which of `rows` they come from, and their memory parts (the states and micro-batches in
+    flight are those of `rows`: only the activations read the layer count)."""
+    parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     m1 = stage_memory(m1)

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from .candidates import COLUMN_NAMES, Candidates, Problem
-from .distinct import gather
+from .distinct import Part, concat_parts, gather
 from .engine.pareto import pareto_front
 from .evaluate import Evaluation, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
@@ -139,7 +139,9 @@ class _Tally(Plain):
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = spec(factory=list)
+    # (rows, per-stage memory, usable memory, states part, in-flight part)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = \
+        spec(factory=list)
     anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
 
 
@@ -209,8 +211,15 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     at = np.searchsorted(cand[ex], base)
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
-        t.to_solve.append((surv.take(base[a]), stages[:, a], usable[a]))
+        t.to_solve.append((surv.take(base[a]), stages[:, a], usable[a],
+                           _shared(parts.states, base[a]), _shared(parts.flight, base[a])))
         t.kept.append(rows.take(kept[b]))
+
+
+def _shared(part: Part, idx: np.ndarray) -> Part | None:
+    """The part of the rows idx where it is on distinct tuples (kept for the solve: small),
+    None where it is on the batch's rows (the solve computes its own then)."""
+    return None if part.index is None else part.take(idx)
 
 
 def _cuts(rows: np.ndarray, ends: np.ndarray) -> list[slice]:
@@ -249,11 +258,14 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     counted and kept (their exact front unless `dominated`), placed after their batch's rows:
     the kept rows in the order a batch-by-batch solve gives."""
     solved: list[Candidates] = []
-    for group in _groups([len(r) for r, _, _ in t.to_solve]):
+    for group in _groups([len(e[0]) for e in t.to_solve]):
         batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
         rows, ok, parts = solve(p, _concat([t.to_solve[i][0] for i in group]),
                                 np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                np.concatenate([t.to_solve[i][2] for i in group]))
+                                np.concatenate([t.to_solve[i][2] for i in group]),
+                                concat_parts([t.to_solve[i][3] for i in group]),
+                                concat_parts([t.to_solve[i][4] for i in group]))
         floor = parts.floor(p)
         cand = np.flatnonzero(floor <= usable_bytes(p))
         # usually every solved row passes the floor (it was solved to fit): no copy then

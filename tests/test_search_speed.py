@@ -231,3 +231,25 @@ def test_crossed_part_keeps_inner_positions_apart():
     assert got.size == 2 * k
     plain = distinct_part(c, ["a", "b"], lambda u: {"v": u.a * 10 + u.b})
     assert (plain.rows()["v"] == got.rows()["v"]).all()
+
+
+def test_concatenated_parts_give_each_set_its_own_rows():
+    """distinct.concat_parts: two candidate sets' parts as one give each set's rows what its
+    own part gives, bit for bit (the solve reuses the scan's states this way), and a part on
+    the candidates' own rows is not concatenated."""
+    from planner.distinct import Part, concat_parts
+    from planner.evaluate import _state_part
+    from planner.candidates import STATE_COLUMNS
+    p = problem(model_from_params(13e9), H100, 64, seq_len=4096, global_batch=256)
+    c = next(iter(candidate_batches(p, SearchSpace())))
+    one, two = c.take(np.arange(0, len(c) // 2)), c.take(np.arange(len(c) // 2, len(c)))
+    parts = [distinct_part(x, STATE_COLUMNS, lambda u: _state_part(p, u)) for x in (one, two)]
+    assert all(q.index is not None for q in parts)
+    a, b = np.arange(0, len(one), 5), np.arange(3, len(two), 4)
+    both = concat_parts([parts[0].take(a), parts[1].take(b)])
+    got = both.rows(pick=lambda t: t["first"]["persistent"])
+    expect = np.concatenate([parts[0].rows(a, pick=lambda t: t["first"]["persistent"]),
+                             parts[1].rows(b, pick=lambda t: t["first"]["persistent"])])
+    assert got.tobytes() == expect.tobytes()
+    on_rows = Part(tree=parts[0].tree, index=None, size=parts[0].size)
+    assert concat_parts([on_rows, parts[1]]) is None

@@ -143,6 +143,7 @@ class _Tally(Plain):
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = \
         spec(factory=list)
     anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
+    held: dict[int, int] = spec(factory=dict)  # tuple rows of the parts kept for the solve
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -211,15 +212,23 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     at = np.searchsorted(cand[ex], base)
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
-        t.to_solve.append((surv.take(base[a]), stages[:, a], usable[a],
-                           _shared(parts.states, base[a]), _shared(parts.flight, base[a])))
-        t.kept.append(rows.take(kept[b]))
+        # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
+        t.to_solve.append((_concat([surv.take(base[a])]), stages[:, a], usable[a],
+                           _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
+        t.kept.append(_concat([rows.take(kept[b])]))
 
 
-def _shared(part: Part, idx: np.ndarray) -> Part | None:
-    """The part of the rows idx where it is on distinct tuples (kept for the solve: small),
-    None where it is on the batch's rows (the solve computes its own then)."""
-    return None if part.index is None else part.take(idx)
+def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
+    """The part of the rows idx, kept for the solve where it is on distinct tuples and the
+    parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
+    (the solve computes its own then)."""
+    if part.index is None:
+        return None
+    if id(part.tree) not in t.held:
+        if sum(t.held.values()) + part.size > CHUNK_ROWS:
+            return None
+        t.held[id(part.tree)] = part.size
+    return part.take(idx)
 
 
 def _cuts(rows: np.ndarray, ends: np.ndarray) -> list[slice]:
@@ -249,7 +258,7 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
-            t.closest = (float(headroom[j]), surv.take(miss[[j]]))
+            t.closest = (float(headroom[j]), _concat([surv.take(miss[[j]])]))
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:

@@ -43,7 +43,7 @@ CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the cost model's arrays (~1
 # the first batch's surely fitting rows put most later rows off the front by their step floor
 # (settle.Anchors), so fewer, larger batches pay: 4x the 32 K rows this was measured ~20 % less
 # CPU on the 70B/256 search and ~30-40 % less on 405B and Mixtral (benchmarks/fit_speed.py), at
-# ~1.5-1.8x the peak RSS (72 -> 121 MB for 405B/8K, 83 -> 149 MB for Mixtral, /usr/bin/time -v).
+# ~1.5x the peak RSS (72 -> 106 MB for 405B/8K, 83 -> 143 MB for Mixtral, /usr/bin/time -v).
 # The search prices the structural survivors of consecutive batches together, at least this many
 # candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
 SCAN_ROWS = 1 << 17

@@ -6,7 +6,8 @@ partial layer count solved): candidates enumerated, rejected by a structural rul
 arrays, counted but not in the throughput figures), evaluated (structurally valid, so priced by
 the cost model: each one's fit decided, by its exact peak memory where two sound bounds leave
 it open and by the bound where a floor already exceeds the usable memory or a ceiling is
-within it; every one that may fit timed), valid (fit in memory), partial-recompute layouts solved, rows on the Pareto
+within it; every one that may fit timed, or bounded by a step floor a surely fitting row
+beats), valid (fit in memory), partial-recompute layouts solved, rows on the Pareto
 front, median wall and CPU seconds of `search` over `--repeats` runs (on a shared machine CPU
 time is the steadier), and two rates per CPU second:
 - evaluated/CPU s: structurally valid candidates priced per CPU second, the figure issue #15

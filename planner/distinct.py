@@ -2,7 +2,7 @@
 
 The search's candidates cross every knob, but each part of the cost model reads only some of
 them (a layer's activations: TP, SP, CP and micro-batch; the ZeRO states: the split and the
-sharding), so a batch of ~32,000 candidates holds a few hundred distinct tuples per part. A
+sharding), so a batch of ~130,000 candidates holds a few thousand distinct tuples per part. A
 part runs on one representative row per tuple and its arrays are gathered back to every row:
 the same arithmetic on the same numbers, so the results are bit-for-bit those of the full
 arrays (elementwise IEEE operations do not depend on their neighbours).
@@ -171,6 +171,29 @@ class Part(Plain):
         """The part of the candidates idx (the tree as it is, the index narrowed)."""
         return Part(tree=self.tree, index=idx if self.index is None else self.index.take(idx),
                     size=self.size)
+
+
+def concat_parts(parts: Sequence[Part | None]) -> Part | None:
+    """The parts of consecutive candidate sets as one (each one's tree rows after the one's
+    before, its index offset by their sizes), or None where one is None or holds its
+    candidates' own rows (index None: its tree is as large as they are) or the trees' arrays
+    do not pair up."""
+    if not parts or any(q is None or q.index is None for q in parts):
+        return None
+    if all(q.tree is parts[0].tree for q in parts):  # one batch's part: only the indices
+        return Part(tree=parts[0].tree, index=np.concatenate([q.index for q in parts]),
+                    size=parts[0].size)
+    found: list[list[np.ndarray]] = []
+    for q in parts:
+        found.append([])
+        _leaves(q.tree, q.size, found[-1])
+    if len({len(f) for f in found}) != 1:
+        return None
+    offsets = np.cumsum([0] + [q.size for q in parts[:-1]])
+    tree = _rebuild(parts[0].tree, parts[0].size,
+                    iter([np.concatenate(arrays) for arrays in zip(*found)]))
+    return Part(tree=tree, index=np.concatenate([q.index + o for q, o in zip(parts, offsets)]),
+                size=int(sum(q.size for q in parts)))
 
 
 def _representatives(c: Any, names: Sequence[str],

@@ -240,6 +240,17 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
             "terms": a["terms"]}
 
 
+def phase_inputs(s: Any, a: Any) -> dict[str, Any]:
+    """engine.peak.phase_items' items besides the states and activations, from a stage's
+    stage_states s and stage_activations a (stage_memory's five phases, and the search's
+    ceiling on them, memory_parts.transient_ceiling, read them from here alone)."""
+    return dict(forward_working=a["forward_working"], backward_working=a["backward_working"],
+                loss=a["loss"], gathered_forward=s["gathered"],
+                gathered_at_loss=s["gathered_at_loss"], gathered_backward=s["gathered"],
+                grads_first=s["grads_first"], grads_accumulated=s["grads_accumulated"],
+                has_loss=a["has_loss"], optimizer_temp=s["optimizer_temp"])
+
+
 def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, Any],
                  in_flight: Any, micro_batches: Any, detail: bool = True) -> dict[str, Any]:
     """Items at the peak, the three views and the peak's moment for one stage, from its
@@ -251,13 +262,8 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     compares it with capacity minus the margin).
     """
     persistent_states = s["persistent"]
-    phases = pk.phase_items(
-        persistent_states, a["per_mb"], in_flight, micro_batches,
-        forward_working=a["forward_working"], backward_working=a["backward_working"],
-        loss=a["loss"], gathered_forward=s["gathered"], gathered_at_loss=s["gathered_at_loss"],
-        gathered_backward=s["gathered"], grads_first=s["grads_first"],
-        grads_accumulated=s["grads_accumulated"], has_loss=a["has_loss"],
-        optimizer_temp=s["optimizer_temp"])
+    phases = pk.phase_items(persistent_states, a["per_mb"], in_flight, micro_batches,
+                            **phase_inputs(s, a))
     totals = pk.phase_totals(phases)
     live_tensors = np.asarray(in_flight, dtype=float) * layers * a["terms"]
     # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B

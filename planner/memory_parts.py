@@ -6,7 +6,9 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import reduce
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -15,10 +17,42 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, S
 from .distinct import Part, crossed_part, distinct_part, distinct_rows
 from .engine import peak as pk
 from .engine.stages import stage_layers
+from .memory_model import phase_inputs
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from .specs.plain import Plain, record
 from .timing_terms import Groups
+
+class _Absent(dict):
+    """The other side's items for transient_ceiling: each 0 (the states' part holds none of
+    the activations' items and back), the loss moment's mask at its largest (1)."""
+
+    def __missing__(self, key: str) -> float:
+        return 1.0 if key == "has_loss" else 0.0
+
+
+def transient_ceiling(s: Any, a: Any) -> np.ndarray:
+    """An upper bound on what any moment of engine.peak.PHASES allocates besides the states
+    and the activations held, from a stage's stage_states s and stage_activations a (either
+    side _Absent: the states' and the activations' parts are bounded apart, their sum bounds
+    both): phase_items on memory_model.phase_inputs with the loss moment's mask and the later
+    backward at their largest (1: each moment's item is its mask, 0 or 1, times what is
+    computed here), then Σ over the items of the largest over the moments, clipped at 0.
+    Derived from phase_items itself, so an item added there is in the ceiling too."""
+    kw = phase_inputs(s, a)
+    kw["has_loss"] = 1.0
+    phases = pk.phase_items(0.0, 0.0, 0.0, 2.0, **kw)
+    total: Any = 0.0
+    for item in phases[pk.PHASES[0]]:
+        if item in ("states", "activations"):
+            continue
+        # an item a moment does not hold is the scalar 0 (phase_items), which no max needs
+        held = [v for v in (phases[ph][item] for ph in pk.PHASES)
+                if not (isinstance(v, float) and v == 0.0)]
+        if held:
+            total = total + np.maximum(reduce(np.maximum, held), 0.0)
+    return total
+
 
 @record(frozen=True)
 class MemoryParts(Plain):
@@ -59,13 +93,10 @@ class MemoryParts(Plain):
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
         for k in STAGES:
-            s, ts = self.states.rows(idx, pick=lambda t: (t[k]["persistent"], pk.clipped_sum(
-                (t[k]["gathered"], t[k]["gathered_at_loss"]), t[k]["grads_first"],
-                t[k]["grads_accumulated"], t[k]["optimizer_temp"])))
+            s, ts = self.states.rows(idx, pick=lambda t: (
+                t[k]["persistent"], transient_ceiling(t[k], _Absent())))
             a, ta, gap = self.acts.rows(idx, pick=lambda t: (
-                t["stages"][k]["per_mb"], pk.clipped_sum(
-                    (t["stages"][k]["forward_working"], t["stages"][k]["backward_working"]),
-                    t["stages"][k]["loss"]),
+                t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
                 t["stages"][k]["tensor_gap"] * t["stages"][k]["terms"] * keep_rounding))
             out[k] = pk.device_ceiling(s, a, flight[k], ts + ta, gap * flight[k] * layers[k],
                                        share=b.fragmentation_fraction,
@@ -172,11 +203,17 @@ class MemoryParts(Plain):
                                               lambda u: _activation_part(p, u)))
 
 
-def memory_parts(p: Problem, c: Candidates) -> MemoryParts:
-    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts)."""
-    return MemoryParts(c=c, states=distinct_part(c, STATE_COLUMNS, lambda u: _state_part(p, u)),
-                       acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
-                       flight=distinct_part(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
+def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
+                 flight: Part | None = None) -> MemoryParts:
+    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
+    and `flight` where the caller has them for rows alike to c's in STATE_COLUMNS and
+    IN_FLIGHT_COLUMNS (the solved partial-recompute rows: their full-recompute rows')."""
+    return MemoryParts(
+        c=c, states=states if states is not None else distinct_part(
+            c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+        flight=flight if flight is not None else distinct_part(
+            c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
 def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int) -> MemoryParts:

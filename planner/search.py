@@ -18,16 +18,17 @@ import dataclasses
 
 import numpy as np
 
-from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
-from .distinct import gather
+from .candidates import COLUMN_NAMES, Candidates, Problem
+from .distinct import Part, concat_parts, gather
 from .engine.pareto import pareto_front
-from .evaluate import Evaluation, Memory, evaluate, usable_bytes
+from .evaluate import Evaluation, evaluate, usable_bytes
 from .memory_parts import MemoryParts, crossed_memory_parts, memory_parts
-from .settle import settle
+from .partial import pairs, solve, solve_partial, stage_memory, to_solve
+from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, spec
-from .space import CHUNK_ROWS, SearchSpace, recomputes, with_recomputes
+from .space import CHUNK_ROWS, SCAN_ROWS, SearchSpace, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -89,68 +90,6 @@ def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
 
 
-def _stage_memory(m: Memory) -> np.ndarray:
-    """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
-    return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
-
-
-def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candidates:
-    """Full recompute of only k layers per stage, with the smallest k that fits, for each
-    layout where recompute none does not fit and full recompute of every layer does. c holds
-    each layout's n_rec recompute variants as consecutive rows, none first and full last (as
-    planner.space lays them out), mem their memory (evaluate.memory).
-
-    A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
-    input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
-    needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
-    largest k over its stages. Layouts needing every layer are already the full rows."""
-    base = _to_solve(c, mem.peak <= mem.usable, n_rec)
-    return _solve(p, c.take(base), _stage_memory(mem)[:, base], mem.usable[base])[0]
-
-
-def _to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows that fit whose recompute-none row does
-    not (`fits` per row of c)."""
-    return _pairs(c, fits, fits, n_rec)
-
-
-def _pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -> np.ndarray:
-    """The full-recompute rows of c where full_ok holds and none_ok does not on the layout's
-    recompute-none row (c holds each layout's n_rec recompute rows, none first, full last)."""
-    none, full = RECOMPUTE_CODES["none"], RECOMPUTE_CODES["full"]
-    if n_rec < 2 or not len(c) or c.recompute[0] != none or c.recompute[n_rec - 1] != full:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(~none_ok[0::n_rec] & full_ok[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
-
-
-def _solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray
-           ) -> tuple[Candidates, np.ndarray, MemoryParts]:
-    """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory): the solved rows, which of `rows` they come from, and their memory parts (the
-    states and micro-batches in flight are those of `rows`: only the activations read the
-    layer count)."""
-    parts = memory_parts(p, _with(rows, recompute_layers=1))  # states, flight: those of rows
-    x, _, m1 = parts.rows(p)
-    n = np.stack(x.layers)
-    m1 = _stage_memory(m1)
-    drop = np.maximum(m1 - mn, 1e-9)
-    with np.errstate(invalid="ignore"):
-        k_stage = np.where(m1 <= usable, 1.0,
-                           1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
-    k = np.minimum(k_stage, n).max(axis=0)
-    ok = np.flatnonzero(k < n.max(axis=0))
-    solved = _with(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
-    # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
-    layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
-    return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
-
-
-def _with(c: Candidates, **cols) -> Candidates:
-    """A copy of c with some columns replaced (a scalar or one value per row)."""
-    return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
-                         if f in cols else getattr(c, f) for f in COLUMN_NAMES})
-
-
 def _concat(parts: list[Candidates]) -> Candidates:
     return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts])
                          for f in COLUMN_NAMES})
@@ -200,7 +139,11 @@ class _Tally(Plain):
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray]] = spec(factory=list)
+    # (rows, per-stage memory, usable memory, states part, in-flight part)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = \
+        spec(factory=list)
+    anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
+    held: dict[int, int] = spec(factory=dict)  # tuple rows of the parts kept for the solve
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:
@@ -233,16 +176,19 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     return lay.take(np.flatnonzero(first < 0 if new else passes(p, lay, STRUCTURAL_RULES)))
 
 
-def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominated: bool
-                ) -> None:
-    """The cost model on the structural survivors (`lay` crossed here with their recompute rows
-    `rec`, consecutive), keep what fits (planner.settle), partial recompute queued for solving. Below
-    the floor (MemoryParts.floor, never above the exact peak) a row cannot fit; the five-phase
-    model runs, besides where settle needs it, for the misses that could be the closest one
-    and for the layouts partial recompute may solve (their memory is read then)."""
-    if not len(lay):
-        return
+def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
+                dominated: bool) -> None:
+    """The cost model on the structural survivors of consecutive batches (`lays`, each crossed
+    here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
+    cost per call is paid once per SCAN_ROWS), keep what fits (planner.settle), partial
+    recompute queued for solving; kept rows and layouts to solve recorded batch by batch, in
+    the order a batch-by-batch scan gives them. Below the floor (MemoryParts.floor, never
+    above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
+    needs it, for the misses that could be the closest one and for the layouts partial
+    recompute may solve (their memory is read then)."""
     n_rec = len(rec)
+    lay = lays[0] if len(lays) == 1 else _concat(lays)
+    ends = np.cumsum([len(x) * n_rec for x in lays])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec)
     floor = parts.floor(p)
@@ -253,18 +199,42 @@ def _scan_batch(p: Problem, lay: Candidates, rec: np.ndarray, t: _Tally, dominat
     def may_solve(sure: np.ndarray) -> np.ndarray:
         known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
         known[cand[sure]], maybe[cand] = True, True
-        return np.isin(cand, _pairs(surv, known, maybe, n_rec), assume_unique=True)
-    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve)
+        return np.isin(cand, pairs(surv, known, maybe, n_rec), assume_unique=True)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
+                                t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())
     miss = ~(mem.peak <= mem.usable)
     _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
-    base = _to_solve(surv, fits, n_rec)
+    base = to_solve(surv, fits, n_rec)
     at = np.searchsorted(cand[ex], base)
-    t.to_solve.append((surv.take(base), _stage_memory(mem)[:, at], mem.usable[at]))
-    t.kept.append(rows.take(kept))
+    stages, usable = stage_memory(mem)[:, at], mem.usable[at]
+    for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
+        # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
+        t.to_solve.append((_concat([surv.take(base[a])]), stages[:, a], usable[a],
+                           _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
+        t.kept.append(_concat([rows.take(kept[b])]))
+
+
+def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
+    """The part of the rows idx, kept for the solve where it is on distinct tuples and the
+    parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
+    (the solve computes its own then)."""
+    if part.index is None:
+        return None
+    if id(part.tree) not in t.held:
+        if sum(t.held.values()) + part.size > CHUNK_ROWS:
+            return None
+        t.held[id(part.tree)] = part.size
+    return part.take(idx)
+
+
+def _cuts(rows: np.ndarray, ends: np.ndarray) -> list[slice]:
+    """The sorted positions `rows` cut at the batches' ends (one slice per batch)."""
+    at = np.concatenate([[0], np.searchsorted(rows, ends)])
+    return [slice(int(a), int(b)) for a, b in zip(at[:-1], at[1:])]
 
 
 def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
@@ -288,7 +258,7 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
-            t.closest = (float(headroom[j]), surv.take(miss[[j]]))
+            t.closest = (float(headroom[j]), _concat([surv.take(miss[[j]])]))
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
@@ -297,16 +267,19 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     counted and kept (their exact front unless `dominated`), placed after their batch's rows:
     the kept rows in the order a batch-by-batch solve gives."""
     solved: list[Candidates] = []
-    for group in _groups([len(r) for r, _, _ in t.to_solve]):
+    for group in _groups([len(e[0]) for e in t.to_solve]):
         batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
-        rows, ok, parts = _solve(p, _concat([t.to_solve[i][0] for i in group]),
-                                 np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                 np.concatenate([t.to_solve[i][2] for i in group]))
+        # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
+        rows, ok, parts = solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                np.concatenate([t.to_solve[i][2] for i in group]),
+                                concat_parts([t.to_solve[i][3] for i in group]),
+                                concat_parts([t.to_solve[i][4] for i in group]))
         floor = parts.floor(p)
         cand = np.flatnonzero(floor <= usable_bytes(p))
         # usually every solved row passes the floor (it was solved to fit): no copy then
         fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
-                           floor[cand], dominated, step_floors=True)[2:]
+                           floor[cand], dominated, anchors=t.anchors)[2:]
         t.solved += int(fit.sum())
         keep = cand[keep]
         rows, batch = rows.take(keep), batch[ok][keep]
@@ -360,8 +333,18 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
+    pending: list[Candidates] = []  # structural survivors of batches not yet priced
     for lay, left, counts in layout_batches(p, space, limit=limit):
-        _scan_batch(p, _count_structural(p, t, lay, left, counts, rec), rec, t, dominated)
+        survivors = _count_structural(p, t, lay, left, counts, rec)
+        if len(survivors):
+            pending.append(survivors)
+        # until some row surely fits (settle's anchors) a batch is priced alone: its anchors
+        # put most rows of the batches after it off the front by their step floor alone
+        if sum(len(x) for x in pending) * len(rec) >= (SCAN_ROWS if len(t.anchors.step) else 1):
+            _scan_batch(p, pending, rec, t, dominated)
+            pending = []
+    if pending:
+        _scan_batch(p, pending, rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})

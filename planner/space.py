@@ -38,8 +38,15 @@ from .specs.layout import KNOB
 MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
-CHUNK_ROWS = 1 << 15  # candidates per batch: bounds the cost model's arrays (~256 KB each); a
-# fresh process pays page faults on every large new array, and this size measured fastest cold
+CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the cost model's arrays (~1 MB each). Each
+# pass of the cost model costs ~1-2 ms whatever its rows (a few hundred small numpy calls), and
+# the first batch's surely fitting rows put most later rows off the front by their step floor
+# (settle.Anchors), so fewer, larger batches pay: 4x the 32 K rows this was measured ~20 % less
+# CPU on the 70B/256 search and ~30-40 % less on 405B and Mixtral (benchmarks/fit_speed.py), at
+# ~1.5x the peak RSS (72 -> 106 MB for 405B/8K, 83 -> 143 MB for Mixtral, /usr/bin/time -v).
+# The search prices the structural survivors of consecutive batches together, at least this many
+# candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
+SCAN_ROWS = 1 << 17
 # Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
 # Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
 # (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
@@ -263,14 +270,60 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
 def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
                     ) -> Candidates:
     """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
-    innermost (as the space lays them out)."""
+    innermost (as the space lays them out): a Crossed, whose other columns are built from c's
+    on first read (the search reads only some of them on every row)."""
     k = len(rec)
     idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
-    cols = {name: getattr(c, name).take(idx) for name in COLUMNS
-            if name not in ("recompute", "recompute_layers")}
     n = len(idx) // k
-    return Candidates(**cols, recompute=np.tile(rec[:, 0], n),
-                      recompute_layers=np.tile(rec[:, 1], n))
+    out = object.__new__(Crossed)
+    out.__dict__.update(_layouts=c, _at=idx, recompute=np.tile(rec[:, 0], n),
+                        recompute_layers=np.tile(rec[:, 1], n))
+    return out
+
+
+class _Lazy:
+    """A column of a Crossed: its layouts' column at each row's layout, built on first read
+    (a non-data descriptor: once built it is in the instance's __dict__, read from there)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, cls: type | None = None) -> object:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        v = d.get(self.name)
+        if v is None:
+            v = d[self.name] = getattr(d["_layouts"], self.name).take(d["_at"])
+        return v
+
+
+def _crossed_len(self: Candidates) -> int:
+    return len(self.__dict__["_at"]) if "_at" in self.__dict__ else len(self.recompute)
+
+
+def _crossed_take(self: Candidates, idx) -> Candidates:
+    """The rows idx (or a boolean mask), still lazy: the layouts' row of each and its recompute
+    columns."""
+    d = self.__dict__
+    if "_at" not in d:  # rebuilt with every column (distinct.replaced): a plain row subset
+        return Candidates.take(self, idx)
+    idx = np.asarray(idx)
+    if idx.dtype == bool:
+        idx = np.flatnonzero(idx)
+    out = object.__new__(Crossed)
+    out.__dict__.update(_layouts=d["_layouts"], _at=d["_at"].take(idx),
+                        recompute=d["recompute"].take(idx),
+                        recompute_layers=d["recompute_layers"].take(idx))
+    return out
+
+
+# Candidates of layouts crossed with recompute rows (with_recomputes): the recompute columns
+# held, every other column built from the layouts' on first read.
+Crossed = type("Crossed", (Candidates,), {
+    **{n: _Lazy(n) for n in COLUMNS if n not in ("recompute", "recompute_layers")},
+    "__len__": _crossed_len, "take": _crossed_take, "__module__": __name__,
+    "__doc__": "Candidates of layouts crossed with recompute rows, columns built on first read."})
 
 
 def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],

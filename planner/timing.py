@@ -151,19 +151,21 @@ def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: li
 
 
 def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
-               groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+               groups: "terms.Groups" = terms.Groups(), axes: bool = True) -> np.ndarray:
     """A lower bound on step_seconds that needs no memory, on layouts that pass the structural
-    rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only,
+    rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only
+    (the compute alone without `axes`: looser, and cheaper where the rows share no tuples),
     leaving out ZeRO-3's exposed traffic, the exposed DP reduction, the optimizer and offload
     (each ≥ 0 where every stage holds layers, and the step is non-decreasing in every term),
-    times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding
-    differs from the exact step's by a few units in the last place."""
+    times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding differs from the
+    exact step's by a few units in the last place."""
     n_layers = x.layers[1]
     comp = _compute(p, c, x, a, groups)
-    ax = terms.axis_terms(p, c, comp, n_layers, groups)
-    step = _compose(c, x, comp, [comp.per_micro_batch, ax["tp_exposed"], ax["cp_exposed"],
-                                 ax["ep"], ax["pp"]], [])[0]
-    return step * (1.0 - STEP_FLOOR_MARGIN)
+    per_mb = [comp.per_micro_batch]
+    if axes:
+        ax = terms.axis_terms(p, c, comp, n_layers, groups)
+        per_mb += [ax["tp_exposed"], ax["cp_exposed"], ax["ep"], ax["pp"]]
+    return _compose(c, x, comp, per_mb, [])[0] * (1.0 - STEP_FLOOR_MARGIN)
 
 
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],

@@ -210,3 +210,32 @@ def test_the_knobs_left_out_are_the_ones_the_model_prices_at_nothing(p70, every)
     assert all(_same_cost(p8, alone, zero=z) for z in (1, 2))
     step, peak, step3, peak3 = _costs(p8, alone, zero=3)
     assert np.array_equal(step, step3) and (peak3 >= peak).all()
+
+
+def test_a_lazy_crossing_reads_as_the_plain_one():
+    """space.with_recomputes builds its columns on first read (space.Crossed): every column, of
+    the crossing and of row subsets of it (an index, a mask, a subset of a subset), is what
+    repeating the layouts and tiling the recompute rows gives."""
+    from planner.candidates import COLUMN_NAMES
+    from planner.space import Crossed, with_recomputes
+    p = problem(model_from_params(7e9), H100, 64, seq_len=4096, global_batch=256)
+    lay = next(iter(candidate_batches(p, SearchSpace())))
+    lay = lay.take(np.arange(0, len(lay), 3))
+    rec = np.array([[0, -1], [1, -1], [2, 5]])
+    lazy = with_recomputes(lay, rec)
+    assert isinstance(lazy, Crossed) and len(lazy) == 3 * len(lay)
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(len(lazy), 200, replace=False))
+    mask = rng.random(len(lazy)) < 0.3
+    for sub, rows in ((lazy, np.arange(len(lazy))), (lazy.take(idx), idx),
+                      (lazy.take(mask), np.flatnonzero(mask)),
+                      (lazy.take(idx).take(np.arange(0, 200, 7)), idx[::7])):
+        assert len(sub) == len(rows)
+        for name in COLUMN_NAMES:
+            if name == "recompute":
+                expect = np.tile(rec[:, 0], len(lay))[rows]
+            elif name == "recompute_layers":
+                expect = np.tile(rec[:, 1], len(lay))[rows]
+            else:
+                expect = getattr(lay, name)[rows // 3]
+            assert getattr(sub, name).tolist() == expect.tolist(), name

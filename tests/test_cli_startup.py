@@ -122,3 +122,22 @@ def test_a_fit_table_on_a_terminal_is_styled_without_rich(tmp_path):
                        cwd=tmp_path, timeout=120, env={**__import__("os").environ, "TERM": "xterm"})
     assert p.stderr.strip().splitlines()[-1] == "0 False", p.stderr
     assert "\x1b[1m" in p.stdout and "─" in p.stdout
+
+
+_COLLECTOR = ("import gc, sys, io\nfrom planner.cli import main, run\n"
+              "out, sys.stdout = sys.stdout, io.StringIO()\n"
+              "code = run({argv!r})\nlibrary = (gc.isenabled(), gc.get_freeze_count())\n"
+              "sys.argv = ['dtplan'] + {argv!r}\n"
+              "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+              "sys.stdout = out\nprint(code, library, gc.isenabled(), gc.get_freeze_count() > 0)")
+
+
+@pytest.mark.parametrize("argv", [["fit", "--params", "7e9", "--gpus", "8", "--top", "3"],
+                                  ["memory", "--params", "7e9", "--gpus", "8"]])
+def test_the_console_script_freezes_its_imports_and_collects_again(tmp_path, argv):
+    # main() keeps the collector off while importing, then freezes what lives until exit and
+    # turns it back on before the work; run() (a library caller) leaves the collector alone
+    p = subprocess.run([sys.executable, "-c", _COLLECTOR.format(argv=argv)], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "0 (True, 0) True True"

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Optional
 
 from .rules import RULE_NAMES
-from .specs.budget import MemoryBudget
 from .specs.job import Job
 from .verdict import Fix, GateRule
 
@@ -31,8 +30,7 @@ def cheapest_fix(job: Job, rules: list[GateRule]) -> Optional[Fix]:
     failed = {r.name for r in rules if r.status == "fail"} & set(RULE_NAMES)
     if not failed:
         return None
-    budget = job.budget
-    return (_tune(job, budget) or _relayout(job, budget) or _more_nodes(job, budget)
+    return (_tune(job) or _relayout(job) or _more_nodes(job)
             or Fix(kind="none", summary="nothing tried passes: no micro-batch or recompute, no "
                    f"layout on {job.gpus} GPUs and no count up to {_largest(job)} GPUs fits "
                    "this model, batch and sequence"))
@@ -42,7 +40,7 @@ def _passes(est) -> bool:
     return all(r.status != "fail" for r in est.rules)
 
 
-def _tune(job: Job, budget: MemoryBudget) -> Optional[Fix]:
+def _tune(job: Job) -> Optional[Fix]:
     """The fastest micro-batch × recompute of the same split that passes every rule."""
     from .estimation import estimate
 
@@ -57,7 +55,7 @@ def _tune(job: Job, budget: MemoryBudget) -> Optional[Fix]:
             if (m, rc) == (lay.micro_batch, lay.recompute) and lay.recompute_layers is None:
                 continue   # the failing layout itself
             est = estimate(job.model, job.hardware, job.gpus, cand, seq_len=job.seq_len,
-                           global_batch=job.global_batch, budget=budget)
+                           global_batch=job.global_batch, budget=job.budget)
             if _passes(est) and (best is None or est.step_time_s < best[1].step_time_s):
                 best = (cand, est)
     if best is None:
@@ -78,14 +76,14 @@ def _tune(job: Job, budget: MemoryBudget) -> Optional[Fix]:
                step_time_s=est.step_time_s, peak_memory_bytes=est.peak_memory_bytes)
 
 
-def _relayout(job: Job, budget: MemoryBudget) -> Optional[Fix]:
+def _relayout(job: Job) -> Optional[Fix]:
     """The search's best layout on the same GPU count (a checkpoint conversion away)."""
     from .api import _short, fit
 
     lay = job.layout
     res = fit(job.model, job.hardware, job.gpus, seq_len=job.seq_len,
               global_batch=job.global_batch, precision=lay.precision, optimizer=lay.optimizer,
-              budget=budget, top=1, suggest=False)
+              budget=job.budget, top=1, suggest=False)
     if not res.layouts:
         return None
     best = res.layouts[0]
@@ -115,7 +113,7 @@ def _largest(job: Job) -> int:
     return max((n for _, n in _counts(job)), default=job.gpus)
 
 
-def _more_nodes(job: Job, budget: MemoryBudget) -> Optional[Fix]:
+def _more_nodes(job: Job) -> Optional[Fix]:
     """The fewest added nodes with some layout that fits (search.any_fits), same batch."""
     from .api import problem
     from .search import any_fits
@@ -124,7 +122,7 @@ def _more_nodes(job: Job, budget: MemoryBudget) -> Optional[Fix]:
     for extra, n in _counts(job):
         p = problem(job.model, job.hardware, n, seq_len=job.seq_len,
                     global_batch=job.global_batch, precision=lay.precision,
-                    optimizer=lay.optimizer, budget=budget)
+                    optimizer=lay.optimizer, budget=job.budget)
         if any_fits(p):
             return Fix(kind="more-nodes", summary=f"needs {extra} more node"
                        f"{'s' if extra > 1 else ''} ({n} GPUs): the smallest count tried with a "

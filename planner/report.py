@@ -88,7 +88,7 @@ def _context(inp: Job, source: str, fit_result, charts: bool):
         kw = dict(seq_len=inp.seq_len, global_batch=inp.global_batch, precision=lay.precision,
                   optimizer=lay.optimizer, budget=inp.budget)
         fit_result = fit(inp.model, inp.hardware, inp.gpus, **kw, top=5, suggest=False)
-    return ReviewContext(inp=inp, source=source, budget=inp.budget, outcome=outcome,
+    return ReviewContext(inp=inp, source=source, outcome=outcome,
                          fit_result=fit_result, charts=charts)
 
 

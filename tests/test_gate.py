@@ -493,8 +493,6 @@ def test_budget_and_hardware_overrides(tmp_path):
 def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
     # the plan's budget: is turned into a MemoryBudget once, where the file is resolved; the
     # estimate, the review and the fixes read that object (none rebuilds it from a dict)
-    from types import SimpleNamespace
-
     from planner.gate import evaluate_inputs
     from planner.inputs.resolve import resolve_plan
     from planner.inputs.sections import budget_from_section
@@ -508,12 +506,13 @@ def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(MemoryBudget, "model_validate", None)  # validated once: not again
     assert evaluate_inputs(job, str(p)).estimate.budget is job.budget
     monkeypatch.undo()
-    bad = SimpleNamespace(context_gb=None, comm_buffer_gb=None, fragmentation_fraction=None,
-                          margin_fraction=1.5)
-    with pytest.raises(InputError, match=r"^p.yaml: budget: margin_fraction: Input should be "
-                                         r"less than 1$"):
-        budget_from_section(bad, "p.yaml")
-    assert budget_from_section(None, "p.yaml") == MemoryBudget()
+    assert budget_from_section(None) == MemoryBudget()
+    # the plan's own section bounds each key at least as tightly as MemoryBudget: a bad share
+    # is refused where the file loads, with its line, and never reaches the constructor
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.read_text() + "budget:\n  margin_fraction: 1.5\n")
+    with pytest.raises(InputError, match=r"budget\.margin_fraction"):
+        load_plan(bad)
 
 
 def test_checkpoint_waste_matches_the_seed():

@@ -161,7 +161,7 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
         accumulation = b.accumulation
     if accumulation is not None:
         keys["batch-accounting"] = "batch.accumulation"
-    budget = budget_from_section(plan.budget, where)
+    budget = budget_from_section(plan.budget)
     keys.update(config_keys("plan", layout))
     return Job(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
@@ -169,9 +169,10 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
                   notes=notes)
 
 
-def budget_from_section(section: Any, where: str) -> Any:
-    """The plan's ``budget:`` (GB and shares; None: every default) as the job's MemoryBudget,
-    validated once here by its boundary model: every later reader takes it as it is."""
+def budget_from_section(section: Any) -> Any:
+    """The plan's ``budget:`` (GB and shares; None: every default) as the job's MemoryBudget.
+    specs.plan.BudgetSection, validated when the plan loads, bounds each key at least as tightly
+    as MemoryBudget does, so the plain constructor (no second validation) is enough."""
     from ..specs.budget import MemoryBudget
 
     kw = {}
@@ -182,10 +183,7 @@ def budget_from_section(section: Any, where: str) -> Any:
         val = None if section is None else getattr(section, src)
         if val is not None:
             kw[dst] = val * scale
-    try:
-        return MemoryBudget.model_validate(kw)
-    except Exception as e:
-        raise InputError(f"{where}: budget", validation_message(e)) from None
+    return MemoryBudget(**kw)
 
 
 def _overridden(plan: Plan, o: CheckOptions, notes: list[str]) -> Plan:

@@ -32,7 +32,6 @@ class ReviewContext:
 
     inp: Job
     source: str
-    budget: Any                    # specs.budget.MemoryBudget
     outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
     fit_result: Any                # api.FitResult of the same GPUs and batch (its search kept)
     charts: bool
@@ -51,7 +50,7 @@ def inputs_section(ctx: ReviewContext) -> Section:
                        "decoder), not your model. Pass `--model`, `--model-config` or the "
                        "architecture flags for real numbers.")
     text += [f"Note: {n}" for n in dict.fromkeys(ctx.outcome.notes)]
-    return Section(SECTIONS[0], text, assumption_tables(ctx.inp, ctx.budget))
+    return Section(SECTIONS[0], text, assumption_tables(ctx.inp, ctx.inp.budget))
 
 
 def layout_section(ctx: ReviewContext) -> Section:
@@ -79,7 +78,7 @@ def memory_section(ctx: ReviewContext) -> Section:
     return Section(SECTIONS[2], [
         f"Per-GPU memory item by item on each pipeline stage; peak {e.peak_memory_bytes / 1e9:.2f} GB "
         f"on the {e.peak_stage} stage against {e.usable_memory_bytes / 1e9:.2f} GB usable "
-        f"({capacity(e.capacity_bytes)} capacity minus the {ctx.budget.margin_fraction:.0%} margin). "
+        f"({capacity(e.capacity_bytes)} capacity minus the {ctx.inp.budget.margin_fraction:.0%} margin). "
         "Context, buffers and fragmentation are budgeted explicitly; an estimate, not a promise."],
         memory_tables(e), ["memory"])
 
@@ -288,8 +287,8 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
         return Section(SECTIONS[8], ["Not computed (scaling sweep switched off)."])
     inp = ctx.inp
     counts = scaling_counts(inp.gpus, inp.hardware.scale_up.gpus_per_node)
-    srows = _best_at(inp, ctx.budget, counts, ctx.fit_result)
-    prows = rs.plan_scaling(inp, ctx.budget, counts)
+    srows = _best_at(inp, ctx.inp.budget, counts, ctx.fit_result)
+    prows = rs.plan_scaling(inp, ctx.inp.budget, counts)
     ctx.chart_specs["scaling"] = ("Throughput versus GPU count (log-log): the plan, ideal and best",
                                   "scaling_chart",
                                   (prows, srows, inp.gpus, rs.ideal_tokens_per_s(prows, inp.gpus)))

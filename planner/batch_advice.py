@@ -15,11 +15,10 @@ planner does not model: the advice says so.
 
 from __future__ import annotations
 
-import dataclasses
 
 from typing import Optional
 
-from .specs.plain import Plain, record
+from .specs.plain import Plain, record, replace
 
 from .candidates import Problem
 from .estimation import estimate_problem
@@ -86,7 +85,7 @@ def _advice(p: Problem, base_mfu: float, need: float,
 
 
 def _scaled(p: Problem, factor: int) -> Problem:
-    return dataclasses.replace(p, global_batch=p.global_batch * factor)
+    return replace(p, global_batch=p.global_batch * factor)
 
 
 def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, collective: float,

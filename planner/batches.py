@@ -18,7 +18,6 @@ tables (every row built: exact, only slower).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from .candidates import Candidates, Problem
 from .errors import InputError
 from .rules import RULE_NAMES, RULES
+from .specs.plain import Plain, record
 from .space import (CHUNK_ROWS, FACTORS, SearchSpace, Splits, batch_ends, empty, product,
                     recomputes, split_table)
 
@@ -55,8 +55,8 @@ def check_priced(priced: int, limit: int | None) -> None:
                             "or ask for a smaller --global-batch (or fewer GPU counts)")
 
 
-@dataclass(frozen=True)
-class Run:
+@record(frozen=True, positional=True, coerce=False)
+class Run(Plain):
     """Consecutive structural rules (indices into RULES) reading the same knob tables."""
 
     rules: tuple[int, ...]

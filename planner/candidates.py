@@ -6,7 +6,6 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -91,8 +90,8 @@ Candidates = record(type("Candidates", (_Columns,), {
     **{k.column: None for k in COLUMNS}, "__module__": __name__, "__doc__": _Columns.__doc__}))
 
 
-@dataclass(frozen=True)
-class Problem:
+@record(frozen=True, positional=True, coerce=False)
+class Problem(Plain):
     """The fixed part of a question: what is trained, on what, with which batch."""
 
     model: ModelSpec

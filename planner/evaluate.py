@@ -8,7 +8,6 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -35,9 +34,8 @@ ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
 STATE_ITEMS = ITEM_ORDER[:4]
 
 
-# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
-@dataclass(frozen=True)
-class StageMemory:
+@record(frozen=True, positional=True, coerce=False)
+class StageMemory(Plain):
     """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
     fragmentation and what lives outside the allocator), and the three views. The fields
     defaulting to None are the printout's detail, absent where evaluate(detail=False) ran."""

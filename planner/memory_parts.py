@@ -5,7 +5,6 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 
 from __future__ import annotations
 
-from dataclasses import fields
 from functools import reduce
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +16,7 @@ from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, S
 from .distinct import Part, crossed_part, distinct_part, distinct_rows
 from .engine import peak as pk
 from .engine.stages import stage_layers
+from .specs.plain import fields
 from .memory_model import phase_inputs
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)

@@ -14,8 +14,6 @@ instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from .candidates import COLUMN_NAMES, Candidates, Problem
@@ -27,7 +25,7 @@ from .partial import pairs, solve, solve_partial, stage_memory, to_solve
 from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
-from .specs.plain import Plain, record, spec
+from .specs.plain import Plain, record, replace, spec
 from .space import CHUNK_ROWS, SCAN_ROWS, SearchSpace, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
@@ -304,7 +302,7 @@ def _groups(sizes: list[int]) -> list[list[int]]:
 def _resolved(p: Problem) -> Problem:
     """p with its framework profile named (Problem.fw looks up the selected profile on every
     read, a few hundred times a search; the profile is the same throughout one)."""
-    return p if p.framework is not None else dataclasses.replace(p, framework=p.fw)
+    return p if p.framework is not None else replace(p, framework=p.fw)
 
 
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:

@@ -25,7 +25,6 @@ array work, not millions of rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -34,6 +33,7 @@ from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidate
 from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 from .specs.layout import KNOB
+from .specs.plain import Plain, record
 
 MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
@@ -58,8 +58,8 @@ SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
 FACTORS = ("states", "mb", "schedule", "sp")
 
 
-@dataclass(frozen=True)
-class SearchSpace:
+@record(frozen=True, positional=True, coerce=False)
+class SearchSpace(Plain):
     """Knobs the user fixed (None = search it)."""
 
     tp: int | None = None
@@ -75,8 +75,8 @@ class SearchSpace:
     max_chunks: int = 8
 
 
-@dataclass(frozen=True)
-class Factor:
+@record(frozen=True, positional=True, coerce=False)
+class Factor(Plain):
     """One knob table per split, all splits' tables concatenated: its columns, and per split
     the first row of its table and its number of rows."""
 
@@ -85,8 +85,8 @@ class Factor:
     size: np.ndarray
 
 
-@dataclass(frozen=True)
-class Splits:
+@record(frozen=True, positional=True, coerce=False)
+class Splits(Plain):
     """Every split (SPLIT_COLUMNS arrays, in enumeration order) and its knob tables."""
 
     cols: dict[str, np.ndarray]

@@ -10,7 +10,6 @@ engine/.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from .engine import step_time as st
 from . import timing_terms as terms
 from .candidates import SCHEDULE_CODES
 from .engine import schedules as sched
+from .specs.plain import Plain, record
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
@@ -40,9 +40,8 @@ ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
 )
 
 
-# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
-@dataclass(frozen=True)
-class StepTime:
+@record(frozen=True, positional=True, coerce=False)
+class StepTime(Plain):
     """Seconds per optimizer step: each term as it lands on the critical path (the breakdown)
     and each axis's communication before overlap (the *_total fields)."""
 
@@ -76,9 +75,8 @@ class StepTime:
                 "dp": self.dp_total, "zero3": self.zero3_total}
 
 
-# a dataclass, not a plain record: evidence.compute_fit walks it with dataclasses.fields
-@dataclass(frozen=True)
-class Throughput:
+@record(frozen=True, positional=True, coerce=False)
+class Throughput(Plain):
     """Tokens, FLOPs and utilisation per step (arrays of len(c))."""
 
     tokens_per_step: np.ndarray

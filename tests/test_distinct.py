@@ -88,7 +88,7 @@ H100 = load_profile("h100")
 PROBLEMS = {
     "70b": problem(model_from_params(70e9), H100, 256, seq_len=4096, global_batch=1024),
     "mixtral": problem(get_preset("mixtral-8x22b"), H100, 512, seq_len=4096, global_batch=512),
-    "8b-fp8-megatron": dataclasses.replace(
+    "8b-fp8-megatron": plain.replace(
         problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=256,
                 precision="fp8"), framework=load_framework("megatron")),
 }

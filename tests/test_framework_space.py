@@ -4,8 +4,6 @@ under PP gathered and reduced once per step, selective recompute where it is a k
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -18,6 +16,7 @@ from planner.space import recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
+from planner.specs.plain import replace
 from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")
@@ -28,7 +27,7 @@ CODE_NAME = {code: name for name, code in SCHEDULE_CODES.items()}
 def _problem(framework: str, model: str = "llama3-70b", gpus: int = 256, seq: int = 4096,
              batch: int = 1024):
     p = problem(get_preset(model), H100, gpus, seq_len=seq, global_batch=batch)
-    return dataclasses.replace(p, framework=load_framework(framework))
+    return replace(p, framework=load_framework(framework))
 
 
 @pytest.fixture(scope="module", params=FRAMEWORKS)

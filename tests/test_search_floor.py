@@ -6,8 +6,6 @@ one by one) gives the same rows, counts, examples and solved layouts."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,7 +37,7 @@ def _problem(params: float, gpus: int, seq: int, batch: int, precision: str, fw:
              flash: bool | None):
     p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=batch,
                 precision=precision)
-    return dataclasses.replace(p, framework=load_framework(fw), flash_attention=flash)
+    return plain.replace(p, framework=load_framework(fw), flash_attention=flash)
 
 
 problems = st.builds(_problem, st.sampled_from([1.3e9, 7e9, 70e9]),
@@ -143,7 +141,7 @@ CASES = {
                                     global_batch=96), {"objective": "cost"}),
     "mixtral-64-all": (lambda: problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096,
                                        global_batch=256), {"dominated": True}),
-    "8b-64-torchtitan": (lambda: dataclasses.replace(
+    "8b-64-torchtitan": (lambda: plain.replace(
         problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=128),
         framework=load_framework("torchtitan")), {"objective": "headroom"}),
 }

@@ -57,13 +57,12 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
 def scenario(request):
-    import dataclasses
-
     from planner.specs.framework import load_framework
+    from planner.specs.plain import replace
     model, gpus, seq, batch, fw, *offload = SCENARIOS[request.param]
     p = problem(model(), H100, gpus, seq_len=seq, global_batch=batch)
     if fw:
-        p = dataclasses.replace(p, framework=load_framework(fw))
+        p = replace(p, framework=load_framework(fw))
     space = SearchSpace(allow_offload=bool(offload))
     return p, space, search(p, space, dominated=True)
 

@@ -6,8 +6,6 @@ finds the same search bit for bit)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +22,7 @@ from planner.batches import layout_batches
 from planner.space import candidate_batches, recomputes, with_recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
+from planner.specs import plain
 from planner.specs.model import model_from_params
 
 H100 = load_profile("h100")
@@ -63,9 +62,9 @@ def test_the_ceiling_is_never_below_the_exact_peak(params, gpus, seq, batch, pre
                                                     offload, seed):
     """MemoryParts.ceiling ≥ the five-phase peak on every row, structurally valid or not, and
     within a few per cent of it on most (a bound the search can use, not an infinity)."""
-    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
-                                    global_batch=batch, precision=precision),
-                            framework=load_framework(fw))
+    p = plain.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+                              global_batch=batch, precision=precision),
+                      framework=load_framework(fw))
     c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
     rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 3000),
                                                              replace=False)))
@@ -130,9 +129,9 @@ def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw
     from planner.search import _structural
     from planner.timing import step_floor, step_seconds
 
-    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
-                                    global_batch=256, precision=precision),
-                            framework=load_framework(fw))
+    p = plain.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+                              global_batch=256, precision=precision),
+                      framework=load_framework(fw))
     c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
     c = c.take(np.flatnonzero(_structural(p, c).all(axis=0)))
     if not len(c):
@@ -181,7 +180,7 @@ def test_the_axis_columns_are_the_activation_columns_with_dp_and_ep():
 
 def _problem(params: float, gpus: int, seq: int, fw: str):
     p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=256)
-    return dataclasses.replace(p, framework=load_framework(fw))
+    return plain.replace(p, framework=load_framework(fw))
 
 
 @settings(max_examples=12, deadline=None)

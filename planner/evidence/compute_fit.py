@@ -10,7 +10,7 @@ nccl-tests, not from here; overlap is not separable from compute speed with step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ..evaluate import STAGES, evaluate
 from ..specs.hardware import HardwareProfile
 from ..specs.layout import Layout
 from ..specs.model import ModelSpec
+from ..specs.plain import fields
 from .calibrate import ConstantFit
 from .model import Evidence
 
@@ -49,12 +50,12 @@ def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:
                 optimizer=run.layout.optimizer, framework=run.framework)
     ev = evaluate(p, Candidates.from_layouts([run.layout]))
     first = lambda a: float(np.asarray(a).ravel()[0])  # noqa: E731  (one candidate)
-    out = {f"t.{f.name}": first(getattr(ev.time, f.name)) for f in fields(ev.time)}
+    out = {f"t.{f.name}": first(getattr(ev.time, f.name)) for f in fields(type(ev.time))}
     out["step_time"] = out.pop("t.step")
-    out.update({f.name: first(getattr(ev.throughput, f.name)) for f in fields(ev.throughput)})
+    out.update({f.name: first(getattr(ev.throughput, f.name)) for f in fields(type(ev.throughput))})
     for stage in STAGES:
         sm = getattr(ev.memory, stage)
-        out.update({f"mem.{stage}.{f.name}": first(getattr(sm, f.name)) for f in fields(sm)})
+        out.update({f"mem.{stage}.{f.name}": first(getattr(sm, f.name)) for f in fields(type(sm))})
     out["peak_stage"] = first(ev.memory.peak_stage)
     return out
 

@@ -187,8 +187,10 @@ def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
 
 def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     """Evaluate one layout through the same vectorised path the search uses."""
-    if lay.precision != p.precision or lay.optimizer != p.optimizer:
-        p = Problem(**{**p.__dict__, "precision": lay.precision, "optimizer": lay.optimizer})
+    if lay.precision != p.precision or lay.optimizer != p.optimizer or p.framework is None:
+        # the default framework resolved once: `p.fw` is read ~30 times below, each a lookup
+        p = Problem(**{**p.__dict__, "precision": lay.precision, "optimizer": lay.optimizer,
+                       "framework": p.fw})
     ev = evaluate(p, Candidates.from_layouts([lay]))
     mem, t, thr = ev.memory, ev.time, ev.throughput
     one = lambda a: float(a[0])  # noqa: E731

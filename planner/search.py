@@ -221,9 +221,12 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
     """The part of the rows idx, kept for the solve where it is on distinct tuples and the
     parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
-    (the solve computes its own then)."""
+    (the solve computes its own then). No rows: an empty part holding no tree, which
+    concat_parts leaves out (the budget is not spent on it)."""
     if part.index is None:
         return None
+    if not len(idx):
+        return Part(tree=None, index=idx, size=0)
     if id(part.tree) not in t.held:
         if sum(t.held.values()) + part.size > CHUNK_ROWS:
             return None

@@ -28,7 +28,8 @@ from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, spec
-from .space import CHUNK_ROWS, SCAN_ROWS, SearchSpace, recomputes, with_recomputes
+from .space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
+                    with_recomputes)
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -213,9 +214,9 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
-        t.to_solve.append((_concat([surv.take(base[a])]), stages[:, a], usable[a],
+        t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
-        t.kept.append(_concat([rows.take(kept[b])]))
+        t.kept.append(materialize(rows, kept[b]))
 
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
@@ -261,7 +262,7 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
-            t.closest = (float(headroom[j]), _concat([surv.take(miss[[j]])]))
+            t.closest = (float(headroom[j]), materialize(surv, miss[[j]]))
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:

@@ -94,16 +94,13 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     the row's memory floor."""
     per_mode = parts.acts.rows(cand, pick=lambda t: t["per_mode"])
     step = np.full(len(cand), np.nan)
+    off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
     if len(prior.step):
-        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
         for model in (_compute_floor, step_floor) if parts.acts.index is None else (step_floor,):
             least = _step_of(p, parts, cand, rows, per_mode, rest, model)
             off[rest] = surely_dominated(prior.step, prior.ceiling, least, floor[rest])
             rest = np.flatnonzero(~off)
-        step[rest] = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
-    else:
-        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
-        step = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
+    step[rest] = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
     at = rest[sure[rest]]
     prior.add(step[at], ceiling[at])
     off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])

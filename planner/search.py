@@ -344,7 +344,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
             pending.append(survivors)
         # until some row surely fits (settle's anchors) a batch is priced alone: its anchors
         # put most rows of the batches after it off the front by their step floor alone
-        if sum(len(x) for x in pending) * len(rec) >= (SCAN_ROWS if len(t.anchors.step) else 1):
+        # (keeping every valid row, `dominated`, uses no anchors: batches merge from the first)
+        alone = not dominated and not len(t.anchors.step)
+        if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
             _scan_batch(p, pending, rec, t, dominated)
             pending = []
     if pending:

@@ -110,8 +110,12 @@ def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarr
 
 
 def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
-    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated."""
-    return float(candidate_bands(p, c)[np.argmin(ev.time.step)]) / 100.0 if len(c) else 0.0
+    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
+    equally fast the leanest (then the first), which is on the exact front however the
+    batches' fronts were merged (the first fastest row kept may depend on it)."""
+    if not len(c):
+        return 0.0
+    return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
 
 
 def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
@@ -375,13 +379,14 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
 
 
 class _Rows:
-    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom)."""
+    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
+    peak)."""
 
     def __init__(self, ev: Evaluation, idx: np.ndarray):
         from types import SimpleNamespace as NS
         self.time = NS(step=ev.time.step[idx])
         self.throughput = NS(tokens_per_step=ev.throughput.tokens_per_step[idx])
-        self.memory = NS(headroom=ev.memory.headroom[idx])
+        self.memory = NS(headroom=ev.memory.headroom[idx], peak=ev.memory.peak[idx])
         self._n = len(idx)
 
     def __len__(self) -> int:

@@ -174,26 +174,32 @@ class Part(Plain):
 
 
 def concat_parts(parts: Sequence[Part | None]) -> Part | None:
-    """The parts of consecutive candidate sets as one (each one's tree rows after the one's
-    before, its index offset by their sizes), or None where one is None or holds its
-    candidates' own rows (index None: its tree is as large as they are) or the trees' arrays
-    do not pair up."""
+    """The parts of consecutive candidate sets as one: each distinct tree (by identity, the
+    parts of one scan share theirs) once, in first-seen order, and each part's index offset by
+    the sizes of the trees before its own; parts of no candidates are left out. None where one
+    is None or holds its candidates' own rows (index None: its tree is as large as they are)
+    or the trees' arrays do not pair up."""
+    parts = [q for q in parts if q is None or q.index is None or len(q.index)]
     if not parts or any(q is None or q.index is None for q in parts):
         return None
-    if all(q.tree is parts[0].tree for q in parts):  # one batch's part: only the indices
-        return Part(tree=parts[0].tree, index=np.concatenate([q.index for q in parts]),
-                    size=parts[0].size)
-    found: list[list[np.ndarray]] = []
+    trees: dict[int, tuple[Part, int]] = {}  # id(tree) → (its first part, its offset)
+    size = 0
     for q in parts:
+        if id(q.tree) not in trees:
+            trees[id(q.tree)] = (q, size)
+            size += q.size
+    index = np.concatenate([q.index + trees[id(q.tree)][1] for q in parts])
+    if len(trees) == 1:  # one scan's part: only the indices
+        return Part(tree=parts[0].tree, index=index, size=size)
+    found: list[list[np.ndarray]] = []
+    for q, _ in trees.values():
         found.append([])
         _leaves(q.tree, q.size, found[-1])
     if len({len(f) for f in found}) != 1:
         return None
-    offsets = np.cumsum([0] + [q.size for q in parts[:-1]])
-    tree = _rebuild(parts[0].tree, parts[0].size,
-                    iter([np.concatenate(arrays) for arrays in zip(*found)]))
-    return Part(tree=tree, index=np.concatenate([q.index + o for q, o in zip(parts, offsets)]),
-                size=int(sum(q.size for q in parts)))
+    first = next(iter(trees.values()))[0]
+    tree = _rebuild(first.tree, first.size, iter([np.concatenate(arrays) for arrays in zip(*found)]))
+    return Part(tree=tree, index=index, size=size)
 
 
 def _representatives(c: Any, names: Sequence[str],

@@ -26,7 +26,8 @@ from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
 from .specs.plain import Plain, record, replace, spec
-from .space import CHUNK_ROWS, SCAN_ROWS, SearchSpace, recomputes, with_recomputes
+from .space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
+                    with_recomputes)
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
            "solve_partial"]
@@ -107,8 +108,12 @@ def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarr
 
 
 def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
-    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated."""
-    return float(candidate_bands(p, c)[np.argmin(ev.time.step)]) / 100.0 if len(c) else 0.0
+    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
+    equally fast the leanest (then the first), which is on the exact front however the
+    batches' fronts were merged (the first fastest row kept may depend on it)."""
+    if not len(c):
+        return 0.0
+    return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
 
 
 def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
@@ -211,17 +216,20 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
-        t.to_solve.append((_concat([surv.take(base[a])]), stages[:, a], usable[a],
+        t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
-        t.kept.append(_concat([rows.take(kept[b])]))
+        t.kept.append(materialize(rows, kept[b]))
 
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
     """The part of the rows idx, kept for the solve where it is on distinct tuples and the
     parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
-    (the solve computes its own then)."""
+    (the solve computes its own then). No rows: an empty part holding no tree, which
+    concat_parts leaves out (the budget is not spent on it)."""
     if part.index is None:
         return None
+    if not len(idx):
+        return Part(tree=None, index=idx, size=0)
     if id(part.tree) not in t.held:
         if sum(t.held.values()) + part.size > CHUNK_ROWS:
             return None
@@ -256,7 +264,7 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     if len(miss):
         j = int(np.argmax(headroom))
         if t.closest is None or headroom[j] > t.closest[0]:
-            t.closest = (float(headroom[j]), _concat([surv.take(miss[[j]])]))
+            t.closest = (float(headroom[j]), materialize(surv, miss[[j]]))
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
@@ -338,7 +346,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
             pending.append(survivors)
         # until some row surely fits (settle's anchors) a batch is priced alone: its anchors
         # put most rows of the batches after it off the front by their step floor alone
-        if sum(len(x) for x in pending) * len(rec) >= (SCAN_ROWS if len(t.anchors.step) else 1):
+        # (keeping every valid row, `dominated`, uses no anchors: batches merge from the first)
+        alone = not dominated and not len(t.anchors.step)
+        if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
             _scan_batch(p, pending, rec, t, dominated)
             pending = []
     if pending:
@@ -367,13 +377,14 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
 
 
 class _Rows:
-    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom)."""
+    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
+    peak)."""
 
     def __init__(self, ev: Evaluation, idx: np.ndarray):
         from types import SimpleNamespace as NS
         self.time = NS(step=ev.time.step[idx])
         self.throughput = NS(tokens_per_step=ev.throughput.tokens_per_step[idx])
-        self.memory = NS(headroom=ev.memory.headroom[idx])
+        self.memory = NS(headroom=ev.memory.headroom[idx], peak=ev.memory.peak[idx])
         self._n = len(idx)
 
     def __len__(self) -> int:

@@ -18,12 +18,12 @@ from typing import Callable
 
 import numpy as np
 
-from .candidates import Candidates, Problem, Shape, shape
+from .candidates import Candidates, Problem, shape
+from .distinct import gather
 from .engine.pareto import pareto_front, surely_dominated
 from .evaluate import Memory, usable_bytes
 from .memory_parts import MemoryParts
-from .timing import step_floor, step_seconds
-from .timing_terms import Groups
+from .timing import compute_terms, step_floor, step_seconds
 
 
 class Anchors:
@@ -93,36 +93,49 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     off too. A row is off when an anchor beats its step (floor) with a ceiling no higher than
     the row's memory floor."""
     per_mode = parts.acts.rows(cand, pick=lambda t: t["per_mode"])
+    rows_of = _Rows(p, parts, cand, rows, per_mode)
     step = np.full(len(cand), np.nan)
+    off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
     if len(prior.step):
-        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
-        for model in (_compute_floor, step_floor) if parts.acts.index is None else (step_floor,):
-            least = _step_of(p, parts, cand, rows, per_mode, rest, model)
+        for axes in (False, True) if parts.acts.index is None else (True,):
+            least = rows_of.floor(rest, axes)
             off[rest] = surely_dominated(prior.step, prior.ceiling, least, floor[rest])
             rest = np.flatnonzero(~off)
-        step[rest] = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
-    else:
-        off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
-        step = _step_of(p, parts, cand, rows, per_mode, rest, step_seconds)
+    step[rest] = rows_of.step(rest)
     at = rest[sure[rest]]
     prior.add(step[at], ceiling[at])
     off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])
     return step, off
 
 
-def _compute_floor(p: Problem, c: Candidates, x: Shape, a: dict, groups: Groups) -> np.ndarray:
-    """timing.step_floor from the compute alone (no axis terms)."""
-    return step_floor(p, c, x, a, groups, axes=False)
+class _Rows:
+    """The timing inputs of the rows cand (`rows`) built once, on every row, and gathered to
+    the rows each bound or the exact step is asked of: the shape and the compute terms
+    (timing.compute_terms) are alike in the compute-only floor, the step floor and the exact
+    step, and elementwise, so a row's are the same whichever rows they were computed with."""
 
+    def __init__(self, p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
+                 per_mode: dict) -> None:
+        self.p, self.parts, self.cand, self.rows, self.per_mode = p, parts, cand, rows, per_mode
+        self.x = shape(p, rows)
+        self.comp = compute_terms(p, rows, self.x, per_mode, parts.groups(cand))
 
-def _step_of(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
-             per_mode: dict, idx: np.ndarray, model: Callable) -> np.ndarray:
-    """timing.step_seconds (from their states alone), timing.step_floor or _compute_floor
-    (`model`) of the rows idx of cand (every row: no copy)."""
-    whole = len(idx) == len(cand)
-    sub = rows if whole else rows.take(idx)
-    a = per_mode if whole else {m: v.take(idx) for m, v in per_mode.items()}
-    at = cand if whole else cand[idx]
-    if model is step_seconds:
-        return step_seconds(p, sub, shape(p, sub), parts.states_memory(at), a, parts.groups(at))
-    return model(p, sub, shape(p, sub), a, parts.groups(at))
+    def _of(self, idx: np.ndarray) -> tuple:
+        """(rows, shape, compute, per-mode activations, positions in cand) of the rows idx
+        (every row: no copy)."""
+        if len(idx) == len(self.cand):
+            return self.rows, self.x, self.comp, self.per_mode, self.cand
+        n = len(self.cand)
+        return (self.rows.take(idx), gather(self.x, idx, n), gather(self.comp, idx, n),
+                {m: v.take(idx) for m, v in self.per_mode.items()}, self.cand[idx])
+
+    def floor(self, idx: np.ndarray, axes: bool) -> np.ndarray:
+        """timing.step_floor of the rows idx (the compute alone without `axes`)."""
+        sub, x, comp, a, at = self._of(idx)
+        return step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes, comp=comp)
+
+    def step(self, idx: np.ndarray) -> np.ndarray:
+        """timing.step_seconds of the rows idx, from their states alone."""
+        sub, x, comp, a, at = self._of(idx)
+        return step_seconds(self.p, sub, x, self.parts.states_memory(at), a,
+                            self.parts.groups(at), comp=comp)

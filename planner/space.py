@@ -318,6 +318,23 @@ def _crossed_take(self: Candidates, idx) -> Candidates:
     return out
 
 
+def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
+    """The rows idx of c as plain Candidates, every column copied once (a Crossed's from its
+    layouts' columns at those rows): what the search keeps between batches, holding no
+    reference to a batch's layouts, without a row subset and a concatenation (two copies) and
+    the record's constructor (every column given, nothing for it to fill in)."""
+    d = c.__dict__
+    if "_at" in d:
+        at = d["_at"].take(idx)
+        cols = {n: d[n].take(idx) if n in ("recompute", "recompute_layers")
+                else getattr(d["_layouts"], n).take(at) for n in COLUMNS}
+    else:
+        cols = {n: getattr(c, n).take(idx) for n in COLUMNS}
+    out = object.__new__(Candidates)
+    out.__dict__.update(cols)
+    return out
+
+
 # Candidates of layouts crossed with recompute rows (with_recomputes): the recompute columns
 # held, every other column built from the layouts' on first read.
 Crossed = type("Crossed", (Candidates,), {

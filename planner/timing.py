@@ -107,8 +107,8 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
     return t_opt, t_offload
 
 
-def _compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
-             groups: "terms.Groups") -> "terms.Compute":
+def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+                  groups: "terms.Groups") -> "terms.Compute":
     """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads)
     where the caller knows the rows' tuples (`groups.act`)."""
     if groups.act is None:
@@ -123,11 +123,12 @@ def _compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
 
 
 def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-          groups: "terms.Groups" = terms.Groups()) -> tuple:
+          groups: "terms.Groups" = terms.Groups(), comp: "terms.Compute | None" = None) -> tuple:
     """(compute, communication, optimizer, offload, step, bubble): the step composed from its
-    terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers)."""
+    terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers). `comp`: the
+    rows' compute_terms where the caller has them."""
     n_layers = x.layers[1]
-    comp = _compute(p, c, x, a, groups)
+    comp = compute_terms(p, c, x, a, groups) if comp is None else comp
     cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
     step, bubble = _compose(c, x, comp, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed,
@@ -149,16 +150,18 @@ def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: li
 
 
 def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
-               groups: "terms.Groups" = terms.Groups(), axes: bool = True) -> np.ndarray:
+               groups: "terms.Groups" = terms.Groups(), axes: bool = True,
+               comp: "terms.Compute | None" = None) -> np.ndarray:
     """A lower bound on step_seconds that needs no memory, on layouts that pass the structural
     rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only
     (the compute alone without `axes`: looser, and cheaper where the rows share no tuples),
     leaving out ZeRO-3's exposed traffic, the exposed DP reduction, the optimizer and offload
     (each ≥ 0 where every stage holds layers, and the step is non-decreasing in every term),
     times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding differs from the
-    exact step's by a few units in the last place."""
+    exact step's by a few units in the last place. `comp`: the rows' compute_terms where the
+    caller has them."""
     n_layers = x.layers[1]
-    comp = _compute(p, c, x, a, groups)
+    comp = compute_terms(p, c, x, a, groups) if comp is None else comp
     per_mb = [comp.per_micro_batch]
     if axes:
         ax = terms.axis_terms(p, c, comp, n_layers, groups)
@@ -167,10 +170,12 @@ def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
 
 
 def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-                 groups: "terms.Groups" = terms.Groups()) -> np.ndarray:
+                 groups: "terms.Groups" = terms.Groups(),
+                 comp: "terms.Compute | None" = None) -> np.ndarray:
     """step_time's step alone (what the search's fronts compare), bit for bit; `groups` the
-    rows' tuples where the caller knows them (timing_terms.Groups)."""
-    return _step(p, c, x, mem, a, groups)[4]
+    rows' tuples where the caller knows them (timing_terms.Groups), `comp` their
+    compute_terms where the caller has them."""
+    return _step(p, c, x, mem, a, groups, comp)[4]
 
 
 def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]

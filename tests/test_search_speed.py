@@ -252,3 +252,9 @@ def test_concatenated_parts_give_each_set_its_own_rows():
     assert got.tobytes() == expect.tobytes()
     on_rows = Part(tree=parts[0].tree, index=None, size=parts[0].size)
     assert concat_parts([on_rows, parts[1]]) is None
+    # a tree shared by parts (one scan's batches) is held once; a part of no rows is left out
+    none = Part(tree=None, index=np.zeros(0, dtype=np.int64), size=0)
+    three = concat_parts([parts[0].take(a), none, parts[1].take(b), parts[0].take(a[::-1])])
+    assert three.size == parts[0].size + parts[1].size
+    got = three.rows(pick=lambda t: t["first"]["persistent"])
+    assert got.tobytes() == np.concatenate([expect, expect[:len(a)][::-1]]).tobytes()

@@ -115,26 +115,14 @@ def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_w
     return alc.device_total_bytes(reserved, context, nccl)
 
 
-def clipped_sum(*groups: Num | tuple[Num, ...]) -> Num:
-    """Σ over groups of max(0, the group's largest item): a tuple is items of which one moment
-    holds at most one (the forward or the backward working set; the parameters gathered at
-    forward, at the loss or in backward), a lone item one a moment may hold on top."""
-    total: Num = 0.0
-    for g in groups:
-        items = g if isinstance(g, tuple) else (g,)
-        largest = items[0] if len(items) == 1 else np.maximum.reduce(
-            np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in items)))
-        total = total + np.maximum(largest, 0.0)
-    return out(total)
-
-
 def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transient: Num,
                    rounding: Num, *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
     """An upper bound on a stage's device total (the max over PHASES that stage_memory takes):
-    every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (clipped_sum of the working
-    sets, the loss, the gathered parameters, both gradient buffers and the optimizer's
-    temporaries: phase_items' items, each moment holding a subset, h and the later-backward mask
-    at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is
+    every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (computed by
+    memory_parts.transient_ceiling: Σ over phase_items' items, the working sets, the loss, the
+    gathered parameters, both gradient buffers and the optimizer's temporaries, of each one's
+    largest over the moments, clipped at 0; each moment holds a subset, h and the
+    later-backward mask at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is
     non-decreasing in both, then allocator.device_total_bytes, times (1 + CEILING_MARGIN) for
     the order of the sums. The search counts a layout whose ceiling is within usable memory as
     fitting without the five-phase model."""

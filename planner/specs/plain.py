@@ -93,10 +93,7 @@ class Plain:
         if len(values) != len(cls._template):
             extra = sorted(set(kw) - set(cls._names))
             raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {extra[0]!r}")
-        for name, factory in cls._factories:
-            if values[name] is _FACTORY:
-                values[name] = factory()
-        object.__setattr__(self, "__dict__", values)   # a fresh instance: its fields, no more
+        object.__setattr__(self, "__dict__", _made(cls, values))   # its fields, no more
         self.__post_init__()
 
     def _by_position(self, args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
@@ -376,6 +373,14 @@ def boundary_model(cls: type) -> Any:
     return model
 
 
+def _made(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (every field, in order) with each factory-made default made."""
+    for name, factory in cls._factories:
+        if values[name] is _FACTORY:
+            values[name] = factory()
+    return values
+
+
 def _to_plain(cls: type, obj: Any) -> Any:
     """A validated boundary-model instance as its plain class (nested values too), built
     without running ``_after`` again: the boundary model ran the cross-field rules on these
@@ -383,9 +388,7 @@ def _to_plain(cls: type, obj: Any) -> Any:
     def leaf(v: Any) -> Any:
         return _to_plain(_PLAIN_OF[type(v)], v) if type(v) in _PLAIN_OF else v
     out = object.__new__(cls)
-    for f in cls._fields:
-        v = (_walk(getattr(obj, f.name), leaf) if not f.metadata.get("internal")
-             else f.default if f.default is not _MISSING else f.default_factory())
-        object.__setattr__(out, f.name, v)
+    values = {**cls._template, **{n: _walk(getattr(obj, n), leaf) for n in cls._shown}}
+    object.__setattr__(out, "__dict__", _made(cls, values))   # internal fields: defaults
     out._coerced()
     return out

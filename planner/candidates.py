@@ -16,7 +16,7 @@ from .specs.model import ModelSpec
 from .specs.budget import MemoryBudget
 from .specs.framework import FrameworkProfile, current_framework
 from .distinct import replaced
-from .specs.plain import Plain, record
+from .specs.plain import Plain, record, replace
 
 # The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
@@ -61,7 +61,8 @@ class _Columns(Plain):
                 setattr(self, k.column, np.full(n, k.default_code, dtype=np.int64))
 
     def __len__(self) -> int:
-        return len(self.tp)
+        # the recompute column: one every Candidates holds as an array (a lazy crossing too)
+        return len(self.recompute)
 
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> "Candidates":
@@ -109,6 +110,11 @@ class Problem(Plain):
     def fw(self) -> FrameworkProfile:
         """The framework profile whose implementation the time model follows."""
         return self.framework if self.framework is not None else current_framework()
+
+    def resolved(self) -> "Problem":
+        """This problem with its framework profile named: `fw` looks the selected profile up on
+        every read (a few hundred times a search, ~30 an estimate); it is the same throughout."""
+        return self if self.framework is not None else replace(self, framework=self.fw)
 
     @property
     def flash(self) -> bool:

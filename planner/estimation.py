@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .specs.plain import Plain, record
+from .specs.plain import Plain, record, replace
 
 from . import validate
 from .candidates import Candidates, Problem
@@ -187,10 +187,9 @@ def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
 
 def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     """Evaluate one layout through the same vectorised path the search uses."""
-    if lay.precision != p.precision or lay.optimizer != p.optimizer or p.framework is None:
-        # the default framework resolved once: `p.fw` is read ~30 times below, each a lookup
-        p = Problem(**{**p.__dict__, "precision": lay.precision, "optimizer": lay.optimizer,
-                       "framework": p.fw})
+    p = p.resolved()
+    if lay.precision != p.precision or lay.optimizer != p.optimizer:
+        p = replace(p, precision=lay.precision, optimizer=lay.optimizer)
     ev = evaluate(p, Candidates.from_layouts([lay]))
     mem, t, thr = ev.memory, ev.time, ev.throughput
     one = lambda a: float(a[0])  # noqa: E731

@@ -25,7 +25,7 @@ from .partial import pairs, solve, solve_partial, stage_memory, to_solve
 from .settle import Anchors, settle
 from .batches import MAX_PRICED, Left, first_failures, layout_batches, passes
 from .rules import RULE_NAMES, structural_predicates
-from .specs.plain import Plain, record, replace, spec
+from .specs.plain import Plain, record, spec
 from .space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
                     with_recomputes)
 
@@ -307,16 +307,10 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
-def _resolved(p: Problem) -> Problem:
-    """p with its framework profile named (Problem.fw looks up the selected profile on every
-    read, a few hundred times a search; the profile is the same throughout one)."""
-    return p if p.framework is not None else replace(p, framework=p.fw)
-
-
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
     """Whether some layout of the space fits: the same rules and cost model as `search`, batch
     by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
-    p = _resolved(p)
+    p = p.resolved()
     rec = recomputes(p, space)
     for lay, _, _ in layout_batches(p, space):
         ok = _structural(p, lay).all(axis=0)
@@ -335,7 +329,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     `dominated`) and each rejection attributed to the first rule it fails. A space of more
     than `limit` structurally valid candidates is refused before any is built
     (batches.SpaceTooLarge)."""
-    asked, p = p, _resolved(p)
+    asked, p = p, p.resolved()
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .distinct import replaced
 from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 from .specs.layout import KNOB
@@ -291,15 +292,10 @@ class _Lazy:
     def __get__(self, obj: object, cls: type | None = None) -> object:
         if obj is None:
             return self
+        # reached only while the column is not in the instance's __dict__ (non-data descriptor)
         d = obj.__dict__
-        v = d.get(self.name)
-        if v is None:
-            v = d[self.name] = getattr(d["_layouts"], self.name).take(d["_at"])
+        v = d[self.name] = getattr(d["_layouts"], self.name).take(d["_at"])
         return v
-
-
-def _crossed_len(self: Candidates) -> int:
-    return len(self.__dict__["_at"]) if "_at" in self.__dict__ else len(self.recompute)
 
 
 def _crossed_take(self: Candidates, idx) -> Candidates:
@@ -311,11 +307,9 @@ def _crossed_take(self: Candidates, idx) -> Candidates:
     idx = np.asarray(idx)
     if idx.dtype == bool:
         idx = np.flatnonzero(idx)
-    out = object.__new__(Crossed)
-    out.__dict__.update(_layouts=d["_layouts"], _at=d["_at"].take(idx),
-                        recompute=d["recompute"].take(idx),
-                        recompute_layers=d["recompute_layers"].take(idx))
-    return out
+    return replaced(self, {"_layouts": d["_layouts"], "_at": d["_at"].take(idx),
+                           "recompute": d["recompute"].take(idx),
+                           "recompute_layers": d["recompute_layers"].take(idx)})
 
 
 def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
@@ -339,7 +333,7 @@ def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
 # held, every other column built from the layouts' on first read.
 Crossed = type("Crossed", (Candidates,), {
     **{n: _Lazy(n) for n in COLUMNS if n not in ("recompute", "recompute_layers")},
-    "__len__": _crossed_len, "take": _crossed_take, "__module__": __name__,
+    "take": _crossed_take, "__module__": __name__,
     "__doc__": "Candidates of layouts crossed with recompute rows, columns built on first read."})
 
 

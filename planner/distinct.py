@@ -10,7 +10,6 @@ arrays (elementwise IEEE operations do not depend on their neighbours).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -103,10 +102,6 @@ def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
     elif isinstance(tree, Plain):
         for name in tree._names:
             _leaves(getattr(tree, name), n, found)
-    elif dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        for f in dataclasses.fields(tree):
-            if f.init:
-                _leaves(getattr(tree, f.name), n, found)
     elif isinstance(tree, dict):
         for v in tree.values():
             _leaves(v, n, found)
@@ -121,9 +116,6 @@ def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
         return next(new) if tree.ndim == 1 and len(tree) == n else tree
     if isinstance(tree, Plain):
         return replaced(tree, {name: _rebuild(getattr(tree, name), n, new) for name in tree._names})
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return dataclasses.replace(tree, **{f.name: _rebuild(getattr(tree, f.name), n, new)
-                                            for f in dataclasses.fields(tree) if f.init})
     if isinstance(tree, dict):
         return {k: _rebuild(v, n, new) for k, v in tree.items()}
     if isinstance(tree, (tuple, list)):
@@ -141,7 +133,7 @@ def replaced(obj: Plain, values: dict[str, Any]) -> Plain:
 
 
 def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
-    """tree with every array of length n indexed by idx (dataclasses, dicts, tuples and lists
+    """tree with every array of length n indexed by idx (records, dicts, tuples and lists
     walked; scalars and other objects as they are). One ndarray.take per array: stacking them
     into one matrix first copies every array once more and measured 2-3x slower."""
     found: list[np.ndarray] = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -55,8 +53,8 @@ def test_distinct_rows_number_tuples_as_np_unique(cols, wide):
 
 
 def test_gather_walks_nested_results_and_leaves_scalars():
-    @dataclasses.dataclass(frozen=True)
-    class Part:
+    @plain.record(frozen=True)
+    class Part(plain.Plain):
         a: np.ndarray
         b: float
         c: dict

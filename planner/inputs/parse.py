@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -293,9 +292,10 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
     except YamlSyntax as e:
         raise InputError(where, f"invalid YAML{e}") from None
     except ValueError as e:  # json.JSONDecodeError, tomllib.TOMLDecodeError and JSON constants
-        json = sys.modules.get("json")   # not imported: no JSON was read, so not a JSON error
-        if json is not None and isinstance(e, json.JSONDecodeError):
-            raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: "
-                             f"{e.msg}") from None
+        if fmt == "json":   # _parse has imported json for it
+            import json
+            if isinstance(e, json.JSONDecodeError):
+                raise InputError(where, f"invalid JSON at line {e.lineno} column {e.colno}: "
+                                 f"{e.msg}") from None
         raise InputError(where, f"invalid {fmt.upper()}: {str(e).splitlines()[0]}") from None
     return _walk(data, text, where)

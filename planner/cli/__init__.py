@@ -125,7 +125,7 @@ def run(argv: list[str]) -> int:
         enable_completion()
     else:
         register(argv)
-        settled()
+    settled()
     help_screen = _help_or_typo(argv)
     fast = not (completing or TYPER_ONLY_VAR in os.environ or help_screen)
     try:

@@ -39,7 +39,10 @@ ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_
                               "offload_par")
 # A layer's bytes under each recompute mode (every mode computed for every row) ignore the
 # recompute knobs as well.
-LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in ("recompute", "recompute_layers"))
+# The recompute knobs: a layout's rows differ in these alone once it is crossed with them
+# (space.with_recomputes).
+RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
+LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
                              "recompute_layers", "offload_opt", "offload_par")

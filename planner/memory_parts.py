@@ -11,17 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, STATE_COLUMNS,
-                         Candidates, Problem, Shape, shape)
+from .candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
+                         RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
 from .distinct import Part, crossed_part, distinct_part, distinct_rows
 from .engine import peak as pk
 from .engine.stages import stage_layers
-from .specs.plain import fields
 from .memory_model import phase_inputs
 from .evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
-from .specs.plain import Plain, record
+from .specs.plain import Plain, fields, record
 from .timing_terms import Groups
+
 
 class _Absent(dict):
     """The other side's items for transient_ceiling: each 0 (the states' part holds none of
@@ -220,8 +220,8 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int)
     """memory_parts(p, c) for c = layouts crossed with k recompute rows (space.with_recomputes):
     the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
     the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
-    inner = ("recompute", "recompute_layers")
     return MemoryParts(
         c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
-        acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u), inner),
+        acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
+                          RECOMPUTE_COLUMNS),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))

@@ -29,7 +29,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .candidates import COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem
+from .candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMPUTE_COLUMNS, SCHEDULE_CODES,
+                         Candidates, Problem)
 from .distinct import replaced
 from .engine.divisors import divisors
 from .engine.stages import MAX_STAGE_DEFICIT, stage_deficit
@@ -318,12 +319,11 @@ def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
     reference to a batch's layouts, without a row subset and a concatenation (two copies) and
     the record's constructor (every column given, nothing for it to fill in)."""
     d = c.__dict__
-    if "_at" in d:
-        at = d["_at"].take(idx)
-        cols = {n: d[n].take(idx) if n in ("recompute", "recompute_layers")
-                else getattr(d["_layouts"], n).take(at) for n in COLUMNS}
-    else:
-        cols = {n: getattr(c, n).take(idx) for n in COLUMNS}
+    if "_at" not in d:
+        return Candidates.take(c, idx)
+    at = d["_at"].take(idx)
+    cols = {n: d[n].take(idx) if n in RECOMPUTE_COLUMNS else getattr(d["_layouts"], n).take(at)
+            for n in COLUMNS}
     out = object.__new__(Candidates)
     out.__dict__.update(cols)
     return out
@@ -332,7 +332,7 @@ def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
 # Candidates of layouts crossed with recompute rows (with_recomputes): the recompute columns
 # held, every other column built from the layouts' on first read.
 Crossed = type("Crossed", (Candidates,), {
-    **{n: _Lazy(n) for n in COLUMNS if n not in ("recompute", "recompute_layers")},
+    **{n: _Lazy(n) for n in COLUMNS if n not in RECOMPUTE_COLUMNS},
     "take": _crossed_take, "__module__": __name__,
     "__doc__": "Candidates of layouts crossed with recompute rows, columns built on first read."})
 

@@ -204,7 +204,7 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
         known[cand[sure]], maybe[cand] = True, True
         return np.isin(cand, pairs(surv, known, maybe, n_rec), assume_unique=True)
     ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
-                                t.anchors)
+                                anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())

@@ -47,8 +47,7 @@ class Anchors:
 
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
            floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None,
-           anchors: Anchors | None = None
+           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors
            ) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
@@ -62,8 +61,7 @@ def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     sure = ceiling <= usable_bytes(p)
     want = ~sure if need is None else ~sure | need(sure)
     if not dominated:
-        step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure,
-                              Anchors() if anchors is None else anchors)
+        step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
         want |= ~pruned
     ex = np.flatnonzero(want)
     mem = parts.rows(p, cand[ex], rows.take(ex))[2]

@@ -89,6 +89,7 @@ def invocations() -> list[tuple[str, list[str]]]:
         ("report-json", ["report", str(REPO / "examples/plans/llama3-70b-256xh100.yaml"),
                          "--no-charts", "-o", "-"]),
     ]
+    inv += _tables()
     for plan in sorted((REPO / "examples/plans").glob("*.yaml")):
         inv.append((f"check-{plan.stem}", ["check", str(plan), "-f", "json"]))
     for eng in sorted((REPO / "examples/engines").iterdir()):
@@ -102,6 +103,63 @@ def invocations() -> list[tuple[str, list[str]]]:
                 args = line.split(":", 1)[1].split()
         inv.append((f"check-{eng.name}", ["check", str(eng), *args, "-f", "json"]))
     return inv
+
+
+def _tables() -> list[tuple[str, list[str]]]:
+    """The text a person reads: tables, help screens, errors and the evidence commands."""
+    plan = str(REPO / "examples/plans/llama3-70b-256xh100.yaml")
+    ev = REPO / "tests/data/evidence"
+    return [
+        ("t-fit-params", ["fit", "--params", "70e9", "--gpus", "256"]),
+        ("t-fit-405b", ["fit", "--model", "llama3.1-405b", "--gpus", "16384", "--seq-len", "8192",
+                        "--tokens-per-batch", "16e6"]),
+        ("t-fit-wide", ["fit", "--model", "llama3-8b", "--gpus", "64", "--wide", "--top", "5"]),
+        ("t-fit-sweep", ["fit", "--model", "llama3-8b", "--gpus", "64,128"]),
+        ("t-fit-md", ["fit", "--model", "llama3-8b", "--gpus", "64", "-f", "markdown"]),
+        ("t-fit-nofit", ["fit", "--model", "llama3.1-405b", "--gpus", "8"]),
+        ("t-fit-torchtitan", ["fit", "--model", "llama3-8b", "--gpus", "64", "--framework",
+                              "torchtitan", "--hardware", "h100-96gb-500w"]),
+        ("t-fit-shrink", ["fit", "--from-plan", plan, "--gpus", "240"]),
+        ("t-estimate", ["estimate", *_EST]),
+        ("t-estimate-405b", ["estimate", "--model", "llama3.1-405b", "--gpus", "16384", "--tp", "8",
+                             "--pp", "16", "--zero", "1", "--seq-len", "8192",
+                             "--tokens-per-batch", "16e6", "--schedule", "interleaved",
+                             "--chunks", "4", "--recompute", "full", "--recompute-layers", "4",
+                             "--train-tokens", "15.6e12", "--job-mtbf-hours", "3"]),
+        ("t-memory", ["memory", *_EST]),
+        ("t-memory-states", ["memory", "--params", "7e9", "--gpus", "8"]),
+        ("t-check", ["check", plan]),
+        ("t-check-github", ["check", "--format", "github",
+                            str(REPO / "examples/plans/fail-fits-in-memory.yaml")]),
+        ("t-check-fail", ["check", str(REPO / "examples/plans/fail-world-size.yaml")]),
+        ("t-report-md", ["report", plan, "--no-charts", "-o", "-"]),
+        ("t-models", ["models"]),
+        ("t-profiles", ["profiles"]),
+        ("t-profiles-show", ["profiles", "show", "h100"]),
+        ("t-calibrate", ["calibrate"]),
+        ("t-calibrate-from", ["calibrate", "--from", str(ev / "torchtitan_llama3.1-8b_8xh100.log"),
+                              "--from", str(ev / "nccl_wrapped_tagged.txt")]),
+        ("t-compare", ["compare", str(ev / "torchtitan_llama3.1-8b_8xh100.log"), "--plan",
+                       str(ev / "llama3.1-8b-8xh100-fsdp8.yaml")]),
+        ("t-comm", ["comm", "--message-gb", "14", "--gpus", "8,64", "--bandwidth", "200"]),
+        ("t-bubble", ["bubble", "--stages", "4", "--micro-batches", "8"]),
+        ("t-checkpoint", ["checkpoint", "--cost-min", "3", "--mtbf-hours", "50"]),
+        ("t-layout", ["layout", "--gpus", "256", "--tp", "8", "--pp", "4"]),
+        ("h-top", ["--help"]),
+        ("h-fit", ["fit", "--help"]),
+        ("h-estimate", ["estimate", "--help"]),
+        ("h-check", ["check", "--help"]),
+        ("h-export", ["export", "--help"]),
+        ("e-unknown-command", ["fitt", "--gpus", "8"]),
+        ("e-unknown-option", ["fit", "--params", "7e9", "--gpus", "8", "--bogus"]),
+        ("e-bad-number", ["fit", "--params", "7e9", "--gpus", "eight"]),
+        ("e-bad-choice", ["estimate", "--model", "llama3-8b", "--gpus", "8", "--recompute", "most"]),
+        ("e-unknown-model", ["fit", "--model", "llama9", "--gpus", "8"]),
+        ("e-missing-file", ["check", "/nonexistent/plan.yaml"]),
+        ("e-missing-value", ["fit", "--gpus"]),
+        ("e-unknown-hardware", ["fit", "--params", "7e9", "--gpus", "8", "--hardware", "h900"]),
+        ("e-zero-gpus", ["estimate", "--params", "7e9", "--gpus", "0"]),
+    ]
 
 
 def exports() -> list[tuple[str, list[str]]]:

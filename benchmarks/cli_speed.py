@@ -87,17 +87,17 @@ def _imports_typer(argv: list[str], cwd: str, env: dict[str, str]) -> str:
                                               if p.stdout.strip() else "", "?")
 
 
-# In-process CPU of one run, split: numpy's import, the search proper (planner.search.search,
+# In-process CPU of one run, split: numpy's import, the search proper (planner.search.fast.search,
 # wrapped where the modules that call it hold it, as each new import passes) and everything
 # else dtplan does (its imports, parsing, profiles, the winner's estimate, rendering). One BLAS
 # thread, so no pool's spinning is counted.
-_CALLERS = ("planner.search", "planner.api", "planner.batch_advice", "planner.shrink")
+_CALLERS = ("planner.search.fast", "planner.api", "planner.advice.batch", "planner.advice.shrink")
 _PHASES = ("import os, sys, io, time, importlib.abc\n"
            "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); T = time.process_time\n"
            "t0 = T(); import numpy; t1 = T(); spent = [0.0]; timed = {{}}\n"
            "class Wrap(importlib.abc.MetaPathFinder):\n"
            "    def find_spec(self, name, path, target=None):\n"
-           "        s = sys.modules.get('planner.search')\n"
+           "        s = sys.modules.get('planner.search.fast')\n"
            "        f = getattr(s, 'search', None)\n"
            "        if f is not None and f not in timed and f not in timed.values():\n"
            "            def w(*a, **k):\n"
@@ -117,7 +117,7 @@ _PHASES = ("import os, sys, io, time, importlib.abc\n"
 
 
 def _phases(argv: list[str], cwd: str, env: dict[str, str], repeats: int) -> str:
-    """Medians over fresh interpreters: numpy's import, planner.search.search, and the rest."""
+    """Medians over fresh interpreters: numpy's import, planner.search.fast.search, and the rest."""
     runs = []
     for _ in range(repeats):
         p = subprocess.run([sys.executable, "-c", _PHASES.format(argv=argv)], env=env, cwd=cwd,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import itertools
 import time
 
-from planner.candidates import Candidates, Problem
-from planner.estimation import estimate
-from planner.evaluate import evaluate
+from planner.evaluation.candidates import Candidates, Problem
+from planner.evaluation.estimate import estimate
+from planner.evaluation.evaluate import evaluate
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset

@@ -1,6 +1,6 @@
 """Speed of the layout search, in-process (the CLI's start-up is benchmarks/cli_speed.py).
 
-Per scenario, the complete space (planner.space: every split, ZeRO 0-3 with and without PP,
+Per scenario, the complete space (planner.search.space: every split, ZeRO 0-3 with and without PP,
 hybrid-shard groups, micro-batch, schedule and interleaving depth, SP, recompute with the
 partial layer count solved): candidates enumerated, rejected by a structural rule (integer
 arrays, counted but not in the throughput figures), evaluated (structurally valid, so priced by
@@ -29,7 +29,7 @@ import statistics
 import time
 
 from planner.api import problem
-from planner.search import SearchSpace, search
+from planner.search.fast import SearchSpace, search
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset

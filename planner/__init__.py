@@ -18,12 +18,12 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "fit": "api", "build_layout": "api", "time_to_train": "api", "resilience_for": "api",
-    "shrink": "shrink",
-    "estimate": "estimation", "layout_rules": "estimation", "MemoryBudget": "specs.budget",
-    "Estimate": "estimation", "Layout": "specs.layout", "plan_layout": "specs.layout", "ModelSpec": "specs.model",
+    "shrink": "advice.shrink",
+    "estimate": "evaluation.estimate", "layout_rules": "evaluation.estimate", "MemoryBudget": "specs.budget",
+    "Estimate": "evaluation.estimate", "Layout": "specs.layout", "plan_layout": "specs.layout", "ModelSpec": "specs.model",
     "model_from_params": "specs.model", "get_preset": "specs.presets", "list_presets": "specs.presets",
-    "load_hf_config": "hf_config", "load_profile": "specs.hardware", "list_profiles": "specs.hardware",
-    "HardwareProfile": "specs.hardware", "state_memory": "calculators", "InputError": "errors",
+    "load_hf_config": "specs.hf_config", "load_profile": "specs.hardware", "list_profiles": "specs.hardware",
+    "HardwareProfile": "specs.hardware", "state_memory": "evaluation.calculators", "InputError": "errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["memory"]
@@ -31,7 +31,7 @@ __all__ = sorted(_EXPORTS) + ["memory"]
 
 def memory(model, hardware, gpus, layout, *, seq_len, global_batch, budget=None):
     """The per-GPU memory budget per stage (the memory part of `estimate`)."""
-    from .estimation import estimate as _estimate
+    from planner.evaluation.estimate import estimate as _estimate
     e = _estimate(model, hardware, gpus, layout, seq_len=seq_len, global_batch=global_batch,
                   budget=budget)
     return e.stages

@@ -10,19 +10,19 @@ import math
 from typing import Any, Optional
 
 import numpy as np
-from .specs.plain import Plain, record, spec
+from planner.specs.plain import Plain, record, spec
 
-from . import validate as v
-from .errors import InputError
-from .candidates import Problem
-from .estimation import Estimate, estimate_problem
-from .rules import RULE_NAMES, RULE_TEXT
-from .specs.budget import MemoryBudget
-from .specs.hardware import HardwareProfile, list_profiles
-from .specs.layout import KNOB, Layout
-from .specs.model import ModelSpec
-from .batches import MAX_PRICED
-from .search import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
+from planner.io import validate as v
+from planner.errors import InputError
+from planner.evaluation.candidates import Problem
+from planner.evaluation.estimate import Estimate, estimate_problem
+from planner.evaluation.rules import RULE_NAMES, RULE_TEXT
+from planner.specs.budget import MemoryBudget
+from planner.specs.hardware import HardwareProfile, list_profiles
+from planner.specs.layout import KNOB, Layout
+from planner.specs.model import ModelSpec
+from planner.search.blocks import MAX_PRICED
+from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
@@ -102,7 +102,7 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
                   goodput: float = 1.0) -> TimeToTrain:
     """Wall-clock time to train a token budget (tokens ÷ tokens/s ÷ goodput, engine.resilience),
     with GPU-hours, cost and energy at board power."""
-    from .engine import resilience as res_eq
+    from planner.engine import resilience as res_eq
     tokens = v.positive("--train-tokens", train_tokens)
     secs = res_eq.train_time(tokens, e.tokens_per_s, goodput)
     gpu_h = res_eq.gpu_hours(secs, e.gpus)
@@ -289,7 +289,7 @@ def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
     """When B = b × a × DP is what fails: the nearest batches (±25 %) and the nearest smaller
     GPU counts (≥ 75 %) that fit, most data-parallel degrees first (the largest gcd with the
     count, as engine.batch.dp_friendly_batch), then the nearest."""
-    from .engine.divisors import top_by_gcd  # closed form: a batch of 10^9 or 10^7 GPUs
+    from planner.engine.divisors import top_by_gcd  # closed form: a batch of 10^9 or 10^7 GPUs
     b0, n0, node = p.global_batch, p.gpus, p.hardware.scale_up.gpus_per_node  # is no scan
     batches = top_by_gcd(n0, max(1, int(b0 * 0.75)), min(int(b0 * 1.25), v.MAX_GLOBAL_BATCH),
                          tries, b0)
@@ -372,7 +372,7 @@ def _resilience(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Lay
                 job_mtbf_s: Optional[float] = None, train_tokens: Optional[float] = None,
                 tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                 async_checkpoint: bool = False):
-    from .resilience import plan_resilience
+    from planner.resilience.planning import plan_resilience
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
                            shard_degree=lay.shard_group, ep=lay.ep,

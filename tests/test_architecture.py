@@ -13,9 +13,9 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 # The engine-config readers: each is one flat list of the framework's own assertions (one
 # `rules.append(make_rule(...))` per check its argument validation makes), kept in the order the
 # framework checks them so a reader can compare them line by line. The figure is a ceiling.
-READER_ASSERTION_LISTS = {("engines/deepspeed.py", "read_deepspeed"): 95,
-                          ("engines/megatron.py", "read_megatron"): 228,
-                          ("engines/torchtitan.py", "read_torchtitan"): 143}
+READER_ASSERTION_LISTS = {("framework_configs/deepspeed.py", "read_deepspeed"): 95,
+                          ("framework_configs/megatron.py", "read_megatron"): 228,
+                          ("framework_configs/torchtitan.py", "read_torchtitan"): 143}
 STDLIB_OK = {"__future__", "math", "typing", "dataclasses", "numpy", "functools", "itertools"}
 
 
@@ -108,10 +108,10 @@ def test_layering():
     """Lower layers never reach up, not even lazily: documents do not import the CLI, the
     engine-config readers do not import the plan gate that calls them."""
     mods = _modules()
-    engines = [(m, "planner.gate") for m in mods if m.startswith("planner.engines")]
+    engines = [(m, "planner.gate.check") for m in mods if m.startswith("planner.framework_configs")]
     review = [(m, "planner.cli") for m in mods if m.startswith("planner.review")]
-    for low, high in [("planner.report", "planner.cli"), ("planner.evaluate", "planner.api"),
-                      ("planner.timing", "planner.evaluate")] + engines + review:
+    for low, high in [("planner.review.build", "planner.cli"), ("planner.evaluation.evaluate", "planner.api"),
+                      ("planner.evaluation.timing", "planner.evaluation.evaluate")] + engines + review:
         names = _imports(low, mods[low], top_level_only=False)
         assert not any(n == high or n.startswith(high + ".") for n in names), (low, high)
 
@@ -128,8 +128,8 @@ def test_layering():
 # 3. No sum() of anything but a count (sum(1 for ...)), and no math.ceil/floor/sqrt/log/exp/...
 # Exceptions: the display helpers in FORMATTING_HELPERS (named, with why). Anything else the
 # check finds belongs in the library (api/, a result model's property, engine/).
-MODEL_MODULES = ("planner.engine", "planner.evaluate", "planner.memory_model", "planner.timing",
-                 "planner.timing_terms", "planner.candidates")
+MODEL_MODULES = ("planner.engine", "planner.evaluation.evaluate", "planner.evaluation.memory", "planner.evaluation.timing",
+                 "planner.evaluation.timing_terms", "planner.evaluation.candidates")
 FORMATTING_HELPERS = {
     ("render/units.py", "gb"), ("render/units.py", "capacity"),   # bytes → GB/GiB for display
     ("render/units.py", "count"), ("render/units.py", "size"),

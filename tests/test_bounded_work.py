@@ -17,27 +17,27 @@ PLAN = Path(ROOT) / "examples" / "plans" / "llama3-70b-256xh100.yaml"
 
 @pytest.fixture(scope="module")
 def plan_inputs():
-    from planner.report import inputs_from_plan
+    from planner.review.build import inputs_from_plan
     return inputs_from_plan(str(PLAN))
 
 
 def _count_searches(monkeypatch) -> list[int]:
     import planner.api
-    import planner.search
+    import planner.search.fast
     calls: list[int] = []
-    real = planner.search.search
+    real = planner.search.fast.search
 
     def counted(p, *a, **k):
         calls.append(p.gpus)
         return real(p, *a, **k)
-    monkeypatch.setattr(planner.search, "search", counted)
+    monkeypatch.setattr(planner.search.fast, "search", counted)
     monkeypatch.setattr(planner.api, "search", counted)
     return calls
 
 
 def test_review_runs_one_search_for_alternatives_chart_and_rejections(plan_inputs, monkeypatch):
     pytest.importorskip("matplotlib")
-    from planner.report import build_review
+    from planner.review.build import build_review
     calls = _count_searches(monkeypatch)
     r = build_review(plan_inputs, source="plan file x", scaling=False)
     assert calls == [plan_inputs.gpus] and "pareto" in r.charts
@@ -45,7 +45,7 @@ def test_review_runs_one_search_for_alternatives_chart_and_rejections(plan_input
 
 def test_a_review_of_the_fit_winner_reuses_the_fit_search(monkeypatch):
     pytest.importorskip("matplotlib")
-    from planner.report import build_review, inputs_from_fit
+    from planner.review.build import build_review, inputs_from_fit
     from planner.specs.hardware import load_profile
     from planner.specs.model import model_from_params
     calls = _count_searches(monkeypatch)
@@ -58,9 +58,9 @@ def test_a_review_of_the_fit_winner_reuses_the_fit_search(monkeypatch):
 
 
 def test_scaling_sweep_searches_within_its_budget_and_names_the_rest(plan_inputs, monkeypatch):
-    from planner.report import build_review
+    from planner.review.build import build_review
     from planner.review import sections
-    from planner.render.review import render_review_markdown
+    from planner.review.render import render_review_markdown
     calls = _count_searches(monkeypatch)
     full = render_review_markdown(build_review(plan_inputs, source="plan file x", charts=False))
     counts = sections.scaling_counts(plan_inputs.gpus, plan_inputs.hardware.scale_up.gpus_per_node)
@@ -129,7 +129,8 @@ def _nccl_text(rows: int) -> str:
 
 
 def test_nccl_rows_are_capped_and_the_largest_is_found_by_position(tmp_path, monkeypatch):
-    from planner.evidence import nccl, read_file
+    from planner.evidence import read_file
+    from planner.evidence import nccl
     from planner.errors import InputError
     path = tmp_path / "all_reduce_perf.txt"
     path.write_text(_nccl_text(6) + _nccl_text(0).splitlines()[-1] + "\n")

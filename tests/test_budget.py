@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from planner.api import build_layout
 from planner.engine import budget as bud
-from planner.estimation import estimate
+from planner.evaluation.estimate import estimate
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.calibration import calibrate, case_by_id, load_cases
-from planner.estimation import estimate
+from planner.calibration.published import calibrate, case_by_id, load_cases
+from planner.evaluation.estimate import estimate
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.calibration import calibrate
-from planner.calibration_modern import band_for, band_pct, family, load_modern
+from planner.calibration.published import calibrate
+from planner.calibration.modern import band_for, band_pct, family, load_modern
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
 

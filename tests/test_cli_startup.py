@@ -43,9 +43,9 @@ _MODULES = ("import sys, io; from planner.cli import main; sys.argv = ['dtplan']
 
 # Modules a flag-built `fit` has no use for: the plan file's schema and its sections, the gate's
 # verdicts, the calibration cases (an estimate needs only the profile's error band).
-_NOT_FOR_FIT = ("planner.specs.plan", "planner.inputs.sections", "planner.verdict",
-                "planner.calibration_modern", "planner.calibration_report", "planner.plan",
-                "planner.hf_config")
+_NOT_FOR_FIT = ("planner.specs.plan", "planner.resolve.sections", "planner.specs.verdict",
+                "planner.calibration.modern", "planner.calibration.report", "planner.resolve.plan_file",
+                "planner.specs.hf_config")
 
 
 def test_fit_from_flags_loads_no_plan_schema_verdicts_or_calibration_cases(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import planner.specs.presets as presets
-from planner.inputs.resolve import Flags
+from planner.resolve.job import Flags
 
 
 def test_the_nearest_preset_is_found_once(monkeypatch):
@@ -26,7 +26,7 @@ def test_no_params_no_offer():
 
 
 def test_batch_advice_clears_the_threshold_strictly():
-    from planner.batch_advice import clears
+    from planner.advice.batch import clears
     assert clears(0.55, 0.5, 0.05)            # +10 % beats 5 %
     assert not clears(0.55, 0.5, 0.10 + 1e-12)
     assert not clears(0.5, 0.5, 0.0)          # no gain is not a gain

@@ -1,4 +1,4 @@
-"""The cost model on distinct tuples (planner/distinct.py) gives what it gives row by row."""
+"""The cost model on distinct tuples (planner/evaluation/distinct.py) gives what it gives row by row."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.api import problem
-from planner.distinct import distinct_rows, gather, on_distinct
-from planner.evaluate import evaluate
-from planner.search import SearchSpace
-from planner.space import candidate_batches
+from planner.evaluation.distinct import distinct_rows, gather, on_distinct
+from planner.evaluation.evaluate import evaluate
+from planner.search.fast import SearchSpace
+from planner.search.space import candidate_batches
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params

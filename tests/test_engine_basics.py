@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.engine import batch, checkpoint, comm, memory, pipeline, scaling
+from planner.engine import batch
+from planner.engine import checkpoint
+from planner.engine import comm
+from planner.engine import memory
+from planner.engine import pipeline
+from planner.engine import scaling
 
 
 @pytest.mark.parametrize("stage,expected", [(0, 112.00), (1, 38.50), (2, 26.25), (3, 14.00)])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from planner.evidence import read_file
-from planner.evidence.calibrate import fit_fragmentation, fit_nccl
-from planner.evidence.compute_fit import RunSpec, predict
+from planner.calibration.fit_links import fit_fragmentation, fit_nccl
+from planner.calibration.fit_compute import RunSpec, predict
 from planner.specs.hardware import load_profile, load_profile_file
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
@@ -117,7 +117,7 @@ def test_calibrating_on_one_torchtitan_run_predicts_the_others_closer(dtplan, tm
 def test_compute_factor_from_a_trace_ignores_communication():
     """A trace's compute kernels (not the step) set the factor: twice the estimated compute
     time is matched, whatever the exposed communication."""
-    from planner.evidence.compute_fit import fit_compute
+    from planner.calibration.fit_compute import fit_compute
     from planner.evidence.model import Evidence, StepStats, TraceSummary
 
     hw = load_profile("h100")

@@ -49,8 +49,8 @@ def test_compare_needs_plan(dtplan):
 
 def test_largest_discrepancy_names_the_link():
     """A synthetic two-node FSDP step whose reduce-scatter is far slower than the estimate."""
-    from planner.evidence.compare import compare_run
-    from planner.evidence.compute_fit import RunSpec, predict
+    from planner.calibration.compare import compare_run
+    from planner.calibration.fit_compute import RunSpec, predict
     from planner.evidence.model import Evidence, StepStats, TraceSummary
     from planner.evidence.stats import spread
     from planner.specs.hardware import load_profile

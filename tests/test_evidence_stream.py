@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.errors import InputError
-from planner.evidence import read_file, stream
+from planner.evidence import read_file
+from planner.evidence import stream
 from planner.evidence.trace import read_trace, read_trace_file
 
 KERNELS = ["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclDevKernel_AllGather_RING",

@@ -12,8 +12,8 @@ from conftest import run_dtplan
 import yaml
 
 from planner.errors import InputError
-from planner.engines import export
-from planner.report import inputs_from_plan
+from planner.framework_configs import export
+from planner.review.build import inputs_from_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, "examples", "plans", "llama3-70b-256xh100.yaml")

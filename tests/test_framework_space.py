@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from planner.api import problem
-from planner.candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates
-from planner.evaluate import evaluate
-from planner.rules import config_keys
-from planner.search import SearchSpace, search
-from planner.space import recomputes
+from planner.evaluation.candidates import RECOMPUTE_CODES, SCHEDULE_CODES, Candidates
+from planner.evaluation.evaluate import evaluate
+from planner.evaluation.rules import config_keys
+from planner.search.fast import SearchSpace, search
+from planner.search.space import recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout

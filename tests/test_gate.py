@@ -12,10 +12,10 @@ import pytest
 from conftest import run_dtplan
 
 from planner.errors import InputError
-from planner.gate import (CheckOptions, batch_accounting_rule, check_file, check_paths,
+from planner.gate.check import (CheckOptions, batch_accounting_rule, check_file, check_paths,
                           find_key_line)
 from planner.specs.layout import Layout
-from planner.plan import MAX_FILE_BYTES, json_schema, load_plan, parse_text, validate_plan
+from planner.resolve.plan_file import MAX_FILE_BYTES, json_schema, load_plan, parse_text, validate_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "examples" / "plans"
@@ -493,9 +493,9 @@ def test_budget_and_hardware_overrides(tmp_path):
 def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
     # the plan's budget: is turned into a MemoryBudget once, where the file is resolved; the
     # estimate, the review and the fixes read that object (none rebuilds it from a dict)
-    from planner.gate import evaluate_inputs
-    from planner.inputs.resolve import resolve_plan
-    from planner.inputs.sections import budget_from_section
+    from planner.gate.check import evaluate_inputs
+    from planner.resolve.job import resolve_plan
+    from planner.resolve.sections import budget_from_section
     from planner.specs.budget import MemoryBudget
 
     p = tmp_path / "p.yaml"
@@ -517,8 +517,8 @@ def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
 
 def test_checkpoint_waste_matches_the_seed():
     # DESIGN.md seed: δ = 3 min, M = 50 h, τ = 15 min → 20.25% wasted; optimum near 134 min.
-    from planner.gate import checkpoint_figures
-    from planner.inputs.resolve import resolve_plan
+    from planner.gate.check import checkpoint_figures
+    from planner.resolve.job import resolve_plan
     path = PLANS / "warn-checkpoint-interval.yaml"
     plan, _ = load_plan(path)
     f = checkpoint_figures(resolve_plan(plan, path.parent, str(path)), str(path))
@@ -529,7 +529,7 @@ def test_checkpoint_waste_matches_the_seed():
 def test_only_the_first_failing_files_get_a_fix(monkeypatch):
     """Each fix runs layout searches: past MAX_FIXES failing files a run names the command that
     gives the fix instead of computing it (check over a directory stays seconds)."""
-    import planner.gate as gate
+    import planner.gate.check as gate
 
     monkeypatch.setattr(gate, "MAX_FIXES", 1)
     paths = [str(PLANS / "fail-world-size.yaml"),
@@ -542,7 +542,7 @@ def test_only_the_first_failing_files_get_a_fix(monkeypatch):
 
 def test_check_refuses_more_files_than_one_run_takes(tmp_path):
     """Positional files count against the same cap as a directory's (inputs.tree.MAX_FILES)."""
-    from planner.inputs.tree import MAX_FILES
+    from planner.io.tree import MAX_FILES
 
     names = [str(tmp_path / f"p{i}.yaml") for i in range(MAX_FILES + 1)]
     r = run_dtplan("check", *names)

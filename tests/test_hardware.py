@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.engine import nccl
-from planner.engine import comm, topology
+from planner.engine import comm
+from planner.engine import topology
 from planner.errors import InputError
 from planner.specs.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
                               load_profile_file, with_overrides)

@@ -84,7 +84,7 @@ def test_report_scaling_sweep_stays_within_the_range():
     # the sweep asked for 2x and 4x a 10^7-GPU plan: exit 2 "--gpus: must be at most 10000000,
     # got 20000000", an option the user never gave (a whole report at 10^7 GPUs runs four
     # searches of millions of layouts: benchmarks/bounds.py times it)
-    from planner.report import scaling_counts
+    from planner.review.build import scaling_counts
     assert scaling_counts(10_000_000, 8) == [2_500_000, 5_000_000, 10_000_000]
     assert scaling_counts(256, 8) == [64, 128, 256, 512, 1024]
 
@@ -169,7 +169,7 @@ def test_a_space_over_the_priced_bound_is_refused_before_it_is_built():
     assert r.err.startswith("dtplan: error: layout space: ") and "--micro-batch" in r.err
     assert "16,000,000 one search prices" in r.err
     # the help states the bound, and the bound is the one the code applies
-    from planner.batches import MAX_PRICED
+    from planner.search.blocks import MAX_PRICED
     assert f"at most {MAX_PRICED:,} structurally valid" in " ".join(
         run_dtplan("fit", "--help").out.split())
 
@@ -179,8 +179,8 @@ def test_the_priced_bound_counts_what_the_search_prices():
     import pytest
 
     from planner.api import problem
-    from planner.batches import SpaceTooLarge, layout_batches
-    from planner.search import FITS, SearchSpace, search
+    from planner.search.blocks import SpaceTooLarge, layout_batches
+    from planner.search.fast import FITS, SearchSpace, search
     from planner.specs.hardware import load_profile
     from planner.specs.model import model_from_params
 
@@ -196,7 +196,7 @@ def test_the_priced_bound_counts_what_the_search_prices():
 def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
     # the bound lowered to what the first two counts price: the third is refused, and the
     # message says the sweep's budget is spent, not that one search is too large
-    import planner.batches as b
+    import planner.search.blocks as b
     from planner.api import fit
     from planner.cli import run
     from planner.specs.hardware import load_profile

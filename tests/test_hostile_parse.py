@@ -1,4 +1,4 @@
-"""Properties of the one bounded parser (planner.inputs.parse): any text either parses or is one
+"""Properties of the one bounded parser (planner.io.parse): any text either parses or is one
 InputError — never RecursionError, OverflowError, ValueError — and a document within the
 bounds round-trips, while one outside them is refused naming the key."""
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.errors import InputError
-from planner.inputs.parse import MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, bounded_int, parse_text
+from planner.io.parse import MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, bounded_int, parse_text
 
 KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
 SCALARS = st.one_of(st.none(), st.booleans(), st.text(max_size=8),
@@ -105,7 +105,7 @@ _RUNS = st.lists(st.one_of(st.text(alphabet="0123456789_", min_size=MAX_INT_DIGI
 @settings(max_examples=400, deadline=None)
 @given(text=_RUNS, toml=st.booleans())
 def test_the_quick_look_skips_only_texts_the_scan_passes(text, toml):
-    from planner.inputs.parse import Refused, _nothing_to_refuse, _scan
+    from planner.io.parse import Refused, _nothing_to_refuse, _scan
     if _nothing_to_refuse(text):
         try:
             _scan(text, toml)
@@ -114,7 +114,7 @@ def test_the_quick_look_skips_only_texts_the_scan_passes(text, toml):
 
 
 def test_the_quick_look_sends_each_refusable_text_to_the_scan():
-    from planner.inputs.parse import _nothing_to_refuse
+    from planner.io.parse import _nothing_to_refuse
     assert _nothing_to_refuse("a = 1\n[b]\nc = [1, 2]\n")
     assert not _nothing_to_refuse("a = " + "1" * (MAX_INT_DIGITS + 1))
     assert not _nothing_to_refuse("a = 1_" + "2" * MAX_INT_DIGITS)

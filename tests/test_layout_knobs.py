@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.candidates import COLUMNS, Candidates
+from planner.evaluation.candidates import COLUMNS, Candidates
 from planner.specs.plan import LayoutSection
 from planner.specs import plain
 from planner.specs.layout import KNOB, KNOBS, Layout

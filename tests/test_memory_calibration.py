@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from evidence_paths import real, shared_dir
 
-from planner.candidates import Problem
-from planner.estimation import estimate_problem
-from planner.hf_config import load_hf_config
+from planner.evaluation.candidates import Problem
+from planner.evaluation.estimate import estimate_problem
+from planner.specs.hf_config import load_hf_config
 from planner.specs.budget import MemoryBudget
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile, with_overrides

@@ -10,7 +10,7 @@ from planner.engine import framework_memory as fwm
 from planner.engine import peak as pk
 from planner.engine.pipeline import micro_batches_in_flight
 from planner.engine.recompute import every_nth_checkpointed, op_sac_saved_mms, op_sac_terms
-from planner.estimation import estimate
+from planner.evaluation.estimate import estimate
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, _command, run_dtplan
-from planner.calculators import bubble
+from planner.evaluation.calculators import bubble
 
 H100_BYTES = 80 * 2 ** 30
 MARGIN = 0.05   # MemoryBudget's default, the margin every memory verdict holds back

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from planner.engine import params as P
 from planner.errors import InputError
-from planner.hf_config import load_hf_config
+from planner.specs.hf_config import load_hf_config
 from planner.specs.model import ModelSpec, model_from_params
 from planner.specs.presets import PRESETS, get_preset, list_presets
 

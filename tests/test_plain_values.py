@@ -27,11 +27,11 @@ from planner.specs.plain import boundary_model
 
 _FIT_PATH = """
 import sys
-import planner.api, planner.search, planner.render.fit
-from planner.batch_advice import advise_fit_result
+import planner.api, planner.search.fast, planner.render.fit
+from planner.advice.batch import advise_fit_result
 from planner.render.document import render_json
 from planner.render.plain import render_plain
-from planner.search import SearchSpace
+from planner.search.fast import SearchSpace
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 model, hw = model_from_params(70e9), load_profile("h100")
@@ -106,7 +106,7 @@ def test_an_internal_field_is_kept_but_never_input_or_output():
     # FitResult keeps its search (search_result): a field of each instance, set by the
     # constructor and kept by model_copy, but not dumped, compared, shown or in the schema
     from planner.api import FitResult
-    from planner.search import SearchResult
+    from planner.search.fast import SearchResult
 
     base = dict(model="m", model_description="d", model_inferred=False, hardware="h100",
                 gpus=8, seq_len=1024, global_batch=8, objective="time", enumerated=0, valid=0,
@@ -166,7 +166,7 @@ def test_trusted_and_boundary_construction_agree(d):
 
 
 def _plain_classes() -> list[type]:
-    import planner.calculators, planner.resilience, planner.shrink, planner.verdict  # noqa: F401
+    import planner.evaluation.calculators, planner.resilience.planning, planner.advice.shrink, planner.specs.verdict  # noqa: F401
     out, todo = [], [plain.Plain]
     while todo:
         for c in todo.pop().__subclasses__():

@@ -9,12 +9,12 @@ import re
 import pytest
 from conftest import run_dtplan
 
-from planner import files
+from planner.io import write as files
 from planner.engine.pipeline import bubble_fraction
 from planner.errors import InputError
 from planner.render import charts
-from planner.render.review import render_review_html, render_review_markdown
-from planner.report import (SECTIONS, build_review, inputs_from_fit, inputs_from_plan,
+from planner.review.render import render_review_html, render_review_markdown
+from planner.review.build import (SECTIONS, build_review, inputs_from_fit, inputs_from_plan,
                             pipeline_timeline, timeline_bubble)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

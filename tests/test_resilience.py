@@ -1,4 +1,4 @@
-"""Failure and checkpoint planning: planner.resilience, engine.resilience and `dtplan checkpoint`
+"""Failure and checkpoint planning: planner.resilience.planning, engine.resilience and `dtplan checkpoint`
 in its derived form. Published figures: Daly 2006 Fig. 3-5, Narayanan et al. SC21 Sec. 5.10,
 Llama 3 (419 interruptions in 54 days); see shared/reference/CALIBRATION.md §6."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
 from planner.specs.presets import get_preset
-from planner.resilience import (checkpoint_contents, checkpoint_write, failure_rate,
+from planner.resilience.planning import (checkpoint_contents, checkpoint_write, failure_rate,
                                 interval_optimum, plan_resilience, restart_cost, straggler,
                                 training_time)
 
@@ -229,8 +229,8 @@ def test_cli_no_progress_exits_1():
 def _cp_inputs(tp: int, cp: int, dp: int, shard_group=None):
     from pathlib import Path
 
-    from planner.inputs.resolve import resolve_plan
-    from planner.plan import validate_plan
+    from planner.resolve.job import resolve_plan
+    from planner.resolve.plan_file import validate_plan
     layout = {"tp": tp, "cp": cp, "dp": dp, "zero": 1, "micro_batch": 1, "recompute": "full"}
     if shard_group:
         layout["shard_group"] = shard_group
@@ -245,9 +245,9 @@ def test_check_and_report_share_one_checkpoint_plan(tp, cp, dp, shard):
     """`check` (gate.checkpoint_figures) and `report`/`estimate` (api.resilience_for) size and
     time the same checkpoint: all DP×TP×PP×CP GPUs write, ZeRO shards over DP×CP."""
     from planner.api import resilience_for
-    from planner.estimation import estimate
-    from planner.gate import checkpoint_figures
-    from planner.resilience import layout_checkpoint
+    from planner.evaluation.estimate import estimate
+    from planner.gate.check import checkpoint_figures
+    from planner.resilience.planning import layout_checkpoint
     inp = _cp_inputs(tp, cp, dp, shard)
     est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
                    global_batch=inp.global_batch)

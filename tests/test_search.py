@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from planner.api import fit, problem
-from planner.rules import RULE_NAMES
+from planner.evaluation.rules import RULE_NAMES
 from planner.specs.hardware import load_profile
 from planner.specs.presets import get_preset
-from planner.search import SearchSpace, search
+from planner.search.fast import SearchSpace, search
 
 H100 = load_profile("h100")
 A100 = load_profile("a100-80g")
@@ -123,7 +123,7 @@ def test_elastic_shrink_keeps_the_split_and_the_batch(dtplan):
 
 
 def test_resume_kind():
-    from planner.shrink import resume_kind
+    from planner.advice.shrink import resume_kind
     from planner.specs.layout import Layout
     old = Layout(tp=8, pp=4, dp=8, zero=1)
     assert resume_kind(old, old) == "resume as is"

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planner.batches as batches_mod
-import planner.search as search_mod
-import planner.settle as settle_mod
+import planner.search.blocks as batches_mod
+import planner.search.fast as search_mod
+import planner.search.settle as settle_mod
 from planner.api import problem
-from planner.batches import RUNS, first_failures, verdicts
-from planner.distinct import distinct_rows
-from planner.evaluate import evaluate_memory
-from planner.memory_parts import MemoryParts, memory_parts
-from planner.rules import RULE_NAMES, RULES
-from planner.search import SearchSpace, search
-from planner.space import candidate_batches, product, split_table
-from planner.timing_terms import Groups
+from planner.search.blocks import RUNS, first_failures, verdicts
+from planner.evaluation.distinct import distinct_rows
+from planner.evaluation.evaluate import evaluate_memory
+from planner.search.bounds import MemoryParts, memory_parts
+from planner.evaluation.rules import RULE_NAMES, RULES
+from planner.search.fast import SearchSpace, search
+from planner.search.space import candidate_batches, product, split_table
+from planner.evaluation.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
@@ -161,7 +161,7 @@ def test_search_is_the_same_without_its_shortcuts(name, monkeypatch):
 def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
     """engine.pareto's bins before the sort (large exact fronts) keep the same rows, ties (few
     distinct values) included."""
-    import planner.engine.pareto as pareto
+    import planner.search.pareto as pareto
     rng = np.random.default_rng(seed)
     x = rng.integers(0, levels, size=(pareto.PREFILTER_ROWS + 500, 3)).astype(float)
     x[:, 2] = 8.0

@@ -1,4 +1,4 @@
-"""Pareto fronts (planner.engine.pareto) against the definition, row by row."""
+"""Pareto fronts (planner.search.pareto) against the definition, row by row."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.engine.pareto import dominated_by_any, pareto_front
+from planner.search.pareto import dominated_by_any, pareto_front
 
 
 def _brute(x: np.ndarray) -> np.ndarray:

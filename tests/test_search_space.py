@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from planner.api import fit, problem
-from planner.candidates import RECOMPUTE_CODES
-from planner.engine.pareto import dominated_by_any
-from planner.evaluate import evaluate
-from planner.rules import RULE_NAMES
-from planner.search import SearchSpace, search
-from planner.space import CHUNK_ROWS, candidate_batches, split_rows, recomputes, splits
+from planner.evaluation.candidates import RECOMPUTE_CODES
+from planner.search.pareto import dominated_by_any
+from planner.evaluation.evaluate import evaluate
+from planner.evaluation.rules import RULE_NAMES
+from planner.search.fast import SearchSpace, search
+from planner.search.space import CHUNK_ROWS, candidate_batches, split_rows, recomputes, splits
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
@@ -70,7 +70,7 @@ def scenario(request):
 def single_knob_ties(res) -> dict[str, int]:
     """Knob → how many valid rows have a twin differing in that knob alone with bit-equal
     (step, peak): a knob the space enumerates where it changes nothing."""
-    from planner.space import COLUMNS
+    from planner.search.space import COLUMNS
     c, r = res.candidates.take(res.order), res.results
     cost = [np.ascontiguousarray(a[res.order], dtype=float).view(np.int64)
             for a in (r.time.step, r.memory.peak)]
@@ -141,8 +141,8 @@ def test_context_parallel_crosses_nodes_and_tp_does_not(shown):
 
 
 def test_the_space_fills_every_candidates_column():
-    from planner.candidates import Candidates
-    from planner.space import COLUMNS
+    from planner.evaluation.candidates import Candidates
+    from planner.search.space import COLUMNS
     from planner.specs import plain
     assert sorted(COLUMNS) == sorted(f.name for f in plain.fields(Candidates))
 
@@ -158,13 +158,13 @@ def test_batches_are_bounded_and_cover_every_split(p70):
 
 
 def test_the_shown_rows_do_not_depend_on_the_batch_size(p70, shown, monkeypatch):
-    import planner.space
-    monkeypatch.setattr(planner.space, "CHUNK_ROWS", 5000)
+    import planner.search.space
+    monkeypatch.setattr(planner.search.space, "CHUNK_ROWS", 5000)
     small = search(p70)
 
     def rows(res):
         c = res.candidates
-        return [tuple(int(getattr(c, f)[i]) for f in planner.space.COLUMNS) for i in res.order]
+        return [tuple(int(getattr(c, f)[i]) for f in planner.search.space.COLUMNS) for i in res.order]
     assert rows(small) == rows(shown)
     assert (small.enumerated, small.valid, small.solved) == (shown.enumerated, shown.valid,
                                                               shown.solved)
@@ -215,8 +215,8 @@ def test_a_lazy_crossing_reads_as_the_plain_one():
     """space.with_recomputes builds its columns on first read (space.Crossed): every column, of
     the crossing and of row subsets of it (an index, a mask, a subset of a subset), is what
     repeating the layouts and tiling the recompute rows gives."""
-    from planner.candidates import COLUMN_NAMES
-    from planner.space import Crossed, with_recomputes
+    from planner.evaluation.candidates import COLUMN_NAMES
+    from planner.search.space import Crossed, with_recomputes
     p = problem(model_from_params(7e9), H100, 64, seq_len=4096, global_batch=256)
     lay = next(iter(candidate_batches(p, SearchSpace())))
     lay = lay.take(np.arange(0, len(lay), 3))

@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.api import problem
-from planner.candidates import ACTIVATION_COLUMNS, AXIS_COLUMNS, LAYER_COLUMNS
-from planner.distinct import crossed_part, distinct_part
+from planner.evaluation.candidates import ACTIVATION_COLUMNS, AXIS_COLUMNS, LAYER_COLUMNS
+from planner.evaluation.distinct import crossed_part, distinct_part
 from planner.engine import allocator as alc
-from planner.engine.pareto import surely_dominated
-from planner.evaluate import evaluate_memory
-from planner.memory_parts import crossed_memory_parts, memory_parts
-from planner.search import SearchSpace
-from planner.batches import layout_batches
-from planner.space import candidate_batches, recomputes, with_recomputes
+from planner.search.pareto import surely_dominated
+from planner.evaluation.evaluate import evaluate_memory
+from planner.search.bounds import crossed_memory_parts, memory_parts
+from planner.search.fast import SearchSpace
+from planner.search.blocks import layout_batches
+from planner.search.space import candidate_batches, recomputes, with_recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs import plain
@@ -97,7 +97,7 @@ def test_the_ceiling_reads_every_item_of_the_phases(monkeypatch):
     """memory_parts.transient_ceiling takes its items from engine.peak.phase_items: an item
     added there (here a planted one at the optimizer step) raises the ceiling by it."""
     from planner.engine import peak as pk
-    import planner.memory_parts as mp
+    import planner.search.bounds as mp
     p = problem(model_from_params(7e9), H100, 8, seq_len=4096, global_batch=64)
     rows = next(iter(candidate_batches(p, SearchSpace()))).take(np.arange(64))
     parts = memory_parts(p, rows)
@@ -125,9 +125,9 @@ def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw
     """timing.step_floor ≤ timing.step_seconds on every structurally valid row (ZeRO 0-3,
     offload, every schedule): the rows the search bounds (an invalid split can give a stage
     negative layers, and then negative terms)."""
-    from planner.candidates import shape
-    from planner.search import _structural
-    from planner.timing import step_floor, step_seconds
+    from planner.evaluation.candidates import shape
+    from planner.search.fast import _structural
+    from planner.evaluation.timing import step_floor, step_seconds
 
     p = plain.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=256, precision=precision),
@@ -236,9 +236,9 @@ def test_concatenated_parts_give_each_set_its_own_rows():
     """distinct.concat_parts: two candidate sets' parts as one give each set's rows what its
     own part gives, bit for bit (the solve reuses the scan's states this way), and a part on
     the candidates' own rows is not concatenated."""
-    from planner.distinct import Part, concat_parts
-    from planner.evaluate import _state_part
-    from planner.candidates import STATE_COLUMNS
+    from planner.evaluation.distinct import Part, concat_parts
+    from planner.evaluation.evaluate import _state_part
+    from planner.evaluation.candidates import STATE_COLUMNS
     p = problem(model_from_params(13e9), H100, 64, seq_len=4096, global_batch=256)
     c = next(iter(candidate_batches(p, SearchSpace())))
     one, two = c.take(np.arange(0, len(c) // 2)), c.take(np.arange(len(c) // 2, len(c)))

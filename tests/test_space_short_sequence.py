@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from planner.api import problem
-from planner.search import SearchSpace
-from planner.space import CP_MIN_CHUNK_TOKENS, splits
+from planner.search.fast import SearchSpace
+from planner.search.space import CP_MIN_CHUNK_TOKENS, splits
 from planner.specs.hardware import load_profile
 from planner.specs.presets import get_preset
 

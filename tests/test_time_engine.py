@@ -8,7 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.engine import attention, fp8, moe, overlap, schedules
+from planner.engine import attention
+from planner.engine import fp8
+from planner.engine import moe
+from planner.engine import overlap
+from planner.engine import schedules
 from planner.engine.pipeline import micro_batches_in_flight
 
 # ---- attention ---------------------------------------------------------------------------------

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.candidates import Candidates, Problem
-from planner.evaluate import evaluate
+from planner.evaluation.candidates import Candidates, Problem
+from planner.evaluation.evaluate import evaluate
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 from planner.specs.framework import load_framework
-from planner.timing_terms import dp_gradient_bytes
+from planner.evaluation.timing_terms import dp_gradient_bytes
 
 H100 = load_profile("h100")
 MODEL = get_preset("llama3-8b")

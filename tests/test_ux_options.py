@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 from conftest import run_dtplan as dtplan
 from planner.cli import app, register
 from planner.cli.options import ALIASES, SHARED, VARIANTS
-from planner.inputs.numbers import format_number, parse_number
+from planner.io.numbers import format_number, parse_number
 from planner.specs.presets import PRESETS, nearest_preset
 
 

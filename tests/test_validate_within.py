@@ -8,8 +8,8 @@ import math
 import pytest
 
 from planner.errors import InputError
-from planner.inputs.numbers import parse_real
-from planner.validate import within
+from planner.io.numbers import parse_real
+from planner.io.validate import within
 
 CASES = [
     ("comm --bandwidth 1e30 --gpus 8 --message-gb 1",

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import InputError
+from planner.errors import InputError
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
     """`app`, the typer app (every command registered so far, and each one after), built on
     first use: the common path never imports typer."""
     if name == "app":
-        from .typer_app import app
+        from planner.cli.typer_app import app
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -66,7 +66,7 @@ def _scope(argv: list[str]):
     """The framework selection's per-run scope, for a command; --help and typos select nothing.
     (The selection's state has its own module: opening the scope loads no profile model.)"""
     if argv and argv[0] in COMMANDS:
-        from ..specs.selection import command_scope
+        from planner.specs.selection import command_scope
         return command_scope()
     import contextlib
     return contextlib.nullcontext()
@@ -102,11 +102,11 @@ def _help_or_typo(argv: list[str]) -> bool:
 def _bound(argv: list[str]) -> Any:
     """The call of the command argv names with the keyword arguments the argv binder gives it,
     or None where typer must parse (see cli/bind.py)."""
-    from .registry import DEFINED
+    from planner.cli.registry import DEFINED
     fn = DEFINED.get(argv[0])
     if fn is None:
         return None
-    from .bind import bind
+    from planner.cli.bind import bind
     kwargs = bind(fn, argv[1:])
     return None if kwargs is None else (lambda: fn(**kwargs))
 
@@ -121,7 +121,7 @@ def run(argv: list[str]) -> int:
     completing = COMPLETE_VAR in os.environ
     if completing:  # a shell asking for candidates: every command
         register([])
-        from .completion import enable_completion
+        from planner.cli.completion import enable_completion
         enable_completion()
     else:
         register(argv)
@@ -134,14 +134,14 @@ def run(argv: list[str]) -> int:
             if call is not None:
                 rv = call()
             else:
-                from . import typer_app
+                from planner.cli import typer_app
                 rv = typer_app.main(argv, help_screen=help_screen)
     except InputError as e:  # several at once (errors.InputErrors): one line each
         for line in getattr(e, "lines", lambda: [str(e)])():
             _fail(line, EXIT_INPUT)
         return EXIT_INPUT
     except BrokenPipeError:  # the reader left (| head): the rest goes nowhere, not to a traceback
-        from ..render.terminal import silence_stdout
+        from planner.render.terminal import silence_stdout
         silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:  # Ctrl-C: the shell's 128 + SIGINT, quietly (as typer's path)

@@ -19,7 +19,7 @@ import typing
 from enum import Enum
 from typing import Any, Callable, Optional
 
-from .options import Opt
+from planner.cli.options import Opt
 
 # (parameter name, its declaration, how its value is formed: "number" (through the Opt's
 # parser), "flag" (a switch), "text", "list" (a repeatable text option) or "choice" (an Enum),

@@ -6,8 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from . import EXIT_OK, app
-from .options import Format, opt
+from planner.cli import EXIT_OK, app
+from planner.cli.options import Format, opt
 
 
 @app.command("calibrate")
@@ -28,11 +28,11 @@ def calibrate_cmd(
     """Published runs vs dtplan's prediction, case by case and by regime (median, worst, the
     error band); --from: your own cluster's measurements, fitted."""
     if evidence or more:
-        from .evidence_cmds import calibrate_from
+        from planner.cli.evidence_cmds import calibrate_from
         return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,
                               hardware, hardware_file, plan, output, force, framework)
-    from ..calibration import calibrate
-    from ..render import Document, Table, emit
+    from planner.calibration.published import calibrate
+    from planner.render import Document, Table, emit
 
     if hardware is not None and _no_published_run(hardware, fmt.value):
         return EXIT_OK
@@ -82,9 +82,9 @@ def calibrate_cmd(
 def _no_published_run(hardware: str, fmt: str) -> bool:
     """Say so and return True when no published case ran on this profile's GPU: comparing A100
     runs with H100 predictions measures nothing."""
-    from ..calibration import DEFAULT_PROFILE, MODERN_PROFILE
-    from ..render import Document, emit
-    from ..specs.hardware import load_profile
+    from planner.calibration.published import DEFAULT_PROFILE, MODERN_PROFILE
+    from planner.render import Document, emit
+    from planner.specs.hardware import load_profile
 
     asked = load_profile(hardware)
     ran_on = [load_profile(n) for n in (DEFAULT_PROFILE, MODERN_PROFILE)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import typer
 
-from . import EXIT_OK, app
-from .options import Format, opt
+from planner.cli import EXIT_OK, app
+from planner.cli.options import Format, opt
 
 FormatOpt = opt("fmt")
 
@@ -14,9 +14,9 @@ FormatOpt = opt("fmt")
 @app.command("models")
 def models_cmd(fmt: Format = FormatOpt) -> int:
     """List the model presets with their exact parameter counts."""
-    from ..specs.presets import PRESETS
-    from ..render import Document, Table, emit
-    from ..render.units import count
+    from planner.specs.presets import PRESETS
+    from planner.render import Document, Table, emit
+    from planner.io.units import count
 
     rows, data = [], []
     for name, m in PRESETS.items():
@@ -40,9 +40,9 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
-    from ..specs.hardware import DEFAULT_PROFILE, list_profiles
-    from ..render import Document, Table, emit
-    from ..render.units import capacity
+    from planner.specs.hardware import DEFAULT_PROFILE, list_profiles
+    from planner.render import Document, Table, emit
+    from planner.io.units import capacity
 
     rows, data, aliases = [], [], []
     for p in list_profiles():
@@ -65,10 +65,10 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
 def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
                   fmt: Format = FormatOpt) -> int:
     """Print one hardware profile with every value."""
-    from ..errors import InputError
-    from ..specs.hardware import load_profile
-    from ..render import Document, Table, emit
-    from ..render.units import capacity
+    from planner.errors import InputError
+    from planner.specs.hardware import load_profile
+    from planner.render import Document, Table, emit
+    from planner.io.units import capacity
 
     try:
         p = load_profile(name)

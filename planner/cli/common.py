@@ -7,10 +7,10 @@ import inspect
 
 from typing import Any, Optional
 
-from ..errors import InputError
-from ..inputs.resolve import Flags
-from ..specs.knobs import KNOBS
-from .options import SHARED, decl, parse_number, unlisted
+from planner.errors import InputError
+from planner.resolve.job import Flags
+from planner.specs.knobs import KNOBS
+from planner.cli.options import SHARED, decl, parse_number, unlisted
 
 
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
@@ -24,7 +24,7 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
 
 
 # The model, hardware and batch options every job command shares, in one place: the commands
-# take a single `job: Flags` (resolved by planner.inputs.resolve) and the decorator below adds these options to their signature.
+# take a single `job: Flags` (resolved by planner.resolve.job) and the decorator below adds these options to their signature.
 JOB_OPTIONS = tuple((name, ann, decl(name)) for name, ann in (
     ("model", Optional[str]), ("model_config", Optional[str]), ("params", Optional[str]),
     ("layers", Optional[int]), ("hidden", Optional[int]), ("heads", Optional[int]),
@@ -39,7 +39,7 @@ JOB_OPTIONS = tuple((name, ann, decl(name)) for name, ann in (
 
 def offer_line(offer: dict[str, Any]) -> str:
     """The one line that names the nearest preset (first in table and Markdown output)."""
-    from ..render.units import count
+    from planner.io.units import count
     shape = (f"{offer['name']}, {count(offer['params'])} params, L={offer['layers']} "
              f"h={offer['hidden']}")
     if offer["planned"]:
@@ -53,8 +53,8 @@ def emit_job(doc: Any, fmt: str, job: Flags) -> None:
     `nearest_preset` field in JSON."""
     import textwrap
 
-    from ..render import emit
-    from ..render.terminal import width, write_stdout
+    from planner.render import emit
+    from planner.render.terminal import width, write_stdout
     offer = job.offer()
     if offer is not None:
         doc.data = {"nearest_preset": offer, **doc.data}

@@ -6,8 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from . import app
-from .options import Format, opt
+from planner.cli import app
+from planner.cli.options import Format, opt
 
 
 @app.command("compare")
@@ -21,6 +21,6 @@ def compare_cmd(
     warmup_steps: int = opt("warmup_steps"),
 ) -> int:
     """Measured step vs estimate term by term, memory per view, and the largest discrepancy."""
-    from .evidence_cmds import compare_cmd_body
+    from planner.cli.evidence_cmds import compare_cmd_body
 
     return compare_cmd_body(runs, plan, hardware, hardware_file, fmt.value, warmup_steps)

@@ -12,7 +12,7 @@ from enum import Enum
 
 import typer
 
-from . import COMPLETE_VAR, EXIT_OK, app
+from planner.cli import COMPLETE_VAR, EXIT_OK, app
 
 
 
@@ -35,7 +35,7 @@ def completion_cmd(shell: Shell = typer.Argument(..., metavar="SHELL", help="bas
     completions, e.g. `dtplan completion bash > ~/.local/share/bash-completion/completions/dtplan`)."""
     from typer._completion_shared import get_completion_script
 
-    from ..render.terminal import write_stdout
+    from planner.render.terminal import write_stdout
     write_stdout(get_completion_script(prog_name="dtplan", complete_var=COMPLETE_VAR,
                                        shell=shell.value) + "\n")
     return EXIT_OK

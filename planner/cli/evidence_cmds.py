@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..evidence import Evidence, read_evidence
-from ..render import Document, Table, emit
-from ..render.evidence import (FITS, cluster, comparison_tables, escaped, figures, fit_table,
+from planner.evidence import Evidence, read_evidence
+from planner.render import Document, Table, emit
+from planner.render.evidence import (FITS, cluster, comparison_tables, escaped, figures, fit_table,
                                trace_table)
 
 
@@ -45,9 +45,9 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
 
 def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None):
     """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
-    from ..evidence.job import run_from_file
-    from ..specs.hardware import load_hardware
-    from ..errors import InputError
+    from planner.calibration.job import run_from_file
+    from planner.specs.hardware import load_hardware
+    from planner.errors import InputError
 
     if hardware and hardware_file:
         raise InputError("--hardware-file", "give --hardware or --hardware-file, not both")
@@ -62,17 +62,17 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
                    force: bool, framework: str | None = None) -> int:
     """Read the evidence; with a base profile (and a job for compute), fit and write -o.
     --framework selects the time model the job ran on (else the plan's framework: key)."""
-    from ..errors import InputError
-    from ..evidence.closedloop import calibrate_evidence
-    from ..evidence.profile_toml import calibrated_toml, write_profile
-    from ..files import check_targets
+    from planner.errors import InputError
+    from planner.calibration.closed_loop import calibrate_evidence
+    from planner.calibration.profile_toml import calibrated_toml, write_profile
+    from planner.io.write import check_targets
 
     if output is None and not (hardware or hardware_file or plan):
         return show_evidence(paths, fmt, warmup_steps)
     if output:
         check_targets([output], force=force)
     if framework is not None:
-        from ..specs.framework import use_framework
+        from planner.specs.framework import use_framework
         use_framework(framework)
     run, hw = _base_profile(hardware, hardware_file, plan)
     if hw is None:
@@ -100,7 +100,7 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
 def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
                      hardware_file: str | None, fmt: str, warmup_steps: int) -> int:
     """Measured run(s) vs the plan's estimate, term by term, and the largest discrepancy."""
-    from ..evidence.compare import compare_run
+    from planner.calibration.compare import compare_run
 
     run, hw = _base_profile(hardware, hardware_file, plan)
     evidence = _read(runs, warmup_steps, "RUNS")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-from . import EXIT_FAIL, EXIT_OK
-from . import common as o
-from .options import MAX_WHOLE, MAX_FIT_COUNTS, Format, Opt, decl, parse_list
-from .registry import command
+from planner.cli import EXIT_FAIL, EXIT_OK
+from planner.cli import common as o
+from planner.cli.options import MAX_WHOLE, MAX_FIT_COUNTS, Format, Opt, decl, parse_list
+from planner.cli.registry import command
 
 
 @command("fit")
@@ -45,13 +45,13 @@ def fit_cmd(
     rank the ones that fit, and say why the rest were rejected. One fit prices at most
     16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
     up front, naming the options that narrow it."""
-    from .. import validate as v
-    from ..render.fit import fit_doc
-    from ..search import SearchSpace
+    from planner.io import validate as v
+    from planner.render.fit import fit_doc
+    from planner.search.fast import SearchSpace
 
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
     if len(counts) > MAX_FIT_COUNTS:
-        from ..errors import InputError
+        from planner.errors import InputError
         raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
                                    f"whole search), got {len(counts)}; split the sweep")
     if from_plan is not None:
@@ -66,8 +66,8 @@ def fit_cmd(
     v.positive_int("--top", top, upper=1000)
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
-    from ..fit_sweep import fit_counts
-    from . import settled
+    from planner.search.sweep import fit_counts
+    from planner.cli import settled
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
@@ -77,12 +77,12 @@ def fit_cmd(
     if shown:
         sys.stderr.write("\n")
     if len(results) == 1:
-        from ..batch_advice import advise_fit_result
+        from planner.advice.batch import advise_fit_result
         advice = advise_fit_result(results[0], spec, prof, space, precision=precision,
                                    optimizer=optimizer)
         doc = fit_doc(results[0], gib=gib, wide=wide, batch_advice=advice)
     else:
-        from ..render.fit import sweep_doc
+        from planner.render.fit import sweep_doc
         doc = sweep_doc(results)
     if batch_note:
         doc.notes.insert(1, batch_note)
@@ -101,12 +101,12 @@ def _progress(total: int):
 def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:
     from pathlib import Path
 
-    from ..shrink import shrink
-    from ..errors import InputError
-    from ..inputs.resolve import resolve_plan
-    from ..plan import load_plan, plan_where
-    from ..render import emit
-    from ..render.fit import shrink_doc
+    from planner.advice.shrink import shrink
+    from planner.errors import InputError
+    from planner.resolve.job import resolve_plan
+    from planner.resolve.plan_file import load_plan, plan_where
+    from planner.render import emit
+    from planner.render.fit import shrink_doc
 
     if len(counts) != 1:
         raise InputError("--gpus", "give one GPU count with --from-plan")

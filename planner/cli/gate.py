@@ -9,9 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from ..render.terminal import width, write_stdout
-from . import EXIT_OK, app
-from .options import opt
+from planner.render.terminal import width, write_stdout
+from planner.cli import EXIT_OK, app
+from planner.cli.options import opt
 
 
 class GateFormat(str, Enum):
@@ -73,13 +73,13 @@ def check_cmd(
     """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input.
     On a failure, the cheapest change that passes (micro-batch / recompute, another layout,
     more nodes)."""
-    from ..gate import CheckOptions, check_paths
-    from ..render import emit
-    from ..render.gate import (file_document, render_github, render_json_verdict,
+    from planner.gate.check import CheckOptions, check_paths
+    from planner.render import emit
+    from planner.render.gate import (file_document, render_github, render_json_verdict,
                                render_markdown_verdict, skipped_line)
 
     if model is not None and model_config is not None:
-        from ..errors import InputError
+        from planner.errors import InputError
         raise InputError("--model-config", "give --model PRESET or --model-config PATH, not both")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
                     model=model_config or model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
@@ -106,9 +106,9 @@ def check_cmd(
 
 def _options(**given) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
-    from .. import validate as v
-    from ..errors import Problems
-    from ..specs.knobs import KNOB
+    from planner.io import validate as v
+    from planner.errors import Problems
+    from planner.specs.knobs import KNOB
 
     found = Problems()
     for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):
@@ -134,8 +134,8 @@ def schema_cmd(
 ) -> int:
     """Print the JSON Schema of plan files, or of a command's `--format json` output
     (`dtplan schema fit`, `dtplan schema check`)."""
-    from ..plan import json_schema
-    from ..render.json_out import check_schema, output_schema
+    from planner.resolve.plan_file import json_schema
+    from planner.render.json_out import check_schema, output_schema
 
     if kind is SchemaKind.plan:
         schema = json_schema()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from .options import ALIASES
+from planner.cli.options import ALIASES
 
 # Panel → the option (parameter) names it holds; the rest stay under "Options".
 PANELS: tuple[tuple[str, frozenset[str]], ...] = (

@@ -11,12 +11,12 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Callable
 
-from ..errors import InputError
-from ..inputs.numbers import format_number, parse_number, parse_real, parse_whole
-from ..inputs.resolve import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
-from ..specs.plain import Plain, record, replace
-from .. import validate as v
-from ..validate import MAX_GPUS
+from planner.errors import InputError
+from planner.io.numbers import format_number, parse_number, parse_real, parse_whole
+from planner.resolve.job import DEFAULT_SEQ_LEN, DEFAULT_TOKENS_PER_BATCH
+from planner.specs.plain import Plain, record, replace
+from planner.io import validate as v
+from planner.io.validate import MAX_GPUS
 
 # Bounded work for list options (--gpus 8,16,... of fit and comm, --micro-batches, --intervals):
 # a log2 range 1..10^7 is 25 values; 3,000 GPU counts were 3,000 searches (51 s).
@@ -228,7 +228,7 @@ SHARED: dict[str, Opt] = {o_name: o for o_name, o in (
 
 def _margins() -> None:
     # the budget's defaults the help quotes, read from their named constants (not the model)
-    from ..specs.reserves import FRAGMENTATION_SHARE, MARGIN_SHARE
+    from planner.specs.reserves import FRAGMENTATION_SHARE, MARGIN_SHARE
     SHARED["fragmentation"] = _n("--fragmentation", "allocator fragmentation share (default "
                                  f"{FRAGMENTATION_SHARE:g})", kind="real")
     SHARED["margin"] = _n("--margin", f"safety margin share (default {MARGIN_SHARE:g})",
@@ -256,7 +256,7 @@ def _knob_opt(k: Any) -> Opt:
 
 
 def _knobs() -> None:
-    from ..specs.knobs import KNOBS
+    from planner.specs.knobs import KNOBS
     for k in KNOBS:
         if k.cli:
             SHARED[k.name] = _knob_opt(k)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from . import EXIT_FAIL, EXIT_OK
-from . import common as o
-from .options import Format, decl, unlisted
-from .registry import command
+from planner.cli import EXIT_FAIL, EXIT_OK
+from planner.cli import common as o
+from planner.cli.options import Format, decl, unlisted
+from planner.cli.registry import command
 
 if TYPE_CHECKING:  # built from the options when the command runs (`--help` loads no model)
-    from ..specs.budget import MemoryBudget
+    from planner.specs.budget import MemoryBudget
 
 def _budget(context_gb, comm_buffer_gb, fragmentation, margin):
     # budget_from_options is defined below
@@ -70,8 +70,8 @@ def estimate_cmd(
 ) -> int:
     """One layout's memory, step time and where it goes, tokens/s, MFU, the communication tax
     per axis, checkpoint interval, goodput and time to train."""
-    from ..errors import InputError
-    from .options import parse_number
+    from planner.errors import InputError
+    from planner.cli.options import parse_number
     if gpu_mtbf_hours is not None and job_mtbf_hours is not None:
         raise InputError("--job-mtbf-hours", "give --gpu-mtbf-hours or --job-mtbf-hours, not both")
     tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
@@ -95,8 +95,8 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
     if view == "memory" and job.params is not None and not arch_given and not layout_given:
         return _state_memory(job, layout, gpus, zero, gib, fmt, budget.margin_fraction)
 
-    from ..api import build_layout, estimate_with_auto
-    from ..render.estimate import estimate_doc
+    from planner.api import build_layout, estimate_with_auto
+    from planner.render.estimate import estimate_doc
 
     spec = job.model_spec()
     prof = job.hardware_profile()
@@ -108,12 +108,12 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")
     notes = [x for x in (batch_note, auto_note) if x]
-    from ..batch_advice import advise_estimate_result
+    from planner.advice.batch import advise_estimate_result
     advice = advise_estimate_result(e, spec, prof, budget) if view == "estimate" else None
     doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes, batch_advice=advice)
     if failures is not None:
-        from ..api import DEFAULT_GPU_MTBF_S, resilience_for
-        from ..render.estimate import resilience_table
+        from planner.api import DEFAULT_GPU_MTBF_S, resilience_for
+        from planner.render.estimate import resilience_table
         gpu_h, job_h = failures["gpu_mtbf_hours"], failures["job_mtbf_hours"]
         plan = resilience_for(e, prof, spec, train_tokens=failures["train_tokens"],
                               gpu_hour_cost=failures["gpu_hour_cost"],
@@ -130,11 +130,11 @@ def _state_memory(job: o.Flags, layout: dict, gpus: int, zero: Optional[int], gi
                   fmt: str, margin_fraction: float) -> int:
     """The quick question (`memory --params N` alone): model states only, every ZeRO stage,
     over --gpus ranks. No shape is inferred, so no preset is offered."""
-    from ..calculators import state_memory
-    from ..render import emit
-    from ..render.quick import state_memory_doc
-    from .options import parse_number
-    from .. import validate as v
+    from planner.evaluation.calculators import state_memory
+    from planner.render import emit
+    from planner.render.quick import state_memory_doc
+    from planner.cli.options import parse_number
+    from planner.io import validate as v
     if zero is not None:
         v.zero_stage("--zero", zero)
     prof = job.hardware_profile()
@@ -149,9 +149,9 @@ def _state_memory(job: o.Flags, layout: dict, gpus: int, zero: Optional[int], gi
 
 def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
     """The memory budget's named reserves, each checked against what is allowed."""
-    from .. import validate as v
-    from ..errors import InputError
-    from ..specs.budget import MemoryBudget
+    from planner.io import validate as v
+    from planner.errors import InputError
+    from planner.specs.budget import MemoryBudget
 
     kw = {}
     if context_gb is not None:

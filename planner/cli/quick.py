@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from . import EXIT_FAIL, EXIT_OK
-from .. import validate as v
-from .options import Format, Opt, decl, parse_list, parse_number, real
-from .registry import command
+from planner.cli import EXIT_FAIL, EXIT_OK
+from planner.io import validate as v
+from planner.cli.options import Format, Opt, decl, parse_list, parse_number, real
+from planner.cli.registry import command
 
 FormatOpt = decl("fmt")
 
@@ -26,19 +26,19 @@ def comm_cmd(
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
     one link or on a hardware profile's NVLink + network topology."""
-    from ..calculators import comm
-    from ..render import emit
-    from ..render.quick import comm_doc
+    from planner.evaluation.calculators import comm
+    from planner.render import emit
+    from planner.render.quick import comm_doc
 
     ns = parse_list("--gpus", gpus)
     sizes = [x * 1e9 for x in parse_list("--message-gb", message_gb)]
     prof = None
     if hardware is not None:
-        from ..specs.hardware import load_profile, with_overrides
+        from planner.specs.hardware import load_profile, with_overrides
         prof = with_overrides(load_profile(hardware), gpus_per_node=gpus_per_node,
                               nic_gbit_per_gpu=nic_gbit)
     elif gpus_per_node is not None or nic_gbit is not None:
-        from ..errors import InputError
+        from planner.errors import InputError
         raise InputError("--gpus-per-node" if gpus_per_node is not None else "--nic-gbit-per-gpu",
                          "only applies with --hardware")
     r = comm(sizes, ns, bandwidth * 1e9 if bandwidth is not None else None,
@@ -57,9 +57,9 @@ def bubble_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Pipeline bubble fraction and efficiency."""
-    from ..calculators import bubble
-    from ..render import emit
-    from ..render.quick import bubble_doc
+    from planner.evaluation.calculators import bubble
+    from planner.render import emit
+    from planner.render.quick import bubble_doc
 
     ms_ = parse_list("--micro-batches", micro_batches)
     emit(bubble_doc(bubble(stages, ms_, schedule.lower(), chunks)), fmt.value)
@@ -77,9 +77,9 @@ def batch_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Global batch B = b x a x DP (TP, PP, CP never multiply it), or a from a target B."""
-    from ..calculators import batch
-    from ..render import emit
-    from ..render.quick import batch_doc
+    from planner.evaluation.calculators import batch
+    from planner.render import emit
+    from planner.render.quick import batch_doc
 
     r = batch(micro_batch, dp, accumulation=accum, global_batch=global_batch, tp=tp, pp=pp, cp=cp,
               seq_len=seq_len)
@@ -126,9 +126,9 @@ def checkpoint_cmd(
     Derived form: --model (or --params) and --gpus (failure rate: 50,677 h per GPU unless
     given, as in estimate); the checkpoint's size, write time, restart cost and (with tokens)
     the time to train follow."""
-    from ..calculators import checkpoint
-    from ..render import emit
-    from ..render.quick import checkpoint_doc
+    from planner.evaluation.calculators import checkpoint
+    from planner.render import emit
+    from planner.render.quick import checkpoint_doc
 
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
     if model is None and params is None:
@@ -165,11 +165,11 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
                   tokens_per_s: Optional[str], price: Optional[float], straggler: Optional[float]):
     """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``
     (no failure rate given: estimate's default per-GPU MTBF)."""
-    from ..errors import InputError
-    from ..specs.presets import get_preset
-    from .. import validate as v
-    from ..resilience import plan_resilience
-    from ..specs.hardware import DEFAULT_PROFILE
+    from planner.errors import InputError
+    from planner.specs.presets import get_preset
+    from planner.io import validate as v
+    from planner.resilience.planning import plan_resilience
+    from planner.specs.hardware import DEFAULT_PROFILE
 
     if model is not None and params is not None:
         raise InputError("--params", "give --model or --params, not both")
@@ -178,7 +178,7 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
     v.zero_stage("--zero", zero)
     job = job_mtbf_hours
     if job is None and gpu_mtbf_hours is None and node_mtbf_hours is None and interruptions is None:
-        from ..api import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
+        from planner.api import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
         gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
     spec = get_preset(model) if model is not None else None
     n_params = spec.param_count() if spec else parse_number("--params", params)
@@ -208,10 +208,10 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
 def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], ts: list[float],
                        restart_min: Optional[float], fmt: str, derived_only: dict) -> int:
     """The simple form: δ and M given, no model; the derived form's options are refused."""
-    from ..calculators import checkpoint
-    from ..errors import InputError
-    from ..render import emit
-    from ..render.quick import checkpoint_doc
+    from planner.evaluation.calculators import checkpoint
+    from planner.errors import InputError
+    from planner.render import emit
+    from planner.render.quick import checkpoint_doc
 
     stray = next((k for k, x in derived_only.items() if x is not None), None)
     if stray:
@@ -234,9 +234,9 @@ def scaling_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Strong- or weak-scaling speedup and efficiency."""
-    from ..calculators import scaling
-    from ..render import emit
-    from ..render.quick import scaling_doc
+    from planner.evaluation.calculators import scaling
+    from planner.render import emit
+    from planner.render.quick import scaling_doc
 
     emit(scaling_doc(scaling(baseline_ms / 1e3, measured_ms / 1e3, gpus, mode)), fmt.value)
     return EXIT_OK
@@ -251,9 +251,9 @@ def layout_cmd(
     fmt: Format = FormatOpt,
 ) -> int:
     """Derive DP from GPUs / (TP x PP x CP), check the topology rules, show the rank groups."""
-    from ..specs.layout import plan_layout
-    from ..render import emit
-    from ..render.quick import layout_doc
+    from planner.specs.layout import plan_layout
+    from planner.render import emit
+    from planner.render.quick import layout_doc
 
     doc = layout_doc(plan_layout(gpus, gpus_per_node, tp, pp, cp, show_groups=show_groups))
     emit(doc, fmt.value)

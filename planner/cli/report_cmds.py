@@ -12,10 +12,10 @@ from typing import Optional
 
 import typer
 
-from . import EXIT_FAIL, EXIT_OK
-from . import common as o
-from .options import opt
-from .registry import command
+from planner.cli import EXIT_FAIL, EXIT_OK
+from planner.cli import common as o
+from planner.cli.options import opt
+from planner.cli.registry import command
 
 PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
                       "fit options and the search's winner")
@@ -41,26 +41,26 @@ def _offer_note(job: o.Flags) -> None:
 
 def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
     """(Job or None, source text, FitResult or None)."""
-    from ..errors import InputError
-    from ..report import inputs_from_fit, inputs_from_plan
+    from planner.errors import InputError
+    from planner.review.build import inputs_from_fit, inputs_from_plan
 
     if plan is not None:
         given = job.given()
         if given:
             raise InputError(given[0], "give a plan file or the fit options, not both")
-        from ..engines import detect, load_any
+        from planner.framework_configs import detect, load_any
         text, fmt, data = load_any(plan, None)
         kind = detect(plan, fmt, data, text)
         if kind != "plan":   # an engine config: read as check reads it (--gpus if it needs one)
-            from ..inputs.resolve import resolve_file
-            from ..specs.job import CheckOptions
+            from planner.resolve.job import resolve_file
+            from planner.specs.job import CheckOptions
             return resolve_file(plan, CheckOptions(gpus=gpus))[0], f"{kind} config {plan}", None
         if gpus is not None:
             raise InputError("--gpus", "give a plan file or the fit options, not both")
         return inputs_from_plan(plan), f"plan file {plan}", None
     if gpus is None:
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
-    from .. import validate as v
+    from planner.io import validate as v
     n = v.positive_int("--gpus", gpus)
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
@@ -88,10 +88,10 @@ def report_cmd(
     memory item by item, step time and communication, bubble, batch arithmetic, checkpoints,
     time and cost to train, rejections and rules. -o review.md (charts in review_files/),
     -o review.html (self-contained), -o - (Markdown on stdout)."""
-    from .. import files
-    from ..errors import InputError
-    from ..render.review import render_review_html, render_review_markdown
-    from ..report import build_review, train_tokens_value
+    from planner.io import write as files
+    from planner.errors import InputError
+    from planner.review.render import render_review_html, render_review_markdown
+    from planner.review.build import build_review, train_tokens_value
 
     as_html = html or output.lower().endswith((".html", ".htm"))
     to_stdout = files.is_stdout(output)
@@ -109,7 +109,7 @@ def report_cmd(
     review = build_review(inp, source=source, fit_result=res, train_tokens=tokens,
                           gpu_hour_cost=gpu_hour_cost, charts=draw)
     if compare and inp is not None:
-        from ..evidence.review import compare_section
+        from planner.review.measured import compare_section
         review.sections.append(compare_section(inp, list(compare)))
     if charts and not draw and review.charts_note is None:
         review.charts_note = "Charts are written with -o FILE.md (as SVG files) or -o FILE.html."
@@ -148,10 +148,10 @@ def export_cmd(
     """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan TOML,
     Accelerate YAML) for a plan's layout or the search's winner; `dtplan check` reads it back
     to the same verdict."""
-    from .. import files
-    from ..errors import InputError
-    from ..engines import TARGETS, export
-    from ..gate import evaluate_inputs
+    from planner.io import write as files
+    from planner.errors import InputError
+    from planner.framework_configs import TARGETS, export
+    from planner.gate.check import evaluate_inputs
 
     if to not in TARGETS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {to!r}")

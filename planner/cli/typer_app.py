@@ -16,8 +16,9 @@ try:  # typer ≥ 0.20 vendors click as typer._click; older releases depend on c
 except ImportError:  # pragma: no cover
     from click import exceptions as click_exc
 
-from . import EXIT_INPUT, EXIT_OK, HELP, _fail, registry
-from .options import Opt
+from planner.cli import EXIT_INPUT, EXIT_OK, HELP, _fail
+from planner.cli import registry
+from planner.cli.options import Opt
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, rich_markup_mode="markdown",
                   pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,7 +53,7 @@ def main(argv: list[str], help_screen: bool) -> int:
     errors and bugs propagate to `cli.run`. `help_screen`: polish the help first."""
     command = typer.main.get_group(app)  # a group even when one command is registered
     if help_screen:
-        from .help import polish  # panels, metavars and examples: only a help screen needs them
+        from planner.cli.help import polish  # panels, metavars and examples: only a help screen needs them
         command = polish(command)
     try:
         rv = command.main(args=argv, prog_name="dtplan", standalone_mode=False)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._array import Num, out
+from planner.engine._array import Num, out
 
 RECOMPUTE_NONE = 0
 RECOMPUTE_SELECTIVE = 1

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
-from .compute import FLASH_BACKWARD_FACTOR
-from .params import attention_score_forward_flops as forward_flops  # 4·T·s_kv·(a·d)·f, once
+from planner.engine._array import Num, out
+from planner.engine.compute import FLASH_BACKWARD_FACTOR
+from planner.engine.params import attention_score_forward_flops as forward_flops  # 4·T·s_kv·(a·d)·f, once
 
 KERNELS = ("fa2", "fa3")
 BACKWARD_FACTOR = FLASH_BACKWARD_FACTOR  # FA2 Sec. 4: backward FLOPs = 2.5 × forward

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
-from .divisors import top_by_gcd
+from planner.engine._array import Num, out
+from planner.engine.divisors import top_by_gcd
 
 
 def global_batch(micro_batch: Num, accumulation: Num, data_parallel: Num) -> Num:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
-from .memory import state_split_bytes
+from planner.engine._array import Num, out
+from planner.engine.memory import state_split_bytes
 
 OFFLOAD_NONE, OFFLOAD_CPU, OFFLOAD_NVME = 0, 1, 2
 

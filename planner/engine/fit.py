@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .topology import Fabric, topo_collective_time
+from planner.engine.topology import Fabric, topo_collective_time
 
 EFF_RANGE = (0.01, 1.0)          # bus efficiency is a share of the datasheet link rate
 LAT_RANGE = (1e-7, 5e-4)         # 0.1 µs .. 500 µs per ring step (plus exactly 0)

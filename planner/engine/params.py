@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
+from planner.engine._array import Num, out
 
 
 def _f(x: Num) -> np.ndarray:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import allocator as alc
-from ._array import Num, out
+from planner.engine import allocator as alc
+from planner.engine._array import Num, out
 
 PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
 # device_ceiling's relative margin: its sums run in another order than phase_totals', and float

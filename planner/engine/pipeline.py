@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
+from planner.engine._array import Num, out
 
 
 def bubble_slots(stages: Num, chunks: Num = 1) -> Num:

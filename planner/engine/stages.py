@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
+from planner.engine._array import Num, out
 
 # How many layers the first and last stage may be short of a full stage together and still
 # count as a valid split (the Llama 3 recipe takes one off each end).

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._array import Num, out
-from .pipeline import bubble_slots
-from .topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind
+from planner.engine._array import Num, out
+from planner.engine.pipeline import bubble_slots
+from planner.engine.topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind
 
 
 def tp_time_per_layer(tokens_per_rank: Num, hidden: Num, tp: Num, gpus_per_domain: Num,

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from ._array import Num, out
-from . import nccl
-from .comm import collective_time
+from planner.engine._array import Num, out
+from planner.engine import nccl
+from planner.engine.comm import collective_time
 
 LINK_NVLINK = 0
 LINK_NETWORK = 1

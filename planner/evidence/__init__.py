@@ -14,17 +14,17 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
 
-from ..errors import InputError
-from .golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
-from .memory import looks_like_pickle, read_snapshot, read_summary, read_timeline
-from .model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
-from .nccl import looks_like as _is_nccl
-from .nccl import read_nccl
-from .source import MAX_TEXT_BYTES, fail, read_bytes, text_lines
-from .stats import WARMUP_STEPS
-from .trace import read_trace, read_trace_file
-from .training import looks_like as _is_training
-from .training import read_training
+from planner.errors import InputError
+from planner.evidence.golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
+from planner.evidence.memory import looks_like_pickle, read_snapshot, read_summary, read_timeline
+from planner.evidence.model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
+from planner.evidence.nccl import looks_like as _is_nccl
+from planner.evidence.nccl import read_nccl
+from planner.evidence.source import MAX_TEXT_BYTES, fail, read_bytes, text_lines
+from planner.evidence.stats import WARMUP_STEPS
+from planner.evidence.trace import read_trace, read_trace_file
+from planner.evidence.training import looks_like as _is_training
+from planner.evidence.training import read_training
 
 __all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread", "StepStats",
            "TraceSummary", "expand", "read_evidence", "read_file"]
@@ -83,8 +83,8 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
 def _is_trace(path: Path, option: str) -> bool:
     """Whether the file's first MiB (gunzipped) opens a JSON object naming traceEvents: a
     profiler trace, streamed (evidence.stream) rather than read whole."""
-    from .source import MAX_JSON_BYTES
-    from .stream import open_trace
+    from planner.evidence.source import MAX_JSON_BYTES
+    from planner.evidence.stream import open_trace
     fh, close = open_trace(path, MAX_JSON_BYTES, option)
     try:
         head = fh.read(1 << 20)

@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .model import Evidence, MemoryStats, StepStats
-from .source import fail, load_json
-from .stats import WARMUP_STEPS, spread, steady
+from planner.evidence.model import Evidence, MemoryStats, StepStats
+from planner.evidence.source import fail, load_json
+from planner.evidence.stats import WARMUP_STEPS, spread, steady
 
 CONFIG_KEYS = {"--tensor-model-parallel-size": "tp", "--pipeline-model-parallel-size": "pp",
                "--expert-model-parallel-size": "ep", "--expert-tensor-parallel-size": "etp",
@@ -118,5 +118,5 @@ def read_json_or_yaml(path: Path, raw: bytes) -> tuple[str, Any]:
     text = raw.decode("utf-8", errors="replace")
     if path.suffix.lower() not in (".yaml", ".yml"):
         return text, load_json(path, text)
-    from ..inputs.parse import parse_text
+    from planner.io.parse import parse_text
     return text, parse_text(text, "yaml", str(path))

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model import Evidence, MemoryStats
-from .source import fail, iter_lines
+from planner.evidence.model import Evidence, MemoryStats
+from planner.evidence.source import fail, iter_lines
 
 UNITS = {"B": 1, "KB": 2**10, "KIB": 2**10, "MB": 2**20, "MIB": 2**20, "GB": 2**30,
          "GIB": 2**30, "TB": 2**40, "TIB": 2**40, "PB": 2**50, "PIB": 2**50}

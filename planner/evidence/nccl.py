@@ -14,8 +14,8 @@ import math
 import re
 from pathlib import Path
 
-from .model import Evidence, NcclRow, NcclTable
-from .source import fail, iter_lines
+from planner.evidence.model import Evidence, NcclRow, NcclTable
+from planner.evidence.source import fail, iter_lines
 
 RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+"
                        r"device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import InputError
+from planner.errors import InputError
 
 # Bounds: a text log or nccl-tests table of a long job is a few MB; a Kineto trace of a few
 # steps of one rank is tens to hundreds of MB raw. Larger inputs are refused, not truncated.
@@ -50,7 +50,7 @@ def fail(path: str | Path, line: int, message: str) -> InputError:
 
 def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--from") -> bytes:
     """The file's bytes, gunzipped when it starts with the gzip magic; over `limit` is refused."""
-    from ..inputs.files import read_bytes as read_regular  # special files, paths, size
+    from planner.io.read import read_bytes as read_regular  # special files, paths, size
 
     p = Path(path)
     _, data = read_regular(path, what="measured evidence file", option=option,
@@ -67,7 +67,7 @@ def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--f
 
 
 def load_json(path: str | Path, raw: bytes | str, what: str = "JSON") -> Any:
-    """json.loads with the bounds every reader keeps (planner.inputs.parse): an integer literal
+    """json.loads with the bounds every reader keeps (planner.io.parse): an integer literal
     over MAX_INT_DIGITS digits and nesting the C parser cannot recurse into are one InputError
     at file:line (a 5,000-digit `ts` was a ValueError, 5,000 nested objects a RecursionError).
     No node count or character pre-scan: a real trace has millions of values."""
@@ -88,8 +88,8 @@ class Refused(Exception):
 def bounded_int_hook() -> Callable[[str], int]:
     """The parse_int hook of every evidence JSON reader (load_json, the trace stream): an
     integer literal over MAX_INT_DIGITS digits raises Refused with the reason
-    (planner.inputs.parse), any other is int()."""
-    from ..inputs.parse import MAX_INT_DIGITS, int_bound_reason
+    (planner.io.parse), any other is int()."""
+    from planner.io.parse import MAX_INT_DIGITS, int_bound_reason
 
     def bounded(literal: str) -> int:
         if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):

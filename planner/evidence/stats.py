@@ -6,7 +6,7 @@ import bisect
 import statistics
 from array import array
 
-from .model import Spread
+from planner.evidence.model import Spread
 
 # Step 1 carries NCCL communicator set-up, allocator growth and compilation; a logged entry
 # that covers it (Megatron's first log-interval average, Trainer's first bar tick) is not a

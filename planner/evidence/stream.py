@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from .source import Refused, bounded_int_hook, fail
+from planner.evidence.source import Refused, bounded_int_hook, fail
 
 CHUNK_CHARS = 1 << 20          # text read per refill (and the look-ahead kept before a decode)
 MAX_VALUE_CHARS = 64 << 20     # one event, or one top-level value other than traceEvents
@@ -176,7 +176,7 @@ def open_trace(path: Path, limit: int, option: str) -> tuple[IO[bytes], Callable
     of content (the stream raises past it)."""
     import gzip
 
-    from ..inputs.files import open_regular
+    from planner.io.read import open_regular
     raw = open_regular(path, what="measured evidence file", option=option, max_bytes=limit)
     magic = raw.read(2)
     raw.seek(0)

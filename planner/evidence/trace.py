@@ -21,9 +21,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .model import Evidence, StepStats, TraceSummary
-from .source import MAX_JSON_BYTES, fail
-from .stats import spread
+from planner.evidence.model import Evidence, StepStats, TraceSummary
+from planner.evidence.source import MAX_JSON_BYTES, fail
+from planner.evidence.stats import spread
 
 GEMM = re.compile(r"gemm|Gemm|GEMM|cutlass|xmma|cublas|nvjet|matmul|_mma_|wgrad|dgrad|fprop",
                   re.I)
@@ -229,7 +229,7 @@ def _idle_at_start(iv: np.ndarray, t0: float, t1: float, longest: float) -> floa
 def read_trace_file(path: Path, option: str = "--from", limit: int = MAX_JSON_BYTES) -> Evidence:
     """Summarise one rank's Kineto trace, streamed event by event (evidence.stream): memory
     holds the GPU events as numbers, not the parsed JSON."""
-    from .stream import TraceStream, open_trace
+    from planner.evidence.stream import TraceStream, open_trace
     fh, close = open_trace(path, limit, option)
     try:
         stream = TraceStream(fh, path)

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model import Evidence, MemoryStats, StepStats
-from ..errors import InputError
-from .log_block import GIB, NUM, read_titan_block
-from .source import fail, line_blocks, number
-from .stats import WARMUP_STEPS, Series, spread, steady
+from planner.evidence.model import Evidence, MemoryStats, StepStats
+from planner.errors import InputError
+from planner.evidence.log_block import GIB, NUM, read_titan_block
+from planner.evidence.source import fail, line_blocks, number
+from planner.evidence.stats import WARMUP_STEPS, Series, spread, steady
 
 MIB = 2.0**20
 MEG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")

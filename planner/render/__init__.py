@@ -1,6 +1,6 @@
 """Formatting only: a Document (titled tables, notes, a verdict and a JSON payload) rendered
 as a rich terminal table, Markdown or JSON. No arithmetic lives here."""
 
-from .document import Document, Table, emit, render_json, render_markdown
+from planner.render.document import Document, Table, emit, render_json, render_markdown
 
 __all__ = ["Document", "Table", "emit", "render_json", "render_markdown"]

@@ -48,7 +48,7 @@ def _svg(fig: Any) -> str:
 
 def memory_chart(e: Any) -> str:
     """Stacked bars: per-GPU memory items on each pipeline stage, against usable memory."""
-    from .estimate import ITEM_LABELS
+    from planner.render.estimate import ITEM_LABELS
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     names = [s.name for s in e.stages]
@@ -70,7 +70,7 @@ def memory_chart(e: Any) -> str:
 
 def step_time_chart(e: Any) -> str:
     """Horizontal bars: each component of the step time, in milliseconds."""
-    from .estimate import TIME_LABELS
+    from planner.render.estimate import TIME_LABELS
     plt = _plt()
     items = [(TIME_LABELS[k], x * 1e3) for k, x in e.breakdown.items() if x > 0]
     fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(items) + 0.8))

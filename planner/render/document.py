@@ -6,8 +6,8 @@ import math
 import re
 from typing import Any
 
-from ..specs.plain import Plain, record, spec
-from .json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
+from planner.specs.plain import Plain, record, spec
+from planner.render.json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
 FORMATS = ("table", "json", "markdown")
 
 
@@ -54,7 +54,7 @@ def _clean(obj: Any) -> Any:
 def render_json(doc: Document) -> str:
     import json   # JSON output only
 
-    from .json_out import default_mode, envelope
+    from planner.render.json_out import default_mode, envelope
     payload = envelope(doc.command, doc.mode or default_mode(doc.command), doc.ok, doc.data,
                        doc.notes)
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
@@ -195,7 +195,7 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
 
 def render_rich(doc: Document, file=None) -> None:
     """Terminal rendering (planner.render.terminal): literal strings, COLUMNS, plain when piped."""
-    from .terminal import render_text, write_stdout
+    from planner.render.terminal import render_text, write_stdout
     text = render_text(doc)
     if file is None:
         write_stdout(text)
@@ -205,7 +205,7 @@ def render_rich(doc: Document, file=None) -> None:
 
 def emit(doc: Document, fmt: str) -> None:
     """Print the document to stdout in the requested format."""
-    from .terminal import write_stdout
+    from planner.render.terminal import write_stdout
     if fmt == "json":
         write_stdout(render_json(doc) + "\n")
     elif fmt == "markdown":

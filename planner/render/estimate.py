@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..estimation import Estimate
-from .document import Document, Table
-from .units import capacity, count, gb, hours, ms, pct, rule_cells, size
+from planner.evaluation.estimate import Estimate
+from planner.render.document import Document, Table
+from planner.io.units import capacity, count, gb, hours, ms, pct, rule_cells, size
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -104,7 +104,7 @@ def time_tables(e: Estimate) -> list[Table]:
 
 
 def resilience_table(plan, gib: bool = False) -> Table:
-    """Checkpoint and failure planning for the layout (planner.resilience.ResiliencePlan)."""
+    """Checkpoint and failure planning for the layout (planner.resilience.planning.ResiliencePlan)."""
     o, w, f = plan.optimum, plan.write, plan.failures
     rows = [["checkpoint size", f"{size(plan.contents.total_bytes, True, gib=gib)} "
              f"({size(plan.contents.busiest_rank_bytes, gib=gib)} on the busiest rank)"],
@@ -135,7 +135,7 @@ def rules_table(e: Estimate, gib: bool = False) -> Table:
 
 def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
                  extra_notes: list[str] | None = None, batch_advice=None) -> Document:
-    """`batch_advice` (planner.batch_advice.BatchAdvice or None), estimate view only: one note
+    """`batch_advice` (planner.advice.batch.BatchAdvice or None), estimate view only: one note
     and the JSON's `batch_advice` (null when a bigger batch would not clear the threshold)."""
     title = (f"{e.model} on {e.gpus} × {e.hardware}: {layout_line(e)}; seq {e.seq_len}, "
              f"global batch {e.global_batch} ({count(e.tokens_per_step)} tokens)")
@@ -155,7 +155,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
     data["ok"] = not failed
     notes = list(e.notes) + (extra_notes or [])
     if gib:   # the budget's reserves in GiB too
-        from ..estimation import budget_note
+        from planner.evaluation.estimate import budget_note
         in_gb, in_gib = budget_note(e.budget), budget_note(e.budget, gib=True)
         notes = [in_gib if n == in_gb else n for n in notes]
     if view == "estimate":
@@ -169,7 +169,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
 
 
 def batch_advice_note(a, layout_text: str = "") -> str:
-    """One note line: the bigger batch (planner.batch_advice), its MFU and the caveat."""
+    """One note line: the bigger batch (planner.advice.batch), its MFU and the caveat."""
     others = "; ".join(f"{k}: MFU {pct(v)}" for k, v in a.tried.items() if k != f"{a.factor}×")
     return (f"Bigger batch: --global-batch {a.global_batch} ({count(a.tokens_per_batch)} tokens, "
             f"{a.factor}× this one) would raise MFU from {pct(a.base_mfu)} to {pct(a.mfu)} "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..evidence import Evidence
-from .document import Document, Table
+from planner.evidence import Evidence
+from planner.render.document import Document, Table
 
 # What each kind of evidence lets `calibrate` fit once it knows the job's layout.
 FITS = {"nccl-tests": "link bus efficiency and per-step latency for this group shape "

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..api import DEFAULT_GPU_MTBF_S, FitResult
-from .document import Document, Table
-from .json_out import layout_text
-from .estimate import batch_advice_note, memory_tables, time_tables
-from .units import count, gb, hours, pct
+from planner.api import DEFAULT_GPU_MTBF_S, FitResult
+from planner.render.document import Document, Table
+from planner.render.json_out import layout_text
+from planner.render.estimate import batch_advice_note, memory_tables, time_tables
+from planner.io.units import count, gb, hours, pct
 
 
 def _rc(lay) -> str:
@@ -92,7 +92,7 @@ def rejections_table(r: FitResult) -> Table | None:
 
 
 def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice=None) -> Document:
-    """`batch_advice` (planner.batch_advice.BatchAdvice or None): one note and the JSON's
+    """`batch_advice` (planner.advice.batch.BatchAdvice or None): one note and the JSON's
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
@@ -199,7 +199,7 @@ def _shrink_verdict(r) -> str:
 
 
 def shrink_doc(r) -> Document:
-    """`fit --from-plan`: the running plan on fewer GPUs (planner.shrink.ShrinkResult)."""
+    """`fit --from-plan`: the running plan on fewer GPUs (planner.advice.shrink.ShrinkResult)."""
     rows = []
     opts = [("keep split", o) for o in r.keep_split] + [(f"#{i}", o) for i, o in enumerate(r.options, 1)]
     for label, o in opts:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from ..verdict import FileVerdict, Verdict
-from .document import Document, Table, _clean, render_markdown
-from .units import count, duration, gb, pct, rule_cells
+from planner.specs.verdict import FileVerdict, Verdict
+from planner.render.document import Document, Table, _clean, render_markdown
+from planner.io.units import count, duration, gb, pct, rule_cells
 
 STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
@@ -94,7 +94,7 @@ def skipped_line(verdict: Verdict) -> str:
 
 def render_json_verdict(verdict: Verdict) -> str:
     """The verdict with the envelope every output has (``mode`` after ``command``)."""
-    from .json_out import json_data
+    from planner.render.json_out import json_data
     d = verdict.model_dump()
     payload = {"schema_version": d.pop("schema_version"), "command": d.pop("command"),
                "mode": "verdict", **d}

@@ -114,7 +114,7 @@ def _schema_transform(node: Any) -> Any:
 
 def _model(path: str) -> Any:
     mod, _, name = path.partition(":")
-    return getattr(importlib.import_module(mod, "planner"), name)
+    return getattr(importlib.import_module(mod), name)
 
 
 def _object(model_path: str | None, *, exclude: tuple[str, ...] = (), extra: dict | None = None,
@@ -152,22 +152,22 @@ def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Calla
 
 
 def _batch_advice(defs: dict) -> dict:
-    """planner.batch_advice.BatchAdvice, or null when a bigger batch would not clear the threshold."""
-    s = _model(".batch_advice:BatchAdvice").model_json_schema(mode="serialization")
+    """planner.advice.batch.BatchAdvice, or null when a bigger batch would not clear the threshold."""
+    s = _model("planner.advice.batch:BatchAdvice").model_json_schema(mode="serialization")
     defs.update(s.pop("$defs", {}))
     defs["BatchAdvice"] = s
     return {"anyOf": [{"$ref": "#/$defs/BatchAdvice"}, {"type": "null"}]}
 
 
 def _estimate(defs: dict) -> dict:
-    return _object(".estimation:Estimate", defs=defs, extra={
+    return _object("planner.evaluation.estimate:Estimate", defs=defs, extra={
         "ok": OK, "fits": OK, "notes": STR_LIST, "batch_advice": _batch_advice(defs),
         "nearest_preset": NEAREST,
         "resilience": {"$ref": "#/$defs/ResiliencePlan"}})
 
 
 def _resilience_defs(defs: dict) -> None:
-    s = _model(".resilience:ResiliencePlan").model_json_schema(mode="serialization")
+    s = _model("planner.resilience.planning:ResiliencePlan").model_json_schema(mode="serialization")
     defs.update(s.pop("$defs", {}))
     defs["ResiliencePlan"] = s
 
@@ -199,7 +199,7 @@ def _compare(defs: dict) -> dict:
 
 def _evidence(defs: dict) -> dict:
     """`calibrate --from FILE` without a base profile: what each file measured."""
-    item = _dataclass(".evidence.model:Evidence", defs)
+    item = _dataclass("planner.evidence.model:Evidence", defs)
     return {"type": "object", "required": ["evidence", "fits"],
             "properties": {"evidence": {"type": "array", "items": item},
                            "fits": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -208,7 +208,7 @@ def _evidence(defs: dict) -> dict:
 
 def _profile_fit(defs: dict) -> dict:
     """`calibrate --from FILE --hardware NAME`: the constants fitted to the evidence."""
-    fit = _dataclass(".evidence.calibrate:ConstantFit", defs)
+    fit = _dataclass("planner.calibration.fit_links:ConstantFit", defs)
     cal = {"type": "object", "required": ["base_profile", "fits", "calibrated", "unchanged"],
            "properties": {"base_profile": {"type": "string"},
                           "fits": {"type": "array", "items": fit},
@@ -221,7 +221,7 @@ def _profile_fit(defs: dict) -> dict:
 
 
 def _sweep(defs: dict) -> dict:
-    item = _object(".api:FitResult", exclude=("best",), defs=defs)
+    item = _object("planner.api:FitResult", exclude=("best",), defs=defs)
     return {"type": "object", "properties": {"sweep": {"type": "array", "items": item},
                                              "ok": OK, "notes": STR_LIST,
                                              "nearest_preset": NEAREST}, "required": ["sweep"]}
@@ -229,17 +229,17 @@ def _sweep(defs: dict) -> dict:
 
 # command → [(mode, builder)]; the first mode is the command's default.
 OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
-    "fit": [("search", lambda d: _object(".api:FitResult", defs=d, extra={
+    "fit": [("search", lambda d: _object("planner.api:FitResult", defs=d, extra={
                 "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST,
                 "batch_advice": _batch_advice(d), "nearest_preset": NEAREST})),
             ("sweep", _sweep),
-            ("shrink", lambda d: _object(".shrink:ShrinkResult", exclude=("fit",), defs=d,
+            ("shrink", lambda d: _object("planner.advice.shrink:ShrinkResult", exclude=("fit",), defs=d,
                                          extra={"ok": OK, "notes": STR_LIST}))],
     "estimate": [("estimate", _estimate)],
     "memory": [("budget", _estimate),
-               ("states", lambda d: _object(".calculators:StateMemoryResult", defs=d,
+               ("states", lambda d: _object("planner.evaluation.calculators:StateMemoryResult", defs=d,
                                             extra={"ok": OK, "notes": STR_LIST}))],
-    "calibrate": [("calibrate", lambda d: _object(".calibration:CalibrationReport", defs=d,
+    "calibrate": [("calibrate", lambda d: _object("planner.calibration.published:CalibrationReport", defs=d,
                                                   extra={"ok": OK, "notes": STR_LIST})),
                   ("none", lambda d: {"type": "object", "required": ["hardware", "rows"],
                                       "properties": {"hardware": {"type": "string"},
@@ -249,23 +249,23 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                                                      "rows": {"type": "array", "maxItems": 0}}}),
                   ("evidence", _evidence), ("profile-fit", _profile_fit)],
     "compare": [("compare", _compare)],
-    "models": [("models", _list_of(".specs.model:ModelSpec", "models", {
+    "models": [("models", _list_of("planner.specs.model:ModelSpec", "models", {
         "preset": {"type": "string"}, "params": {"type": "integer"},
         "active_params": {"type": "integer"}}))],
-    "profiles": [("list", _list_of(".specs.hardware:HardwareProfile", "profiles")),
-                 ("show", lambda d: _object(".specs.hardware:HardwareProfile", defs=d))],
-    "layout": [("layout", lambda d: _object(".specs.layout:LayoutResult", defs=d, extra={"ok": OK}))],
-    "comm": [("comm", lambda d: _object(".calculators:CommResult", defs=d,
+    "profiles": [("list", _list_of("planner.specs.hardware:HardwareProfile", "profiles")),
+                 ("show", lambda d: _object("planner.specs.hardware:HardwareProfile", defs=d))],
+    "layout": [("layout", lambda d: _object("planner.specs.layout:LayoutResult", defs=d, extra={"ok": OK}))],
+    "comm": [("comm", lambda d: _object("planner.evaluation.calculators:CommResult", defs=d,
                                         extra={"notes": STR_LIST}))],
-    "bubble": [("bubble", lambda d: _object(".calculators:BubbleResult", defs=d,
+    "bubble": [("bubble", lambda d: _object("planner.evaluation.calculators:BubbleResult", defs=d,
                                             extra={"notes": STR_LIST}))],
-    "batch": [("batch", lambda d: _object(".calculators:BatchResult", defs=d,
+    "batch": [("batch", lambda d: _object("planner.evaluation.calculators:BatchResult", defs=d,
                                           extra={"notes": STR_LIST}))],
-    "scaling": [("scaling", lambda d: _object(".calculators:ScalingResult", defs=d,
+    "scaling": [("scaling", lambda d: _object("planner.evaluation.calculators:ScalingResult", defs=d,
                                               extra={"notes": STR_LIST}))],
-    "checkpoint": [("simple", lambda d: _object(".calculators:CheckpointResult", defs=d,
+    "checkpoint": [("simple", lambda d: _object("planner.evaluation.calculators:CheckpointResult", defs=d,
                                                 extra={"notes": STR_LIST})),
-                   ("plan", lambda d: _object(".resilience:ResiliencePlan", defs=d, extra={
+                   ("plan", lambda d: _object("planner.resilience.planning:ResiliencePlan", defs=d, extra={
                        "ok": OK, "notes": STR_LIST, "rows": {"type": "array"}}))],
 }
 COMMAND_OF = {"profiles show": "profiles"}
@@ -295,7 +295,7 @@ def envelope(command: str, mode: str, ok: bool | None, data: dict, notes: list[s
 
 def check_schema() -> dict:
     """`dtplan check --format json`: the gate's Verdict model, in the common envelope."""
-    from ..gate import verdict_json_schema
+    from planner.gate.check import verdict_json_schema
     s = verdict_json_schema()
     s["properties"] = {**{k: s["properties"][k] for k in ("schema_version", "command")},
                        "mode": {"const": "verdict"},

@@ -132,8 +132,8 @@ def _table_lines(title: str, columns: list[str], rows: list[list[str]], widths: 
 
 def _table(t: Any, avail: int, bar: str, tty: bool = False) -> list[str] | None:
     """The table's lines, or None when rich must lay it out (a column would get no cell)."""
-    from .document import numeric_columns
-    from .terminal import _bar, _widths
+    from planner.render.document import numeric_columns
+    from planner.render.terminal import _bar, _widths
 
     numeric = numeric_columns(t)
     natural = _widths(t.columns, t.rows, numeric, 10 ** 6)

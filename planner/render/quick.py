@@ -3,13 +3,13 @@ scaling, layout). Formatting only."""
 
 from __future__ import annotations
 
-from ..calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
+from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                            ScalingResult, StateMemoryResult)
-from ..specs.layout import LayoutResult
-from ..resilience import (DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S,
+from planner.specs.layout import LayoutResult
+from planner.resilience.planning import (DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S,
                           DEFAULT_RESTART_S, ResiliencePlan)
-from .document import Document, Table
-from .units import capacity, count, duration, gb, ms, pct
+from planner.render.document import Document, Table
+from planner.io.units import capacity, count, duration, gb, ms, pct
 
 ZERO_NAMES = {0: "0 (DDP, replicated)", 1: "1 (optimizer sharded)", 2: "2 (+ gradients)",
               3: "3 (+ parameters, FSDP)"}

@@ -97,7 +97,7 @@ def _rich_table(t: Any, tty: bool, avail: int) -> Any:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    from .document import numeric_columns
+    from planner.render.document import numeric_columns
 
     style = box.SIMPLE_HEAD if tty else box.Box("".join(_PLAIN_RULE), ascii=True)
     rt = RichTable(title=Text(t.title, style="bold" if tty else ""), title_justify="left",
@@ -123,12 +123,12 @@ def _rich_table(t: Any, tty: bool, avail: int) -> Any:
 def render_text(doc: Any, *, tty: bool | None = None, columns: int | None = None) -> str:
     """The document as terminal text: styled for a terminal, plain when piped (without rich
     where planner.render.plain can lay it out the same way, as almost every document)."""
-    from .document import literal_doc
+    from planner.render.document import literal_doc
     doc = literal_doc(doc)   # control characters from files shown escaped, never sent raw
     tty = is_tty() if tty is None else tty
     avail = columns or width()
     if not tty or _styles_as_rich():
-        from .plain import render_plain
+        from planner.render.plain import render_plain
         text = render_plain(doc, avail, tty=tty)
         if text is not None:
             return text

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.memory import optimizer_bytes_per_param
-from ..render.document import Table
-from ..render.units import capacity
-from ..specs.hardware import HardwareProfile
-from ..specs.job import Job
-from ..specs.plain import field_descriptions
-from ..timing import ASSUMPTIONS as TIME_ASSUMPTIONS
+from planner.engine.memory import optimizer_bytes_per_param
+from planner.render.document import Table
+from planner.io.units import capacity
+from planner.specs.hardware import HardwareProfile
+from planner.specs.job import Job
+from planner.specs.plain import field_descriptions
+from planner.evaluation.timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 
 def _gbs(x: float) -> str:
@@ -64,8 +64,8 @@ def job_rows(inp: Job) -> list[list[str]]:
 
 def failure_rows() -> list[list[str]]:
     """The failure-rate and restart defaults (``api.DEFAULT_GPU_MTBF_S``, ``resilience``)."""
-    from ..api import DEFAULT_GPU_MTBF_S
-    from ..resilience import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
+    from planner.api import DEFAULT_GPU_MTBF_S
+    from planner.resilience.planning import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     return [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
                              "54 days on 16,384 GPUs), unless the plan states one"],
             ["restart: detect + reschedule + warm-up",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..render.document import Table
+from planner.render.document import Table
 
 # Section titles, top to bottom (tests check every one is present).
 SECTIONS = ("Inputs and assumptions", "Chosen layout and alternatives", "Memory budget per stage",

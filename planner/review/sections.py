@@ -14,16 +14,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import summary as rs
-from ..engine import checkpoint as ckpt
-from ..engine.pipeline import bubble_fraction
-from ..gate import checkpoint_figures
-from ..pipeline_schedule import pipeline_timeline
-from ..render.document import Table
-from ..render.units import capacity
-from .assumptions import assumption_tables
-from .doc import SECTIONS, Section
-from ..specs.job import Job
+from planner.review import summary as rs
+from planner.engine import checkpoint as ckpt
+from planner.engine.pipeline import bubble_fraction
+from planner.gate.check import checkpoint_figures
+from planner.review.timeline import pipeline_timeline
+from planner.render.document import Table
+from planner.io.units import capacity
+from planner.review.assumptions import assumption_tables
+from planner.review.doc import SECTIONS, Section
+from planner.specs.job import Job
 
 
 @dataclass
@@ -54,7 +54,7 @@ def inputs_section(ctx: ReviewContext) -> Section:
 
 
 def layout_section(ctx: ReviewContext) -> Section:
-    from ..render.estimate import layout_line, verdict_line
+    from planner.render.estimate import layout_line, verdict_line
     e, res = ctx.e, ctx.fit_result
     text = [f"Chosen layout ({'the plan' if 'plan' in ctx.source else 'the search winner'}): "
             f"**{layout_line(e)}**.", verdict_line(e)]
@@ -72,7 +72,7 @@ def layout_section(ctx: ReviewContext) -> Section:
 
 
 def memory_section(ctx: ReviewContext) -> Section:
-    from ..render.estimate import memory_tables
+    from planner.render.estimate import memory_tables
     e = ctx.e
     ctx.chart_specs["memory"] = ("Memory per GPU by pipeline stage", "memory_chart", (e,))
     return Section(SECTIONS[2], [
@@ -84,7 +84,7 @@ def memory_section(ctx: ReviewContext) -> Section:
 
 
 def time_section(ctx: ReviewContext) -> Section:
-    from ..render.estimate import time_tables
+    from planner.render.estimate import time_tables
     e = ctx.e
     text = [f"Step time {e.step_time_s:.3f} s. Communication is listed per axis before overlap "
             "with the link each axis's groups cross (Megatron rank order: TP fastest, then CP, "
@@ -159,8 +159,8 @@ def _plan_gpu_mtbf_s(inp: Job) -> Optional[float]:
 def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
                        gpu_hour_cost: Optional[float]) -> tuple[Section, float]:
     """(the section, the goodput at the optimum interval); waste δ/τ + τ/(2M) + R/M."""
-    from ..api import resilience_for
-    from ..render.estimate import resilience_table
+    from planner.api import resilience_for
+    from planner.render.estimate import resilience_table
     inp, e = ctx.inp, ctx.e
     gpu_mtbf = _plan_gpu_mtbf_s(inp)
     mtbf_note = "MTBF from the plan's checkpoint section." if gpu_mtbf else ""
@@ -192,7 +192,7 @@ def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
 def train_section(ctx: ReviewContext, train_tokens: Optional[float],
                   gpu_hour_cost: Optional[float], goodput: float) -> tuple[Section, Any]:
     """(the section, api.time_to_train at the goodput or None without a token budget)."""
-    from ..api import time_to_train
+    from planner.api import time_to_train
     e = ctx.e
     if not train_tokens:
         return Section(SECTIONS[7], [
@@ -214,7 +214,7 @@ def train_section(ctx: ReviewContext, train_tokens: Optional[float],
 def scaling_counts(gpus: int, node: int) -> list[int]:
     """GPU counts around the chosen one: ¼×, ½×, 1×, 2×, 4× (whole nodes when ≥ a node), up to
     the largest count --gpus allows (validate.MAX_GPUS: a plan of 10^7 GPUs sweeps down only)."""
-    from ..validate import MAX_GPUS
+    from planner.io.validate import MAX_GPUS
     out = set()
     for f in (0.25, 0.5, 1, 2, 4):
         n = max(1, int(round(gpus * f)))
@@ -231,7 +231,7 @@ SWEEP_MAX_ENUMERATED = 3_000_000
 
 
 def _row(n: int, best: Any) -> dict:
-    from ..api import _short
+    from planner.api import _short
     return {"gpus": n, "fits": best is not None, "searched": True,
             "layout": _short(best.layout) if best else "nothing fits",
             "tokens_per_s": best.tokens_per_s if best else 0.0,
@@ -243,8 +243,8 @@ def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
     the review's own search (`own`, an api.FitResult) at the plan's count, then the others
     nearest first (by the ratio to the plan's count) while the budget lasts; a count not
     searched has a row with "searched" False."""
-    from ..api import fit
-    from ..batches import SpaceTooLarge
+    from planner.api import fit
+    from planner.search.blocks import SpaceTooLarge
     rows = {inp.gpus: _row(inp.gpus, own.layouts[0] if own.layouts else None)}
     spent = own.enumerated
     for n in sorted((c for c in counts if c != inp.gpus),
@@ -270,7 +270,7 @@ def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
 def fit_command(inp: Job, counts: list[int]) -> str:
     """The `dtplan fit` sweep that searches `counts` for this job (the model by preset name when
     it is one; otherwise the plan's model options stand in)."""
-    from ..specs.presets import PRESETS
+    from planner.specs.presets import PRESETS
     name = next((k for k, spec in PRESETS.items() if spec == inp.model), None)
     model = f"--model {name}" if name else "<the plan's model options>"
     lay = inp.layout
@@ -305,7 +305,7 @@ def scaling_section(ctx: ReviewContext, scaling: bool) -> Section:
 
 
 def rejections_section(ctx: ReviewContext) -> Section:
-    from ..render.fit import rejections_table
+    from planner.render.fit import rejections_table
     res = ctx.fit_result
     table = rejections_table(res)
     return Section(SECTIONS[9], [
@@ -315,7 +315,7 @@ def rejections_section(ctx: ReviewContext) -> Section:
 
 
 def rules_section(ctx: ReviewContext) -> Section:
-    from ..render.estimate import rules_table
+    from planner.render.estimate import rules_table
     if "plan" in ctx.source:
         rt = Table("Rules", ["rule", "status", "measured", "limit", "key"],
                    [[r.name, r.status, r.measured, r.limit, r.key or ""]

@@ -19,8 +19,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..render.document import Table
-from ..render.units import count, gb, pct
+from planner.render.document import Table
+from planner.io.units import count, gb, pct
 
 TIGHT_HEADROOM = 0.10     # risk: less than 10 % of usable memory free (allocator spikes, drift)
 HIGH_BUBBLE = 0.10        # risk: more than 10 % of the step idle in the pipeline
@@ -44,7 +44,7 @@ class Summary:
 def plan_row(e: Any, model: Any = None, hardware: Any = None) -> Any:
     """The plan's own figures in the shape of a ranked layout (rank 0); with the model and
     hardware, its checkpoint interval and goodput at the failure rate the search's rows use."""
-    from ..api import RankedLayout, resilience_for
+    from planner.api import RankedLayout, resilience_for
     row = RankedLayout(rank=0, layout=e.layout, peak_memory_bytes=e.peak_memory_bytes,
                        headroom_bytes=e.headroom_bytes, step_time_s=e.step_time_s,
                        tokens_per_s=e.tokens_per_s, mfu=e.mfu, bubble_fraction=e.bubble_fraction,
@@ -70,7 +70,7 @@ def best_alternative(e: Any, fit_result: Any) -> tuple[Optional[Any], Optional[f
 def alternatives_table(e: Any, fit_result: Any, model: Any = None, hardware: Any = None, *,
                        gib: bool = False) -> Table:
     """The plan as row 0, then the search's top layouts, each with its step time against the plan."""
-    from ..render.fit import LEGEND, layouts_table
+    from planner.render.fit import LEGEND, layouts_table
     rows_in = [plan_row(e, model, hardware)] + [x for x in fit_result.layouts if x.layout != e.layout]
     cols, rows, _ = layouts_table(rows_in, gib=gib, wide=True)
     rows[0][0] = "plan"
@@ -83,7 +83,7 @@ def alternatives_table(e: Any, fit_result: Any, model: Any = None, hardware: Any
 
 def _calibrated(hardware_name: str) -> bool:
     """Whether `dtplan calibrate` has published runs on this profile's GPU."""
-    from ..calibration import DEFAULT_PROFILE
+    from planner.calibration.published import DEFAULT_PROFILE
     return hardware_name == DEFAULT_PROFILE
 
 
@@ -110,7 +110,7 @@ def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list
 def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: Optional[float],
               train: Optional[Any] = None, gpu_hour_cost: Optional[float] = None) -> Summary:
     """The executive summary: decision, step time, MFU, time and cost to train, gap, risks."""
-    from ..calibration import TOLERANCE_PCT
+    from planner.calibration.published import TOLERANCE_PCT
     decision = ("PASS: the plan fits and passes every rule" if not failed else
                 f"FAIL: the plan fails {', '.join(failed)}")
     best, gap = best_alternative(e, fit_result)
@@ -146,13 +146,13 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
 
 
 def _short(lay: Any) -> str:
-    from ..api import _short as short
+    from planner.api import _short as short
     return short(lay)
 
 
 def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
     """The plan's own layout at other GPU counts: only DP changes, the global batch holds."""
-    from ..estimation import estimate
+    from planner.evaluation.estimate import estimate
     lay = inp.layout
     replica = lay.tp * lay.pp * lay.cp
     rows = []

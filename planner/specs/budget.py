@@ -1,9 +1,9 @@
 """The memory a GPU holds besides tensors: a named, documented default for each reserve."""
 
-from .plain import Plain, record, spec
+from planner.specs.plain import Plain, record, spec
 
-from ..engine.allocator import FRAGMENTATION_SHARE
-from .reserves import MARGIN_SHARE
+from planner.engine.allocator import FRAGMENTATION_SHARE
+from planner.specs.reserves import MARGIN_SHARE
 
 
 @record(frozen=True, config={"extra": "forbid", "frozen": True})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .plain import Plain, record, spec
+from planner.specs.plain import Plain, record, spec
 
 
 FROZEN = {"extra": "forbid", "frozen": True}   # the boundary model's config of a profile section

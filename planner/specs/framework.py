@@ -16,8 +16,8 @@ from typing import Literal, Optional
 
 from planner.errors import InputError, validation_message
 
-from .efficiency import FROZEN
-from .plain import Plain, record, spec
+from planner.specs.efficiency import FROZEN
+from planner.specs.plain import Plain, record, spec
 
 DEFAULT_FRAMEWORK = "megatron"
 MAX_FRAMEWORK_BYTES = 256_000
@@ -165,7 +165,7 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(where, "not UTF-8 text; a framework profile is a UTF-8 TOML file") from None
-    from ..inputs.parse import parse_text  # the one bounded parser: depth, numbers
+    from planner.io.parse import parse_text  # the one bounded parser: depth, numbers
 
     raw = parse_text(text, "toml", where)
     if trusted:
@@ -186,7 +186,7 @@ def list_frameworks() -> list[FrameworkProfile]:
     """The bundled framework profiles (``framework_profiles/*.toml``), sorted by name."""
     global _BUNDLED
     if _BUNDLED is None:
-        from .hardware import bundled_dir
+        from planner.specs.hardware import bundled_dir
 
         found = [parse_framework(e.read_bytes(), str(e), trusted=True)
                  for e in bundled_dir("framework_profiles").iterdir()
@@ -205,7 +205,7 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
         return _BY_NAME[low]
     if _BUNDLED is not None or not low.replace("-", "").replace("_", "").isalnum():
         return None
-    from .hardware import bundled_dir
+    from planner.specs.hardware import bundled_dir
 
     entry = bundled_dir("framework_profiles") / f"{low}.toml"
     if not entry.is_file():
@@ -219,7 +219,7 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
 
 def _load_path(path: Path) -> FrameworkProfile:
     """A framework TOML read through the one bounded reader (planner.inputs)."""
-    from ..inputs.files import read_bytes, shown
+    from planner.io.read import read_bytes, shown
 
     opened, data = read_bytes(path, what="framework profile .toml", option="--framework",
                               max_bytes=MAX_FRAMEWORK_BYTES)
@@ -257,8 +257,8 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
 
 # The profile a command selected lives in specs.selection (no pydantic: every command opens
 # its scope, most never load a framework profile).
-from . import selection as _sel
-from .selection import command_scope  # noqa: F401  (the CLI opens it around each command)
+from planner.specs import selection as _sel
+from planner.specs.selection import command_scope  # noqa: F401  (the CLI opens it around each command)
 
 
 def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:

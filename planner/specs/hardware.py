@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 from planner.errors import InputError
 
-from .efficiency import FROZEN, Efficiency
-from .plain import Plain, record, spec
+from planner.specs.efficiency import FROZEN, Efficiency
+from planner.specs.plain import Plain, record, spec
 
 DEFAULT_PROFILE = "h100"
 
@@ -270,7 +270,7 @@ def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
     """A profile from TOML text, parsed by the one bounded reader (planner.inputs). A bundled
     (`trusted`) profile is taken as the hand checks pass it; a user's file is validated by the
     boundary model too."""
-    from ..inputs.parse import parse_text
+    from planner.io.parse import parse_text
 
     raw = parse_text(text, "toml", path)
     _check(raw, path)
@@ -289,7 +289,7 @@ def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
 def load_profile_file(path: str | Path, *, option: Optional[str] = None) -> HardwareProfile:
     """Load one profile TOML from any path through the one bounded reader (planner.inputs);
     problems raise InputError(<option or path>, '<key>: …')."""
-    from ..inputs.files import read_file, shown
+    from planner.io.read import read_file, shown
 
     opened, text = read_file(path, what="hardware profile .toml", option=option)
     return _parse(text, f"{option}: {shown(opened)}" if option else shown(opened))

@@ -1,6 +1,6 @@
 """A job with every reference resolved (model, hardware, layout, batch, thresholds, checkpoint),
 whichever input it came from — command-line flags, a plan file or an engine config — built by
-the one resolver (``planner.inputs.resolve``); and the command-line facts and overrides `check`
+the one resolver (``planner.resolve.job``); and the command-line facts and overrides `check`
 applies to a file (``CheckOptions``)."""
 
 from __future__ import annotations
@@ -9,23 +9,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan schema or verdicts
-    from ..verdict import GateRule
-    from .budget import MemoryBudget
-    from .hardware import HardwareProfile
-    from .layout import Layout
-    from .model import ModelSpec
-    from .plan import Thresholds
+    from planner.specs.verdict import GateRule
+    from planner.specs.budget import MemoryBudget
+    from planner.specs.hardware import HardwareProfile
+    from planner.specs.layout import Layout
+    from planner.specs.model import ModelSpec
+    from planner.specs.plan import Thresholds
 
 
 def _default_budget() -> "MemoryBudget":
     """Every reserve at its named default (a job built without a ``budget:``)."""
-    from .budget import MemoryBudget
+    from planner.specs.budget import MemoryBudget
     return MemoryBudget()
 
 
 def _no_thresholds() -> "Thresholds":
     """The plan schema's default thresholds, imported when a job is built without them."""
-    from .plan import Thresholds
+    from planner.specs.plan import Thresholds
     return Thresholds()
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from .. import validate as v
-from ..engine import activations as act
-from ..engine import budget as bud
-from .plain import Plain, record
+from planner.io import validate as v
+from planner.engine import activations as act
+from planner.engine import budget as bud
+from planner.specs.plain import Plain, record
 
 if TYPE_CHECKING:
-    from .layout import Layout
+    from planner.specs.layout import Layout
 
 Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
@@ -77,7 +77,7 @@ class Knob(Plain):
 
     def layout_field(self) -> Any:
         """The plain Layout's field (specs.plain.spec): default, range, description."""
-        from .plain import spec
+        from planner.specs.plain import spec
         return spec(self.default, ge=self.ge, le=self.le, description=self.description)
 
     def encode(self, layout: Layout) -> int:

@@ -7,11 +7,11 @@ columns are all built from that table.
 
 from typing import Literal
 
-from .. import validate as v
-from ..engine import ranks
-from ..errors import InputError
-from .knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
-from .plain import Plain, record, spec
+from planner.io import validate as v
+from planner.engine import ranks
+from planner.errors import InputError
+from planner.specs.knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
+from planner.specs.plain import Plain, record, spec
 
 
 class _LayoutBase(Plain):

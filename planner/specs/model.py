@@ -11,9 +11,9 @@ import functools
 import math
 from typing import Any, Literal
 
-from ..engine import params as P
-from ..errors import InputError
-from .plain import Plain, record, spec
+from planner.engine import params as P
+from planner.errors import InputError
+from planner.specs.plain import Plain, record, spec
 
 POSITIVE = {"gt": 0}   # a positive integer (pydantic's PositiveInt)
 

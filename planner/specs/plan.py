@@ -1,5 +1,5 @@
 """The plan-file schema (pydantic): the sections of a proposed training configuration, each
-mapping validated with ``extra="forbid"`` and strict types (planner.plan reads and checks files
+mapping validated with ``extra="forbid"`` and strict types (planner.resolve.plan_file reads and checks files
 against it; ``dtplan schema`` prints its JSON Schema)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from .. import validate as v
-from ..inputs.parse import YamlWord
-from .layout import KNOBS
+from planner.io import validate as v
+from planner.io.parse import YamlWord
+from planner.specs.layout import KNOBS
 
 
 def _is_bool(f: Any) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InputError
-from .model import ModelSpec
+from planner.errors import InputError
+from planner.specs.model import ModelSpec
 
 _HF = "values of its config.json on the Hugging Face Hub"
 

@@ -1,0 +1,86 @@
+"""Writing a calibrated hardware profile: the base profile's own TOML with the fitted keys
+replaced in place (each with a comment naming its evidence and the value it replaced), so
+every constant the evidence did not identify keeps its source comment unchanged."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from planner.errors import InputError
+from planner.io.write import write_text
+from planner.specs.hardware import HardwareProfile, load_profile_file
+
+SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
+
+
+def _key_line(key: str) -> re.Pattern:
+    return re.compile(rf"^(\s*){re.escape(key)}\s*=\s*([^#\n]*?)\s*(#.*)?$")
+
+
+def _toml_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def _set(lines: list[str], section: str, key: str, value: str, comment: str) -> None:
+    """Replace `key = ...` inside [section] (or the top level for section ""); add it at the
+    section's end (creating the section) when absent."""
+    current, end = "", None
+    pat = _key_line(key)
+    for i, line in enumerate(lines):
+        if m := SECTION.match(line):
+            if current == section and end is None:
+                end = i
+            current = m[1]
+            continue
+        if current == section and (m := pat.match(line)):
+            lines[i] = f"{m[1]}{key} = {value}" + (f"  # {comment}" if comment else "")
+            return
+    new = f"{key} = {value}" + (f"  # {comment}" if comment else "")
+    if section == "":
+        lines.insert(0, new)
+    elif current == section and end is None:
+        lines.append(new)
+    elif end is not None:
+        lines.insert(end, new)
+    else:
+        lines += ["", f"[{section}]", new]
+
+
+def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[float, str]],
+                    evidence: list[str]) -> str:
+    """The base profile's TOML with `values` ("section.key" -> (value, why)) applied."""
+    if not base.source_file or not Path(base.source_file).is_file():
+        raise InputError("--hardware", f"profile {base.name} has no TOML file to start from")
+    lines = Path(base.source_file).read_text(encoding="utf-8").splitlines()
+    _set(lines, "", "name", _toml_string(name), "")
+    _set(lines, "", "aliases", "[]", "")
+    _set(lines, "", "description", _toml_string(
+        f"{base.description} - calibrated on " + ", ".join(Path(e).name for e in evidence)), "")
+    src = load_profile_file(base.source_file)
+    overrides = {"gpu.memory_gb": (base.gpu.memory_bytes / 2**30, src.gpu.memory_bytes / 2**30),
+                 "scale_up.gpus_per_node": (base.scale_up.gpus_per_node, src.scale_up.gpus_per_node),
+                 "scale_up.gpus_per_domain": (base.scale_up.gpus_per_domain,
+                                              src.scale_up.gpus_per_domain),
+                 "scale_out.nic_gbit_per_gpu": (base.scale_out.nic_bytes_per_s * 8 / 1e9,
+                                                src.scale_out.nic_bytes_per_s * 8 / 1e9)}
+    for dotted, (now, was) in overrides.items():  # plan / option overrides of the base
+        if abs(now - was) > 1e-9 * max(1.0, abs(was)):
+            section, key = dotted.split(".", 1)
+            _set(lines, section, key, f"{now:g}", f"as the job ran (profile {base.name}: {was:g})")
+    for dotted, (value, why) in values.items():
+        section, key = dotted.split(".", 1)
+        _set(lines, section, key, f"{value:.4g}", f"calibrated: {why}")
+    if any(k.startswith("efficiency.") for k in values) and base.efficiency.error_bands:
+        # the base's bands were the residuals of its own constants on published runs
+        _set(lines, "efficiency", "error_bands", "{}", "dropped: the base profile's bands "
+             "measured its constants, not these (estimates print 'uncalibrated')")
+    header = [f"# Calibrated by `dtplan calibrate` from profile '{base.name}' with:"]
+    header += [f"#   {e}" for e in evidence]
+    return "\n".join(header + lines) + "\n"
+
+
+def write_profile(path: str, text: str, force: bool) -> HardwareProfile:
+    """Write atomically (no clobber without force), then load it back as --hardware-file does."""
+    write_text(path, text, force=force, field="-o")
+    return load_profile_file(path)

@@ -1,0 +1,302 @@
+"""The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
+`checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
+
+
+from typing import Optional
+
+from planner.specs.plain import Plain, record
+
+from planner.io import validate as v
+from planner.engine import batch as batch_eq
+from planner.engine import checkpoint as ckpt_eq
+from planner.engine import comm as comm_eq
+from planner.engine import memory as mem_eq
+from planner.engine import pipeline as pipe_eq
+from planner.engine import scaling as scale_eq
+from planner.engine import schedules as sched_eq
+from planner.engine.schedules import SCHEDULES
+from planner.errors import InputError
+from planner.resilience.planning import IntervalOptimum, interval_optimum
+from planner.specs.budget import MemoryBudget
+
+
+@record
+class ZeroRow(Plain):
+    zero_stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    total_bytes: float
+    fits: bool
+
+
+@record
+class StateMemoryResult(Plain):
+    params: float
+    shard_degree: int
+    precision: str
+    optimizer: str
+    bytes_per_param: float
+    k_bytes_per_param: float
+    gpu_memory_bytes: float
+    margin_fraction: float
+    usable_bytes: float
+    rows: list[ZeroRow]
+
+
+# The library's default GPU for the quick model-state calculator: the default profile's (h100)
+# HBM, 80 GiB = 85.9e9 bytes (the "80 GB" of the A100-80G and H100 datasheets is binary). The CLI
+# passes the resolved profile's capacity, so both say the same.
+DEFAULT_GPU_MEMORY_BYTES = 80 * 2.0 ** 30
+# The same safety margin every other memory verdict holds back (MemoryBudget.margin_fraction).
+DEFAULT_MARGIN_FRACTION = MemoryBudget().margin_fraction
+
+
+def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
+                 optimizer: str = "adam",
+                 gpu_memory_bytes: float = DEFAULT_GPU_MEMORY_BYTES,
+                 margin_fraction: float = DEFAULT_MARGIN_FRACTION) -> StateMemoryResult:
+    """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks; a stage
+    fits when its states are within capacity × (1 − margin), the usable bytes every verdict uses."""
+    params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    if not 0.0 <= margin_fraction < 1.0:
+        raise InputError("--margin", f"must be a fraction from 0 to below 1, got {margin_fraction:g}")
+    usable = gpu_memory_bytes * (1.0 - margin_fraction)
+    n = v.positive_int("--gpus", shard_degree)
+    v.recipe(precision, optimizer)
+    w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
+    rows = []
+    for z in range(4):
+        parts = mem_eq.state_split_bytes(params, z, n, w, g, k)
+        total = mem_eq.model_state_bytes(params, z, n, w, g, k)
+        rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
+                            optimizer_bytes=parts[2], total_bytes=total,
+                            fits=total <= usable))
+    return StateMemoryResult(params=params, shard_degree=n, precision=precision,
+                             optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
+                             gpu_memory_bytes=gpu_memory_bytes, margin_fraction=margin_fraction,
+                             usable_bytes=usable, rows=rows)
+
+
+@record
+class CommRow(Plain):
+    gpus: int
+    collective: str
+    bytes_per_gpu: float
+    time_s: float
+    link: str = "given"
+    message_bytes: float = 0.0
+    algorithm: str = "ring"
+    busbw_bytes_per_s: float = 0.0
+
+
+@record
+class CommResult(Plain):
+    message_bytes: float
+    bandwidth_bytes_per_s: Optional[float] = None
+    latency_s: float
+    hardware: Optional[str] = None
+    rows: list[CommRow]
+
+
+# The range of a link's bandwidth and a message, chosen so steps × α + bytes ÷ bandwidth stays
+# finite and readable: 1 kB/s is below any serial line (9600 baud is 1.2 kB/s), 1 PB/s over
+# 500× NVLink 5's 1.8 TB/s per GPU; 1 PB is more than any model's gradients. (A bandwidth of
+# 5e-324 GB/s overflowed the division to inf with a numpy warning.)
+LINK_BYTES_PER_S = (1e3, 1e15)
+MAX_MESSAGE_BYTES = 1e15
+
+
+def comm(message_bytes: float | list[float], gpus: list[int],
+         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
+         collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
+                                         "all-to-all"),
+         gpus_per_node: Optional[int] = None) -> CommResult:
+    """Ring collective volume and α–β time for each message size and GPU count over one given
+    link bandwidth, or on a hardware profile's topology as NCCL runs it (ring / tree /
+    NVLS-Tree per collective, engine/nccl.py) with the link each group crosses. busbw is
+    nccl-tests' (factor × message / time), to set beside a measured table."""
+    from planner.engine import nccl
+    from planner.engine import topology as topo
+    sizes = message_bytes if isinstance(message_bytes, list) else [message_bytes]
+    sizes = [v.within("--message-gb", v.positive("--message-gb", m), 0.0, MAX_MESSAGE_BYTES,
+                      unit=1e9, name="GB") for m in sizes]
+    lat = v.within("--latency", v.non_negative("--latency", latency_s), 0.0, v.MAX_DURATION_S,
+                   unit=1e-6, name="µs")
+    if (bandwidth_bytes_per_s is None) == (hardware is None):
+        raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
+    bw = v.within("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
+                  *LINK_BYTES_PER_S, unit=1e9, name="GB/s") if hardware is None else None
+    rows = []
+    for m in sizes:
+        for n in gpus:
+            n = v.positive_int("--gpus", n)
+            for kind in collectives:
+                algo = "ring"
+                if hardware is None:
+                    t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
+                else:
+                    node = gpus_per_node or hardware.scale_up.gpus_per_domain
+                    per_domain = min(n, node, hardware.scale_up.gpus_per_domain)
+                    fab = topo.fabric(hardware, n)
+                    if kind == "all-to-all":   # NCCL runs it as grouped point-to-point sends
+                        t, algo = topo.all_to_all_time(m, n, per_domain, fab), "p2p"
+                    else:
+                        t, code = topo.nccl_time(kind, m, n, per_domain, fab)
+                        algo = nccl.ALGO_NAMES[int(code)]
+                    link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
+                t = float(t)
+                rows.append(CommRow(gpus=n, collective=kind, message_bytes=m, time_s=t, link=link,
+                                    bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n), algorithm=algo,
+                                    busbw_bytes_per_s=float(nccl.busbw_of(kind, m, n, t)) if t > 0
+                                    else 0.0))
+    return CommResult(message_bytes=sizes[0], bandwidth_bytes_per_s=bw, latency_s=lat,
+                      hardware=hardware.name if hardware is not None else None, rows=rows)
+
+
+@record
+class BubbleRow(Plain):
+    micro_batches: int
+    bubble_fraction: float
+    efficiency: float
+    overhead_vs_ideal: float
+
+
+@record
+class BubbleResult(Plain):
+    stages: int
+    schedule: str
+    chunks: int
+    rows: list[BubbleRow]
+
+
+
+
+def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
+           chunks: int = 1) -> BubbleResult:
+    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
+    s = (p−1)/3 idle slots (engine.schedules.bubble_slots)."""
+    p = v.positive_int("--stages", stages)
+    v.choice("--schedule", schedule, SCHEDULES)
+    c = v.positive_int("--chunks", chunks)
+    if schedule != "interleaved" and c != 1:
+        raise InputError("--chunks", "is only meaningful with --schedule interleaved")
+    if schedule == "interleaved" and c < 2:
+        raise InputError("--chunks", "must be at least 2 with --schedule interleaved")
+    rows = []
+    for m in micro_batches:
+        m = v.positive_int("--micro-batches", m)
+        if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
+            slots = float(sched_eq.bubble_slots(schedule, p))
+            f, over = slots / (m + slots), slots / m
+        else:
+            f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)
+        rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
+                              overhead_vs_ideal=over))
+    return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
+
+
+@record
+class BatchResult(Plain):
+    micro_batch: int
+    accumulation: int
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    global_batch: int
+    gpus: int
+    seq_len: int | None = None
+    tokens_per_step: int | None = None
+    solved_for: str | None = None
+
+    @property
+    def model_parallel(self) -> int:
+        """TP × PP × CP: the GPUs of one model replica (they share samples, not the batch)."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+
+def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = None,
+          global_batch: int | None = None, tp: int = 1, pp: int = 1, cp: int = 1,
+          seq_len: int | None = None) -> BatchResult:
+    """B_global = b × a × N_dp, or a solved from B_global; TP, PP, CP do not enter."""
+    b = v.positive_int("--micro-batch", micro_batch)
+    dp = v.positive_int("--dp", data_parallel)
+    tp, pp, cp = (v.positive_int(f, x) for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp)))
+    solved = None
+    if (accumulation is None) == (global_batch is None):
+        raise InputError("--accum", "give exactly one of --accum or --global-batch")
+    if global_batch is not None:
+        gb_ = v.positive_int("--global-batch", global_batch)
+        if not batch_eq.batch_divides(gb_, b, dp):
+            per = b * dp
+            raise InputError("--global-batch",
+                             f"{gb_} is not a multiple of micro-batch × DP = {b} × {dp} = {per}; "
+                             f"nearest valid: {max(per, gb_ // per * per)} or {(gb_ // per + 1) * per}")
+        acc = int(batch_eq.accumulation_steps(gb_, b, dp))
+        solved = "accumulation"
+    else:
+        acc = v.positive_int("--accum", accumulation)
+    g = int(batch_eq.global_batch(b, acc, dp))
+    s = v.positive_int("--seq-len", seq_len) if seq_len is not None else None
+    return BatchResult(micro_batch=b, accumulation=acc, data_parallel=dp, tensor_parallel=tp,
+                       pipeline_parallel=pp, context_parallel=cp, global_batch=g,
+                       gpus=dp * tp * pp * cp, seq_len=s,
+                       tokens_per_step=g * s if s else None, solved_for=solved)
+
+
+@record
+class CheckpointRow(Plain):
+    interval_s: float
+    overhead_fraction: float
+    lost_work_fraction: float
+    restart_fraction: float
+    waste_fraction: float
+
+
+@record
+class CheckpointResult(Plain):
+    rows: list[CheckpointRow]
+    optimum: IntervalOptimum
+
+
+def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
+               restart_s: float = 0.0) -> CheckpointResult:
+    """Waste δ/τ + τ/(2M) + R/M per interval, with Young's and Daly's optima."""
+    opt = interval_optimum(cost_s, mtbf_s, restart_s)
+    d, m, r = opt.cost_s, opt.mtbf_s, opt.restart_s
+    rows = []
+    for t in intervals_s:
+        t = v.duration("--intervals", t, 60)
+        rows.append(CheckpointRow(interval_s=t, overhead_fraction=ckpt_eq.overhead_fraction(t, d),
+                                  lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
+                                  restart_fraction=ckpt_eq.restart_fraction(r, m),
+                                  waste_fraction=ckpt_eq.waste_fraction(t, d, m, r)))
+    return CheckpointResult(rows=rows, optimum=opt)
+
+
+@record
+class ScalingResult(Plain):
+    mode: str
+    gpus: int
+    baseline_s: float
+    measured_s: float
+    ideal_s: float
+    speedup: float
+    efficiency: float
+
+
+def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong") -> ScalingResult:
+    """Strong: speedup T1/Tn and efficiency T1/(n·Tn); weak: efficiency T1/Tn."""
+    t1 = v.duration("--baseline-ms", baseline_s, 1e-3)
+    tn = v.duration("--measured-ms", measured_s, 1e-3)
+    n = v.positive_int("--gpus", gpus)
+    v.choice("--mode", mode, ("strong", "weak"))
+    if mode == "strong":
+        return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn,
+                             ideal_s=scale_eq.ideal_time(t1, n),
+                             speedup=scale_eq.strong_speedup(t1, tn),
+                             efficiency=scale_eq.strong_efficiency(t1, tn, n))
+    return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn, ideal_s=t1,
+                         speedup=n * scale_eq.weak_efficiency(t1, tn),
+                         efficiency=scale_eq.weak_efficiency(t1, tn))

@@ -1,0 +1,175 @@
+"""The question (Problem) and the layouts to answer it for (Candidates, parallel numpy arrays).
+
+`Candidates` is one column per layout knob; `estimate` passes one row, the search every row at
+once. The integer codes below are how string knobs travel through the vectorised engine.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from planner.engine import activations as act
+from planner.specs.hardware import HardwareProfile
+from planner.specs.layout import KNOB, KNOBS, Layout
+from planner.specs.model import ModelSpec
+from planner.specs.budget import MemoryBudget
+from planner.specs.framework import FrameworkProfile, current_framework
+from planner.evaluation.distinct import replaced
+from planner.specs.plain import Plain, record, replace
+
+# The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
+COLUMNS = tuple(k for k in KNOBS if k.column)
+COLUMN_NAMES = tuple(k.column for k in COLUMNS)
+
+
+def _without(*names: str) -> tuple[str, ...]:
+    return tuple(n for n in COLUMN_NAMES if n not in names)
+
+
+# The columns each part of the cost model reads (distinct.on_distinct runs a part once per
+# distinct tuple of them), each as every column but those that cannot change it, so a new knob
+# counts everywhere until someone says where it does not: the states and the ZeRO / DP
+# collectives ignore micro-batch, schedule, SP and recompute; a micro-batch's activations ignore
+# DP, EP, ZeRO, sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
+# ignores ZeRO, sharding, offload and the schedule; the micro-batches in flight depend on the
+# schedule, PP, interleaving and m = B / (mb · DP) alone.
+STATE_COLUMNS = _without("mb", "schedule", "sp", "recompute", "recompute_layers")
+ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_opt",
+                              "offload_par")
+# A layer's bytes under each recompute mode (every mode computed for every row) ignore the
+# recompute knobs as well.
+# The recompute knobs: a layout's rows differ in these alone once it is crossed with them
+# (space.with_recomputes).
+RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
+LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
+AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
+IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
+                             "recompute_layers", "offload_opt", "offload_par")
+
+SCHEDULE_CODES = KNOB["schedule"].codes
+RECOMPUTE_CODES = KNOB["recompute"].codes
+OFFLOAD_CODES = KNOB["offload_optimizer"].codes
+
+
+class _Columns(Plain):
+    """Candidate layouts as parallel numpy arrays (one entry per candidate)."""
+
+    def __post_init__(self) -> None:
+        # A column the caller does not give (the search builds only the axes it varies) holds
+        # the knob's default for every candidate.
+        n = len(next(a for a in (getattr(self, k.column) for k in COLUMNS) if a is not None))
+        for k in COLUMNS:
+            if getattr(self, k.column) is None:
+                setattr(self, k.column, np.full(n, k.default_code, dtype=np.int64))
+
+    def __len__(self) -> int:
+        # the recompute column: one every Candidates holds as an array (a lazy crossing too)
+        return len(self.recompute)
+
+    @classmethod
+    def from_layouts(cls, layouts: list[Layout]) -> "Candidates":
+        """One column per knob, one row per layout."""
+        return cls(**{k.column: np.array([k.encode(x) for x in layouts], dtype=np.int64)
+                      for k in COLUMNS})
+
+    def take(self, idx) -> "Candidates":
+        """The candidates at the given indices (or boolean mask)."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        return replaced(self, {n: getattr(self, n).take(idx) for n in self._names})
+
+    def layout(self, i: int, precision: str, optimizer: str) -> Layout:
+        """Row i as a Layout."""
+        return Layout(**{k.name: k.decode(int(getattr(self, k.column)[i])) for k in COLUMNS},
+                      precision=precision, optimizer=optimizer)
+
+
+# Columns named as in KNOBS (shard: 0 = the whole data-parallel (× CP) group; recompute_layers:
+# -1 = all layers of the stage; string knobs as their codes above).
+# (a plain record: a generated dataclass costs ~1 ms of every command's import)
+Candidates = record(type("Candidates", (_Columns,), {
+    "__annotations__": {k.column: "np.ndarray" for k in COLUMNS},
+    **{k.column: None for k in COLUMNS}, "__module__": __name__, "__doc__": _Columns.__doc__}))
+
+
+@record(frozen=True, positional=True, coerce=False)
+class Problem(Plain):
+    """The fixed part of a question: what is trained, on what, with which batch."""
+
+    model: ModelSpec
+    hardware: HardwareProfile
+    gpus: int
+    seq_len: int
+    global_batch: int
+    precision: str = "mixed"
+    optimizer: str = "adam"
+    budget: MemoryBudget = MemoryBudget()
+    flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
+    framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+
+    @property
+    def fw(self) -> FrameworkProfile:
+        """The framework profile whose implementation the time model follows."""
+        return self.framework if self.framework is not None else current_framework()
+
+    def resolved(self) -> "Problem":
+        """This problem with its framework profile named: `fw` looks the selected profile up on
+        every read (a few hundred times a search, ~30 an estimate); it is the same throughout."""
+        return self if self.framework is not None else replace(self, framework=self.fw)
+
+    @property
+    def flash(self) -> bool:
+        """Flash (fused, causal) attention: stated, else on unless the model uses dropout."""
+        return (not self.model.dropout) if self.flash_attention is None else self.flash_attention
+
+
+# Precision recipe → the dtype whose peak FLOP/s the GEMMs run at.
+COMPUTE_DTYPE = {"mixed": "bf16", "mixed-fp32-grads": "bf16", "fp8": "fp8", "fp32": "tf32",
+                 "bf16-pure": "bf16"}
+
+
+@record(frozen=True)
+class Shape(Plain):
+    """Per-candidate quantities the memory and the time model both use (float arrays)."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    mb: np.ndarray
+    v: np.ndarray
+    micro_batches: np.ndarray   # m = B / (b · DP), fractional where the batch does not divide
+    layers: tuple[np.ndarray, np.ndarray, np.ndarray]   # (first, middle, last) stage
+    shard: np.ndarray           # ZeRO sharding degree
+    vocab_padded: np.ndarray
+    state_bytes: tuple[float, float, float]   # (weight, gradient, K) bytes per parameter
+    act_bytes: float
+
+
+def shape(p: Problem, c: Candidates) -> Shape:
+    """The layout columns as floats plus what follows from them: micro-batches per step, layers
+    per stage (engine.stages), shard degree, padded vocabulary, bytes per parameter."""
+    from planner.engine.budget import padded_vocab
+    from planner.engine.memory import optimizer_bytes_per_param
+    from planner.engine.stages import stage_layers
+
+    f64 = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, pp, dp, cp, ep, mb, v = (f64(x) for x in (c.tp, c.pp, c.dp, c.cp, c.ep, c.mb, c.chunks))
+    first, middle, last = stage_layers(p.model.layers, pp, v)
+    return Shape(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, mb=mb, v=v,
+                 micro_batches=p.global_batch / (mb * dp),
+                 layers=(f64(first), f64(middle), f64(last)),
+                 shard=np.where(c.shard > 0, f64(c.shard), dp * cp),
+                 vocab_padded=f64(padded_vocab(p.model.vocab, tp)),
+                 state_bytes=optimizer_bytes_per_param(p.precision, p.optimizer),
+                 act_bytes=4.0 if p.precision == "fp32" else 2.0)
+
+
+def full_recomputed(c: Candidates, n_layers: np.ndarray) -> np.ndarray:
+    """Layers of a stage that full recomputation redoes (all, or --recompute-layers of them)."""
+    return np.where(c.recompute == act.RECOMPUTE_FULL,
+                    np.where(c.recompute_layers < 0, n_layers,
+                             np.minimum(c.recompute_layers, n_layers)), 0.0)

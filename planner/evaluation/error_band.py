@@ -1,0 +1,50 @@
+"""A profile's error band for an estimate's regime, and the sentence that states it.
+
+A regime is framework × layout family ("data", "tensor", "pipeline"); the bands themselves are
+computed by ``planner.calibration.modern`` (RMS of ``dtplan calibrate``'s residuals) and stored
+in the hardware profile's ``[efficiency] error_bands``. Kept apart from the calibration code so
+that every estimate can print its band without importing the calibration cases' machinery.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from planner.specs.hardware import HardwareProfile
+    from planner.specs.layout import Layout
+
+
+def family(lay: Layout) -> str:
+    """Layout family of a regime: pipeline (PP > 1), tensor (TP > 1), else data."""
+    return "pipeline" if lay.pp > 1 else "tensor" if lay.tp > 1 else "data"
+
+
+def generation(hw: HardwareProfile) -> str:
+    """GPU generation of a profile, from its GPU name (A100, H100, H200, B200, GB200, MI300X…)."""
+    name = hw.gpu.name.upper()
+    for g in ("GB200", "B200", "H200", "H100", "A100", "MI300X", "L40S"):
+        if g in name:
+            return g
+    return name.split("-")[0]
+
+
+def regime(framework: str, hw: HardwareProfile, lay: Layout) -> str:
+    """'framework/family', the key of a profile's error_bands (the generation is the profile's)."""
+    return f"{framework}/{family(lay)}"
+
+
+def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float]:
+    """The error band (per cent) the profile states for this regime, None if uncalibrated."""
+    return hw.efficiency.error_bands.get(regime(framework, hw, lay))
+
+
+def band_note(hw: HardwareProfile, framework: str, lay: Layout) -> str:
+    """The sentence every estimate prints about its uncertainty."""
+    b = band_for(hw, framework, lay)
+    key = regime(framework, hw, lay)
+    if b is None:
+        return (f"Uncalibrated: no published run of regime {key} on {hw.name} "
+                "(`dtplan calibrate`); step time, tokens/s and MFU carry no error band.")
+    return (f"Error band ± {b:g}% on step time, tokens/s and MFU: RMS of `dtplan calibrate`'s "
+            f"residuals for {key} on {hw.name}.")

@@ -1,0 +1,238 @@
+"""One layout: an Estimate (a plain class, specs.plain) with every item explained, through the
+same vectorised `evaluate` the search runs on every candidate."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from planner.specs.plain import Plain, record, replace
+
+from planner.io import validate
+from planner.evaluation.candidates import Candidates, Problem
+from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
+from planner.specs.hardware import HardwareProfile
+from planner.specs.layout import Layout, Rule
+from planner.specs.model import ModelSpec
+from planner.evaluation.rules import Figures, rules_for
+from planner.specs.budget import MemoryBudget
+
+
+@record
+class StageMemory(Plain):
+    """One stage's items at its peak and the three views (total_bytes = device total)."""
+
+    name: str
+    items: dict[str, float]
+    total_bytes: float
+    allocated_bytes: float = 0.0
+    reserved_bytes: float = 0.0
+    moment: str = ""
+
+
+def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) -> str:
+    """"first stage, backward of micro-batch 1, 16 forwards in flight" for a printout."""
+    from planner.engine.peak import PHASES
+    what = {0: f"forward of micro-batch {in_flight:g}", 1: "loss and its gradient",
+            2: "backward of micro-batch 1", 3: "backward of micro-batch 2 (gradients accumulated)",
+            4: "optimizer step"}[phase]
+    where = "the single stage" if stage == "single stage" else f"{stage} stage"
+    plural = "" if in_flight == 1 else "s"
+    held = f", {in_flight:g} forward{plural} in flight" if phase < 4 and micro_batches > 1 else ""
+    return f"{where}, {what}{held} ({PHASES[phase]})"
+
+
+@record
+class Estimate(Plain):
+    """Everything dtplan knows about one layout. Bytes, seconds, FLOPs."""
+
+    model: str
+    model_inferred: bool
+    hardware: str
+    gpus: int
+    layout: Layout
+    seq_len: int
+    global_batch: int
+    accumulation: float
+    tokens_per_step: float
+    fits: bool
+    capacity_bytes: float
+    usable_memory_bytes: float
+    peak_memory_bytes: float
+    headroom_bytes: float
+    peak_stage: str
+    stages: list[StageMemory]
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    bubble_fraction: float
+    collective_fraction: float
+    energy_per_step_j: float
+    breakdown: dict[str, float]
+    communication_s: dict[str, float]
+    links: dict[str, str]
+    rules: list[Rule]
+    budget: MemoryBudget
+    notes: list[str]
+    framework: str = "megatron"
+    # ± per cent on step time, tokens/s and MFU for this regime (None: uncalibrated)
+    error_band_pct: Optional[float] = None
+
+    def share_of_step(self, seconds: float) -> float:
+        """A part of the step as a fraction of the whole step time."""
+        return seconds / self.step_time_s
+
+    def past_device_bytes(self) -> float:
+        """How far the device total passes the GPU's capacity itself (0 when within it): the
+        allocator's demand is not capped, so past the device it would run out of memory."""
+        return max(0.0, self.peak_memory_bytes - self.capacity_bytes)
+
+
+def _links(p: Problem, lay: Layout) -> dict[str, str]:
+    """The link each axis's traffic crosses: TP/CP/DP/PP from the rank grid; the ZeRO shard
+    group (DP × CP, or the hybrid shard group) and EP (inside DP × CP) from how many of their
+    members share an NVLink domain."""
+    from planner.engine.topology import LINK_NAMES, link_kind, members_per_domain
+    from planner.specs.layout import rank_groups
+    g = p.hardware.scale_up.gpus_per_domain
+    groups, _ = rank_groups(lay, g)
+    out = {x.axis: x.link for x in groups}
+    for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
+                        ("ep", lay.ep, lay.ep > 1)):
+        k = members_per_domain(n, lay.tp, g)
+        out[axis] = LINK_NAMES[int(link_kind(n, k))] if on and n > 1 else "none"
+    return out
+
+
+def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
+    """The profile's error band for this regime (error_band.band_for)."""
+    from planner.evaluation.error_band import band_for as _band
+    return _band(hw, framework, lay)
+
+
+def _notes(p: Problem, lay: Layout) -> list[str]:
+    from planner.evaluation.error_band import band_note
+    from planner.specs.framework import capabilities, describe
+    return [p.model.describe(), describe(p.fw), capabilities(p.fw),
+            band_note(p.hardware, p.fw.name, lay),
+            f"Precision {p.precision}, optimizer {p.optimizer}; "
+            f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
+            _framework_memory_note(p), budget_note(p.budget)]
+
+
+def budget_note(b: MemoryBudget, gib: bool = False) -> str:
+    """The memory budget's reserves as one note (in GiB with ``gib``, as `--gib` prints)."""
+    unit, scale, fmt = ("GiB", 2**30, ".3g") if gib else ("GB", 1e9, "g")
+    return (f"Budget: CUDA context {b.context_bytes / scale:{fmt}} {unit} and NCCL buffers "
+            f"{b.comm_buffer_bytes / scale:{fmt}} {unit} outside the allocator, fragmentation "
+            f"{b.fragmentation_fraction:.0%} of the bytes freed within a step (caching "
+            f"allocator, fitted), margin {b.margin_fraction:.0%} of capacity; the verdict "
+            "compares device total. An estimate, not a promise: measure the first steps.")
+
+
+def _framework_memory_note(p: Problem) -> str:
+    """The framework profile's memory behaviour, as the memory model uses it."""
+    fw, m = p.fw, p.fw.memory
+    under_pp = ("stage kept gathered, gradients accumulated unsharded in the reduce dtype"
+                if m.accumulate_unsharded_grads_under_pp else "as without PP")
+    return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
+            f"{m.grad_bytes:g} B/param under 16-bit mixed precision, loss "
+            f"{m.loss_backward_bytes:g} B per logit"
+            + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
+               if m.loss_backward_bytes_tp is not None else "")
+            + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "
+            f"caching allocator: 512 B blocks, 2 / 20 MiB segments, expandable segments "
+            f"{'on' if m.expandable_segments else 'off'}.")
+
+
+def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:
+    """When the tensors fit and only the allocator's fragmentation term tips the verdict, say
+    which assumption rejects the layout and by how much."""
+    mem = ev.memory
+    sm = mem.stage(STAGES[int(mem.peak_stage[0])])
+    outside = p.budget.context_bytes + p.budget.comm_buffer_bytes
+    tensors = float(sm.allocated[0]) + outside
+    usable, total = float(mem.usable[0]), float(mem.peak[0])
+    if total <= usable or tensors > usable:
+        return []
+    return [f"Rejected by the allocator's fragmentation alone: max allocated + context + NCCL = "
+            f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; fragmentation "
+            f"({float(sm.fragmentation[0]) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
+            f"of the bytes freed within a step) puts it {(total - usable) / 1e9:.2f} GB over. "
+            "Expandable segments (a framework profile's expandable_segments = true) or "
+            "--fragmentation 0 would admit it."]
+
+
+def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
+    mem = ev.memory
+    names = ["first"] + (["middle"] if bool(mem.has_middle[0]) else []) \
+        + (["last"] if lay.pp > 1 else [])
+    out = []
+    for n in names:
+        sm = mem.stage(n)
+        name = n if lay.pp > 1 else "single stage"
+        out.append(StageMemory(name=name, items={k: float(v[0]) for k, v in sm.items().items()},
+                               total_bytes=float(sm.total[0]),
+                               allocated_bytes=float(sm.allocated[0]),
+                               reserved_bytes=float(sm.reserved[0]),
+                               moment=peak_moment(name, int(sm.moment[0]), float(sm.in_flight[0]),
+                                                  float(ev.micro_batches[0]))))
+    return out
+
+
+def estimate_problem(p: Problem, lay: Layout) -> Estimate:
+    """Evaluate one layout through the same vectorised path the search uses."""
+    p = p.resolved()
+    if lay.precision != p.precision or lay.optimizer != p.optimizer:
+        p = replace(p, precision=lay.precision, optimizer=lay.optimizer)
+    ev = evaluate(p, Candidates.from_layouts([lay]))
+    mem, t, thr = ev.memory, ev.time, ev.throughput
+    one = lambda a: float(a[0])  # noqa: E731
+    tflops = 1e12 * p.gpus * one(t.step)
+    figures = Figures(micro_batches=one(ev.micro_batches), peak_memory=one(mem.peak),
+                      usable_memory=one(mem.usable))
+    return Estimate(
+        model=p.model.name or "model", model_inferred=p.model.inferred, hardware=p.hardware.name,
+        gpus=p.gpus, layout=lay, seq_len=p.seq_len, global_batch=p.global_batch,
+        accumulation=one(ev.micro_batches), tokens_per_step=one(thr.tokens_per_step),
+        fits=bool(ev.rules.passes["fits-in-memory"][0]), capacity_bytes=one(mem.capacity),
+        usable_memory_bytes=one(mem.usable), peak_memory_bytes=one(mem.peak),
+        headroom_bytes=one(mem.headroom),
+        peak_stage=STAGES[int(mem.peak_stage[0])] if lay.pp > 1 else "single stage",
+        stages=_stages(ev, lay), step_time_s=one(t.step), tokens_per_s=one(thr.tokens_per_s),
+        tokens_per_s_per_gpu=one(thr.tokens_per_s_per_gpu),
+        model_flops_per_step=one(thr.model_flops), hardware_flops_per_step=one(thr.hardware_flops),
+        model_tflops_per_gpu=one(thr.model_flops) / tflops,
+        hardware_tflops_per_gpu=one(thr.hardware_flops) / tflops, mfu=one(thr.mfu),
+        hfu=one(thr.hfu), bubble_fraction=one(thr.bubble_fraction),
+        collective_fraction=one(thr.collective_fraction), energy_per_step_j=one(thr.energy_j),
+        breakdown={k: float(v[0]) for k, v in t.breakdown().items()},
+        communication_s={k: float(v[0]) for k, v in t.communication().items()},
+        links=_links(p, lay),
+        rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
+        budget=p.budget, notes=_notes(p, lay) + _fragmentation_note(p, ev), framework=p.fw.name,
+        error_band_pct=band_for(p.hardware, p.fw.name, lay))
+
+
+def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
+             seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
+             flash_attention: bool | None = None, framework: Any = None) -> Estimate:
+    """Memory per stage, step time and rules for one layout (framework: a FrameworkProfile)."""
+    validate.recipe(layout.precision, layout.optimizer)
+    p = Problem(model=model, hardware=hardware, gpus=gpus, seq_len=seq_len,
+                global_batch=global_batch, precision=layout.precision, optimizer=layout.optimizer,
+                budget=budget or MemoryBudget(), flash_attention=flash_attention,
+                framework=framework)
+    return estimate_problem(p, layout)
+
+
+def layout_rules(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
+                 seq_len: int, global_batch: int, budget: MemoryBudget | None = None) -> list[Rule]:
+    """Every rule with its status, measured value and limit (the gate's and the search's rules)."""
+    return estimate(model, hardware, gpus, layout, seq_len=seq_len, global_batch=global_batch,
+                    budget=budget).rules

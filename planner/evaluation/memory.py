@@ -1,0 +1,293 @@
+"""Per-GPU memory of one pipeline stage under a framework profile: the three views and the peak.
+
+Gathers the model's, the layout's and the framework's numbers and composes the engine:
+states (engine/memory.py, budget.py), activations per recompute policy (activations.py,
+recompute.py), framework buffers (framework_memory.py), the moment of the peak (peak.py) and the
+caching allocator (allocator.py). Vectorised over candidate layouts like evaluate.py; `p` is an
+evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-way).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from planner.evaluation.candidates import full_recomputed
+from planner.engine import activations as act
+from planner.engine import allocator as alc
+from planner.engine import budget as bud
+from planner.engine import framework_memory as fwm
+from planner.engine import peak as pk
+from planner.engine import recompute as rc
+from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.params import norm_params
+from planner.specs.plain import Plain, record
+
+# GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
+FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
+# Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
+SP_GATHERED_TERMS = ("qkv_in", "fc1_in")
+# Items in the order a printout lists them.
+ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_params",
+         "grad_buffers", "activations", "working", "loss", "optimizer_temp")
+
+
+@record(frozen=True)
+class Stage(Plain):
+    """One stage's share of the model on one GPU (arrays over candidates)."""
+
+    layers: Any            # transformer layers on the stage
+    dense_params: Any      # parameters on this GPU outside the experts (TP-split + replicated)
+    expert_params: Any     # expert parameters on this GPU
+    layer_params: Any      # the largest layer's parameters on this GPU
+    root_params: Any       # embedding + output layer on this GPU (an FSDP root unit)
+    head_params: Any       # output layer on this GPU
+    has_embedding: Any     # bool: the stage runs the embedding
+    has_head: Any          # bool: the stage runs the output layer and the loss
+
+
+def replicated_layer_params(mod: Any) -> float:
+    """Per-layer parameters every TP rank keeps whole: the two norms and the row-parallel biases
+    (attention output and MLP down projection; Megatron's RowParallelLinear adds its bias after
+    the reduction, so it is not split)."""
+    norms = 2.0 * norm_params(mod.hidden, mod.norm_bias)
+    return float(norms + (2.0 * mod.hidden if mod.linear_bias else 0.0))
+
+
+def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
+    """(weight, gradient, optimizer) bytes per parameter before sharding, and whether the FSDP2
+    layout applies. FSDP2 from ZeRO 2 keeps the fp32 master as the sharded parameter, so its
+    weights are the master bytes and its optimizer the moments alone."""
+    w_b, g_b, k_b = optimizer_bytes_per_param(p.precision, p.optimizer)
+    master = PRECISION_RECIPES[p.precision][2]
+    if p.precision in ("mixed", "fp8"):
+        g_b = fw.memory.grad_bytes
+    fsdp = (fw.memory.state_layout == "fsdp2") & (zero >= 2) & (master > 0)
+    return (np.where(fsdp, master, w_b), np.full_like(zero, g_b, dtype=float),
+            np.where(fsdp, k_b - master, k_b)), fsdp
+
+
+def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
+    """The shape and keyword arguments of engine.activations.layer_activation_terms."""
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    width = 4.0 if p.precision == "fp32" else 2.0
+    ffn = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
+    shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
+             mod.head_dim, ffn)
+    return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
+                       bytes_per_elem=width)
+
+
+def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
+    """engine.activations.layer_activation_terms per recompute mode (none, selective, full)."""
+    shape, common = _activation_inputs(p, c)
+    return {mode: act.layer_activation_terms(*shape, recompute=mode, **common)
+            for mode in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE, act.RECOMPUTE_FULL)}
+
+
+def layer_activation_views(p: Any, c: Any, fw: Any,
+                           terms: dict[int, dict[str, np.ndarray]] | None = None
+                           ) -> dict[str, np.ndarray]:
+    """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none (`terms`
+    is activation_terms(p, c) where the caller has it)."""
+    mod = p.model
+    terms = terms or activation_terms(p, c)
+    shape, common = _activation_inputs(p, c)
+    tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
+    ffn = shape[-1]
+    fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
+
+    seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
+    gathered = fw.memory.sp_saves_gathered_input
+
+    def total(recompute: int) -> np.ndarray:
+        return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
+                   for k, v in terms[recompute].items())
+    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
+    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
+    # experts (k·h per token, on the rank's sequence shard), beside the router's input
+    moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
+        * width / seq_div if mod.is_moe else 0.0 * tokens
+    none = none + moe_in
+    if fw.time.selective_recompute == "op-save-list":
+        selective = np.asarray(rc.op_sac_layer_bytes(
+            *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
+            mm_is_saved=p.precision != "fp8"), dtype=float)
+    else:
+        selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
+    return {"none": none, "selective": selective, "full": full,
+            "terms": float(len(terms[act.RECOMPUTE_NONE])),
+            # autograd holds the incoming gradient of a block and those of its widest op
+            "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
+            "fwd_working": tokens * width * ffn / tp}
+
+
+def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(saved activations of one micro-batch on the stage, the recompute transient in backward)."""
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    width = 4.0 if p.precision == "fp32" else 2.0
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a["selective"], a["none"])
+    k_full = full_recomputed(c, np.asarray(st.layers, dtype=float))
+    per_mb = np.asarray(act.stage_activation_bytes(base, st.layers, 1.0,
+                                                   full_recompute_layers=k_full,
+                                                   full_recompute_layer_bytes=a["full"]))
+    mb = np.asarray(c.mb, dtype=float)
+    per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
+        p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
+    per_mb = per_mb + np.where(st.has_head, act.output_layer_bytes(
+        p.seq_len, mb, mod.hidden, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width), 0.0)
+    # the layer being recomputed in backward rebuilds what its policy dropped
+    transient = np.where(k_full > 0, a["none"] - a["full"],
+                         np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
+                                  a["none"] - a["selective"], 0.0))
+    return per_mb, transient
+
+
+def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
+    """Weights, gradients, optimizer state (after ZeRO/FSDP sharding and offload), fp8 cache."""
+    zero = np.asarray(c.zero)
+    dpcp = np.asarray(c.dp, dtype=float) * np.asarray(c.cp, dtype=float)
+    shard = np.where(c.shard > 0, np.asarray(c.shard, dtype=float), dpcp)
+    expert_shard = np.maximum(np.minimum(shard, dpcp / np.asarray(c.ep, dtype=float)), 1.0)
+    (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
+    sharding = np.where(fsdp, 3, zero)
+    weights, grads, optim = bud.sharded_states(st.dense_params, st.expert_params, sharding,
+                                               shard, expert_shard, w_b, g_b, k_b)
+    weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
+    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
+                                 if p.precision == "fp8" else 0.0)
+    # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
+    opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
+        * fw.memory.optimizer_temp_bytes
+    return {"weights": weights, "gradients": grads, "optimizer": optim,
+            "fp8_weight_cache": cache + 0.0 * local, "optimizer_temp": opt_temp, "fsdp": fsdp}
+
+
+def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """Gathered parameters and gradient buffers at forward, first and later backward."""
+    pp = np.asarray(c.pp)
+    zero = np.asarray(c.zero)
+    gather_b = fw.time.gather_bytes
+    pp_keeps_gathered = not fw.time.regathers_in_backward(pp=2)  # the profile's under-PP rule
+    keep = fsdp & ((zero == 2) | ((pp > 1) & pp_keeps_gathered))
+    gathered = np.where(fsdp, fwm.fsdp_gathered_params(
+        np.asarray(st.dense_params) + st.expert_params, st.layer_params, st.root_params,
+        keep_gathered=keep, prefetch=fw.time.prefetch_depth, param_bytes=gather_b), 0.0)
+    accumulate = keep & (pp > 1) & fw.memory.accumulate_unsharded_grads_under_pp
+    stage_p = np.asarray(st.dense_params) + st.expert_params
+    per_layer, accumulated = fwm.fsdp_unsharded_grads(
+        stage_p, st.layer_params, st.head_params, accumulate=accumulate, grad_bytes=gather_b,
+        reduce_bytes=fw.time.reduce_bytes, reduce_in_flight=fw.memory.reduce_in_flight)
+    bucket, live = fwm.deepspeed_buffers(
+        zero, stage_p, st.layer_params, reduce_bucket=fw.time.bucket_params or stage_p,
+        prefetch_bucket=fw.time.prefetch_bucket_params or st.layer_params,
+        max_live=fw.memory.max_live_params, grad_bytes=fw.memory.grad_bytes
+        if p.precision in ("mixed", "fp8") else 2.0, param_bytes=gather_b)
+    zero_layout = ~fsdp
+    # Megatron's buckets are views of its main_grad buffer: reduce_in_flight = 0 there; an
+    # FSDP framework below ZeRO 2 runs plain DDP, whose gradients are views of its buckets
+    bucket = np.asarray(bucket) * fw.memory.reduce_in_flight \
+        * float(fw.memory.state_layout == "zero")
+    # when the loss runs the root unit has resharded (no PP) and the last block, which
+    # torchtitan never reshards after forward, is still gathered
+    at_loss = np.where(keep, gathered, np.asarray(st.layer_params) * gather_b)
+    return {"gathered": np.where(zero_layout, live, gathered),
+            "gathered_at_loss": np.where(zero_layout, live, np.where(fsdp, at_loss, 0.0)),
+            "grads_first": np.where(zero_layout, bucket, per_layer),
+            "grads_accumulated": np.where(zero_layout, 0.0, accumulated)}
+
+
+def stage_states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
+    """What a stage holds whatever the micro-batch, schedule and recompute: the states after
+    sharding and offload, the framework's gathered parameters and gradient buffers, the
+    persistent sum (weights + gradients + optimizer + fp8 cache) and the parameters held."""
+    states = _states(p, c, fw, st)
+    buf = _framework_buffers(p, c, fw, st, states.pop("fsdp"))
+    persistent = sum(np.asarray(states[k]) for k in
+                     ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+    return {**states, **buf, "persistent": persistent,
+            "params": st.dense_params + st.expert_params}
+
+
+def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
+                      ) -> dict[str, np.ndarray]:
+    """What one micro-batch brings to a stage (st needs layers, has_embedding, has_head; a is
+    layer_activation_views): saved activations, the forward and backward working sets, the loss
+    transient, and the 2 MiB rounding gap of one stored tensor (allocator.segment_gap)."""
+    mod = p.model
+    tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
+    per_mb, recompute_transient = _stage_activations(p, c, st, a)
+    head = np.asarray(st.has_head, dtype=float)
+    fm = fw.memory
+    loss_fwd = np.where(tp > 1, fm.loss_forward_bytes if fm.loss_forward_bytes_tp is None
+                        else fm.loss_forward_bytes_tp, fm.loss_forward_bytes)
+    loss_bwd = np.where(tp > 1, fm.loss_backward_bytes if fm.loss_backward_bytes_tp is None
+                        else fm.loss_backward_bytes_tp, fm.loss_backward_bytes)
+    loss = head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
+                                   logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
+                                   copy_bytes_per_elem=0.0)
+    return {"per_mb": per_mb, "forward_working": a["fwd_working"],
+            "backward_working": recompute_transient + a["grad_working"], "loss": loss,
+            "has_loss": head, "tensor_gap": alc.segment_gap(a["none"] / a["terms"]),
+            "terms": a["terms"]}
+
+
+def phase_inputs(s: Any, a: Any) -> dict[str, Any]:
+    """engine.peak.phase_items' items besides the states and activations, from a stage's
+    stage_states s and stage_activations a (stage_memory's five phases, and the search's
+    ceiling on them, memory_parts.transient_ceiling, read them from here alone)."""
+    return dict(forward_working=a["forward_working"], backward_working=a["backward_working"],
+                loss=a["loss"], gathered_forward=s["gathered"],
+                gathered_at_loss=s["gathered_at_loss"], gathered_backward=s["gathered"],
+                grads_first=s["grads_first"], grads_accumulated=s["grads_accumulated"],
+                has_loss=a["has_loss"], optimizer_temp=s["optimizer_temp"])
+
+
+def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, Any],
+                 in_flight: Any, micro_batches: Any, detail: bool = True) -> dict[str, Any]:
+    """Items at the peak, the three views and the peak's moment for one stage, from its
+    stage_states s, its stage_activations a and the micro-batches in flight at its peak
+    (`detail` False: reserved and device total only, what the search ranks by).
+
+    allocated = max over peak.PHASES; reserved = the largest allocator.reserved_bytes over them
+    (the demand, not capped at the device); device total = reserved + context + NCCL (the verdict
+    compares it with capacity minus the margin).
+    """
+    persistent_states = s["persistent"]
+    phases = pk.phase_items(persistent_states, a["per_mb"], in_flight, micro_batches,
+                            **phase_inputs(s, a))
+    totals = pk.phase_totals(phases)
+    live_tensors = np.asarray(in_flight, dtype=float) * layers * a["terms"]
+    # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
+    # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
+    rounding = np.asarray(a["tensor_gap"]) * live_tensors * (not fw.memory.expandable_segments)
+    budget = p.budget
+    # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
+    # step boundary; gathered copies and accumulated gradients are freed at the last backward
+    # and allocated again among the activations of the next step, so they churn with them.
+    reserved = np.asarray(alc.max_reserved_bytes(
+        totals, persistent_states, rounding, [phases[ph]["activations"] for ph in pk.PHASES],
+        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
+        dtype=float)
+    views = {"reserved": reserved, "device_total": alc.device_total_bytes(
+        reserved, budget.context_bytes, budget.comm_buffer_bytes)}
+    if not detail:
+        return views
+    allocated, moment, at_peak = pk.peak_of(phases, totals)
+    items = {"weights": s["weights"], "gradients": s["gradients"],
+             "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
+             "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
+             "activations": at_peak["activations"], "working": at_peak["working"],
+             "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}
+    return {**views, "items": items, "allocated": allocated,
+            "fragmentation": np.asarray(reserved) - allocated, "moment": moment,
+            "in_flight_at_peak": np.where(moment == 3, np.minimum(
+                in_flight, np.asarray(micro_batches, dtype=float) - 1.0), in_flight)}

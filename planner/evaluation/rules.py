@@ -1,0 +1,235 @@
+"""The layout rules, once: id, vectorised predicate, text, measured/limit, and the config key the
+rule concerns in each input format (plan file, Megatron-LM flag, torchtitan TOML, DeepSpeed JSON).
+
+The search applies every predicate to all candidates at once and attributes each rejection to
+the first rule (in table order) it fails; `estimate`, `check` and `report` print the same rules
+for one layout with the value measured and the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
+from planner.engine.batch import batch_divides
+from planner.engine.ranks import inside_domain
+from planner.engine.stages import layers_split_valid
+from planner.specs.layout import Layout, Rule
+from planner.specs.plain import Plain, record
+
+Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
+Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
+
+
+# plain records as frozen dataclasses (whose generated methods cost ~0.7 ms each at import)
+@record(frozen=True, positional=True, coerce=False)
+class Figures(Plain):
+    """The evaluated numbers a rule's measured value quotes, for one layout."""
+
+    micro_batches: float
+    peak_memory: float
+    usable_memory: float
+
+
+@record(frozen=True, positional=True, coerce=False)
+class RuleSpec(Plain):
+    """One rule: id, predicate over candidates (True = passes), text, measured/limit, and the
+    config key per format (`FORMATS`; a format without an entry has no key for the rule)."""
+
+    id: str
+    predicate: Predicate | None   # None: decided by the memory model (fits-in-memory)
+    text: str
+    measure: Measure
+    keys: dict[str, Key]
+    # The knob tables of a split (space.FACTORS) the predicate reads besides the split's own
+    # TP, CP, PP, DP, EP: planner.search.blocks counts a split's rows by rule from them.
+    reads: tuple[str, ...]
+
+
+# The formats whose keys the table carries: a plan file's key path (world-size and
+# batch-divisible are keyed by the plan resolver, as they depend on which fields were given),
+# Megatron-LM's argument, torchtitan's job-TOML key, DeepSpeed's JSON key.
+FORMATS = ("plan", "megatron", "torchtitan", "deepspeed")
+Key = str | Callable[[Layout], str]
+
+
+def _keys(plan: Key | None = None, megatron: Key | None = None, torchtitan: Key | None = None,
+          deepspeed: Key | None = None) -> dict[str, Key]:
+    given = {"plan": plan, "megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}
+    return {fmt: k for fmt, k in given.items() if k is not None}
+
+
+TP_KEYS = _keys("layout.tp", "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree")
+
+
+def _dpcp(c: Candidates) -> np.ndarray:
+    return c.dp * c.cp
+
+
+def _shard(c: Candidates) -> np.ndarray:
+    return np.where(c.shard > 0, c.shard, _dpcp(c))
+
+
+def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # Megatron-Core interleaved 1F1B needs a micro-batch group N with PP ≤ N ≤ M (and a remainder
+    # M mod N of 0 or ≥ PP): N = M always works, so M ≥ PP suffices (pipeline_parallel/
+    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M.
+    return np.where(c.schedule == SCHEDULE_CODES["interleaved"],
+                    (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
+
+
+def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return (np.where(c.cp > 1, p.seq_len % (2 * c.cp) == 0, True)
+            & np.where(c.sp > 0, (p.seq_len // c.cp) % c.tp == 0, True))
+
+
+def _experts(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    e = p.model.experts
+    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0) & (_dpcp(c) % c.ep == 0),
+                    True)
+
+
+def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return (np.where(c.offload_par > 0, c.zero >= 3, True)
+            & np.where(c.offload_opt > 0, c.zero >= 1, True))
+
+
+def _shard_group(lay: Layout) -> int:
+    return lay.shard_degree if lay.shard_group else lay.dp * lay.cp
+
+
+RULES: tuple[RuleSpec, ...] = (
+    RuleSpec("world-size", lambda p, c, m: c.dp * c.tp * c.pp * c.cp == p.gpus,
+             "DP × TP × PP × CP must equal the GPU count",
+             lambda p, lay, f: (f"{lay.dp}×{lay.tp}×{lay.pp}×{lay.cp} = {lay.world}",
+                                f"= {p.gpus}"),
+             _keys(megatron="--tensor-model-parallel-size",
+                   torchtitan="parallelism.data_parallel_shard_degree"),
+             reads=()),
+    RuleSpec("tp-in-nvlink-domain",
+             # Only TP's per-layer all-reduces need NVLink; CP's ring of K/V chunks crosses the
+             # network when TP fills the node (Meta's 405B runs CP across nodes, Dubey et al.
+             # 2024 Sec. 3.3.2) and is priced on the link it crosses.
+             lambda p, c, m: inside_domain(c.tp, p.hardware.scale_up.gpus_per_domain),
+             "TP must fit (and tile) one NVLink domain; CP may cross the network",
+             lambda p, lay, f: (f"TP = {lay.tp}",
+                                f"divides {p.hardware.scale_up.gpus_per_domain}"),
+             TP_KEYS,
+             reads=()),
+    RuleSpec("heads-divisible-by-tp", lambda p, c, m: p.model.heads % c.tp == 0,
+             "attention heads must divide evenly across TP ranks",
+             lambda p, lay, f: (f"{p.model.heads} heads / TP {lay.tp}", "whole number"),
+             TP_KEYS,
+             reads=()),
+    RuleSpec("kv-heads-compatible-with-tp",
+             lambda p, c, m: (p.model.kv_heads % c.tp == 0) | (c.tp % p.model.kv_heads == 0),
+             "KV heads must be a multiple or a divisor of TP",
+             lambda p, lay, f: (f"{p.model.kv_heads} KV heads, TP {lay.tp}",
+                                "multiple or divisor"),
+             TP_KEYS,
+             reads=()),
+    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
+                                                                          c.chunks),
+             "layers must divide across PP stages × chunks (first and last stage may hold one "
+             "layer fewer)",
+             lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
+                                "whole number"),
+             _keys("layout.pp", "--pipeline-model-parallel-size",
+                   "parallelism.pipeline_parallel_degree"),
+             reads=("schedule",)),
+    RuleSpec("interleaving-valid", _interleaving,
+             "interleaving needs PP > 1, v ≥ 2 and at least PP micro-batches",
+             lambda p, lay, f: (f"{lay.schedule}, v = {lay.chunks}, m = {f.micro_batches:g}",
+                                "PP > 1, v ≥ 2, m ≥ PP" if lay.schedule == "interleaved"
+                                else "v = 1"),
+             _keys(lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
+                   "--num-layers-per-virtual-pipeline-stage",
+                   "parallelism.pipeline_parallel_schedule"),
+             reads=("mb", "schedule")),
+    RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
+             "global batch must be a multiple of micro-batch × DP",
+             lambda p, lay, f: (f"{p.global_batch} / ({lay.micro_batch} × {lay.dp})",
+                                "whole number ≥ 1"),
+             _keys(megatron="--global-batch-size", torchtitan="training.global_batch_size",
+                   deepspeed="train_batch_size"),
+             reads=("mb",)),
+    RuleSpec("sequence-divisible", _sequence,
+             "sequence must divide by 2·CP (and by TP under sequence parallel)",
+             lambda p, lay, f: (f"seq {p.seq_len}, CP {lay.cp}, TP {lay.tp}", "divisible"),
+             _keys(lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
+                   "--seq-length", "training.seq_len"),
+             reads=("sp",)),
+    RuleSpec("experts-divisible-by-ep", _experts,
+             "experts must divide by EP, and EP must divide DP × CP",
+             lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
+             _keys("layout.ep", "--expert-model-parallel-size",
+                   "parallelism.expert_parallel_degree"),
+             reads=()),
+    RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
+             & np.where(c.shard > 0, c.zero >= 1, True),
+             "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1)",
+             lambda p, lay, f: (f"shard group {_shard_group(lay)}", f"divides {lay.dp * lay.cp}"),
+             _keys("layout.shard_group", "--use-distributed-optimizer",
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
+    RuleSpec("offload-valid", _offload,
+             "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1",
+             lambda p, lay, f: (f"ZeRO {lay.zero}, offload opt={lay.offload_optimizer} "
+                                f"params={lay.offload_params}", "see rule"),
+             _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
+                                else "layout.offload_optimizer"),
+                   deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
+                                          else "offload_optimizer")),
+             reads=("states",)),
+    RuleSpec("zero-with-pp",
+             # the framework profile's max_zero_under_pp: DeepSpeed's PipelineEngine asserts
+             # ZeRO < 2 (deepspeed/runtime/pipe/engine.py); the others run every stage beside PP
+             lambda p, c, m: np.where(c.pp > 1, c.zero <= p.fw.time.max_zero_under_pp, True),
+             "the framework must run this ZeRO stage together with pipeline parallelism",
+             lambda p, lay, f: (f"ZeRO {lay.zero}, PP {lay.pp}",
+                                f"ZeRO ≤ {p.fw.time.max_zero_under_pp} when PP > 1 ({p.fw.name})"),
+             _keys("layout.zero", "--data-parallel-sharding-strategy",
+                   "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
+    RuleSpec("fits-in-memory", None,
+             "per-GPU peak must fit in usable memory (capacity minus margin)",
+             lambda p, lay, f: (f"{f.peak_memory / 1e9:.2f} GB", f"≤ {f.usable_memory / 1e9:.2f} GB"),
+             _keys("layout", "--micro-batch-size", "training.local_batch_size",
+                   "train_micro_batch_size_per_gpu"),
+             reads=("states", "mb", "schedule", "sp")),
+)
+
+RULE_NAMES: tuple[str, ...] = tuple(r.id for r in RULES)
+RULE_TEXT: dict[str, str] = {r.id: r.text for r in RULES}
+
+
+def structural_predicates(p: Problem, c: Candidates, m: np.ndarray) -> dict[str, np.ndarray]:
+    """Every rule but fits-in-memory, vectorised over the candidates (True = passes). m =
+    micro-batches per step (fractional where the batch does not divide; batch-divisible fails)."""
+    n = len(c)
+    return {r.id: np.asarray(r.predicate(p, c, m), dtype=bool) & np.ones(n, dtype=bool)
+            for r in RULES if r.predicate is not None}
+
+
+def config_keys(fmt: str, lay: Layout) -> dict[str, str]:
+    """Rule id → the key it concerns in one input format (`FORMATS`), for `check`'s line
+    numbers and messages; rules the format has no key for are left out."""
+    return {r.id: (k(lay) if callable(k) else k) for r in RULES
+            if (k := r.keys.get(fmt)) is not None}
+
+
+def rules_for(p: Problem, lay: Layout, passes: dict[str, bool], f: Figures) -> list[Rule]:
+    """Every rule for one layout: status, measured value, limit and text."""
+    out_ = []
+    for r in RULES:
+        ok = bool(passes[r.id])
+        status = "pass" if ok else "fail"
+        measured, limit = r.measure(p, lay, f)
+        if r.id == "kv-heads-compatible-with-tp" and ok and lay.tp > p.model.kv_heads:
+            status = "warn"  # allowed by recent Megatron, but KV heads are replicated
+            measured += " (KV heads replicated)"
+        out_.append(Rule(name=r.id, status=status, measured=measured, limit=limit,
+                         message=r.text))
+    return out_

@@ -1,0 +1,217 @@
+"""Step time as a visible list of per-axis terms, and the throughput that follows.
+
+Per micro-batch on the slowest stage (the one with the most layers): compute, then each
+parallel axis's communication left exposed (TP, CP, EP, PP, ZeRO-3 layer by layer); the
+pipeline runs m of them plus (p−1)/v idle slots; once per step the exposed gradient reduction
+(bucketed, in the framework's reduce dtype), the optimizer and any offload traffic
+(engine.step_time.compose_step). The terms are built in timing_terms.py; every formula is in
+engine/.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from planner.evaluation.candidates import ACTIVATION_COLUMNS, Candidates, Problem, Shape, full_recomputed, shape
+from planner.evaluation.distinct import on_distinct
+from planner.engine import activations as act
+from planner.engine import compute as cmp
+from planner.engine import step_time as st
+from planner.evaluation import timing_terms as terms
+from planner.evaluation.candidates import SCHEDULE_CODES
+from planner.engine import schedules as sched
+from planner.specs.plain import Plain, record
+
+# Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
+# Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
+HOST_UPDATE_BYTES_PER_S = 50e9
+
+# step_floor's relative margin: a bound's slack for float rounding, not a modelling constant.
+STEP_FLOOR_MARGIN = 1e-12
+
+ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
+    ("eager_memory_factor", terms.KERNEL_MEMORY_FACTOR["eager"], "elementwise HBM traffic of "
+     "eager PyTorch relative to fused / compiled kernels (fitted, timing_terms.py)"),
+    ("host_update_bytes_per_s", HOST_UPDATE_BYTES_PER_S, "offloaded optimizer: host update "
+     "speed, bytes/s (assumed)"),
+    ("flash_backward_factor", cmp.FLASH_BACKWARD_FACTOR, "fused attention backward / forward "
+     "FLOPs (recomputes QKᵀ; FlashAttention-2)"),
+)
+
+
+@record(frozen=True, positional=True, coerce=False)
+class StepTime(Plain):
+    """Seconds per optimizer step: each term as it lands on the critical path (the breakdown)
+    and each axis's communication before overlap (the *_total fields)."""
+
+    compute: np.ndarray
+    recompute: np.ndarray
+    tp_exposed: np.ndarray
+    cp_exposed: np.ndarray
+    ep: np.ndarray
+    pp: np.ndarray
+    zero3_exposed: np.ndarray
+    bubble: np.ndarray
+    dp_exposed: np.ndarray
+    optimizer: np.ndarray
+    offload: np.ndarray
+    tp_total: np.ndarray
+    cp_total: np.ndarray
+    dp_total: np.ndarray
+    zero3_total: np.ndarray
+    step: np.ndarray
+
+    BREAKDOWN = ("compute", "recompute", "tp_exposed", "cp_exposed", "ep", "pp", "zero3_exposed",
+                 "bubble", "dp_exposed", "optimizer", "offload")
+
+    def breakdown(self) -> dict[str, np.ndarray]:
+        """The terms that sum to the step, by name."""
+        return {k: getattr(self, k) for k in self.BREAKDOWN}
+
+    def communication(self) -> dict[str, np.ndarray]:
+        """Each axis's communication per step before overlap."""
+        return {"tp": self.tp_total, "cp": self.cp_total, "ep": self.ep, "pp": self.pp,
+                "dp": self.dp_total, "zero3": self.zero3_total}
+
+
+@record(frozen=True, positional=True, coerce=False)
+class Throughput(Plain):
+    """Tokens, FLOPs and utilisation per step (arrays of len(c))."""
+
+    tokens_per_step: np.ndarray
+    tokens_per_s: np.ndarray
+    tokens_per_s_per_gpu: np.ndarray
+    model_flops: np.ndarray
+    hardware_flops: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    bubble_fraction: np.ndarray
+    collective_fraction: np.ndarray
+    energy_j: np.ndarray
+    peak_flops: np.ndarray
+
+
+def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np.ndarray]:
+    """(optimizer step, offload traffic) per step: the update reads and writes the local states
+    at HBM speed; an offloaded one moves gradients down and weights up over PCIe and updates
+    at host speed."""
+    w_b, g_b, k_b = x.state_bytes
+    local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
+    t_opt = cmp.memory_bound_time(2.0 * local_state, p.hardware.gpu.hbm_bytes_per_s)
+    stage_params_max = np.maximum(mem.first.params, mem.last.params)
+    off_bytes = stage_params_max / x.shard * (g_b + w_b)
+    t_offload = np.where(c.offload_opt > 0, off_bytes / p.hardware.host.pcie_bytes_per_s
+                         + stage_params_max / x.shard * (k_b + w_b + g_b) * 2.0
+                         / HOST_UPDATE_BYTES_PER_S, 0.0)
+    return t_opt, t_offload
+
+
+def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+                  groups: "terms.Groups") -> "terms.Compute":
+    """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads)
+    where the caller knows the rows' tuples (`groups.act`)."""
+    if groups.act is None:
+        n_layers = x.layers[1]
+        return terms.compute(p, c, x, a, n_layers, full_recomputed(c, n_layers))
+
+    def part(u: Candidates, idx: np.ndarray) -> "terms.Compute":
+        xu = shape(p, u)
+        return terms.compute(p, u, xu, {m: v.take(idx) for m, v in a.items()}, xu.layers[1],
+                             full_recomputed(u, xu.layers[1]))
+    return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
+
+
+def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
+          groups: "terms.Groups" = terms.Groups(), comp: "terms.Compute | None" = None) -> tuple:
+    """(compute, communication, optimizer, offload, step, bubble): the step composed from its
+    terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers). `comp`: the
+    rows' compute_terms where the caller has them."""
+    n_layers = x.layers[1]
+    comp = compute_terms(p, c, x, a, groups) if comp is None else comp
+    cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
+    t_opt, t_offload = _optimizer(p, c, x, mem)
+    step, bubble = _compose(c, x, comp, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed,
+                                         cm.ep, cm.pp, cm.zero3_exposed],
+                            [cm.dp_exposed, t_opt, t_offload])
+    return comp, cm, t_opt, t_offload, step, bubble
+
+
+def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
+             per_step: list) -> tuple[np.ndarray, np.ndarray]:
+    """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
+    compose_step); ZB-H1 defers the weight-gradient half of the backward into the cool-down
+    (schedules.py)."""
+    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
+    zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
+    step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
+    bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
+    return step, bubble
+
+
+def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+               groups: "terms.Groups" = terms.Groups(), axes: bool = True,
+               comp: "terms.Compute | None" = None) -> np.ndarray:
+    """A lower bound on step_seconds that needs no memory, on layouts that pass the structural
+    rules: the step composed (_compose) from the compute and the TP, CP, EP and PP terms only
+    (the compute alone without `axes`: looser, and cheaper where the rows share no tuples),
+    leaving out ZeRO-3's exposed traffic, the exposed DP reduction, the optimizer and offload
+    (each ≥ 0 where every stage holds layers, and the step is non-decreasing in every term),
+    times (1 − STEP_FLOOR_MARGIN) for ZB-H1's step − bubble, whose rounding differs from the
+    exact step's by a few units in the last place. `comp`: the rows' compute_terms where the
+    caller has them."""
+    n_layers = x.layers[1]
+    comp = compute_terms(p, c, x, a, groups) if comp is None else comp
+    per_mb = [comp.per_micro_batch]
+    if axes:
+        ax = terms.axis_terms(p, c, comp, n_layers, groups)
+        per_mb += [ax["tp_exposed"], ax["cp_exposed"], ax["ep"], ax["pp"]]
+    return _compose(c, x, comp, per_mb, [])[0] * (1.0 - STEP_FLOOR_MARGIN)
+
+
+def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
+                 groups: "terms.Groups" = terms.Groups(),
+                 comp: "terms.Compute | None" = None) -> np.ndarray:
+    """step_time's step alone (what the search's fronts compare), bit for bit; `groups` the
+    rows' tuples where the caller knows them (timing_terms.Groups), `comp` their
+    compute_terms where the caller has them."""
+    return _step(p, c, x, mem, a, groups, comp)[4]
+
+
+def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
+              ) -> tuple[StepTime, Throughput]:
+    """The step, composed as a list of per-axis terms (_step), and its throughput."""
+    comp, cm, t_opt, t_offload, step, bubble = _step(p, c, x, mem, a)
+    m, n_layers = x.micro_batches, x.layers[1]
+    t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute), recompute=m * comp.recompute,
+                 tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
+                 pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
+                 dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload,
+                 tp_total=m * cm.tp, cp_total=m * cm.cp, dp_total=cm.dp, zero3_total=m * cm.zero3,
+                 step=step)
+    return t, _throughput(p, c, x, comp, cm, t, n_layers, full_recomputed(c, n_layers))
+
+
+def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: "terms.Comm",
+                t: StepTime,
+                n_layers: np.ndarray, k_full: np.ndarray) -> Throughput:
+    """Tokens/s, model FLOPs (6N + attention, the paper's count) vs hardware FLOPs (+ what
+    recomputation redoes), MFU and HFU against peak, bubble and collective shares, energy."""
+    mod, m, step, peak = p.model, x.micro_batches, t.step, comp.peak_flops
+    tokens_step = p.global_batch * p.seq_len
+    model_flops = mod.training_flops_per_token(p.seq_len) * tokens_step
+    extra = np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
+                     mod.layers * comp.attn_flops * x.tp * x.cp,
+                     np.where(c.recompute == act.RECOMPUTE_FULL,
+                              k_full / np.maximum(n_layers, 1) * mod.layers * comp.layer_flops
+                              * x.tp * x.cp, 0.0))
+    hw_flops = model_flops + extra * m * x.dp
+    return Throughput(
+        tokens_per_step=np.full_like(x.tp, tokens_step), tokens_per_s=tokens_step / step,
+        tokens_per_s_per_gpu=tokens_step / step / p.gpus,
+        model_flops=np.full_like(x.tp, model_flops), hardware_flops=hw_flops,
+        mfu=model_flops / (step * p.gpus * peak), hfu=hw_flops / (step * p.gpus * peak),
+        bubble_fraction=t.bubble / step,
+        collective_fraction=(m * (cm.tp_exposed + cm.cp_exposed + cm.ep + cm.pp
+                                  + cm.zero3_exposed) + cm.dp_exposed) / step,
+        energy_j=step * p.gpus * p.hardware.gpu.power_w, peak_flops=np.full_like(x.tp, peak))

@@ -1,0 +1,323 @@
+"""The step's terms per micro-batch: compute (GEMMs, attention, memory-bound work, MoE, fp8)
+and each axis's communication with what the framework's implementation hides.
+
+Every formula is in engine/ (compute, attention, fp8, moe, overlap, nccl via topology,
+step_time); this module gathers the model's, the hardware's, the framework profile's and the
+layout's numbers. The framework profile (specs/framework.py) decides: gradient-reduction and
+gather dtypes, per-layer vs bucketed sharding, re-gathers in backward, prefetch depth, overlap,
+PP scatter/gather, what "selective" recompute redoes, the kernel class and attention kernel.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import NamedTuple
+
+import numpy as np
+
+from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
+                         Shape, full_recomputed, shape)
+from planner.evaluation.distinct import on_distinct
+from planner.engine import activations as act
+from planner.engine import attention as attn
+from planner.engine import compute as cmp
+from planner.engine import fp8 as f8
+from planner.engine import moe
+from planner.engine import overlap as ov
+from planner.engine import step_time as st
+from planner.engine.params import mlp_params
+from planner.specs.plain import Plain, record
+from planner.engine.topology import fabric, members_per_domain, topo_collective_time
+
+# Memory-bound (elementwise) HBM traffic per kernel class, relative to fused kernels (the A100
+# fit of memory_passes was made on Megatron's fused Transformer Engine / apex kernels):
+# torch.compile fuses most elementwise chains (norm, SwiGLU, residual, RoPE) but not into the
+# GEMMs; eager PyTorch launches each op alone, reading and writing its tensors every time.
+# Fitted on the one published same-job pair: torchtitan Llama 3.1 8B on 8 H100, FSDP eager 5,762
+# vs compile 6,667 tokens/s/GPU (calibration_modern.json), with fused = 1 held.
+KERNEL_MEMORY_FACTOR = {"fused": 1.0, "compiled": 1.0, "eager": 2.5}
+
+
+@record(frozen=True)
+class Compute(Plain):
+    """Compute of one micro-batch on the fullest stage, and the pieces the other terms reuse."""
+
+    per_micro_batch: np.ndarray    # forward + backward + recompute + output layer
+    recompute: np.ndarray
+    layer_fwd: np.ndarray          # one layer's forward seconds
+    layer_bwd: np.ndarray          # one layer's backward seconds (with its share of recompute)
+    layer_flops: np.ndarray        # one layer's forward FLOPs (per GPU)
+    attn_flops: np.ndarray         # its s×s part
+    attn_fwd: np.ndarray           # seconds of the s×s part forward
+    rate: np.ndarray
+    peak_flops: float
+
+
+def _rates(p: Problem, x: Shape, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(bf16 GEMM rate, linear-layer rate — fp8 where the recipe is fp8 —, MFU peak)."""
+    hw, eff, h = p.hardware, p.hardware.efficiency, p.model.hidden
+    peak = hw.gpu.peak_flops.get(COMPUTE_DTYPE[p.precision], hw.gpu.peak_flops["bf16"])
+    bf16 = hw.gpu.peak_flops["bf16"]
+    shape = cmp.shape_efficiency(h / x.tp, eff.matmul_half_hidden) * cmp.shape_efficiency(
+        tokens, eff.matmul_half_tokens)
+    rate = bf16 * hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction * shape
+    if p.precision != "fp8" or "fp8" not in hw.gpu.peak_flops:
+        return rate, rate, peak
+    ceil8 = eff.fp8_matmul_ceiling_fraction or hw.gpu.matmul_ceiling_fraction
+    return rate, f8.fp8_gemm_rate(hw.gpu.peak_flops["fp8"], ceil8,
+                                  eff.sustained_matmul_fraction, shape), peak
+
+
+def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
+            n_layers: np.ndarray, k_full: np.ndarray) -> Compute:
+    """Linear GEMMs at their (bf16 or fp8) rate, MoE experts as grouped GEMMs plus the router
+    and permutation, flash attention by kernel / sequence / head dim, the memory-bound passes
+    scaled by kernel class, fp8 casts; backward 2× forward (attention 2.5×); recompute as the
+    framework defines it."""
+    mod, hw, eff, fw = p.model, p.hardware, p.hardware.efficiency, p.fw.time
+    h, s, hbm = mod.hidden, p.seq_len, hw.gpu.hbm_bytes_per_s
+    tokens = x.mb * s / x.cp
+    rate, lin_rate, peak = _rates(p, x, tokens)
+    bf16 = hw.gpu.peak_flops["bf16"]
+    moe_share = mod.moe_layers / mod.layers if mod.is_moe else 0.0
+    expert_w = mlp_params(h, mod.expert_width, mod.gated, mod.linear_bias) if mod.is_moe else 0.0
+    layer_matmul = (mod.matmul_params_per_token() - mod.vocab * h) / mod.layers
+    expert_active = moe_share * max(mod.experts_per_token, 1) * expert_w
+    dense_matmul = layer_matmul - expert_active
+    f_lin = 2.0 * tokens * dense_matmul / x.tp
+    causal = p.flash
+    f_attn = attn.forward_flops(tokens, s, mod.attn_dim / x.tp, causal)
+    if p.flash:
+        frac = attn.kernel_fraction(fw.attention_kernel, eff.flash_attention_fraction,
+                                    eff.fa3_attention_fraction)
+        t_attn, t_attn_b = attn.attention_time(tokens, s, mod.attn_dim / x.tp, mod.head_dim,
+                                               True, bf16, frac, eff.attention_half_seq)
+    else:  # unfused QKᵀ and scores×V: batched GEMMs whose short side is the head dim
+        r_u = cmp.matmul_rate(peak, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction,
+                              mod.head_dim, tokens, eff.matmul_half_hidden, eff.matmul_half_tokens)
+        t_attn, t_attn_b = f_attn / r_u, 2.0 * f_attn / r_u
+    t_exp_f, t_exp_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
+    if mod.is_moe:
+        e_f, e_b = moe.moe_layer_time(tokens / x.tp, h, mod.experts, max(mod.experts_per_token, 1),
+                                      expert_w, lin_rate, eff.grouped_gemm_fraction, hbm,
+                                      x.act_bytes)
+        t_exp_f, t_exp_b = moe_share * e_f, moe_share * e_b
+    cast_f, cast_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
+    if p.precision == "fp8":
+        act_elems = tokens * (2.0 * h + mod.attn_dim + mod.ffn) / x.tp
+        cast_f, cast_b = f8.cast_time(act_elems, dense_matmul / x.tp, hbm)
+    a_none, a_sel = a[act.RECOMPUTE_NONE], a[act.RECOMPUTE_SELECTIVE]
+    passes = eff.memory_passes * KERNEL_MEMORY_FACTOR[fw.kernel_class]
+    mem_fwd = cmp.memory_bound_time(passes * a_none, hbm)
+    mem_attn = cmp.memory_bound_time(passes * (a_none - a_sel), hbm)
+    t_lin = f_lin / lin_rate
+    t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f
+    t_bwd = 2.0 * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b
+    if fw.selective_recompute == "op-save-list":   # torchtitan: every second matmul + elementwise
+        sel = fw.selective_matmul_share * (t_lin + t_exp_f) + mem_fwd + cast_f
+    else:                                            # Megatron's core attention
+        sel = t_attn + mem_attn
+    per_layer_re = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, sel,
+                            np.where(c.recompute == act.RECOMPUTE_FULL,
+                                     t_fwd * k_full / np.maximum(n_layers, 1), 0.0))
+    recompute_t = n_layers * per_layer_re
+    f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
+    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + 3.0 * f_head / rate
+    return Compute(per_micro_batch=per_mb, recompute=recompute_t, layer_fwd=t_fwd,
+                   layer_bwd=t_bwd + per_layer_re,
+                   layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
+                   attn_fwd=t_attn, rate=rate, peak_flops=peak)
+
+
+@record(frozen=True)
+class Comm(Plain):
+    """Each axis's communication per micro-batch (before overlap, and exposed) and per step."""
+
+    tp: np.ndarray
+    tp_exposed: np.ndarray
+    cp: np.ndarray
+    cp_exposed: np.ndarray
+    ep: np.ndarray
+    pp: np.ndarray
+    zero3: np.ndarray
+    zero3_exposed: np.ndarray
+    dp: np.ndarray
+    dp_exposed: np.ndarray
+
+
+def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(parameters of one layer, of the embedding and output layer) on the fullest stage."""
+    edge = np.where(x.pp > 1, 1.0, 2.0) * x.vocab_padded * p.model.hidden / x.tp
+    return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
+
+
+def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
+    r_e of the edge layers) and the DP reduction (red, and ZeRO ≥ 1's gather of the updated
+    parameters) with its bucket count: the STATE_COLUMNS part."""
+    fw, hw = p.fw.time, p.hardware
+    gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
+    layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
+    per_dom = members_per_domain(x.shard, x.tp * x.cp, gpn)
+    out = {"g": topo_collective_time("all-gather", layer_params * fw.gather_bytes, x.shard,
+                                     per_dom, fab),
+           "r": topo_collective_time("reduce-scatter", layer_params * fw.reduce_bytes, x.shard,
+                                     per_dom, fab),
+           "g_e": topo_collective_time("all-gather", edge_params * fw.gather_bytes, x.shard,
+                                       per_dom, fab),
+           "r_e": topo_collective_time("reduce-scatter", edge_params * fw.reduce_bytes, x.shard,
+                                       per_dom, fab)}
+    n = x.dp * x.cp
+    per_dom = members_per_domain(n, x.tp, gpn)
+    grad = dp_gradient_bytes(p, stage_params)
+    sharded = zero >= 1
+    out["red"] = np.where(sharded, topo_collective_time("reduce-scatter", grad, n, per_dom, fab),
+                          topo_collective_time("all-reduce", grad, n, per_dom, fab))
+    out["gather"] = np.where(sharded, topo_collective_time(
+        "all-gather", stage_params * fw.gather_bytes, n, per_dom, fab), 0.0)
+    bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
+    out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
+    return out
+
+
+def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
+             n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ZeRO-3 / FSDP per micro-batch: (communication, exposed). Per layer, an all-gather of its
+    parameters (gather dtype) before the forward and, where the framework re-gathers, before the
+    backward (and once more under recompute where it re-gathers there), a reduce-scatter of its
+    gradients (reduce dtype); hidden layer by layer as far as the prefetch reaches
+    (engine/overlap.py). Embedding and output layer are one more unit each.
+    Where the framework keeps a pipeline stage gathered and its gradients unsharded to the last
+    micro-batch (FrameworkProfile.shards_once_per_step_under_pp: torchtitan's FSDP2 under
+    torch.distributed.pipelining), the gathers run once per step (first forward) and the
+    reduce-scatters once, after the last backward and behind nothing (stage.py post_backward):
+    counted here as 1/m of a step per micro-batch (the pipeline's idle slots then carry
+    (p−1)/(v·m) of it as well, an over-count of that share)."""
+    fw, eff = p.fw.time, p.hardware.efficiency
+    g, r, g_e, r_e = coll["g"], coll["r"], coll["g_e"], coll["r_e"]
+    regather = np.where(x.pp > 1, float(fw.regathers_in_backward(2)),
+                        float(fw.regathers_in_backward(1)))
+    again = np.where((c.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
+    g_b = g * (regather + again)
+    depth, hide = fw.prefetch_depth, eff.overlap_efficiency
+    once = (x.pp > 1) & p.fw.shards_once_per_step_under_pp()
+    share = np.where(once, 1.0 / np.maximum(x.micro_batches, 1.0), 1.0)
+    fwd = share * (ov.layerwise_exposed(g, comp.layer_fwd, n_layers, depth, hide) + g_e)
+    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, comp.layer_bwd, n_layers, depth, hide)
+                   + share * (n_layers * r + r_e),
+                   ov.backward_exposed(g_b, r, comp.layer_bwd, n_layers, depth, hide) + r_e)
+    total = n_layers * (share * (g + r) + g_b) + share * (g_e + r_e)
+    on = c.zero >= 3
+    return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
+
+
+def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
+                  coll: dict[str, np.ndarray], n_layers: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """_sharded computed on the ZeRO-3 rows alone (the rest are 0, as _sharded gives them):
+    the same arithmetic row by row on what those rows read."""
+    on = c.zero >= 3
+    if on.all():
+        return _sharded(p, c, x, comp, coll, n_layers)
+    idx = np.flatnonzero(on)
+    t, e = _sharded(p, SimpleNamespace(recompute=c.recompute.take(idx), zero=c.zero.take(idx)),
+                    SimpleNamespace(pp=x.pp.take(idx), micro_batches=x.micro_batches.take(idx)),
+                    SimpleNamespace(layer_fwd=comp.layer_fwd.take(idx),
+                                    layer_bwd=comp.layer_bwd.take(idx)),
+                    {k: coll[k].take(idx) for k in ("g", "r", "g_e", "r_e")}, n_layers.take(idx))
+    total, exposed = np.zeros(len(on)), np.zeros(len(on))
+    total[idx], exposed[idx] = t, e
+    return total, exposed
+
+
+def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
+    """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
+    reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
+    return np.asarray(stage_params, dtype=float) * p.fw.time.reduce_bytes
+
+
+def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
+               n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced (once per step; per
+    micro-batch for ZeRO-2, which keeps only its shard) in the framework's
+    reduce dtype (all-reduce; ZeRO-1/2 reduce-scatter) and, for ZeRO-1/2, the updated
+    parameters all-gathered in the gather dtype; bucketed and overlapped with the last
+    micro-batch's backward (and the gather with the next forward) where the framework does."""
+    fw, eff = p.fw.time, p.hardware.efficiency
+    n = x.dp * x.cp
+    red, gather, buckets = coll["red"], coll["gather"], coll["buckets"]
+    # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters
+    # (DeepSpeed stage 2 reduces each micro-step; FSDP2 with gradient sync on); only a framework
+    # that accumulates unsharded gradients under PP (torchtitan's pipelining) reduces once.
+    mem = p.fw.memory
+    unsharded = (x.pp > 1) & (mem.state_layout == "fsdp2") & mem.accumulate_unsharded_grads_under_pp
+    times = np.where((c.zero == 2) & ~unsharded, x.micro_batches, 1.0)
+    overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
+    bwd = n_layers * comp.layer_bwd
+    fwd = n_layers * comp.layer_fwd
+    exp = (times * ov.bucketed_exposed(red, bwd, buckets, overlap, eff.overlap_efficiency)
+           + ov.bucketed_exposed(gather, fwd, buckets, overlap, eff.overlap_efficiency))
+    on = (n > 1) & (c.zero < 3)
+    return np.where(on, times * red + gather, 0.0), np.where(on, exp, 0.0)
+
+
+def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
+    """Per micro-batch on the fullest stage, TP, CP, EP and PP time on the links their groups
+    cross (engine.step_time, topology): the AXIS_COLUMNS part."""
+    mod, hw, fw = p.model, p.hardware, p.fw.time
+    h, gpn, fab, act_b = mod.hidden, hw.scale_up.gpus_per_domain, fabric(hw, p.gpus), x.act_bytes
+    tp, pp, dp, cp, ep = x.tp, x.pp, x.dp, x.cp, x.ep
+    n_layers = x.layers[1]
+    k_full = full_recomputed(c, n_layers)
+    tokens = x.mb * p.seq_len / cp
+    tp_passes = 4.0 + np.where(c.recompute == act.RECOMPUTE_FULL,
+                               2.0 * k_full / np.maximum(n_layers, 1), 0.0)
+    pp_tp = tp if fw.pp_scatter_gather else np.ones_like(tp)
+    return {
+        "tp": n_layers * st.tp_time_per_layer(tokens, h, tp, gpn, fab, act_b,
+                                              passes=tp_passes / 2),
+        "cp": n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
+                                              fab, act_b),
+        "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
+            tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
+            tp * cp, gpn, fab, act_b),
+        "pp": st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab, x.v,
+                                         act_b)}
+
+
+class Groups(NamedTuple):
+    """Rows grouped alike in some columns, where the caller knows it already (each as (each
+    row's group, the group count), or None): STATE_COLUMNS, AXIS_COLUMNS, ACTIVATION_COLUMNS."""
+
+    state: tuple[np.ndarray, int] | None = None
+    axis: tuple[np.ndarray, int] | None = None
+    act: tuple[np.ndarray, int] | None = None
+
+
+def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
+                  n_layers: np.ndarray, groups: Groups = Groups()) -> Comm:
+    """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
+    part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
+    tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
+    ax = axis_terms(p, c, comp, n_layers, groups)
+    stage_params = np.maximum(mem.first.params, mem.last.params)
+    coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
+        p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
+    z3, z3_exp = _sharded_rows(p, c, x, comp, coll, n_layers)
+    dp_comm, dp_exp = _reduction(p, c, x, comp, coll, n_layers)
+    return Comm(**ax, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm, dp_exposed=dp_exp)
+
+
+def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
+               groups: Groups = Groups()) -> dict[str, np.ndarray]:
+    """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
+    cp_exposed, ep, pp): what needs neither the states nor the ZeRO / DP collectives."""
+    eff = p.hardware.efficiency
+    axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
+                       groups=groups.axis)
+    return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
+                cp_exposed=st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
+                                      * comp.attn_fwd),
+                ep=axes["ep"], pp=axes["pp"])

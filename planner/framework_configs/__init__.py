@@ -1,0 +1,65 @@
+"""Engine configs, one module per engine with its reader and writer side by side, so the round trip
+``dtplan export`` → ``dtplan check`` lives in one file: ``deepspeed`` (JSON), ``megatron``
+(launch-script flags), ``torchtitan`` (job TOML), ``accelerate`` (config YAML, writer only).
+
+Each reader maps the engine's keys onto a Layout, batch and model, and applies the engine's own
+assertions as rules whose ``key`` is the engine's spelling, so annotations point at the line.
+Each writer states the layout in the engine's own keys and respects the engine's own rules, so
+``dtplan check`` reads the export back to the same verdict. What an engine cannot express is
+refused with one line naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.errors import InputError
+from planner.specs.framework import use_framework_if_unset
+from planner.specs.job import CheckOptions, Job
+from planner.framework_configs.accelerate import to_accelerate
+from planner.framework_configs.common import ENGINES, TARGETS, Export, cli_model, detect, load_any
+from planner.framework_configs.deepspeed import read_deepspeed, to_deepspeed
+from planner.framework_configs.megatron import read_megatron, to_megatron
+from planner.framework_configs.megatron_args import parse_megatron_args
+from planner.framework_configs.torchtitan import read_torchtitan, to_torchtitan
+
+
+def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Job:
+    use_framework_if_unset(kind)   # each engine kind names its framework profile too
+    if kind == "deepspeed":
+        job = read_deepspeed(where, data, opts)
+    elif kind == "megatron":
+        job = read_megatron(where, text, opts)
+    elif kind == "torchtitan":
+        job = read_torchtitan(where, data, opts)
+    else:
+        raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
+    return _in_range(job, where)
+
+
+def _in_range(job: Job, where: str) -> Job:
+    """The layout an engine config implies, within each knob's range (specs.knobs ge/le): the
+    readers bound what they read, but some degrees are derived (DeepSpeed's micro-batch is
+    train_batch_size ÷ DP), and a plain Layout does not validate itself."""
+    from planner.specs.knobs import KNOBS
+    from planner.io.validate import within
+    for k in KNOBS:
+        x = getattr(job.layout, k.name, None)
+        if type(x) is int:
+            within(f"{where}: {k.name}", x, k.ge, k.le, fmt=",.0f",
+                   got=f"{x:,} (what the config implies)")
+    return job
+
+
+WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_torchtitan,
+           "accelerate": to_accelerate}
+
+
+def export(target: str, inp: Job) -> Export:
+    if target not in WRITERS:
+        raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {target!r}")
+    return WRITERS[target](inp)
+
+
+__all__ = ["ENGINES", "TARGETS", "Export", "cli_model", "detect", "export", "load_any",
+           "parse_megatron_args", "read_engine"]

@@ -1,0 +1,400 @@
+"""Megatron-LM: the reader (a launch script or args file checked with ``validate_args``' assertions)
+and the writer (a torchrun launch fragment with Megatron-LM's flags), side by side.
+
+Sources (ECOSYSTEM.md §2.1-2.2): ``megatron/training/arguments.py::validate_args`` at
+core_v0.15.0, ``num_microbatches_calculator.py``, ``transformer_config.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.errors import InputError, Problems, validation_message
+from planner.specs.job import CheckOptions, Job
+from planner.specs.layout import Layout
+from planner.specs.model import ModelSpec
+from planner.evaluation.rules import config_keys
+from planner.specs.verdict import GateRule, make_rule
+from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
+from planner.framework_configs.megatron_args import _megatron_model, _overrides, _shard_group, parse_megatron_args
+
+
+# ---- reader -----------------------------------------------------------------------------------
+def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
+    """A Megatron-LM launch script or args file, checked with validate_args' assertions (§2.2)."""
+    notes: list[str] = []
+    a = parse_megatron_args(text, where, notes)
+    rules: list[GateRule] = []
+    tp = a.get("--tensor-model-parallel-size", 1)
+    pp = a.get("--pipeline-model-parallel-size", 1)
+    cp = a.get("--context-parallel-size", 1)
+    ep = a.get("--expert-model-parallel-size", 1)
+    found = Problems()   # every missing input at once
+    gpus = _gpus(a, opts, notes, found)
+    hw = found.run(_hardware, opts, notes)
+    model = found.run(_model, a, opts, where, rules)
+    seq = _need(found, a.get("--seq-length") or opts.seq_len, "--seq-len",
+                "the arguments give no --seq-length")
+    notes += _overrides(a, opts)
+    mbs = a.get("--micro-batch-size")
+    if mbs is None:
+        found.add(f"{where}: --micro-batch-size", "missing; Megatron-LM requires it (or pass "
+                                                 "--micro-batch N)")
+    found.check()
+
+    world_ok = gpus % (tp * pp * cp) == 0
+    rules.append(make_rule("megatron-world-divisible", world_ok,
+                           f"{gpus} % (TP {tp} × PP {pp} × CP {cp})", "= 0",
+                           "world size is not divisible by total_model_size = TP·PP·CP "
+                           "(validate_args)", key="--tensor-model-parallel-size"))
+    dp = max(1, gpus // (tp * pp * cp))
+    gbs = a.get("--global-batch-size", mbs * dp)
+    if "--global-batch-size" not in a:
+        notes.append(f"--global-batch-size not given: Megatron uses micro × DP = {gbs}")
+    layers = model.layers
+
+    # virtual pipeline (interleaved schedule)
+    lpv = a.get("--num-layers-per-virtual-pipeline-stage")
+    vsr = a.get("--num-virtual-stages-per-pipeline-rank")
+    chunks = 1
+    if lpv is not None and vsr is not None:
+        raise InputError(f"{where}: --num-virtual-stages-per-pipeline-rank",
+                         "give at most one of it and --num-layers-per-virtual-pipeline-stage")
+    if lpv is not None:
+        per_rank = layers // pp if layers % pp == 0 else None
+        ok = per_rank is not None and per_rank % lpv == 0
+        rules.append(make_rule("megatron-vpp-layers", ok,
+                               f"({layers} layers / PP {pp}) / {lpv} layers per virtual stage",
+                               "whole numbers", "number of layers per pipeline rank must be "
+                               "divisible by --num-layers-per-virtual-pipeline-stage",
+                               key="--num-layers-per-virtual-pipeline-stage"))
+        chunks = max(1, (per_rank or lpv) // lpv)
+    elif vsr is not None:
+        chunks = vsr
+    interleaved = chunks > 1
+    if interleaved:
+        overlap = bool(a.get("--overlap-p2p-communication"))
+        need = 1 if overlap else 2
+        rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
+                               "the interleaved schedule needs pipeline-model-parallel size > 2 "
+                               "(> 1 with p2p overlap)", key="--pipeline-model-parallel-size"))
+    elif lpv is None and ("--decoder-first-pipeline-num-layers" in a
+                          or "--decoder-last-pipeline-num-layers" in a):
+        # Uneven stages: the first/last stage take the given layers, the rest split evenly.
+        first = a.get("--decoder-first-pipeline-num-layers")
+        last = a.get("--decoder-last-pipeline-num-layers")
+        rest = layers - (first or 0) - (last or 0)
+        stages = pp - (first is not None) - (last is not None)
+        rules.append(make_rule("megatron-layers-divisible", stages > 0 and rest > 0
+                               and rest % stages == 0,
+                               f"({layers} − first {first or 0} − last {last or 0}) layers over "
+                               f"{stages} middle stages", "whole number",
+                               "the layers left after the first and last stages must divide "
+                               "evenly across the other stages",
+                               key="--decoder-first-pipeline-num-layers"))
+    elif lpv is None:
+        rules.append(make_rule("megatron-layers-divisible", layers % pp == 0,
+                               f"{layers} layers % PP {pp}", "= 0", "Number of layers should be "
+                               "divisible by the pipeline-model-parallel size",
+                               key="--pipeline-model-parallel-size"))
+    rules.append(make_rule("megatron-global-batch", gbs % (mbs * dp) == 0 and gbs >= mbs * dp,
+                           f"{gbs} % ({mbs} × DP {dp})", "= 0", "global batch size is not "
+                           "divisible by micro batch size times data parallel size "
+                           "(num_microbatches_calculator)", key="--global-batch-size"
+                           if "--global-batch-size" in a else "--micro-batch-size"))
+    if interleaved and gbs % (mbs * dp) == 0:
+        m = gbs // (mbs * dp)
+        rules.append(make_rule("megatron-vpp-microbatches", m % pp == 0 and m >= pp,
+                               f"{m} micro-batches, PP {pp}", "multiple of PP and ≥ PP",
+                               "with the default microbatch group size, the interleaved "
+                               "schedule needs micro-batches a multiple of PP (schedules.py)",
+                               key="--global-batch-size"))
+    rules.append(make_rule("megatron-heads-tp", model.heads % tp == 0,
+                           f"{model.heads} heads % TP {tp}", "= 0",
+                           "num_attention_heads must be a multiple of tensor_model_parallel_size",
+                           key="--tensor-model-parallel-size"))
+    kv = model.kv_heads
+    kv_ok = kv % tp == 0
+    rules.append(make_rule("megatron-query-groups-tp", kv_ok or tp % kv == 0,
+                           f"{kv} query groups, TP {tp}", "multiple of TP (core_v0.15); "
+                           "a divisor is accepted only after 2025-12", "num_query_groups must be "
+                           "a multiple of tensor_model_parallel_size",
+                           key="--num-query-groups" if "--num-query-groups" in a
+                           else "--tensor-model-parallel-size", warn=tp % kv == 0))
+    if "--kv-channels" not in a and "--hidden-size" in a:
+        rules.append(make_rule("megatron-hidden-heads", a["--hidden-size"] % a.get(
+            "--num-attention-heads", 1) == 0, f"{a['--hidden-size']} % {a.get('--num-attention-heads')}",
+            "= 0", "hidden_size must be divisible by num_attention_heads without --kv-channels",
+            key="--hidden-size"))
+    if cp > 1:
+        rules.append(make_rule("megatron-cp-seq", seq % (2 * cp) == 0, f"seq {seq} % (2 × CP {cp})",
+                               "= 0", "seq-length should be a multiple of 2 * "
+                               "context-parallel-size", key="--context-parallel-size"))
+    sp = bool(a.get("--sequence-parallel"))
+    if sp:
+        rules.append(make_rule("megatron-sp-needs-tp", tp > 1, f"TP {tp}", "> 1",
+                               "--sequence-parallel with TP = 1 is silently switched off",
+                               key="--sequence-parallel", warn=True))
+    max_pos = a.get("--max-position-embeddings")
+    if max_pos is not None:
+        rules.append(make_rule("megatron-positions", max_pos >= seq,
+                               f"max_position_embeddings {max_pos}", f"≥ seq {seq}",
+                               "max_position_embeddings must be >= seq_length",
+                               key="--max-position-embeddings"))
+    if ep > 1:
+        rules.append(make_rule("megatron-experts-ep", model.experts > 0 and model.experts % ep == 0,
+                               f"{model.experts} experts, EP {ep}", "multiple of EP",
+                               "Number of experts should be a multiple of expert model parallel "
+                               "size", key="--expert-model-parallel-size"))
+
+    gran = a.get("--recompute-granularity") or ("selective" if a.get("--recompute-activations")
+                                                else None)
+    method = a.get("--recompute-method")
+    rec_layers = None
+    if gran not in (None, "full", "selective"):
+        raise InputError(f"{where}: --recompute-granularity", f"must be full or selective, got "
+                                                               f"{gran!r}")
+    if gran == "selective":
+        rules.append(make_rule("megatron-recompute", method is None, f"method {method}",
+                               "none with selective", "recompute method is not yet supported "
+                               "for selective recomputing granularity", key="--recompute-method"))
+    elif gran == "full":
+        n = a.get("--recompute-num-layers")
+        per_rank = max(1, layers // (pp * chunks))
+        ok = method in ("block", "uniform") and n is not None and 1 <= n <= per_rank
+        rules.append(make_rule("megatron-recompute", ok, f"method {method}, num_layers {n}",
+                               f"block|uniform and 1..{per_rank}", "full recompute needs "
+                               "--recompute-method block|uniform and --recompute-num-layers "
+                               "between 1 and the layers per pipeline rank",
+                               key="--recompute-granularity"))
+        if method == "block" and n is not None:
+            rec_layers = min(n, per_rank)
+    if a.get("--distribute-saved-activations"):
+        rules.append(make_rule("megatron-distribute-saved", tp > 1 and gran == "full" and not sp,
+                               f"TP {tp}, granularity {gran}, SP {sp}", "TP > 1, full, no SP",
+                               "--distribute-saved-activations needs TP > 1 and full recompute "
+                               "and is incompatible with sequence parallel",
+                               key="--distribute-saved-activations"))
+    if a.get("--overlap-param-gather"):
+        ok = bool(a.get("--use-distributed-optimizer") or a.get("--use-megatron-fsdp")) \
+            and bool(a.get("--overlap-grad-reduce"))
+        rules.append(make_rule("megatron-overlap-param-gather", ok, "--overlap-param-gather",
+                               "needs the distributed optimizer and --overlap-grad-reduce",
+                               "--overlap-param-gather requires --use-distributed-optimizer (or "
+                               "Megatron-FSDP) and --overlap-grad-reduce",
+                               key="--overlap-param-gather"))
+    bf16, fp16 = bool(a.get("--bf16")), bool(a.get("--fp16"))
+    rules.append(make_rule("megatron-precision-exclusive", not (bf16 and fp16),
+                           f"--bf16 {bf16}, --fp16 {fp16}", "not both",
+                           "--bf16 and --fp16 are mutually exclusive",
+                           key="--fp16" if fp16 else "--bf16"))
+    if a.get("--use-torch-fsdp2"):
+        rules.append(make_rule("megatron-fsdp2", pp == 1 and ep == 1
+                               and not a.get("--use-distributed-optimizer")
+                               and bool(a.get("--untie-embeddings-and-output-weights"))
+                               and not fp16, f"PP {pp}, EP {ep}", "PP 1, EP 1, untied, no "
+                               "distributed optimizer, no fp16", "--use-torch-fsdp2 restrictions "
+                               "(validate_args)", key="--use-torch-fsdp2"))
+
+    zero = 1 if a.get("--use-distributed-optimizer") else 0
+    shard = _shard_group(a, dp * cp, rules)
+    strategy = a.get("--data-parallel-sharding-strategy")
+    if (a.get("--use-megatron-fsdp") or a.get("--use-torch-fsdp2")):
+        zero = {"no_shard": 0, "optim": 1, "optim_grads": 2,
+                "optim_grads_params": 3}.get(strategy or "optim_grads_params", 3)
+    # Megatron keeps fp32 main gradients by default (DESIGN.md: 18 bytes/param with Adam).
+    precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
+    optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
+                    shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
+                    schedule="interleaved" if interleaved else "1f1b", recompute=gran or "none",
+                    recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
+    return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
+               global_batch=gbs, keys=config_keys("megatron", layout),
+               rules=rules, notes=notes)
+
+
+def _gpus(a: dict, opts: CheckOptions, notes: list[str], found: Problems) -> int | None:
+    """--gpus, else torchrun's --nproc_per_node × --nnodes, else --world-size."""
+    gpus = opts.gpus
+    if gpus is None:
+        per_node = a.get("--nproc_per_node") or a.get("--nproc-per-node")
+        if per_node:
+            gpus = per_node * a.get("--nnodes", 1)
+            notes.append(f"GPU count from torchrun: {per_node} per node × {a.get('--nnodes', 1)} "
+                         f"nodes = {gpus}")
+        elif a.get("--world-size"):
+            gpus = a["--world-size"]
+    return _need(found, gpus, "--gpus", "the arguments do not state the GPU count (no torchrun "
+                                        "--nproc_per_node/--nnodes)")
+
+
+def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> ModelSpec:
+    """--model wins (with rules that the arguments' shape matches it); else the shape flags."""
+    shape = _megatron_model(a, where)
+    if opts.model:
+        model = cli_model(opts.model)
+        if shape:
+            for flag, field_ in (("--num-layers", "layers"), ("--hidden-size", "hidden"),
+                                 ("--num-attention-heads", "heads")):
+                rules.append(make_rule(f"megatron-model-{field_}", a[flag] == getattr(model, field_),
+                                       f"{flag} {a[flag]}", f"= {getattr(model, field_)} "
+                                       f"({model.name})", f"the arguments' {field_} must match "
+                                       "--model", key=flag))
+        return model
+    if not shape:
+        raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
+                                    "--hidden-size, --num-attention-heads); pass --model")
+    if shape["vocab"] is None:
+        raise InputError("--model", "the arguments give no --vocab-size (Megatron takes it "
+                                    "from the tokenizer); pass --model or add --vocab-size")
+    try:
+        return ModelSpec.model_validate(shape)
+    except Exception as e:
+        raise InputError(f"{where}: model flags", validation_message(e)) from None
+
+
+# ---- writer -----------------------------------------------------------------------------------
+
+
+def to_megatron(inp: Job) -> Export:
+    """A torchrun launch fragment with Megatron-LM's flags (§2.1), obeying validate_args (§2.2)."""
+    _refuse_for_megatron(inp.layout, inp.model)
+    notes: list[str] = []
+    gas = _accumulation(inp)
+    first, full, last = _stage_layers(inp)
+    a = (_parallel_flags(inp, (first, full, last), notes) + _model_flags(inp)
+         + _recipe_flags(inp.layout, full, notes))
+    if inp.model.position == "rope":
+        notes.append("--rotary-base is not in the model spec: add the model's (Llama 3: 500000)")
+    return Export("megatron", _launch_script(inp, a, gas), notes, [])
+
+
+def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
+    """What Megatron-LM cannot run: offload, GPipe/ZB-H1, ALiBi."""
+    if lay.offload_optimizer != "none" or lay.offload_params != "none":
+        raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
+    if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
+        raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
+    if mod.position == "alibi":
+        raise _unsupported("megatron", "ALiBi position embeddings")
+
+
+def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
+                    notes: list[str]) -> list[tuple[str, object]]:
+    """TP, PP (interleaved or uneven stages), SP, CP and the experts' flags."""
+    lay, mod = inp.layout, inp.model
+    first, full, last = stage_layers
+    a: list[tuple[str, object]] = [
+        ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp)]
+    if lay.schedule == "interleaved":
+        if mod.layers % lay.pp or (mod.layers // lay.pp) % lay.chunks:
+            raise _unsupported("megatron", f"interleaving {mod.layers} layers over PP {lay.pp} × "
+                               f"v {lay.chunks} unevenly (layers per rank must divide by v)")
+        a.append(("--num-layers-per-virtual-pipeline-stage", mod.layers // lay.pp // lay.chunks))
+        if lay.pp == 2:
+            a.append(("--overlap-p2p-communication", None))
+    elif first != full or last != full:
+        a += [("--decoder-first-pipeline-num-layers", first),
+              ("--decoder-last-pipeline-num-layers", last)]
+        notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
+                     f"{full} on the others")
+    if lay.sequence_parallel:
+        a.append(("--sequence-parallel", None))
+    if lay.cp > 1:
+        a.append(("--context-parallel-size", lay.cp))
+    if mod.is_moe:
+        a += [("--num-experts", mod.experts), ("--moe-router-topk", mod.experts_per_token),
+              ("--expert-model-parallel-size", lay.ep),
+              ("--moe-ffn-hidden-size", mod.expert_width),
+              ("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
+        if mod.shared_experts:
+            a.append(("--moe-shared-expert-intermediate-size", mod.shared_experts * mod.expert_width))
+        if mod.dense_layers:
+            notes.append(f"the first {mod.dense_layers} layers are dense: set --moe-layer-freq "
+                         "accordingly")
+    elif lay.ep > 1:
+        raise InputError("--to", f"EP {lay.ep} needs a mixture-of-experts model")
+    return a
+
+
+def _model_flags(inp: Job) -> list[tuple[str, object]]:
+    """Batch, sequence and the architecture (GQA, SwiGLU, norm, positions, biases, dropout)."""
+    lay, mod = inp.layout, inp.model
+    a: list[tuple[str, object]] = [
+        ("--micro-batch-size", lay.micro_batch), ("--global-batch-size", inp.global_batch),
+        ("--seq-length", inp.seq_len),
+        ("--max-position-embeddings", max(inp.seq_len, mod.max_positions or 0)),
+        ("--num-layers", mod.layers), ("--hidden-size", mod.hidden),
+        ("--ffn-hidden-size", mod.ffn), ("--num-attention-heads", mod.heads),
+        ("--kv-channels", mod.head_dim), ("--vocab-size", mod.vocab)]
+    if mod.kv_heads != mod.heads:
+        a += [("--group-query-attention", None), ("--num-query-groups", mod.kv_heads)]
+    if mod.mlp == "swiglu":
+        a.append(("--swiglu", None))
+    a.append(("--normalization", "RMSNorm" if mod.norm == "rmsnorm" else "LayerNorm"))
+    a.append(("--position-embedding-type", {"rope": "rope", "learned": "learned_absolute",
+                                            "none": "none"}[mod.position]))
+    if not mod.tied_embeddings:
+        a.append(("--untie-embeddings-and-output-weights", None))
+    if not mod.linear_bias:
+        a.append(("--disable-bias-linear", None))
+        if mod.qkv_bias:
+            a.append(("--add-qkv-bias", None))
+    if not mod.dropout:
+        a += [("--attention-dropout", 0), ("--hidden-dropout", 0)]
+    return a
+
+
+def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, object]]:
+    """Recompute, ZeRO (distributed optimizer / Megatron FSDP), precision and optimizer."""
+    a: list[tuple[str, object]] = []
+    if lay.recompute == "selective":
+        a.append(("--recompute-activations", None))
+    elif lay.recompute == "full":
+        if lay.recompute_layers is None:
+            a += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
+                  ("--recompute-num-layers", 1)]
+        else:
+            a += [("--recompute-granularity", "full"), ("--recompute-method", "block"),
+                  ("--recompute-num-layers", min(lay.recompute_layers, full))]
+    if lay.zero == 1:
+        a += [("--use-distributed-optimizer", None), ("--overlap-grad-reduce", None),
+              ("--overlap-param-gather", None)]
+    elif lay.zero >= 2:
+        a += [("--use-megatron-fsdp", None),
+              ("--data-parallel-sharding-strategy", "optim_grads" if lay.zero == 2
+               else "optim_grads_params")]
+    if lay.shard_group and lay.zero >= 1:   # hybrid sharding: replicas of a sharded group
+        a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
+    if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
+        a.append(("--bf16", None))
+    if lay.precision == "fp8":
+        a.append(("--fp8-format", "hybrid"))
+    if lay.precision in ("mixed", "bf16-pure"):
+        notes.append("Megatron keeps fp32 main gradients (18 bytes/param with Adam); "
+                     "dtplan check counts that recipe")
+    if lay.optimizer in ("sgd", "sgd-momentum"):
+        a.append(("--optimizer", "sgd"))
+    elif lay.optimizer not in ("adam", "adamw"):
+        notes.append(f"optimizer {lay.optimizer}: Megatron's own optimizers are adam and sgd")
+    return a
+
+
+def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
+    """The torchrun command over the nodes, one flag a line."""
+    lay, mod, hw = inp.layout, inp.model, inp.hardware
+    node = hw.scale_up.gpus_per_node
+    per_node = min(node, inp.gpus)
+    nodes = math.ceil(inp.gpus / per_node)
+    lines = ["#!/bin/bash",
+             f"# dtplan export (Megatron-LM core_v0.15 flags): {mod.name or 'model'} on "
+             f"{inp.gpus} x {hw.name}",
+             f"# TP {lay.tp} x PP {lay.pp} x CP {lay.cp} x DP {lay.dp}; "
+             f"global batch {inp.global_batch} = micro {lay.micro_batch} x accumulation {gas} x DP {lay.dp}",
+             "# Add the data, tokenizer, optimizer-schedule and checkpoint flags of your run.",
+             "export CUDA_DEVICE_MAX_CONNECTIONS=1", "",
+             f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\"]
+    flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
+    lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]
+    return "\n".join(lines) + "\n"

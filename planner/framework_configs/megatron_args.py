@@ -1,0 +1,197 @@
+"""Megatron-LM's argument list read from a launch script or args file: flags to values (shell
+assignments substituted) and the model-shape flags to ModelSpec fields (ECOSYSTEM.md §2.1).
+Kept beside ``megatron.py`` so that module (reader and writer) stays under the size limit.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from planner.errors import InputError
+from planner.io.parse import bounded_int
+from planner.specs.job import CheckOptions
+from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
+from planner.specs.verdict import make_rule
+
+
+MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+           "--context-parallel-size", "--expert-model-parallel-size",
+           "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+           "--num-virtual-stages-per-pipeline-rank", "--micro-batch-size", "--global-batch-size",
+           "--seq-length", "--max-position-embeddings", "--num-layers", "--hidden-size",
+           "--ffn-hidden-size", "--num-attention-heads", "--kv-channels", "--num-query-groups",
+           "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--vocab-size",
+           "--padded-vocab-size", "--recompute-num-layers", "--nproc_per_node",
+           "--nproc-per-node", "--nnodes", "--world-size",
+           "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
+           "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+           "--num-distributed-optimizer-instances"}
+# Upper bounds of the integer flags, as on dtplan's command line (planner.io.validate).
+MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
+             "--max-position-embeddings": MAX_SEQ_LEN}
+MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
+           "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy"}
+MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
+            "--swiglu", "--group-query-attention", "--disable-bias-linear",
+            "--untie-embeddings-and-output-weights", "--recompute-activations",
+            "--overlap-grad-reduce", "--overlap-param-gather", "--distribute-saved-activations",
+            "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
+            "--overlap-p2p-communication"}
+_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _shell_lines(text: str) -> list[str]:
+    """Logical lines: backslash continuations joined."""
+    return re.sub(r"\\\r?\n", " ", text).splitlines()
+
+
+def parse_megatron_args(text: str, where: str,
+                        notes: list[str] | None = None) -> dict[str, Any]:
+    """Flags → values from a launch script or args file. Simple ``NAME=value`` assignments in
+    the script are substituted into ``$NAME`` / ``${NAME}`` / ``${NAME:-default}``; a value that
+    stays a shell variable is an error naming the flag. Later flags win, as with argparse
+    (Megatron's parse_args: a store action overwrites; launch scripts override by appending,
+    ``$BASE --seq-length 8192``); a flag given again with another value adds one note to
+    `notes` naming it, its values and the one Megatron uses."""
+    env: dict[str, str] = {}
+    tokens: list[str] = []
+    for line in _shell_lines(text):
+        try:
+            toks = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise InputError(where, f"cannot split shell line ({e}): {line.strip()[:60]}") from None
+        toks = [_subst(t, env) for t in toks]
+        head = toks[1:] if toks[:1] == ["export"] else toks
+        if len(head) == 1 and _ASSIGN.match(head[0]) and not head[0].startswith("-"):
+            name, value = _ASSIGN.match(head[0]).groups()
+            env[name] = value
+            continue
+        tokens.extend(toks)
+    args: dict[str, Any] = {}
+    given: dict[str, list[str]] = {}   # every value of each valued flag, in order
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if not tok.startswith("--"):
+            continue
+        name, eq, inline = tok.partition("=")
+        if name in MEG_FLAG:
+            args[name] = True
+        elif name in MEG_INT or name in MEG_STR:
+            if eq:
+                value = inline
+            elif i < len(tokens):
+                value, i = tokens[i], i + 1
+            else:
+                raise InputError(f"{where}: {name}", "missing value")
+            if "$" in value:
+                raise InputError(f"{where}: {name}", f"value {value!r} is a shell variable "
+                                 "dtplan cannot resolve; set it in the file (NAME=value)")
+            if name in MEG_INT:
+                args[name] = bounded_int(value, f"{where}: {name}",
+                                         upper=MEG_UPPER.get(name, MAX_GPUS))
+                if args[name] < (0 if name == "--recompute-num-layers" else 1):
+                    raise InputError(f"{where}: {name}", f"must be >= 1, got {args[name]}")
+            else:
+                args[name] = value
+            given.setdefault(name, []).append(value)
+    if notes is not None:
+        notes += [_repeated(name, values) for name, values in given.items()
+                  if len(set(values)) > 1]
+    return args
+
+
+def _repeated(name: str, values: list[str]) -> str:
+    times = "twice" if len(values) == 2 else f"{len(values)} times"
+    return (f"{name} given {times} ({', then '.join(values)}): Megatron's argparse keeps the "
+            f"last, {values[-1]}")
+
+
+def _subst(token: str, env: dict[str, str]) -> str:
+    def repl(m: re.Match) -> str:
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(2)
+        return m.group(0)
+    return _VAR.sub(repl, token)
+
+
+def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """ModelSpec fields from the model-shape flags (ECOSYSTEM.md §2.1), or None if absent."""
+    if "--num-layers" not in a or "--hidden-size" not in a or "--num-attention-heads" not in a:
+        return None
+    h, heads = a["--hidden-size"], a["--num-attention-heads"]
+    swiglu = bool(a.get("--swiglu"))
+    ffn = a.get("--ffn-hidden-size")
+    if ffn is None:  # Megatron's defaults (arguments.py core_v0.15.0 L835)
+        ffn = int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h
+    kv = a.get("--num-query-groups", 1) if a.get("--group-query-attention") else heads
+    vocab = a.get("--vocab-size") or a.get("--padded-vocab-size")
+    pos = {"rope": "rope", "mrope": "rope", "yarn": "rope", "learned_absolute": "learned",
+           "none": "none", "relative": "none"}.get(a.get("--position-embedding-type",
+                                                         "learned_absolute"), "rope")
+    fields = dict(name="megatron-args", layers=a["--num-layers"], hidden=h, heads=heads,
+                  kv_heads=kv, ffn=ffn, mlp="swiglu" if swiglu else "gelu", vocab=vocab,
+                  tied_embeddings=not a.get("--untie-embeddings-and-output-weights"),
+                  position=pos, max_positions=a.get("--max-position-embeddings"),
+                  qkv_bias=bool(a.get("--add-qkv-bias")) or not a.get("--disable-bias-linear"),
+                  linear_bias=not a.get("--disable-bias-linear"),
+                  norm="rmsnorm" if a.get("--normalization") == "RMSNorm" else "layernorm",
+                  source=f"Megatron-LM model flags in {where}")
+    if "--kv-channels" in a:
+        fields["head_dim"] = a["--kv-channels"]
+    if a.get("--num-experts"):
+        fields.update(experts=a["--num-experts"], experts_per_token=a.get("--moe-router-topk", 2),
+                      expert_ffn=a.get("--moe-ffn-hidden-size"))
+    return fields
+
+
+# check's options → the arguments they replace (recompute: Megatron's own spellings).
+_RECOMPUTE_ARGS = {"none": {}, "selective": {"--recompute-granularity": "selective"},
+                   "full": {"--recompute-granularity": "full", "--recompute-method": "uniform",
+                            "--recompute-num-layers": 1}}
+_RECOMPUTE_KEYS = ("--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+                   "--recompute-activations")
+
+
+def _overrides(a: dict, opts: CheckOptions) -> list[str]:
+    """Replace the arguments check's flags state (the flag wins); a note for each."""
+    notes = []
+    for flag, arg, value in (("--micro-batch", "--micro-batch-size", opts.micro_batch),
+                             ("--global-batch", "--global-batch-size", opts.global_batch)):
+        if value is not None:
+            if a.get(arg) not in (None, value):
+                notes.append(f"{flag} {value} overrides {arg} {a[arg]} (the flag wins)")
+            a[arg] = value
+    if opts.recompute is not None:
+        was = a.get("--recompute-granularity") or ("selective" if a.get("--recompute-activations")
+                                                   else "none")
+        if was != opts.recompute:
+            notes.append(f"--recompute {opts.recompute} overrides the arguments' {was} "
+                         "recompute (the flag wins)")
+        for k in _RECOMPUTE_KEYS:
+            a.pop(k, None)
+        a.update(_RECOMPUTE_ARGS[opts.recompute])
+    if opts.precision is not None:
+        was = "mixed" if (a.get("--bf16") or a.get("--fp16")) else "fp32"
+        if opts.precision != was and not (was == "mixed" and opts.precision == "mixed-fp32-grads"):
+            notes.append(f"--precision {opts.precision} overrides the arguments' {was} "
+                         "(the flag wins)")
+    return notes
+
+
+def _shard_group(a: dict, dpcp: int, rules: list) -> int | None:
+    """Hybrid sharding: core/parallel_state.py shards over DP·CP / N ranks for
+    --num-distributed-optimizer-instances N, which must divide DP·CP (Megatron-FSDP's HSDP too)."""
+    n = a.get("--num-distributed-optimizer-instances", 1)
+    if n > 1:
+        rules.append(make_rule("megatron-distopt-instances", dpcp % n == 0, f"DP·CP {dpcp}, N {n}",
+                               "divides DP·CP", "--num-distributed-optimizer-instances must "
+                               "divide DP × CP", key="--num-distributed-optimizer-instances"))
+    return dpcp // n if n > 1 and dpcp % n == 0 else None

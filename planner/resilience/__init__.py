@@ -1,0 +1,1 @@
+"""Failures and checkpoints: contents and size, write time, interval, goodput, stragglers."""

@@ -1,0 +1,53 @@
+"""A straggler: one slow GPU paces every synchronous step; keep it, or evict its node and run
+on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
+(planner.resilience.planning.plan_resilience)."""
+
+from typing import Optional
+
+from planner.specs.plain import Plain, record
+
+from planner.io import validate as v
+from planner.engine import resilience as res_eq
+from planner.errors import InputError
+
+
+@record
+class Straggler(Plain):
+    slowdown: float
+    gpus: int
+    gpus_lost_on_eviction: int
+    throughput_fraction_with_straggler: float   # 1/s
+    throughput_fraction_after_eviction: float   # (N − lost)/N, linear scaling assumed
+    break_even_slowdown: float                  # evict when s exceeds N/(N − lost)
+    evict: bool
+    run_s: Optional[float] = None               # nominal run (with failures)
+    run_with_straggler_s: Optional[float] = None
+    run_after_eviction_s: Optional[float] = None  # includes one restart to evict
+    gpu_hours_with_straggler: Optional[float] = None
+    gpu_hours_after_eviction: Optional[float] = None
+
+
+def straggler(slowdown: float, gpus: int, *, gpus_per_node: int = 8, replica_gpus: int = 1,
+              run_s: Optional[float] = None, restart_s: float = 0.0) -> Straggler:
+    """One GPU at ×`slowdown` paces every synchronous step: the run takes ×slowdown. Evicting its
+    node (no spare) removes the DP replicas sharing it; throughput then scales as (N − lost)/N,
+    assuming linear scaling in DP, and eviction costs one restart."""
+    s = v.positive("--straggler", slowdown)
+    if s < 1:
+        raise InputError("--straggler", f"is a slowdown factor ≥ 1 (1.2 = 20% slower), got {s:g}")
+    n = v.positive_int("--gpus", gpus)
+    lost = int(res_eq.gpus_lost_to_eviction(gpus_per_node, replica_gpus))
+    if lost >= n:
+        raise InputError("--straggler", f"evicting a node would idle all {n} GPUs "
+                                        f"({lost} GPUs per eviction); nothing left to compare")
+    keep = res_eq.evicted_throughput_fraction(n, lost)
+    slow_t = res_eq.straggler_step_time(run_s, s) if run_s is not None else None
+    evict_t = run_s / keep + restart_s if run_s is not None else None
+    return Straggler(slowdown=s, gpus=n, gpus_lost_on_eviction=lost,
+                     throughput_fraction_with_straggler=1.0 / s,
+                     throughput_fraction_after_eviction=keep,
+                     break_even_slowdown=res_eq.break_even_slowdown(n, lost),
+                     evict=(evict_t < slow_t) if run_s is not None else 1.0 / s < keep,
+                     run_s=run_s, run_with_straggler_s=slow_t, run_after_eviction_s=evict_t,
+                     gpu_hours_with_straggler=res_eq.gpu_hours(slow_t, n) if run_s else None,
+                     gpu_hours_after_eviction=res_eq.gpu_hours(evict_t, n - lost) if run_s else None)

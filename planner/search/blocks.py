@@ -1,0 +1,181 @@
+"""The layout space in batches, each split's structural verdict counted without its rows.
+
+The structural rules read the split (TP, CP, PP, DP, EP) and some of its knob tables
+(space.FACTORS): rules.RuleSpec.reads names them. Taken in table order, the rules fall into
+runs reading the same tables; where no two runs read a table in common (as the rules are
+written), a row's first failing rule is in the first run it fails, and the count of rows of a
+split that first fail rule k of run j is exact arithmetic on the tables alone:
+
+    count_k = Π_{i<j} pass_i · fail_{j,k} · Π_{tables no run up to j reads} size
+
+(pass_i: tuples of run i's tables passing all its rules; fail_{j,k}: tuples of run j's tables
+whose first failure there is k). A run is evaluated only on the splits that passed the runs
+before it. Splits with no valid row are never built; their rows are counted by rule, and the
+first candidate of a rule (the example a rejection table shows) is built from the one split
+that holds it. Were two runs ever to read a common table, every rule is one run over all
+tables (every row built: exact, only slower).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from planner.evaluation.candidates import Candidates, Problem
+from planner.errors import InputError
+from planner.evaluation.rules import RULE_NAMES, RULES
+from planner.specs.plain import Plain, record
+from planner.search.space import (CHUNK_ROWS, FACTORS, SearchSpace, Splits, batch_ends, empty, product,
+                    recomputes, split_table)
+
+# (left-out rule, its rows with the recompute knob, the rule's first candidate or None)
+Left = list[tuple[int, int, Candidates | None]]
+
+# The structurally valid candidates one search prices, at most: the cost model prices ~1 M per
+# CPU second (benchmarks/fit_speed.py) after its floors, so this bounds a search near 10-20 s.
+# Only huge batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has 7.3 M;
+# 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and the
+# search then says so up front instead of running for minutes.
+MAX_PRICED = 16_000_000
+
+
+class SpaceTooLarge(InputError):
+    """A search refused before it starts: more structurally valid candidates than MAX_PRICED."""
+
+
+def check_priced(priced: int, limit: int | None) -> None:
+    """Refuse a space with more than `limit` structurally valid candidates, naming the knobs
+    that narrow it."""
+    if limit is not None and priced > limit:
+        bound = (f"the {limit:,} one search prices" if limit >= MAX_PRICED else
+                 f"the {limit:,} left of the {MAX_PRICED:,} one fit prices over all its GPU counts")
+        raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price, over "
+                            f"{bound}; fix some of --tp, --pp, --cp, --ep, --zero, --micro-batch, "
+                            "or ask for a smaller --global-batch (or fewer GPU counts)")
+
+
+@record(frozen=True, positional=True, coerce=False)
+class Run(Plain):
+    """Consecutive structural rules (indices into RULES) reading the same knob tables."""
+
+    rules: tuple[int, ...]
+    reads: tuple[str, ...]
+
+
+def rule_runs() -> tuple[Run, ...]:
+    """The structural rules in table order as runs, a rule joining the run before it where
+    their tables are the same or overlap; one run over every table where two runs would read a
+    table in common."""
+    runs: list[Run] = []
+    for i, r in enumerate(RULES):
+        if r.predicate is None:
+            continue
+        if runs and (runs[-1].reads == r.reads or set(runs[-1].reads) & set(r.reads)):
+            reads = tuple(f for f in FACTORS if f in runs[-1].reads or f in r.reads)
+            runs[-1] = Run(runs[-1].rules + (i,), reads)
+        else:
+            runs.append(Run((i,), r.reads))
+    seen = [t for run in runs for t in run.reads]
+    if len(seen) != len(set(seen)):
+        return (Run(tuple(i for run in runs for i in run.rules), FACTORS),)
+    return tuple(runs)
+
+
+RUNS = rule_runs()
+
+
+def first_failures(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
+    """Per row of c: the first of `rules` (indices into RULES) it fails, -1 where it passes
+    them all."""
+    m = p.global_batch / (c.mb * c.dp)
+    first = np.full(len(c), -1, dtype=np.int64)
+    for i in reversed(rules):  # the earliest failing rule is written last
+        ok = np.asarray(RULES[i].predicate(p, c, m), dtype=bool) & np.ones(len(c), dtype=bool)
+        first = np.where(ok, first, i)
+    return first
+
+
+def passes(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
+    """Per row of c: whether it passes every one of `rules` (first_failures(...) < 0, without
+    tracking which rule fails first)."""
+    m = p.global_batch / (c.mb * c.dp)
+    ok = np.ones(len(c), dtype=bool)
+    for i in rules:
+        ok &= np.asarray(RULES[i].predicate(p, c, m), dtype=bool)
+    return ok
+
+
+def verdicts(p: Problem, s: Splits) -> tuple[np.ndarray, np.ndarray]:
+    """Per split: rows (before the recompute knob) first failing each rule, (splits × rules),
+    and rows passing every structural rule; by the run formula above, a run's tuples built
+    for at most about CHUNK_ROWS splits' worth at a time (memory bounded)."""
+    n, k = len(s), len(RULE_NAMES)
+    counts = np.zeros((n, k), dtype=np.int64)
+    passing = np.ones(n, dtype=np.int64)   # Π pass_i over the runs so far
+    read: set[str] = set()
+    for run in RUNS:
+        alive = np.flatnonzero(passing > 0)
+        read |= set(run.reads)
+        free = [f for f in FACTORS if f not in read]
+        for a, b in batch_ends(_sizes(s, alive, list(run.reads)), CHUNK_ROWS):
+            idx = alive[a:b]
+            c, owner = product(s, idx, run.reads)
+            first = first_failures(p, c, run.rules)
+            fails = np.bincount(owner * k + np.maximum(first, 0), weights=first >= 0,
+                                minlength=len(idx) * k).reshape(len(idx), k).astype(np.int64)
+            counts[idx] += passing[idx, None] * fails * _sizes(s, idx, free)[:, None]
+            passing[idx] *= np.bincount(owner, weights=first < 0,
+                                        minlength=len(idx)).astype(np.int64)
+    return counts, passing * _sizes(s, np.arange(n), [f for f in FACTORS if f not in read])
+
+
+def _sizes(s: Splits, idx: np.ndarray, tables: list[str]) -> np.ndarray:
+    out = np.ones(len(idx), dtype=np.int64)
+    for f in tables:
+        out *= s.factors[f].size[idx]
+    return out
+
+
+def built_splits(valid: np.ndarray) -> np.ndarray:
+    """The splits whose rows are built: those with a structurally valid row."""
+    return valid > 0
+
+
+def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
+    """The first row of a split whose first failing structural rule is `rule`."""
+    c, _ = product(s, np.array([split]))
+    first = first_failures(p, c, tuple(i for run in RUNS for i in run.rules))
+    return c.take(np.flatnonzero(first == rule)[:1])
+
+
+def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
+                   limit: int | None = None) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
+    """space.candidate_batches before the recompute knob is crossed (every row holds the first
+    recompute row; space.with_recomputes crosses it), in the same batches, with the splits
+    that have no structurally valid row left out: per batch (its layouts, Left: per rule the
+    rows of the splits left out since the batch before, with the rule's first candidate where
+    it lies in one of them, and per rule the layouts' rows first failing it, from verdicts).
+    Consecutive batches of left-out splits only come as one. With
+    `limit`, a space of more structurally valid candidates is refused before any is built."""
+    rows = rows or CHUNK_ROWS
+    n_rec = len(recomputes(p, space))
+    s = split_table(p, space)
+    if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
+        return
+    counts, valid = verdicts(p, s)
+    check_priced(int(valid.sum()) * n_rec, limit)
+    built = built_splits(valid)
+    unbuilt = np.concatenate([np.zeros((1, counts.shape[1]), dtype=np.int64),
+                              np.cumsum(counts * ~built[:, None], axis=0)])
+    any_row = counts > 0
+    first = np.where(any_row.any(axis=0), np.argmax(any_row, axis=0), -1)
+    ex = {int(r): int(first[r]) for r in np.flatnonzero(first >= 0) if not built[first[r]]}
+    done = 0
+    for a, b in batch_ends(s.sizes() * n_rec, rows):
+        live = np.flatnonzero(built[a:b]) + a
+        if len(live) or (b == len(s) and done < b):
+            left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b
+                     else None) for r, x in enumerate(unbuilt[b] - unbuilt[done]) if x]
+            yield (product(s, live)[0] if len(live) else empty()), left, counts[live].sum(axis=0)
+            done = b

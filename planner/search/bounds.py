@@ -1,0 +1,227 @@
+"""The memory model's parts for a batch of candidates, each on its distinct tuples
+(distinct.Part): the search's floor and ceiling on every row's peak, and the exact memory of
+only the rows it asks for (evaluate.memory, detail=False, bit for bit).
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
+                         RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
+from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows
+from planner.engine import peak as pk
+from planner.engine.stages import stage_layers
+from planner.evaluation.memory import phase_inputs
+from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
+                       _in_flight_part, _memory, _stage, _state_part)
+from planner.specs.plain import Plain, fields, record
+from planner.evaluation.timing_terms import Groups
+
+
+class _Absent(dict):
+    """The other side's items for transient_ceiling: each 0 (the states' part holds none of
+    the activations' items and back), the loss moment's mask at its largest (1)."""
+
+    def __missing__(self, key: str) -> float:
+        return 1.0 if key == "has_loss" else 0.0
+
+
+def transient_ceiling(s: Any, a: Any) -> np.ndarray:
+    """An upper bound on what any moment of engine.peak.PHASES allocates besides the states
+    and the activations held, from a stage's stage_states s and stage_activations a (either
+    side _Absent: the states' and the activations' parts are bounded apart, their sum bounds
+    both): phase_items on memory_model.phase_inputs with the loss moment's mask and the later
+    backward at their largest (1: each moment's item is its mask, 0 or 1, times what is
+    computed here), then Σ over the items of the largest over the moments, clipped at 0.
+    Derived from phase_items itself, so an item added there is in the ceiling too."""
+    kw = phase_inputs(s, a)
+    kw["has_loss"] = 1.0
+    phases = pk.phase_items(0.0, 0.0, 0.0, 2.0, **kw)
+    total: Any = 0.0
+    for item in phases[pk.PHASES[0]]:
+        if item in ("states", "activations"):
+            continue
+        # an item a moment does not hold is the scalar 0 (phase_items), which no max needs
+        held = [v for v in (phases[ph][item] for ph in pk.PHASES)
+                if not (isinstance(v, float) and v == 0.0)]
+        if held:
+            total = total + np.maximum(reduce(np.maximum, held), 0.0)
+    return total
+
+
+@record(frozen=True)
+class MemoryParts(Plain):
+    """What memory() computes once per distinct tuple (the states, the activations, the
+    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
+    row and the exact memory of only the rows a caller asks for (their shape computed then)."""
+
+    c: Candidates
+    states: Part
+    acts: Part
+    flight: Part
+
+    def floor(self, p: Problem) -> np.ndarray:
+        """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
+        of the stages a layout has): never above memory()'s peak."""
+        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
+        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
+                                              t["stages"]["first"]["forward_working"]))
+        flight = self.flight.rows()
+        b, fw = p.budget, p.fw
+        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
+                                       share=b.fragmentation_fraction,
+                                       expandable=fw.memory.expandable_segments,
+                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                  for k in STAGES}
+        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
+        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+
+    def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
+        """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the
+        largest of the stages a layout has): never below memory()'s peak. Its terms are summed
+        once per distinct tuple (states, activations) and combined on the rows."""
+        b, fw = p.budget, p.fw
+        pp, v = self.c.pp.take(idx), self.c.chunks.take(idx)
+        layers = dict(zip(STAGES, stage_layers(p.model.layers, pp.astype(float),
+                                                v.astype(float))))
+        flight = self.flight.rows(idx)
+        keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
+        out = {}
+        for k in STAGES:
+            s, ts = self.states.rows(idx, pick=lambda t: (
+                t[k]["persistent"], transient_ceiling(t[k], _Absent())))
+            a, ta, gap = self.acts.rows(idx, pick=lambda t: (
+                t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
+                t["stages"][k]["tensor_gap"] * t["stages"][k]["terms"] * keep_rounding))
+            out[k] = pk.device_ceiling(s, a, flight[k], ts + ta, gap * flight[k] * layers[k],
+                                       share=b.fragmentation_fraction,
+                                       expandable=fw.memory.expandable_segments,
+                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
+        middle = np.where(pp > 2, out["middle"], 0.0)
+        return np.maximum(np.maximum(out["first"], out["last"]), middle)
+
+    def states_memory(self, idx: np.ndarray) -> SimpleNamespace:
+        """What the time model reads of the rows idx's memory (timing.step_seconds: the first
+        stage's weights, gradients, optimizer state and parameters, the last stage's
+        parameters), bit for bit as rows() gives them, without the five-phase model."""
+        n = len(idx)
+        first, last = self.states.rows(idx, pick=lambda t: (
+            {k: t["first"][k] for k in ("weights", "gradients", "optimizer", "params")},
+            t["last"]["params"]))
+        return SimpleNamespace(first=SimpleNamespace(**{k: _full(v, n) for k, v in first.items()}),
+                               last=SimpleNamespace(params=_full(last, n)))
+
+    def rows(self, p: Problem, idx: np.ndarray | None = None, sub: Candidates | None = None
+             ) -> tuple[Shape, dict, Memory]:
+        """evaluate_memory(p, c.take(idx), detail=False), bit for bit, from the parts: (shape,
+        the time model's per-mode layer bytes, memory) of the rows idx (None: every row);
+        `sub` is c.take(idx) where the caller has it."""
+        if sub is None:
+            sub = self.c if idx is None else self.c.take(idx)
+        x = shape(p, sub)
+        ends = ("first", "last")
+        acts = self.acts.rows(idx, pick=lambda t: {"stages": {k: t["stages"][k] for k in ends},
+                                                   "per_mode": t["per_mode"]})
+        return x, acts, _memory(p, x, self.states.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                acts, self.flight.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
+                                False, {"middle": self._middle(p, x, idx)})
+
+    def _middle(self, p: Problem, x: Shape, idx: np.ndarray | None) -> StageMemory:
+        """The middle stage (detail=False) of the rows idx, computed only where there is one
+        (PP > 2) and 0 elsewhere, where memory() reads it only through has_middle."""
+        n = len(x.tp)
+        mid = np.flatnonzero(x.pp > 2)
+        if not len(mid):  # what the spread below gives on no rows, without the stage model
+            return StageMemory(**{k: np.zeros(n) for k in STATE_ITEMS + ("total", "reserved",
+                                                                         "params")})
+        at = mid if idx is None else np.asarray(idx).take(mid)
+        # _stage reads the row count, the stage's layers and m: only those are gathered
+        sub = SimpleNamespace(micro_batches=x.micro_batches.take(mid),
+                              layers=(None, x.layers[1].take(mid), None))
+        m = _stage(p, sub, "middle", self.states.rows(at, pick=lambda t: t["middle"]),
+                   self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
+                   self.flight.rows(at, pick=lambda t: t["middle"]), False)
+
+        def spread(v: np.ndarray | None) -> np.ndarray | None:
+            if v is None:
+                return None
+            full = np.zeros(n)
+            full[mid] = v
+            return full
+        return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
+
+    def axis_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+        """The rows idx grouped alike in AXIS_COLUMNS (timing_terms.communication), where the
+        activations part is on distinct tuples: AXIS_COLUMNS are the ACTIVATION_COLUMNS with DP
+        and EP, so a row's activation tuple with its DP and EP names its axis tuple."""
+        if self.acts.index is None or (idx is not None and len(idx) < 2):
+            return None
+        dp, ep = (self.c.dp, self.c.ep) if idx is None else (self.c.dp.take(idx),
+                                                              self.c.ep.take(idx))
+        found = distinct_rows([self.acts.index if idx is None else self.acts.index.take(idx),
+                               dp, ep])
+        return None if found is None else (found[1], len(found[0]))
+
+    def groups(self, idx: np.ndarray | None = None) -> Groups:
+        """The rows idx grouped alike in the columns the time model's parts read (state, axis
+        and activation tuples, timing_terms.Groups), as far as the parts know them."""
+        act = None if self.acts.index is None else (
+            self.acts.index if idx is None else self.acts.index.take(idx), self.acts.size)
+        return Groups(state=self.state_groups(idx), axis=self.axis_groups(idx), act=act)
+
+    def state_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+        """The rows idx grouped alike in STATE_COLUMNS (timing_terms.communication), where the
+        states part is on distinct tuples."""
+        if self.states.index is None:
+            return None
+        return (self.states.index if idx is None else self.states.index.take(idx),
+                self.states.size)
+
+    def take(self, idx: np.ndarray, c: Candidates) -> "MemoryParts":
+        """The parts of the rows idx, for candidates c alike to them in every column the states
+        and the micro-batches in flight read (nothing recomputed, nothing gathered)."""
+        return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
+                           flight=self.flight.take(idx))
+
+    def with_acts(self, p: Problem, c: Candidates,
+                  layer_groups: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
+        """The parts of c, rows alike to these but in the columns the activations alone read
+        (a partial-recompute layer count): the states and the in-flight part kept. With
+        `layer_groups` (c's rows grouped alike in LAYER_COLUMNS) the activations are computed
+        on the rows, their layer bytes once per group."""
+        if layer_groups is not None:
+            return MemoryParts(c=c, states=self.states, flight=self.flight,
+                               acts=Part(tree=_activation_part(p, c, layer_groups), index=None,
+                                         size=len(c)))
+        return MemoryParts(c=c, states=self.states, flight=self.flight,
+                           acts=distinct_part(c, ACTIVATION_COLUMNS,
+                                              lambda u: _activation_part(p, u)))
+
+
+def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
+                 flight: Part | None = None) -> MemoryParts:
+    """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
+    and `flight` where the caller has them for rows alike to c's in STATE_COLUMNS and
+    IN_FLIGHT_COLUMNS (the solved partial-recompute rows: their full-recompute rows')."""
+    return MemoryParts(
+        c=c, states=states if states is not None else distinct_part(
+            c, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+        flight=flight if flight is not None else distinct_part(
+            c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
+
+
+def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int) -> MemoryParts:
+    """memory_parts(p, c) for c = layouts crossed with k recompute rows (space.with_recomputes):
+    the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
+    the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
+    return MemoryParts(
+        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
+                          RECOMPUTE_COLUMNS),
+        flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))

@@ -1,0 +1,385 @@
+"""Search the complete layout space (planner.search.space), rank what fits, explain the rest.
+
+Two stages per batch of candidates: the structural rules over integer arrays for every
+candidate (each rejection counted against the first rule it fails; on the layouts before the
+recompute knob, which no structural rule reads, and a split that a split rule rejects is
+counted without being built), then the cost model (planner.evaluation.evaluate) on the survivors only:
+a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.search.settle decides
+the rest with a sound ceiling and the step time, running the five-phase memory model only
+where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
+full-recompute rows get their layer count solved (solve_partial). Only the rows that fit and
+that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
+kept from batch to batch, so memory stays bounded; `dominated=True` keeps every valid row
+instead (`dtplan fit --all`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
+from planner.evaluation.distinct import Part, concat_parts, gather
+from planner.search.pareto import pareto_front
+from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
+from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
+from planner.search.partial import pairs, solve, solve_partial, stage_memory, to_solve
+from planner.search.settle import Anchors, settle
+from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_batches, passes
+from planner.evaluation.rules import RULE_NAMES, structural_predicates
+from planner.specs.plain import Plain, record, spec
+from planner.search.space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
+                    with_recomputes)
+
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
+           "solve_partial"]
+
+OBJECTIVES = ("time", "headroom", "cost", "gpus")
+STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
+FITS = RULE_NAMES.index("fits-in-memory")
+STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
+# Step times closer than this share count as equal when the other layout is leaner: far below
+# the time model's accuracy (calibration residuals are several per cent, `dtplan calibrate`)
+# and at the printed precision (ms at second-scale steps). Where the profile has an error band
+# for the fastest layout's regime, the band is the tolerance instead (when it is larger).
+STEP_TIME_RESOLUTION = 1e-3
+
+
+@record
+class SearchResult(Plain):
+    """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
+    ranking and the counts over the whole space."""
+
+    problem: Problem
+    candidates: Candidates
+    results: Evaluation
+    order: np.ndarray          # indices of the valid rows shown, best first
+    first_failure: np.ndarray  # per kept row: index into RULE_NAMES of the first failing rule, -1 if valid
+    enumerated: int = 0        # candidates in the whole space
+    valid: int = 0             # candidates passing every rule (dominated ones included)
+    rejected: np.ndarray | None = None  # per rule: candidates it rejected first
+    solved: int = 0            # partial-recompute layouts solved (not enumerated) that fit
+
+    @property
+    def priced(self) -> int:
+        """Candidates the cost model priced: the structurally valid ones (those a structural
+        rule rejected are counted, not priced)."""
+        structural = 0 if self.rejected is None else int(self.rejected.sum() - self.rejected[FITS])
+        return self.enumerated - structural
+
+
+def rank_key(results: Evaluation, gpus: int, objective: str,
+             gpu_hour_cost: float = 1.0) -> np.ndarray:
+    """Smaller is better. time → step time per token; headroom → −headroom; cost → GPU-seconds
+    per token; gpus → GPU count then step time."""
+    per_token = results.time.step / results.throughput.tokens_per_step
+    n = np.full(len(results), float(gpus))
+    if objective == "headroom":
+        return -results.memory.headroom
+    if objective == "cost":
+        return per_token * n * gpu_hour_cost
+    if objective == "gpus":
+        return n * 1e6 + per_token
+    return per_token
+
+
+def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
+    """Each candidate's error band (per cent, 0 where uncalibrated): the profile's error_bands
+    for its regime, framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
+    bands, fw = p.hardware.efficiency.error_bands, p.fw.name
+    data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
+    return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
+
+
+def _concat(parts: list[Candidates]) -> Candidates:
+    return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts])
+                         for f in COLUMN_NAMES})
+
+
+def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
+    """(step time, peak memory, GPUs) per row: the three a shown layout must not lose on."""
+    return np.stack([ev.time.step, ev.memory.peak, np.full(len(ev), float(gpus))], axis=1)
+
+
+def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
+    """The rows no other beats: engine.pareto with step times within `tolerance` counted as
+    equal when the other row is leaner. Batches keep their exact fronts (tolerance 0: exact
+    fronts merge batch by batch, tolerant ones would depend on the batching); the tolerance
+    applies once, to the union."""
+    return pareto_front(obj, tolerance=tolerance)
+
+
+def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
+    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
+    equally fast the leanest (then the first), which is on the exact front however the
+    batches' fronts were merged (the first fastest row kept may depend on it)."""
+    if not len(c):
+        return 0.0
+    return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
+
+
+def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
+    """Best first by the objective; ties by more headroom, then the simpler layout (smaller TP,
+    PP, ZeRO, no recompute, larger micro-batch). For time and cost, layouts within the error
+    band of the fastest one's regime are ties the model cannot order: the key is bucketed in
+    steps of (1 + band) from the best, and within a bucket more headroom ranks first."""
+    key = rank_key(ev, p.gpus, objective)
+    band = _band(p, ev, c) if objective in ("time", "cost") else 0.0
+    if band > 0:
+        key = key.min() * (1.0 + band) ** np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
+    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom,
+                       np.round(key, 12)))
+
+
+@record
+class _Tally(Plain):
+    """What one pass over the space accumulates: counts, one example per rule, kept rows (per
+    batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
+    by batch, with their per-stage memory and usable memory)."""
+
+    enumerated: int
+    valid: int
+    rejected: np.ndarray
+    examples: dict[int, Candidates]
+    closest: tuple[float, Candidates] | None
+    kept: list[Candidates]
+    solved: int = 0
+    # (rows, per-stage memory, usable memory, states part, in-flight part)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = \
+        spec(factory=list)
+    anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
+    held: dict[int, int] = spec(factory=dict)  # tuple rows of the parts kept for the solve
+
+
+def _structural(p: Problem, c: Candidates) -> np.ndarray:
+    """The structural rules (STRUCTURAL order) over every row: a (rules × rows) bool matrix."""
+    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
+    return np.stack([passes[n] for n in STRUCTURAL])
+
+
+def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
+                      rec: np.ndarray) -> Candidates:
+    """The structural rules on a batch (batches.layout_batches: layouts before the recompute
+    knob, which no structural rule reads; `left`, the splits left out as none passes, counted
+    by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
+    failing each rule, exact from batches.verdicts), its first candidate the rule's example;
+    the layouts that pass (not yet crossed with their recompute rows). Each row's first
+    failing rule (batches.first_failures) is read only where a rule still needs its example,
+    else only whether it passes them all (batches.passes)."""
+    for rule, rows, example in left:
+        t.enumerated += rows
+        t.rejected[rule] += rows
+        if example is not None:
+            t.examples.setdefault(rule, example)
+    t.enumerated += len(lay) * len(rec)
+    failing = np.flatnonzero(counts)
+    t.rejected[failing] += counts[failing] * len(rec)
+    new = [int(r) for r in failing if r not in t.examples]
+    first = first_failures(p, lay, STRUCTURAL_RULES) if new else None
+    for rule in new:
+        t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
+    return lay.take(np.flatnonzero(first < 0 if new else passes(p, lay, STRUCTURAL_RULES)))
+
+
+def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
+                dominated: bool) -> None:
+    """The cost model on the structural survivors of consecutive batches (`lays`, each crossed
+    here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
+    cost per call is paid once per SCAN_ROWS), keep what fits (planner.search.settle), partial
+    recompute queued for solving; kept rows and layouts to solve recorded batch by batch, in
+    the order a batch-by-batch scan gives them. Below the floor (MemoryParts.floor, never
+    above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
+    needs it, for the misses that could be the closest one and for the layouts partial
+    recompute may solve (their memory is read then)."""
+    n_rec = len(rec)
+    lay = lays[0] if len(lays) == 1 else _concat(lays)
+    ends = np.cumsum([len(x) * n_rec for x in lays])
+    surv = with_recomputes(lay, rec)
+    parts = crossed_memory_parts(p, surv, lay, n_rec)
+    floor = parts.floor(p)
+    slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
+    cand = np.flatnonzero(slack >= 0.0)
+    rows = surv.take(cand)
+
+    def may_solve(sure: np.ndarray) -> np.ndarray:
+        known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
+        known[cand[sure]], maybe[cand] = True, True
+        return np.isin(cand, pairs(surv, known, maybe, n_rec), assume_unique=True)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
+                                anchors=t.anchors)
+    fits = np.zeros(len(surv), dtype=bool)
+    fits[cand[fit]] = True
+    t.rejected[FITS] += len(surv) - int(fit.sum())
+    miss = ~(mem.peak <= mem.usable)
+    _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
+    t.valid += int(fit.sum())
+    base = to_solve(surv, fits, n_rec)
+    at = np.searchsorted(cand[ex], base)
+    stages, usable = stage_memory(mem)[:, at], mem.usable[at]
+    for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
+        # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
+        t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
+                           _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
+        t.kept.append(materialize(rows, kept[b]))
+
+
+def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
+    """The part of the rows idx, kept for the solve where it is on distinct tuples and the
+    parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
+    (the solve computes its own then). No rows: an empty part holding no tree, which
+    concat_parts leaves out (the budget is not spent on it)."""
+    if part.index is None:
+        return None
+    if not len(idx):
+        return Part(tree=None, index=idx, size=0)
+    if id(part.tree) not in t.held:
+        if sum(t.held.values()) + part.size > CHUNK_ROWS:
+            return None
+        t.held[id(part.tree)] = part.size
+    return part.take(idx)
+
+
+def _cuts(rows: np.ndarray, ends: np.ndarray) -> list[slice]:
+    """The sorted positions `rows` cut at the batches' ends (one slice per batch)."""
+    at = np.concatenate([[0], np.searchsorted(rows, ends)])
+    return [slice(int(a), int(b)) for a, b in zip(at[:-1], at[1:])]
+
+
+def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack: np.ndarray,
+             miss: np.ndarray, headroom: np.ndarray) -> None:
+    """The miss with the most headroom (the first of equals) into t.closest, exactly as if every
+    row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
+    the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
+    headroom known (this batch's or an earlier one's) can be it, and only those are evaluated."""
+    rest = np.flatnonzero(~(slack >= 0.0))  # NaN slack counts as rejected, as before
+    if len(rest):
+        best = max(float(headroom.max()) if len(headroom) else -np.inf,
+                   t.closest[0] if t.closest is not None else -np.inf)
+        if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
+            best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
+        extra = rest[slack[rest] >= best]
+        if len(extra):  # else no floor reaches the best headroom known: nothing to evaluate
+            both = np.concatenate([miss, extra])
+            order = np.argsort(both, kind="stable")
+            miss = both[order]
+            headroom = np.concatenate([headroom, parts.rows(p, extra)[2].headroom])[order]
+    if len(miss):
+        j = int(np.argmax(headroom))
+        if t.closest is None or headroom[j] > t.closest[0]:
+            t.closest = (float(headroom[j]), materialize(surv, miss[[j]]))
+
+
+def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
+    """Every batch's partial-recompute layouts solved, a group of batches at a time (one
+    evaluation per CHUNK_ROWS layouts instead of one per batch, memory bounded), those that fit
+    counted and kept (their exact front unless `dominated`), placed after their batch's rows:
+    the kept rows in the order a batch-by-batch solve gives."""
+    solved: list[Candidates] = []
+    for group in _groups([len(e[0]) for e in t.to_solve]):
+        batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
+        rows, ok, parts = solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                np.concatenate([t.to_solve[i][2] for i in group]),
+                                concat_parts([t.to_solve[i][3] for i in group]),
+                                concat_parts([t.to_solve[i][4] for i in group]))
+        floor = parts.floor(p)
+        cand = np.flatnonzero(floor <= usable_bytes(p))
+        # usually every solved row passes the floor (it was solved to fit): no copy then
+        fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
+                           floor[cand], dominated, anchors=t.anchors)[2:]
+        t.solved += int(fit.sum())
+        keep = cand[keep]
+        rows, batch = rows.take(keep), batch[ok][keep]
+        solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
+    return [r for pair in zip(t.kept, solved) for r in pair]
+
+
+def _groups(sizes: list[int]) -> list[list[int]]:
+    """Consecutive indices of `sizes` in groups of at most CHUNK_ROWS rows (or one index)."""
+    out: list[list[int]] = []
+    total = 0
+    for i, n in enumerate(sizes):
+        if out and total + n <= CHUNK_ROWS:
+            out[-1].append(i)
+            total += n
+        else:
+            out.append([i])
+            total = n
+    return out
+
+
+def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
+    """Whether some layout of the space fits: the same rules and cost model as `search`, batch
+    by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
+    p = p.resolved()
+    rec = recomputes(p, space)
+    for lay, _, _ in layout_batches(p, space):
+        ok = _structural(p, lay).all(axis=0)
+        if ok.any():
+            parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
+            cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
+            mem = parts.rows(p, cand)[2]
+            if (mem.peak <= mem.usable).any():
+                return True
+    return False
+
+
+def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
+           dominated: bool = False, limit: int = MAX_PRICED) -> SearchResult:
+    """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
+    `dominated`) and each rejection attributed to the first rule it fails. A space of more
+    than `limit` structurally valid candidates is refused before any is built
+    (batches.SpaceTooLarge)."""
+    asked, p = p, p.resolved()
+    t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
+               examples={}, closest=None, kept=[])
+    rec = recomputes(p, space)
+    pending: list[Candidates] = []  # structural survivors of batches not yet priced
+    for lay, left, counts in layout_batches(p, space, limit=limit):
+        survivors = _count_structural(p, t, lay, left, counts, rec)
+        if len(survivors):
+            pending.append(survivors)
+        # until some row surely fits (settle's anchors) a batch is priced alone: its anchors
+        # put most rows of the batches after it off the front by their step floor alone
+        # (keeping every valid row, `dominated`, uses no anchors: batches merge from the first)
+        alone = not dominated and not len(t.anchors.step)
+        if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
+            _scan_batch(p, pending, rec, t, dominated)
+            pending = []
+    if pending:
+        _scan_batch(p, pending, rec, t, dominated)
+    t.kept = _solve_all(p, t, dominated)
+    kept = _concat(t.kept) if t.kept else Candidates(
+        **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
+    if t.closest is not None:
+        t.examples[FITS] = t.closest[1]
+    rules = sorted(t.examples)
+    cand = _concat([kept] + [t.examples[k] for k in rules])
+    ev = evaluate(p, cand)  # once: a row's evaluation does not depend on the others
+    n = len(kept)
+    if n and not dominated:  # fronts of batches → the front of the whole space
+        ev_kept = gather(ev, np.arange(n), len(cand))
+        tol = max(STEP_TIME_RESOLUTION, _band(p, ev_kept, kept))
+        front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus), tolerance=tol))
+        shown = np.concatenate([front, np.arange(n, len(cand))])
+        kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
+            len(front)
+    order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
+    first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
+    return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,
+                        enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,
+                        solved=t.solved)
+
+
+class _Rows:
+    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
+    peak)."""
+
+    def __init__(self, ev: Evaluation, idx: np.ndarray):
+        from types import SimpleNamespace as NS
+        self.time = NS(step=ev.time.step[idx])
+        self.throughput = NS(tokens_per_step=ev.throughput.tokens_per_step[idx])
+        self.memory = NS(headroom=ev.memory.headroom[idx], peak=ev.memory.peak[idx])
+        self._n = len(idx)
+
+    def __len__(self) -> int:
+        return self._n

@@ -1,0 +1,139 @@
+"""Which candidate rows of a batch fit in memory, and the exact Pareto front (step time × peak
+× GPUs) of those that do, with the five-phase memory model and the full time model run only
+where sound bounds leave the answer open (planner.search.fast's per-batch step).
+
+The bounds: MemoryParts.floor never exceeds a row's exact peak, MemoryParts.ceiling never falls
+below it, timing.step_floor never exceeds its step time. A row within the ceiling surely fits.
+A row that some surely fitting row beats on time (exact, from its states alone) with a ceiling
+no higher than the row's floor is beaten on the exact figures too, and is off the front
+(engine.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
+surely fitting rows timed are carried from batch to batch (Anchors), so a later batch's rows
+are put off by an earlier batch's too. What is returned (each batch's front, less the rows an
+earlier batch's anchor beats) gives the same front of the whole space as evaluating every row
+exactly, bit for bit (tests/test_search_floor.py)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from planner.evaluation.candidates import Candidates, Problem, shape
+from planner.evaluation.distinct import gather
+from planner.search.pareto import pareto_front, surely_dominated
+from planner.evaluation.evaluate import Memory, usable_bytes
+from planner.search.bounds import MemoryParts
+from planner.evaluation.timing import compute_terms, step_floor, step_seconds
+
+
+class Anchors:
+    """A running front of surely fitting rows (exact step × ceiling on the peak) from the
+    batches settled so far: a row of a later batch that one of them beats on time with a
+    ceiling no higher than the row's memory floor is off the front of the whole space (exact
+    domination is transitive, the final front is taken over the union of the kept rows, and
+    the row that beats it is kept or beaten by a kept one), so it needs neither its exact
+    step nor its exact peak. The batches' own fronts and the final front are what they were."""
+
+    def __init__(self) -> None:
+        self.step = np.zeros(0)
+        self.ceiling = np.zeros(0)
+
+    def add(self, step: np.ndarray, ceiling: np.ndarray) -> None:
+        """Merge rows (exact step, ceiling) that surely fit; only the front is kept."""
+        s, u = np.concatenate([self.step, step]), np.concatenate([self.ceiling, ceiling])
+        keep = pareto_front(np.stack([s, u], axis=1))
+        self.step, self.ceiling = s[keep], u[keep]
+
+
+def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
+           floor: np.ndarray, dominated: bool,
+           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors
+           ) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
+    """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
+    (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
+    only where the bounds leave it open: within the ceiling (MemoryParts.ceiling, never below
+    the exact peak) a row surely fits; a row that a surely fitting row (of this batch, or of
+    `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
+    higher than its floor (engine.pareto.surely_dominated) is off the front (_timed), and left
+    out of the front returned. `need(sure)` marks more rows to evaluate. Returns (the
+    positions in cand evaluated, their memory, which rows fit, the positions kept)."""
+    ceiling = parts.ceiling(p, cand)
+    sure = ceiling <= usable_bytes(p)
+    want = ~sure if need is None else ~sure | need(sure)
+    if not dominated:
+        step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
+        want |= ~pruned
+    ex = np.flatnonzero(want)
+    mem = parts.rows(p, cand[ex], rows.take(ex))[2]
+    fit = sure.copy()
+    fit[ex] = mem.peak <= mem.usable
+    if dominated:
+        return ex, mem, fit, np.flatnonzero(fit)
+    idx = np.flatnonzero(fit & ~pruned)  # the rows that fit, less those surely beaten
+    obj = np.stack([step[idx], mem.peak[np.searchsorted(ex, idx)],
+                    np.full(len(idx), float(p.gpus))], axis=1)
+    return ex, mem, fit, idx[pareto_front(obj)]
+
+
+def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
+           ceiling: np.ndarray, floor: np.ndarray, sure: np.ndarray, prior: Anchors
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(step time, surely off the front) of the rows cand (`rows`), the step exact where a row
+    is not off (NaN elsewhere). With `prior` anchors every row gets a floor on its step
+    (timing.step_floor: the compute and the per-micro-batch axes, no memory read; where the
+    activations are on the rows themselves, as for the solved partial-recompute rows, whose
+    axis tuples are nearly all distinct too, the compute alone first, ~7x cheaper there, and
+    the full floor only on the rows it leaves open) and the rows they put off by it are off;
+    the rest (every row, without anchors) are timed exactly, from their states alone
+    (MemoryParts.states_memory), in one pass (a pass costs ~1 ms whatever its rows: a second
+    one for this batch's own anchors first measured dearer than it saves). The surely fitting
+    rows timed join `prior`, and the rows timed that one of them beats on the exact step are
+    off too. A row is off when an anchor beats its step (floor) with a ceiling no higher than
+    the row's memory floor."""
+    per_mode = parts.acts.rows(cand, pick=lambda t: t["per_mode"])
+    rows_of = _Rows(p, parts, cand, rows, per_mode)
+    step = np.full(len(cand), np.nan)
+    off, rest = np.zeros(len(cand), dtype=bool), np.arange(len(cand))
+    if len(prior.step):
+        for axes in (False, True) if parts.acts.index is None else (True,):
+            least = rows_of.floor(rest, axes)
+            off[rest] = surely_dominated(prior.step, prior.ceiling, least, floor[rest])
+            rest = np.flatnonzero(~off)
+    step[rest] = rows_of.step(rest)
+    at = rest[sure[rest]]
+    prior.add(step[at], ceiling[at])
+    off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])
+    return step, off
+
+
+class _Rows:
+    """The timing inputs of the rows cand (`rows`) built once, on every row, and gathered to
+    the rows each bound or the exact step is asked of: the shape and the compute terms
+    (timing.compute_terms) are alike in the compute-only floor, the step floor and the exact
+    step, and elementwise, so a row's are the same whichever rows they were computed with."""
+
+    def __init__(self, p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
+                 per_mode: dict) -> None:
+        self.p, self.parts, self.cand, self.rows, self.per_mode = p, parts, cand, rows, per_mode
+        self.x = shape(p, rows)
+        self.comp = compute_terms(p, rows, self.x, per_mode, parts.groups(cand))
+
+    def _of(self, idx: np.ndarray) -> tuple:
+        """(rows, shape, compute, per-mode activations, positions in cand) of the rows idx
+        (every row: no copy)."""
+        if len(idx) == len(self.cand):
+            return self.rows, self.x, self.comp, self.per_mode, self.cand
+        n = len(self.cand)
+        return (self.rows.take(idx), gather(self.x, idx, n), gather(self.comp, idx, n),
+                {m: v.take(idx) for m, v in self.per_mode.items()}, self.cand[idx])
+
+    def floor(self, idx: np.ndarray, axes: bool) -> np.ndarray:
+        """timing.step_floor of the rows idx (the compute alone without `axes`)."""
+        sub, x, comp, a, at = self._of(idx)
+        return step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes, comp=comp)
+
+    def step(self, idx: np.ndarray) -> np.ndarray:
+        """timing.step_seconds of the rows idx, from their states alone."""
+        sub, x, comp, a, at = self._of(idx)
+        return step_seconds(self.p, sub, x, self.parts.states_memory(at), a,
+                            self.parts.groups(at), comp=comp)

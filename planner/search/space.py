@@ -1,0 +1,372 @@
+"""The complete layout space of one question, as integer arrays, every split at once.
+
+A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
+knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
+group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
+per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
+parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
+recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
+full recompute of part of each stage is solved from them by the search, search.solve_partial),
+offload when asked.
+
+Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
+without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
+because the framework does not run them (its profile): a pipeline schedule outside
+pipeline_schedules (PP at all where the list is empty), selective recompute where
+selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false.
+Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
+tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
+whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
+PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
+none of whose rows passes the structural rules is counted by rule without its rows being built
+(batches.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
+array work, not millions of rows.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+
+from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMPUTE_COLUMNS, SCHEDULE_CODES,
+                         Candidates, Problem)
+from planner.evaluation.distinct import replaced
+from planner.engine.divisors import divisors
+from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from planner.specs.layout import KNOB
+from planner.specs.plain import Plain, record
+
+MAX_MICRO_BATCH = KNOB["micro_batch"].le
+
+COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
+CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the cost model's arrays (~1 MB each). Each
+# pass of the cost model costs ~1-2 ms whatever its rows (a few hundred small numpy calls), and
+# the first batch's surely fitting rows put most later rows off the front by their step floor
+# (settle.Anchors), so fewer, larger batches pay: 4x the 32 K rows this was measured ~20 % less
+# CPU on the 70B/256 search and ~30-40 % less on 405B and Mixtral (benchmarks/fit_speed.py), at
+# ~1.5x the peak RSS (72 -> 106 MB for 405B/8K, 83 -> 143 MB for Mixtral, /usr/bin/time -v).
+# The search prices the structural survivors of consecutive batches together, at least this many
+# candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
+SCAN_ROWS = 1 << 17
+# Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
+# Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
+# (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
+# kernel partly idle: CP stops there (a bound on the enumeration, not a fitted constant).
+CP_MIN_CHUNK_TOKENS = 128
+SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
+# The knob tables crossed within a split, in the C order of its rows (recompute innermost,
+# crossed later by with_recomputes): each table is keyed by the one split column it depends on.
+FACTORS = ("states", "mb", "schedule", "sp")
+
+
+@record(frozen=True, positional=True, coerce=False)
+class SearchSpace(Plain):
+    """Knobs the user fixed (None = search it)."""
+
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    zero: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    schedule: str | None = None
+    chunks: int | None = None
+    allow_offload: bool = False
+    max_chunks: int = 8
+
+
+@record(frozen=True, positional=True, coerce=False)
+class Factor(Plain):
+    """One knob table per split, all splits' tables concatenated: its columns, and per split
+    the first row of its table and its number of rows."""
+
+    cols: dict[str, np.ndarray]
+    start: np.ndarray
+    size: np.ndarray
+
+
+@record(frozen=True, positional=True, coerce=False)
+class Splits(Plain):
+    """Every split (SPLIT_COLUMNS arrays, in enumeration order) and its knob tables."""
+
+    cols: dict[str, np.ndarray]
+    factors: dict[str, Factor]
+    first_recompute: tuple[int, int]
+
+    def __len__(self) -> int:
+        return len(self.cols["tp"])
+
+    def sizes(self) -> np.ndarray:
+        """Rows per split before the recompute knob: the product of its tables' sizes."""
+        return np.prod([self.factors[f].size for f in FACTORS], axis=0).astype(np.int64) \
+            if len(self) else np.zeros(0, dtype=np.int64)
+
+
+def _pp_degrees(p: Problem, space: SearchSpace, rest: int) -> np.ndarray:
+    """PP degrees of a TP·CP pair leaving `rest` GPUs: divisors up to the layer count, PP > 1
+    only where the framework runs a pipeline schedule (the profile's list)."""
+    if space.pp:
+        return np.array([space.pp] if rest % space.pp == 0 else [], dtype=np.int64)
+    q = np.array(divisors(rest), dtype=np.int64)
+    return q[(q <= p.model.layers) & ((q == 1) | bool(p.fw.time.pipeline_schedules))]
+
+
+def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
+    """Every (TP, CP, PP, DP, EP) whose product TP·CP·PP·DP is the GPU count, as arrays in
+    enumeration order (TP, then CP, then PP, then EP ascending)."""
+    mod, gpus = p.model, p.gpus
+    dom = p.hardware.scale_up.gpus_per_domain
+    parts = []
+    for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
+        if gpus % tp:
+            continue
+        # CP = 1 always: the chunk bound is on CP's chunks (a sequence of one token is one chunk)
+        for cp in [space.cp] if space.cp else [
+                c for c in divisors(gpus // tp)
+                if c == 1 or (2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len
+                              and p.fw.time.context_parallel)]:
+            if (gpus // tp) % cp:
+                continue
+            pps = _pp_degrees(p, space, gpus // (tp * cp))
+            parts.append((np.full(len(pps), tp), np.full(len(pps), cp), pps,
+                          gpus // (tp * cp) // pps))
+    cols = [np.concatenate(c).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            for c in zip(*parts)] if parts else [np.zeros(0, dtype=np.int64)] * 4
+    tp, cp, pp, dp = cols
+    if space.ep or not mod.is_moe:
+        ep = np.full(len(tp), space.ep or 1, dtype=np.int64)
+    else:
+        e = np.array([x for x in divisors(mod.experts) if x == 1 or p.fw.time.expert_parallel],
+                     dtype=np.int64)
+        at, which = np.nonzero((dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
+        tp, cp, pp, dp, ep = tp[at], cp[at], pp[at], dp[at], e[which]
+    return dict(zip(SPLIT_COLUMNS, (tp, cp, pp, dp, ep)))
+
+
+def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
+    """split_arrays as a list of (TP, CP, PP, DP, EP) tuples."""
+    a = split_arrays(p, space)
+    return [tuple(int(x) for x in row) for row in zip(*(a[k] for k in SPLIT_COLUMNS))]
+
+
+def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
+    """(ZeRO stage, shard group, offload optimizer, offload params) rows for one DP·CP."""
+    zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dpcp > 1 else [0])
+    rows = []
+    for z in zeros:
+        shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 else [])
+        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
+            + ([(1, 1)] if space.allow_offload and z == 3 else [])
+        rows += [(z, g, oo, op) for g in shards for oo, op in offs]
+    return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
+
+
+def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
+    """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
+    where the layers split, each only where the framework runs it (its profile's
+    pipeline_schedules; a schedule the user fixed is kept). GPipe is never enumerated: 1F1B
+    has its bubble and less memory."""
+    rows = [(SCHEDULE_CODES["1f1b"], 1)]
+    runs = p.fw.time.pipeline_schedules
+    if pp > 1:
+        rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
+        rows += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
+                 if "interleaved" in runs
+                 and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
+    if space.schedule:
+        want = SCHEDULE_CODES[space.schedule]
+        if space.schedule == "interleaved":
+            rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
+        else:
+            rows = [(want, 1)]
+    return _table(rows, ("schedule", "chunks"))
+
+
+def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
+    """(recompute code, recompute_layers = -1: every layer of the stage) rows, none first and
+    full last (search.solve_partial reads the pair). Selective only where the framework has a
+    selective mode (profile selective_recompute); under flash attention it is still a knob:
+    Megatron's checkpointed core attention re-runs the flash forward in backward and frees the
+    kernel's fp32 log-sum-exp, torchtitan's op list re-runs half the matmuls."""
+    if space.recompute:
+        return np.array([(RECOMPUTE_CODES[space.recompute], -1)], dtype=np.int64)
+    selective = p.fw.time.has_selective
+    modes = ["none"] + (["selective"] if selective else []) + ["full"]
+    return np.array([(RECOMPUTE_CODES[m], -1) for m in modes], dtype=np.int64)
+
+
+def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> dict[str, np.ndarray]:
+    """The micro-batches of a split: every divisor of the per-replica batch up to the Layout's
+    own bound (KNOB["micro_batch"].le: 10^9 sequences over DP 4 gave 2.5e8-sequence
+    candidates a Layout then refused), 1 where DP does not divide the batch (batch-divisible
+    rejects it), or the one fixed."""
+    per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
+    return _table([(space.micro_batch,)] if space.micro_batch else [
+        (d,) for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH], ("mb",))
+
+
+def _table(rows: list[tuple[int, ...]], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    a = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+    return {n: a[:, i] for i, n in enumerate(names)}
+
+
+def _factor(keys: np.ndarray, make: Callable[[int], dict[str, np.ndarray]],
+            names: tuple[str, ...]) -> Factor:
+    """The table `make(key)` of every split, built once per distinct key."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    tables = [make(int(k)) for k in uniq]
+    size = np.array([len(t[names[0]]) for t in tables], dtype=np.int64)
+    start = np.cumsum(size) - size
+    cols = {n: np.concatenate([t[n] for t in tables]) if tables
+            else np.zeros(0, dtype=np.int64) for n in names}
+    return Factor(cols, start[inv.ravel()], size[inv.ravel()])
+
+
+def split_table(p: Problem, space: SearchSpace) -> Splits:
+    """Every split with its knob tables: states by DP·CP, micro-batches by DP, schedules by PP,
+    sequence parallel by TP (on and off where TP > 1)."""
+    s = split_arrays(p, space)
+    rec = recomputes(p, space)
+    factors = {
+        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k),
+                          ("zero", "shard", "offload_opt", "offload_par")),
+        "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
+        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k), ("schedule", "chunks")),
+        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
+                      ("sp",)),
+    }
+    return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
+
+
+def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
+            ) -> tuple[Candidates, np.ndarray]:
+    """The rows of splits `idx`, crossing the tables `over` (C order, FACTORS order), every
+    other table at its first row, recompute at its first row: the candidates and, per row,
+    its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
+    len_t, the stride being the product of the later crossed tables' sizes."""
+    idx = np.asarray(idx, dtype=np.int64)
+    one = np.ones(len(idx), dtype=np.int64)
+    sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
+    # a split with an empty table (a fixed schedule it cannot run) has no rows at all
+    count = np.prod(sizes + [np.minimum(s.factors[f].size[idx], 1) for f in FACTORS
+                             if f not in over], axis=0).astype(np.int64)
+    owner = np.repeat(np.arange(len(idx)), count)
+    local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    split = idx[owner]
+    cols = {k: s.cols[k][split] for k in SPLIT_COLUMNS}
+    for f, size in zip(reversed(FACTORS), reversed(sizes)):
+        fac = s.factors[f]
+        at = fac.start[split]
+        if f in over:
+            n = size[owner]
+            at = at + local % n
+            local = local // n
+        cols.update({name: col[at] for name, col in fac.cols.items()})
+    cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
+    cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
+    return Candidates(**cols), owner
+
+
+def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
+                    ) -> Candidates:
+    """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
+    innermost (as the space lays them out): a Crossed, whose other columns are built from c's
+    on first read (the search reads only some of them on every row)."""
+    k = len(rec)
+    idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
+    n = len(idx) // k
+    out = object.__new__(Crossed)
+    out.__dict__.update(_layouts=c, _at=idx, recompute=np.tile(rec[:, 0], n),
+                        recompute_layers=np.tile(rec[:, 1], n))
+    return out
+
+
+class _Lazy:
+    """A column of a Crossed: its layouts' column at each row's layout, built on first read
+    (a non-data descriptor: once built it is in the instance's __dict__, read from there)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, cls: type | None = None) -> object:
+        if obj is None:
+            return self
+        # reached only while the column is not in the instance's __dict__ (non-data descriptor)
+        d = obj.__dict__
+        v = d[self.name] = getattr(d["_layouts"], self.name).take(d["_at"])
+        return v
+
+
+def _crossed_take(self: Candidates, idx) -> Candidates:
+    """The rows idx (or a boolean mask), still lazy: the layouts' row of each and its recompute
+    columns."""
+    d = self.__dict__
+    if "_at" not in d:  # rebuilt with every column (distinct.replaced): a plain row subset
+        return Candidates.take(self, idx)
+    idx = np.asarray(idx)
+    if idx.dtype == bool:
+        idx = np.flatnonzero(idx)
+    return replaced(self, {"_layouts": d["_layouts"], "_at": d["_at"].take(idx),
+                           "recompute": d["recompute"].take(idx),
+                           "recompute_layers": d["recompute_layers"].take(idx)})
+
+
+def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
+    """The rows idx of c as plain Candidates, every column copied once (a Crossed's from its
+    layouts' columns at those rows): what the search keeps between batches, holding no
+    reference to a batch's layouts, without a row subset and a concatenation (two copies) and
+    the record's constructor (every column given, nothing for it to fill in)."""
+    d = c.__dict__
+    if "_at" not in d:
+        return Candidates.take(c, idx)
+    at = d["_at"].take(idx)
+    cols = {n: d[n].take(idx) if n in RECOMPUTE_COLUMNS else getattr(d["_layouts"], n).take(at)
+            for n in COLUMNS}
+    out = object.__new__(Candidates)
+    out.__dict__.update(cols)
+    return out
+
+
+# Candidates of layouts crossed with recompute rows (with_recomputes): the recompute columns
+# held, every other column built from the layouts' on first read.
+Crossed = type("Crossed", (Candidates,), {
+    **{n: _Lazy(n) for n in COLUMNS if n not in RECOMPUTE_COLUMNS},
+    "take": _crossed_take, "__module__": __name__,
+    "__doc__": "Candidates of layouts crossed with recompute rows, columns built on first read."})
+
+
+def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],
+               rec: np.ndarray) -> Candidates:
+    """Every candidate of one split (TP, CP, PP, DP, EP), crossed with the recompute rows rec."""
+    s = split_table(p, space)
+    at = np.flatnonzero(np.logical_and.reduce([s.cols[k] == v for k, v in zip(SPLIT_COLUMNS,
+                                                                            split)]))
+    return with_recomputes(product(s, at[:1])[0], rec)
+
+
+def batch_ends(sizes: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:
+    """Consecutive splits [a, b) whose sizes reach `rows` (the last batch may fall short): a
+    batch closes on the first split that brings it to `rows` or more."""
+    cum = np.concatenate([[0], np.cumsum(sizes)])
+    a, n = 0, len(sizes)
+    while a < n:
+        b = min(int(np.searchsorted(cum, cum[a] + rows, side="left")), n)
+        yield a, b
+        a = b
+
+
+def empty() -> Candidates:
+    """No candidates."""
+    return Candidates(**{name: np.zeros(0, dtype=np.int64) for name in COLUMNS})
+
+
+def candidate_batches(p: Problem, space: SearchSpace,
+                      rows: int | None = None) -> Iterator[Candidates]:
+    """The whole space, every split built, as Candidates of about `rows` (default CHUNK_ROWS)
+    rows each, whole splits per batch, recompute innermost."""
+    rec = recomputes(p, space)
+    s = split_table(p, space)
+    for a, b in batch_ends(s.sizes() * len(rec), rows or CHUNK_ROWS):
+        yield with_recomputes(product(s, np.arange(a, b))[0], rec)

@@ -1,0 +1,23 @@
+"""`fit` over several GPU counts: one search per count, together bounded like one search."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def fit_counts(model: Any, hardware: Any, counts: list[int], *,
+               progress: Callable[[int, int], None] | None = None, **kw: Any) -> list[Any]:
+    """api.fit at each count (a single count also explains its winner and suggests what would
+    fit); the searches together price at most batches.MAX_PRICED layouts, each getting what the
+    counts before it left (batches.SpaceTooLarge names the spent budget)."""
+    from planner.search import blocks as batches
+    from planner.api import fit
+
+    one = len(counts) == 1
+    results, left = [], batches.MAX_PRICED
+    for i, n in enumerate(counts):
+        if progress is not None:
+            progress(i, n)
+        results.append(fit(model, hardware, n, suggest=one, explain=one, limit=left, **kw))
+        left -= results[-1].search_result.priced
+    return results

@@ -22,7 +22,7 @@ def plan_inputs():
 
 
 def _count_searches(monkeypatch) -> list[int]:
-    import planner.api
+    import planner.search.fit
     import planner.search.fast
     calls: list[int] = []
     real = planner.search.fast.search
@@ -31,7 +31,7 @@ def _count_searches(monkeypatch) -> list[int]:
         calls.append(p.gpus)
         return real(p, *a, **k)
     monkeypatch.setattr(planner.search.fast, "search", counted)
-    monkeypatch.setattr(planner.api, "search", counted)
+    monkeypatch.setattr(planner.search.fit, "search", counted)
     return calls
 
 

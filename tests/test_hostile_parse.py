@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.errors import InputError
-from planner.io.parse import MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, bounded_int, parse_text
+from planner.io.parse import parse_text
+from planner.io.bounds import MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, bounded_int
 
 KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
 SCALARS = st.one_of(st.none(), st.booleans(), st.text(max_size=8),
@@ -105,7 +106,8 @@ _RUNS = st.lists(st.one_of(st.text(alphabet="0123456789_", min_size=MAX_INT_DIGI
 @settings(max_examples=400, deadline=None)
 @given(text=_RUNS, toml=st.booleans())
 def test_the_quick_look_skips_only_texts_the_scan_passes(text, toml):
-    from planner.io.parse import Refused, _nothing_to_refuse, _scan
+    from planner.io.parse import _nothing_to_refuse, _scan
+    from planner.io.bounds import Refused
     if _nothing_to_refuse(text):
         try:
             _scan(text, toml)

@@ -27,7 +27,7 @@ from planner.specs.plain import boundary_model
 
 _FIT_PATH = """
 import sys
-import planner.api, planner.search.fast, planner.render.fit
+import planner.search.fit, planner.search.fast, planner.render.fit
 from planner.advice.batch import advise_fit_result
 from planner.render.document import render_json
 from planner.render.plain import render_plain
@@ -35,7 +35,7 @@ from planner.search.fast import SearchSpace
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
 model, hw = model_from_params(70e9), load_profile("h100")
-r = planner.api.fit(model, hw, 256, seq_len=8192, global_batch=512)
+r = planner.search.fit.fit(model, hw, 256, seq_len=8192, global_batch=512)
 advice = advise_fit_result(r, model, hw, SearchSpace(), precision="mixed", optimizer="adam")
 doc = planner.render.fit.fit_doc(r, batch_advice=advice)
 out = render_json(doc) + (render_plain(doc, 120) or "")

@@ -132,7 +132,7 @@ def advise_fit_result(r, model, hardware, space: SearchSpace, *, precision: str 
     another objective (its winner is not the fastest) or when nothing fits."""
     if not r.layouts or r.objective != "time":
         return None
-    from planner.api import problem
+    from planner.evaluation.train import problem
     w = r.layouts[0]
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
                 precision=precision, optimizer=optimizer)
@@ -142,7 +142,7 @@ def advise_fit_result(r, model, hardware, space: SearchSpace, *, precision: str 
 
 def advise_estimate_result(e, model, hardware, budget=None) -> Optional[BatchAdvice]:
     """advise_estimate for a planner.evaluation.estimate.Estimate (its layout, batch and budget)."""
-    from planner.api import problem
+    from planner.evaluation.train import problem
     p = problem(model, hardware, e.gpus, seq_len=e.seq_len, global_batch=e.global_batch,
                 precision=e.layout.precision, optimizer=e.layout.optimizer, budget=budget)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,

@@ -78,7 +78,7 @@ def _tune(job: Job) -> Optional[Fix]:
 
 def _relayout(job: Job) -> Optional[Fix]:
     """The search's best layout on the same GPU count (a checkpoint conversion away)."""
-    from planner.api import _short, fit
+    from planner.search.fit import short_label, fit
 
     lay = job.layout
     res = fit(job.model, job.hardware, job.gpus, seq_len=job.seq_len,
@@ -87,7 +87,7 @@ def _relayout(job: Job) -> Optional[Fix]:
     if not res.layouts:
         return None
     best = res.layouts[0]
-    return Fix(kind="relayout", summary=f"fits as {_short(best.layout)} on the same {job.gpus} "
+    return Fix(kind="relayout", summary=f"fits as {short_label(best.layout)} on the same {job.gpus} "
                f"GPUs: {best.step_time_s:.2f} s per step, peak "
                f"{best.peak_memory_bytes / 1e9:.1f} GB (another split: convert the checkpoint; "
                "`dtplan fit` lists the alternatives)", layout=best.layout.model_dump(),
@@ -115,7 +115,7 @@ def _largest(job: Job) -> int:
 
 def _more_nodes(job: Job) -> Optional[Fix]:
     """The fewest added nodes with some layout that fits (search.any_fits), same batch."""
-    from planner.api import problem
+    from planner.evaluation.train import problem
     from planner.search.fast import any_fits
 
     lay = job.layout

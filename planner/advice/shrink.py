@@ -10,7 +10,8 @@ from typing import Optional
 from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
-from planner.api import FitResult, fit, problem
+from planner.search.fit import FitResult, fit
+from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile

@@ -141,7 +141,7 @@ def run(argv: list[str]) -> int:
             _fail(line, EXIT_INPUT)
         return EXIT_INPUT
     except BrokenPipeError:  # the reader left (| head): the rest goes nowhere, not to a traceback
-        from planner.render.terminal import silence_stdout
+        from planner.io.stdout import silence_stdout
         silence_stdout()
         return EXIT_OK
     except KeyboardInterrupt:  # Ctrl-C: the shell's 128 + SIGINT, quietly (as typer's path)

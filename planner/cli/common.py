@@ -54,7 +54,8 @@ def emit_job(doc: Any, fmt: str, job: Flags) -> None:
     import textwrap
 
     from planner.render import emit
-    from planner.render.terminal import width, write_stdout
+    from planner.render.terminal import width
+    from planner.io.stdout import write_stdout
     offer = job.offer()
     if offer is not None:
         doc.data = {"nearest_preset": offer, **doc.data}

@@ -35,7 +35,7 @@ def completion_cmd(shell: Shell = typer.Argument(..., metavar="SHELL", help="bas
     completions, e.g. `dtplan completion bash > ~/.local/share/bash-completion/completions/dtplan`)."""
     from typer._completion_shared import get_completion_script
 
-    from planner.render.terminal import write_stdout
+    from planner.io.stdout import write_stdout
     write_stdout(get_completion_script(prog_name="dtplan", complete_var=COMPLETE_VAR,
                                        shell=shell.value) + "\n")
     return EXIT_OK

@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from planner.render.terminal import width, write_stdout
+from planner.render.terminal import width
+
+from planner.io.stdout import write_stdout
 from planner.cli import EXIT_OK, app
 from planner.cli.options import opt
 

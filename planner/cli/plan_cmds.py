@@ -95,7 +95,9 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
     if view == "memory" and job.params is not None and not arch_given and not layout_given:
         return _state_memory(job, layout, gpus, zero, gib, fmt, budget.margin_fraction)
 
-    from planner.api import build_layout, estimate_with_auto
+    from planner.evaluation.train import build_layout
+
+    from planner.search.fit import estimate_with_auto
     from planner.render.estimate import estimate_doc
 
     spec = job.model_spec()
@@ -112,7 +114,7 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
     advice = advise_estimate_result(e, spec, prof, budget) if view == "estimate" else None
     doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes, batch_advice=advice)
     if failures is not None:
-        from planner.api import DEFAULT_GPU_MTBF_S, resilience_for
+        from planner.evaluation.train import DEFAULT_GPU_MTBF_S, resilience_for
         from planner.render.estimate import resilience_table
         gpu_h, job_h = failures["gpu_mtbf_hours"], failures["job_mtbf_hours"]
         plan = resilience_for(e, prof, spec, train_tokens=failures["train_tokens"],

@@ -178,7 +178,7 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
     v.zero_stage("--zero", zero)
     job = job_mtbf_hours
     if job is None and gpu_mtbf_hours is None and node_mtbf_hours is None and interruptions is None:
-        from planner.api import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
+        from planner.evaluation.train import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
         gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
     spec = get_preset(model) if model is not None else None
     n_params = spec.param_count() if spec else parse_number("--params", params)

@@ -89,7 +89,7 @@ def bounded_int_hook() -> Callable[[str], int]:
     """The parse_int hook of every evidence JSON reader (load_json, the trace stream): an
     integer literal over MAX_INT_DIGITS digits raises Refused with the reason
     (planner.io.parse), any other is int()."""
-    from planner.io.parse import MAX_INT_DIGITS, int_bound_reason
+    from planner.io.bounds import MAX_INT_DIGITS, int_bound_reason
 
     def bounded(literal: str) -> int:
         if len(literal) > MAX_INT_DIGITS and (reason := int_bound_reason(literal)):

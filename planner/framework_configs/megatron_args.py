@@ -10,7 +10,7 @@ import shlex
 from typing import Any
 
 from planner.errors import InputError
-from planner.io.parse import bounded_int
+from planner.io.bounds import bounded_int
 from planner.specs.job import CheckOptions
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 from planner.specs.verdict import make_rule

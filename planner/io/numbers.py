@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from planner.errors import InputError
+from planner.io.validate import within
 
 SI_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
                "m": 1e6, "b": 1e9, "t": 1e12}   # 70b, 15t as often typed (no milli for counts)
@@ -65,7 +66,6 @@ def parse_real(field: str, text: str | float, *, lower: float | None = None,
                upper: float | None = None) -> float:
     """A finite number within [lower, upper] (`parse_number`'s forms), or an InputError naming
     `field` and the range."""
-    from planner.io.validate import within   # validate imports this module: the range check lives there
     x = parse_number(field, text)
     return within(field, x, lower, upper, fmt=".10g", got=_shown(text))
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from planner.errors import InputError
-from planner.io.parse import (MAX_ALIASES, MAX_DEPTH, MAX_NODES, bounded_int, detect_format,  # noqa: F401
-                    parse_text)
+from planner.io.parse import detect_format, parse_text
+from planner.io.bounds import MAX_ALIASES, MAX_DEPTH, MAX_NODES, bounded_int  # noqa: F401
 
 MAX_FILE_BYTES = 1_000_000      # plan, engine-config and profile files; real ones are a few kB
 MAX_CONFIG_BYTES = 5 * 2**20    # a Hugging Face config.json is a few kB; some carry label maps

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 
 from planner.errors import InputError
-# The one number parser (70B, 4M, 15T, 4Mi; 8k for sequence lengths) lives with the inputs.
-from planner.io.numbers import SUFFIXES, parse_number  # noqa: F401
 
 # Upper bounds that catch typos (1e30 GPUs) without limiting any real cluster.
 MAX_GPUS = 10_000_000           # also every parallel degree, micro-batch and count in a layout

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from planner.errors import InputError
+from planner.io.stdout import write_stdout
 from planner.io.read import shown
 
 STDOUT = "-"
@@ -55,7 +56,6 @@ def write_text(path: str | Path, content: str, *, force: bool = False, field: st
                make_dirs: bool = False) -> None:
     """Write ``content`` to ``path`` atomically; ``-`` writes to stdout."""
     if str(path) == STDOUT:
-        from planner.render.terminal import write_stdout  # a closed pipe ends the output, not the run
         write_stdout(content if content.endswith("\n") else content + "\n")
         return
     _check_name(str(path), field)

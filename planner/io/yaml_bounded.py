@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from planner.io.parse import (MAX_ALIASES, MAX_DEPTH, MAX_NODES, Refused, YamlSyntax, YamlWord, _Bad,
+from planner.io.bounds import (MAX_ALIASES, MAX_DEPTH, MAX_NODES, Refused, YamlSyntax, YamlWord, _Bad,
                     int_bound_reason)
 
 

@@ -195,7 +195,8 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
 
 def render_rich(doc: Document, file=None) -> None:
     """Terminal rendering (planner.render.terminal): literal strings, COLUMNS, plain when piped."""
-    from planner.render.terminal import render_text, write_stdout
+    from planner.render.terminal import render_text
+    from planner.io.stdout import write_stdout
     text = render_text(doc)
     if file is None:
         write_stdout(text)
@@ -205,7 +206,7 @@ def render_rich(doc: Document, file=None) -> None:
 
 def emit(doc: Document, fmt: str) -> None:
     """Print the document to stdout in the requested format."""
-    from planner.render.terminal import write_stdout
+    from planner.io.stdout import write_stdout
     if fmt == "json":
         write_stdout(render_json(doc) + "\n")
     elif fmt == "markdown":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from planner.api import DEFAULT_GPU_MTBF_S, FitResult
+from planner.evaluation.train import DEFAULT_GPU_MTBF_S
+
+from planner.search.fit import FitResult
 from planner.render.document import Document, Table
 from planner.render.json_out import layout_text
 from planner.render.estimate import batch_advice_note, memory_tables, time_tables

@@ -221,7 +221,7 @@ def _profile_fit(defs: dict) -> dict:
 
 
 def _sweep(defs: dict) -> dict:
-    item = _object("planner.api:FitResult", exclude=("best",), defs=defs)
+    item = _object("planner.search.fit:FitResult", exclude=("best",), defs=defs)
     return {"type": "object", "properties": {"sweep": {"type": "array", "items": item},
                                              "ok": OK, "notes": STR_LIST,
                                              "nearest_preset": NEAREST}, "required": ["sweep"]}
@@ -229,7 +229,7 @@ def _sweep(defs: dict) -> dict:
 
 # command → [(mode, builder)]; the first mode is the command's default.
 OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
-    "fit": [("search", lambda d: _object("planner.api:FitResult", defs=d, extra={
+    "fit": [("search", lambda d: _object("planner.search.fit:FitResult", defs=d, extra={
                 "ok": OK, "rejected": {"type": "integer"}, "notes": STR_LIST,
                 "batch_advice": _batch_advice(d), "nearest_preset": NEAREST})),
             ("sweep", _sweep),

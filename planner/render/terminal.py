@@ -23,25 +23,6 @@ from typing import Any
 _PLAIN_RULE = ("    \n", "    \n", " -  \n", "    \n", "    \n", "    \n", "    \n", "    \n")
 
 
-def silence_stdout() -> None:
-    """After EPIPE: point fd 1 at /dev/null so later writes and the exit-time flush succeed."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout is not a real file (captured in-process)
-        pass
-
-
-def write_stdout(text: str) -> None:
-    """Write to stdout; a reader that went away (``| head``) ends the output, not the command."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        silence_stdout()
-
-
 def is_tty() -> bool:
     try:
         return sys.stdout.isatty()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from planner.io import validate as v
+from planner.io.numbers import parse_number
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.plain import Plain, record
 
@@ -238,7 +239,7 @@ class Flags(Plain):
         found.check()
 
     def _model(self) -> ModelSpec:
-        from planner.io.validate import parse_number
+        from planner.io.numbers import parse_number
         if self.nearest_preset:
             return resolve_model(model=self.offer()["preset"], model_config=self.model_config,
                                  layers=self.layers, hidden=self.hidden, heads=self.heads,
@@ -256,7 +257,7 @@ class Flags(Plain):
                                 nic_gbit_per_gpu=self.nic_gbit)
 
     def _batch(self, gpus: Optional[int]) -> tuple[int, int, str]:
-        from planner.io.validate import parse_number
+        from planner.io.numbers import parse_number
         tpb = (parse_number("--tokens-per-batch", self.tokens_per_batch)
                if self.tokens_per_batch else None)
         return resolve_batch(seq_len=self.seq_len, global_batch=self.global_batch,
@@ -296,7 +297,7 @@ class Flags(Plain):
             return None
         from planner.io import validate as v
         from planner.specs.presets import nearest_preset
-        n = v.positive("--params", v.parse_number("--params", self.params), upper=v.MAX_PARAMS)
+        n = v.positive("--params", parse_number("--params", self.params), upper=v.MAX_PARAMS)
         name, spec = nearest_preset(n)
         return {"preset": name, "name": spec.name, "params": spec.param_count(),
                 "layers": spec.layers, "hidden": spec.hidden, "heads": spec.heads,

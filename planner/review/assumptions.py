@@ -64,7 +64,7 @@ def job_rows(inp: Job) -> list[list[str]]:
 
 def failure_rows() -> list[list[str]]:
     """The failure-rate and restart defaults (``api.DEFAULT_GPU_MTBF_S``, ``resilience``)."""
-    from planner.api import DEFAULT_GPU_MTBF_S
+    from planner.evaluation.train import DEFAULT_GPU_MTBF_S
     from planner.resilience.planning import DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S
     return [["per-GPU MTBF", f"{DEFAULT_GPU_MTBF_S / 3600:,.0f} h (Llama 3: 419 interruptions in "
                              "54 days on 16,384 GPUs), unless the plan states one"],

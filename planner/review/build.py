@@ -45,7 +45,7 @@ def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, s
                     global_batch: int, precision: str = "mixed", optimizer: str = "adam"):
     """(Job with the search's winner, FitResult); Job is None when nothing fits. The FitResult
     keeps its search (search_result), which the review's trade-off chart reads, not a second."""
-    from planner.api import fit
+    from planner.search.fit import fit
     res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
               precision=precision, optimizer=optimizer, top=5)
     if not res.layouts:
@@ -80,7 +80,7 @@ def _context(inp: Job, source: str, fit_result, charts: bool):
     """The estimate of the input and, unless given, the search of the same GPUs and batch: one
     search, read by the alternatives, the rejections, the trade-off chart and the scaling
     sweep's own count. No "what would fit" searches: the review never prints them."""
-    from planner.api import fit
+    from planner.search.fit import fit
     from planner.review.sections import ReviewContext
     outcome = evaluate_inputs(inp, source)
     if fit_result is None:
@@ -137,7 +137,7 @@ def _nothing_fits(res, source: str) -> Review:
 def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
-    from planner.io.validate import parse_number
+    from planner.io.numbers import parse_number
     x = parse_number("--train-tokens", text)
     if x <= 0 or math.isnan(x):
         raise InputError("--train-tokens", f"must be > 0, got {text}")

@@ -159,7 +159,7 @@ def _plan_gpu_mtbf_s(inp: Job) -> Optional[float]:
 def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
                        gpu_hour_cost: Optional[float]) -> tuple[Section, float]:
     """(the section, the goodput at the optimum interval); waste δ/τ + τ/(2M) + R/M."""
-    from planner.api import resilience_for
+    from planner.evaluation.train import resilience_for
     from planner.render.estimate import resilience_table
     inp, e = ctx.inp, ctx.e
     gpu_mtbf = _plan_gpu_mtbf_s(inp)
@@ -192,7 +192,7 @@ def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
 def train_section(ctx: ReviewContext, train_tokens: Optional[float],
                   gpu_hour_cost: Optional[float], goodput: float) -> tuple[Section, Any]:
     """(the section, api.time_to_train at the goodput or None without a token budget)."""
-    from planner.api import time_to_train
+    from planner.evaluation.train import time_to_train
     e = ctx.e
     if not train_tokens:
         return Section(SECTIONS[7], [
@@ -231,9 +231,9 @@ SWEEP_MAX_ENUMERATED = 3_000_000
 
 
 def _row(n: int, best: Any) -> dict:
-    from planner.api import _short
+    from planner.search.fit import short_label
     return {"gpus": n, "fits": best is not None, "searched": True,
-            "layout": _short(best.layout) if best else "nothing fits",
+            "layout": short_label(best.layout) if best else "nothing fits",
             "tokens_per_s": best.tokens_per_s if best else 0.0,
             "mfu": best.mfu if best else 0.0, "step_time_s": best.step_time_s if best else 0.0}
 
@@ -243,7 +243,7 @@ def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
     the review's own search (`own`, an api.FitResult) at the plan's count, then the others
     nearest first (by the ratio to the plan's count) while the budget lasts; a count not
     searched has a row with "searched" False."""
-    from planner.api import fit
+    from planner.search.fit import fit
     from planner.search.blocks import SpaceTooLarge
     rows = {inp.gpus: _row(inp.gpus, own.layouts[0] if own.layouts else None)}
     spent = own.enumerated

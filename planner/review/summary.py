@@ -20,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from planner.render.document import Table
+from planner.search.fit import short_label
 from planner.io.units import count, gb, pct
 
 TIGHT_HEADROOM = 0.10     # risk: less than 10 % of usable memory free (allocator spikes, drift)
@@ -44,7 +45,8 @@ class Summary:
 def plan_row(e: Any, model: Any = None, hardware: Any = None) -> Any:
     """The plan's own figures in the shape of a ranked layout (rank 0); with the model and
     hardware, its checkpoint interval and goodput at the failure rate the search's rows use."""
-    from planner.api import RankedLayout, resilience_for
+    from planner.search.fit import RankedLayout
+    from planner.evaluation.train import resilience_for
     row = RankedLayout(rank=0, layout=e.layout, peak_memory_bytes=e.peak_memory_bytes,
                        headroom_bytes=e.headroom_bytes, step_time_s=e.step_time_s,
                        tokens_per_s=e.tokens_per_s, mfu=e.mfu, bubble_fraction=e.bubble_fraction,
@@ -118,12 +120,12 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
         gap_text = "no other valid layout of these GPUs to compare with"
     elif gap is not None and gap > 0.005:
         gap_text = (f"the plan is {gap:.0%} slower than the best alternative, "
-                    f"{_short(best.layout)} at {best.step_time_s:.2f} s/step")
+                    f"{short_label(best.layout)} at {best.step_time_s:.2f} s/step")
     elif gap is not None and gap < -0.005:
         gap_text = (f"the plan is the fastest valid layout, {-gap:.0%} ahead of the next, "
-                    f"{_short(best.layout)} at {best.step_time_s:.2f} s/step")
+                    f"{short_label(best.layout)} at {best.step_time_s:.2f} s/step")
     else:
-        gap_text = (f"the plan is as fast as the best alternative ({_short(best.layout)}, "
+        gap_text = (f"the plan is as fast as the best alternative ({short_label(best.layout)}, "
                     f"{best.step_time_s:.2f} s/step)")
     mfu = f"{pct(e.mfu)}" + (f" (the model is within ±{TOLERANCE_PCT:g}% of published runs on this "
                              "GPU)" if _calibrated(inp.hardware.name) else
@@ -143,11 +145,6 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
             ["gap to the best alternative", gap_text],
             ["risks", "; ".join(found) if found else "none flagged"]]
     return Summary(rows=rows, decision=decision, gap_text=gap_text, gap_fraction=gap, risks=found)
-
-
-def _short(lay: Any) -> str:
-    from planner.api import _short as short
-    return short(lay)
 
 
 def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:

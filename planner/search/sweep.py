@@ -11,7 +11,7 @@ def fit_counts(model: Any, hardware: Any, counts: list[int], *,
     fit); the searches together price at most batches.MAX_PRICED layouts, each getting what the
     counts before it left (batches.SpaceTooLarge names the spent budget)."""
     from planner.search import blocks as batches
-    from planner.api import fit
+    from planner.search.fit import fit
 
     one = len(counts) == 1
     results, left = [], batches.MAX_PRICED

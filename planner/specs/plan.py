@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from planner.io import validate as v
-from planner.io.parse import YamlWord
+from planner.io.bounds import YamlWord
 from planner.specs.layout import KNOBS
 
 

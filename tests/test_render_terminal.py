@@ -107,6 +107,14 @@ def test_a_table_wider_than_the_line_is_squeezed_and_folded():
     assert max(map(len, text.splitlines())) <= 40 and text.count("w") == 2 * 8 * 15
 
 
+def test_wide_characters_are_laid_out_in_cells():
+    doc = Document(command="x", title="模型 " * 30, tables=[Table("t", ["名前", "GB"],
+                                                                   [["模型", "1.5"]])])
+    text = render_text(doc, _piped(40))
+    assert all(cell_len(line) <= 40 for line in text.splitlines())
+    assert "\n名前  GB\n---- ---\n模型 1.5\n" in text   # two cells a character, none folded
+
+
 def test_columns_sets_the_width(monkeypatch):
     monkeypatch.setenv("COLUMNS", "57")
     assert console().width == 57

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -70,19 +71,19 @@ def _bar(value: float, biggest: float, glyph: str, size: int = _BAR_CELLS) -> st
 
 
 def _widths(columns: list[str], rows: list[list[str]], numeric: list[bool], avail: int) -> list[int]:
-    """Column widths that fit `avail`: start from each column's natural width and take one
-    character at a time from the column with the most room above its floor. The floor is the
-    longest word (a number, a name) so words wrap whole; only a word longer than a third of
-    the line folds. Headers wrap at their spaces."""
+    """Column widths in terminal cells (a CJK character takes two) that fit `avail`: start from
+    each column's natural width and take one cell at a time from the column with the most room
+    above its floor. The floor is the longest word (a number, a name) so words wrap whole; only
+    a word longer than a third of the line folds. Headers wrap at their spaces."""
     natural, floor = [], []
     for i, c in enumerate(columns):
         cells = [str(r[i]) for r in rows if i < len(r)]
         lines = [ln for x in cells for ln in x.split("\n")] + c.split("\n")
         words = [w for x in cells + [c] for w in x.split()] or [""]
-        natural.append(max(len(x) for x in lines))
-        longest = max(len(w) for w in words)
+        natural.append(max(cell_len(x) for x in lines))
+        longest = max(cell_len(w) for w in words)
         if numeric[i]:  # a number and its unit stay on one line
-            longest = max([longest] + [len(x) for x in cells])
+            longest = max([longest] + [cell_len(x) for x in cells])
         floor.append(longest if numeric[i] else min(longest, max(avail // 3, 8)))
     widths = list(natural)
     budget = avail - (len(columns) - 1)

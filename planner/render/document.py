@@ -138,7 +138,8 @@ def literal(text: str, *, newlines: bool = False) -> str:
 def literal_doc(doc: Document) -> Document:
     """The document with every string `literal`: what each renderer but JSON (which escapes by
     itself) prints."""
-    tables = [dataclasses.replace(t, title=literal(t.title), columns=[literal(c) for c in t.columns],
+    tables = [dataclasses.replace(t, title=literal(t.title),
+                                  columns=[literal(c) for c in t.columns],
                                   rows=[[literal(c) for c in r] for r in t.rows],
                                   legend=literal(t.legend) if t.legend else t.legend)
               for t in doc.tables]

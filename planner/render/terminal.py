@@ -10,7 +10,7 @@ Rules users of ruff, gh and kubectl rely on, kept here in one place:
   else 80). A terminal gets bold titles and headers, a box-drawing rule, cyan bars and a
   coloured verdict; with ``NO_COLOR`` the same layout and no escape sequence at all; a pipe gets
   plain text with an ASCII rule and ``#`` bars, and no line ends in blanks.
-- Nothing is cut to "…": cells fold instead (planner.render.terminal._widths).
+- Nothing is cut to "…": cells fold instead, at the widths _widths gives the columns.
 - A closed pipe (``dtplan check plan.yaml | head -1``) is not an error (io.stdout).
 """
 
@@ -70,7 +70,8 @@ def _bar(value: float, biggest: float, glyph: str, size: int = _BAR_CELLS) -> st
     return glyph * max(1, round(size * value / biggest))
 
 
-def _widths(columns: list[str], rows: list[list[str]], numeric: list[bool], avail: int) -> list[int]:
+def _widths(columns: list[str], rows: list[list[str]], numeric: list[bool],
+            avail: int) -> list[int]:
     """Column widths in terminal cells (a CJK character takes two) that fit `avail`: start from
     each column's natural width and take one cell at a time from the column with the most room
     above its floor. The floor is the longest word (a number, a name) so words wrap whole; only

@@ -42,12 +42,17 @@ def _command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "planner"]
 
 
+# What makes rich write escape sequences into a pipe (a CI runner may set FORCE_COLOR): the
+# children print plain text whatever the caller's environment says.
+TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")
+
+
 # The child's environment: a wide terminal, and bytecode caching on as for an installed wheel
 # (PYTHONDONTWRITEBYTECODE=1 in the caller's environment would make every `dtplan` run
 # recompile the planner's modules, ~60 ms each of the suite's ~600 runs).
 def child_env() -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-            "COLUMNS": "200"}
+    drop = ("PYTHONDONTWRITEBYTECODE", *TERMINAL_ENV)
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "COLUMNS": "200"}
 
 
 def run_dtplan(*args, cwd=None, stdin: str | None = None) -> Run:

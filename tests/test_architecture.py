@@ -139,9 +139,6 @@ FORMATTING_HELPERS = {
     ("render/terminal.py", "_bar"),                               # bar length in characters
     ("render/terminal.py", "_widths"),                            # column widths to the terminal
     ("render/terminal.py", "_rich_table"),                        # room left for the bars column
-    ("render/plain.py", "_breaks"), ("render/plain.py", "_table"),  # where a line wraps;
-    ("render/plain.py", "_table_lines"),                          # cell widths and padding
-    ("render/plain.py", "_squeezed"),                             # rich's widths when too wide
     ("render/charts.py", "pipeline_chart"),                       # block positions in the figure
 }
 MATH_ARITHMETIC = {"ceil", "floor", "sqrt", "log", "log2", "log10", "exp", "prod", "fsum", "pow"}

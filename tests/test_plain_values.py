@@ -30,7 +30,7 @@ import sys
 import planner.search.fit, planner.search.fast, planner.render.fit
 from planner.advice.batch import advise_fit_result
 from planner.render.document import render_json
-from planner.render.plain import render_plain
+from planner.render.terminal import console, render_text
 from planner.search.fast import SearchSpace
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
@@ -38,7 +38,7 @@ model, hw = model_from_params(70e9), load_profile("h100")
 r = planner.search.fit.fit(model, hw, 256, seq_len=8192, global_batch=512)
 advice = advise_fit_result(r, model, hw, SearchSpace(), precision="mixed", optimizer="adam")
 doc = planner.render.fit.fit_doc(r, batch_advice=advice)
-out = render_json(doc) + (render_plain(doc, 120) or "")
+out = render_json(doc) + render_text(doc, console(width=120))
 loaded = sorted(m for m in sys.modules if m.startswith("pydantic."))
 print(len(r.layouts), '"rank": 1' in out, loaded)
 """

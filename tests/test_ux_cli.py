@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, _command
+from conftest import ROOT, TERMINAL_ENV, _command
 
 GOOD = "examples/plans/llama3-70b-256xh100.yaml"
 BAD = "examples/plans/fail-layers-divisible-by-pp.yaml"
@@ -19,13 +19,15 @@ ANSI = re.compile(r"\x1b\[")
 
 
 def run(*args, columns: str | None = "80", stdout=subprocess.PIPE, cwd=ROOT, env_extra=None):
-    """Run dtplan with COLUMNS set (or unset with columns=None); stdout is a pipe, not a TTY."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    """Run dtplan with COLUMNS set (or unset with columns=None); no stream is a terminal (rich
+    takes a terminal's width from stdin too) and nothing asks rich to treat the pipe as one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", *TERMINAL_ENV)}
     if columns is not None:
         env["COLUMNS"] = columns
     env.update(env_extra or {})
     return subprocess.run(_command() + [str(a) for a in args], stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, cwd=str(cwd), env=env, timeout=120)
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                          cwd=str(cwd), env=env, timeout=120)
 
 
 def widest(text: str) -> int:

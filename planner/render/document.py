@@ -1,20 +1,21 @@
-"""The one shape every command prints, and its three renderings."""
+"""The one shape every command prints, and the renderings that need no terminal: JSON and
+Markdown (the terminal's is planner.render.terminal, through rich)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from planner.specs.plain import Plain, record, spec
-from planner.render.json_out import SCHEMA_VERSION  # noqa: F401  (one version for every output)
+from planner.render.json_out import default_mode, envelope
+
 FORMATS = ("table", "json", "markdown")
 
 
-# Plain records, not dataclasses (whose generated methods cost ~0.5 ms a class at import):
-# positional and keyword arguments, equality and repr as a dataclass's; values kept as given.
-@record(positional=True, coerce=False)
-class Table(Plain):
+@dataclass
+class Table:
     """A titled grid of already-formatted cells. `bars` (one number per row) draws a bar column
     in the terminal so the biggest item shows at a glance."""
 
@@ -25,18 +26,19 @@ class Table(Plain):
     legend: str | None = None  # one line printed under the table: what its codes mean
 
 
-@record(positional=True, coerce=False)
-class Document(Plain):
+@dataclass
+class Document:
     """What a command prints: tables, notes (assumptions, explanations), a verdict line, and the
-    JSON payload (`data`, SI units with the unit in each key name)."""
+    JSON payload (`data`, SI units with the unit in each key name). Mutable: a command adds a
+    note or a table to the document its renderer built before printing it."""
 
     command: str
     title: str
-    tables: list[Table] = spec(factory=list)
-    notes: list[str] = spec(factory=list)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     verdict: str | None = None
     ok: bool | None = None
-    data: dict[str, Any] = spec(factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     mode: str | None = None  # which of the command's JSON shapes `data` is (render.json_out)
 
 
@@ -52,9 +54,9 @@ def _clean(obj: Any) -> Any:
 
 
 def render_json(doc: Document) -> str:
-    import json   # JSON output only
+    """The document's JSON: render.json_out's envelope around `data`, NaN and inf as null."""
+    import json   # JSON output only: a table's run loads no json (tests/test_cli_startup.py)
 
-    from planner.render.json_out import default_mode, envelope
     payload = envelope(doc.command, doc.mode or default_mode(doc.command), doc.ok, doc.data,
                        doc.notes)
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
@@ -80,7 +82,7 @@ def _units(s: str, i: int, extra: str) -> int:
 def is_number(s: str) -> bool:
     r"""A stripped cell that is a number with at most a unit suffix: the pattern
     ``[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*( \([\d,.]+ ?[%A-Za-z/]*\))?`` matched whole, by
-    hand (compiling it cost ~0.6 ms a run; tests/test_render_plain.py holds the two equal)."""
+    hand (compiling it cost ~0.6 ms a run; tests/test_render_terminal.py holds the two equal)."""
     i = 1 if s[:1] in _SIGNS else 0
     j = _run(s, i)
     if j == i:
@@ -136,14 +138,14 @@ def literal(text: str, *, newlines: bool = False) -> str:
 def literal_doc(doc: Document) -> Document:
     """The document with every string `literal`: what each renderer but JSON (which escapes by
     itself) prints."""
-    tables = [t.model_copy(update={"title": literal(t.title),
-                                   "columns": [literal(c) for c in t.columns],
-                                   "rows": [[literal(c) for c in r] for r in t.rows],
-                                   "legend": literal(t.legend) if t.legend else t.legend})
+    tables = [dataclasses.replace(t, title=literal(t.title),
+                                  columns=[literal(c) for c in t.columns],
+                                  rows=[[literal(c) for c in r] for r in t.rows],
+                                  legend=literal(t.legend) if t.legend else t.legend)
               for t in doc.tables]
-    return doc.model_copy(update={
-        "title": literal(doc.title), "tables": tables, "notes": [literal(n) for n in doc.notes],
-        "verdict": literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict})
+    return dataclasses.replace(
+        doc, title=literal(doc.title), tables=tables, notes=[literal(n) for n in doc.notes],
+        verdict=literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict)
 
 
 def md_text(s: str) -> str:
@@ -191,25 +193,3 @@ def render_markdown(doc: Document, heading: str = "#") -> str:
         lines += [f"{heading}# Assumptions and notes", ""] + [f"- {md_text(n)}" for n in doc.notes
                                                               ] + [""]
     return "\n".join(lines)
-
-
-def render_rich(doc: Document, file=None) -> None:
-    """Terminal rendering (planner.render.terminal): literal strings, COLUMNS, plain when piped."""
-    from planner.render.terminal import render_text
-    from planner.io.stdout import write_stdout
-    text = render_text(doc)
-    if file is None:
-        write_stdout(text)
-    else:
-        file.write(text)
-
-
-def emit(doc: Document, fmt: str) -> None:
-    """Print the document to stdout in the requested format."""
-    from planner.io.stdout import write_stdout
-    if fmt == "json":
-        write_stdout(render_json(doc) + "\n")
-    elif fmt == "markdown":
-        write_stdout(render_markdown(doc) + "\n")
-    else:
-        render_rich(doc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from planner.evidence import Evidence
@@ -81,11 +82,10 @@ def escaped(doc: Document) -> Document:
     """Rich reads `[...]` as markup: user strings (file names, GPU names) are escaped."""
     from rich.markup import escape
 
-    tables = [t.model_copy(update={"title": escape(t.title),
-                                   "rows": [[escape(c) for c in r] for r in t.rows]})
+    tables = [replace(t, title=escape(t.title), rows=[[escape(c) for c in r] for r in t.rows])
               for t in doc.tables]
-    return doc.model_copy(update={"title": escape(doc.title), "tables": tables,
-                                  "notes": [escape(n) for n in doc.notes]})
+    return replace(doc, title=escape(doc.title), tables=tables,
+                   notes=[escape(n) for n in doc.notes])
 
 
 def fit_table(cal) -> Table:

@@ -10,7 +10,8 @@ from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
 from planner.cli.knob_options import (CpSearch, EpSearch, MicroBatchSearch, Optimizer, PpSearch,
                                       Precision, RecomputeSearch, TpSearch, ZeroSearch)
-from planner.cli.options import MAX_FIT_COUNTS, MAX_WHOLE, Format, parse_list, switch, whole
+from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
+                                 switch, whole)
 from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
@@ -31,16 +32,16 @@ def fit_cmd(
     recompute: RecomputeSearch = None,
     allow_offload: Annotated[bool, switch("--allow-offload", "also consider CPU offload",
                                           LAYOUT)] = False,
-    objective: Annotated[str, o.option("--objective", help="time, headroom, cost or gpus",
-                                       panel=SEARCH, metavar="GOAL")] = "time",
-    from_plan: Annotated[Optional[str], o.option(
+    objective: Annotated[str, option("--objective", help="time, headroom, cost or gpus",
+                                     panel=SEARCH, metavar="GOAL")] = "time",
+    from_plan: Annotated[Optional[str], option(
         "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
         "shrink)", panel=SEARCH, metavar="PATH")] = None,
     top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
     show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
                                      "step time and peak memory (hidden by default)",
                                      SEARCH)] = False,
-    batch_tolerance: Annotated[float, o.real(
+    batch_tolerance: Annotated[float, real(
         "--batch-tolerance", "with --from-plan: the share the global batch may change for a "
         "faster layout (0 keeps it exact)", SEARCH, within=(None, MAX_WHOLE))] = 0.01,
     gib: o.Gib = False,

@@ -77,9 +77,11 @@ app = typer.Typer(cls=Root, add_completion=False, no_args_is_help=True, help=HEL
 
 
 def _print_version(wanted: bool) -> None:
+    """`dtplan --version`'s body (the package-metadata reader loads only here: a help screen
+    has no use for it)."""
     if wanted:
-        from importlib.metadata import PackageNotFoundError, version  # loads zipfile, tempfile,
-        try:                                                          # importlib.resources: only here
+        from importlib.metadata import PackageNotFoundError, version
+        try:
             sys.stdout.write(f"dtplan {version('dtplan')}\n")
         except PackageNotFoundError:  # pragma: no cover - running from a source tree
             sys.stdout.write("dtplan unknown\n")

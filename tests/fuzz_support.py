@@ -219,7 +219,7 @@ def invocation(draw, cmds: list[Command], tmp: Path) -> tuple[Command, list[str]
 
 # ---- running and the contract ------------------------------------------------------------------
 
-REUSES = 50  # then rebuilt: code that decorates the built tree per run (help styling) nests
+REUSES = 50  # then rebuilt: a run sees a fresh tree now and then, as each process builds one
 _BUILDING = []  # get_command calls get_group: only the outermost call is memoised
 
 

@@ -93,7 +93,8 @@ def _loads_validators(argv: list[str], cwd: str, env: dict[str, str]) -> str:
 # wrapped where the modules that call it hold it, as each new import passes) and everything
 # else dtplan does (its imports, parsing, profiles, the winner's estimate, rendering). One BLAS
 # thread, so no pool's spinning is counted.
-_CALLERS = ("planner.search.fast", "planner.api", "planner.advice.batch", "planner.advice.shrink")
+_CALLERS = ("planner.search.fast", "planner.search.fit", "planner.advice.batch",
+            "planner.advice.shrink")
 _PHASES = ("import os, sys, io, time, importlib.abc\n"
            "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); T = time.process_time\n"
            "t0 = T(); import numpy; t1 = T(); spent = [0.0]; timed = {{}}\n"

@@ -14,10 +14,11 @@ a warm-up and not counted. Prints figures; asserts nothing.
 `--baseline DIR` times a second checkout interleaved with the first, so a before/after pair
 runs under the same load; `--only WORD` keeps the commands containing WORD. The floor is timed
 twice: as the libraries start it (OpenBLAS starts a thread per core, which inflates its CPU
-time) and with one BLAS thread, as dtplan starts numpy. Each command's line also says whether
-its run imported typer (the argv binder, planner/cli/bind.py, runs fit, estimate, memory and the
-quick calculators without it; help, completion and usage errors go through typer). `--phases`
-splits each command's CPU in-process: numpy's import, the search proper, and the rest of dtplan.
+time) and with one BLAS thread, as dtplan starts numpy. typer parses every command line; each
+command's line also says whether its run loaded pydantic's validators (typer coerces each
+option through a pydantic TypeAdapter: the first one built loads pydantic's schema machinery,
+which the floor's lazy `import pydantic` does not). `--phases` splits each command's CPU
+in-process: numpy's import, the search proper, and the rest of dtplan.
 """
 
 from __future__ import annotations
@@ -76,11 +77,12 @@ def _wall(cmd: list[str], env: dict[str, str], cwd: str = REPO) -> tuple[float, 
 _PROBE = ("import sys, io; from planner.cli import main; sys.argv = ['dtplan'] + {argv!r}; "
           "out, sys.stdout = sys.stdout, io.StringIO()\n"
           "try:\n    main()\nexcept SystemExit:\n    pass\n"
-          "sys.stdout = out; print('typer' in sys.modules)")
+          "sys.stdout = out; print('pydantic.type_adapter' in sys.modules)")
 
 
-def _imports_typer(argv: list[str], cwd: str, env: dict[str, str]) -> str:
-    """Whether one run of argv imported typer ("yes"/"no"), in-process in a fresh interpreter."""
+def _loads_validators(argv: list[str], cwd: str, env: dict[str, str]) -> str:
+    """Whether one run of argv loaded pydantic's TypeAdapter ("yes"/"no"), in-process in a
+    fresh interpreter."""
     p = subprocess.run([sys.executable, "-c", _PROBE.format(argv=argv)], env=env, cwd=cwd,
                        capture_output=True, text=True, check=False)
     return {"True": "yes", "False": "no"}.get(p.stdout.strip().splitlines()[-1:][0]
@@ -91,7 +93,8 @@ def _imports_typer(argv: list[str], cwd: str, env: dict[str, str]) -> str:
 # wrapped where the modules that call it hold it, as each new import passes) and everything
 # else dtplan does (its imports, parsing, profiles, the winner's estimate, rendering). One BLAS
 # thread, so no pool's spinning is counted.
-_CALLERS = ("planner.search.fast", "planner.api", "planner.advice.batch", "planner.advice.shrink")
+_CALLERS = ("planner.search.fast", "planner.search.fit", "planner.advice.batch",
+            "planner.advice.shrink")
 _PHASES = ("import os, sys, io, time, importlib.abc\n"
            "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); T = time.process_time\n"
            "t0 = T(); import numpy; t1 = T(); spent = [0.0]; timed = {{}}\n"
@@ -187,7 +190,7 @@ def main() -> None:
             src = e.get("PYTHONPATH", REPO) if base[-1] == "planner" else REPO
             print(f"    {label:8s} wall {m:6.1f} ms = {m / f:4.2f}x floor;  CPU {mc:6.1f} ms = "
                   f"{mc / fc:4.2f}x floor, {mc / f1c:4.2f}x one-thread floor, {mc / tc:4.2f}x "
-                  f"typer floor; typer imported: {_imports_typer(argv, src, e)}")
+                  f"typer floor; pydantic validators: {_loads_validators(argv, src, e)}")
             if args.phases:
                 print(f"    {label:8s} {_phases(argv, src, e, args.repeats)}")
         if args.baseline:

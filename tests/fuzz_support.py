@@ -23,7 +23,8 @@ from pathlib import Path
 import typer
 from hypothesis import strategies as st
 
-from planner.cli import app, run
+from planner.cli.dispatch import register, run
+from planner.cli.root import app
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -108,9 +109,7 @@ def commands() -> list[Command]:
                                 choices or _help_choices(getattr(p, "help", None))))
         out.append(Command(path, params))
 
-    import planner.cli
-    # Where commands register lazily (planner.cli.register), an empty argv registers them all.
-    getattr(planner.cli, "register", lambda argv: None)([])
+    register([])   # an argv that names no command registers them all
     walk(typer.main.get_group(app), [])
     return out
 
@@ -220,7 +219,7 @@ def invocation(draw, cmds: list[Command], tmp: Path) -> tuple[Command, list[str]
 
 # ---- running and the contract ------------------------------------------------------------------
 
-REUSES = 50  # then rebuilt: code that decorates the built tree per run (help styling) nests
+REUSES = 50  # then rebuilt: a run sees a fresh tree now and then, as each process builds one
 _BUILDING = []  # get_command calls get_group: only the outermost call is memoised
 
 
@@ -251,7 +250,7 @@ _BUILDERS = {name: _memo(getattr(typer.main, name)) for name in ("get_command", 
 
 
 def run_inprocess(argv: list[str], cwd: Path) -> tuple[int, str, str]:
-    """The console script's code path (planner.cli.run) in ``cwd`` with captured streams; only
+    """The console script's code path (planner.cli.dispatch.run) in ``cwd`` with captured streams; only
     the click tree's construction is memoised (see _memo)."""
     out, err = io.StringIO(), io.StringIO()
     before = os.getcwd()

@@ -116,6 +116,9 @@ def test_layout_groups(dtplan):
     (("scaling", "--baseline-ms", "800", "--measured-ms", "-5", "--gpus", "8"), "--measured-ms"),
     (("layout", "--gpus", "100", "--tp", "8"), "--gpus"),
     (("batch", "--micro-batch", "4", "--dp", "8"), "--accum"),
+    # a name longer than the file system allows is an unknown name, not an OSError
+    (("memory", "--params", "7e9", "--hardware", "a" * 300), "--hardware"),
+    (("memory", "--params", "7e9", "--framework", "a" * 300), "--framework"),
 ])
 def test_bad_input_is_one_line_exit_2(dtplan, args, option):
     r = dtplan(*args)

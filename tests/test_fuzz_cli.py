@@ -1,8 +1,9 @@
 """Property-based fuzz of the whole CLI (issue 18): invocations generated from the click tree's
 own option metadata, and files mutated from examples/, keep the exit-code contract — exit in
 {0, 1, 2}, never a traceback, an exit 2 is one line naming the option or file key:line, and a
-valid invocation prints the same bytes when repeated. Runs in-process through planner.cli.run
-(the console script's code path); a sample is checked against the real process.
+valid invocation prints the same bytes when repeated. Runs in-process through
+planner.cli.dispatch.run (the console script's code path); a sample is checked against the real
+process.
 
 Seeded (derandomize) so CI is reproducible. DTPLAN_FUZZ=large runs the bigger profile
 (10,000 invocations, 2,000 files, 100 real-process calls, and GPU counts up to 10^7).

@@ -198,7 +198,7 @@ def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
     # message says the sweep's budget is spent, not that one search is too large
     import planner.search.blocks as b
     from planner.api import fit
-    from planner.cli import run
+    from planner.cli.dispatch import run
     from planner.specs.hardware import load_profile
     from planner.specs.model import model_from_params
 

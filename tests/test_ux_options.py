@@ -5,15 +5,19 @@ everywhere; `--params` names the nearest real preset (issue #16)."""
 from __future__ import annotations
 
 import json
+import typing
 from collections import defaultdict
 
 import pytest
 import typer
 from hypothesis import given, strategies as st
+from typer.models import OptionInfo
 
 from conftest import run_dtplan as dtplan
-from planner.cli import app, register
-from planner.cli.options import ALIASES, SHARED, VARIANTS
+from planner.cli import knob_options, options
+from planner.cli.dispatch import register
+from planner.cli.options import OLD_SPELLINGS
+from planner.cli.root import app
 from planner.io.numbers import format_number, parse_number
 from planner.specs.presets import PRESETS, nearest_preset
 
@@ -43,16 +47,24 @@ def _default(x):
 
 
 def _shape(o):
-    """What a user sees of one option: its names, default, help and metavar."""
-    return (tuple(o.opts), tuple(o.secondary_opts), repr(_default(o.default)), o.help, o.metavar)
+    """What a user sees of one option: its names, help and metavar."""
+    return (tuple(o.opts), tuple(o.secondary_opts), o.help, o.metavar)
 
 
-def _decl_shape(d):
-    names = d.flags[0].split("/")
-    opts = (names[0],) + tuple(d.flags[1:]) + d.aliases
-    secondary = tuple(names[1:])
-    default = None if d.default is ... else d.default   # required: click holds None
-    return (opts, secondary, repr(_default(default)), d.help, d.metavar)
+def _declared() -> dict[str, list[tuple]]:
+    """The shape of every declaration in the shared option set, by its first name."""
+    found = [*vars(options).values(), *vars(knob_options).values(),
+             *knob_options.KNOB_OPTIONS.values()]
+    out = defaultdict(list)
+    for d in found:
+        info = next((m for m in typing.get_args(d)[1:] if isinstance(m, OptionInfo)), None)
+        if info is None:
+            continue
+        names = [info.default, *info.param_decls]     # in Annotated, typer's default is a name
+        opts = tuple(n.split("/")[0] for n in names)
+        secondary = tuple(n.split("/")[1] for n in names if "/" in n)
+        out[opts[0]].append((opts, secondary, info.help, info.metavar))
+    return out
 
 
 def test_every_option_two_commands_share_comes_from_the_shared_set():
@@ -60,9 +72,8 @@ def test_every_option_two_commands_share_comes_from_the_shared_set():
     for name, cmd in COMMANDS.items():
         for o in _options(cmd):
             users[o.opts[0]].append((name, o))
-    declared = defaultdict(list)
-    for d in [*SHARED.values(), *VARIANTS.values()]:
-        declared[d.flags[0].split("/")[0]].append(_decl_shape(d))
+    declared = _declared()
+    defaults = defaultdict(set)
     for flag, uses in users.items():
         if len(uses) < 2 and flag not in declared:
             continue   # an option of one command only
@@ -72,22 +83,28 @@ def test_every_option_two_commands_share_comes_from_the_shared_set():
             assert flag in declared, f"{command} {flag}: shared by several commands but not " \
                                      "declared in planner/cli/options.py"
             assert _shape(o) in declared[flag], f"{command} {flag} differs from its declaration"
+            defaults[_shape(o)].add(repr(_default(o.default)))
+    # one declaration, one default: a command whose default differs declares a variant
+    assert not {s: d for s, d in defaults.items() if len(d) > 1}
 
 
 def test_one_name_per_concept():
-    primaries = {d.flags[0] for d in SHARED.values()}
-    assert len(primaries) == len(SHARED)                      # no two concepts share a name
-    assert not ALIASES & primaries
-    for cmd in COMMANDS.values():
-        for o in _options(cmd):
-            assert o.opts[0] not in ALIASES                  # an alias is never the main name
-            assert set(o.opts[1:]) - {"-f", "-o", "-m", "-h"} <= ALIASES  # the rest are aliases
-    # the spellings issue #16 found for one concept are now aliases of one option
+    declared = _declared()
+    for flag, shapes in declared.items():                    # a variant says how it differs
+        assert len({help for _, _, help, _ in shapes}) == len(set(shapes)), flag
+    for name, cmd in COMMANDS.items():
+        opts = _options(cmd)
+        current = {o.opts[0] for o in opts}
+        for o in opts:
+            assert set(o.opts[1:]) <= {"-f", "-o", "-m", "-h"}   # one spelling per option
+            if o.opts[0] in OLD_SPELLINGS:                  # an older spelling: listed nowhere,
+                assert o.hidden and OLD_SPELLINGS[o.opts[0]] in current, (name, o.opts)
+            elif o.opts[0] in OLD_SPELLINGS.values():       # and taken wherever its concept is
+                old = {k for k, x in OLD_SPELLINGS.items() if x == o.opts[0]}
+                assert old <= current, (name, o.opts)
+    # the spellings issue #16 found for one concept are now older spellings of one option
     assert {"--price-per-gpu-hour", "--async", "--mtbf-hours", "--nic-gbit",
-            "--gpu-memory-gb"} <= ALIASES
-    for (name, _), v in VARIANTS.items():
-        assert v.why and v.flags[0] == SHARED[name].flags[0] if name in SHARED else v.why
-        assert name not in SHARED or v.help != SHARED[name].help or v.default != SHARED[name].default
+            "--gpu-memory-gb"} <= set(OLD_SPELLINGS)
 
 
 @pytest.mark.parametrize("old,new,args", [

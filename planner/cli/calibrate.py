@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
-from planner.cli import EXIT_OK, app
-from planner.cli.options import Format, opt
+from planner.cli import options as o
+from planner.cli.options import Format, option
+from planner.cli.root import EXIT_OK, command
 
 
-@app.command("calibrate")
+@command("calibrate", "dtplan calibrate", "dtplan calibrate --format json")
 def calibrate_cmd(
-    hardware: Optional[str] = opt("hardware", "calibrate"),
-    framework: Optional[str] = opt("framework", "calibrate"),
-    fmt: Format = opt("fmt"),
-    evidence: Optional[List[str]] = typer.Option(None, "--from", help="measured files or "
-                                                 "directories (nccl-tests, training logs, "
-                                                 "profiler traces, memory): print what they say"),
-    more: Optional[List[str]] = typer.Argument(None, hidden=True),
-    warmup_steps: int = opt("warmup_steps"),
-    hardware_file: Optional[str] = opt("hardware_file"),
-    plan: Optional[str] = opt("plan", "calibrate"),
-    output: Optional[str] = opt("output", "calibrate"),
-    force: bool = opt("force"),
+    evidence: Annotated[Optional[List[str]], option(
+        "--from", help="measured files or directories (nccl-tests, training logs, profiler "
+        "traces, memory): print what they say", metavar="N|LIST")] = None,
+    more: Annotated[Optional[List[str]], typer.Argument(hidden=True)] = None,
+    warmup_steps: o.WarmupSteps = 1,
+    plan: o.PlanCalibrate = None,
+    hardware: o.HardwareCalibrate = None,
+    hardware_file: o.HardwareFile = None,
+    framework: o.FrameworkCalibrate = None,
+    fmt: o.Fmt = Format.table,
+    output: o.OutputCalibrate = None,
+    force: o.Force = False,
 ) -> int:
     """Published runs vs dtplan's prediction, case by case and by regime (median, worst, the
     error band); --from: your own cluster's measurements, fitted."""

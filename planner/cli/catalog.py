@@ -3,16 +3,18 @@ profiles, or one of them with `profiles show`)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from planner.cli import EXIT_OK, app
-from planner.cli.options import Format, opt
+from planner.cli import options as o
+from planner.cli.options import Format
+from planner.cli.root import EXIT_OK, Group, app, command, examples
+from planner.errors import InputError
 
-FormatOpt = opt("fmt")
 
-
-@app.command("models")
-def models_cmd(fmt: Format = FormatOpt) -> int:
+@command("models", "dtplan models", "dtplan models --format json")
+def models_cmd(fmt: o.Fmt = Format.table) -> int:
     """List the model presets with their exact parameter counts."""
     from planner.specs.presets import PRESETS
     from planner.render import Document, Table, emit
@@ -31,12 +33,14 @@ def models_cmd(fmt: Format = FormatOpt) -> int:
     return EXIT_OK
 
 
-profiles_app = typer.Typer(help="Hardware profiles: list them, or show one.", invoke_without_command=True)
+profiles_app = typer.Typer(cls=Group, help="Hardware profiles: list them, or show one.",
+                           invoke_without_command=True,
+                           epilog=examples("dtplan profiles", "dtplan profiles show h100"))
 app.add_typer(profiles_app, name="profiles")
 
 
 @profiles_app.callback()
-def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
+def profiles_list(ctx: typer.Context, fmt: o.Fmt = Format.table) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
@@ -61,11 +65,10 @@ def profiles_list(ctx: typer.Context, fmt: Format = FormatOpt) -> int:
     return EXIT_OK
 
 
-@profiles_app.command("show")
-def profiles_show(name: str = typer.Argument(..., help="profile name or alias"),
-                  fmt: Format = FormatOpt) -> int:
+@command("show", group=profiles_app)
+def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alias")],
+                  fmt: o.Fmt = Format.table) -> int:
     """Print one hardware profile with every value."""
-    from planner.errors import InputError
     from planner.specs.hardware import load_profile
     from planner.render import Document, Table, emit
     from planner.io.units import capacity

@@ -1,16 +1,104 @@
-"""Options shared by the commands that take a model, hardware, a layout and a batch."""
+"""Option groups several commands share (the model, hardware and batch; the layout knobs), and
+what the job commands print around their document."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import textwrap
+import typing
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
 
-from typing import Any, Optional
+from typer.models import ArgumentInfo
 
+from planner.cli import options as o
+from planner.cli.knob_options import KNOB_DEFAULTS, KNOB_OPTIONS
+from planner.cli.root import PANELS
 from planner.errors import InputError
+from planner.io.numbers import parse_number
+from planner.io.stdout import write_stdout
+from planner.io.units import count
+from planner.render import emit
+from planner.render.terminal import width
 from planner.resolve.job import Flags
-from planner.specs.knobs import KNOBS
-from planner.cli.options import SHARED, decl, parse_number, unlisted
+
+
+def _panel_order(p: inspect.Parameter) -> int:
+    """Where a parameter goes on the help screen: arguments first, then the panels in PANELS
+    order (typer lists panels in order of their first option), unpanelled options last."""
+    info = next((m for m in typing.get_args(p.annotation)[1:]), None)
+    if isinstance(info, ArgumentInfo):
+        return -1
+    panel = getattr(info, "rich_help_panel", None)
+    return PANELS.index(panel) if panel in PANELS else len(PANELS)
+
+
+def _evaluated(fn: Callable[..., Any], annotation: Any) -> Any:
+    """An annotation written as text (``from __future__ import annotations``) as its object."""
+    if not isinstance(annotation, str):
+        return annotation
+    return eval(annotation, inspect.unwrap(fn).__globals__)  # the command module's own names
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """Options several commands share whose values a command's body takes as one (`into`): the
+    model, hardware and batch as a `Flags`, the layout knobs as a dict, the memory margins as a
+    MemoryBudget, built by `build` from the options' values. As a decorator it adds the options
+    to the command's signature, where typer reads them, each in its help panel."""
+
+    into: str
+    options: tuple[tuple[str, Any, Any], ...]   # (parameter, Annotated declaration, default)
+    build: Callable[..., Any]
+
+    def varied(self, **changed: tuple[Any, Any]) -> OptionGroup:
+        """The group with some options' (declaration, default) replaced by a command's variant."""
+        return replace(self, options=tuple((n, *changed.get(n, (d, x))) for n, d, x in self.options))
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        own = [p.replace(kind=keyword, annotation=_evaluated(fn, p.annotation))
+               for p in sig.parameters.values() if p.name != self.into]
+        added = [inspect.Parameter(name, keyword, default=default, annotation=declared)
+                 for name, declared, default in self.options]
+        params = sorted(own + added, key=_panel_order)   # stable: each panel keeps its order
+        names = [name for name, _, _ in self.options]
+
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            return fn(**{self.into: self.build(**{n: kw.pop(n) for n in names})}, **kw)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+
+def _flags(gpu_memory_gb_old: Optional[float] = None, nic_gbit_old: Optional[float] = None,
+           **typed: Any) -> Flags:
+    """What the user typed about the job (an older spelling when the current one is not given)."""
+    return Flags(**{**typed, "gpu_memory_gb": o.given(typed["gpu_memory_gb"], gpu_memory_gb_old),
+                    "nic_gbit": o.given(typed["nic_gbit"], nic_gbit_old)})
+
+
+# The model, hardware and batch options every job command takes, resolved by
+# planner.resolve.job.Flags (its fields, in its order).
+JOB = OptionGroup("job", (
+    ("model", o.Model, None), ("model_config", o.ModelConfig, None), ("params", o.Params, None),
+    ("layers", o.Layers, None), ("hidden", o.Hidden, None), ("heads", o.Heads, None),
+    ("kv_heads", o.KvHeads, None), ("ffn", o.Ffn, None), ("vocab", o.Vocab, None),
+    ("mlp", o.Mlp, None), ("dropout", o.Dropout, None), ("hardware", o.Hardware, None),
+    ("hardware_file", o.HardwareFile, None), ("gpus_per_node", o.GpusPerNode, None),
+    ("gpu_memory_gb", o.GpuMemoryGib, None), ("gpu_memory_gb_old", o.GpuMemoryGb, None),
+    ("nic_gbit", o.NicGbit, None), ("nic_gbit_old", o.NicGbitOld, None),
+    ("seq_len", o.SeqLen, None), ("global_batch", o.GlobalBatch, None),
+    ("tokens_per_batch", o.TokensPerBatch, None), ("framework", o.Framework, None),
+    ("nearest_preset", o.NearestPreset, False)), _flags)
+
+# The layout knobs (dp is derived from --gpus), as typed ('auto' stays a string).
+LAYOUT = OptionGroup("layout", tuple((n, KNOB_OPTIONS[n], KNOB_DEFAULTS[n]) for n in KNOB_OPTIONS),
+                     lambda **knobs: knobs)
 
 
 def optional_int(field: str, text: Optional[str]) -> Optional[int]:
@@ -23,23 +111,8 @@ def optional_int(field: str, text: Optional[str]) -> Optional[int]:
     return int(x)
 
 
-# The model, hardware and batch options every job command shares, in one place: the commands
-# take a single `job: Flags` (resolved by planner.resolve.job) and the decorator below adds these options to their signature.
-JOB_OPTIONS = tuple((name, ann, decl(name)) for name, ann in (
-    ("model", Optional[str]), ("model_config", Optional[str]), ("params", Optional[str]),
-    ("layers", Optional[int]), ("hidden", Optional[int]), ("heads", Optional[int]),
-    ("kv_heads", Optional[int]), ("ffn", Optional[int]), ("vocab", Optional[int]),
-    ("mlp", Optional[str]), ("dropout", Optional[bool]), ("hardware", Optional[str]),
-    ("hardware_file", Optional[str]), ("gpus_per_node", Optional[int]),
-    ("gpu_memory_gb", Optional[float]), ("nic_gbit", Optional[float]),
-    ("seq_len", Optional[int]), ("global_batch", Optional[int]),
-    ("tokens_per_batch", Optional[str]), ("framework", Optional[str]),
-    ("nearest_preset", bool)))
-
-
 def offer_line(offer: dict[str, Any]) -> str:
     """The one line that names the nearest preset (first in table and Markdown output)."""
-    from planner.io.units import count
     shape = (f"{offer['name']}, {count(offer['params'])} params, L={offer['layers']} "
              f"h={offer['hidden']}")
     if offer["planned"]:
@@ -51,11 +124,6 @@ def offer_line(offer: dict[str, Any]) -> str:
 def emit_job(doc: Any, fmt: str, job: Flags) -> None:
     """emit() with the --params offer: one line before the document (table, Markdown) and a
     `nearest_preset` field in JSON."""
-    import textwrap
-
-    from planner.render import emit
-    from planner.render.terminal import width
-    from planner.io.stdout import write_stdout
     offer = job.offer()
     if offer is not None:
         doc.data = {"nearest_preset": offer, **doc.data}
@@ -64,91 +132,3 @@ def emit_job(doc: Any, fmt: str, job: Flags) -> None:
         elif fmt != "json":   # the terminal's width, as the tables below it
             write_stdout(textwrap.fill(offer_line(offer), width()) + "\n")
     emit(doc, fmt)
-
-
-def job_options(fn=None, *, hide: tuple[str, ...] = ()):
-    """Add the JOB_OPTIONS to a command whose body takes `job: Flags`; `hide` keeps the ones
-    the command does not use out of its help (still accepted: older scripts pass them)."""
-    if fn is None:
-        return functools.partial(job_options, hide=hide)
-    sig = inspect.signature(fn, eval_str=True)
-    own = [p for p in sig.parameters.values() if p.name != "job"]
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann,
-                               default=unlisted(name) if name in hide else default)
-             for name, ann, default in JOB_OPTIONS]
-    names = [name for name, _, _ in JOB_OPTIONS]
-
-    @functools.wraps(fn)
-    def command(**kw):
-        return fn(job=Flags(**{n: kw.pop(n) for n in names}), **kw)
-
-    command.__signature__ = sig.replace(parameters=own + extra)
-    command.__annotations__ = {p.name: p.annotation for p in own + extra}
-    return command
-
-
-def layout_option(name: str, variant: Optional[str] = None) -> tuple[Any, Any]:
-    """(annotation, option declaration) of one layout knob, from the shared option set (which
-    reads its declaration in specs.knobs)."""
-    o = SHARED[name]
-    ann = (Optional[bool] if o.kind == "flag" else Optional[int] if o.kind == "whole" and not o.auto
-           else str)
-    return ann, decl(name, variant)
-
-
-# The layout knobs a command takes as options (dp is derived from --gpus).
-LAYOUT_KNOBS = tuple(k.name for k in KNOBS if k.cli)
-
-
-def layout_options(fn=None, *, variants: Optional[dict[str, str]] = None):
-    """Add the layout knobs' options after --gpus of a command whose body takes
-    `layout: dict[str, Any]` (the knob values as typed: 'auto' stays a string); `variants`
-    picks a declared variant of a knob's option (memory's --zero)."""
-    if fn is None:
-        return functools.partial(layout_options, variants=variants)
-    sig = inspect.signature(fn, eval_str=True)
-    own = [p for p in sig.parameters.values() if p.name != "layout"]
-    at = next((i + 1 for i, p in enumerate(own) if p.name == "gpus"), len(own))
-    kw_only = inspect.Parameter.KEYWORD_ONLY
-    extra = []
-    for name in LAYOUT_KNOBS:
-        ann, default = layout_option(name, (variants or {}).get(name))
-        extra.append(inspect.Parameter(name, kw_only, default=default, annotation=ann))
-
-    @functools.wraps(fn)
-    def command(**kw):
-        return fn(layout={n: kw.pop(n) for n in LAYOUT_KNOBS}, **kw)
-
-    params = own[:at] + extra + [p.replace(kind=kw_only) for p in own[at:]]
-    command.__signature__ = sig.replace(parameters=params)
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    return command
-
-
-def _evaluated(fn: Any, annotation: Any) -> Any:
-    """An annotation written as text (``from __future__ import annotations``) as its type."""
-    return eval(annotation, fn.__globals__) if isinstance(annotation, str) else annotation
-
-
-def option_group(name: str, options: tuple[tuple[str, Any], ...], build: Any):
-    """A decorator adding the shared options `options` ((concept, annotation) pairs) to a
-    command, whose body receives `build(**their values)` as the keyword `name` instead (memory
-    and estimate take the memory margins this way)."""
-    def wrap(fn):
-        # The replaced parameter's annotation stays unevaluated: its type (a model) is imported
-        # only when the command runs.
-        sig = inspect.signature(fn)
-        own = [p.replace(annotation=_evaluated(fn, p.annotation))
-               for p in sig.parameters.values() if p.name != name]
-        extra = [inspect.Parameter(c, inspect.Parameter.KEYWORD_ONLY, default=decl(c),
-                                   annotation=ann) for c, ann in options]
-
-        @functools.wraps(fn)
-        def command(**kw):
-            return fn(**{name: build(**{c: kw.pop(c) for c, _ in options})}, **kw)
-
-        params = own + extra
-        command.__signature__ = sig.replace(parameters=params)
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command
-    return wrap

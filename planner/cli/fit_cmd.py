@@ -3,43 +3,52 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import Annotated, Optional
 
-from planner.cli import EXIT_FAIL, EXIT_OK
-from planner.cli import common as o
-from planner.cli.options import MAX_WHOLE, MAX_FIT_COUNTS, Format, Opt, decl, parse_list
-from planner.cli.registry import command
+from planner.cli import settled
+from planner.cli import options as o
+from planner.cli.common import JOB, emit_job
+from planner.cli.knob_options import (CpSearch, EpSearch, MicroBatchSearch, Optimizer, PpSearch,
+                                      Precision, RecomputeSearch, TpSearch, ZeroSearch)
+from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
+                                 switch, whole)
+from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
+from planner.resolve.job import Flags
+from planner.specs.knobs import KNOB
 
 
-@command("fit")
-@o.job_options
+@command("fit", "dtplan fit --model llama3-70b --gpus 256",
+         "dtplan fit --model-config ./config.json --gpus 64..1024 --seq-len 8192",
+         "dtplan fit --from-plan plan.yaml --gpus 240      # lost two nodes")
+@JOB
 def fit_cmd(
-    job: o.Flags,
-    gpus: List[str] = decl("gpus", "list"),
-    precision: str = decl("precision"),
-    optimizer: str = decl("optimizer"),
-    tp: Optional[int] = decl("tp", "search"),
-    pp: Optional[int] = decl("pp", "search"),
-    cp: Optional[int] = decl("cp", "search"),
-    ep: Optional[int] = decl("ep", "search"),
-    zero: Optional[int] = decl("zero", "search"),
-    micro_batch: Optional[int] = decl("micro_batch", "search"),
-    recompute: Optional[str] = decl("recompute", "search"),
-    allow_offload: bool = Opt(("--allow-offload",), "also consider CPU offload", False,
-                              kind="flag"),
-    objective: str = Opt(("--objective",), "time, headroom, cost or gpus", "time"),
-    from_plan: Optional[str] = Opt(("--from-plan",), "a running plan file: which layouts remain "
-                                   "on --gpus GPUs (elastic shrink)"),
-    top: int = Opt(("--top",), "how many layouts to show", 10, kind="whole"),
-    show_all: bool = Opt(("--all",), "also rank layouts another valid layout beats on step time "
-                         "and peak memory (hidden by default)", False, kind="flag"),
-    batch_tolerance: float = Opt(("--batch-tolerance",), "with --from-plan: the share the global "
-                                 "batch may change for a faster layout (0 keeps it exact)", 0.01,
-                                 kind="real", upper=MAX_WHOLE),
-    gib: bool = decl("gib"),
-    wide: bool = Opt(("--wide",), "every column of the layouts table (tok/s, CP, EP, checkpoint "
-                     "interval, goodput), even past 80 columns", False, kind="flag"),
-    fmt: Format = decl("fmt"),
+    job: Flags,
+    gpus: o.GpusList,
+    micro_batch: MicroBatchSearch = None,
+    precision: Precision = KNOB["precision"].default,
+    optimizer: Optimizer = KNOB["optimizer"].default,
+    tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
+    zero: ZeroSearch = None,
+    recompute: RecomputeSearch = None,
+    allow_offload: Annotated[bool, switch("--allow-offload", "also consider CPU offload",
+                                          LAYOUT)] = False,
+    objective: Annotated[str, option("--objective", help="time, headroom, cost or gpus",
+                                     panel=SEARCH, metavar="GOAL")] = "time",
+    from_plan: Annotated[Optional[str], option(
+        "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
+        "shrink)", panel=SEARCH, metavar="PATH")] = None,
+    top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
+    show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
+                                     "step time and peak memory (hidden by default)",
+                                     SEARCH)] = False,
+    batch_tolerance: Annotated[float, real(
+        "--batch-tolerance", "with --from-plan: the share the global batch may change for a "
+        "faster layout (0 keeps it exact)", SEARCH, within=(None, MAX_WHOLE))] = 0.01,
+    gib: o.Gib = False,
+    wide: Annotated[bool, switch("--wide", "every column of the layouts table (tok/s, CP, EP, "
+                                 "checkpoint interval, goodput), even past 80 columns",
+                                 OUTPUT)] = False,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
     rank the ones that fit, and say why the rest were rejected. One fit prices at most
@@ -67,7 +76,6 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
-    from planner.cli import settled
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
@@ -90,7 +98,7 @@ def fit_cmd(
         doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
                          "peak memory (steps within 0.1 % or the error band count as equal); "
                          "--all ranks every valid layout")
-    o.emit_job(doc, fmt.value, job)
+    emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 

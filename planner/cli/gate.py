@@ -5,22 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
-from planner.render.terminal import width
-
+from planner.cli import options as o
+from planner.cli.knob_options import (MicroBatchOverride, PpCheck, PrecisionOverride,
+                                      RecomputeOverride, TpCheck)
+from planner.cli.options import GateFormat, switch
+from planner.cli.root import EXIT_OK, LAYOUT, OUTPUT, command
+from planner.errors import InputError, Problems
+from planner.io import validate as v
 from planner.io.stdout import write_stdout
-from planner.cli import EXIT_OK, app
-from planner.cli.options import opt
-
-
-class GateFormat(str, Enum):
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-    github = "github"
+from planner.render.terminal import width
+from planner.specs.knobs import KNOB
 
 
 class Engine(str, Enum):
@@ -50,27 +48,29 @@ class SchemaKind(str, Enum):
     compare = "compare"
 
 
-@app.command("check")
+@command("check", "dtplan check plan.yaml", "dtplan check --format github plans/*.yaml",
+         "dtplan check ds_config.json --engine deepspeed --gpus 64 --model llama3-8b")
 def check_cmd(
-    files: List[str] = typer.Argument(..., metavar="FILE",
-                                      help="plan files (YAML/TOML/JSON) or engine configs; a "
-                                      "directory: the plan and engine files under it; - for stdin"),
-    fmt: GateFormat = opt("fmt", "check"),
-    strict: bool = typer.Option(False, "--strict", help="treat warnings as failures"),
-    engine: Optional[Engine] = typer.Option(None, "--engine",
-                                            help="input kind; detected from content if omitted"),
-    gpus: Optional[int] = opt("gpus", "check"),
-    hardware: Optional[str] = opt("hardware", "plan"),
-    model: Optional[str] = opt("model"),
-    model_config: Optional[str] = opt("model_config"),
-    seq_len: Optional[int] = opt("seq_len", "check"),
-    tp: Optional[int] = opt("tp", "check"),
-    pp: Optional[int] = opt("pp", "check"),
-    micro_batch: Optional[int] = opt("micro_batch", "override"),
-    global_batch: Optional[int] = opt("global_batch"),
-    recompute: Optional[str] = opt("recompute", "override"),
-    precision: Optional[str] = opt("precision", "override"),
-    gib: bool = opt("gib"),
+    files: Annotated[List[str], typer.Argument(
+        metavar="FILE", help="plan files (YAML/TOML/JSON) or engine configs; a directory: the "
+        "plan and engine files under it; - for stdin")],
+    model: o.Model = None,
+    model_config: o.ModelConfig = None,
+    gpus: o.GpusCheck = None,
+    hardware: o.HardwarePlan = None,
+    seq_len: o.SeqLenCheck = None,
+    micro_batch: MicroBatchOverride = None,
+    global_batch: o.GlobalBatch = None,
+    engine: Annotated[Optional[Engine], typer.Option(
+        "--engine", help="input kind; detected from content if omitted",
+        rich_help_panel=LAYOUT)] = None,
+    tp: TpCheck = None,
+    pp: PpCheck = None,
+    recompute: RecomputeOverride = None,
+    precision: PrecisionOverride = None,
+    fmt: o.FmtCheck = GateFormat.table,
+    strict: Annotated[bool, switch("--strict", "treat warnings as failures", OUTPUT)] = False,
+    gib: o.Gib = False,
 ) -> int:
     """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input.
     On a failure, the cheapest change that passes (micro-batch / recompute, another layout,
@@ -81,7 +81,6 @@ def check_cmd(
                                render_markdown_verdict, skipped_line)
 
     if model is not None and model_config is not None:
-        from planner.errors import InputError
         raise InputError("--model-config", "give --model PRESET or --model-config PATH, not both")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
                     model=model_config or model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
@@ -108,10 +107,6 @@ def check_cmd(
 
 def _options(**given) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
-    from planner.io import validate as v
-    from planner.errors import Problems
-    from planner.specs.knobs import KNOB
-
     found = Problems()
     for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):
         if given[name] is not None:
@@ -126,13 +121,12 @@ def _options(**given) -> dict:
     return given
 
 
-@app.command("schema")
+@command("schema", "dtplan schema plan > plan.schema.json", "dtplan schema fit")
 def schema_cmd(
-    kind: SchemaKind = typer.Argument(SchemaKind.plan, metavar="[plan|COMMAND]",
-                                      help="plan (plan files), or a command whose --format json "
-                                      "output to describe: check, fit, estimate, memory, "
-                                      "calibrate, models, profiles, layout, comm, bubble, batch, "
-                                      "scaling, checkpoint, compare"),
+    kind: Annotated[SchemaKind, typer.Argument(
+        metavar="[plan|COMMAND]", help="plan (plan files), or a command whose --format json "
+        "output to describe: check, fit, estimate, memory, calibrate, models, profiles, layout, "
+        "comm, bubble, batch, scaling, checkpoint, compare")] = SchemaKind.plan,
 ) -> int:
     """Print the JSON Schema of plan files, or of a command's `--format json` output
     (`dtplan schema fit`, `dtplan schema check`)."""

@@ -6,82 +6,113 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from planner.cli import EXIT_FAIL, EXIT_OK
-from planner.cli import common as o
-from planner.cli.options import Format, decl, unlisted
-from planner.cli.registry import command
+from planner.cli import options as o
+from planner.cli.common import JOB, LAYOUT, OptionGroup, emit_job, optional_int
+from planner.cli.knob_options import ZeroMemory
+from planner.cli.options import Format, given, unlisted
+from planner.cli.root import EXIT_FAIL, EXIT_OK, command
+from planner.errors import InputError
+from planner.io import validate as v
+from planner.io.numbers import parse_number
+from planner.resolve.job import Flags
 
 if TYPE_CHECKING:  # built from the options when the command runs (`--help` loads no model)
     from planner.specs.budget import MemoryBudget
 
-def _budget(context_gb, comm_buffer_gb, fragmentation, margin):
-    # budget_from_options is defined below
-    return budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin)
+
+def budget_from_options(context_gb: Optional[float], comm_buffer_gb: Optional[float],
+                        fragmentation: Optional[float], margin: Optional[float]) -> MemoryBudget:
+    """The memory budget's named reserves, each checked against what is allowed."""
+    from planner.specs.budget import MemoryBudget
+
+    kw = {}
+    if context_gb is not None:
+        kw["context_bytes"] = v.non_negative("--context-gb", context_gb) * 1e9
+    if comm_buffer_gb is not None:
+        kw["comm_buffer_bytes"] = v.non_negative("--comm-buffer-gb", comm_buffer_gb) * 1e9
+    for name, x, key, top in (("--fragmentation", fragmentation, "fragmentation_fraction", 1.0),
+                              ("--margin", margin, "margin_fraction", 0.99)):
+        if x is not None:
+            if not 0 <= v.non_negative(name, x) <= top:
+                raise InputError(name, f"must be a fraction from 0 to {top:g}, got {x:g}")
+            kw[key] = x
+    return MemoryBudget(**kw)
 
 
 # The memory budget's named reserves (memory and estimate).
-budget_options = o.option_group("budget", (
-    ("context_gb", Optional[float]), ("comm_buffer_gb", Optional[float]),
-    ("fragmentation", Optional[float]), ("margin", Optional[float])), _budget)
+BUDGET = OptionGroup("budget", (("context_gb", o.ContextGb, None),
+                                ("comm_buffer_gb", o.CommBufferGb, None),
+                                ("fragmentation", o.Fragmentation, None),
+                                ("margin", o.Margin, None)), budget_from_options)
+
+# estimate's time and cost options: memory still accepts them (older scripts pass them) and
+# lists none of them, nor the network it does not depend on.
+TrainTokens, GpuHourCost = unlisted(o.TrainTokens), unlisted(o.GpuHourCost)
+GpuMtbfHours, JobMtbfHours = unlisted(o.GpuMtbfHours), unlisted(o.JobMtbfHours)
+AsyncCheckpoint = unlisted(o.AsyncCheckpoint)
 
 
-@command("memory")
-@o.job_options(hide=("nic_gbit",))   # memory does not depend on the network
-@o.layout_options(variants={"zero": "memory"})
-@budget_options
+@command("memory", "dtplan memory --params 7e9 --gpus 8 --zero 2",
+         "dtplan memory --model llama3-70b --gpus 64 --tp 8 --pp 2 --recompute selective")
+@JOB.varied(nic_gbit=(unlisted(o.NicGbit), None))
+@LAYOUT.varied(zero=(ZeroMemory, None))
+@BUDGET
 def memory_cmd(
-    job: o.Flags, layout: dict, budget: MemoryBudget,
-    gpus: int = decl("gpus", "one"),
-    gib: bool = decl("gib"),
-    fmt: Format = decl("fmt"),
-    train_tokens: Optional[str] = unlisted("train_tokens"),
-    gpu_hour_cost: Optional[float] = unlisted("gpu_hour_cost"),
-    gpu_mtbf_hours: Optional[float] = unlisted("gpu_mtbf_hours"),
-    job_mtbf_hours: Optional[float] = unlisted("job_mtbf_hours"),
-    async_ckpt: bool = unlisted("async_checkpoint"),
+    job: Flags, layout: dict, budget: MemoryBudget,
+    gpus: o.GpusOne = 1,
+    gib: o.Gib = False,
+    fmt: o.Fmt = Format.table,
+    train_tokens: TrainTokens = None,
+    gpu_hour_cost: GpuHourCost = None, price_per_gpu_hour: o.PricePerGpuHour = None,
+    gpu_mtbf_hours: GpuMtbfHours = None,
+    job_mtbf_hours: JobMtbfHours = None, mtbf_hours: o.MtbfHours = None,
+    async_ckpt: AsyncCheckpoint = False, async_old: o.Async = False,
 ) -> int:
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
     code = _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
     # Older scripts passed estimate's time and cost options here too: still accepted, unlisted,
     # and said to do nothing (after the answer: an input error stays the one stderr line).
-    for flag, x in (("--train-tokens", train_tokens), ("--gpu-hour-cost", gpu_hour_cost),
-                    ("--gpu-mtbf-hours", gpu_mtbf_hours), ("--job-mtbf-hours", job_mtbf_hours),
-                    ("--async-checkpoint", async_ckpt or None)):
+    for flag, x in (("--train-tokens", train_tokens),
+                    ("--gpu-hour-cost", given(gpu_hour_cost, price_per_gpu_hour)),
+                    ("--gpu-mtbf-hours", gpu_mtbf_hours),
+                    ("--job-mtbf-hours", given(job_mtbf_hours, mtbf_hours)),
+                    ("--async-checkpoint", async_ckpt or async_old or None)):
         if x is not None:
             sys.stderr.write(f"dtplan: note: {flag} is for `dtplan estimate`; memory ignores it\n")
     return code
 
 
-@command("estimate")
-@o.job_options
-@o.layout_options
-@budget_options
+@command("estimate", "dtplan estimate --model llama3-8b --gpus 8",
+         "dtplan estimate --model llama3-70b --gpus 256 --tp 8 --pp 4 --zero 1 "
+         "--train-tokens 15e12")
+@JOB
+@LAYOUT
+@BUDGET
 def estimate_cmd(
-    job: o.Flags, layout: dict, budget: MemoryBudget,
-    gpus: int = decl("gpus", "one"),
-    train_tokens: Optional[str] = decl("train_tokens"),
-    gpu_hour_cost: Optional[float] = decl("gpu_hour_cost"),
-    gpu_mtbf_hours: Optional[float] = decl("gpu_mtbf_hours"),
-    job_mtbf_hours: Optional[float] = decl("job_mtbf_hours"),
-    async_ckpt: bool = decl("async_checkpoint"),
-    gib: bool = decl("gib"),
-    fmt: Format = decl("fmt"),
+    job: Flags, layout: dict, budget: MemoryBudget,
+    gpus: o.GpusOne = 1,
+    train_tokens: o.TrainTokens = None,
+    gpu_hour_cost: o.GpuHourCost = None, price_per_gpu_hour: o.PricePerGpuHour = None,
+    gpu_mtbf_hours: o.GpuMtbfHours = None,
+    job_mtbf_hours: o.JobMtbfHours = None, mtbf_hours: o.MtbfHours = None,
+    async_ckpt: o.AsyncCheckpoint = False, async_old: o.Async = False,
+    gib: o.Gib = False,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """One layout's memory, step time and where it goes, tokens/s, MFU, the communication tax
     per axis, checkpoint interval, goodput and time to train."""
-    from planner.errors import InputError
-    from planner.cli.options import parse_number
+    job_mtbf_hours = given(job_mtbf_hours, mtbf_hours)
     if gpu_mtbf_hours is not None and job_mtbf_hours is not None:
         raise InputError("--job-mtbf-hours", "give --gpu-mtbf-hours or --job-mtbf-hours, not both")
     tokens = parse_number("--train-tokens", train_tokens) if train_tokens is not None else None
-    failures = {"train_tokens": tokens, "gpu_hour_cost": gpu_hour_cost,
+    failures = {"train_tokens": tokens, "gpu_hour_cost": given(gpu_hour_cost, price_per_gpu_hour),
                 "gpu_mtbf_hours": gpu_mtbf_hours, "job_mtbf_hours": job_mtbf_hours,
-                "async_checkpoint": async_ckpt}
+                "async_checkpoint": async_ckpt or async_old}
     return _evaluate("estimate", job, layout, gpus, budget, gib, fmt.value, failures)
 
 
-def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBudget, gib: bool,
+def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudget, gib: bool,
               fmt: str, failures: Optional[dict] = None) -> int:
     """memory: the per-GPU memory budget per pipeline stage. estimate: also step time,
     throughput, MFU, the communication tax per axis and the checkpoint/failure plan
@@ -104,8 +135,8 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(gpus)
     lay = build_layout(gpus=gpus, **{**layout, "zero": zero or 0,
-                                     "micro_batch": o.optional_int("--micro-batch", micro_batch),
-                                     "chunks": o.optional_int("--chunks", chunks)})
+                                     "micro_batch": optional_int("--micro-batch", micro_batch),
+                                     "chunks": optional_int("--chunks", chunks)})
     e, auto_note = estimate_with_auto(spec, prof, gpus, lay, seq_len=s, global_batch=gbatch,
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
                                       auto_chunks=chunks == "auto")
@@ -124,19 +155,17 @@ def _evaluate(view: str, job: o.Flags, layout: dict, gpus: int, budget: MemoryBu
                               async_checkpoint=failures["async_checkpoint"])
         doc.tables.insert(-1, resilience_table(plan, gib))
         doc.data["resilience"] = plan.model_dump()
-    o.emit_job(doc, fmt, job)
+    emit_job(doc, fmt, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _state_memory(job: o.Flags, layout: dict, gpus: int, zero: Optional[int], gib: bool,
+def _state_memory(job: Flags, layout: dict, gpus: int, zero: Optional[int], gib: bool,
                   fmt: str, margin_fraction: float) -> int:
     """The quick question (`memory --params N` alone): model states only, every ZeRO stage,
     over --gpus ranks. No shape is inferred, so no preset is offered."""
     from planner.evaluation.calculators import state_memory
     from planner.render import emit
     from planner.render.quick import state_memory_doc
-    from planner.cli.options import parse_number
-    from planner.io import validate as v
     if zero is not None:
         v.zero_stage("--zero", zero)
     prof = job.hardware_profile()
@@ -147,23 +176,3 @@ def _state_memory(job: o.Flags, layout: dict, gpus: int, zero: Optional[int], gi
     doc = state_memory_doc(r, zero, gib=gib)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL
-
-
-def budget_from_options(context_gb, comm_buffer_gb, fragmentation, margin):
-    """The memory budget's named reserves, each checked against what is allowed."""
-    from planner.io import validate as v
-    from planner.errors import InputError
-    from planner.specs.budget import MemoryBudget
-
-    kw = {}
-    if context_gb is not None:
-        kw["context_bytes"] = v.non_negative("--context-gb", context_gb) * 1e9
-    if comm_buffer_gb is not None:
-        kw["comm_buffer_bytes"] = v.non_negative("--comm-buffer-gb", comm_buffer_gb) * 1e9
-    for name, x, key, top in (("--fragmentation", fragmentation, "fragmentation_fraction", 1.0),
-                              ("--margin", margin, "margin_fraction", 0.99)):
-        if x is not None:
-            if not 0 <= v.non_negative(name, x) <= top:
-                raise InputError(name, f"must be a fraction from 0 to {top:g}, got {x:g}")
-            kw[key] = x
-    return MemoryBudget(**kw)

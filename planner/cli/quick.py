@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
-from planner.cli import EXIT_FAIL, EXIT_OK
+from planner.cli import options as o
+from planner.cli.knob_options import (ChunksBubble, Cp, Ep, MicroBatchBatch, Optimizer, Pp,
+                                      Precision, ScheduleBubble, Tp, ZeroCheckpoint)
+from planner.cli.options import Format, given, option, parse_list, real, switch, whole
+from planner.cli.root import BATCH, EXIT_FAIL, EXIT_OK, TRAINING, command
+from planner.errors import InputError
 from planner.io import validate as v
-from planner.cli.options import Format, Opt, decl, parse_list, parse_number, real
-from planner.cli.registry import command
-
-FormatOpt = decl("fmt")
+from planner.io.numbers import parse_number
+from planner.specs.knobs import KNOB
 
 
-@command("comm")
+@command("comm", "dtplan comm --message-gb 14 --gpus 8,64 --bandwidth 200",
+         "dtplan comm --message-gb 14 --gpus 8,64 --hardware h100")
 def comm_cmd(
-    message_gb: List[str] = Opt(("--message-gb",), "message size, GB (1e9 bytes): 1 or "
-                                "0.0671,1.07", ...),
-    gpus: List[str] = decl("gpus", "ranks"),
-    bandwidth: Optional[float] = real("--bandwidth", "link bandwidth per GPU, GB/s"),
-    latency_us: float = real("--latency", "per-step latency α, µs", 0.0),
-    hardware: Optional[str] = decl("hardware", "comm"),
-    gpus_per_node: Optional[int] = decl("gpus_per_node"),
-    nic_gbit: Optional[float] = decl("nic_gbit"),
-    fmt: Format = FormatOpt,
+    message_gb: Annotated[List[str], option("--message-gb", help="message size, GB (1e9 bytes): "
+                                            "1 or 0.0671,1.07", metavar="N|LIST")],
+    bandwidth: Annotated[Optional[float], real("--bandwidth", "link bandwidth per GPU, "
+                                               "GB/s")] = None,
+    latency_us: Annotated[float, real("--latency", "per-step latency α, µs")] = 0.0,
+    gpus: o.GpusRanks = ["8"],  # noqa: B006 - typer's default, never mutated
+    hardware: o.HardwareComm = None,
+    gpus_per_node: o.GpusPerNode = None,
+    nic_gbit: o.NicGbit = None, nic_gbit_old: o.NicGbitOld = None,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Bytes moved per GPU and α-β time of ring all-reduce, all-gather and reduce-scatter, over
     one link or on a hardware profile's NVLink + network topology."""
@@ -33,12 +38,12 @@ def comm_cmd(
     ns = parse_list("--gpus", gpus)
     sizes = [x * 1e9 for x in parse_list("--message-gb", message_gb)]
     prof = None
+    nic_gbit = given(nic_gbit, nic_gbit_old)
     if hardware is not None:
         from planner.specs.hardware import load_profile, with_overrides
         prof = with_overrides(load_profile(hardware), gpus_per_node=gpus_per_node,
                               nic_gbit_per_gpu=nic_gbit)
     elif gpus_per_node is not None or nic_gbit is not None:
-        from planner.errors import InputError
         raise InputError("--gpus-per-node" if gpus_per_node is not None else "--nic-gbit-per-gpu",
                          "only applies with --hardware")
     r = comm(sizes, ns, bandwidth * 1e9 if bandwidth is not None else None,
@@ -47,14 +52,15 @@ def comm_cmd(
     return EXIT_OK
 
 
-@command("bubble")
+@command("bubble", "dtplan bubble --stages 4 --micro-batches 8",
+         "dtplan bubble --stages 8 --micro-batches 8,32 --schedule interleaved --chunks 2")
 def bubble_cmd(
-    stages: int = Opt(("--stages",), "pipeline stages p", ..., kind="whole"),
-    micro_batches: List[str] = Opt(("--micro-batches",), "m, or a list 1,4,16,64 (repeatable)",
-                                   ...),
-    schedule: str = decl("schedule", "bubble"),
-    chunks: int = decl("chunks", "bubble"),
-    fmt: Format = FormatOpt,
+    stages: Annotated[int, whole("--stages", "pipeline stages p")],
+    micro_batches: Annotated[List[str], option("--micro-batches", help="m, or a list 1,4,16,64 "
+                                               "(repeatable)", metavar="LIST")],
+    schedule: ScheduleBubble = KNOB["schedule"].default,
+    chunks: ChunksBubble = 1,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Pipeline bubble fraction and efficiency."""
     from planner.evaluation.calculators import bubble
@@ -66,15 +72,16 @@ def bubble_cmd(
     return EXIT_OK
 
 
-@command("batch")
+@command("batch", "dtplan batch --micro-batch 4 --accum 8 --dp 8")
 def batch_cmd(
-    micro_batch: int = decl("micro_batch", "batch"),
-    dp: int = Opt(("--dp",), "data-parallel degree", ..., kind="whole"),
-    accum: Optional[int] = Opt(("--accum",), "gradient accumulation steps (a)", kind="whole"),
-    global_batch: Optional[int] = decl("global_batch", "target"),
-    tp: int = decl("tp"), pp: int = decl("pp"), cp: int = decl("cp"),
-    seq_len: Optional[int] = decl("seq_len", "batch"),
-    fmt: Format = FormatOpt,
+    dp: Annotated[int, whole("--dp", "data-parallel degree")],
+    micro_batch: MicroBatchBatch,
+    accum: Annotated[Optional[int], whole("--accum", "gradient accumulation steps (a)",
+                                          BATCH)] = None,
+    global_batch: o.GlobalBatchTarget = None,
+    seq_len: o.SeqLenBatch = None,
+    tp: Tp = KNOB["tp"].default, pp: Pp = KNOB["pp"].default, cp: Cp = KNOB["cp"].default,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Global batch B = b x a x DP (TP, PP, CP never multiply it), or a from a target B."""
     from planner.evaluation.calculators import batch
@@ -87,40 +94,51 @@ def batch_cmd(
     return EXIT_OK
 
 
-@command("checkpoint")
+@command("checkpoint", "dtplan checkpoint --cost-min 3 --job-mtbf-hours 50",
+         "dtplan checkpoint --model llama3-70b --gpus 1024")
 def checkpoint_cmd(
-    cost_min: Optional[float] = real("--cost-min", "time to write one checkpoint, min "
-                                     "(derived from the model when --model/--params is given)"),
-    job_mtbf_hours: Optional[float] = decl("job_mtbf_hours"),
-    intervals: Optional[List[str]] = Opt(("--intervals",), "intervals to tabulate, min "
-                                         "[default: 15,60,240,480]"),
-    restart_min: Optional[float] = real("--restart-min", "restart cost per failure, min [simple "
-                                        "form: 0; derived: detect+reschedule+reload+warm-up]"),
-    model: Optional[str] = decl("model"),
-    params: Optional[str] = decl("params"),
-    gpus: Optional[int] = decl("gpus"),
-    hardware: Optional[str] = decl("hardware"),
-    storage_gbs: Optional[float] = real("--storage-gbs", "aggregate storage write bandwidth, "
-                                        "GB/s [default: the profile's]", within=v.STORAGE_GBS),
-    read_gbs: Optional[float] = real("--read-gbs", "aggregate storage read bandwidth, GB/s "
-                                     "[default: the profile's]", within=v.STORAGE_GBS),
-    gpu_mtbf_hours: Optional[float] = decl("gpu_mtbf_hours"),
-    node_mtbf_hours: Optional[float] = real("--node-mtbf-hours", "MTBF of one node, h (job: ÷ "
-                                            "nodes)", within=v.MTBF_HOURS),
-    interruptions: Optional[float] = real("--interruptions", "observed job interruptions (with "
-                                          "--over-days)"),
-    over_days: Optional[float] = real("--over-days", "period the interruptions were counted in, "
-                                      "days"),
-    async_ckpt: bool = decl("async_checkpoint"),
-    tokens_per_s: Optional[str] = Opt(("--tokens-per-s",), "training throughput, tokens/s"),
-    train_tokens: Optional[str] = decl("train_tokens"),
-    price: Optional[float] = decl("gpu_hour_cost"),
-    straggler: Optional[float] = real("--straggler", "slowdown of one GPU, e.g. 1.2"),
-    zero: int = decl("zero", "checkpoint"),
-    tp: int = decl("tp"), pp: int = decl("pp"), ep: int = decl("ep"),
-    precision: str = decl("precision"),
-    optimizer: str = decl("optimizer"),
-    fmt: Format = FormatOpt,
+    over_days: Annotated[Optional[float], real("--over-days", "period the interruptions were "
+                                               "counted in, days")] = None,
+    tokens_per_s: Annotated[Optional[str], option("--tokens-per-s", help="training throughput, "
+                                                  "tokens/s", metavar="TEXT")] = None,
+    straggler: Annotated[Optional[float], real("--straggler", "slowdown of one GPU, e.g. "
+                                               "1.2")] = None,
+    model: o.Model = None,
+    params: o.Params = None,
+    gpus: o.Gpus = None,
+    hardware: o.Hardware = None,
+    zero: ZeroCheckpoint = 3,
+    tp: Tp = KNOB["tp"].default, pp: Pp = KNOB["pp"].default, ep: Ep = KNOB["ep"].default,
+    precision: Precision = KNOB["precision"].default,
+    optimizer: Optimizer = KNOB["optimizer"].default,
+    cost_min: Annotated[Optional[float], real("--cost-min", "time to write one checkpoint, min "
+                                              "(derived from the model when --model/--params is "
+                                              "given)", TRAINING)] = None,
+    job_mtbf_hours: o.JobMtbfHours = None, mtbf_hours: o.MtbfHours = None,
+    intervals: Annotated[Optional[List[str]], option("--intervals", help="intervals to tabulate, "
+                                                     "min [default: 15,60,240,480]",
+                                                     panel=TRAINING, metavar="LIST")] = None,
+    restart_min: Annotated[Optional[float], real("--restart-min", "restart cost per failure, min "
+                                                 "[simple form: 0; derived: "
+                                                 "detect+reschedule+reload+warm-up]",
+                                                 TRAINING)] = None,
+    storage_gbs: Annotated[Optional[float], real("--storage-gbs", "aggregate storage write "
+                                                 "bandwidth, GB/s [default: the profile's]",
+                                                 TRAINING, within=v.STORAGE_GBS)] = None,
+    read_gbs: Annotated[Optional[float], real("--read-gbs", "aggregate storage read bandwidth, "
+                                              "GB/s [default: the profile's]", TRAINING,
+                                              within=v.STORAGE_GBS)] = None,
+    gpu_mtbf_hours: o.GpuMtbfHours = None,
+    node_mtbf_hours: Annotated[Optional[float], real("--node-mtbf-hours", "MTBF of one node, h "
+                                                     "(job: ÷ nodes)", TRAINING,
+                                                     within=v.MTBF_HOURS)] = None,
+    interruptions: Annotated[Optional[float], real("--interruptions", "observed job "
+                                                   "interruptions (with --over-days)",
+                                                   TRAINING)] = None,
+    async_ckpt: o.AsyncCheckpoint = False, async_old: o.Async = False,
+    train_tokens: o.TrainTokens = None,
+    gpu_hour_cost: o.GpuHourCost = None, price_per_gpu_hour: o.PricePerGpuHour = None,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Checkpoint interval, waste and goodput. Simple form: --cost-min and --job-mtbf-hours.
     Derived form: --model (or --params) and --gpus (failure rate: 50,677 h per GPU unless
@@ -131,6 +149,8 @@ def checkpoint_cmd(
     from planner.render.quick import checkpoint_doc
 
     ts = [t * 60 for t in parse_list("--intervals", intervals or ["15,60,240,480"])]
+    job_mtbf_hours, async_ckpt = given(job_mtbf_hours, mtbf_hours), async_ckpt or async_old
+    price = given(gpu_hour_cost, price_per_gpu_hour)
     if model is None and params is None:
         return _simple_checkpoint(cost_min, job_mtbf_hours, ts, restart_min, fmt.value, {
             "--gpus": gpus, "--gpu-mtbf-hours": gpu_mtbf_hours,
@@ -165,9 +185,7 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
                   tokens_per_s: Optional[str], price: Optional[float], straggler: Optional[float]):
     """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``
     (no failure rate given: estimate's default per-GPU MTBF)."""
-    from planner.errors import InputError
     from planner.specs.presets import get_preset
-    from planner.io import validate as v
     from planner.resilience.planning import plan_resilience
     from planner.specs.hardware import DEFAULT_PROFILE
 
@@ -209,7 +227,6 @@ def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], t
                        restart_min: Optional[float], fmt: str, derived_only: dict) -> int:
     """The simple form: δ and M given, no model; the derived form's options are refused."""
     from planner.evaluation.calculators import checkpoint
-    from planner.errors import InputError
     from planner.render import emit
     from planner.render.quick import checkpoint_doc
 
@@ -225,13 +242,13 @@ def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], t
     return EXIT_OK
 
 
-@command("scaling")
+@command("scaling", "dtplan scaling --baseline-ms 800 --measured-ms 140 --gpus 8")
 def scaling_cmd(
-    baseline_ms: float = real("--baseline-ms", "time on one GPU (or baseline), ms", ...),
-    measured_ms: float = real("--measured-ms", "time measured on --gpus GPUs, ms", ...),
-    gpus: int = decl("gpus", "required"),
-    mode: str = Opt(("--mode",), "strong or weak", "strong", "strong|weak"),
-    fmt: Format = FormatOpt,
+    baseline_ms: Annotated[float, real("--baseline-ms", "time on one GPU (or baseline), ms")],
+    measured_ms: Annotated[float, real("--measured-ms", "time measured on --gpus GPUs, ms")],
+    gpus: o.GpusRequired,
+    mode: Annotated[str, option("--mode", help="strong or weak", metavar="strong|weak")] = "strong",
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Strong- or weak-scaling speedup and efficiency."""
     from planner.evaluation.calculators import scaling
@@ -242,13 +259,13 @@ def scaling_cmd(
     return EXIT_OK
 
 
-@command("layout")
+@command("layout", "dtplan layout --gpus 256 --tp 8 --pp 4")
 def layout_cmd(
-    gpus: int = decl("gpus", "required"),
-    gpus_per_node: int = decl("gpus_per_node", "layout"),
-    tp: int = decl("tp"), pp: int = decl("pp"), cp: int = decl("cp"),
-    show_groups: bool = Opt(("--show-groups",), "list every rank group", False, kind="flag"),
-    fmt: Format = FormatOpt,
+    gpus: o.GpusRequired,
+    show_groups: Annotated[bool, switch("--show-groups", "list every rank group")] = False,
+    gpus_per_node: o.GpusPerNodeLayout = 8,
+    tp: Tp = KNOB["tp"].default, pp: Pp = KNOB["pp"].default, cp: Cp = KNOB["cp"].default,
+    fmt: o.Fmt = Format.table,
 ) -> int:
     """Derive DP from GPUs / (TP x PP x CP), check the topology rules, show the rank groups."""
     from planner.specs.layout import plan_layout

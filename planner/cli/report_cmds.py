@@ -6,21 +6,27 @@ hardware and batch options as `dtplan fit` (the search's winner).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, List, Optional
 
 import typer
 
-from planner.cli import EXIT_FAIL, EXIT_OK
-from planner.cli import common as o
-from planner.cli.options import opt
-from planner.cli.registry import command
+from planner.cli import options as o
+from planner.cli.common import JOB, offer_line
+from planner.cli.knob_options import Optimizer, Precision
+from planner.cli.options import given, option, switch
+from planner.cli.root import EXIT_FAIL, EXIT_OK, OUTPUT, command
+from planner.errors import InputError
+from planner.io import validate as v
+from planner.io import write as files
+from planner.resolve.job import Flags
+from planner.specs.knobs import KNOB
 
-PLAN = typer.Argument(None, metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the "
-                      "fit options and the search's winner")
-OUT = opt("output")
-FORCE = opt("force")
+Plan = Annotated[Optional[str], typer.Argument(
+    metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the fit options and the "
+    "search's winner")]
 
 
 def _model_words(job, plan: Optional[str], name: str) -> list[str]:
@@ -31,17 +37,16 @@ def _model_words(job, plan: Optional[str], name: str) -> list[str]:
     return ["--model", name]
 
 
-def _offer_note(job: o.Flags) -> None:
+def _offer_note(job: Flags) -> None:
     """With --params: name the nearest preset on stderr (these documents have no JSON field to
     carry it), once the command has succeeded, so an input error stays the one stderr line."""
     offer = job.offer()
     if offer is not None:
-        sys.stderr.write(f"dtplan: note: {o.offer_line(offer)}\n")
+        sys.stderr.write(f"dtplan: note: {offer_line(offer)}\n")
 
 
-def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
+def _inputs(plan, job: Flags, gpus, precision, optimizer):
     """(Job or None, source text, FitResult or None)."""
-    from planner.errors import InputError
     from planner.review.build import inputs_from_fit, inputs_from_plan
 
     if plan is not None:
@@ -60,7 +65,6 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
         return inputs_from_plan(plan), f"plan file {plan}", None
     if gpus is None:
         raise InputError("--gpus", "needed without a plan file (or give a plan file)")
-    from planner.io import validate as v
     n = v.positive_int("--gpus", gpus)
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
@@ -68,28 +72,30 @@ def _inputs(plan, job: o.Flags, gpus, precision, optimizer):
     return inp, f"fit search over {n} GPUs (the winner)", res
 
 
-@command("report")
-@o.job_options
+@command("report", "dtplan report plan.yaml -o review.html",
+         "dtplan report --model llama3-8b --gpus 64 -o review.md")
+@JOB
 def report_cmd(
-    job: o.Flags,
-    plan: Optional[str] = PLAN,
-    gpus: Optional[int] = opt("gpus", "plan"),
-    precision: str = opt("precision"),
-    optimizer: str = opt("optimizer"),
-    train_tokens: Optional[str] = opt("train_tokens"),
-    gpu_hour_cost: Optional[float] = opt("gpu_hour_cost"),
-    output: str = OUT, force: bool = FORCE,
-    html: bool = typer.Option(False, "--html", help="HTML even on stdout (default: by -o suffix)"),
-    charts: bool = typer.Option(True, "--charts/--no-charts", help="draw charts (needs matplotlib)"),
-    compare: Optional[list[str]] = typer.Option(None, "--compare", help="measured run files "
-                                                "(traces, logs): add a measured-vs-estimate section"),
+    job: Flags,
+    plan: Plan = None,
+    compare: Annotated[Optional[List[str]], option(
+        "--compare", help="measured run files (traces, logs): add a measured-vs-estimate "
+        "section", metavar="N|LIST")] = None,
+    gpus: o.GpusPlan = None,
+    precision: Precision = KNOB["precision"].default,
+    optimizer: Optimizer = KNOB["optimizer"].default,
+    train_tokens: o.TrainTokens = None,
+    gpu_hour_cost: o.GpuHourCost = None, price_per_gpu_hour: o.PricePerGpuHour = None,
+    output: o.Output = "-", force: o.Force = False,
+    html: Annotated[bool, switch("--html", "HTML even on stdout (default: by -o suffix)",
+                                 OUTPUT)] = False,
+    charts: Annotated[bool, switch("--charts/--no-charts", "draw charts (needs matplotlib)",
+                                   OUTPUT)] = True,
 ) -> int:
     """Write a design-review document: inputs and assumptions, the layout and its alternatives,
     memory item by item, step time and communication, bubble, batch arithmetic, checkpoints,
     time and cost to train, rejections and rules. -o review.md (charts in review_files/),
     -o review.html (self-contained), -o - (Markdown on stdout)."""
-    from planner.io import write as files
-    from planner.errors import InputError
     from planner.review.render import render_review_html, render_review_markdown
     from planner.review.build import build_review, train_tokens_value
 
@@ -101,6 +107,7 @@ def report_cmd(
         raise InputError("--output", f"must end in .md or .html (or be - for stdout), got "
                          f"{suffix or 'no suffix'}; for a PDF, print the HTML review from a browser")
     chart_dir = None if to_stdout or as_html else Path(output).with_name(Path(output).stem + "_files")
+    gpu_hour_cost = given(gpu_hour_cost, price_per_gpu_hour)
     if gpu_hour_cost is not None and not gpu_hour_cost > 0:
         raise InputError("--gpu-hour-cost", f"must be > 0, got {gpu_hour_cost}")
     tokens = train_tokens_value(train_tokens)
@@ -131,25 +138,24 @@ def report_cmd(
     return EXIT_OK if review.ok else EXIT_FAIL
 
 
-@command("export")
-@o.job_options
+@command("export", "dtplan export plan.yaml --to deepspeed -o ds_config.json",
+         "dtplan export --model llama3-8b --gpus 64 --to torchtitan -o train.toml")
+@JOB
 def export_cmd(
-    job: o.Flags,
-    plan: Optional[str] = PLAN,
-    to: str = typer.Option(..., "--to", metavar="ENGINE",
-                           help="deepspeed, megatron, torchtitan or accelerate"),
-    gpus: Optional[int] = opt("gpus", "plan"),
-    precision: str = opt("precision"),
-    optimizer: str = opt("optimizer"),
-    output: str = OUT, force: bool = FORCE,
-    allow_failing: bool = typer.Option(False, "--allow-failing",
-                                       help="export a plan that fails a rule (it will fail check too)"),
+    job: Flags,
+    to: Annotated[str, option("--to", help="deepspeed, megatron, torchtitan or accelerate",
+                              metavar="ENGINE")],
+    plan: Plan = None,
+    allow_failing: Annotated[bool, switch("--allow-failing", "export a plan that fails a rule "
+                                          "(it will fail check too)")] = False,
+    gpus: o.GpusPlan = None,
+    precision: Precision = KNOB["precision"].default,
+    optimizer: Optimizer = KNOB["optimizer"].default,
+    output: o.Output = "-", force: o.Force = False,
 ) -> int:
     """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan TOML,
     Accelerate YAML) for a plan's layout or the search's winner; `dtplan check` reads it back
     to the same verdict."""
-    from planner.io import write as files
-    from planner.errors import InputError
     from planner.framework_configs import TARGETS, export
     from planner.gate.check import evaluate_inputs
 
@@ -172,7 +178,6 @@ def export_cmd(
     for n in [*read, *result.notes]:
         sys.stderr.write(f"dtplan: note: {n}\n")
     if to != "accelerate":
-        import shlex
         name = output if not files.is_stdout(output) else "FILE"
         words = [name, "--engine", to, *result.check_args, "--hardware", inp.hardware.name]
         if "--model" not in result.check_args and to != "megatron":

@@ -208,7 +208,7 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
     from planner.specs.hardware import bundled_dir
 
     entry = bundled_dir("framework_profiles") / f"{low}.toml"
-    if not entry.is_file():
+    if not os.path.isfile(entry):   # never raises (Path.is_file does on a name too long)
         return None
     prof = parse_framework(entry.read_bytes(), str(entry), trusted=True)
     if prof.name.lower() != low:

@@ -11,6 +11,7 @@ as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H
 
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -324,7 +325,8 @@ def load_profile(name: str) -> HardwareProfile:
     (`h100` → h100.toml) is parsed alone, not with every bundled profile."""
     want = name.strip().lower()
     entry = bundled_dir("hardware_profiles") / f"{want}.toml"
-    if _BUNDLED is None and want.replace("-", "").isalnum() and entry.is_file():
+    # os.path.isfile never raises; Path.is_file does on a name too long for the file system
+    if _BUNDLED is None and want.replace("-", "").isalnum() and os.path.isfile(entry):
         prof = _parse(entry.read_text(encoding="utf-8"), str(entry), trusted=True)
         if prof.name.lower() == want:
             return prof

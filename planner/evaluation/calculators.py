@@ -1,10 +1,10 @@
 """The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
-`checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
+`checkpoint` and `scaling`: validated inputs in, records out, arithmetic from engine/."""
 
 
+from dataclasses import dataclass
 from typing import Optional
 
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import batch as batch_eq
@@ -20,8 +20,8 @@ from planner.resilience.planning import IntervalOptimum, interval_optimum
 from planner.specs.budget import MemoryBudget
 
 
-@record
-class ZeroRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ZeroRow:
     zero_stage: int
     weights_bytes: float
     gradients_bytes: float
@@ -30,8 +30,8 @@ class ZeroRow(Plain):
     fits: bool
 
 
-@record
-class StateMemoryResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class StateMemoryResult:
     params: float
     shard_degree: int
     precision: str
@@ -78,8 +78,8 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
                              usable_bytes=usable, rows=rows)
 
 
-@record
-class CommRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CommRow:
     gpus: int
     collective: str
     bytes_per_gpu: float
@@ -90,8 +90,8 @@ class CommRow(Plain):
     busbw_bytes_per_s: float = 0.0
 
 
-@record
-class CommResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CommResult:
     message_bytes: float
     bandwidth_bytes_per_s: Optional[float] = None
     latency_s: float
@@ -154,16 +154,16 @@ def comm(message_bytes: float | list[float], gpus: list[int],
                       hardware=hardware.name if hardware is not None else None, rows=rows)
 
 
-@record
-class BubbleRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BubbleRow:
     micro_batches: int
     bubble_fraction: float
     efficiency: float
     overhead_vs_ideal: float
 
 
-@record
-class BubbleResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BubbleResult:
     stages: int
     schedule: str
     chunks: int
@@ -196,8 +196,8 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
 
 
-@record
-class BatchResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BatchResult:
     micro_batch: int
     accumulation: int
     data_parallel: int
@@ -245,8 +245,8 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
                        tokens_per_step=g * s if s else None, solved_for=solved)
 
 
-@record
-class CheckpointRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointRow:
     interval_s: float
     overhead_fraction: float
     lost_work_fraction: float
@@ -254,8 +254,8 @@ class CheckpointRow(Plain):
     waste_fraction: float
 
 
-@record
-class CheckpointResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointResult:
     rows: list[CheckpointRow]
     optimum: IntervalOptimum
 
@@ -275,8 +275,8 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     return CheckpointResult(rows=rows, optimum=opt)
 
 
-@record
-class ScalingResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ScalingResult:
     mode: str
     gpus: int
     baseline_s: float

@@ -4,6 +4,7 @@ checkpoint and failure plan (planner.resilience) at a failure rate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from planner.errors import InputError
@@ -12,9 +13,8 @@ from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import KNOB, Layout
+from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec
-from planner.specs.plain import Plain, record
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
@@ -47,8 +47,8 @@ def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: 
                    optimizer=optimizer, budget=budget or MemoryBudget())
 
 
-@record
-class TimeToTrain(Plain):
+@dataclass(frozen=True, kw_only=True)
+class TimeToTrain:
     train_tokens: float
     seconds: float
     days: float

@@ -4,9 +4,9 @@ engine.resilience)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import memory as mem_eq
@@ -14,8 +14,8 @@ from planner.engine import resilience as res_eq
 from planner.errors import InputError
 
 
-@record
-class CheckpointItem(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointItem:
     name: str
     rule: str                  # how the size is reckoned, briefly
     basis: str = ""            # why that size (small items)
@@ -25,8 +25,8 @@ class CheckpointItem(Plain):
     sharded: bool
 
 
-@record
-class CheckpointContents(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointContents:
     params: float
     precision: str
     optimizer: str

@@ -1,7 +1,7 @@
 """Failure and checkpoint planning: checkpoint contents and size, write time, failure rate,
 restart cost, optimum interval, goodput, time to train, stragglers.
 
-Validated inputs in, pydantic results out (SI units, unit-suffixed names); every formula is in
+Validated inputs in, records out (SI units, unit-suffixed names); every formula is in
 ``engine/resilience.py`` or ``engine/checkpoint.py``. The entry point is ``plan_resilience``;
 the pieces (``checkpoint_contents``, ``checkpoint_write``, ``failure_rate``, ``restart_cost``,
 ``interval_optimum``, ``training_time``, and ``straggler`` from planner.resilience.straggler) are public
@@ -10,9 +10,9 @@ for callers that have some of the figures already.
 
 
 import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Optional
 
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 # What a checkpoint holds lives in planner/resilience/contents.py; its names stay importable here.
@@ -40,8 +40,8 @@ DEFAULT_RESTART_S = DEFAULT_DETECT_S + DEFAULT_RESCHEDULE_S + DEFAULT_WARMUP_S  
 FIRST_ORDER_LIMIT = 0.3
 
 
-@record
-class CheckpointWrite(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointWrite:
     size_bytes: float
     storage_write_bytes_per_s: float
     link_bytes_per_s: float          # per writing GPU (its NIC)
@@ -76,8 +76,8 @@ def checkpoint_write(size_bytes: float, storage_write_bytes_per_s: float, *,
                            stall_s=stall, blocking_s=stall if async_checkpoint else t)
 
 
-@record
-class FailureRate(Plain):
+@dataclass(frozen=True, kw_only=True)
+class FailureRate:
     source: Literal["gpu", "node", "job", "interruptions"]
     job_mtbf_s: float
     gpus: Optional[int] = None
@@ -126,8 +126,8 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
                        interruptions=count, period_s=period, failures_per_day=DAY / m)
 
 
-@record
-class RestartCost(Plain):
+@dataclass(frozen=True, kw_only=True)
+class RestartCost:
     detect_s: float
     reschedule_s: float
     reload_s: float
@@ -151,8 +151,8 @@ def restart_cost(*, reload_s: float = 0.0, detect_s: float = DEFAULT_DETECT_S,
                        warmup_s=parts[3], total_s=r, overridden=total_s is not None)
 
 
-@record
-class IntervalOptimum(Plain):
+@dataclass(frozen=True, kw_only=True)
+class IntervalOptimum:
     cost_s: float
     mtbf_s: float
     restart_s: float
@@ -194,8 +194,8 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
         first_order_valid=max(d, tau, r) <= FIRST_ORDER_LIMIT * m)
 
 
-@record
-class TrainingTime(Plain):
+@dataclass(frozen=True, kw_only=True)
+class TrainingTime:
     tokens: float
     tokens_per_s: float
     gpus: int
@@ -230,8 +230,8 @@ def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fractio
                         cost=hours * price if price is not None else None)
 
 
-@record
-class ResiliencePlan(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ResiliencePlan:
     model: Optional[str] = None
     hardware: str
     gpus: int
@@ -297,7 +297,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
                          pcie_bytes_per_s=hw.host.pcie_bytes_per_s,
                          async_checkpoint=async_checkpoint)
     if cost_s is not None:
-        w = w.model_copy(update={"blocking_s": v.positive("--cost-min", cost_s)})
+        w = replace(w, blocking_s=v.positive("--cost-min", cost_s))
     f = failure_rate(gpus=c.gpus, gpus_per_node=gpn, gpu_mtbf_s=gpu_mtbf_s,
                      node_mtbf_s=node_mtbf_s, job_mtbf_s=job_mtbf_s, interruptions=interruptions,
                      period_s=period_s)

@@ -2,17 +2,17 @@
 on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
 (planner.resilience.planning.plan_resilience)."""
 
+from dataclasses import dataclass
 from typing import Optional
 
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import resilience as res_eq
 from planner.errors import InputError
 
 
-@record
-class Straggler(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Straggler:
     slowdown: float
     gpus: int
     gpus_lost_on_eviction: int

@@ -15,10 +15,8 @@ planner does not model: the advice says so.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, replace
 from typing import Optional
-
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import estimate_problem

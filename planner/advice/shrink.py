@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Optional
 
-
 from planner.io import validate as v
 from planner.search.fit import FitResult, fit
 from planner.evaluation.train import problem

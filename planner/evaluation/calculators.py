@@ -1,10 +1,8 @@
 """The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
 `checkpoint` and `scaling`: validated inputs in, records out, arithmetic from engine/."""
 
-
 from dataclasses import dataclass
 from typing import Optional
-
 
 from planner.io import validate as v
 from planner.engine import batch as batch_eq

@@ -6,7 +6,6 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, replace
 from typing import Any
 

@@ -11,7 +11,6 @@ arrays (elementwise IEEE operations do not depend on their neighbours).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -133,10 +132,14 @@ def is_record(obj: Any) -> bool:
     return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
 
-@functools.cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def field_names(cls: type) -> tuple[str, ...]:
     """A record class's field names, in order (read once per class: ~300 rebuilds a search)."""
-    return tuple(f.name for f in dataclasses.fields(cls))
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return _FIELD_NAMES[cls]
 
 
 def replaced(obj: T, values: dict[str, Any]) -> T:

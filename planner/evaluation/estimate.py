@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate

@@ -17,7 +17,7 @@ from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import layers_split_valid
-from planner.specs.layout import Layout, Rule
+from planner.specs.layout import Layout, Rule, Status
 
 Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
@@ -224,7 +224,7 @@ def rules_for(p: Problem, lay: Layout, passes: dict[str, bool], f: Figures) -> l
     out_ = []
     for r in RULES:
         ok = bool(passes[r.id])
-        status = "pass" if ok else "fail"
+        status: Status = "pass" if ok else "fail"
         measured, limit = r.measure(p, lay, f)
         if r.id == "kv-heads-compatible-with-tp" and ok and lay.tp > p.model.kv_heads:
             status = "warn"  # allowed by recent Megatron, but KV heads are replicated

@@ -10,8 +10,8 @@ engine/.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
+
 import numpy as np
 
 from planner.evaluation.candidates import ACTIVATION_COLUMNS, Candidates, Problem, Shape, full_recomputed, shape

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-
 from planner.io import validate as v
 from planner.engine import memory as mem_eq
 from planner.engine import resilience as res_eq

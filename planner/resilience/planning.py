@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Optional
 
-
 from planner.io import validate as v
 # What a checkpoint holds lives in planner/resilience/contents.py; its names stay importable here.
 from planner.resilience.contents import CheckpointContents, CheckpointItem, checkpoint_contents  # noqa: F401

@@ -5,7 +5,6 @@ on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
 from dataclasses import dataclass
 from typing import Optional
 
-
 from planner.io import validate as v
 from planner.engine import resilience as res_eq
 from planner.errors import InputError

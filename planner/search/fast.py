@@ -15,6 +15,7 @@ instead (`dtplan fit --all`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem

@@ -17,13 +17,16 @@ from planner.errors import InputError
 from planner.io import validate as v
 from planner.specs.knobs import Layout
 
+Status = Literal["pass", "fail", "warn"]
+Link = Literal["nvlink", "network", "none"]   # what a group's traffic crosses
+
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     """One checked rule: pass / fail / warn with the value measured and the limit."""
 
     name: str
-    status: Literal["pass", "fail", "warn"]
+    status: Status
     measured: str = ""
     limit: str = ""
     message: str = ""
@@ -49,7 +52,7 @@ class GroupInfo:
     size: int
     count: int
     max_nodes_spanned: int
-    link: Literal["nvlink", "network", "none"]
+    link: Link
     example: list[int]
 
 
@@ -68,7 +71,7 @@ def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = Fals
     for axis in ranks.AXES:
         size = sizes[axis]
         spanned = ranks.max_nodes_spanned(sizes, axis, gpus_per_node)
-        link = "none" if size == 1 else ("nvlink" if spanned == 1 else "network")
+        link: Link = "none" if size == 1 else ("nvlink" if spanned == 1 else "network")
         infos.append(GroupInfo(axis=axis, size=size, count=ranks.group_count(sizes, axis),
                                max_nodes_spanned=spanned, link=link,
                                example=ranks.group_ranks(sizes, axis, limit=limit)[0].tolist()))

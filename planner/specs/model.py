@@ -147,7 +147,7 @@ class ModelSpec:
 
     def _attn_and_norms(self) -> float:
         # Two norms per block (pre-attention and pre-MLP).
-        return (P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
+        return float(P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
                                    self.qkv_bias, self.linear_bias)
                 + 2 * P.norm_params(self.hidden, self.norm_bias))
 
@@ -175,7 +175,7 @@ class ModelSpec:
 
     def embedding_params(self) -> int:
         """Token embedding plus learned position table (0 rows for rope/alibi/none)."""
-        positions = self.max_positions if self.position == "learned" else 0
+        positions = self.max_positions or 0 if self.position == "learned" else 0
         return int(P.embedding_params(self.vocab, self.hidden)
                    + P.position_params(positions, self.hidden))
 

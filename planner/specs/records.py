@@ -15,7 +15,6 @@ never output: ``dump`` leaves it out (and its annotation keeps it out of the JSO
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING, Any, Collection, TypeVar
 
 if TYPE_CHECKING:
@@ -48,12 +47,16 @@ def _dumped(v: Any) -> Any:
     return v
 
 
-@functools.cache
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
 def adapter(cls: Any) -> TypeAdapter[Any]:
     """pydantic's TypeAdapter of a record (or of an annotated record type), built once: ~10-50
     ms a class, so only where untrusted input is read or a schema printed."""
-    from pydantic import TypeAdapter
-    return TypeAdapter(cls)
+    if cls not in _ADAPTERS:
+        from pydantic import TypeAdapter
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def validate(cls: type[T], data: Any) -> T:

@@ -65,11 +65,10 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     rows = []
     for z in range(4):
-        parts = mem_eq.state_split_bytes(params, z, n, w, g, k)
-        total = mem_eq.model_state_bytes(params, z, n, w, g, k)
-        rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
-                            optimizer_bytes=parts[2], total_bytes=total,
-                            fits=total <= usable))
+        weights, grads, states = (float(x) for x in mem_eq.state_split_bytes(params, z, n, w, g, k))
+        total = float(mem_eq.model_state_bytes(params, z, n, w, g, k))
+        rows.append(ZeroRow(zero_stage=z, weights_bytes=weights, gradients_bytes=grads,
+                            optimizer_bytes=states, total_bytes=total, fits=total <= usable))
     return StateMemoryResult(params=params, shard_degree=n, precision=precision,
                              optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
                              gpu_memory_bytes=gpu_memory_bytes, margin_fraction=margin_fraction,
@@ -145,7 +144,8 @@ def comm(message_bytes: float | list[float], gpus: list[int],
                     link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
                 t = float(t)
                 rows.append(CommRow(gpus=n, collective=kind, message_bytes=m, time_s=t, link=link,
-                                    bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n), algorithm=algo,
+                                    bytes_per_gpu=float(comm_eq.bytes_per_gpu(kind, m, n)),
+                                    algorithm=algo,
                                     busbw_bytes_per_s=float(nccl.busbw_of(kind, m, n, t)) if t > 0
                                     else 0.0))
     return CommResult(message_bytes=sizes[0], bandwidth_bytes_per_s=bw, latency_s=lat,
@@ -266,10 +266,11 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     rows = []
     for t in intervals_s:
         t = v.duration("--intervals", t, 60)
-        rows.append(CheckpointRow(interval_s=t, overhead_fraction=ckpt_eq.overhead_fraction(t, d),
-                                  lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
-                                  restart_fraction=ckpt_eq.restart_fraction(r, m),
-                                  waste_fraction=ckpt_eq.waste_fraction(t, d, m, r)))
+        rows.append(CheckpointRow(
+            interval_s=t, overhead_fraction=float(ckpt_eq.overhead_fraction(t, d)),
+            lost_work_fraction=float(ckpt_eq.lost_work_fraction(t, m)),
+            restart_fraction=float(ckpt_eq.restart_fraction(r, m)),
+            waste_fraction=float(ckpt_eq.waste_fraction(t, d, m, r))))
     return CheckpointResult(rows=rows, optimum=opt)
 
 
@@ -292,9 +293,9 @@ def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong
     v.choice("--mode", mode, ("strong", "weak"))
     if mode == "strong":
         return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn,
-                             ideal_s=scale_eq.ideal_time(t1, n),
-                             speedup=scale_eq.strong_speedup(t1, tn),
-                             efficiency=scale_eq.strong_efficiency(t1, tn, n))
+                             ideal_s=float(scale_eq.ideal_time(t1, n)),
+                             speedup=float(scale_eq.strong_speedup(t1, tn)),
+                             efficiency=float(scale_eq.strong_efficiency(t1, tn, n)))
+    weak = float(scale_eq.weak_efficiency(t1, tn))
     return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn, ideal_s=t1,
-                         speedup=n * scale_eq.weak_efficiency(t1, tn),
-                         efficiency=scale_eq.weak_efficiency(t1, tn))
+                         speedup=n * weak, efficiency=weak)

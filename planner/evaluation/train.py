@@ -64,8 +64,8 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
     with GPU-hours, cost and energy at board power."""
     from planner.engine import resilience as res_eq
     tokens = v.positive("--train-tokens", train_tokens)
-    secs = res_eq.train_time(tokens, e.tokens_per_s, goodput)
-    gpu_h = res_eq.gpu_hours(secs, e.gpus)
+    secs = float(res_eq.train_time(tokens, e.tokens_per_s, goodput))
+    gpu_h = float(res_eq.gpu_hours(secs, e.gpus))
     cost = gpu_h * gpu_hour_cost if gpu_hour_cost is not None else None
     energy = e.energy_per_step_j / e.step_time_s * secs / 3.6e9
     text = (f"Training {tokens:.3g} tokens takes {secs / 86400:.1f} days on {e.gpus} GPUs "

@@ -120,11 +120,8 @@ def _model(path: str) -> Any:
 
 
 def _schema(path: str) -> dict:
-    """The serialization schema of a result: a record's, or a pydantic model's."""
-    cls = _model(path)
-    if hasattr(cls, "model_json_schema"):
-        return cls.model_json_schema(mode="serialization")  # type: ignore[no-any-return]
-    return json_schema(cls, mode="serialization")
+    """The serialization schema of a result (a record, or a pydantic model)."""
+    return json_schema(_model(path), mode="serialization")
 
 
 def _object(model_path: str | None, *, exclude: tuple[str, ...] = (), extra: dict | None = None,

@@ -90,7 +90,7 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
             name=name, total_bytes=total, sharded=sharded,
             rule=f"{per_param:g} B/param, " + ("sharded" if sharded else "one DP replica")
             + (f", experts over EP {ep}" if experts else ""),
-            per_rank_bytes=per_rank,
+            per_rank_bytes=float(per_rank),
             writers=int(res_eq.writing_ranks(tp, pp, max(s, s_e if experts else 1)))))
     count = {"job": 1, "gpu": n, "dp": dp}
     for name, (size, scope, why) in res_eq.SMALL_ITEMS.items():

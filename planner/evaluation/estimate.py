@@ -100,7 +100,7 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
     from planner.specs.layout import rank_groups
     g = p.hardware.scale_up.gpus_per_domain
     groups, _ = rank_groups(lay, g)
-    out = {x.axis: x.link for x in groups}
+    out: dict[str, str] = {x.axis: x.link for x in groups}
     for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
                         ("ep", lay.ep, lay.ep > 1)):
         k = members_per_domain(n, lay.tp, g)

@@ -106,8 +106,9 @@ class Layout:
 class Knob:
     """One layout knob. ``plan_optional``: a plan may leave it out (None: derived from the GPU
     count, or given at the plan's top level / batch section). ``column``: its Candidates column
-    (int64; ``codes`` maps each choice to its code, ``none_code`` stands for None, ``source``
-    names the Layout attribute the column holds when that is not the field itself)."""
+    ("": not a search axis; int64: ``codes`` maps each choice to its code, ``none_code`` stands
+    for None, ``source`` names the Layout attribute the column holds when that is not the field
+    itself)."""
 
     name: str
     type: Any
@@ -117,7 +118,7 @@ class Knob:
     ge: int | None = None
     le: int | None = None
     plan_optional: bool = False
-    column: str | None = None
+    column: str = ""
     codes: dict[str, int] | None = None
     none_code: int | None = None
     source: str | None = None

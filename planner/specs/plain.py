@@ -96,7 +96,7 @@ def record(cls: Optional[type] = None, *, frozen: bool = False, positional: bool
     """The class's annotations as its fields (after its bases' fields); `frozen`: immutable and
     hashable; `positional`: the fields may also be passed by position, in order. (`coerce` is
     accepted and ignored: values are kept as given.)"""
-    def wrap(c: type) -> type:
+    def wrap(c: Any) -> Any:
         own = []
         for name, ann in c.__dict__.get("__annotations__", {}).items():
             if "ClassVar" in str(ann):

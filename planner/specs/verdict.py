@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field
 
-VERDICT_SCHEMA_VERSION = 1
+VERDICT_SCHEMA_VERSION: Literal[1] = 1
 Status = Literal["pass", "fail", "warn"]
 
 

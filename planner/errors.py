@@ -12,13 +12,21 @@ class InputError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+# pydantic words two errors of a record (a dataclass) otherwise than a model's; people read the
+# words they always have (the boundary validated pydantic models before it validated records)
+_WORDS = {"unexpected_keyword_argument": "Extra inputs are not permitted",
+          "dataclass_type": "Input should be a valid dictionary or instance of {class_name}"}
+
+
 def validation_message(e: Exception) -> str:
     """One line from a pydantic ValidationError (first error: where and what), or str(e)."""
     errors = getattr(e, "errors", None)
     if callable(errors):
         first = errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ()))
-        msg = str(first.get("msg", "")).removeprefix("Value error, ")
+        words = _WORDS.get(first.get("type", ""))
+        msg = words.format(**first.get("ctx", {})) if words else \
+            str(first.get("msg", "")).removeprefix("Value error, ")
         return f"{where}: {msg}" if where else msg
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_dtplan
+from planner.specs.records import dump
 from test_hostile import _exit2
 
 PLAN = Path(ROOT) / "examples" / "plans" / "llama3-70b-256xh100.yaml"
@@ -54,7 +55,7 @@ def test_a_review_of_the_fit_winner_reuses_the_fit_search(monkeypatch):
     assert res.search_result is not None and res.search_result.valid == res.valid
     r = build_review(inp, source="fit", fit_result=res, scaling=False)
     assert calls == [8] and "pareto" in r.charts
-    assert "search_result" not in res.model_dump()
+    assert "search_result" not in dump(res)
 
 
 def test_scaling_sweep_searches_within_its_budget_and_names_the_rest(plan_inputs, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,7 +177,7 @@ def test_budget_lines_are_the_user_settings():
     assert it["cuda_context"] == 2e9 and it["comm_buffers"] == 0.5e9
     # a zero share leaves only the 2 MiB segment rounding of the live activations
     shared = estimate(m, H100, 8, build_layout(gpus=8), seq_len=2048, global_batch=8,
-                      budget=b.model_copy(update={"fragmentation_fraction": 0.2}))
+                      budget=dataclasses.replace(b, fragmentation_fraction=0.2))
     assert 0 < it["fragmentation"] < 1e9 < shared.stages[0].items["fragmentation"]
     assert e.usable_memory_bytes == pytest.approx(0.9 * H100.gpu.memory_bytes)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,15 +17,14 @@ from planner.search.space import candidate_batches
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
-from planner.specs import plain
 from planner.specs.presets import get_preset
 
 
 def _leaves(obj, pre=""):
     """Every array of an Evaluation by its path (None fields as None)."""
-    if isinstance(obj, plain.Plain):
+    if dataclasses.is_dataclass(obj):
         out = {}
-        for f in plain.fields(type(obj)):
+        for f in dataclasses.fields(obj):
             out.update(_leaves(getattr(obj, f.name), f"{pre}.{f.name}"))
         return out
     if isinstance(obj, dict):
@@ -53,8 +54,8 @@ def test_distinct_rows_number_tuples_as_np_unique(cols, wide):
 
 
 def test_gather_walks_nested_results_and_leaves_scalars():
-    @plain.record(frozen=True)
-    class Part(plain.Plain):
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Part:
         a: np.ndarray
         b: float
         c: dict
@@ -86,7 +87,7 @@ H100 = load_profile("h100")
 PROBLEMS = {
     "70b": problem(model_from_params(70e9), H100, 256, seq_len=4096, global_batch=1024),
     "mixtral": problem(get_preset("mixtral-8x22b"), H100, 512, seq_len=4096, global_batch=512),
-    "8b-fp8-megatron": plain.replace(
+    "8b-fp8-megatron": dataclasses.replace(
         problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=256,
                 precision="fp8"), framework=load_framework("megatron")),
 }

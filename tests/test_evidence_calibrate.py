@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -107,8 +108,8 @@ def test_calibrating_on_one_torchtitan_run_predicts_the_others_closer(dtplan, tm
     assert len(others) >= 4
     err = {}
     for name, hw in (("before", base), ("after", calibrated)):
-        err[name] = [abs(math.log(predict(_run(c), hw.model_copy(update={"gpu": hw.gpu.model_copy(
-            update={"memory_bytes": 95 * 2**30})}))["tokens_per_s_per_gpu"]
+        err[name] = [abs(math.log(predict(_run(c), dataclasses.replace(hw, gpu=dataclasses.replace(
+            hw.gpu, memory_bytes=95 * 2**30)))["tokens_per_s_per_gpu"]
             / c["published"]["value"])) for c in others]
     assert sum(err["after"]) < sum(err["before"])
     assert max(err["after"]) < max(err["before"])

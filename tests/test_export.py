@@ -3,6 +3,7 @@ to the same verdict as the plan they came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tomllib
@@ -49,14 +50,14 @@ def test_deepspeed_batch_keys_consistent(inp):
 
 
 def test_deepspeed_refuses_zero2_with_pp(inp):
-    bad = inp.__class__(**{**inp.__dict__, "layout": inp.layout.model_copy(update={"zero": 2})})
+    bad = inp.__class__(**{**inp.__dict__, "layout": dataclasses.replace(inp.layout, zero=2)})
     with pytest.raises(InputError, match="incompatible with pipeline"):
         export("deepspeed", bad)
 
 
 def test_deepspeed_full_recompute_and_offload(inp):
-    lay = inp.layout.model_copy(update={"pp": 1, "dp": 32, "zero": 3, "recompute": "full",
-                                        "offload_optimizer": "cpu", "offload_params": "cpu"})
+    lay = dataclasses.replace(inp.layout, pp=1, dp=32, zero=3, recompute="full",
+                              offload_optimizer="cpu", offload_params="cpu")
     cfg = json.loads(export("deepspeed", inp.__class__(**{**inp.__dict__, "layout": lay})).text)
     z = cfg["zero_optimization"]
     assert z["offload_optimizer"]["device"] == "cpu" and z["offload_param"]["device"] == "cpu"
@@ -76,11 +77,11 @@ def test_megatron_flags(inp):
 def test_megatron_uneven_and_interleaved(inp):
     from planner.specs.presets import get_preset
     m = get_preset("llama3.1-405b")  # 126 layers on 16 stages: 7 on the first and last
-    lay = inp.layout.model_copy(update={"pp": 16, "dp": 2, "tp": 8})
+    lay = dataclasses.replace(inp.layout, pp=16, dp=2, tp=8)
     text = export("megatron", inp.__class__(**{**inp.__dict__, "model": m, "layout": lay})).text
     assert "--decoder-first-pipeline-num-layers 7" in text
     assert "--decoder-last-pipeline-num-layers 7" in text
-    lay = inp.layout.model_copy(update={"schedule": "interleaved", "chunks": 2})
+    lay = dataclasses.replace(inp.layout, schedule="interleaved", chunks=2)
     text = export("megatron", inp.__class__(**{**inp.__dict__, "layout": lay})).text
     assert "--num-layers-per-virtual-pipeline-stage 10" in text
 
@@ -100,7 +101,7 @@ def test_torchtitan_keys(inp):
 def test_accelerate_refuses_pp_and_exports_fsdp(inp):
     with pytest.raises(InputError, match="pipeline parallel"):
         export("accelerate", inp)
-    lay = inp.layout.model_copy(update={"pp": 1, "dp": 32, "zero": 3, "recompute": "full"})
+    lay = dataclasses.replace(inp.layout, pp=1, dp=32, zero=3, recompute="full")
     cfg = yaml.safe_load(export("accelerate", inp.__class__(**{**inp.__dict__, "layout": lay})).text)
     assert cfg["distributed_type"] == "FSDP" and cfg["num_processes"] == 256
     assert cfg["num_machines"] == 32 and cfg["mixed_precision"] == "bf16"

@@ -16,7 +16,7 @@ from planner.search.space import recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.layout import Layout
-from planner.specs.plain import replace
+from dataclasses import replace
 from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")

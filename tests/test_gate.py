@@ -496,6 +496,7 @@ def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
     from planner.gate.check import evaluate_inputs
     from planner.resolve.job import resolve_plan
     from planner.resolve.sections import budget_from_section
+    from planner.specs import records
     from planner.specs.budget import MemoryBudget
 
     p = tmp_path / "p.yaml"
@@ -503,7 +504,7 @@ def test_a_resolved_job_carries_its_validated_budget(tmp_path, monkeypatch):
     plan, _ = load_plan(p)
     job = resolve_plan(plan, p.parent, str(p))
     assert job.budget == MemoryBudget(margin_fraction=0.25, context_bytes=2e9)
-    monkeypatch.setattr(MemoryBudget, "model_validate", None)  # validated once: not again
+    monkeypatch.setattr(records, "adapter", None)  # validated once: not again
     assert evaluate_inputs(job, str(p)).estimate.budget is job.budget
     monkeypatch.undo()
     assert budget_from_section(None) == MemoryBudget()

@@ -14,6 +14,7 @@ from planner.engine import nccl
 from planner.engine import comm
 from planner.engine import topology
 from planner.errors import InputError
+from planner.specs.records import dump, validate
 from planner.specs.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
                               load_profile_file, with_overrides)
 
@@ -364,9 +365,9 @@ def test_members_per_domain():
 
 def test_oversubscription_applies_beyond_pod():
     base = load_profile("h100")
-    data = base.model_dump()
+    data = dump(base)
     data["scale_out"].update(oversubscription=2.0, pod_gpus=256)
-    p = HardwareProfile.model_validate(data)
+    p = validate(HardwareProfile, data)
     assert topology.fabric(p, span_gpus=128).inter_bytes_per_s == pytest.approx(45e9)
     assert topology.fabric(p, span_gpus=1024).inter_bytes_per_s == pytest.approx(22.5e9)
 

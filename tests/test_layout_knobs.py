@@ -1,25 +1,27 @@
-"""Each layout knob is declared once (specs.layout.KNOBS): the Layout model, the plan schema's
-LayoutSection, the Candidates columns and the CLI layout options all follow that table."""
+"""Each layout knob is declared once, as a field of Layout (specs.knobs): KNOBS reads them back,
+and the plan schema's LayoutSection, the Candidates columns, the CLI layout options and the
+Layout's own schema all follow that table."""
 
 from __future__ import annotations
 
+import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.evaluation.candidates import COLUMNS, Candidates
+from planner.evaluation.candidates import COLUMNS, Candidates, default_code, encode
 from planner.specs.plan import LayoutSection
-from planner.specs import plain
-from planner.specs.layout import KNOB, KNOBS, Layout
+from planner.specs.knobs import KNOB, KNOBS, Layout
+from planner.specs.records import dump, json_schema
 
 from conftest import run_dtplan
 
 
 def test_every_home_lists_the_knobs_in_table_order():
     names = [k.name for k in KNOBS]
-    assert [f.name for f in plain.fields(Layout)] == names
+    assert [f.name for f in dataclasses.fields(Layout)] == names
     assert list(LayoutSection.model_fields) == names
-    assert [f.name for f in plain.fields(Candidates)] == [k.column for k in KNOBS if k.column]
+    assert [f.name for f in dataclasses.fields(Candidates)] == [k.column for k in KNOBS if k.column]
 
 
 def test_plan_section_makes_only_the_derived_knobs_optional():
@@ -29,11 +31,13 @@ def test_plan_section_makes_only_the_derived_knobs_optional():
 
 
 def test_schema_carries_help_unit_and_range():
-    props = LayoutSection.model_json_schema()["properties"]
-    assert props["tp"]["description"] == "tensor parallel [GPUs]"
-    assert props["tp"]["minimum"] == 1
-    assert props["zero"]["maximum"] == 3
-    assert props["schedule"]["enum"] == list(KNOB["schedule"].choices)
+    # the plan's section, and the Layout itself (pydantic reads its fields' metadata)
+    for props in (LayoutSection.model_json_schema()["properties"],
+                  json_schema(Layout)["properties"]):
+        assert props["tp"]["description"] == "tensor parallel [GPUs]"
+        assert props["tp"]["minimum"] == 1 and props["tp"]["maximum"] == KNOB["tp"].le
+        assert props["zero"]["maximum"] == 3
+        assert props["schedule"]["enum"] == list(KNOB["schedule"].choices)
 
 
 def test_cli_offers_each_knob_once():
@@ -73,15 +77,15 @@ def test_candidates_round_trip_every_column(layouts):
     for i, lay in enumerate(layouts):
         back = c.layout(i, lay.precision, lay.optimizer)
         # sp travels as the effective sequence-parallel flag (the column the engine reads)
-        assert back.model_dump() == {**lay.model_dump(), "sp": lay.sequence_parallel}
-        assert all(int(getattr(c, k.column)[i]) == k.encode(lay) for k in COLUMNS)
+        assert dump(back) == {**dump(lay), "sp": lay.sequence_parallel}
+        assert all(int(getattr(c, k.column)[i]) == encode(k, lay) for k in COLUMNS)
 
 
 def test_a_column_not_given_holds_the_knob_default():
     import numpy as np
     given = {"tp": np.array([2, 4]), "pp": np.array([1, 1]), "dp": np.array([4, 2]),
              "sp": np.array([1, 1])}
-    c = Candidates(**given)
+    c = Candidates.of(**given)
     assert c.layout(1, "mixed", "adam") == Layout(tp=4, dp=2, sp=True)
-    assert all(int(getattr(c, k.column)[0]) == k.default_code for k in COLUMNS
+    assert all(int(getattr(c, k.column)[0]) == default_code(k) for k in COLUMNS
                if k.column not in given)

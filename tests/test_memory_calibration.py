@@ -8,6 +8,7 @@ residual table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def _mixtral_run(tag: str, gpus: int):
     ep = cfg["--expert-model-parallel-size"] * etp // tp
     vpp = cfg.get("--num-layers-per-virtual-pipeline-stage")
     chunks = cfg["--num-layers"] // (pp * vpp) if vpp else 1
-    model = get_preset("mixtral-8x7b").model_copy(update={"vocab": vocab})
+    model = dataclasses.replace(get_preset("mixtral-8x7b"), vocab=vocab)
     lay = Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), ep=ep, zero=1,
                  micro_batch=cfg["--micro-batch-size"],
                  schedule="interleaved" if vpp else "1f1b", chunks=chunks,
@@ -160,8 +161,8 @@ def test_meta_405b_layout_is_rejected_by_one_named_assumption():
                 global_batch=2048, framework=fw)
     e = estimate_problem(p, lay)
     assert not e.fits and any("fragmentation alone" in n for n in e.notes)
-    roomy = fw.model_copy(update={"memory": fw.memory.model_copy(
-        update={"expandable_segments": True})})
+    roomy = dataclasses.replace(fw, memory=dataclasses.replace(fw.memory,
+                                                               expandable_segments=True))
     assert estimate_problem(Problem(**{**p.__dict__, "framework": roomy}), lay).fits
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from planner.engine import params as P
 from planner.errors import InputError
 from planner.specs.hf_config import load_hf_config
-from planner.specs.model import ModelSpec, model_from_params
+from planner.specs.model import ModelSpec, model_from_params, validate_model
 from planner.specs.presets import PRESETS, get_preset, list_presets
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "models"
@@ -273,8 +273,8 @@ _BASE = dict(layers=2, hidden=64, heads=4, ffn=256, mlp="swiglu", vocab=100,
 
 
 def _spec(**kw):
-    """Validated at the boundary (ModelSpec.model_validate), as a user's shape is."""
-    return ModelSpec.model_validate({**_BASE, **kw})
+    """Validated at the boundary (validate_model), as a user's shape is."""
+    return validate_model({**_BASE, **kw})
 
 
 def test_spec_defaults_and_validation():
@@ -291,14 +291,17 @@ def test_spec_defaults_and_validation():
 
 
 def test_trusted_construction_fills_and_checks_as_the_boundary():
-    # a plain construction (presets, inferred shapes) fills kv_heads / head_dim and keeps the
-    # cross-field rules; ranges and unknown keys are the boundary's
-    assert ModelSpec(**_BASE) == _spec()
+    # a trusted construction from a shape (presets) fills kv_heads / head_dim as the boundary
+    # does and keeps the cross-field rules; ranges and unknown keys are the boundary's. The
+    # record itself holds concrete values: the constructor wants both.
+    assert ModelSpec.with_defaults(**_BASE) == _spec()
     for bad, message in [(dict(hidden=65), "must be divisible by heads"),
                          (dict(kv_heads=3), "must divide heads"),
                          (dict(experts=4), "experts_per_token must be in 1..experts")]:
         with pytest.raises(ValueError, match=message):
-            ModelSpec(**{**_BASE, **bad})
+            ModelSpec.with_defaults(**{**_BASE, **bad})
+    with pytest.raises(TypeError, match="kv_heads"):
+        ModelSpec(**_BASE)
 
 
 def test_moe_dense_layers_and_layer_list():
@@ -338,7 +341,7 @@ def _from(d, **over):
     moe = dict(experts=d["experts"], experts_per_token=min(d["topk"], d["experts"])) \
         if d["experts"] else {}
     return ModelSpec(layers=d["layers"], hidden=heads * d["head_dim"], heads=heads,
-                     kv_heads=d["kv_heads"], ffn=d["ffn"], mlp=d["mlp"], vocab=d["vocab"],
+                     kv_heads=d["kv_heads"], head_dim=d["head_dim"], ffn=d["ffn"], mlp=d["mlp"], vocab=d["vocab"],
                      tied_embeddings=d["tied"], position="rope", norm=d["norm"],
                      qkv_bias=d["bias"], linear_bias=d["bias"], source="hypothesis", **moe)
 

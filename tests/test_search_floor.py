@@ -6,6 +6,8 @@ one by one) gives the same rows, counts, examples and solved layouts."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +28,6 @@ from planner.evaluation.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
 from planner.specs.model import model_from_params
-from planner.specs import plain
 from planner.specs.presets import get_preset
 
 H100 = load_profile("h100")
@@ -37,7 +38,7 @@ def _problem(params: float, gpus: int, seq: int, batch: int, precision: str, fw:
              flash: bool | None):
     p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=batch,
                 precision=precision)
-    return plain.replace(p, framework=load_framework(fw), flash_attention=flash)
+    return dataclasses.replace(p, framework=load_framework(fw), flash_attention=flash)
 
 
 problems = st.builds(_problem, st.sampled_from([1.3e9, 7e9, 70e9]),
@@ -122,7 +123,7 @@ def _same(a, b):
     assert a.rejected.tolist() == b.rejected.tolist()
     assert a.order.tolist() == b.order.tolist()
     assert a.first_failure.tolist() == b.first_failure.tolist()
-    for f in plain.fields(type(a.candidates)):
+    for f in dataclasses.fields(type(a.candidates)):
         assert getattr(a.candidates, f.name).tolist() == getattr(b.candidates, f.name).tolist()
     assert a.results.time.step.tobytes() == b.results.time.step.tobytes()
     assert a.results.memory.peak.tobytes() == b.results.memory.peak.tobytes()
@@ -141,7 +142,7 @@ CASES = {
                                     global_batch=96), {"objective": "cost"}),
     "mixtral-64-all": (lambda: problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096,
                                        global_batch=256), {"dominated": True}),
-    "8b-64-torchtitan": (lambda: plain.replace(
+    "8b-64-torchtitan": (lambda: dataclasses.replace(
         problem(get_preset("llama3.1-8b"), H100, 64, seq_len=8192, global_batch=128),
         framework=load_framework("torchtitan")), {"objective": "headroom"}),
 }

@@ -3,6 +3,8 @@ solved, counts that add up, bounded batches, Meta's published layouts among the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -58,7 +60,7 @@ SCENARIOS = {
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
 def scenario(request):
     from planner.specs.framework import load_framework
-    from planner.specs.plain import replace
+    from dataclasses import replace
     model, gpus, seq, batch, fw, *offload = SCENARIOS[request.param]
     p = problem(model(), H100, gpus, seq_len=seq, global_batch=batch)
     if fw:
@@ -127,8 +129,7 @@ def test_partial_recompute_is_the_smallest_count_that_fits(p70, every):
     part = [int(i) for i in every.order if c.recompute[i] == FULL and c.recompute_layers[i] > 1]
     assert part, "some layout needs recompute on part of its layers"
     rows = c.take(part[:50])
-    fewer = c.take(part[:50])
-    fewer.recompute_layers = fewer.recompute_layers - 1
+    fewer = dataclasses.replace(rows, recompute_layers=rows.recompute_layers - 1)
     ok = evaluate(p70, rows).memory
     short = evaluate(p70, fewer).memory
     assert (ok.peak <= ok.usable).all() and (short.peak > short.usable).all()
@@ -143,8 +144,7 @@ def test_context_parallel_crosses_nodes_and_tp_does_not(shown):
 def test_the_space_fills_every_candidates_column():
     from planner.evaluation.candidates import Candidates
     from planner.search.space import COLUMNS
-    from planner.specs import plain
-    assert sorted(COLUMNS) == sorted(f.name for f in plain.fields(Candidates))
+    assert sorted(COLUMNS) == sorted(f.name for f in dataclasses.fields(Candidates))
 
 
 def test_batches_are_bounded_and_cover_every_split(p70):
@@ -183,8 +183,8 @@ def test_metas_llama3_405b_layouts_are_valid_candidates(seq, batch, tp, pp, cp):
 
 
 def _costs(p, rows, **knobs):
-    moved = rows.model_copy(update={k: np.full(len(rows), v, dtype=np.int64)
-                                    for k, v in knobs.items()})
+    moved = dataclasses.replace(rows, **{k: np.full(len(rows), v, dtype=np.int64)
+                                         for k, v in knobs.items()})
     a, b = evaluate(p, rows), evaluate(p, moved)
     return a.time.step, a.memory.peak, b.time.step, b.memory.peak
 

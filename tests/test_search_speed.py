@@ -6,6 +6,8 @@ finds the same search bit for bit)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +24,6 @@ from planner.search.blocks import layout_batches
 from planner.search.space import candidate_batches, recomputes, with_recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware import load_profile
-from planner.specs import plain
 from planner.specs.model import model_from_params
 
 H100 = load_profile("h100")
@@ -62,7 +63,7 @@ def test_the_ceiling_is_never_below_the_exact_peak(params, gpus, seq, batch, pre
                                                     offload, seed):
     """MemoryParts.ceiling ≥ the five-phase peak on every row, structurally valid or not, and
     within a few per cent of it on most (a bound the search can use, not an infinity)."""
-    p = plain.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=batch, precision=precision),
                       framework=load_framework(fw))
     c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
@@ -129,7 +130,7 @@ def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw
     from planner.search.fast import _structural
     from planner.evaluation.timing import step_floor, step_seconds
 
-    p = plain.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
+    p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=256, precision=precision),
                       framework=load_framework(fw))
     c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
@@ -180,7 +181,7 @@ def test_the_axis_columns_are_the_activation_columns_with_dp_and_ep():
 
 def _problem(params: float, gpus: int, seq: int, fw: str):
     p = problem(model_from_params(params), H100, gpus, seq_len=seq, global_batch=256)
-    return plain.replace(p, framework=load_framework(fw))
+    return dataclasses.replace(p, framework=load_framework(fw))
 
 
 @settings(max_examples=12, deadline=None)

@@ -3,6 +3,8 @@ dtype each framework profile states, and CP crossing the network beside TP8."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,7 +24,7 @@ MODEL = get_preset("llama3-8b")
 
 def _titan(**time):
     fw = load_framework("torchtitan")
-    return fw.model_copy(update={"time": fw.time.model_copy(update=time)}) if time else fw
+    return dataclasses.replace(fw, time=dataclasses.replace(fw.time, **time)) if time else fw
 
 
 def _fsdp_tokens_per_gpu(gpus: int, global_batch: int, fw=None) -> tuple[float, float]:
@@ -73,7 +75,7 @@ def test_reduce_dtype_sets_dp_bytes_and_bf16_halves_them():
     assert dp_gradient_bytes(p_mega, params)[0] == 4e9
     assert dp_gradient_bytes(p_titan, params)[0] == 4e9
     fw = load_framework("megatron")
-    bf16 = fw.model_copy(update={"time": fw.time.model_copy(update={"reduce_dtype": "bf16"})})
+    bf16 = dataclasses.replace(fw, time=dataclasses.replace(fw.time, reduce_dtype="bf16"))
     p_bf16 = Problem(**{**p_mega.__dict__, "framework": bf16})
     assert dp_gradient_bytes(p_bf16, params)[0] == 2e9
     # …and the DP reduction time follows: a bandwidth-bound all-reduce (ZeRO-0, 1 GB of bf16

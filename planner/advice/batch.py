@@ -15,10 +15,8 @@ planner does not model: the advice says so.
 
 from __future__ import annotations
 
-
+from dataclasses import dataclass, replace
 from typing import Optional
-
-from planner.specs.plain import Plain, record, replace
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import estimate_problem
@@ -35,8 +33,8 @@ BATCH_FACTORS = (4, 2)
 MIN_GAIN_FRACTION = 0.10
 
 
-@record
-class BatchAdvice(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BatchAdvice:
     """The smallest of BATCH_FACTORS × the batch that raises MFU by more than the threshold."""
 
     global_batch: int            # sequences per step at the advised batch

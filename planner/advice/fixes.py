@@ -14,10 +14,12 @@ assertion or a threshold is fixed in the file, as that rule's message says.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from planner.evaluation.rules import RULE_NAMES
 from planner.specs.job import Job
+from planner.specs.records import dump
 from planner.specs.verdict import Fix, GateRule
 
 MAX_EXTRA_NODES = 8          # added one node at a time, then doubling
@@ -50,8 +52,7 @@ def _tune(job: Job) -> Optional[Fix]:
     best = None
     for m in micro:
         for rc in RECOMPUTES:
-            cand = lay.model_copy(update={"micro_batch": m, "recompute": rc,
-                                          "recompute_layers": None})
+            cand = replace(lay, micro_batch=m, recompute=rc, recompute_layers=None)
             if (m, rc) == (lay.micro_batch, lay.recompute) and lay.recompute_layers is None:
                 continue   # the failing layout itself
             est = estimate(job.model, job.hardware, job.gpus, cand, seq_len=job.seq_len,
@@ -72,7 +73,7 @@ def _tune(job: Job) -> Optional[Fix]:
     return Fix(kind="tune", summary=f"fits with {said}: the same split, {est.step_time_s:.2f} s "
                f"per step, peak {est.peak_memory_bytes / 1e9:.1f} GB of "
                f"{est.usable_memory_bytes / 1e9:.1f} GB usable (rerun check with "
-               f"{' '.join(opts)})", options=opts, layout=cand.model_dump(), gpus=job.gpus,
+               f"{' '.join(opts)})", options=opts, layout=dump(cand), gpus=job.gpus,
                step_time_s=est.step_time_s, peak_memory_bytes=est.peak_memory_bytes)
 
 
@@ -90,7 +91,7 @@ def _relayout(job: Job) -> Optional[Fix]:
     return Fix(kind="relayout", summary=f"fits as {short_label(best.layout)} on the same {job.gpus} "
                f"GPUs: {best.step_time_s:.2f} s per step, peak "
                f"{best.peak_memory_bytes / 1e9:.1f} GB (another split: convert the checkpoint; "
-               "`dtplan fit` lists the alternatives)", layout=best.layout.model_dump(),
+               "`dtplan fit` lists the alternatives)", layout=dump(best.layout),
                gpus=job.gpus, step_time_s=best.step_time_s,
                peak_memory_bytes=best.peak_memory_bytes)
 

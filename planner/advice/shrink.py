@@ -5,9 +5,8 @@ fastest option within a batch tolerance beside the fastest that keeps the batch 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Optional
-
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.search.fit import FitResult, fit
@@ -20,8 +19,8 @@ from planner.specs.model import ModelSpec
 
 
 
-@record
-class ShrinkOption(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ShrinkOption:
     """A layout for the smaller cluster and what resuming into it takes."""
 
     layout: Layout
@@ -33,8 +32,8 @@ class ShrinkOption(Plain):
     global_batch: Optional[int] = None  # the batch this option runs (may differ from the plan's)
 
 
-@record
-class ShrinkResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ShrinkResult:
     from_gpus: int
     to_gpus: int
     plan_layout: Layout
@@ -123,7 +122,7 @@ def _exact_on_fewer(model: ModelSpec, hardware: HardwareProfile, old: Layout, to
                 suggest=False, explain=False)
         if r.layouts:
             note = f"; {to_gpus - m} GPUs idle"
-            return [o.model_copy(update={"resume": o.resume + note})
+            return [replace(o, resume=o.resume + note)
                     for o in _options(r, old, global_batch, global_batch)]
     return []
 

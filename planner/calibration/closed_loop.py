@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from planner.engine.allocator import FRAGMENTATION_SHARE
 from planner.specs.hardware import HardwareProfile
+from planner.specs.records import dump, validate
 from planner.calibration.fit_links import ConstantFit, combine, fit_fragmentation, fit_nccl
 from planner.calibration.fit_compute import RunSpec, calibrated_efficiency, fit_compute, predict
 from planner.evidence.model import Evidence
@@ -43,14 +44,14 @@ class Calibration:
 
 def apply(hw: HardwareProfile, values: dict[str, tuple[float, str]]) -> HardwareProfile:
     """The profile with calibrated values (human units as in the TOML: latency in µs)."""
-    data = hw.model_dump()
+    data = dump(hw)
     for dotted, (v, _) in values.items():
         section, key = dotted.split(".", 1)
         if key == "latency_us":
             data[section]["latency_s"] = v * 1e-6
         else:
             data[section][key] = v
-    return HardwareProfile.model_validate(data)
+    return validate(HardwareProfile, data)
 
 
 def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,

@@ -10,7 +10,7 @@ nccl-tests, not from here; overlap is not separable from compute speed with step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ from planner.evaluation.evaluate import STAGES, evaluate
 from planner.specs.hardware import HardwareProfile
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec
-from planner.specs.plain import fields
 from planner.calibration.fit_links import ConstantFit
 from planner.evidence.model import Evidence
 
@@ -71,7 +70,7 @@ def with_compute_factor(hw: HardwareProfile, k: float) -> HardwareProfile:
     e = hw.efficiency
     update = {key: min(1.0, getattr(e, key) * k) for key in SPEED_KEYS
               if getattr(e, key, None) is not None}
-    return hw.model_copy(update={"efficiency": e.model_copy(update=update)})
+    return replace(hw, efficiency=replace(e, **update))
 
 
 def measured_rate(e: Evidence, run: RunSpec) -> tuple[str, float] | None:

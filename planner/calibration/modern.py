@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -72,7 +73,7 @@ def case_framework(case: dict) -> FrameworkProfile:
     """The profile the case ran on, with its kernel class (eager unless torch.compile)."""
     fw = load_framework(case.get("framework_name") or "torchtitan")
     kernel = "eager" if "eager" in case["tags"] else "compiled"
-    return fw.model_copy(update={"time": fw.time.model_copy(update={"kernel_class": kernel})})
+    return replace(fw, time=replace(fw.time, kernel_class=kernel))
 
 
 def case_layout(inp: dict) -> Layout:

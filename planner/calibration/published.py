@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Optional
@@ -101,13 +101,13 @@ def megatron_2021() -> FrameworkProfile:
     precision"), and fp32 gradient all-reduce is only forced for bf16 (arguments.py), so the
     gradients were reduced in fp16."""
     fw = load_framework("megatron")
-    return fw.model_copy(update={"time": fw.time.model_copy(update={"reduce_dtype": "fp16"})})
+    return replace(fw, time=replace(fw.time, reduce_dtype="fp16"))
 
 
 def torchtitan_eager() -> FrameworkProfile:
     """torchtitan without torch.compile (its default, compile.enable = False)."""
     fw = load_framework("torchtitan")
-    return fw.model_copy(update={"time": fw.time.model_copy(update={"kernel_class": "eager"})})
+    return replace(fw, time=replace(fw.time, kernel_class="eager"))
 
 
 class NoValidLayout(ValueError):

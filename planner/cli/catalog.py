@@ -17,6 +17,7 @@ from planner.errors import InputError
 def models_cmd(fmt: o.Fmt = Format.table) -> int:
     """List the model presets with their exact parameter counts."""
     from planner.specs.presets import PRESETS
+    from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import count
 
@@ -25,7 +26,7 @@ def models_cmd(fmt: o.Fmt = Format.table) -> int:
         total, active = m.param_count(), m.active_param_count()
         rows.append([name, count(total), count(active) if m.is_moe else "", str(m.layers),
                      str(m.hidden), f"{m.heads}/{m.kv_heads}", str(m.ffn), m.mlp, str(m.vocab)])
-        data.append({**m.model_dump(), "preset": name, "params": total, "active_params": active})
+        data.append({**dump(m), "preset": name, "params": total, "active_params": active})
     emit(Document(command="models", title="Model presets (use with --model NAME)",
                   tables=[Table("Presets", ["name", "params", "active", "layers", "hidden",
                                             "heads/kv", "ffn", "mlp", "vocab"], rows)],
@@ -45,6 +46,7 @@ def profiles_list(ctx: typer.Context, fmt: o.Fmt = Format.table) -> int:
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
     from planner.specs.hardware import DEFAULT_PROFILE, list_profiles
+    from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import capacity
 
@@ -56,7 +58,7 @@ def profiles_list(ctx: typer.Context, fmt: o.Fmt = Format.table) -> int:
                      f"{p.scale_up.bandwidth_bytes_per_s / 1e9:.0f}",
                      f"{p.scale_out.nic_bytes_per_s * 8 / 1e9:.0f}"])
         aliases.append(f"{p.name}: {', '.join(p.aliases)}")
-        data.append(p.model_dump())
+        data.append(dump(p))
     emit(Document(command="profiles", title="Hardware profiles (use with --hardware NAME)",
                   tables=[Table("Profiles", ["name", "GPU", "memory", "bf16 TFLOP/s", "NVLink domain",
                                              "NVLink GB/s", "NIC Gb/s"], rows)],
@@ -70,6 +72,7 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
                   fmt: o.Fmt = Format.table) -> int:
     """Print one hardware profile with every value."""
     from planner.specs.hardware import load_profile
+    from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import capacity
 
@@ -79,12 +82,12 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
         raise InputError("NAME", e.message) from None
     rows = []
     for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
-        for k, x in getattr(p, section).model_dump().items():
+        for k, x in dump(getattr(p, section)).items():
             rows.append([f"{section}.{k}", ", ".join(f"{a}={b / 1e12:g}T" for a, b in x.items())
                          if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
             if k.endswith("memory_bytes") and isinstance(x, (int, float)):
                 rows[-1][1] += f" = {capacity(x)}"
     emit(Document(command="profiles show", title=f"{p.name}: {p.description}",
                   tables=[Table("Values (SI units)", ["key", "value"], rows)],
-                  notes=[p.notes] if p.notes else [], data=p.model_dump()), fmt.value)
+                  notes=[p.notes] if p.notes else [], data=dump(p)), fmt.value)
     return EXIT_OK

@@ -147,6 +147,7 @@ def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudg
     if failures is not None:
         from planner.evaluation.train import DEFAULT_GPU_MTBF_S, resilience_for
         from planner.render.estimate import resilience_table
+        from planner.specs.records import dump
         gpu_h, job_h = failures["gpu_mtbf_hours"], failures["job_mtbf_hours"]
         plan = resilience_for(e, prof, spec, train_tokens=failures["train_tokens"],
                               gpu_hour_cost=failures["gpu_hour_cost"],
@@ -154,7 +155,7 @@ def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudg
                               job_mtbf_s=job_h * 3600 if job_h else None,
                               async_checkpoint=failures["async_checkpoint"])
         doc.tables.insert(-1, resilience_table(plan, gib))
-        doc.data["resilience"] = plan.model_dump()
+        doc.data["resilience"] = dump(plan)
     emit_job(doc, fmt, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
 

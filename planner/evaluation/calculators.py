@@ -1,10 +1,8 @@
 """The quick calculators behind `dtplan memory` (model states), `comm`, `bubble`, `batch`,
-`checkpoint` and `scaling`: validated inputs in, pydantic results out, arithmetic from engine/."""
+`checkpoint` and `scaling`: validated inputs in, records out, arithmetic from engine/."""
 
-
+from dataclasses import dataclass
 from typing import Optional
-
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import batch as batch_eq
@@ -20,8 +18,8 @@ from planner.resilience.planning import IntervalOptimum, interval_optimum
 from planner.specs.budget import MemoryBudget
 
 
-@record
-class ZeroRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ZeroRow:
     zero_stage: int
     weights_bytes: float
     gradients_bytes: float
@@ -30,8 +28,8 @@ class ZeroRow(Plain):
     fits: bool
 
 
-@record
-class StateMemoryResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class StateMemoryResult:
     params: float
     shard_degree: int
     precision: str
@@ -67,19 +65,18 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     rows = []
     for z in range(4):
-        parts = mem_eq.state_split_bytes(params, z, n, w, g, k)
-        total = mem_eq.model_state_bytes(params, z, n, w, g, k)
-        rows.append(ZeroRow(zero_stage=z, weights_bytes=parts[0], gradients_bytes=parts[1],
-                            optimizer_bytes=parts[2], total_bytes=total,
-                            fits=total <= usable))
+        weights, grads, states = (float(x) for x in mem_eq.state_split_bytes(params, z, n, w, g, k))
+        total = float(mem_eq.model_state_bytes(params, z, n, w, g, k))
+        rows.append(ZeroRow(zero_stage=z, weights_bytes=weights, gradients_bytes=grads,
+                            optimizer_bytes=states, total_bytes=total, fits=total <= usable))
     return StateMemoryResult(params=params, shard_degree=n, precision=precision,
                              optimizer=optimizer, bytes_per_param=w + g + k, k_bytes_per_param=k,
                              gpu_memory_bytes=gpu_memory_bytes, margin_fraction=margin_fraction,
                              usable_bytes=usable, rows=rows)
 
 
-@record
-class CommRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CommRow:
     gpus: int
     collective: str
     bytes_per_gpu: float
@@ -90,8 +87,8 @@ class CommRow(Plain):
     busbw_bytes_per_s: float = 0.0
 
 
-@record
-class CommResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CommResult:
     message_bytes: float
     bandwidth_bytes_per_s: Optional[float] = None
     latency_s: float
@@ -147,23 +144,24 @@ def comm(message_bytes: float | list[float], gpus: list[int],
                     link = topo.LINK_NAMES[int(topo.link_kind(n, per_domain))] if n > 1 else "none"
                 t = float(t)
                 rows.append(CommRow(gpus=n, collective=kind, message_bytes=m, time_s=t, link=link,
-                                    bytes_per_gpu=comm_eq.bytes_per_gpu(kind, m, n), algorithm=algo,
+                                    bytes_per_gpu=float(comm_eq.bytes_per_gpu(kind, m, n)),
+                                    algorithm=algo,
                                     busbw_bytes_per_s=float(nccl.busbw_of(kind, m, n, t)) if t > 0
                                     else 0.0))
     return CommResult(message_bytes=sizes[0], bandwidth_bytes_per_s=bw, latency_s=lat,
                       hardware=hardware.name if hardware is not None else None, rows=rows)
 
 
-@record
-class BubbleRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BubbleRow:
     micro_batches: int
     bubble_fraction: float
     efficiency: float
     overhead_vs_ideal: float
 
 
-@record
-class BubbleResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BubbleResult:
     stages: int
     schedule: str
     chunks: int
@@ -196,8 +194,8 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
 
 
-@record
-class BatchResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class BatchResult:
     micro_batch: int
     accumulation: int
     data_parallel: int
@@ -245,8 +243,8 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
                        tokens_per_step=g * s if s else None, solved_for=solved)
 
 
-@record
-class CheckpointRow(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointRow:
     interval_s: float
     overhead_fraction: float
     lost_work_fraction: float
@@ -254,8 +252,8 @@ class CheckpointRow(Plain):
     waste_fraction: float
 
 
-@record
-class CheckpointResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointResult:
     rows: list[CheckpointRow]
     optimum: IntervalOptimum
 
@@ -268,15 +266,16 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     rows = []
     for t in intervals_s:
         t = v.duration("--intervals", t, 60)
-        rows.append(CheckpointRow(interval_s=t, overhead_fraction=ckpt_eq.overhead_fraction(t, d),
-                                  lost_work_fraction=ckpt_eq.lost_work_fraction(t, m),
-                                  restart_fraction=ckpt_eq.restart_fraction(r, m),
-                                  waste_fraction=ckpt_eq.waste_fraction(t, d, m, r)))
+        rows.append(CheckpointRow(
+            interval_s=t, overhead_fraction=float(ckpt_eq.overhead_fraction(t, d)),
+            lost_work_fraction=float(ckpt_eq.lost_work_fraction(t, m)),
+            restart_fraction=float(ckpt_eq.restart_fraction(r, m)),
+            waste_fraction=float(ckpt_eq.waste_fraction(t, d, m, r))))
     return CheckpointResult(rows=rows, optimum=opt)
 
 
-@record
-class ScalingResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ScalingResult:
     mode: str
     gpus: int
     baseline_s: float
@@ -294,9 +293,9 @@ def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong
     v.choice("--mode", mode, ("strong", "weak"))
     if mode == "strong":
         return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn,
-                             ideal_s=scale_eq.ideal_time(t1, n),
-                             speedup=scale_eq.strong_speedup(t1, tn),
-                             efficiency=scale_eq.strong_efficiency(t1, tn, n))
+                             ideal_s=float(scale_eq.ideal_time(t1, n)),
+                             speedup=float(scale_eq.strong_speedup(t1, tn)),
+                             efficiency=float(scale_eq.strong_efficiency(t1, tn, n)))
+    weak = float(scale_eq.weak_efficiency(t1, tn))
     return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn, ideal_s=t1,
-                         speedup=n * scale_eq.weak_efficiency(t1, tn),
-                         efficiency=scale_eq.weak_efficiency(t1, tn))
+                         speedup=n * weak, efficiency=weak)

@@ -6,19 +6,20 @@ once. The integer codes below are how string knobs travel through the vectorised
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from planner.engine import activations as act
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import KNOB, KNOBS, Layout
+from planner.specs.knobs import KNOB, KNOBS, Knob, Layout
 from planner.specs.model import ModelSpec
 from planner.specs.budget import MemoryBudget
 from planner.specs.framework import FrameworkProfile, current_framework
 from planner.evaluation.distinct import replaced
-from planner.specs.plain import Plain, record, replace
 
-# The search axes: one int64 column per knob that has one (specs.layout.KNOBS), in its order.
+# The search axes: one int64 column per knob that has one (specs.knobs.KNOBS), in its order.
 COLUMNS = tuple(k for k in KNOBS if k.column)
 COLUMN_NAMES = tuple(k.column for k in COLUMNS)
 
@@ -52,50 +53,91 @@ RECOMPUTE_CODES = KNOB["recompute"].codes
 OFFLOAD_CODES = KNOB["offload_optimizer"].codes
 
 
-class _Columns(Plain):
-    """Candidate layouts as parallel numpy arrays (one entry per candidate)."""
+@dataclass(frozen=True)
+class Candidates:
+    """Candidate layouts as parallel int64 arrays (one entry per candidate), a column per knob
+    that has one (KNOBS' ``column``, in their order; tests/test_layout_knobs.py checks they
+    agree): shard 0 = the whole data-parallel (× CP) group; recompute_layers -1 = all layers of
+    the stage; string knobs as their codes above."""
 
-    def __post_init__(self) -> None:
-        # A column the caller does not give (the search builds only the axes it varies) holds
-        # the knob's default for every candidate.
-        n = len(next(a for a in (getattr(self, k.column) for k in COLUMNS) if a is not None))
-        for k in COLUMNS:
-            if getattr(self, k.column) is None:
-                setattr(self, k.column, np.full(n, k.default_code, dtype=np.int64))
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    zero: np.ndarray
+    shard: np.ndarray
+    mb: np.ndarray
+    schedule: np.ndarray
+    chunks: np.ndarray
+    sp: np.ndarray
+    recompute: np.ndarray
+    recompute_layers: np.ndarray
+    offload_opt: np.ndarray
+    offload_par: np.ndarray
+
+    @classmethod
+    def of(cls, **columns: np.ndarray) -> Candidates:
+        """Candidates from some columns: a column not given (the search builds only the axes it
+        varies) holds the knob's default for every candidate."""
+        n = len(next(iter(columns.values())))
+        return cls(**{k.column: columns[k.column] if k.column in columns else
+                      np.full(n, default_code(k), dtype=np.int64) for k in COLUMNS})
 
     def __len__(self) -> int:
         # the recompute column: one every Candidates holds as an array (a lazy crossing too)
         return len(self.recompute)
 
     @classmethod
-    def from_layouts(cls, layouts: list[Layout]) -> "Candidates":
+    def from_layouts(cls, layouts: list[Layout]) -> Candidates:
         """One column per knob, one row per layout."""
-        return cls(**{k.column: np.array([k.encode(x) for x in layouts], dtype=np.int64)
+        return cls(**{k.column: np.array([encode(k, x) for x in layouts], dtype=np.int64)
                       for k in COLUMNS})
 
-    def take(self, idx) -> "Candidates":
+    def take(self, idx: Any) -> Candidates:
         """The candidates at the given indices (or boolean mask)."""
         idx = np.asarray(idx)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
-        return replaced(self, {n: getattr(self, n).take(idx) for n in self._names})
+        return replaced(self, {n: getattr(self, n).take(idx) for n in COLUMN_NAMES})
 
     def layout(self, i: int, precision: str, optimizer: str) -> Layout:
         """Row i as a Layout."""
-        return Layout(**{k.name: k.decode(int(getattr(self, k.column)[i])) for k in COLUMNS},
+        return Layout(**{k.name: decode(k, int(getattr(self, k.column)[i])) for k in COLUMNS},
                       precision=precision, optimizer=optimizer)
 
 
-# Columns named as in KNOBS (shard: 0 = the whole data-parallel (× CP) group; recompute_layers:
-# -1 = all layers of the stage; string knobs as their codes above).
-# (a plain record: a generated dataclass costs ~1 ms of every command's import)
-Candidates = record(type("Candidates", (_Columns,), {
-    "__annotations__": {k.column: "np.ndarray" for k in COLUMNS},
-    **{k.column: None for k in COLUMNS}, "__module__": __name__, "__doc__": _Columns.__doc__}))
+def encode(k: Knob, layout: Layout) -> int:
+    """The Candidates column's code for knob k of one layout."""
+    value = getattr(layout, k.source or k.name)
+    if k.codes is not None:
+        return k.codes[value]
+    if value is None:
+        assert k.none_code is not None, k.name
+        return k.none_code
+    return int(value)
 
 
-@record(frozen=True, positional=True, coerce=False)
-class Problem(Plain):
+def default_code(k: Knob) -> int:
+    """The Candidates code of knob k's default value (sp has none: its default depends on TP)."""
+    if k.codes is not None:
+        return k.codes[k.default]
+    if k.default is None and k.none_code is None:
+        raise ValueError(f"layout knob {k.name}: no fixed default code; give its column")
+    return k.none_code if k.default is None else int(k.default)  # type: ignore[return-value]
+
+
+def decode(k: Knob, code: int) -> Any:
+    """The Layout value of knob k for a Candidates code (the inverse of ``encode``)."""
+    if k.codes is not None:
+        return {c: name for name, c in k.codes.items()}[code]
+    if k.none_code is not None and code == k.none_code:
+        return None
+    return bool(code) if k.type in (bool, bool | None) else code
+
+
+@dataclass(frozen=True)
+class Problem:
     """The fixed part of a question: what is trained, on what, with which batch."""
 
     model: ModelSpec
@@ -130,8 +172,8 @@ COMPUTE_DTYPE = {"mixed": "bf16", "mixed-fp32-grads": "bf16", "fp8": "fp8", "fp3
                  "bf16-pure": "bf16"}
 
 
-@record(frozen=True)
-class Shape(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Shape:
     """Per-candidate quantities the memory and the time model both use (float arrays)."""
 
     tp: np.ndarray

@@ -10,11 +10,14 @@ arrays (elementwise IEEE operations do not depend on their neighbours).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from planner.specs.plain import Plain, record
+
+T = TypeVar("T")
 
 # Below this share of distinct rows the gather pays for itself; above it the part runs on the
 # rows as they are (a single-row estimate never pays for the key).
@@ -99,8 +102,8 @@ def _leaves(tree: Any, n: int, found: list[np.ndarray]) -> None:
     if isinstance(tree, np.ndarray):
         if tree.ndim == 1 and len(tree) == n:
             found.append(tree)
-    elif isinstance(tree, Plain):
-        for name in tree._names:
+    elif is_record(tree):
+        for name in field_names(type(tree)):
             _leaves(getattr(tree, name), n, found)
     elif isinstance(tree, dict):
         for v in tree.values():
@@ -114,8 +117,9 @@ def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
     """tree with its arrays of length n replaced, in _leaves order, by the next of `new`."""
     if isinstance(tree, np.ndarray):
         return next(new) if tree.ndim == 1 and len(tree) == n else tree
-    if isinstance(tree, Plain):
-        return replaced(tree, {name: _rebuild(getattr(tree, name), n, new) for name in tree._names})
+    if is_record(tree):
+        return replaced(tree, {name: _rebuild(getattr(tree, name), n, new)
+                               for name in field_names(type(tree))})
     if isinstance(tree, dict):
         return {k: _rebuild(v, n, new) for k, v in tree.items()}
     if isinstance(tree, (tuple, list)):
@@ -123,9 +127,24 @@ def _rebuild(tree: Any, n: int, new: Iterator[np.ndarray]) -> Any:
     return tree
 
 
-def replaced(obj: Plain, values: dict[str, Any]) -> Plain:
+def is_record(obj: Any) -> bool:
+    """Whether obj is a record (a dataclass instance)."""
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A record class's field names, in order (read once per class: ~300 rebuilds a search)."""
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return _FIELD_NAMES[cls]
+
+
+def replaced(obj: T, values: dict[str, Any]) -> T:
     """obj with its fields set to `values`, which are obj's own values or arrays in place of its
-    arrays: nothing for the constructor to fill in or coerce, so it is not run (its per-field
+    arrays: nothing for the constructor to fill in or check, so it is not run (its per-field
     loop was ~4 % of a search, on ~300 rebuilt values and row subsets)."""
     out = object.__new__(type(obj))
     out.__dict__.update(values)
@@ -141,8 +160,8 @@ def gather(tree: Any, idx: np.ndarray, n: int) -> Any:
     return _rebuild(tree, n, iter([a.take(idx) for a in found]))
 
 
-@record(frozen=True)
-class Part(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Part:
     """A sub-result on one row per distinct tuple (`tree`, arrays of `size` rows) and each
     candidate's row in it (`index`; None: the tree holds the candidates' own rows)."""
 

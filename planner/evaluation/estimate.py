@@ -1,11 +1,10 @@
-"""One layout: an Estimate (a plain class, specs.plain) with every item explained, through the
+"""One layout: an Estimate (a record) with every item explained, through the
 same vectorised `evaluate` the search runs on every candidate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Optional
-
-from planner.specs.plain import Plain, record, replace
 
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
@@ -17,8 +16,8 @@ from planner.evaluation.rules import Figures, rules_for
 from planner.specs.budget import MemoryBudget
 
 
-@record
-class StageMemory(Plain):
+@dataclass(frozen=True, kw_only=True)
+class StageMemory:
     """One stage's items at its peak and the three views (total_bytes = device total)."""
 
     name: str
@@ -41,8 +40,8 @@ def peak_moment(stage: str, phase: int, in_flight: float, micro_batches: float) 
     return f"{where}, {what}{held} ({PHASES[phase]})"
 
 
-@record
-class Estimate(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Estimate:
     """Everything dtplan knows about one layout. Bytes, seconds, FLOPs."""
 
     model: str
@@ -101,7 +100,7 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
     from planner.specs.layout import rank_groups
     g = p.hardware.scale_up.gpus_per_domain
     groups, _ = rank_groups(lay, g)
-    out = {x.axis: x.link for x in groups}
+    out: dict[str, str] = {x.axis: x.link for x in groups}
     for axis, n, on in (("zero3", lay.shard_group or lay.dp * lay.cp, lay.zero >= 1),
                         ("ep", lay.ep, lay.ep > 1)):
         k = members_per_domain(n, lay.tp, g)

@@ -8,6 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,7 +24,6 @@ from planner.evaluation.distinct import on_distinct
 from planner.evaluation.memory import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
                            stage_states)
-from planner.specs.plain import Plain, record
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
 from planner.evaluation.timing import StepTime, Throughput, step_time
 
@@ -34,8 +34,8 @@ ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
 STATE_ITEMS = ITEM_ORDER[:4]
 
 
-@record(frozen=True, positional=True, coerce=False)
-class StageMemory(Plain):
+@dataclass(frozen=True)
+class StageMemory:
     """Per-GPU bytes of one pipeline stage at its peak, item by item (memory_model.ITEMS, then
     fragmentation and what lives outside the allocator), and the three views. The fields
     defaulting to None are the printout's detail, absent where evaluate(detail=False) ran."""
@@ -65,8 +65,8 @@ class StageMemory(Plain):
         return {k: getattr(self, k) for k in ITEM_ORDER}
 
 
-@record(frozen=True)
-class Memory(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Memory:
     """Memory per stage and the verdict against usable capacity (bytes, arrays of len(c))."""
 
     first: StageMemory
@@ -85,8 +85,8 @@ class Memory(Plain):
         return getattr(self, name)
 
 
-@record(frozen=True)
-class RuleResults(Plain):
+@dataclass(frozen=True, kw_only=True)
+class RuleResults:
     """Each rule's predicate per candidate (True = passes) and their conjunction."""
 
     passes: dict[str, np.ndarray]
@@ -97,8 +97,8 @@ class RuleResults(Plain):
         return np.stack([self.passes[n] for n in RULE_NAMES])
 
 
-@record(frozen=True)
-class Evaluation(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
     """Everything the model says about each candidate: memory, step time, throughput, rules."""
 
     micro_batches: np.ndarray
@@ -111,8 +111,8 @@ class Evaluation(Plain):
         return len(self.micro_batches)
 
 
-@record(frozen=True)
-class _Params(Plain):
+@dataclass(frozen=True, kw_only=True)
+class _Params:
     """Per-layer and edge parameter counts, dense vs expert (the ZeRO/EP sharding differs)."""
 
     dense_per_layer: float

@@ -9,6 +9,7 @@ evaluate.Problem and `c` its Candidates (duck-typed here to keep the import one-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,6 @@ from planner.engine import peak as pk
 from planner.engine import recompute as rc
 from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
 from planner.engine.params import norm_params
-from planner.specs.plain import Plain, record
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
 FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
@@ -33,8 +33,8 @@ ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_para
          "grad_buffers", "activations", "working", "loss", "optimizer_temp")
 
 
-@record(frozen=True)
-class Stage(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Stage:
     """One stage's share of the model on one GPU (arrays over candidates)."""
 
     layers: Any            # transformer layers on the stage

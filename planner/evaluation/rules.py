@@ -8,6 +8,7 @@ for one layout with the value measured and the limit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -16,16 +17,14 @@ from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import layers_split_valid
-from planner.specs.layout import Layout, Rule
-from planner.specs.plain import Plain, record
+from planner.specs.layout import Layout, Rule, Status
 
 Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
 
 
-# plain records as frozen dataclasses (whose generated methods cost ~0.7 ms each at import)
-@record(frozen=True, positional=True, coerce=False)
-class Figures(Plain):
+@dataclass(frozen=True)
+class Figures:
     """The evaluated numbers a rule's measured value quotes, for one layout."""
 
     micro_batches: float
@@ -33,8 +32,8 @@ class Figures(Plain):
     usable_memory: float
 
 
-@record(frozen=True, positional=True, coerce=False)
-class RuleSpec(Plain):
+@dataclass(frozen=True)
+class RuleSpec:
     """One rule: id, predicate over candidates (True = passes), text, measured/limit, and the
     config key per format (`FORMATS`; a format without an entry has no key for the rule)."""
 
@@ -225,7 +224,7 @@ def rules_for(p: Problem, lay: Layout, passes: dict[str, bool], f: Figures) -> l
     out_ = []
     for r in RULES:
         ok = bool(passes[r.id])
-        status = "pass" if ok else "fail"
+        status: Status = "pass" if ok else "fail"
         measured, limit = r.measure(p, lay, f)
         if r.id == "kv-heads-compatible-with-tp" and ok and lay.tp > p.model.kv_heads:
             status = "warn"  # allowed by recent Megatron, but KV heads are replicated

@@ -10,6 +10,7 @@ engine/.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +22,6 @@ from planner.engine import step_time as st
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.candidates import SCHEDULE_CODES
 from planner.engine import schedules as sched
-from planner.specs.plain import Plain, record
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
@@ -40,8 +40,8 @@ ASSUMPTIONS: tuple[tuple[str, float, str], ...] = (
 )
 
 
-@record(frozen=True, positional=True, coerce=False)
-class StepTime(Plain):
+@dataclass(frozen=True)
+class StepTime:
     """Seconds per optimizer step: each term as it lands on the critical path (the breakdown)
     and each axis's communication before overlap (the *_total fields)."""
 
@@ -75,8 +75,8 @@ class StepTime(Plain):
                 "dp": self.dp_total, "zero3": self.zero3_total}
 
 
-@record(frozen=True, positional=True, coerce=False)
-class Throughput(Plain):
+@dataclass(frozen=True)
+class Throughput:
     """Tokens, FLOPs and utilisation per step (arrays of len(c))."""
 
     tokens_per_step: np.ndarray

@@ -10,6 +10,7 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
 
@@ -26,7 +27,6 @@ from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
 from planner.engine.params import mlp_params
-from planner.specs.plain import Plain, record
 from planner.engine.topology import fabric, members_per_domain, topo_collective_time
 
 # Memory-bound (elementwise) HBM traffic per kernel class, relative to fused kernels (the A100
@@ -38,8 +38,8 @@ from planner.engine.topology import fabric, members_per_domain, topo_collective_
 KERNEL_MEMORY_FACTOR = {"fused": 1.0, "compiled": 1.0, "eager": 2.5}
 
 
-@record(frozen=True)
-class Compute(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Compute:
     """Compute of one micro-batch on the fullest stage, and the pieces the other terms reuse."""
 
     per_micro_batch: np.ndarray    # forward + backward + recompute + output layer
@@ -129,8 +129,8 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)
 
 
-@record(frozen=True)
-class Comm(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Comm:
     """Each axis's communication per micro-batch (before overlap, and exposed) and per step."""
 
     tp: np.ndarray

@@ -4,6 +4,7 @@ checkpoint and failure plan (planner.resilience) at a failure rate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from planner.errors import InputError
@@ -12,9 +13,8 @@ from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import KNOB, Layout
+from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec
-from planner.specs.plain import Plain, record
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
@@ -47,8 +47,8 @@ def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: 
                    optimizer=optimizer, budget=budget or MemoryBudget())
 
 
-@record
-class TimeToTrain(Plain):
+@dataclass(frozen=True, kw_only=True)
+class TimeToTrain:
     train_tokens: float
     seconds: float
     days: float
@@ -64,8 +64,8 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
     with GPU-hours, cost and energy at board power."""
     from planner.engine import resilience as res_eq
     tokens = v.positive("--train-tokens", train_tokens)
-    secs = res_eq.train_time(tokens, e.tokens_per_s, goodput)
-    gpu_h = res_eq.gpu_hours(secs, e.gpus)
+    secs = float(res_eq.train_time(tokens, e.tokens_per_s, goodput))
+    gpu_h = float(res_eq.gpu_hours(secs, e.gpus))
     cost = gpu_h * gpu_hour_cost if gpu_hour_cost is not None else None
     energy = e.energy_per_step_j / e.step_time_s * secs / 3.6e9
     text = (f"Training {tokens:.3g} tokens takes {secs / 86400:.1f} days on {e.gpus} GPUs "

@@ -12,7 +12,7 @@ import math
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.job import CheckOptions, Job
 from planner.specs.layout import Layout
-from planner.specs.model import ModelSpec
+from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
@@ -249,7 +249,7 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
         raise InputError("--model", "the arguments give no --vocab-size (Megatron takes it "
                                     "from the tokenizer); pass --model or add --vocab-size")
     try:
-        return ModelSpec.model_validate(shape)
+        return validate_model(shape)
     except Exception as e:
         raise InputError(f"{where}: model flags", validation_message(e)) from None
 

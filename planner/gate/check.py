@@ -25,7 +25,7 @@ The verdict JSON (``Verdict``) is versioned by ``schema_version``; see ``dtplan 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.errors import InputError, InputErrors
@@ -35,6 +35,7 @@ from planner.gate.plan_rules import (batch_accounting_rule, checkpoint_figures, 
                          recompute_rule, threshold_rules)
 from planner.specs.job import CheckOptions, Job
 from planner.specs.layout import Rule
+from planner.specs.records import json_schema
 from planner.specs.verdict import FileVerdict, GateRule, Verdict
 
 
@@ -94,14 +95,16 @@ def _summary(inp: Job, est: Any) -> dict[str, Any]:
 
 
 def _finish(verdict: FileVerdict, text: str, strict: bool) -> FileVerdict:
+    """The verdict with each rule's line in the file (and, with ``strict``, warnings made
+    failures), its counts and whether it passes."""
+    rules, counts = [], dict(verdict.counts)
     for r in verdict.rules:
         if strict and r.status == "warn":
-            r.status = "fail"
-            r.message = f"(strict) {r.message}"
-        r.line = find_key_line(text, r.key)
-        verdict.counts[r.status] += 1
-    verdict.ok = verdict.error is None and verdict.counts["fail"] == 0
-    return verdict
+            r = replace(r, status="fail", message=f"(strict) {r.message}")
+        rules.append(replace(r, line=find_key_line(text, r.key)))
+        counts[r.status] += 1
+    return replace(verdict, rules=rules, counts=counts,
+                   ok=verdict.error is None and counts["fail"] == 0)
 
 
 def check_file(path: str, opts: CheckOptions | None = None, *, fix: bool = True) -> FileVerdict:
@@ -115,7 +118,7 @@ def check_file(path: str, opts: CheckOptions | None = None, *, fix: bool = True)
     verdict = _finish(verdict, text, opts.strict)
     if fix and not verdict.ok:
         from planner.advice.fixes import cheapest_fix
-        verdict.fix = cheapest_fix(job, verdict.rules)
+        verdict = replace(verdict, fix=cheapest_fix(job, verdict.rules))
     return verdict
 
 
@@ -154,7 +157,7 @@ def check_paths(paths: list[str], opts: CheckOptions | None = None) -> Verdict:
 
 
 def verdict_json_schema() -> dict[str, Any]:
-    schema = Verdict.model_json_schema()
+    schema = json_schema(Verdict)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "dtplan check verdict"
     return schema

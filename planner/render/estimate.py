@@ -5,6 +5,7 @@ from __future__ import annotations
 from planner.evaluation.estimate import Estimate
 from planner.render.document import Document, Table
 from planner.io.units import capacity, count, gb, hours, ms, pct, rule_cells, size
+from planner.specs.records import dump
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
@@ -150,7 +151,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
                     f"MFU {pct(e.mfu)}{band(e)}; framework {e.framework}")
     if failed:
         verdict += "; failing rules: " + ", ".join(r.name for r in failed)
-    data = e.model_dump()
+    data = dump(e)
     data["fits"] = e.fits
     data["ok"] = not failed
     notes = list(e.notes) + (extra_notes or [])
@@ -159,7 +160,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
         in_gb, in_gib = budget_note(e.budget), budget_note(e.budget, gib=True)
         notes = [in_gib if n == in_gb else n for n in notes]
     if view == "estimate":
-        data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
+        data["batch_advice"] = dump(batch_advice) if batch_advice is not None else None
         notes += [batch_advice_note(batch_advice)] if batch_advice is not None else []
     if e.model_inferred:
         notes.insert(0, "MODEL SHAPE INFERRED from the parameter count: " + e.notes[0])

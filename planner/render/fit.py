@@ -9,6 +9,7 @@ from planner.render.document import Document, Table
 from planner.render.json_out import layout_text
 from planner.render.estimate import batch_advice_note, memory_tables, time_tables
 from planner.io.units import count, gb, hours, pct
+from planner.specs.records import dump
 
 
 def _rc(lay) -> str:
@@ -141,9 +142,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
         notes.append("CPU offload (ZeRO-Offload of the optimizer or parameters) is outside this "
                      "search; --allow-offload adds it.")
     if batch_advice is not None:
-        notes.append(batch_advice_note(batch_advice, layout_text(batch_advice.layout.model_dump())))
-    data = r.model_dump()
-    data["batch_advice"] = batch_advice.model_dump() if batch_advice is not None else None
+        notes.append(batch_advice_note(batch_advice, layout_text(dump(batch_advice.layout))))
+    data = dump(r)
+    data["batch_advice"] = dump(batch_advice) if batch_advice is not None else None
     data["ok"] = r.fits
     data["rejected"] = r.rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
@@ -163,7 +164,7 @@ def sweep_doc(results: list[FitResult]) -> Document:
                          f"{r.per_gpu(w.tokens_per_s):,.0f}", pct(w.mfu), gb(w.peak_memory_bytes, 1)])
         else:
             rows.append([str(r.gpus), "nothing fits", "", "", "", "", ""])
-        data.append(r.model_dump(exclude={"best"}))
+        data.append(dump(r, exclude={"best"}))
     fitting = [r.gpus for r in results if r.layouts]
     verdict = (f"Smallest GPU count tried that fits: {min(fitting)}" if fitting
                else "No GPU count tried fits")
@@ -224,4 +225,4 @@ def shrink_doc(r) -> Document:
                     tables=[Table("Options on the smaller cluster", ["option", "layout", "batch", "acc",
                                                                     "step s", "tok/s", "resume"], rows)],
                     verdict=_shrink_verdict(r), ok=ok, notes=notes,
-                    data={**r.model_dump(exclude={"fit"}), "ok": ok}, mode="shrink")
+                    data={**dump(r, exclude={"fit"}), "ok": ok}, mode="shrink")

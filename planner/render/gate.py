@@ -13,6 +13,7 @@ import json
 from planner.specs.verdict import FileVerdict, Verdict
 from planner.render.document import Document, Table, _clean, render_markdown
 from planner.io.units import count, duration, gb, pct, rule_cells
+from planner.specs.records import dump
 
 STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
@@ -95,7 +96,7 @@ def skipped_line(verdict: Verdict) -> str:
 def render_json_verdict(verdict: Verdict) -> str:
     """The verdict with the envelope every output has (``mode`` after ``command``)."""
     from planner.render.json_out import json_data
-    d = verdict.model_dump()
+    d = dump(verdict)
     payload = {"schema_version": d.pop("schema_version"), "command": d.pop("command"),
                "mode": "verdict", **d}
     return json.dumps(_clean(json_data(payload)), indent=2)

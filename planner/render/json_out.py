@@ -2,16 +2,16 @@
 
 One envelope for every output: ``schema_version``, ``command``, ``mode`` (which of the command's
 shapes follows: ``fit`` prints a ``search``, a ``sweep`` or a ``shrink``), ``ok`` where the
-command has a verdict, then the result's fields. The fields are the library's results (plain
-classes, specs.plain) dumped as they are, with three changes made here and in the schema alike:
+command has a verdict, then the result's fields. The fields are the library's results (records,
+dumped by specs.records.dump) as they are, with three changes made here and in the schema alike:
 - every key carries its unit: ``breakdown`` → ``breakdown_s``, a stage's ``items`` →
   ``items_bytes`` (the rest already do: ``_bytes``, ``_s``, ``_fraction``, ``_pct``);
 - byte figures (every ``*_bytes`` key, a stage's ``items_bytes``) are integers, rounded to the
   byte; counts that are always whole (``tokens_per_step``, ``params``) are integers, and counts
   that may not be (``accumulation`` of an invalid layout, a token budget) are integers when whole;
 - every structured ``layout`` gets its display string beside it (``layout_text``).
-Schemas come from the same classes (their boundary pydantic models, derived from the fields), so a
-field added to a result shows in both.
+Schemas come from the same classes (pydantic's TypeAdapter over each record), so a field added to
+a result shows in both.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import copy
 import importlib
 from typing import Any, Callable
+
+from planner.specs.records import json_schema
 
 SCHEMA_VERSION = 1
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -117,14 +119,19 @@ def _model(path: str) -> Any:
     return getattr(importlib.import_module(mod), name)
 
 
+def _schema(path: str) -> dict:
+    """The serialization schema of a result (a record, or a pydantic model)."""
+    return json_schema(_model(path), mode="serialization")
+
+
 def _object(model_path: str | None, *, exclude: tuple[str, ...] = (), extra: dict | None = None,
             defs: dict) -> dict:
-    """An object schema from a result class's boundary model (its $defs collected into `defs`), minus
-    `exclude`, plus `extra` properties."""
+    """An object schema from a result class (its $defs collected into `defs`), minus `exclude`,
+    plus `extra` properties."""
     props: dict[str, Any] = {}
     required: list[str] = []
     if model_path is not None:
-        s = _model(model_path).model_json_schema(mode="serialization")
+        s = _schema(model_path)
         defs.update(s.pop("$defs", {}))
         props = {k: v for k, v in s.get("properties", {}).items() if k not in exclude}
         required = [k for k in s.get("required", []) if k not in exclude]
@@ -153,7 +160,7 @@ def _list_of(model_path: str, key: str, extra_item: dict | None = None) -> Calla
 
 def _batch_advice(defs: dict) -> dict:
     """planner.advice.batch.BatchAdvice, or null when a bigger batch would not clear the threshold."""
-    s = _model("planner.advice.batch:BatchAdvice").model_json_schema(mode="serialization")
+    s = _schema("planner.advice.batch:BatchAdvice")
     defs.update(s.pop("$defs", {}))
     defs["BatchAdvice"] = s
     return {"anyOf": [{"$ref": "#/$defs/BatchAdvice"}, {"type": "null"}]}
@@ -167,15 +174,14 @@ def _estimate(defs: dict) -> dict:
 
 
 def _resilience_defs(defs: dict) -> None:
-    s = _model("planner.resilience.planning:ResiliencePlan").model_json_schema(mode="serialization")
+    s = _schema("planner.resilience.planning:ResiliencePlan")
     defs.update(s.pop("$defs", {}))
     defs["ResiliencePlan"] = s
 
 
 def _dataclass(path: str, defs: dict) -> dict:
     """The schema of a dataclass the evidence readers dump (its $defs collected into `defs`)."""
-    from pydantic import TypeAdapter
-    s = TypeAdapter(_model(path)).json_schema(mode="serialization")
+    s = _schema(path)
     defs.update(s.pop("$defs", {}))
     return s
 

@@ -10,6 +10,7 @@ from planner.resilience.planning import (DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S,
                           DEFAULT_RESTART_S, ResiliencePlan)
 from planner.render.document import Document, Table
 from planner.io.units import capacity, count, duration, gb, ms, pct
+from planner.specs.records import dump
 
 ZERO_NAMES = {0: "0 (DDP, replicated)", 1: "1 (optimizer sharded)", 2: "2 (+ gradients)",
               3: "3 (+ parameters, FSDP)"}
@@ -44,7 +45,7 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = Fa
                     tables=[Table(f"Per GPU ({unit}) against {usable_s}",
                                   ["ZeRO stage", "weights", "gradients", "optimizer", "total",
                                    "verdict"], rows, bars=[x.total_bytes for x in r.rows])],
-                    notes=notes, verdict=verdict, ok=ok, data=r.model_dump(), mode="states")
+                    notes=notes, verdict=verdict, ok=ok, data=dump(r), mode="states")
 
 
 def comm_doc(r: CommResult) -> Document:
@@ -69,7 +70,7 @@ def comm_doc(r: CommResult) -> Document:
                     tables=[Table("Per GPU", (["message (GB)"] if sizes else [])
                                   + ["GPUs", "collective", "GB moved", "time (ms)"]
                                   + (["link", "algorithm", "busbw (GB/s)"] if topo else []), rows)],
-                    notes=notes, data=r.model_dump())
+                    notes=notes, data=dump(r))
 
 
 def bubble_doc(r: BubbleResult) -> Document:
@@ -87,7 +88,7 @@ def bubble_doc(r: BubbleResult) -> Document:
                     + (f" (v = {r.chunks})" if r.chunks > 1 else ""),
                     tables=[Table("By micro-batches per step", ["micro-batches", "bubble",
                                   "efficiency", "overhead vs ideal"], rows)],
-                    notes=notes, data=r.model_dump())
+                    notes=notes, data=dump(r))
 
 
 def batch_doc(r: BatchResult) -> Document:
@@ -108,7 +109,7 @@ def batch_doc(r: BatchResult) -> Document:
                      f"{r.data_parallel}) = {r.accumulation}")
     return Document(command="batch", title=f"Global batch = {r.global_batch}",
                     tables=[Table("Batch arithmetic", ["quantity", "value"], rows)],
-                    notes=notes, data=r.model_dump())
+                    notes=notes, data=dump(r))
 
 
 def checkpoint_doc(r: CheckpointResult | ResiliencePlan,
@@ -129,7 +130,7 @@ def checkpoint_doc(r: CheckpointResult | ResiliencePlan,
              + (f" + R/M with restart R = {o.restart_s / 60:g} min" if o.restart_s else "")]
     return Document(command="checkpoint", title="Checkpoint interval and wasted time",
                     tables=[Table("Waste by interval", cols, rows), _optimum_table(o)],
-                    notes=notes, data=r.model_dump())
+                    notes=notes, data=dump(r))
 
 
 def _optimum_table(o) -> Table:
@@ -303,9 +304,9 @@ def _resilience_doc(p: ResiliencePlan, table: CheckpointResult | None) -> Docume
         tables.append(_training_table(t, s))
     if s is not None:
         tables.append(_straggler_table(s))
-    data = p.model_dump()
+    data = dump(p)
     if table is not None:
-        data["rows"] = table.model_dump()["rows"]
+        data["rows"] = dump(table)["rows"]
     name = p.model or count(c.params) + " parameters"
     return Document(command="checkpoint",
                     title=f"Checkpoint and failure plan: {name} on {p.gpus:,} GPUs ({p.hardware})",
@@ -325,7 +326,7 @@ def scaling_doc(r: ScalingResult) -> Document:
         note = "Weak scaling (fixed work per GPU): efficiency T1/Tn; speedup n·T1/Tn."
     return Document(command="scaling", title=f"{r.mode.capitalize()} scaling on {r.gpus} GPUs",
                     tables=[Table("Scaling", ["run", "time (ms)", "speedup", "efficiency"], rows)],
-                    notes=[note], data=r.model_dump())
+                    notes=[note], data=dump(r))
 
 
 def layout_doc(r: LayoutResult) -> Document:
@@ -352,7 +353,7 @@ def layout_doc(r: LayoutResult) -> Document:
                f"per model replica" if r.ok else
                "Invalid layout: " + "; ".join(f"{x.name} ({x.message})" for x in r.rules
                                               if x.status == "fail"))
-    data = r.model_dump()
+    data = dump(r)
     data["ok"] = r.ok
     return Document(command="layout", title=f"Layout of {r.gpus} GPUs ({r.gpus_per_node} per node)",
                     tables=tables, notes=notes, verdict=verdict, ok=r.ok, data=data)

@@ -4,9 +4,8 @@ engine.resilience)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
-
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import memory as mem_eq
@@ -14,8 +13,8 @@ from planner.engine import resilience as res_eq
 from planner.errors import InputError
 
 
-@record
-class CheckpointItem(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointItem:
     name: str
     rule: str                  # how the size is reckoned, briefly
     basis: str = ""            # why that size (small items)
@@ -25,8 +24,8 @@ class CheckpointItem(Plain):
     sharded: bool
 
 
-@record
-class CheckpointContents(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointContents:
     params: float
     precision: str
     optimizer: str
@@ -91,7 +90,7 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
             name=name, total_bytes=total, sharded=sharded,
             rule=f"{per_param:g} B/param, " + ("sharded" if sharded else "one DP replica")
             + (f", experts over EP {ep}" if experts else ""),
-            per_rank_bytes=per_rank,
+            per_rank_bytes=float(per_rank),
             writers=int(res_eq.writing_ranks(tp, pp, max(s, s_e if experts else 1)))))
     count = {"job": 1, "gpu": n, "dp": dp}
     for name, (size, scope, why) in res_eq.SMALL_ITEMS.items():

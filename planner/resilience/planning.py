@@ -1,7 +1,7 @@
 """Failure and checkpoint planning: checkpoint contents and size, write time, failure rate,
 restart cost, optimum interval, goodput, time to train, stragglers.
 
-Validated inputs in, pydantic results out (SI units, unit-suffixed names); every formula is in
+Validated inputs in, records out (SI units, unit-suffixed names); every formula is in
 ``engine/resilience.py`` or ``engine/checkpoint.py``. The entry point is ``plan_resilience``;
 the pieces (``checkpoint_contents``, ``checkpoint_write``, ``failure_rate``, ``restart_cost``,
 ``interval_optimum``, ``training_time``, and ``straggler`` from planner.resilience.straggler) are public
@@ -10,9 +10,8 @@ for callers that have some of the figures already.
 
 
 import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Optional
-
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 # What a checkpoint holds lives in planner/resilience/contents.py; its names stay importable here.
@@ -40,8 +39,8 @@ DEFAULT_RESTART_S = DEFAULT_DETECT_S + DEFAULT_RESCHEDULE_S + DEFAULT_WARMUP_S  
 FIRST_ORDER_LIMIT = 0.3
 
 
-@record
-class CheckpointWrite(Plain):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointWrite:
     size_bytes: float
     storage_write_bytes_per_s: float
     link_bytes_per_s: float          # per writing GPU (its NIC)
@@ -65,19 +64,19 @@ def checkpoint_write(size_bytes: float, storage_write_bytes_per_s: float, *,
     size = v.positive("--size", size_bytes)
     st = v.positive("--storage-gbs", storage_write_bytes_per_s)
     per_gpu = size / writers if busiest_rank_bytes is None else busiest_rank_bytes
-    t = res_eq.write_time(size, st, writers, link_bytes_per_s)
+    t = float(res_eq.write_time(size, st, writers, link_bytes_per_s))
     links = writers * link_bytes_per_s
-    stall = res_eq.copy_stall(per_gpu, pcie_bytes_per_s)
+    stall = float(res_eq.copy_stall(per_gpu, pcie_bytes_per_s))
     return CheckpointWrite(size_bytes=size, storage_write_bytes_per_s=st,
-                           link_bytes_per_s=link_bytes_per_s, writers=writers,
+                           link_bytes_per_s=link_bytes_per_s, writers=float(writers),
                            links_bytes_per_s=links, write_s=t,
                            binds="storage" if st <= links else "node links",
                            async_checkpoint=async_checkpoint, pcie_bytes_per_s=pcie_bytes_per_s,
                            stall_s=stall, blocking_s=stall if async_checkpoint else t)
 
 
-@record
-class FailureRate(Plain):
+@dataclass(frozen=True, kw_only=True)
+class FailureRate:
     source: Literal["gpu", "node", "job", "interruptions"]
     job_mtbf_s: float
     gpus: Optional[int] = None
@@ -110,7 +109,7 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
             raise InputError("--gpus", "is needed to turn a per-GPU or per-node MTBF into a job MTBF")
         src = "gpu" if gpu_mtbf_s is not None else "node"
         comp = v.positive(f"--{src}-mtbf-hours", gpu_mtbf_s if src == "gpu" else node_mtbf_s)
-        m = res_eq.job_mtbf(comp, n if src == "gpu" else nodes)
+        m = float(res_eq.job_mtbf(comp, n if src == "gpu" else nodes))
         return FailureRate(source=src, job_mtbf_s=m, gpus=n, nodes=nodes, component_mtbf_s=comp,
                            failures_per_day=DAY / m)
     if job_mtbf_s is not None:
@@ -121,13 +120,13 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
     if period_s is None:
         raise InputError("--over-days", "is needed with --interruptions")
     period = v.positive("--over-days", period_s)
-    m = res_eq.mtbf_from_interruptions(period, count)
+    m = float(res_eq.mtbf_from_interruptions(period, count))
     return FailureRate(source="interruptions", job_mtbf_s=m, gpus=n, nodes=nodes,
                        interruptions=count, period_s=period, failures_per_day=DAY / m)
 
 
-@record
-class RestartCost(Plain):
+@dataclass(frozen=True, kw_only=True)
+class RestartCost:
     detect_s: float
     reschedule_s: float
     reload_s: float
@@ -144,15 +143,15 @@ def restart_cost(*, reload_s: float = 0.0, detect_s: float = DEFAULT_DETECT_S,
                                                ("--reschedule-min", reschedule_s),
                                                ("--reload", reload_s),
                                                ("--warmup-min", warmup_s))]
-    r = res_eq.restart_time(*parts)
+    r = float(res_eq.restart_time(*parts))
     if total_s is not None:
         r = v.non_negative("--restart-min", total_s)
     return RestartCost(detect_s=parts[0], reschedule_s=parts[1], reload_s=parts[2],
                        warmup_s=parts[3], total_s=r, overridden=total_s is not None)
 
 
-@record
-class IntervalOptimum(Plain):
+@dataclass(frozen=True, kw_only=True)
+class IntervalOptimum:
     cost_s: float
     mtbf_s: float
     restart_s: float
@@ -179,23 +178,23 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
     r = v.non_negative("--restart-min", restart_s)
     if r > v.MAX_DURATION_S:  # a restart may be 0 (or below 1 ns: no cost); only too long fails
         v.duration("--restart-min", r, 60)
-    young = ckpt_eq.young_interval(d, m)
-    daly = ckpt_eq.daly_interval(d, m)
-    tau = max(daly, min_interval_s)
-    waste = ckpt_eq.waste_fraction(tau, d, m, r)
+    young = float(ckpt_eq.young_interval(d, m))
+    daly = float(ckpt_eq.daly_interval(d, m))
+    tau = float(max(daly, min_interval_s))
+    waste = float(ckpt_eq.waste_fraction(tau, d, m, r))
     return IntervalOptimum(
         cost_s=d, mtbf_s=m, restart_s=r, young_interval_s=young, daly_interval_s=daly,
-        young_waste_fraction=ckpt_eq.waste_fraction(young, d, m, r),
-        daly_waste_fraction=ckpt_eq.waste_fraction(daly, d, m, r), interval_s=tau,
-        floored=tau > daly, overhead_fraction=ckpt_eq.overhead_fraction(tau, d),
-        lost_work_fraction=ckpt_eq.lost_work_fraction(tau, m),
-        restart_fraction=ckpt_eq.restart_fraction(r, m), waste_fraction=waste,
-        goodput_fraction=res_eq.goodput(waste),
+        young_waste_fraction=float(ckpt_eq.waste_fraction(young, d, m, r)),
+        daly_waste_fraction=float(ckpt_eq.waste_fraction(daly, d, m, r)), interval_s=tau,
+        floored=tau > daly, overhead_fraction=float(ckpt_eq.overhead_fraction(tau, d)),
+        lost_work_fraction=float(ckpt_eq.lost_work_fraction(tau, m)),
+        restart_fraction=float(ckpt_eq.restart_fraction(r, m)), waste_fraction=waste,
+        goodput_fraction=float(res_eq.goodput(waste)),
         first_order_valid=max(d, tau, r) <= FIRST_ORDER_LIMIT * m)
 
 
-@record
-class TrainingTime(Plain):
+@dataclass(frozen=True, kw_only=True)
+class TrainingTime:
     tokens: float
     tokens_per_s: float
     gpus: int
@@ -218,20 +217,21 @@ def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fractio
     tok = v.positive("--train-tokens", tokens)
     rate = v.positive("--tokens-per-s", tokens_per_s)
     n = v.positive_int("--gpus", gpus)
-    ideal = res_eq.train_time(tok, rate)
+    ideal = float(res_eq.train_time(tok, rate))
     # Waste ≥ 100%: the job never finishes (infinite time; JSON writes null).
-    t = res_eq.train_time(tok, rate, goodput_fraction) if goodput_fraction > 0 else math.inf
+    t = float(res_eq.train_time(tok, rate, goodput_fraction)) if goodput_fraction > 0 else math.inf
     price = (v.non_negative("--price-per-gpu-hour", price_per_gpu_hour)
              if price_per_gpu_hour is not None else None)
-    hours = res_eq.gpu_hours(t, n)
+    hours = float(res_eq.gpu_hours(t, n))
     return TrainingTime(tokens=tok, tokens_per_s=rate, gpus=n, goodput_fraction=goodput_fraction,
-                        ideal_s=ideal, with_failures_s=t, ideal_gpu_hours=res_eq.gpu_hours(ideal, n),
+                        ideal_s=ideal, with_failures_s=t,
+                        ideal_gpu_hours=float(res_eq.gpu_hours(ideal, n)),
                         gpu_hours=hours, price_per_gpu_hour=price,
                         cost=hours * price if price is not None else None)
 
 
-@record
-class ResiliencePlan(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ResiliencePlan:
     model: Optional[str] = None
     hardware: str
     gpus: int
@@ -297,11 +297,11 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
                          pcie_bytes_per_s=hw.host.pcie_bytes_per_s,
                          async_checkpoint=async_checkpoint)
     if cost_s is not None:
-        w = w.model_copy(update={"blocking_s": v.positive("--cost-min", cost_s)})
+        w = replace(w, blocking_s=v.positive("--cost-min", cost_s))
     f = failure_rate(gpus=c.gpus, gpus_per_node=gpn, gpu_mtbf_s=gpu_mtbf_s,
                      node_mtbf_s=node_mtbf_s, job_mtbf_s=job_mtbf_s, interruptions=interruptions,
                      period_s=period_s)
-    r = restart_cost(reload_s=res_eq.reload_time(c.total_bytes, rbw), detect_s=detect_s,
+    r = restart_cost(reload_s=float(res_eq.reload_time(c.total_bytes, rbw)), detect_s=detect_s,
                      reschedule_s=reschedule_s, warmup_s=warmup_s, total_s=restart_s)
     # A background write must finish before the next one starts: its time floors the interval.
     opt = interval_optimum(w.blocking_s, f.job_mtbf_s, r.total_s,

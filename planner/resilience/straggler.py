@@ -2,17 +2,16 @@
 on the rest (formulas in ``engine/resilience.py``). Part of the resilience plan
 (planner.resilience.planning.plan_resilience)."""
 
+from dataclasses import dataclass
 from typing import Optional
-
-from planner.specs.plain import Plain, record
 
 from planner.io import validate as v
 from planner.engine import resilience as res_eq
 from planner.errors import InputError
 
 
-@record
-class Straggler(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Straggler:
     slowdown: float
     gpus: int
     gpus_lost_on_eviction: int
@@ -40,14 +39,19 @@ def straggler(slowdown: float, gpus: int, *, gpus_per_node: int = 8, replica_gpu
     if lost >= n:
         raise InputError("--straggler", f"evicting a node would idle all {n} GPUs "
                                         f"({lost} GPUs per eviction); nothing left to compare")
-    keep = res_eq.evicted_throughput_fraction(n, lost)
-    slow_t = res_eq.straggler_step_time(run_s, s) if run_s is not None else None
-    evict_t = run_s / keep + restart_s if run_s is not None else None
+    keep = float(res_eq.evicted_throughput_fraction(n, lost))
+    slow_t = evict_t = hours_slow = hours_evict = None
+    evict = 1.0 / s < keep
+    if run_s is not None:
+        slow_t = float(res_eq.straggler_step_time(run_s, s))
+        evict_t = run_s / keep + restart_s
+        evict = evict_t < slow_t
+        if run_s:
+            hours_slow = float(res_eq.gpu_hours(slow_t, n))
+            hours_evict = float(res_eq.gpu_hours(evict_t, n - lost))
     return Straggler(slowdown=s, gpus=n, gpus_lost_on_eviction=lost,
                      throughput_fraction_with_straggler=1.0 / s,
                      throughput_fraction_after_eviction=keep,
-                     break_even_slowdown=res_eq.break_even_slowdown(n, lost),
-                     evict=(evict_t < slow_t) if run_s is not None else 1.0 / s < keep,
+                     break_even_slowdown=float(res_eq.break_even_slowdown(n, lost)), evict=evict,
                      run_s=run_s, run_with_straggler_s=slow_t, run_after_eviction_s=evict_t,
-                     gpu_hours_with_straggler=res_eq.gpu_hours(slow_t, n) if run_s else None,
-                     gpu_hours_after_eviction=res_eq.gpu_hours(evict_t, n - lost) if run_s else None)
+                     gpu_hours_with_straggler=hours_slow, gpu_hours_after_eviction=hours_evict)

@@ -12,12 +12,13 @@ from, and all of them in one message (``errors.Problems``: one line per field, e
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from planner.io import validate as v
 from planner.io.numbers import parse_number
 from planner.errors import InputError, Problems, validation_message
-from planner.specs.plain import Plain, record
 
 if TYPE_CHECKING:  # the models are imported where a part is resolved: `--help` loads none of them
     from planner.specs.hardware import HardwareProfile
@@ -52,7 +53,7 @@ def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = 
     spec = _resolve_source(model=model, model_config=model_config, params=params, layers=layers,
                            hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn, vocab=vocab,
                            mlp=mlp)
-    return spec if dropout is None else spec.model_copy(update={"dropout": bool(dropout)})
+    return spec if dropout is None else dataclasses.replace(spec, dropout=bool(dropout))
 
 
 def _resolve_source(*, model: Optional[str], model_config: Optional[str],
@@ -109,9 +110,9 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                 source="architecture flags (" + ("GPT-style: GeLU 4h MLP, learned positions, "
                                                  "biases, dropout, tied embeddings" if gpt else
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
-    from planner.specs.model import ModelSpec
+    from planner.specs.model import validate_model
     try:
-        made = ModelSpec.model_validate(spec)
+        made = validate_model(spec)
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
         raise InputError("--heads", validation_message(e)) from None
     if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change
@@ -189,8 +190,8 @@ _MODEL_FLAGS = ("model", "model_config", "params", "layers", "hidden", "heads", 
                 "vocab", "mlp")
 
 
-@record(coerce=False)   # a plain record: a dataclass's generated methods cost ~0.9 ms at import
-class Flags(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Flags:
     """What the user typed about the model, the hardware, the batch and the framework (the
     options every job command shares, ``cli.common.JOB_OPTIONS``). The first question asked of
     it resolves every part at once, so all bad or missing options come in one message."""
@@ -216,10 +217,10 @@ class Flags(Plain):
     tokens_per_batch: Optional[str] = None
     framework: Optional[str] = None
     nearest_preset: bool = False   # --params N --nearest-preset: plan the real model nearest N
+    # each resolved part, once (not an option: not given, shown or compared)
+    _parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        self._parts: dict = {}   # each resolved part, once (not a field: no repr, no equality)
         if self.framework is not None:   # select it now: every estimate below follows it
             from planner.specs.framework import use_framework
             use_framework(self.framework)
@@ -279,8 +280,8 @@ class Flags(Plain):
 
     def given(self) -> list[str]:
         """The options the user typed, spelled as on the command line."""
-        return ["--" + name.replace("_", "-") for name in self._names
-                if getattr(self, name) not in (None, False)]
+        return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(self)
+                if f.init and getattr(self, f.name) not in (None, False)]
 
     def offer(self) -> Optional[dict[str, Any]]:
         """With --params: the nearest real preset (by parameter count) and how to plan it,

@@ -13,8 +13,9 @@ from planner.resolve.plan_file import safe_reference
 from planner.evaluation.rules import config_keys
 from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
 from planner.specs.job import CheckOptions, Job
-from planner.specs.layout import KNOBS, Layout
-from planner.specs.model import ModelSpec
+from planner.specs.knobs import KNOBS, Layout
+from planner.specs.model import ModelSpec, validate_model
+from planner.specs.records import dump
 from planner.specs.plan import Plan
 from planner.specs.verdict import GateRule, make_rule
 
@@ -46,10 +47,10 @@ def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
         raise InputError(f"{where}: model", "give preset or config, not both")
     inline = {k: getattr(section, k) for k in MODEL_FIELDS if getattr(section, k) is not None}
     if section.preset is not None:
-        base = _keyed(f"{where}: model.preset", get_preset, section.preset).model_dump()
+        base = dump(_keyed(f"{where}: model.preset", get_preset, section.preset))
     elif section.config is not None:
         path = safe_reference(section.config, base_dir, f"{where}: model.config", "config.json")
-        base = _keyed(f"{where}: model.config", load_hf_config, path).model_dump()
+        base = dump(_keyed(f"{where}: model.config", load_hf_config, path))
     else:
         base = {**INLINE_DEFAULTS, "source": "inline shape in the plan file"}
         missing = [k for k in ("layers", "hidden", "heads", "ffn", "vocab") if k not in inline]
@@ -62,8 +63,8 @@ def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
             base.pop("head_dim", None)  # re-derived from the new hidden ÷ heads
     data = {**base, **inline}
     try:
-        return ModelSpec.model_validate(data)
-    except Exception as e:  # pydantic ValidationError from the model's own checks
+        return validate_model(data)
+    except Exception as e:  # pydantic ValidationError from the boundary's checks
         raise InputError(f"{where}: model", validation_message(e)) from None
 
 

@@ -11,7 +11,7 @@ from planner.render.document import Table
 from planner.io.units import capacity
 from planner.specs.hardware import HardwareProfile
 from planner.specs.job import Job
-from planner.specs.plain import field_descriptions
+from planner.specs.records import descriptions, dump
 from planner.evaluation.timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 
@@ -82,9 +82,9 @@ def assumption_tables(inp: Job, budget: Any) -> list[Table]:
                                       f"{w + gr + k:g}"]]
     bud = [[name, (f"{getattr(budget, name) / 1e9:g} GB" if name.endswith("bytes")
                    else f"{getattr(budget, name):.0%}"), description]
-           for name, description in field_descriptions(type(budget)).items()]
+           for name, description in descriptions(type(budget)).items()]
     eff = [[EFFICIENCY_LABELS.get(k_, k_), f"{v:g}" if isinstance(v, float) else str(v)]
-           for k_, v in inp.hardware.efficiency.model_dump().items()]
+           for k_, v in dump(inp.hardware.efficiency).items()]
     return [Table("Job", ["input", "value"], job_rows(inp)),
             Table("Hardware profile values used", ["quantity", "value"],
                   hardware_rows(inp.hardware)),

@@ -14,7 +14,7 @@ Numbers come from the library (``evaluate.estimate``, ``api.fit``, ``search.sear
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -53,7 +53,7 @@ def plan_row(e: Any, model: Any = None, hardware: Any = None) -> Any:
                        collective_fraction=e.collective_fraction, accumulation=e.accumulation)
     if model is not None and hardware is not None:
         o = resilience_for(e, hardware, model).optimum
-        row.checkpoint_interval_s, row.goodput = o.interval_s, o.goodput_fraction
+        row = replace(row, checkpoint_interval_s=o.interval_s, goodput=o.goodput_fraction)
     return row
 
 
@@ -162,7 +162,7 @@ def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
         elif inp.global_batch % (lay.micro_batch * dp):
             row["why"] = f"batch {inp.global_batch} is not divisible by mb × DP = {lay.micro_batch * dp}"
         else:
-            e = estimate(inp.model, inp.hardware, n, lay.model_copy(update={"dp": dp}),
+            e = estimate(inp.model, inp.hardware, n, replace(lay, dp=dp),
                          seq_len=inp.seq_len, global_batch=inp.global_batch, budget=budget)
             failed = [r.name for r in e.rules if r.status == "fail"]
             row.update(fits=not failed, tokens_per_s=e.tokens_per_s, step_time_s=e.step_time_s,

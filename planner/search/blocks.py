@@ -18,6 +18,7 @@ tables (every row built: exact, only slower).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -25,7 +26,6 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
 from planner.evaluation.rules import RULE_NAMES, RULES
-from planner.specs.plain import Plain, record
 from planner.search.space import (CHUNK_ROWS, FACTORS, SearchSpace, Splits, batch_ends, empty, product,
                     recomputes, split_table)
 
@@ -55,8 +55,8 @@ def check_priced(priced: int, limit: int | None) -> None:
                             "or ask for a smaller --global-batch (or fewer GPU counts)")
 
 
-@record(frozen=True, positional=True, coerce=False)
-class Run(Plain):
+@dataclass(frozen=True)
+class Run:
     """Consecutive structural rules (indices into RULES) reading the same knob tables."""
 
     rules: tuple[int, ...]

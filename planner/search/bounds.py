@@ -5,6 +5,7 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from functools import reduce
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +20,6 @@ from planner.engine.stages import stage_layers
 from planner.evaluation.memory import phase_inputs
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
-from planner.specs.plain import Plain, fields, record
 from planner.evaluation.timing_terms import Groups
 
 
@@ -54,8 +54,8 @@ def transient_ceiling(s: Any, a: Any) -> np.ndarray:
     return total
 
 
-@record(frozen=True)
-class MemoryParts(Plain):
+@dataclass(frozen=True, kw_only=True)
+class MemoryParts:
     """What memory() computes once per distinct tuple (the states, the activations, the
     micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
     row and the exact memory of only the rows a caller asks for (their shape computed then)."""

@@ -14,6 +14,8 @@ instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
@@ -25,7 +27,6 @@ from planner.search.partial import pairs, solve, solve_partial, stage_memory, to
 from planner.search.settle import Anchors, settle
 from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_batches, passes
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
-from planner.specs.plain import Plain, record, spec
 from planner.search.space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
                     with_recomputes)
 
@@ -43,8 +44,8 @@ STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-me
 STEP_TIME_RESOLUTION = 1e-3
 
 
-@record
-class SearchResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
     ranking and the counts over the whole space."""
 
@@ -129,8 +130,8 @@ def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndar
                        np.round(key, 12)))
 
 
-@record
-class _Tally(Plain):
+@dataclass(kw_only=True)
+class _Tally:
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
     batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
     by batch, with their per-stage memory and usable memory)."""
@@ -143,10 +144,9 @@ class _Tally(Plain):
     kept: list[Candidates]
     solved: int = 0
     # (rows, per-stage memory, usable memory, states part, in-flight part)
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = \
-        spec(factory=list)
-    anchors: Anchors = spec(factory=Anchors)  # surely fitting rows timed so far (settle)
-    held: dict[int, int] = spec(factory=dict)  # tuple rows of the parts kept for the solve
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = field(default_factory=list)
+    anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
+    held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
 
 def _structural(p: Problem, c: Candidates) -> np.ndarray:

@@ -10,9 +10,12 @@ micro-batch (or interleaving) the search picks.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, Optional
 
 import numpy as np
+from pydantic import Field, PlainValidator
+from pydantic.json_schema import SkipJsonSchema
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
@@ -25,7 +28,7 @@ from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile, list_profiles
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec
-from planner.specs.plain import Plain, record, spec
+from planner.specs.records import INTERNAL
 
 
 def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
@@ -49,19 +52,19 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
         res = search(p, space)
         if len(res.order):
             best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer)
-            layout = layout.model_copy(update={"micro_batch": best.micro_batch,
-                                               "schedule": best.schedule, "chunks": best.chunks})
+            layout = replace(layout, micro_batch=best.micro_batch, schedule=best.schedule,
+                             chunks=best.chunks)
             note = (f"auto: micro-batch {best.micro_batch}"
                     + (f", {best.schedule} v={best.chunks}" if auto_chunks else "")
                     + f" is the fastest of {res.enumerated} settings tried that fits")
         else:
             note = "auto: no micro-batch setting fits this layout; showing micro-batch 1"
-            layout = layout.model_copy(update={"micro_batch": 1})
+            layout = replace(layout, micro_batch=1)
     return estimate_problem(p, layout), note
 
 
-@record
-class RankedLayout(Plain):
+@dataclass(frozen=True, kw_only=True)
+class RankedLayout:
     rank: int
     layout: Layout
     peak_memory_bytes: float
@@ -77,16 +80,16 @@ class RankedLayout(Plain):
     error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
 
 
-@record
-class Rejection(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Rejection:
     rule: str
     message: str
     count: int
     closest: Optional[str] = None
 
 
-@record
-class FitResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class FitResult:
     model: str
     model_description: str
     model_inferred: bool
@@ -100,10 +103,16 @@ class FitResult(Plain):
     layouts: list[RankedLayout]
     best: Optional[Estimate] = None
     rejections: list[Rejection]
-    suggestions: list[str] = spec(factory=list, default_shown=True)
+    # the schema states the default ([]), as a literal default would
+    suggestions: Annotated[list[str], Field(json_schema_extra={"default": []})] = \
+        field(default_factory=list)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
     empty_space: str = ""            # why nothing was enumerated, when nothing was
-    search_result: Optional[SearchResult] = spec(None, internal=True)  # its search; not in JSON
+    # Its search, for the review's charts and the sweep's count: internal, never output (not
+    # dumped, and not in the schema, which has no place for its arrays: taken as given)
+    search_result: Annotated[Optional[SearchResult], PlainValidator(lambda x: x),
+                             SkipJsonSchema()] = field(default=None, repr=False, compare=False,
+                                                       metadata=INTERNAL)
 
     @property
     def fits(self) -> bool:
@@ -186,26 +195,25 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set
-    for x in ranked:  # checkpoint interval and goodput at the default failure rate
+    for i, x in enumerate(ranked):  # checkpoint interval and goodput at the default failure rate
         lay = x.layout
         key = (lay.tp, lay.pp, lay.zero, lay.precision, lay.shard_group, lay.ep, lay.optimizer)
         if key not in plans:
             plans[key] = resilience_plan(model, hardware, gpus, lay)
         plan = plans[key]
-        x.checkpoint_interval_s = plan.optimum.interval_s
-        x.goodput = plan.optimum.goodput_fraction
+        ranked[i] = replace(x, checkpoint_interval_s=plan.optimum.interval_s,
+                            goodput=plan.optimum.goodput_fraction)
     best = estimate_problem(p, ranked[0].layout) if ranked and explain else None
-    result = FitResult(model=model.name or "model", model_description=model.describe(),
-                       model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
-                       seq_len=seq_len, global_batch=global_batch, objective=objective,
-                       enumerated=res.enumerated, valid=res.valid, layouts=ranked,
-                       best=best, rejections=_rejections(res),
-                       offload_searched=space.allow_offload, search_result=res)
-    if not res.enumerated:   # no split at all: no other GPU count, batch or GPU can be ranked
-        result.empty_space = _empty_space(p, space)
-    elif not ranked and suggest:
-        result.suggestions = _what_would_fit(p, space, objective)
-    return result
+    # no split at all: no other GPU count, batch or GPU can be ranked
+    empty = "" if res.enumerated else _empty_space(p, space)
+    suggestions = _what_would_fit(p, space, objective) if (
+        res.enumerated and not ranked and suggest) else []
+    return FitResult(model=model.name or "model", model_description=model.describe(),
+                     model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
+                     seq_len=seq_len, global_batch=global_batch, objective=objective,
+                     enumerated=res.enumerated, valid=res.valid, layouts=ranked, best=best,
+                     rejections=_rejections(res), suggestions=suggestions, empty_space=empty,
+                     offload_searched=space.allow_offload, search_result=res)
 
 
 def _empty_space(p: Problem, space: SearchSpace) -> str:

@@ -25,6 +25,7 @@ array work, not millions of rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -34,8 +35,7 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
 from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
-from planner.specs.layout import KNOB
-from planner.specs.plain import Plain, record
+from planner.specs.knobs import KNOB
 
 MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
@@ -60,8 +60,8 @@ SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
 FACTORS = ("states", "mb", "schedule", "sp")
 
 
-@record(frozen=True, positional=True, coerce=False)
-class SearchSpace(Plain):
+@dataclass(frozen=True)
+class SearchSpace:
     """Knobs the user fixed (None = search it)."""
 
     tp: int | None = None
@@ -77,8 +77,8 @@ class SearchSpace(Plain):
     max_chunks: int = 8
 
 
-@record(frozen=True, positional=True, coerce=False)
-class Factor(Plain):
+@dataclass(frozen=True)
+class Factor:
     """One knob table per split, all splits' tables concatenated: its columns, and per split
     the first row of its table and its number of rows."""
 
@@ -87,8 +87,8 @@ class Factor(Plain):
     size: np.ndarray
 
 
-@record(frozen=True, positional=True, coerce=False)
-class Splits(Plain):
+@dataclass(frozen=True)
+class Splits:
     """Every split (SPLIT_COLUMNS arrays, in enumeration order) and its knob tables."""
 
     cols: dict[str, np.ndarray]

@@ -4,56 +4,58 @@ profile TOML)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Optional
 
-from planner.specs.plain import Plain, record, spec
+from pydantic import Field
+
+from planner.specs.records import FORBID
 
 
-FROZEN = {"extra": "forbid", "frozen": True}   # the boundary model's config of a profile section
-
-
-@record(frozen=True, config=FROZEN)
-class Efficiency(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Efficiency:
     """How close real kernels and overlap get to the datasheet, fitted once per GPU generation on
     published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
 
     # GEMM half-efficiency points: n/(n + n½) of the matmul ceiling for hidden width per TP rank
     # (and head dim for unfused attention) and for tokens per micro-batch per CP rank.
     # Defaults = the A100 fit (a100-80g.toml [efficiency], `dtplan calibrate`); other
     # generations have no published end-to-end runs in the reference and borrow them.
-    matmul_half_hidden: float = spec(64.0, gt=0)
-    matmul_half_tokens: float = spec(64.0, gt=0)
+    matmul_half_hidden: Annotated[float, Field(gt=0)] = 64.0
+    matmul_half_tokens: Annotated[float, Field(gt=0)] = 64.0
     # Memory-bound traffic per layer as a multiple of the layer's stored activation bytes
     # (norms, GeLU/SwiGLU, dropout, residual adds, softmax read and write them).
-    memory_passes: float = spec(2.0, ge=0)
+    memory_passes: Annotated[float, Field(ge=0)] = 2.0
     # Share of tensor-parallel communication not hidden behind computation.
-    tp_exposed_fraction: float = spec(1.0, ge=0, le=1)
+    tp_exposed_fraction: Annotated[float, Field(ge=0, le=1)] = 1.0
     # Share of compute time that overlapped collectives (DP reduction, ZeRO-3 gathers, the CP
     # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
     # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
-    overlap_efficiency: float = spec(0.8, ge=0, le=1)
+    overlap_efficiency: Annotated[float, Field(ge=0, le=1)] = 0.8
     # Share of the isolated-GEMM ceiling (MAMF) a training step's GEMMs sustain: MAMF is a
     # best-of-sweep on an idle GPU; in a step, clocks sag under the power cap and GEMMs share L2
     # and HBM with the kernels around them.
-    sustained_matmul_fraction: float = spec(0.84, gt=0, le=1)
+    sustained_matmul_fraction: Annotated[float, Field(gt=0, le=1)] = 0.84
     # Share of the bf16 peak a fused (Flash) attention kernel reaches over forward + backward:
     # FlashAttention-2 reaches 50-73 % of A100 peak forward and less backward (Dao 2023, Fig. 4-6),
     # well below the GEMM ceiling the projections run at.
-    flash_attention_fraction: float = spec(0.5, gt=0, le=1)
+    flash_attention_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
     # FlashAttention-3 (Hopper+; None: not available, FA2 runs) at long sequences, same measure.
-    fa3_attention_fraction: Optional[float] = spec(None, gt=0, le=1)
+    fa3_attention_fraction: Annotated[Optional[float], Field(gt=0, le=1)] = None
     # KV length (causal: the mean, s/2) at which a flash kernel reaches half its long-sequence
     # rate: short sequences leave the tile pipeline half empty (engine/attention.py).
-    attention_half_seq: float = spec(512.0, gt=0)
+    attention_half_seq: Annotated[float, Field(gt=0)] = 512.0
     # Measured max achievable fp8 matmul ÷ fp8 peak (MAMF, CALIBRATION.md §8); None: no fp8.
-    fp8_matmul_ceiling_fraction: Optional[float] = spec(None, gt=0, le=1)
+    fp8_matmul_ceiling_fraction: Annotated[Optional[float], Field(gt=0, le=1)] = None
     # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
     # same total size: each expert's token count is small and uneven.
-    grouped_gemm_fraction: float = spec(0.85, gt=0, le=1)
+    grouped_gemm_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
     # The software stack these constants describe, and the runs they were fitted on ("" = none:
     # the estimate says "uncalibrated").
     software_stack: str = ""
     calibrated_on: str = ""
     # Error band per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan
     # calibrate`'s residuals for that regime on this GPU, per cent. Absent: uncalibrated.
-    error_bands: dict[str, float] = spec(factory=dict)
+    error_bands: dict[str, float] = field(default_factory=dict)

@@ -11,13 +11,14 @@ path wherever ``--framework`` is accepted.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
+
+from pydantic import Field
 
 from planner.errors import InputError, validation_message
-
-from planner.specs.efficiency import FROZEN
-from planner.specs.plain import Plain, record, spec
+from planner.specs.records import FORBID, validate
 
 DEFAULT_FRAMEWORK = "megatron"
 MAX_FRAMEWORK_BYTES = 256_000
@@ -25,47 +26,64 @@ MAX_FRAMEWORK_BYTES = 256_000
 # Bytes per element of the dtypes a profile may name.
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
+Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
 KERNEL_CLASSES = ("fused", "compiled", "eager")
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1")
 
 
-@record(frozen=True, config=FROZEN)
-class TimeBehaviour(Plain):
+@dataclass(frozen=True, kw_only=True)
+class TimeBehaviour:
     """What in a framework's implementation changes step time."""
 
-    grad_dtype: Dtype = spec(description="dtype gradients are accumulated in")
-    reduce_dtype: Dtype = spec(description="dtype of the data-parallel gradient reduction")
-    param_gather_dtype: Dtype = spec(description="dtype of sharded-DP parameter all-gathers")
-    sharded_gather: Literal["per-layer", "per-module", "per-bucket"] = spec(
-        description="unit a sharded-DP all-gather / reduce-scatter covers")
-    bucket_params: float = spec(ge=0, description="gradient bucket size, parameters (0: per unit)")
-    bucket_params_per_dp_rank: float = spec(0.0, ge=0, description="bucket growth per DP rank")
-    prefetch_bucket_params: float = spec(0.0, ge=0, description="ZeRO-3 prefetch bucket, params")
-    regather_in_backward: bool = spec(description="sharded params gathered again in backward")
-    regather_in_backward_under_pp: Optional[bool] = spec(
-        None, description="the same under pipeline parallelism (None: as without PP)")
-    regather_under_recompute: bool = spec(description="full recompute gathers params once more")
-    prefetch_depth: int = spec(ge=0, le=8, description="units gathered ahead of the compute")
-    overlap_grad_reduce: bool = spec(description="gradient reduction overlaps the backward")
-    overlap_grad_reduce_stage3: Optional[bool] = spec(
-        None, description="the same for ZeRO-3 (None: as overlap_grad_reduce)")
-    pp_p2p: Literal["overlapped", "blocking"] = spec(description="pipeline send/recv style")
-    pp_scatter_gather: bool = spec(description="PP sends 1/TP of the activation per rank")
-    selective_recompute: Literal["core-attention", "op-save-list", "none"] = spec(
-        description="what 'selective' recompute re-runs")
-    selective_matmul_share: float = spec(ge=0, le=1, description="share of the layer's linear "
-                                          "GEMMs selective recompute runs again")
-    kernel_class: Literal["fused", "compiled", "eager"] = spec(
-        description="kernel class setting memory-bound efficiency")
-    attention_kernel: Literal["fa2", "fa3"] = spec(
-        description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")
-    pipeline_schedules: tuple[Literal["1f1b", "interleaved", "gpipe", "zb-h1"], ...] = spec(
-        description="pipeline schedules the framework implements (empty: no pipeline parallel)")
-    max_zero_under_pp: int = spec(3, ge=0, le=3, description="highest ZeRO stage the "
-                                   "framework runs together with pipeline parallelism")
-    context_parallel: bool = spec(True, description="ring context parallel (K/V chunks passed "
-                                   "around the CP group) is implemented")
-    expert_parallel: bool = spec(True, description="experts sharded over an EP group")
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    grad_dtype: Annotated[Dtype, Field(description="dtype gradients are accumulated in")]
+    reduce_dtype: Annotated[Dtype, Field(
+        description="dtype of the data-parallel gradient reduction")]
+    param_gather_dtype: Annotated[Dtype, Field(
+        description="dtype of sharded-DP parameter all-gathers")]
+    sharded_gather: Annotated[Literal["per-layer", "per-module", "per-bucket"], Field(
+        description="unit a sharded-DP all-gather / reduce-scatter covers")]
+    bucket_params: Annotated[float, Field(
+        ge=0, description="gradient bucket size, parameters (0: per unit)")]
+    bucket_params_per_dp_rank: Annotated[float, Field(
+        ge=0, description="bucket growth per DP rank")] = 0.0
+    prefetch_bucket_params: Annotated[float, Field(
+        ge=0, description="ZeRO-3 prefetch bucket, params")] = 0.0
+    regather_in_backward: Annotated[bool, Field(
+        description="sharded params gathered again in backward")]
+    regather_in_backward_under_pp: Annotated[Optional[bool], Field(
+        description="the same under pipeline parallelism (None: as without PP)")] = None
+    regather_under_recompute: Annotated[bool, Field(
+        description="full recompute gathers params once more")]
+    prefetch_depth: Annotated[int, Field(
+        ge=0, le=8, description="units gathered ahead of the compute")]
+    overlap_grad_reduce: Annotated[bool, Field(
+        description="gradient reduction overlaps the backward")]
+    overlap_grad_reduce_stage3: Annotated[Optional[bool], Field(
+        description="the same for ZeRO-3 (None: as overlap_grad_reduce)")] = None
+    pp_p2p: Annotated[Literal["overlapped", "blocking"], Field(
+        description="pipeline send/recv style")]
+    pp_scatter_gather: Annotated[bool, Field(
+        description="PP sends 1/TP of the activation per rank")]
+    selective_recompute: Annotated[Literal["core-attention", "op-save-list", "none"], Field(
+        description="what 'selective' recompute re-runs")]
+    selective_matmul_share: Annotated[float, Field(
+        ge=0, le=1, description="share of the layer's linear GEMMs selective recompute runs "
+                                "again")]
+    kernel_class: Annotated[Literal["fused", "compiled", "eager"], Field(
+        description="kernel class setting memory-bound efficiency")]
+    attention_kernel: Annotated[Literal["fa2", "fa3"], Field(
+        description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")]
+    pipeline_schedules: Annotated[tuple[Schedule, ...], Field(
+        description="pipeline schedules the framework implements (empty: no pipeline parallel)")]
+    max_zero_under_pp: Annotated[int, Field(
+        ge=0, le=3, description="highest ZeRO stage the framework runs together with "
+                                "pipeline parallelism")] = 3
+    context_parallel: Annotated[bool, Field(
+        description="ring context parallel (K/V chunks passed around the CP group) is "
+                    "implemented")] = True
+    expert_parallel: Annotated[bool, Field(description="experts sharded over an EP group")] = True
 
     @property
     def reduce_bytes(self) -> float:
@@ -96,50 +114,63 @@ class TimeBehaviour(Plain):
         return self.overlap_grad_reduce
 
 
-@record(frozen=True, config=FROZEN)
-class MemoryBehaviour(Plain):
+@dataclass(frozen=True, kw_only=True)
+class MemoryBehaviour:
     """What in a framework's implementation changes memory (engine/framework_memory.py)."""
 
-    precision: Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"] = spec(
-        description="precision recipe this framework uses by default")
-    state_layout: Literal["zero", "fsdp2"] = spec(
-        "zero", description="zero: 16-bit params + grads + fp32 optimizer, sharded by ZeRO stage; "
-        "fsdp2: fp32 params, grads and moments all sharded from ZeRO 2, 16-bit copies gathered")
-    grad_bytes: float = spec(2.0, ge=0, le=4, description="bytes per gradient element kept for "
-                              "the optimizer under 16-bit mixed precision")
-    accumulate_unsharded_grads_under_pp: bool = spec(
-        False, description="under PP a sharded stage accumulates unsharded gradients in the "
-        "reduce dtype until the last micro-batch")
-    reduce_in_flight: float = spec(1.0, ge=0, le=4, description="reduce-scatter input buffers "
-                                    "(reduce dtype, one block each) live in backward")
-    loss_forward_bytes: float = spec(6.0, ge=0, description="bytes per logit element live "
-                                      "while the loss runs forward")
-    loss_backward_bytes: float = spec(6.0, ge=0, description="bytes per logit element live "
-                                       "while the loss runs backward")
-    loss_forward_bytes_tp: Optional[float] = spec(None, ge=0, description="the same with the "
-                                                   "vocabulary split over TP (None: as without)")
-    loss_backward_bytes_tp: Optional[float] = spec(None, ge=0, description="the same in "
-                                                    "backward with the vocabulary split over TP")
-    sp_saves_gathered_input: bool = spec(False, description="under sequence parallel the "
-                                          "all-gathered input of a column-parallel matmul is "
-                                          "saved for backward (else the shard, re-gathered)")
-    fp8_weight_copies: float = spec(0.0, ge=0, le=4, description="fp8 weight copies (1 byte "
-                                     "each) cached between micro-batches under fp8")
-    fp8_saved_activations: bool = spec(False, description="GEMM inputs saved for backward in "
-                                        "fp8 under fp8 training")
-    optimizer_temp_bytes: float = spec(0.0, ge=0, description="optimizer step temporaries per "
-                                        "local optimizer parameter")
-    max_live_params: float = spec(1e9, ge=0, description="ZeRO-3 cap on gathered parameters")
-    expandable_segments: bool = spec(False, description="PYTORCH_CUDA_ALLOC_CONF "
-                                      "expandable_segments:True by default")
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    precision: Annotated[Literal["mixed", "mixed-fp32-grads", "fp8", "fp32", "bf16-pure"], Field(
+        description="precision recipe this framework uses by default")]
+    state_layout: Annotated[Literal["zero", "fsdp2"], Field(
+        description="zero: 16-bit params + grads + fp32 optimizer, sharded by ZeRO "
+                    "stage; fsdp2: fp32 params, grads and moments all sharded from "
+                    "ZeRO 2, 16-bit copies gathered")] = "zero"
+    grad_bytes: Annotated[float, Field(
+        ge=0, le=4, description="bytes per gradient element kept for the optimizer under "
+                                "16-bit mixed precision")] = 2.0
+    accumulate_unsharded_grads_under_pp: Annotated[bool, Field(
+        description="under PP a sharded stage accumulates unsharded gradients in the "
+                    "reduce dtype until the last micro-batch")] = False
+    reduce_in_flight: Annotated[float, Field(
+        ge=0, le=4, description="reduce-scatter input buffers (reduce dtype, one block "
+                                "each) live in backward")] = 1.0
+    loss_forward_bytes: Annotated[float, Field(
+        ge=0, description="bytes per logit element live while the loss runs forward")] = 6.0
+    loss_backward_bytes: Annotated[float, Field(
+        ge=0, description="bytes per logit element live while the loss runs backward")] = 6.0
+    loss_forward_bytes_tp: Annotated[Optional[float], Field(
+        ge=0, description="the same with the vocabulary split over TP (None: as without)")] = None
+    loss_backward_bytes_tp: Annotated[Optional[float], Field(
+        ge=0, description="the same in backward with the vocabulary split over TP")] = None
+    sp_saves_gathered_input: Annotated[bool, Field(
+        description="under sequence parallel the all-gathered input of a "
+                    "column-parallel matmul is saved for backward (else the shard, "
+                    "re-gathered)")] = False
+    fp8_weight_copies: Annotated[float, Field(
+        ge=0, le=4, description="fp8 weight copies (1 byte each) cached between "
+                                "micro-batches under fp8")] = 0.0
+    fp8_saved_activations: Annotated[bool, Field(
+        description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
+    optimizer_temp_bytes: Annotated[float, Field(
+        ge=0, description="optimizer step temporaries per local optimizer parameter")] = 0.0
+    max_live_params: Annotated[float, Field(
+        ge=0, description="ZeRO-3 cap on gathered parameters")] = 1e9
+    expandable_segments: Annotated[bool, Field(
+        description="PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default")] = False
 
 
-@record(frozen=True, config=FROZEN)
-class FrameworkProfile(Plain):
-    name: str = spec(min_length=1)
+@dataclass(frozen=True, kw_only=True)
+class FrameworkProfile:
+    """A framework's implementation as its profile states it, each value citing its source."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    name: Annotated[str, Field(min_length=1)]
     aliases: tuple[str, ...] = ()
     description: str = ""
-    source: str = spec(min_length=1, description="repository and commit the values were read at")
+    source: Annotated[str, Field(
+        min_length=1, description="repository and commit the values were read at")]
     time: TimeBehaviour
     memory: MemoryBehaviour
     source_file: Optional[str] = None
@@ -168,13 +199,14 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
     from planner.io.parse import parse_text  # the one bounded parser: depth, numbers
 
     raw = parse_text(text, "toml", where)
-    if trusted:
-        return FrameworkProfile(**{**raw, "source_file": where,
-                                   "time": TimeBehaviour(**raw["time"]),
+    if trusted:   # taken as given; TOML's arrays are the record's tuples
+        time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"])}
+        return FrameworkProfile(**{**raw, "aliases": tuple(raw.get("aliases", ())),
+                                   "source_file": where, "time": TimeBehaviour(**time),
                                    "memory": MemoryBehaviour(**raw["memory"])})
     from pydantic import ValidationError
     try:
-        return FrameworkProfile.model_validate({**raw, "source_file": where})
+        return validate(FrameworkProfile, {**raw, "source_file": where})
     except ValidationError as e:
         raise InputError(where, validation_message(e)) from None
 

@@ -10,15 +10,20 @@ as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H
 """
 
 
+from __future__ import annotations
+
+import dataclasses
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, ClassVar, Optional
+
+from pydantic import AfterValidator, Field
 
 from planner.errors import InputError
-
-from planner.specs.efficiency import FROZEN, Efficiency
-from planner.specs.plain import Plain, record, spec
+from planner.specs.efficiency import Efficiency
+from planner.specs.records import FORBID, dump, validate
 
 DEFAULT_PROFILE = "h100"
 
@@ -45,19 +50,24 @@ def _peaks(v: dict[str, float]) -> dict[str, float]:
     return v
 
 
-@record(frozen=True, config=FROZEN)
-class GPUSpec(Plain):
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]   # a share in (0, 1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPUSpec:
     """One accelerator: memory, HBM bandwidth, dense peak FLOP/s by precision, power."""
 
-    name: str
-    memory_bytes: float = spec(gt=0)
-    hbm_bytes_per_s: float = spec(gt=0)
-    peak_flops: dict[str, float]
-    power_w: float = spec(gt=0)
-    # Measured max achievable bf16 matmul FLOP/s ÷ bf16 peak (stas00's MAMF); a ceiling for MFU.
-    matmul_ceiling_fraction: float = spec(gt=0, le=1)
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
 
-    _field_checks = {"peak_flops": _peaks}
+    name: str
+    memory_bytes: Positive
+    hbm_bytes_per_s: Positive
+    peak_flops: Annotated[dict[str, float], AfterValidator(_peaks)]
+    power_w: Positive
+    # Measured max achievable bf16 matmul FLOP/s ÷ bf16 peak (stas00's MAMF); a ceiling for MFU.
+    matmul_ceiling_fraction: Fraction
 
     @property
     def matmul_ceiling_flops(self) -> float:
@@ -65,47 +75,54 @@ class GPUSpec(Plain):
         return self.peak_flops["bf16"] * self.matmul_ceiling_fraction
 
 
-@record(frozen=True, config=FROZEN)
-class ScaleUp(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ScaleUp:
     """NVLink-class domain: per-GPU unidirectional bandwidth, per-step latency, efficiency."""
 
-    gpus_per_domain: int = spec(ge=1)
-    gpus_per_node: int = spec(ge=1)
-    bandwidth_bytes_per_s: float = spec(gt=0)
-    latency_s: float = spec(ge=0)
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    gpus_per_domain: Annotated[int, Field(ge=1)]
+    gpus_per_node: Annotated[int, Field(ge=1)]
+    bandwidth_bytes_per_s: Positive
+    latency_s: NonNegative
     # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
-    bus_efficiency: float = spec(gt=0, le=1)
+    bus_efficiency: Fraction
     # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
     # reduce-scatters inside the domain and crosses the network with 1/k of the data.
     nvls: bool = False
 
 
-@record(frozen=True, config=FROZEN)
-class ScaleOut(Plain):
+@dataclass(frozen=True, kw_only=True)
+class ScaleOut:
     """Inter-node network: NIC bandwidth per GPU (one direction), latency, efficiency."""
 
-    nic_bytes_per_s: float = spec(gt=0)
-    latency_s: float = spec(ge=0)
-    bus_efficiency: float = spec(gt=0, le=1)
-    oversubscription: float = spec(default=1.0, ge=1)
-    pod_gpus: Optional[int] = spec(default=None, ge=1)
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    nic_bytes_per_s: Positive
+    latency_s: NonNegative
+    bus_efficiency: Fraction
+    oversubscription: Annotated[float, Field(ge=1)] = 1.0
+    pod_gpus: Annotated[Optional[int], Field(ge=1)] = None
 
 
-@record(frozen=True, config=FROZEN)
-class Host(Plain):
-    pcie_bytes_per_s: float = spec(gt=0)
-    host_memory_bytes: float = spec(gt=0)
-    nvme_bytes_per_s: float = spec(gt=0)
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+    pcie_bytes_per_s: Positive
+    host_memory_bytes: Positive
+    nvme_bytes_per_s: Positive
 
 
-@record(frozen=True, config=FROZEN)
-class Storage(Plain):
-    write_bytes_per_s: float = spec(gt=0)
-    read_bytes_per_s: float = spec(gt=0)
+@dataclass(frozen=True, kw_only=True)
+class Storage:
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+    write_bytes_per_s: Positive
+    read_bytes_per_s: Positive
 
 
-@record(frozen=True, config=FROZEN)
-class HardwareProfile(Plain):
+@dataclass(frozen=True, kw_only=True)
+class HardwareProfile:
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
     name: str
     aliases: tuple[str, ...] = ()
     description: str = ""
@@ -238,7 +255,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
             memory_bytes=g["memory_gb"] * GIB,
             hbm_bytes_per_s=g["hbm_tbps"] * TB,
             peak_flops={k: float(v) * TFLOP for k, v in g["peak_tflops"].items()},
-            power_w=g["power_w"],
+            power_w=float(g["power_w"]),
             matmul_ceiling_fraction=g["matmul_ceiling_tflops_bf16"] / g["peak_tflops"]["bf16"],
         ),
         scale_up=ScaleUp(
@@ -246,14 +263,14 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
             gpus_per_node=su["gpus_per_node"],
             bandwidth_bytes_per_s=su["bandwidth_gbps_uni"] * GB,
             latency_s=su["latency_us"] * US,
-            bus_efficiency=su["bus_efficiency"],
+            bus_efficiency=float(su["bus_efficiency"]),
             nvls=su.get("nvls", False),
         ),
         scale_out=ScaleOut(
             nic_bytes_per_s=so["nic_gbit_per_gpu"] * GBIT,
             latency_s=so["latency_us"] * US,
-            bus_efficiency=so["bus_efficiency"],
-            oversubscription=so.get("oversubscription", 1.0),
+            bus_efficiency=float(so["bus_efficiency"]),
+            oversubscription=float(so.get("oversubscription", 1.0)),
             pod_gpus=so.get("pod_gpus"),
         ),
         host=Host(
@@ -263,8 +280,15 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
         ),
         storage=Storage(write_bytes_per_s=st["write_gbps"] * GB,
                         read_bytes_per_s=st["read_gbps"] * GB),
-        efficiency=Efficiency(**raw.get("efficiency", {})),
+        efficiency=Efficiency(**_floats(raw.get("efficiency", {}))),
     )
+
+
+def _floats(table: dict[str, Any]) -> dict[str, Any]:
+    """A checked TOML table's whole numbers as floats (a file writes `matmul_half_hidden = 64`)."""
+    return {k: _floats(x) if isinstance(x, dict) else
+            float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+            for k, x in table.items()}
 
 
 def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
@@ -280,7 +304,7 @@ def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
         return prof
     from pydantic import ValidationError
     try:
-        return HardwareProfile.model_validate(prof.model_dump())
+        return validate(HardwareProfile, dump(prof))
     except ValidationError as e:  # belt and braces: _check should have caught it
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
@@ -359,16 +383,16 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
         if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
             raise InputError("--gpus-per-node", f"must be an integer >= 1, got {gpus_per_node!r}")
         domain = gpus_per_node if su.gpus_per_domain == su.gpus_per_node else su.gpus_per_domain
-        su = su.model_copy(update={"gpus_per_domain": domain, "gpus_per_node": gpus_per_node})
+        su = dataclasses.replace(su, gpus_per_domain=domain, gpus_per_node=gpus_per_node)
     if gpu_memory_gb is not None:
         if not (_is_num(gpu_memory_gb) and gpu_memory_gb > 0):
             raise InputError("--gpu-memory-gib", f"must be a number > 0, got {gpu_memory_gb!r}")
-        gpu = gpu.model_copy(update={"memory_bytes": gpu_memory_gb * GIB})
+        gpu = dataclasses.replace(gpu, memory_bytes=gpu_memory_gb * GIB)
     if nic_gbit_per_gpu is not None:
         if not (_is_num(nic_gbit_per_gpu) and nic_gbit_per_gpu > 0):
             raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
-        so = so.model_copy(update={"nic_bytes_per_s": nic_gbit_per_gpu * GBIT})
-    return profile.model_copy(update={"gpu": gpu, "scale_up": su, "scale_out": so})
+        so = dataclasses.replace(so, nic_bytes_per_s=nic_gbit_per_gpu * GBIT)
+    return dataclasses.replace(profile, gpu=gpu, scale_up=su, scale_out=so)
 
 
 def load_hardware(text: str) -> HardwareProfile:

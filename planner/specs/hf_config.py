@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from planner.errors import InputError
 from planner.io.read import MAX_CONFIG_BYTES, parse_text, read_file, shown
-from planner.specs.model import ModelSpec
+from planner.specs.model import ModelSpec, validate_model
 from planner.io.validate import MAX_PARAMS
 
 
@@ -264,7 +264,7 @@ def model_from_config(data: dict[str, Any], where: str = "config.json") -> Model
     name = c.str("_name_or_path") or Path(where).parent.name or None
     try:
         source = f"{where} (model_type {mtype or 'absent'}){note}"
-        spec = ModelSpec.model_validate({"name": name, **fields, "source": source})
+        spec = validate_model({"name": name, **fields, "source": source})
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.
         first = exc.errors()[0]

@@ -1,35 +1,114 @@
-"""The layout knobs, each declared once (no pydantic here: the CLI builds its options from this
-table without loading the models; ``specs.layout`` builds the plain Layout class from it,
-``specs.plan`` the plan file's pydantic LayoutSection).
-
-Each knob has its name (the Layout field, the plan key ``layout.<name>`` and the JSON name),
-type, default, range, unit and help, the CLI option of ``dtplan memory`` / ``estimate``, and its
-search-axis column in ``Candidates`` with the integer code of each choice.
+"""The layout knobs, each declared once: a field of ``Layout`` (its type and default), with the
+rest of the knob in the field's metadata (range, unit and help, the CLI option of ``dtplan
+memory`` / ``estimate``, and its search-axis column in ``Candidates`` with the integer code of
+each choice). ``KNOBS`` reads them back as one table, from which the CLI builds its options, the
+plan schema its LayoutSection (``specs.plan``) and the search its Candidates columns
+(``evaluation.candidates``). No pydantic here: ``dtplan --help`` builds the options from this
+module alone, and pydantic reads a field's range and description from its metadata (the
+``ge``, ``le`` and ``description`` keys) where a Layout's schema is printed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Optional
 
-from planner.io import validate as v
 from planner.engine import activations as act
 from planner.engine import budget as bud
-from planner.specs.plain import Plain, record
-
-if TYPE_CHECKING:
-    from planner.specs.layout import Layout
+from planner.io import validate as v
+from planner.specs.records import FORBID
 
 Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 
 
-@record(frozen=True)
-class Knob(Plain):
+def knob(default: Any, help: str, unit: str = "", *, ge: int | None = None,
+         le: int | None = None, **rest: Any) -> Any:
+    """A Layout field declaring its knob (the rest of ``Knob``'s attributes): its default, and in
+    its metadata the range and the description ("help [unit]") pydantic reads from a dataclass
+    field's metadata, and the knob itself."""
+    meta: dict[str, Any] = {"description": f"{help} [{unit}]" if unit else help,
+                            "knob": dict(help=help, unit=unit, ge=ge, le=le, **rest)}
+    meta.update({k: x for k, x in (("ge", ge), ("le", le)) if x is not None})
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """How one job is split and run. Degrees multiply to the world size: DP × TP × PP × CP
+    (EP borrows from DP, as in Megatron-LM and torchtitan)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
+    # field order: the JSON order of a dumped layout
+    tp: int = knob(1, "tensor parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="tp")
+    pp: int = knob(1, "pipeline parallel (stages)", "GPUs", ge=1, le=v.MAX_GPUS, column="pp")
+    dp: int = knob(1, "data parallel; a plan derives it as gpus ÷ (tp·pp·cp)", "GPUs", ge=1,
+                   le=v.MAX_GPUS, plan_optional=True, column="dp", cli=False)
+    cp: int = knob(1, "context parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="cp")
+    ep: int = knob(1, "expert parallel (borrows from DP)", "GPUs", ge=1, le=v.MAX_GPUS,
+                   column="ep")
+    zero: int = knob(0, "ZeRO stage 0-3", ge=0, le=3, column="zero")
+    shard_group: int | None = knob(
+        None, "hybrid sharding (HSDP / ZeRO++ hpZ): ZeRO shards over this many DP ranks; None = "
+        "the whole DP group", "DP ranks", ge=1, le=v.MAX_GPUS, column="shard", none_code=0,
+        cli_help="hybrid sharding: ZeRO over this many DP ranks")
+    micro_batch: int = knob(1, "per-GPU micro-batch", "sequences", ge=1, le=v.MAX_GPUS,
+                            plan_optional=True, column="mb", cli_auto=True)
+    schedule: Schedule = knob("1f1b", "pipeline schedule: 1f1b, gpipe, interleaved or zb-h1",
+                              column="schedule",
+                              codes={"1f1b": 0, "gpipe": 1, "interleaved": 2, "zb-h1": 3})
+    chunks: int = knob(1, "interleaved model chunks per device (v)", "chunks", ge=1,
+                       le=v.MAX_GPUS, column="chunks", cli_auto=True,
+                       cli_help="interleaved chunks per device v")
+    sp: bool | None = knob(None, "sequence parallel; None = on whenever TP > 1", column="sp",
+                           source="sequence_parallel",
+                           cli_help="sequence parallel (default: on when TP > 1)")
+    recompute: Recompute = knob("none", "activation recompute: none, selective or full",
+                                column="recompute",
+                                codes={"none": act.RECOMPUTE_NONE,
+                                       "selective": act.RECOMPUTE_SELECTIVE,
+                                       "full": act.RECOMPUTE_FULL})
+    recompute_layers: int | None = knob(
+        None, "full recompute on this many layers per stage; None = all", "layers", ge=0,
+        le=v.MAX_GPUS, column="recompute_layers", none_code=-1,
+        cli_help="full recompute on this many layers per stage")
+    offload_optimizer: Offload = knob("none", "optimizer-state offload: none, cpu or nvme",
+                                      column="offload_opt",
+                                      codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
+                                             "nvme": bud.OFFLOAD_NVME})
+    offload_params: Offload = knob("none", "parameter offload: none, cpu or nvme (ZeRO-3)",
+                                   column="offload_par",
+                                   codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
+                                          "nvme": bud.OFFLOAD_NVME})
+    precision: str = knob("mixed", "precision recipe: mixed, mixed-fp32-grads, fp8, fp32, "
+                          "bf16-pure", plan_optional=True)
+    optimizer: str = knob("adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
+                          "adafactor", plan_optional=True)
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def sequence_parallel(self) -> bool:
+        return self.tp > 1 if self.sp is None else (self.sp and self.tp > 1)
+
+    @property
+    def shard_degree(self) -> int:
+        return self.shard_group or self.dp
+
+
+@dataclass(frozen=True, kw_only=True)
+class Knob:
     """One layout knob. ``plan_optional``: a plan may leave it out (None: derived from the GPU
     count, or given at the plan's top level / batch section). ``column``: its Candidates column
-    (int64; ``codes`` maps each choice to its code, ``none_code`` stands for None, ``source``
-    names the Layout attribute the column holds when that is not the field itself)."""
+    ("": not a search axis; int64: ``codes`` maps each choice to its code, ``none_code`` stands
+    for None, ``source`` names the Layout attribute the column holds when that is not the field
+    itself)."""
 
     name: str
     type: Any
@@ -39,18 +118,13 @@ class Knob(Plain):
     ge: int | None = None
     le: int | None = None
     plan_optional: bool = False
-    column: str | None = None
+    column: str = ""
     codes: dict[str, int] | None = None
     none_code: int | None = None
     source: str | None = None
     cli: bool = True
     cli_auto: bool = False
     cli_help: str = ""
-
-    def __init__(self, name: str, type: Any, default: Any, help: str, unit: str = "",
-                 **rest: Any) -> None:
-        # the table below gives the first five by position
-        super().__init__(name=name, type=type, default=default, help=help, unit=unit, **rest)
 
     @property
     def flag(self) -> str:
@@ -75,76 +149,12 @@ class Knob(Plain):
         from pydantic import Field  # only where a model is built from the table
         return ann, Field(default, ge=self.ge, le=self.le, description=self.description)
 
-    def layout_field(self) -> Any:
-        """The plain Layout's field (specs.plain.spec): default, range, description."""
-        from planner.specs.plain import spec
-        return spec(self.default, ge=self.ge, le=self.le, description=self.description)
 
-    def encode(self, layout: Layout) -> int:
-        """The Candidates column's code for this knob of one layout."""
-        value = getattr(layout, self.source or self.name)
-        if self.codes is not None:
-            return self.codes[value]
-        if value is None:
-            return self.none_code
-        return int(value)
-
-    @property
-    def default_code(self) -> int:
-        """The Candidates code of the default value (sp has none: its default depends on TP)."""
-        if self.codes is not None:
-            return self.codes[self.default]
-        if self.default is None and self.none_code is None:
-            raise ValueError(f"layout knob {self.name}: no fixed default code; give its column")
-        return self.none_code if self.default is None else int(self.default)
-
-    def decode(self, code: int) -> Any:
-        """The Layout value for a Candidates code (the inverse of ``encode``)."""
-        if self.codes is not None:
-            return {c: k for k, c in self.codes.items()}[code]
-        if self.none_code is not None and code == self.none_code:
-            return None
-        return bool(code) if self.type in (bool, bool | None) else code
+def _knobs() -> tuple[Knob, ...]:
+    types = typing.get_type_hints(Layout)
+    return tuple(Knob(name=f.name, type=types[f.name], default=f.default, **f.metadata["knob"])
+                 for f in dataclasses.fields(Layout))
 
 
-KNOBS: tuple[Knob, ...] = (
-    Knob("tp", int, 1, "tensor parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="tp"),
-    Knob("pp", int, 1, "pipeline parallel (stages)", "GPUs", ge=1, le=v.MAX_GPUS,
-         column="pp"),
-    Knob("dp", int, 1, "data parallel; a plan derives it as gpus ÷ (tp·pp·cp)", "GPUs", ge=1, le=v.MAX_GPUS,
-         plan_optional=True, column="dp", cli=False),
-    Knob("cp", int, 1, "context parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="cp"),
-    Knob("ep", int, 1, "expert parallel (borrows from DP)", "GPUs", ge=1, le=v.MAX_GPUS,
-         column="ep"),
-    Knob("zero", int, 0, "ZeRO stage 0-3", ge=0, le=3, column="zero"),
-    Knob("shard_group", int | None, None, "hybrid sharding (HSDP / ZeRO++ hpZ): ZeRO shards over "
-         "this many DP ranks; None = the whole DP group", "DP ranks", ge=1, le=v.MAX_GPUS, column="shard",
-         none_code=0, cli_help="hybrid sharding: ZeRO over this many DP ranks"),
-    Knob("micro_batch", int, 1, "per-GPU micro-batch", "sequences", ge=1, le=v.MAX_GPUS, plan_optional=True,
-         column="mb", cli_auto=True),
-    Knob("schedule", Schedule, "1f1b", "pipeline schedule: 1f1b, gpipe, interleaved or zb-h1",
-         column="schedule", codes={"1f1b": 0, "gpipe": 1, "interleaved": 2,
-                                   "zb-h1": 3}),
-    Knob("chunks", int, 1, "interleaved model chunks per device (v)", "chunks", ge=1, le=v.MAX_GPUS,
-         column="chunks", cli_auto=True, cli_help="interleaved chunks per device v"),
-    Knob("sp", bool | None, None, "sequence parallel; None = on whenever TP > 1", column="sp",
-         source="sequence_parallel", cli_help="sequence parallel (default: on when TP > 1)"),
-    Knob("recompute", Recompute, "none", "activation recompute: none, selective or full",
-         column="recompute", codes={"none": act.RECOMPUTE_NONE,
-                                    "selective": act.RECOMPUTE_SELECTIVE,
-                                    "full": act.RECOMPUTE_FULL}),
-    Knob("recompute_layers", int | None, None, "full recompute on this many layers per stage; "
-         "None = all", "layers", ge=0, le=v.MAX_GPUS, column="recompute_layers", none_code=-1,
-         cli_help="full recompute on this many layers per stage"),
-    Knob("offload_optimizer", Offload, "none", "optimizer-state offload: none, cpu or nvme",
-         column="offload_opt", codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
-                                      "nvme": bud.OFFLOAD_NVME}),
-    Knob("offload_params", Offload, "none", "parameter offload: none, cpu or nvme (ZeRO-3)",
-         column="offload_par", codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
-                                      "nvme": bud.OFFLOAD_NVME}),
-    Knob("precision", str, "mixed", "precision recipe: mixed, mixed-fp32-grads, fp8, fp32, "
-         "bf16-pure", plan_optional=True),
-    Knob("optimizer", str, "adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
-         "adafactor", plan_optional=True),
-)
+KNOBS: tuple[Knob, ...] = _knobs()
 KNOB = {k.name: k for k in KNOBS}

@@ -1,49 +1,32 @@
-"""A parallel layout (a plain frozen class, specs.plain) and the topology rules a plan must obey.
+"""A parallel layout and the topology rules a plan must obey.
 
-Each layout knob is declared once, in ``KNOBS`` (``specs.knobs``, re-exported here). The Layout
-model, the plan schema's LayoutSection (specs.plan), the CLI layout options and the Candidates
-columns are all built from that table.
+``Layout`` is declared in ``specs.knobs`` (each of its fields is a layout knob: the CLI options,
+the plan schema's LayoutSection and the Candidates columns are built from them) and re-exported
+here.
 """
 
-from typing import Literal
+from __future__ import annotations
 
-from planner.io import validate as v
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field
+
 from planner.engine import ranks
 from planner.errors import InputError
-from planner.specs.knobs import KNOB, KNOBS, Knob, Offload, Recompute, Schedule  # noqa: F401  (declared there)
-from planner.specs.plain import Plain, record, spec
+from planner.io import validate as v
+from planner.specs.knobs import Layout
+
+Status = Literal["pass", "fail", "warn"]
+Link = Literal["nvlink", "network", "none"]   # what a group's traffic crosses
 
 
-class _LayoutBase(Plain):
-    """How one job is split and run. Degrees multiply to the world size: DP × TP × PP × CP
-    (EP borrows from DP, as in Megatron-LM and torchtitan)."""
-
-    @property
-    def world(self) -> int:
-        return self.dp * self.tp * self.pp * self.cp
-
-    @property
-    def sequence_parallel(self) -> bool:
-        return self.tp > 1 if self.sp is None else (self.sp and self.tp > 1)
-
-    @property
-    def shard_degree(self) -> int:
-        return self.shard_group or self.dp
-
-
-# The fields come from KNOBS, in their order (the JSON order of a dumped layout).
-Layout = record(type("Layout", (_LayoutBase,), {
-    "__annotations__": {k.name: k.type for k in KNOBS}, **{k.name: k.layout_field() for k in KNOBS},
-    "__doc__": _LayoutBase.__doc__, "__module__": __name__}),
-    frozen=True, config={"extra": "forbid", "frozen": True})
-
-
-@record
-class Rule(Plain):
+@dataclass(frozen=True, kw_only=True)
+class Rule:
     """One checked rule: pass / fail / warn with the value measured and the limit."""
 
     name: str
-    status: Literal["pass", "fail", "warn"]
+    status: Status
     measured: str = ""
     limit: str = ""
     message: str = ""
@@ -63,13 +46,13 @@ def topology_rules(layout: Layout, gpus: int, gpus_per_domain: int) -> list[Rule
                          "may cross the network, priced on the link it crosses)")]
 
 
-@record
-class GroupInfo(Plain):
+@dataclass(frozen=True, kw_only=True)
+class GroupInfo:
     axis: str
     size: int
     count: int
     max_nodes_spanned: int
-    link: Literal["nvlink", "network", "none"]
+    link: Link
     example: list[int]
 
 
@@ -88,7 +71,7 @@ def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = Fals
     for axis in ranks.AXES:
         size = sizes[axis]
         spanned = ranks.max_nodes_spanned(sizes, axis, gpus_per_node)
-        link = "none" if size == 1 else ("nvlink" if spanned == 1 else "network")
+        link: Link = "none" if size == 1 else ("nvlink" if spanned == 1 else "network")
         infos.append(GroupInfo(axis=axis, size=size, count=ranks.group_count(sizes, axis),
                                max_nodes_spanned=spanned, link=link,
                                example=ranks.group_ranks(sizes, axis, limit=limit)[0].tolist()))
@@ -97,15 +80,17 @@ def rank_groups(layout: Layout, gpus_per_node: int, *, with_members: bool = Fals
     return infos, members
 
 
-@record
-class LayoutResult(Plain):
+@dataclass(frozen=True, kw_only=True)
+class LayoutResult:
     layout: Layout
     gpus: int
     gpus_per_node: int
     replica_gpus: int
     rules: list[Rule]
     groups: list[GroupInfo]
-    members: dict[str, list[list[int]]] = spec(factory=dict, default_shown=True)
+    # the schema states the default ({}), as a literal default would
+    members: Annotated[dict[str, list[list[int]]], Field(json_schema_extra={"default": {}})] = \
+        field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -6,16 +6,21 @@ final norm, LM head. MoE models replace the MLP by routed experts after ``dense_
 blocks (DeepSeek's ``first_k_dense_replace``).
 """
 
+from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BeforeValidator, Field
 
 from planner.engine import params as P
 from planner.errors import InputError
-from planner.specs.plain import Plain, record, spec
+from planner.specs.records import FORBID, adapter
 
-POSITIVE = {"gt": 0}   # a positive integer (pydantic's PositiveInt)
+Positive = Annotated[int, Field(gt=0)]   # a positive integer (pydantic's PositiveInt)
+NonNegative = Annotated[int, Field(ge=0)]
 
 
 @functools.lru_cache(maxsize=256)
@@ -33,8 +38,24 @@ def _head_dim(hidden: Any, heads: Any) -> Any:
     return hidden // heads
 
 
-@record(frozen=True, config={"extra": "forbid", "frozen": True})
-class ModelSpec(Plain):
+def fill_defaults(data: Any) -> Any:
+    """A shape's kv_heads and head_dim where it leaves them out: kv_heads = heads (multi-head
+    attention), head_dim = hidden ÷ heads. Optional on input, always concrete on the spec, so
+    downstream code never repeats the "None means ..." rule."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    heads, hidden = data.get("heads"), data.get("hidden")
+    if data.get("kv_heads") is None and heads is not None:
+        data["kv_heads"] = heads
+    if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int) \
+            and heads > 0 and hidden > 0:
+        data["head_dim"] = _head_dim(hidden, heads)
+    return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
     """Shape of a decoder-only transformer.
 
     ``mlp``: "gelu" is any plain 2-matrix MLP (GeLU, ReLU as in OPT); "swiglu" any gated
@@ -42,52 +63,39 @@ class ModelSpec(Plain):
     (GPT-style); ``qkv_bias`` the q/k/v projections only (Qwen2 sets just this one).
     """
 
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+
     name: str | None = None
-    layers: int = spec(**POSITIVE)
-    hidden: int = spec(**POSITIVE)
-    heads: int = spec(**POSITIVE)
-    kv_heads: int = spec(None, required=True, **POSITIVE)  # default: heads (multi-head attention)
-    head_dim: int = spec(None, required=True, **POSITIVE)  # default: hidden // heads
-    ffn: int = spec(**POSITIVE)    # dense-layer MLP width
+    layers: Positive
+    hidden: Positive
+    heads: Positive
+    kv_heads: Positive   # fill_defaults: heads (multi-head attention)
+    head_dim: Positive   # fill_defaults: hidden // heads
+    ffn: Positive    # dense-layer MLP width
     mlp: Literal["gelu", "swiglu"]
-    vocab: int = spec(**POSITIVE)
+    vocab: Positive
     tied_embeddings: bool
     position: Literal["learned", "rope", "alibi", "none"]
-    max_positions: int | None = spec(None, gt=0)
+    max_positions: Annotated[int | None, Field(gt=0)] = None
     qkv_bias: bool = False
     linear_bias: bool = False
     norm: Literal["layernorm", "rmsnorm"]
     dropout: bool = False
-    experts: int = spec(0, ge=0)
-    experts_per_token: int = spec(0, ge=0)
-    expert_ffn: int | None = spec(None, gt=0)
-    shared_experts: int = spec(0, ge=0)
-    dense_layers: int = spec(0, ge=0)
+    experts: NonNegative = 0
+    experts_per_token: NonNegative = 0
+    expert_ffn: Annotated[int | None, Field(gt=0)] = None
+    shared_experts: NonNegative = 0
+    dense_layers: NonNegative = 0
     inferred: bool = False
     source: str
 
     @classmethod
-    def _before(cls, data: Any) -> Any:
-        # kv_heads and head_dim are optional on input, but always concrete on the object, so
-        # downstream code never has to repeat the "None means ..." rule.
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        heads, hidden = data.get("heads"), data.get("hidden")
-        if data.get("kv_heads") is None and heads is not None:
-            data["kv_heads"] = heads
-        if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int) \
-                and heads > 0 and hidden > 0:
-            data["head_dim"] = _head_dim(hidden, heads)
-        return data
+    def with_defaults(cls, **fields: Any) -> ModelSpec:
+        """A spec from a shape that may leave kv_heads and head_dim out (``fill_defaults``)."""
+        return cls(**fill_defaults(fields))
 
-    def _after(self) -> None:
-        """The cross-field rules (raise ValueError); a trusted construction fills the defaults
-        `_before` fills at the boundary."""
-        if self.kv_heads is None:
-            object.__setattr__(self, "kv_heads", self.heads)
-        if self.head_dim is None:
-            object.__setattr__(self, "head_dim", _head_dim(self.hidden, self.heads))
+    def __post_init__(self) -> None:
+        """The cross-field rules (ValueError; at the boundary pydantic reports it as its own)."""
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
         if self.position == "learned" and self.max_positions is None:
@@ -139,7 +147,7 @@ class ModelSpec(Plain):
 
     def _attn_and_norms(self) -> float:
         # Two norms per block (pre-attention and pre-MLP).
-        return (P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
+        return float(P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
                                    self.qkv_bias, self.linear_bias)
                 + 2 * P.norm_params(self.hidden, self.norm_bias))
 
@@ -167,7 +175,7 @@ class ModelSpec(Plain):
 
     def embedding_params(self) -> int:
         """Token embedding plus learned position table (0 rows for rope/alibi/none)."""
-        positions = self.max_positions if self.position == "learned" else 0
+        positions = self.max_positions or 0 if self.position == "learned" else 0
         return int(P.embedding_params(self.vocab, self.hidden)
                    + P.position_params(positions, self.hidden))
 
@@ -250,6 +258,17 @@ def _inferred_shape(hidden: int, layers: int, n: float) -> ModelSpec:
                      mlp="swiglu", vocab=INFER_VOCAB, tied_embeddings=False, position="rope",
                      max_positions=None, norm="rmsnorm", dropout=False, inferred=True,
                      source=f"{INFER_RULE} (target {n:.4g})")
+
+
+# The boundary: a user's shape (a plan's inline model, a config.json, flags) with kv_heads and
+# head_dim filled where left out, then validated.
+_USER_SHAPE = Annotated[ModelSpec, BeforeValidator(fill_defaults)]
+
+
+def validate_model(data: Any) -> ModelSpec:
+    """A user's shape validated into a ModelSpec (pydantic.ValidationError on bad input)."""
+    spec: ModelSpec = adapter(_USER_SHAPE).validate_python(data)
+    return spec
 
 
 def model_from_params(n: float) -> ModelSpec:

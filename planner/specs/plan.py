@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from planner.io import validate as v
 from planner.io.bounds import YamlWord
-from planner.specs.layout import KNOBS
+from planner.specs.knobs import KNOBS
 
 
 def _is_bool(f: Any) -> bool:

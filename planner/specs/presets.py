@@ -19,21 +19,21 @@ def _llama(name: str, source: str, *, layers: int, hidden: int, heads: int, kv_h
            ffn: int, vocab: int, max_positions: int, qkv_bias: bool = False, experts: int = 0,
            experts_per_token: int = 0) -> ModelSpec:
     # Llama family layout: SwiGLU, RMSNorm, RoPE, untied head, no biases, no dropout.
-    return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                     ffn=ffn, mlp="swiglu", vocab=vocab, tied_embeddings=False, position="rope",
-                     max_positions=max_positions, qkv_bias=qkv_bias, linear_bias=False,
-                     norm="rmsnorm", dropout=False, experts=experts,
-                     experts_per_token=experts_per_token, source=source)
+    return ModelSpec.with_defaults(
+        name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
+        mlp="swiglu", vocab=vocab, tied_embeddings=False, position="rope",
+        max_positions=max_positions, qkv_bias=qkv_bias, linear_bias=False, norm="rmsnorm",
+        dropout=False, experts=experts, experts_per_token=experts_per_token, source=source)
 
 
 def _gpt(name: str, source: str, *, layers: int, hidden: int, heads: int, vocab: int = 51200,
          max_positions: int | None = 2048, position: str = "learned", tied: bool = True,
          dropout: bool = True, ffn: int | None = None) -> ModelSpec:
     # GPT layout: plain 4h MLP, LayerNorm, biases on every linear.
-    return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads,
-                     ffn=ffn or 4 * hidden, mlp="gelu", vocab=vocab, tied_embeddings=tied,
-                     position=position, max_positions=max_positions, qkv_bias=True,
-                     linear_bias=True, norm="layernorm", dropout=dropout, source=source)
+    return ModelSpec.with_defaults(
+        name=name, layers=layers, hidden=hidden, heads=heads, ffn=ffn or 4 * hidden, mlp="gelu",
+        vocab=vocab, tied_embeddings=tied, position=position, max_positions=max_positions,
+        qkv_bias=True, linear_bias=True, norm="layernorm", dropout=dropout, source=source)
 
 
 _NARAYANAN = "Narayanan et al. SC21 Table 1 (V=51200, s=2048; Megatron GPT layout)"

@@ -12,7 +12,7 @@ import time
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.estimate import estimate
 from planner.evaluation.evaluate import evaluate
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 

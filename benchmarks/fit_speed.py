@@ -30,7 +30,7 @@ import time
 
 from planner.api import problem
 from planner.search.fast import SearchSpace, search
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
 

@@ -14,31 +14,22 @@ Names are imported lazily so that `dtplan --help` does not pay for numpy and pyd
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "fit": "api", "build_layout": "api", "time_to_train": "api", "resilience_for": "api",
-    "shrink": "advice.shrink",
-    "estimate": "evaluation.estimate", "layout_rules": "evaluation.estimate", "MemoryBudget": "specs.budget",
-    "Estimate": "evaluation.estimate", "Layout": "specs.layout", "plan_layout": "specs.layout", "ModelSpec": "specs.model",
-    "model_from_params": "specs.model", "get_preset": "specs.presets", "list_presets": "specs.presets",
-    "load_hf_config": "specs.hf_config", "load_profile": "specs.hardware", "list_profiles": "specs.hardware",
-    "HardwareProfile": "specs.hardware", "state_memory": "evaluation.calculators", "InputError": "errors",
-}
-
-__all__ = sorted(_EXPORTS) + ["memory"]
+# The public names, each from planner.api (imported on first use, so `dtplan --help` does not
+# load numpy and pydantic); a test holds this list equal to planner.api.__all__.
+__all__ = ["DEFAULT_GPU_MTBF_S", "Estimate", "FitResult", "HardwareProfile", "InputError",
+           "Layout", "MemoryBudget", "ModelSpec", "RankedLayout", "Rejection", "TimeToTrain",
+           "build_layout", "estimate", "estimate_with_auto", "fit", "get_preset",
+           "layout_rules", "list_presets", "list_profiles", "load_hf_config", "load_profile",
+           "memory", "model_from_params", "plan_layout", "problem", "resilience_for", "shrink",
+           "state_memory", "time_to_train"]
 
 
-def memory(model, hardware, gpus, layout, *, seq_len, global_batch, budget=None):
-    """The per-GPU memory budget per stage (the memory part of `estimate`)."""
-    from planner.evaluation.estimate import estimate as _estimate
-    e = _estimate(model, hardware, gpus, layout, seq_len=seq_len, global_batch=global_batch,
-                  budget=budget)
-    return e.stages
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from planner import api
+        return getattr(api, name)
     raise AttributeError(f"module 'planner' has no attribute {name!r}")

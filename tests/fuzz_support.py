@@ -149,7 +149,7 @@ def _pool(p: Param, tmp: Path) -> list[str]:
 
 def _make_pool(p: Param, tmp: Path) -> list[str]:
     """Meaningful values for one parameter, by its name and kind."""
-    from planner.specs.hardware import list_profiles
+    from planner.specs.hardware_toml import list_profiles
     from planner.specs.presets import PRESETS
 
     name = p.name

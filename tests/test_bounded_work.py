@@ -47,7 +47,7 @@ def test_review_runs_one_search_for_alternatives_chart_and_rejections(plan_input
 def test_a_review_of_the_fit_winner_reuses_the_fit_search(monkeypatch):
     pytest.importorskip("matplotlib")
     from planner.review.build import build_review, inputs_from_fit
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.model import model_from_params
     calls = _count_searches(monkeypatch)
     inp, res = inputs_from_fit(model_from_params(1e9), load_profile("h100"), 8, seq_len=1024,

@@ -12,7 +12,7 @@ from planner.api import build_layout
 from planner.engine import budget as bud
 from planner.evaluation.estimate import estimate
 from planner.specs.budget import MemoryBudget
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 from planner.specs.framework import list_frameworks, load_framework

@@ -6,7 +6,7 @@ import pytest
 
 from planner.calibration.published import calibrate, case_by_id, load_cases
 from planner.evaluation.estimate import estimate
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 

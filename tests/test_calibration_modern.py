@@ -6,7 +6,7 @@ import pytest
 
 from planner.calibration.published import calibrate
 from planner.calibration.modern import band_for, band_pct, family, load_modern
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 
 

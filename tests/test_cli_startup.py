@@ -78,7 +78,7 @@ def test_bundled_profiles_are_read_from_beside_their_package():
     import framework_profiles
     import hardware_profiles
 
-    from planner.specs.hardware import bundled_dir, list_profiles
+    from planner.specs.hardware_toml import bundled_dir, list_profiles
     for pkg in (hardware_profiles, framework_profiles):
         assert bundled_dir(pkg.__name__) == Path(pkg.__file__).parent
     assert {Path(p.source_file).parent for p in list_profiles()} == {

@@ -15,7 +15,7 @@ from planner.evaluation.evaluate import evaluate
 from planner.search.fast import SearchSpace
 from planner.search.space import candidate_batches
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
 

@@ -37,5 +37,6 @@ def test_docstring_example_runs(module):
 
 def test_every_public_name_resolves():
     """`planner.__all__` names what the package offers; each lazy name imports."""
+    assert planner.__all__ == planner.api.__all__
     for name in planner.__all__:
         assert getattr(planner, name) is not None, name

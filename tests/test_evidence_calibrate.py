@@ -12,7 +12,7 @@ import pytest
 from planner.evidence import read_file
 from planner.calibration.fit_links import fit_fragmentation, fit_nccl
 from planner.calibration.fit_compute import RunSpec, predict
-from planner.specs.hardware import load_profile, load_profile_file
+from planner.specs.hardware_toml import load_profile, load_profile_file
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 from evidence_paths import DATA, real

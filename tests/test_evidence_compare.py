@@ -53,7 +53,7 @@ def test_largest_discrepancy_names_the_link():
     from planner.calibration.fit_compute import RunSpec, predict
     from planner.evidence.model import Evidence, StepStats, TraceSummary
     from planner.evidence.stats import spread
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.layout import Layout
     from planner.specs.presets import get_preset
 

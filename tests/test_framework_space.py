@@ -14,7 +14,7 @@ from planner.evaluation.rules import config_keys
 from planner.search.fast import SearchSpace, search
 from planner.search.space import recomputes
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from dataclasses import replace
 from planner.specs.presets import get_preset

@@ -15,8 +15,8 @@ from planner.engine import comm
 from planner.engine import topology
 from planner.errors import InputError
 from planner.specs.records import dump, validate
-from planner.specs.hardware import (DEFAULT_PROFILE, HardwareProfile, list_profiles, load_profile,
-                              load_profile_file, with_overrides)
+from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
+from planner.specs.hardware_toml import list_profiles, load_profile, load_profile_file, with_overrides
 
 EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "l40s",
             "h100-96gb-500w"}

@@ -181,7 +181,7 @@ def test_the_priced_bound_counts_what_the_search_prices():
     from planner.api import problem
     from planner.search.blocks import SpaceTooLarge, layout_batches
     from planner.search.fast import FITS, SearchSpace, search
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.model import model_from_params
 
     p = problem(model_from_params(8e9), load_profile("h100"), 64, seq_len=4096, global_batch=256)
@@ -199,7 +199,7 @@ def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
     import planner.search.blocks as b
     from planner.api import fit
     from planner.cli.dispatch import run
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.model import model_from_params
 
     spent = sum(fit(model_from_params(8e9), load_profile("h100"), n, seq_len=4096,

@@ -20,7 +20,7 @@ from planner.evaluation.estimate import estimate_problem
 from planner.specs.hf_config import load_hf_config
 from planner.specs.budget import MemoryBudget
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile, with_overrides
+from planner.specs.hardware_toml import load_profile, with_overrides
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 

@@ -12,7 +12,7 @@ from planner.engine.pipeline import micro_batches_in_flight
 from planner.engine.recompute import every_nth_checkpointed, op_sac_saved_mms, op_sac_terms
 from planner.evaluation.estimate import estimate
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 

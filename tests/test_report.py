@@ -67,7 +67,7 @@ def test_markdown_has_every_section_without_matplotlib(plan_inputs, monkeypatch)
 
 
 def test_inferred_model_warning():
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.model import model_from_params
     inp, res = inputs_from_fit(model_from_params(1e9), load_profile("h100"), 8, seq_len=1024,
                                global_batch=16)

@@ -7,7 +7,7 @@ import pytest
 
 from planner.api import fit, problem
 from planner.evaluation.rules import RULE_NAMES
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.presets import get_preset
 from planner.search.fast import SearchSpace, search
 

@@ -14,7 +14,7 @@ import pytest
 from planner import cli
 from planner.cli import dispatch
 from planner.cli.root import app
-from planner.specs import hardware
+from planner.specs import hardware_toml as hardware
 
 CLI_DIR = pathlib.Path(cli.__file__).parent
 

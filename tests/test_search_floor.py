@@ -26,7 +26,7 @@ from planner.search.fast import SearchSpace, search
 from planner.search.space import candidate_batches, product, split_table
 from planner.evaluation.timing_terms import Groups
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
 

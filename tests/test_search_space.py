@@ -15,7 +15,7 @@ from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import SearchSpace, search
 from planner.search.space import CHUNK_ROWS, candidate_batches, split_rows, recomputes, splits
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
 

@@ -23,7 +23,7 @@ from planner.search.fast import SearchSpace
 from planner.search.blocks import layout_batches
 from planner.search.space import candidate_batches, recomputes, with_recomputes
 from planner.specs.framework import load_framework
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 
 H100 = load_profile("h100")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from planner.api import problem
 from planner.search.fast import SearchSpace
 from planner.search.space import CP_MIN_CHUNK_TOKENS, splits
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.presets import get_preset
 
 

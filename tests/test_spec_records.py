@@ -30,8 +30,8 @@ from planner.specs.budget import MemoryBudget
 from planner.specs.efficiency import Efficiency
 from planner.specs.framework import (FrameworkProfile, MemoryBehaviour, TimeBehaviour,
                                      list_frameworks, parse_framework)
-from planner.specs.hardware import (GPUSpec, HardwareProfile, Host, ScaleOut, ScaleUp, Storage,
-                                    list_profiles, load_profile, load_profile_file)
+from planner.specs.hardware import GPUSpec, HardwareProfile, Host, ScaleOut, ScaleUp, Storage
+from planner.specs.hardware_toml import list_profiles, load_profile, load_profile_file
 from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec, validate_model
 from planner.specs.presets import get_preset

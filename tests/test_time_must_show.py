@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import evaluate
-from planner.specs.hardware import load_profile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.presets import get_preset
 from planner.specs.framework import load_framework

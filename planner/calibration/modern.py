@@ -23,7 +23,8 @@ from typing import Optional
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import evaluate
-from planner.specs.hardware import HardwareProfile, load_profile
+from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.hf_config import model_from_config
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec

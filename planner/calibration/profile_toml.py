@@ -9,7 +9,8 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.io.write import write_text
-from planner.specs.hardware import HardwareProfile, load_profile_file
+from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware_toml import load_profile_file
 
 SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
 

@@ -42,7 +42,8 @@ from pydantic import BaseModel
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import evaluate
-from planner.specs.hardware import HardwareProfile, load_profile
+from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.presets import PRESETS, get_preset

@@ -85,7 +85,7 @@ def _no_published_run(hardware: str, fmt: str) -> bool:
     runs with H100 predictions measures nothing."""
     from planner.calibration.published import DEFAULT_PROFILE, MODERN_PROFILE
     from planner.render import Document, emit
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
 
     asked = load_profile(hardware)
     ran_on = [load_profile(n) for n in (DEFAULT_PROFILE, MODERN_PROFILE)]

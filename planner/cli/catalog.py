@@ -45,7 +45,8 @@ def profiles_list(ctx: typer.Context, fmt: o.Fmt = Format.table) -> int:
     """List the hardware profiles."""
     if ctx.invoked_subcommand is not None:
         return EXIT_OK
-    from planner.specs.hardware import DEFAULT_PROFILE, list_profiles
+    from planner.specs.hardware import DEFAULT_PROFILE
+    from planner.specs.hardware_toml import list_profiles
     from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import capacity
@@ -71,7 +72,7 @@ def profiles_list(ctx: typer.Context, fmt: o.Fmt = Format.table) -> int:
 def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alias")],
                   fmt: o.Fmt = Format.table) -> int:
     """Print one hardware profile with every value."""
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
     from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import capacity

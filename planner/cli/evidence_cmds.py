@@ -46,7 +46,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
 def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None):
     """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
     from planner.calibration.job import run_from_file
-    from planner.specs.hardware import load_hardware
+    from planner.specs.hardware_toml import load_hardware
     from planner.errors import InputError
 
     if hardware and hardware_file:

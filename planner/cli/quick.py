@@ -40,7 +40,7 @@ def comm_cmd(
     prof = None
     nic_gbit = given(nic_gbit, nic_gbit_old)
     if hardware is not None:
-        from planner.specs.hardware import load_profile, with_overrides
+        from planner.specs.hardware_toml import load_profile, with_overrides
         prof = with_overrides(load_profile(hardware), gpus_per_node=gpus_per_node,
                               nic_gbit_per_gpu=nic_gbit)
     elif gpus_per_node is not None or nic_gbit is not None:

@@ -18,7 +18,8 @@ from planner.engine.stages import stage_layers
 from planner.errors import InputError, Problems
 from planner.io.read import detect_format, looks_like_path, parse_text, read_text
 from planner.io.validate import MAX_GPUS
-from planner.specs.hardware import HardwareProfile, load_hardware
+from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware_toml import load_hardware
 from planner.specs.job import CheckOptions, Job
 from planner.specs.model import ModelSpec
 

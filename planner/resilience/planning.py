@@ -278,7 +278,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
 
     `cost_s` replaces the derived δ with a measured one; `restart_s` the derived R.
     """
-    from planner.specs.hardware import load_profile
+    from planner.specs.hardware_toml import load_profile
 
     hw = load_profile(hardware) if isinstance(hardware, str) else hardware
     gpn = hw.scale_up.gpus_per_node

@@ -127,7 +127,8 @@ def resolve_hardware(*, hardware: Optional[str] = None, hardware_file: Optional[
                      gpus_per_node: Optional[int] = None, gpu_memory_gb: Optional[float] = None,
                      nic_gbit_per_gpu: Optional[float] = None) -> HardwareProfile:
     """A profile by name (default h100) or file, with what-if overrides."""
-    from planner.specs.hardware import DEFAULT_PROFILE, load_profile, load_profile_file, with_overrides
+    from planner.specs.hardware import DEFAULT_PROFILE
+    from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides
     if hardware and hardware_file:
         raise InputError("--hardware", "give --hardware NAME or --hardware-file PATH, not both")
     prof = load_profile_file(hardware_file, option="--hardware-file") if hardware_file is not None else load_profile(hardware or DEFAULT_PROFILE)
@@ -318,7 +319,7 @@ def resolve_file(path: str, opts: CheckOptions,
 
     from planner import framework_configs as ec
     from planner.resolve.plan_file import validate_plan
-    from planner.specs.hardware import load_hardware
+    from planner.specs.hardware_toml import load_hardware
     from planner.resolve.sections import resolve_plan
 
     where = str(path)

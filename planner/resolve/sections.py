@@ -11,7 +11,8 @@ from planner.errors import InputError, Problems, validation_message
 from planner.io.lines import with_lines
 from planner.resolve.plan_file import safe_reference
 from planner.evaluation.rules import config_keys
-from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile, load_profile, load_profile_file, with_overrides
+from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
+from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides
 from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import KNOBS, Layout
 from planner.specs.model import ModelSpec, validate_model

@@ -25,7 +25,8 @@ from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED
 from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
 from planner.specs.budget import MemoryBudget
-from planner.specs.hardware import HardwareProfile, list_profiles
+from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware_toml import list_profiles
 from planner.specs.layout import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.records import INTERNAL

@@ -218,7 +218,7 @@ def list_frameworks() -> list[FrameworkProfile]:
     """The bundled framework profiles (``framework_profiles/*.toml``), sorted by name."""
     global _BUNDLED
     if _BUNDLED is None:
-        from planner.specs.hardware import bundled_dir
+        from planner.specs.hardware_toml import bundled_dir
 
         found = [parse_framework(e.read_bytes(), str(e), trusted=True)
                  for e in bundled_dir("framework_profiles").iterdir()
@@ -237,7 +237,7 @@ def _bundled_named(low: str) -> Optional[FrameworkProfile]:
         return _BY_NAME[low]
     if _BUNDLED is not None or not low.replace("-", "").replace("_", "").isalnum():
         return None
-    from planner.specs.hardware import bundled_dir
+    from planner.specs.hardware_toml import bundled_dir
 
     entry = bundled_dir("framework_profiles") / f"{low}.toml"
     if not os.path.isfile(entry):   # never raises (Path.is_file does on a name too long)

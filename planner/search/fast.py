@@ -7,7 +7,7 @@ counted without being built), then the cost model (planner.evaluation.evaluate) 
 a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.search.settle decides
 the rest with a sound ceiling and the step time, running the five-phase memory model only
 where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
-full-recompute rows get their layer count solved (solve_partial). Only the rows that fit and
+full-recompute rows get their layer count solved (planner.search.partial). Only the rows that fit and
 that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
 kept from batch to batch, so memory stays bounded; `dominated=True` keeps every valid row
 instead (`dtplan fit --all`)."""
@@ -21,7 +21,7 @@ from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
-from planner.search.partial import pairs, solve, solve_partial, stage_memory, to_solve
+from planner.search.partial import pairs, solve, stage_memory, to_solve
 from planner.search.settle import Anchors, settle
 from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_batches, passes
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
@@ -29,8 +29,7 @@ from planner.specs.plain import Plain, record, spec
 from planner.search.space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
                     with_recomputes)
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
-           "solve_partial"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")

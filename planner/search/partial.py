@@ -1,6 +1,17 @@
 """Partial full recompute: the smallest count of recomputed layers per stage that fits, solved
-from a layout's recompute-none and full-recompute rows (memory is linear in the count) instead
-of enumerated (planner.search.fast's step after its batches)."""
+from a layout's recompute-none and full-recompute rows instead of enumerated
+(planner.search.fast's step after its blocks).
+
+A stage's memory at each moment of the step is linear in the count k from k = 1 to its n
+layers (each recomputed layer keeps its input instead of its activations); the peak, the
+largest over the moments and the stages, is then convex and non-increasing in k. The chord from
+k = 1 to k = n lies above it, so the k where the chord reaches the usable memory U,
+k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉, fits and is exact when one moment holds the peak
+throughout; where another moment takes over (a ZeRO-3 hybrid-shard layout's gathered
+parameters, say), fewer layers fit: the count below the chord's is tried (one pass over the
+layouts decides most), and where it fits too, the smallest k is found by bisection between 1
+and it. planner.search.reference scans every k.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +22,7 @@ from planner.evaluation.evaluate import Memory
 from planner.evaluation.distinct import Part
 from planner.search.bounds import MemoryParts, memory_parts
 
-__all__ = ["pairs", "solve", "solve_partial", "stage_memory", "to_solve"]
+__all__ = ["pairs", "solve", "stage_memory", "to_solve"]
 
 
 def stage_memory(m: Memory) -> np.ndarray:
@@ -19,22 +30,8 @@ def stage_memory(m: Memory) -> np.ndarray:
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
 
 
-def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candidates:
-    """Full recompute of only k layers per stage, with the smallest k that fits, for each
-    layout where recompute none does not fit and full recompute of every layer does. c holds
-    each layout's n_rec recompute variants as consecutive rows, none first and full last (as
-    planner.search.space lays them out), mem their memory (evaluate.memory).
-
-    A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
-    input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
-    needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
-    largest k over its stages. Layouts needing every layer are already the full rows."""
-    base = to_solve(c, mem.peak <= mem.usable, n_rec)
-    return solve(p, c.take(base), stage_memory(mem)[:, base], mem.usable[base])[0]
-
-
 def to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows that fit whose recompute-none row does
+    """solve's layouts: the full-recompute rows that fit whose recompute-none row does
     not (`fits` per row of c)."""
     return pairs(c, fits, fits, n_rec)
 
@@ -51,24 +48,49 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None
           ) -> tuple[Candidates, np.ndarray, MemoryParts]:
-    """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory; their states and in-flight parts where the caller has them): the solved rows,
-    which of `rows` they come from, and their memory parts (the states and micro-batches in
-    flight are those of `rows`: only the activations read the layer count)."""
+    """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
+    does not fit, their per-stage memory mn and usable memory; their states and in-flight
+    parts where the caller has them): the solved rows, which of `rows` they come from, and
+    their memory parts (the states and micro-batches in flight are those of `rows`: only the
+    activations read the layer count). A layout needing every layer is its full row already."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
+    most = n.max(axis=0)
+    fits1 = m1.peak <= m1.usable
     m1 = stage_memory(m1)
     drop = np.maximum(m1 - mn, 1e-9)
     with np.errstate(invalid="ignore"):
         k_stage = np.where(m1 <= usable, 1.0,
                            1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
-    k = np.minimum(k_stage, n).max(axis=0)
-    ok = np.flatnonzero(k < n.max(axis=0))
-    solved = with_cols(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
+    chord = np.minimum(k_stage, n).max(axis=0)
+    # lo: a count known not to fit (0: none); hi: one that fits (the chord's, by convexity)
+    lo, hi = np.where(fits1, 0.0, 1.0), np.where(fits1, 1.0, chord)
+    probe = hi - 1.0
+    while True:
+        idx = np.flatnonzero(probe > lo)
+        if not len(idx):
+            break
+        k = probe[idx]
+        fit = _fits(p, rows, idx, k, states, flight)
+        hi[idx[fit]], lo[idx[~fit]] = k[fit], k[~fit]
+        probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
+    ok = np.flatnonzero(hi < most)
+    solved = with_cols(rows.take(ok), recompute_layers=hi[ok].astype(np.int64))
     # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
     layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
     return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
+
+
+def _fits(p: Problem, rows: Candidates, idx: np.ndarray, k: np.ndarray, states: Part | None,
+          flight: Part | None) -> np.ndarray:
+    """Whether row idx[i] of `rows` fits with full recompute of k[i] layers per stage (its
+    exact peak: evaluate.memory without the detail)."""
+    parts = memory_parts(p, with_cols(rows.take(idx), recompute_layers=k.astype(np.int64)),
+                         None if states is None else states.take(idx),
+                         None if flight is None else flight.take(idx))
+    mem = parts.rows(p)[2]
+    return mem.peak <= mem.usable
 
 
 def with_cols(c: Candidates, **cols) -> Candidates:

@@ -6,7 +6,7 @@ group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every d
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
 parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
 recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
-full recompute of part of each stage is solved from them by the search, search.solve_partial),
+full recompute of part of each stage is solved from them by the search, search.partial),
 offload when asked.
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
@@ -186,7 +186,7 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     """(recompute code, recompute_layers = -1: every layer of the stage) rows, none first and
-    full last (search.solve_partial reads the pair). Selective only where the framework has a
+    full last (search.partial reads the pair). Selective only where the framework has a
     selective mode (profile selective_recompute); under flash attention it is still a knob:
     Megatron's checkpointed core attention re-runs the flash forward in backward and frees the
     kernel's fp32 log-sum-exp, torchtitan's op list re-runs half the matmuls."""

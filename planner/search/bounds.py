@@ -1,4 +1,4 @@
-"""The memory model's parts for a batch of candidates, each on its distinct tuples
+"""The memory model's parts for a block of candidates, each on its distinct tuples
 (distinct.Part): the search's floor and ceiling on every row's peak, and the exact memory of
 only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 """
@@ -57,7 +57,7 @@ def transient_ceiling(s: Any, a: Any) -> np.ndarray:
 @record(frozen=True)
 class MemoryParts(Plain):
     """What memory() computes once per distinct tuple (the states, the activations, the
-    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
+    micro-batches in flight, as distinct.Part) for a block of candidates c: the floor of every
     row and the exact memory of only the rows a caller asks for (their shape computed then)."""
 
     c: Candidates

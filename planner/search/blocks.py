@@ -34,9 +34,9 @@ Left = list[tuple[int, int, Candidates | None]]
 
 # The structurally valid candidates one search prices, at most: the cost model prices ~1 M per
 # CPU second (benchmarks/fit_speed.py) after its floors, so this bounds a search near 10-20 s.
-# Only huge global batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has 7.3 M;
-# 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and the
-# search then says so up front instead of running for minutes.
+# Only huge global batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has
+# 7.3 M; 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and
+# the search then says so up front instead of running for minutes.
 MAX_PRICED = 16_000_000
 
 

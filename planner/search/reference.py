@@ -271,9 +271,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
             closest = r
     if closest is not None:
         out.examples[FITS] = closest.layout
-    solved = []
-    if len(modes) > 1 and modes[0] == "none" and modes[-1] == "full":
-        n = len(modes)
+    solved, n = [], len(modes)
+    if modes[0] == "none" and modes[-1] == "full":  # the recompute knob searched
         solved = solve_partial(p, [(b, rows[j * n], rows[j * n + n - 1])
                                    for j, b in enumerate(bases)])
     out.solved = len(solved)

@@ -7,10 +7,10 @@ layers (each recomputed layer keeps its input instead of its activations); the p
 largest over the moments and the stages, is then convex and non-increasing in k. The chord from
 k = 1 to k = n lies above it, so the k where the chord reaches the usable memory U,
 k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉, fits and is exact when one moment holds the peak
-throughout; where another moment takes over (a ZeRO-3 hybrid-shard layout's gathered
-parameters, say), fewer layers fit: the count below the chord's is tried (one pass over the
-layouts decides most), and where it fits too, the smallest k is found by bisection between 1
-and it. planner.search.reference scans every k.
+throughout; where another moment takes over as layers are recomputed (the optimizer step's,
+which holds no activations, on a ZeRO-3 hybrid-shard layout say), fewer layers fit: the count
+below the chord's is tried (one pass over the layouts decides most), and where it fits too,
+the smallest k is found by bisection between 1 and it. planner.search.reference scans every k.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
-from planner.evaluation.evaluate import Memory
+from planner.evaluation.evaluate import Memory, usable_bytes
 from planner.evaluation.distinct import Part
 from planner.search.bounds import MemoryParts, memory_parts
 
@@ -72,7 +72,7 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         if not len(idx):
             break
         k = probe[idx]
-        fit = _fits(p, rows, idx, k, states, flight)
+        fit = _fits(p, parts, rows, idx, k)
         hi[idx[fit]], lo[idx[~fit]] = k[fit], k[~fit]
         probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
     ok = np.flatnonzero(hi < most)
@@ -82,15 +82,21 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
 
 
-def _fits(p: Problem, rows: Candidates, idx: np.ndarray, k: np.ndarray, states: Part | None,
-          flight: Part | None) -> np.ndarray:
-    """Whether row idx[i] of `rows` fits with full recompute of k[i] layers per stage (its
-    exact peak: evaluate.memory without the detail)."""
-    parts = memory_parts(p, with_cols(rows.take(idx), recompute_layers=k.astype(np.int64)),
-                         None if states is None else states.take(idx),
-                         None if flight is None else flight.take(idx))
-    mem = parts.rows(p)[2]
-    return mem.peak <= mem.usable
+def _fits(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray, k: np.ndarray
+          ) -> np.ndarray:
+    """Whether row idx[i] of `rows` fits with full recompute of k[i] layers per stage: its exact
+    peak (evaluate.memory without the detail) where its floor leaves it open. `parts` are the
+    rows' parts at one layer: the states and micro-batches in flight are theirs, the
+    activations computed on the rows, their layer bytes once per layer tuple."""
+    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    layer = None if parts.acts.index is None else (parts.acts.index.take(idx), parts.acts.size)
+    at = parts.take(idx, sub).with_acts(p, sub, layer)
+    usable = usable_bytes(p)
+    fit = np.zeros(len(idx), dtype=bool)
+    open_ = np.flatnonzero(at.floor(p) <= usable)
+    mem = at.rows(p, open_, sub.take(open_))[2]
+    fit[open_] = mem.peak <= mem.usable
+    return fit
 
 
 def with_cols(c: Candidates, **cols) -> Candidates:

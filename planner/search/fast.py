@@ -1,16 +1,17 @@
-"""Search the complete layout space (planner.search.space), rank what fits, explain the rest.
+"""Search the complete layout space (planner.search.space), rank what fits, explain the rest:
+planner.search.reference gives the same answer as plain loops over a small space.
 
 Two stages per block of candidates: the structural rules over integer arrays for every
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
-counted without being built), then the cost model (planner.evaluation.evaluate) on the survivors only:
-a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.search.settle decides
-the rest with a sound ceiling and the step time, running the five-phase memory model only
-where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
-full-recompute rows get their layer count solved (planner.search.partial). Only the rows that fit and
-that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
-kept from block to block, so memory stays bounded; `dominated=True` keeps every valid row
-instead (`dtplan fit --all`)."""
+counted without being built), then the cost model (planner.evaluation.evaluate) on the
+survivors only: a sound floor on the peak (MemoryParts.floor) rejects what cannot fit,
+planner.search.settle decides the rest with a sound ceiling and the step time, running the
+five-phase memory model only where the bounds leave it open (and for the closest miss and the
+layouts to solve). Partial full-recompute rows get their layer count solved
+(planner.search.partial). Only the rows that fit and that no other row beats on step time ×
+peak memory × GPUs (a Pareto front, planner.search.pareto) are kept from block to block, so
+memory stays bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
 
 
 def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
-    """The rows no other beats: engine.pareto with step times within `tolerance` counted as
+    """The rows no other beats: search.pareto with step times within `tolerance` counted as
     equal when the other row is leaner. Blocks keep their exact fronts (tolerance 0: exact
     fronts merge block by block, tolerant ones would depend on the blocks); the tolerance
     applies once, to the union."""

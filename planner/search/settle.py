@@ -6,7 +6,7 @@ The bounds: MemoryParts.floor never exceeds a row's exact peak, MemoryParts.ceil
 below it, timing.step_floor never exceeds its step time. A row within the ceiling surely fits.
 A row that some surely fitting row beats on time (exact, from its states alone) with a ceiling
 no higher than the row's floor is beaten on the exact figures too, and is off the front
-(engine.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
+(search.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
 surely fitting rows timed are carried from block to block (Anchors), so a later block's rows
 are put off by an earlier block's too. What is returned (each block's front, less the rows an
 earlier block's anchor beats) gives the same front of the whole space as evaluating every row
@@ -54,7 +54,7 @@ def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     only where the bounds leave it open: within the ceiling (MemoryParts.ceiling, never below
     the exact peak) a row surely fits; a row that a surely fitting row (of this block, or of
     `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
-    higher than its floor (engine.pareto.surely_dominated) is off the front (_timed), and left
+    higher than its floor (search.pareto.surely_dominated) is off the front (_timed), and left
     out of the front returned. `need(sure)` marks more rows to evaluate. Returns (the
     positions in cand evaluated, their memory, which rows fit, the positions kept)."""
     ceiling = parts.ceiling(p, cand)

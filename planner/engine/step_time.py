@@ -166,7 +166,7 @@ def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, ch
     """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
     Σ per-step terms (Narayanan Eq. 1), summed in the order given. Where `zero_bubble` (ZB-H1)
     the bubble is schedules.bubble_time's on the micro-batch's `compute`, a third forward and
-    two thirds backward, taken in place of (p−1)·t_mb."""
+    two thirds backward, taken in place of (p−1)/v·t_mb."""
     t_mb = sum(per_micro_batch)
     busy, bubble = pipeline_step_time(t_mb, micro_batches, stages, chunks)
     step = busy + bubble

@@ -164,7 +164,7 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
         for zero, group, opt, par in state_choices(space, dp * cp):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
-                    for sp in ([False] if tp == 1 else [False, True]):
+                    for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's work
                         yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, zero=zero,
                                    shard_group=group, offload_optimizer=opt,
                                    offload_params=par, micro_batch=mb, schedule=schedule,

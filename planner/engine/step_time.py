@@ -172,6 +172,8 @@ def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, ch
     step = busy + bubble
     for term in per_step:
         step = step + term
+    if not np.any(zero_bubble):
+        return out(step), out(bubble)
     zb = sched.bubble_time("zb-h1", stages, compute / 3.0, 2.0 * compute / 3.0)
     return (out(np.where(zero_bubble, step - bubble + zb, step)),
             out(np.where(zero_bubble, zb, bubble)))

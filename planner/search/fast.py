@@ -276,18 +276,15 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     for group in _groups([len(e[0]) for e in t.to_solve]):
         block = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
         # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
-        rows, ok, parts = solve(p, _concat([t.to_solve[i][0] for i in group]),
-                                np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                np.concatenate([t.to_solve[i][2] for i in group]),
-                                concat_parts([t.to_solve[i][3] for i in group]),
-                                concat_parts([t.to_solve[i][4] for i in group]))
-        floor = parts.floor(p)
-        cand = np.flatnonzero(floor <= usable_bytes(p))
-        # usually every solved row passes the floor (it was solved to fit): no copy then
-        fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
-                           floor[cand], dominated, anchors=t.anchors)[2:]
+        rows, ok, parts, peak = solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                      np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                      np.concatenate([t.to_solve[i][2] for i in group]),
+                                      concat_parts([t.to_solve[i][3] for i in group]),
+                                      concat_parts([t.to_solve[i][4] for i in group]))
+        # each solved row's exact peak is known: it is the floor and the ceiling as well
+        fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
+                           anchors=t.anchors, peak=peak)[2:]
         t.solved += int(fit.sum())
-        keep = cand[keep]
         rows, block = rows.take(keep), block[ok][keep]
         solved += [rows.take(np.flatnonzero(block == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

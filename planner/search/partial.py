@@ -5,12 +5,13 @@ from a layout's recompute-none and full-recompute rows instead of enumerated
 A stage's memory at each moment of the step is linear in the count k from k = 1 to its n
 layers (each recomputed layer keeps its input instead of its activations); the peak, the
 largest over the moments and the stages, is then convex and non-increasing in k. The chord from
-k = 1 to k = n lies above it, so the k where the chord reaches the usable memory U,
-k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉, fits and is exact when one moment holds the peak
-throughout; where another moment takes over as layers are recomputed (the optimizer step's,
-which holds no activations, on a ZeRO-3 hybrid-shard layout say), fewer layers fit: the count
-below the chord's is tried (one pass over the layouts decides most), and where it fits too,
-the smallest k is found by bisection between 1 and it. planner.search.reference scans every k.
+k = 1 to k = n lies above it, so c, the k where the chord reaches the usable memory U,
+c = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉, fits; the peak at c is computed exactly (the
+search needs it anyway), and the secant through (c, M(c)) and (n, M(n)), which lies below the
+peak left of c, shows c − 1 does not fit wherever one moment holds the peak throughout. Where
+another moment takes over as layers are recomputed (the optimizer step's, which holds no
+activations, on a ZeRO-3 hybrid-shard layout say), fewer layers may fit and the smallest count
+is found by bisection. planner.search.reference scans every k.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
-from planner.evaluation.evaluate import Memory, usable_bytes
-from planner.evaluation.distinct import Part
+from planner.evaluation.evaluate import Memory
+from planner.evaluation.distinct import Part, gather
 from planner.search.bounds import MemoryParts, memory_parts
 
 __all__ = ["pairs", "solve", "stage_memory", "to_solve"]
+
+# solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
+SECANT_MARGIN = 1e-9
 
 
 def stage_memory(m: Memory) -> np.ndarray:
@@ -47,56 +51,83 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None
-          ) -> tuple[Candidates, np.ndarray, MemoryParts]:
+          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
-    parts where the caller has them): the solved rows, which of `rows` they come from, and
-    their memory parts (the states and micro-batches in flight are those of `rows`: only the
-    activations read the layer count). A layout needing every layer is its full row already."""
+    parts where the caller has them): the solved rows, which of `rows` they come from, their
+    memory parts (the states and micro-batches in flight are those of `rows`: only the
+    activations read the layer count) and their exact peak memory. A layout needing every
+    layer is its full row already."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     most = n.max(axis=0)
     fits1 = m1.peak <= m1.usable
-    m1 = stage_memory(m1)
-    drop = np.maximum(m1 - mn, 1e-9)
+    m1s = stage_memory(m1)
+    drop = np.maximum(m1s - mn, 1e-9)
     with np.errstate(invalid="ignore"):
-        k_stage = np.where(m1 <= usable, 1.0,
-                           1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
+        k_stage = np.where(m1s <= usable, 1.0,
+                           1.0 + np.ceil((m1s - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
     chord = np.minimum(k_stage, n).max(axis=0)
-    # lo: a count known not to fit (0: none); hi: one that fits (the chord's, by convexity)
-    lo, hi = np.where(fits1, 0.0, 1.0), np.where(fits1, 1.0, chord)
-    probe = hi - 1.0
+    # lo: a count known not to fit (0: none), hi: the smallest known to fit (most: the full row)
+    lo, hi = np.where(fits1, 0.0, 1.0), np.where(fits1, 1.0, most)
+    at = np.flatnonzero(chord < most)  # the chord's count, 1 where one layer fits
+    c = chord[at]
+    at_c = with_cols(rows.take(at), recompute_layers=c.astype(np.int64))
+    parts_c = _parts_at(p, parts, at, at_c)
+    mc = parts_c.rows(p)[2].peak
+    peak = np.full(len(rows), np.nan)
+    fit = mc <= usable[at]
+    hi[at[fit]], peak[at[fit]], lo[at[~fit]] = c[fit], mc[fit], c[~fit]
+    # the secant through (c, M(c)) and (n, M(n)) lies below M left of c (M convex): where it
+    # is above U at c − 1, c is the smallest count that fits
+    below = mc + (mc - mn[:, at].max(axis=0)) / np.maximum(most[at] - c, 1.0)
+    exact = fit & (below > usable[at] * (1.0 + SECANT_MARGIN))
+    lo[at[exact]] = np.maximum(c[exact] - 1.0, lo[at[exact]])
+    probe = hi - 1.0  # then halves: the bisection between lo and hi
     while True:
-        idx = np.flatnonzero(probe > lo)
+        idx = np.flatnonzero((probe > lo) & (probe < hi))
         if not len(idx):
             break
         k = probe[idx]
-        fit = _fits(p, parts, rows, idx, k)
-        hi[idx[fit]], lo[idx[~fit]] = k[fit], k[~fit]
+        mem = _memory_at(p, parts, rows, idx, k)
+        ok = mem.peak <= mem.usable
+        hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], mem.peak[ok]
         probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
     ok = np.flatnonzero(hi < most)
     solved = with_cols(rows.take(ok), recompute_layers=hi[ok].astype(np.int64))
-    # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
-    layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
-    return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
+    on_chord = np.searchsorted(at, ok)
+    if len(ok) and len(at) and np.array_equal(at.take(on_chord, mode="clip"), ok) \
+            and np.array_equal(c.take(on_chord), hi[ok]):   # the chord's rows' parts
+        return solved, ok, _take_rows(parts_c, on_chord, solved), peak[ok]
+    return solved, ok, _parts_at(p, parts, ok, solved), peak[ok]
 
 
-def _fits(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray, k: np.ndarray
-          ) -> np.ndarray:
-    """Whether row idx[i] of `rows` fits with full recompute of k[i] layers per stage: its exact
-    peak (evaluate.memory without the detail) where its floor leaves it open. `parts` are the
-    rows' parts at one layer: the states and micro-batches in flight are theirs, the
-    activations computed on the rows, their layer bytes once per layer tuple."""
-    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:
+    """The parts of the rows idx (candidates c), their activations still on the rows."""
+    if len(idx) == len(parts.c):
+        return parts
+    acts = parts.acts.take(idx) if parts.acts.index is not None else Part(
+        tree=gather(parts.acts.tree, idx, parts.acts.size), index=None, size=len(idx))
+    return MemoryParts(c=c, states=parts.states.take(idx), acts=acts,
+                       flight=parts.flight.take(idx))
+
+
+def _parts_at(p: Problem, parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:
+    """The parts of `c`, the rows idx of `parts`' (their parts at one layer) with another
+    recompute count: the states and micro-batches in flight are theirs, the activations
+    computed on the rows, their layer bytes once per layer tuple (the rows alike in their
+    one-layer activation tuple are alike in its layer tuple)."""
     layer = None if parts.acts.index is None else (parts.acts.index.take(idx), parts.acts.size)
-    at = parts.take(idx, sub).with_acts(p, sub, layer)
-    usable = usable_bytes(p)
-    fit = np.zeros(len(idx), dtype=bool)
-    open_ = np.flatnonzero(at.floor(p) <= usable)
-    mem = at.rows(p, open_, sub.take(open_))[2]
-    fit[open_] = mem.peak <= mem.usable
-    return fit
+    return parts.take(idx, c).with_acts(p, c, layer)
+
+
+def _memory_at(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
+               k: np.ndarray) -> Memory:
+    """The exact memory (evaluate.memory without the detail) of row idx[i] of `rows` with full
+    recompute of k[i] layers per stage, from `parts`, the rows' parts at one layer."""
+    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    return _parts_at(p, parts, idx, sub).rows(p)[2]
 
 
 def with_cols(c: Candidates, **cols) -> Candidates:

@@ -47,30 +47,32 @@ class Anchors:
 
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
            floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors
-           ) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
+           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors,
+           peak: np.ndarray | None = None) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
     only where the bounds leave it open: within the ceiling (MemoryParts.ceiling, never below
     the exact peak) a row surely fits; a row that a surely fitting row (of this block, or of
     `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
     higher than its floor (search.pareto.surely_dominated) is off the front (_timed), and left
-    out of the front returned. `need(sure)` marks more rows to evaluate. Returns (the
-    positions in cand evaluated, their memory, which rows fit, the positions kept)."""
-    ceiling = parts.ceiling(p, cand)
+    out of the front returned. `need(sure)` marks more rows to evaluate; `peak`, the rows'
+    exact peaks where the caller has them all, stands for both bounds and the five-phase model.
+    Returns (the positions in cand evaluated, their memory, which rows fit, the positions
+    kept)."""
+    ceiling = parts.ceiling(p, cand) if peak is None else peak
     sure = ceiling <= usable_bytes(p)
     want = ~sure if need is None else ~sure | need(sure)
     if not dominated:
         step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
         want |= ~pruned
-    ex = np.flatnonzero(want)
+    ex = np.flatnonzero(want if peak is None else np.zeros(len(cand), dtype=bool))
     mem = parts.rows(p, cand[ex], rows.take(ex))[2]
     fit = sure.copy()
     fit[ex] = mem.peak <= mem.usable
     if dominated:
         return ex, mem, fit, np.flatnonzero(fit)
     idx = np.flatnonzero(fit & ~pruned)  # the rows that fit, less those surely beaten
-    obj = np.stack([step[idx], mem.peak[np.searchsorted(ex, idx)],
+    obj = np.stack([step[idx], mem.peak[np.searchsorted(ex, idx)] if peak is None else peak[idx],
                     np.full(len(idx), float(p.gpus))], axis=1)
     return ex, mem, fit, idx[pareto_front(obj)]
 

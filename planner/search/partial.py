@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
-from planner.evaluation.evaluate import Memory
 from planner.evaluation.distinct import Part, gather
+from planner.evaluation.evaluate import Memory
 from planner.search.bounds import MemoryParts, memory_parts
 
 __all__ = ["pairs", "solve", "stage_memory", "to_solve"]
@@ -75,7 +75,7 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     c = chord[at]
     at_c = with_cols(rows.take(at), recompute_layers=c.astype(np.int64))
     parts_c = _parts_at(p, parts, at, at_c)
-    mc = parts_c.rows(p)[2].peak
+    mc = parts_c.peak(p)
     peak = np.full(len(rows), np.nan)
     fit = mc <= usable[at]
     hi[at[fit]], peak[at[fit]], lo[at[~fit]] = c[fit], mc[fit], c[~fit]
@@ -90,9 +90,9 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         if not len(idx):
             break
         k = probe[idx]
-        mem = _memory_at(p, parts, rows, idx, k)
-        ok = mem.peak <= mem.usable
-        hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], mem.peak[ok]
+        at_k = _peak_at(p, parts, rows, idx, k)
+        ok = at_k <= usable[idx]
+        hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], at_k[ok]
         probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
     ok = np.flatnonzero(hi < most)
     solved = with_cols(rows.take(ok), recompute_layers=hi[ok].astype(np.int64))
@@ -122,12 +122,12 @@ def _parts_at(p: Problem, parts: MemoryParts, idx: np.ndarray, c: Candidates) ->
     return parts.take(idx, c).with_acts(p, c, layer)
 
 
-def _memory_at(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
-               k: np.ndarray) -> Memory:
-    """The exact memory (evaluate.memory without the detail) of row idx[i] of `rows` with full
-    recompute of k[i] layers per stage, from `parts`, the rows' parts at one layer."""
+def _peak_at(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
+             k: np.ndarray) -> np.ndarray:
+    """The exact peak memory (evaluate.memory's) of row idx[i] of `rows` with full recompute of
+    k[i] layers per stage, from `parts`, the rows' parts at one layer."""
     sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
-    return _parts_at(p, parts, idx, sub).rows(p)[2]
+    return _parts_at(p, parts, idx, sub).peak(p)
 
 
 def with_cols(c: Candidates, **cols) -> Candidates:

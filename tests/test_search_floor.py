@@ -171,3 +171,14 @@ def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
         assert (pareto.pareto_front(x) == fast).all()
     finally:
         pareto.PREFILTER_ROWS = old
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans(), st.integers(0, 2**31 - 1))
+def test_the_peak_alone_is_the_peak_of_the_rows(p, offload, seed):
+    """MemoryParts.peak (each stage's device total alone) equals rows()'s peak bit for bit."""
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
+    rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 2000),
+                                                             replace=False)))
+    parts = memory_parts(p, rows)
+    assert parts.peak(p).tobytes() == parts.rows(p)[2].peak.tobytes()

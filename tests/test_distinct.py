@@ -13,7 +13,7 @@ from planner.api import problem
 from planner.evaluation.distinct import distinct_rows, gather, on_distinct
 from planner.evaluation.evaluate import evaluate
 from planner.search.fast import SearchSpace
-from planner.search.space import candidate_batches
+from planner.search.space import candidate_blocks
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
@@ -94,15 +94,15 @@ PROBLEMS = {
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
-def test_a_batch_evaluates_each_row_as_the_row_alone(name):
-    """The search's batch (sub-results on distinct tuples, gathered back) and `estimate`'s
+def test_a_block_evaluates_each_row_as_the_row_alone(name):
+    """The search's block (sub-results on distinct tuples, gathered back) and `estimate`'s
     single row give the same bits for every figure."""
     p = PROBLEMS[name]
-    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=True))))
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=True))))
     block = c.take(np.arange(len(c) // 2, len(c) // 2 + 2000))  # rows that share tuples
-    batch = _leaves(evaluate(p, block))
+    together = _leaves(evaluate(p, block))
     for i in np.random.default_rng(7).choice(len(block), 10, replace=False):
         alone = _leaves(evaluate(p, block.take([i])))
         for key, v in alone.items():
             if isinstance(v, np.ndarray) and v.ndim == 1:
-                assert batch[key][i].tobytes() == v[0].tobytes(), (key, i)
+                assert together[key][i].tobytes() == v[0].tobytes(), (key, i)

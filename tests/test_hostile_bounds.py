@@ -158,7 +158,7 @@ def test_a_long_training_log_reads_every_step_once(tmp_path):
     assert steps["steps_read"] == 20_000
 
 
-# ---- one search prices a bounded number of layouts (batches.MAX_PRICED) ------------------------
+# ---- one search prices a bounded number of layouts (blocks.MAX_PRICED) ------------------------
 
 def test_a_space_over_the_priced_bound_is_refused_before_it_is_built():
     # 8,648,640 GPUs (highly composite) with 518,918,400 sequences: ~5e7 structurally valid
@@ -179,7 +179,7 @@ def test_the_priced_bound_counts_what_the_search_prices():
     import pytest
 
     from planner.api import problem
-    from planner.search.blocks import SpaceTooLarge, layout_batches
+    from planner.search.blocks import SpaceTooLarge, layout_blocks
     from planner.search.fast import FITS, SearchSpace, search
     from planner.specs.hardware_toml import load_profile
     from planner.specs.model import model_from_params
@@ -188,9 +188,9 @@ def test_the_priced_bound_counts_what_the_search_prices():
     res = search(p)
     priced = res.enumerated - int(res.rejected.sum() - res.rejected[FITS])
     assert priced > 0 and res.priced == priced
-    list(layout_batches(p, SearchSpace(), limit=priced))
+    list(layout_blocks(p, SearchSpace(), limit=priced))
     with pytest.raises(SpaceTooLarge):
-        list(layout_batches(p, SearchSpace(), limit=priced - 1))
+        list(layout_blocks(p, SearchSpace(), limit=priced - 1))
 
 
 def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planner.search.blocks as batches_mod
+import planner.search.blocks as blocks_mod
 import planner.search.fast as search_mod
 import planner.search.settle as settle_mod
 from planner.api import problem
@@ -23,7 +23,7 @@ from planner.evaluation.evaluate import evaluate_memory
 from planner.search.bounds import MemoryParts, memory_parts
 from planner.evaluation.rules import RULE_NAMES, RULES
 from planner.search.fast import SearchSpace, search
-from planner.search.space import candidate_batches, product, split_table
+from planner.search.space import candidate_blocks, product, split_table
 from planner.evaluation.timing_terms import Groups
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
@@ -52,7 +52,7 @@ problems = st.builds(_problem, st.sampled_from([1.3e9, 7e9, 70e9]),
 @given(problems, st.booleans(), st.integers(0, 2**31 - 1))
 def test_the_floor_is_never_above_the_exact_peak(p, offload, seed):
     """MemoryParts.floor ≤ the five-phase peak on every row, structurally valid or not."""
-    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
     rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 3000),
                                                              replace=False)))
     floor = memory_parts(p, rows).floor(p)
@@ -70,7 +70,7 @@ spaces = st.builds(SearchSpace, zero=st.sampled_from([None, 0, 3]),
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems, spaces)
 def test_splits_are_counted_by_rule_as_their_rows_fail(p, space):
-    """batches.verdicts (each split's rows by first failing rule, from its knob tables alone)
+    """blocks.verdicts (each split's rows by first failing rule, from its knob tables alone)
     equals the first failures of every built row, split by split."""
     s = split_table(p, space)
     counts, valid = verdicts(p, s)
@@ -108,7 +108,7 @@ def _no_shortcuts(monkeypatch):
     every split built, the memory parts keyed on every crossed row, the axis times on their
     own columns and the compute on every row."""
     monkeypatch.setattr(MemoryParts, "floor", lambda self, p: np.zeros(len(self.c)))
-    monkeypatch.setattr(batches_mod, "built_splits", lambda valid: np.ones(len(valid), bool))
+    monkeypatch.setattr(blocks_mod, "built_splits", lambda valid: np.ones(len(valid), bool))
     monkeypatch.setattr(MemoryParts, "ceiling", lambda self, p, idx: np.full(len(idx), np.inf))
     monkeypatch.setattr(settle_mod, "surely_dominated",
                         lambda a, u, first, lower: np.zeros(len(first), dtype=bool))
@@ -172,3 +172,14 @@ def test_the_front_prefilter_drops_only_what_the_sort_drops(seed, levels):
         assert (pareto.pareto_front(x) == fast).all()
     finally:
         pareto.PREFILTER_ROWS = old
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans(), st.integers(0, 2**31 - 1))
+def test_the_peak_alone_is_the_peak_of_the_rows(p, offload, seed):
+    """MemoryParts.peak (each stage's device total alone) equals rows()'s peak bit for bit."""
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
+    rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 2000),
+                                                             replace=False)))
+    parts = memory_parts(p, rows)
+    assert parts.peak(p).tobytes() == parts.rows(p)[2].peak.tobytes()

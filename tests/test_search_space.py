@@ -1,5 +1,5 @@
 """The complete search: what is enumerated, what is shown (Pareto-clean), partial recompute
-solved, counts that add up, bounded batches, Meta's published layouts among the valid ones."""
+solved, counts that add up, bounded blocks, Meta's published layouts among the valid ones."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from planner.search.pareto import dominated_by_any
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import SearchSpace, search
-from planner.search.space import CHUNK_ROWS, candidate_batches, split_rows, recomputes, splits
+from planner.search.space import BLOCK_ROWS, candidate_blocks, split_rows, recomputes, splits
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
@@ -147,19 +147,22 @@ def test_the_space_fills_every_candidates_column():
     assert sorted(COLUMNS) == sorted(f.name for f in dataclasses.fields(Candidates))
 
 
-def test_batches_are_bounded_and_cover_every_split(p70):
+def test_blocks_are_bounded_and_cover_every_split(p70):
     space = SearchSpace()
     rec = recomputes(p70, space)
     sizes = [len(split_rows(p70, space, s, rec)) for s in splits(p70, space)]
-    batches = [len(b) for b in candidate_batches(p70, space, rows=4096)]
-    assert sum(batches) == sum(sizes)
-    assert max(batches) < 4096 + max(sizes)
-    assert CHUNK_ROWS >= 4096
+    blocks = [len(b) for b in candidate_blocks(p70, space, rows=4096)]
+    assert sum(blocks) == sum(sizes)
+    assert max(blocks) < 4096 + max(sizes)
+    assert BLOCK_ROWS >= 4096
 
 
-def test_the_shown_rows_do_not_depend_on_the_batch_size(p70, shown, monkeypatch):
+def test_the_shown_rows_do_not_depend_on_the_block_size(p70, shown, monkeypatch):
+    import planner.search.blocks
+    import planner.search.fast
     import planner.search.space
-    monkeypatch.setattr(planner.search.space, "CHUNK_ROWS", 5000)
+    for module in (planner.search.space, planner.search.blocks, planner.search.fast):
+        monkeypatch.setattr(module, "BLOCK_ROWS", 5000)  # each module reads its own name
     small = search(p70)
 
     def rows(res):
@@ -218,7 +221,7 @@ def test_a_lazy_crossing_reads_as_the_plain_one():
     from planner.evaluation.candidates import COLUMN_NAMES
     from planner.search.space import Crossed, with_recomputes
     p = problem(model_from_params(7e9), H100, 64, seq_len=4096, global_batch=256)
-    lay = next(iter(candidate_batches(p, SearchSpace())))
+    lay = next(iter(candidate_blocks(p, SearchSpace())))
     lay = lay.take(np.arange(0, len(lay), 3))
     rec = np.array([[0, -1], [1, -1], [2, 5]])
     lazy = with_recomputes(lay, rec)

@@ -20,8 +20,8 @@ from planner.search.pareto import surely_dominated
 from planner.evaluation.evaluate import evaluate_memory
 from planner.search.bounds import crossed_memory_parts, memory_parts
 from planner.search.fast import SearchSpace
-from planner.search.blocks import layout_batches
-from planner.search.space import candidate_batches, recomputes, with_recomputes
+from planner.search.blocks import layout_blocks
+from planner.search.space import candidate_blocks, recomputes, with_recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
@@ -66,7 +66,7 @@ def test_the_ceiling_is_never_below_the_exact_peak(params, gpus, seq, batch, pre
     p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=batch, precision=precision),
                       framework=load_framework(fw))
-    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
     rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 3000),
                                                              replace=False)))
     ceiling, peak = _ceiling_and_peak(p, rows)
@@ -85,7 +85,7 @@ def test_the_ceiling_check_fails_on_a_ceiling_5_per_cent_low(monkeypatch):
     it."""
     from planner.engine import peak as pk
     p = problem(model_from_params(70e9), H100, 256, seq_len=4096, global_batch=1024)
-    c = next(iter(candidate_batches(p, SearchSpace())))
+    c = next(iter(candidate_blocks(p, SearchSpace())))
     rows = c.take(np.arange(0, len(c), max(1, len(c) // 3000)))
     ceiling, peak = _ceiling_and_peak(p, rows)
     assert (ceiling >= peak).all()
@@ -100,7 +100,7 @@ def test_the_ceiling_reads_every_item_of_the_phases(monkeypatch):
     from planner.engine import peak as pk
     import planner.search.bounds as mp
     p = problem(model_from_params(7e9), H100, 8, seq_len=4096, global_batch=64)
-    rows = next(iter(candidate_batches(p, SearchSpace()))).take(np.arange(64))
+    rows = next(iter(candidate_blocks(p, SearchSpace()))).take(np.arange(64))
     parts = memory_parts(p, rows)
     before = parts.ceiling(p, np.arange(len(rows)))
     real = pk.phase_items
@@ -133,7 +133,7 @@ def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw
     p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=256, precision=precision),
                       framework=load_framework(fw))
-    c = next(iter(candidate_batches(p, SearchSpace(allow_offload=offload))))
+    c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
     c = c.take(np.flatnonzero(_structural(p, c).all(axis=0)))
     if not len(c):
         return
@@ -193,7 +193,7 @@ def test_crossed_parts_give_the_rows_what_plain_parts_give(params, gpus, seq, fw
     memory and groups of alike rows as memory_parts on the crossed rows."""
     p = _problem(params, gpus, seq, fw)
     rec = recomputes(p, SearchSpace())
-    lay = next(iter(layout_batches(p, SearchSpace())))[0]
+    lay = next(iter(layout_blocks(p, SearchSpace())))[0]
     lay = lay.take(np.sort(np.random.default_rng(seed).choice(len(lay), min(len(lay), 2000),
                                                               replace=False)))
     c = with_recomputes(lay, rec)
@@ -241,7 +241,7 @@ def test_concatenated_parts_give_each_set_its_own_rows():
     from planner.evaluation.evaluate import _state_part
     from planner.evaluation.candidates import STATE_COLUMNS
     p = problem(model_from_params(13e9), H100, 64, seq_len=4096, global_batch=256)
-    c = next(iter(candidate_batches(p, SearchSpace())))
+    c = next(iter(candidate_blocks(p, SearchSpace())))
     one, two = c.take(np.arange(0, len(c) // 2)), c.take(np.arange(len(c) // 2, len(c)))
     parts = [distinct_part(x, STATE_COLUMNS, lambda u: _state_part(p, u)) for x in (one, two)]
     assert all(q.index is not None for q in parts)
@@ -253,7 +253,7 @@ def test_concatenated_parts_give_each_set_its_own_rows():
     assert got.tobytes() == expect.tobytes()
     on_rows = Part(tree=parts[0].tree, index=None, size=parts[0].size)
     assert concat_parts([on_rows, parts[1]]) is None
-    # a tree shared by parts (one scan's batches) is held once; a part of no rows is left out
+    # a tree shared by parts (one scan's blocks) is held once; a part of no rows is left out
     none = Part(tree=None, index=np.zeros(0, dtype=np.int64), size=0)
     three = concat_parts([parts[0].take(a), none, parts[1].take(b), parts[0].take(a[::-1])])
     assert three.size == parts[0].size + parts[1].size

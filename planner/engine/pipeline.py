@@ -10,10 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine._array import Num, out
+from planner.engine.schedules import BACKWARD_FORWARD_RATIO, bubble_time
 
 
-def bubble_slots(stages: Num, chunks: Num = 1) -> Num:
-    """Idle micro-batch slots per step, the bubble itself: (p−1)/v (0 for one stage)."""
+def bubble_slots(stages: Num, chunks: Num = 1, schedule: str = "1f1b") -> Num:
+    """Idle micro-batch slots per step, the bubble itself: (p−1)/v (0 for one stage) for 1F1B,
+    GPipe and interleaved; for ZB-H1 schedules.bubble_time in slots of t_f + t_b with
+    t_b = 2·t_f, (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 (Qi et al. 2023, Sec. 3.1)."""
+    if schedule == "zb-h1":
+        r = np.asarray(BACKWARD_FORWARD_RATIO, dtype=float)
+        return out(np.asarray(bubble_time(schedule, stages, 1.0, r)) / (1.0 + r))
     return out((np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float))
 
 

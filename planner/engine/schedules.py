@@ -45,14 +45,3 @@ def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num 
     else:
         b = (p - 1.0) * (tf + tb)
     return out(np.where(p > 1, b, 0.0))
-
-
-def bubble_slots(schedule: str, stages: Num, chunks: Num = 1,
-                 backward_ratio: Num = BACKWARD_FORWARD_RATIO,
-                 weight_grad_share: Num = WEIGHT_GRAD_SHARE) -> Num:
-    """Idle time per step in micro-batch slots (units of t_f + t_b): bubble_time with t_f = 1 and
-    t_b = backward_ratio, ÷ (1 + backward_ratio). 1F1B and GPipe p−1, interleaved (p−1)/v,
-    ZB-H1 (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 at r = 2, s = ½ (Qi et al. 2023, Sec. 3.1)."""
-    r = np.asarray(backward_ratio, dtype=float)
-    return out(np.asarray(bubble_time(schedule, stages, 1.0, r, chunks, weight_grad_share))
-               / (1.0 + r))

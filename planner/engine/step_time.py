@@ -1,24 +1,30 @@
-"""Step time, one function per parallel axis, composed in `pipeline_step_time`.
+"""Step time, one function per parallel axis, composed in `compose_step`.
 
-Each axis's cost is its α–β collective time on the link its group crosses (topology.py),
-times how often it runs, times the share not hidden behind computation:
+Each axis's cost is its collective time on the link its group crosses (topology.py), times how
+often it runs, less what computation hides (overlap.py); evaluation/timing.py lists the terms:
 - TP: 2 all-reduces of s·b·h activations per layer forward and 2 backward (with sequence
   parallel, an all-gather + reduce-scatter pair of the same total volume) — Narayanan Sec. 3.2,
   Korthikanti Sec. 4.2.2;
 - CP: each rank passes its K/V chunk around a ring (cp − 1 steps), hidden behind attention;
 - EP: all-to-all dispatch and combine per MoE layer, forward and backward;
 - PP: one s·b·h send per micro-batch per boundary each way (÷TP with scatter/gather);
-- DP: gradient reduction once per step (ZeRO-1/2: reduce-scatter + all-gather, same volume as
-  an all-reduce; ZeRO-3: all-gather forward and backward + reduce-scatter per micro-batch) —
-  ZeRO paper Sec. 7;
-- the bubble, (p−1)/v micro-batch slots (pipeline.py), and the optimizer step (memory-bound).
+- ZeRO-3 / FSDP: per layer an all-gather of its parameters forward and backward and a
+  reduce-scatter of its gradients, hidden layer by layer behind the compute (ZeRO paper
+  Sec. 7; Zhao et al. 2023, FSDP Sec. 3);
+- DP: gradient reduction once per step (ZeRO-1/2: reduce-scatter + all-gather of the updated
+  parameters, the volume of an all-reduce), bucketed behind the backward (Li et al. 2020);
+- the bubble, (p−1)/v micro-batch slots (pipeline.py; ZB-H1's from schedules.py), and the
+  optimizer step (memory-bound) with any offload traffic.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from planner.engine import overlap as ov
+from planner.engine import schedules as sched
 from planner.engine._array import Num, out
+from planner.engine.compute import memory_bound_time
 from planner.engine.pipeline import bubble_slots
 from planner.engine.topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind
 
@@ -65,22 +71,59 @@ def pp_time_per_micro_batch(tokens_per_rank: Num, hidden: Num, tp: Num, pp: Num,
     return out(np.where(np.asarray(pp) > 1, 2.0 * np.asarray(chunks) * np.asarray(t), 0.0))
 
 
-def dp_time_per_step(grad_bytes: Num, n: Num, stride: Num, gpus_per_domain: Num,
-                     fab: Fabric) -> Num:
-    """Gradient all-reduce (or reduce-scatter + all-gather) of this GPU's gradients over the n
-    data-parallel ranks, `stride` GPUs apart, once per optimizer step."""
+def zero3_unit_times(unit_params: Num, gather_bytes: Num, reduce_bytes: Num, n: Num,
+                     stride: Num, gpus_per_domain: Num, fab: Fabric) -> tuple[Num, Num]:
+    """ZeRO-3 / FSDP, one unit (a layer, or the embedding and output layer): (all-gather of its
+    parameters in the gather dtype, reduce-scatter of its gradients in the reduce dtype) over
+    the n sharding ranks, `stride` GPUs apart."""
     per_domain = members_per_domain(n, stride, gpus_per_domain)
-    return topo_collective_time("all-reduce", grad_bytes, n, per_domain, fab)
+    return (topo_collective_time("all-gather", unit_params * gather_bytes, n, per_domain, fab),
+            topo_collective_time("reduce-scatter", unit_params * reduce_bytes, n, per_domain, fab))
 
 
-def zero3_time_per_micro_batch(param_bytes: Num, n: Num, stride: Num, gpus_per_domain: Num,
-                               fab: Fabric) -> Num:
-    """ZeRO-3 / FSDP per micro-batch: all-gather the parameters forward and again backward, and
-    reduce-scatter the gradients: 3 × (n−1)/n of the unsharded 16-bit parameters."""
+def zero3_time_per_micro_batch(gather: Num, reduce: Num, edge_gather: Num, edge_reduce: Num,
+                               layer_fwd: Num, layer_bwd: Num, units: Num, regathers: Num,
+                               once: Num, micro_batches: Num, prefetch_depth: Num,
+                               hide: Num) -> tuple[Num, Num]:
+    """(communication, exposed) of ZeRO-3 per micro-batch over `units` layers: each layer's
+    gather g hidden behind its forward as far as the prefetch reaches (overlap.
+    layerwise_exposed), again `regathers` times in backward with the reduce-scatter r
+    (overlap.backward_exposed); the edge layers' g_e and r_e exposed. Where `once` (a pipeline
+    stage kept gathered to the last micro-batch), the forward gathers run once per step and the
+    reduce-scatters after the last backward, behind nothing: 1/m of a step per micro-batch."""
+    g, r = gather, reduce
+    g_b = g * regathers
+    share = np.where(once, 1.0 / np.maximum(micro_batches, 1.0), 1.0)
+    fwd = share * (ov.layerwise_exposed(g, layer_fwd, units, prefetch_depth, hide) + edge_gather)
+    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, layer_bwd, units, prefetch_depth, hide)
+                   + share * (units * r + edge_reduce),
+                   ov.backward_exposed(g_b, r, layer_bwd, units, prefetch_depth, hide)
+                   + edge_reduce)
+    total = units * (share * (g + r) + g_b) + share * (edge_gather + edge_reduce)
+    return total, fwd + bwd
+
+
+def dp_reduction_times(grad_bytes: Num, param_gather_bytes: Num, sharded: Num, n: Num,
+                       stride: Num, gpus_per_domain: Num, fab: Fabric) -> tuple[Num, Num]:
+    """(gradient reduction, gather of the updated parameters) over the n data-parallel ranks,
+    `stride` GPUs apart: an all-reduce of the gradients, or where `sharded` (ZeRO ≥ 1) a
+    reduce-scatter and an all-gather of the parameters (0 otherwise)."""
     per_domain = members_per_domain(n, stride, gpus_per_domain)
-    ag = topo_collective_time("all-gather", param_bytes, n, per_domain, fab)
-    rs = topo_collective_time("reduce-scatter", param_bytes, n, per_domain, fab)
-    return out(2.0 * np.asarray(ag) + np.asarray(rs))
+    red = np.where(sharded, topo_collective_time("reduce-scatter", grad_bytes, n, per_domain, fab),
+                   topo_collective_time("all-reduce", grad_bytes, n, per_domain, fab))
+    gather = np.where(sharded, topo_collective_time("all-gather", param_gather_bytes, n,
+                                                    per_domain, fab), 0.0)
+    return red, gather
+
+
+def dp_time_per_step(reduction: Num, gather: Num, buckets: Num, times: Num, overlap: Num,
+                     backward: Num, forward: Num, hide: Num) -> tuple[Num, Num]:
+    """(communication, exposed) of the DP reduction per step: the reduction run `times` times
+    (ZeRO-2 reduce-scatters every micro-batch) bucketed behind the backward, the gather behind
+    the next forward (overlap.bucketed_exposed; all exposed without `overlap`)."""
+    exp = (times * ov.bucketed_exposed(reduction, backward, buckets, overlap, hide)
+           + ov.bucketed_exposed(gather, forward, buckets, overlap, hide))
+    return times * reduction + gather, exp
 
 
 def exposed(comm_time: Num, hiding_compute: Num, floor_fraction: Num = 0.0) -> Num:
@@ -100,13 +143,37 @@ def pipeline_step_time(micro_batch_time: Num, micro_batches: Num, stages: Num,
     return out(busy), out(bubble)
 
 
+def optimizer_time(local_state_bytes: Num, hbm_bytes_per_s: Num) -> Num:
+    """The optimizer step: the local weights, gradients and states read and written once at HBM
+    speed."""
+    return memory_bound_time(2.0 * np.asarray(local_state_bytes, dtype=float), hbm_bytes_per_s)
+
+
+def offload_time(stage_params: Num, shard: Num, state_bytes: tuple[float, float, float],
+                 pcie_bytes_per_s: Num, host_update_bytes_per_s: Num) -> Num:
+    """ZeRO-Offload of the optimizer: this rank's gradients down and weights up over PCIe, and
+    the update at host speed over its weights, gradients and K optimizer bytes per parameter
+    (read and written)."""
+    w_b, g_b, k_b = state_bytes
+    local = stage_params / shard
+    return out(local * (g_b + w_b) / pcie_bytes_per_s
+               + local * (k_b + w_b + g_b) * 2.0 / host_update_bytes_per_s)
+
+
 def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
-                 per_step: list[Num]) -> tuple[Num, Num]:
+                 per_step: list[Num], zero_bubble: Num = False,
+                 compute: Num = 0.0) -> tuple[Num, Num]:
     """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
-    Σ per-step terms (Narayanan Eq. 1). The terms are summed in the order given."""
+    Σ per-step terms (Narayanan Eq. 1), summed in the order given. Where `zero_bubble` (ZB-H1)
+    the bubble is schedules.bubble_time's on the micro-batch's `compute`, a third forward and
+    two thirds backward, taken in place of (p−1)/v·t_mb."""
     t_mb = sum(per_micro_batch)
     busy, bubble = pipeline_step_time(t_mb, micro_batches, stages, chunks)
     step = busy + bubble
     for term in per_step:
         step = step + term
-    return out(step), bubble
+    if not np.any(zero_bubble):
+        return out(step), out(bubble)
+    zb = sched.bubble_time("zb-h1", stages, compute / 3.0, 2.0 * compute / 3.0)
+    return (out(np.where(zero_bubble, step - bubble + zb, step)),
+            out(np.where(zero_bubble, zb, bubble)))

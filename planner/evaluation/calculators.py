@@ -11,7 +11,6 @@ from planner.engine import comm as comm_eq
 from planner.engine import memory as mem_eq
 from planner.engine import pipeline as pipe_eq
 from planner.engine import scaling as scale_eq
-from planner.engine import schedules as sched_eq
 from planner.engine.schedules import SCHEDULES
 from planner.errors import InputError
 from planner.resilience.planning import IntervalOptimum, interval_optimum
@@ -173,7 +172,7 @@ class BubbleResult:
 def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
     """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
-    s = (p−1)/3 idle slots (engine.schedules.bubble_slots)."""
+    s = (p−1)/3 idle slots (engine.pipeline.bubble_slots)."""
     p = v.positive_int("--stages", stages)
     v.choice("--schedule", schedule, SCHEDULES)
     c = v.positive_int("--chunks", chunks)
@@ -185,7 +184,7 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
     for m in micro_batches:
         m = v.positive_int("--micro-batches", m)
         if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
-            slots = float(sched_eq.bubble_slots(schedule, p))
+            slots = float(pipe_eq.bubble_slots(p, schedule=schedule))
             f, over = slots / (m + slots), slots / m
         else:
             f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)

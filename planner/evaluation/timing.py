@@ -4,8 +4,8 @@ Per micro-batch on the slowest stage (the one with the most layers): compute, th
 parallel axis's communication left exposed (TP, CP, EP, PP, ZeRO-3 layer by layer); the
 pipeline runs m of them plus (p−1)/v idle slots; once per step the exposed gradient reduction
 (bucketed, in the framework's reduce dtype), the optimizer and any offload traffic
-(engine.step_time.compose_step). The terms are built in timing_terms.py; every formula is in
-engine/.
+(engine.step_time.compose_step): the list is in _step. Each axis's formula is one function of
+engine/step_time.py (its inputs gathered under the framework profile in timing_terms.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from planner.engine import compute as cmp
 from planner.engine import step_time as st
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.candidates import SCHEDULE_CODES
-from planner.engine import schedules as sched
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
 # Adam step streaming the fp32 states). An assumption, neither measured nor fitted here.
@@ -93,17 +92,14 @@ class Throughput:
 
 
 def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np.ndarray]:
-    """(optimizer step, offload traffic) per step: the update reads and writes the local states
-    at HBM speed; an offloaded one moves gradients down and weights up over PCIe and updates
-    at host speed."""
-    w_b, g_b, k_b = x.state_bytes
+    """(optimizer step, offload traffic) per step (engine.step_time.optimizer_time and
+    offload_time): the first stage's local states; an offloaded optimizer's traffic over the
+    fuller stage's parameters."""
     local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
-    t_opt = cmp.memory_bound_time(2.0 * local_state, p.hardware.gpu.hbm_bytes_per_s)
-    stage_params_max = np.maximum(mem.first.params, mem.last.params)
-    off_bytes = stage_params_max / x.shard * (g_b + w_b)
-    t_offload = np.where(c.offload_opt > 0, off_bytes / p.hardware.host.pcie_bytes_per_s
-                         + stage_params_max / x.shard * (k_b + w_b + g_b) * 2.0
-                         / HOST_UPDATE_BYTES_PER_S, 0.0)
+    t_opt = st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s)
+    t_offload = np.where(c.offload_opt > 0, st.offload_time(
+        np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
+        p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
     return t_opt, t_offload
 
 
@@ -131,22 +127,25 @@ def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
     comp = compute_terms(p, c, x, a, groups) if comp is None else comp
     cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
     t_opt, t_offload = _optimizer(p, c, x, mem)
-    step, bubble = _compose(c, x, comp, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed,
-                                         cm.ep, cm.pp, cm.zero3_exposed],
-                            [cm.dp_exposed, t_opt, t_offload])
+    per_micro_batch = [comp.per_micro_batch,  # GEMMs, attention, memory-bound work, recompute
+                       cm.tp_exposed,         # TP all-reduces (SP: gather + reduce-scatter)
+                       cm.cp_exposed,         # CP's K/V ring, less what attention hides
+                       cm.ep,                 # EP all-to-alls
+                       cm.pp,                 # PP sends across the stage boundaries
+                       cm.zero3_exposed]      # ZeRO-3 gathers and reduce-scatters, exposed
+    per_step = [cm.dp_exposed,                # DP gradient reduction, exposed
+                t_opt,                        # optimizer step
+                t_offload]                    # offloaded optimizer's PCIe and host update
+    step, bubble = _compose(c, x, comp, per_micro_batch, per_step)  # m of them + the bubble
     return comp, cm, t_opt, t_offload, step, bubble
 
 
 def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
              per_step: list) -> tuple[np.ndarray, np.ndarray]:
     """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
-    compose_step); ZB-H1 defers the weight-gradient half of the backward into the cool-down
-    (schedules.py)."""
-    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step)
-    zb = sched.bubble_time("zb-h1", x.pp, comp.per_micro_batch / 3.0, 2.0 * comp.per_micro_batch / 3.0)
-    step = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], step - bubble + zb, step)
-    bubble = np.where(c.schedule == SCHEDULE_CODES["zb-h1"], zb, bubble)
-    return step, bubble
+    compose_step; ZB-H1 rows' bubble from their compute)."""
+    return st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
+                           c.schedule == SCHEDULE_CODES["zb-h1"], comp.per_micro_batch)
 
 
 def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],

@@ -27,7 +27,7 @@ from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
 from planner.engine.params import mlp_params
-from planner.engine.topology import fabric, members_per_domain, topo_collective_time
+from planner.engine.topology import fabric
 
 # Memory-bound (elementwise) HBM traffic per kernel class, relative to fused kernels (the A100
 # fit of memory_passes was made on Megatron's fused Transformer Engine / apex kernels):
@@ -155,28 +155,21 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
-    r_e of the edge layers) and the DP reduction (red, and ZeRO ≥ 1's gather of the updated
-    parameters) with its bucket count: the STATE_COLUMNS part."""
+    r_e of the edge layers, over the shard group) and the DP reduction (red, and ZeRO ≥ 1's
+    gather of the updated parameters, over DP·CP) with its bucket count: the STATE_COLUMNS
+    part (engine.step_time)."""
     fw, hw = p.fw.time, p.hardware
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
-    per_dom = members_per_domain(x.shard, x.tp * x.cp, gpn)
-    out = {"g": topo_collective_time("all-gather", layer_params * fw.gather_bytes, x.shard,
-                                     per_dom, fab),
-           "r": topo_collective_time("reduce-scatter", layer_params * fw.reduce_bytes, x.shard,
-                                     per_dom, fab),
-           "g_e": topo_collective_time("all-gather", edge_params * fw.gather_bytes, x.shard,
-                                       per_dom, fab),
-           "r_e": topo_collective_time("reduce-scatter", edge_params * fw.reduce_bytes, x.shard,
-                                       per_dom, fab)}
+    out = {}
+    out["g"], out["r"] = st.zero3_unit_times(layer_params, fw.gather_bytes, fw.reduce_bytes,
+                                             x.shard, x.tp * x.cp, gpn, fab)
+    out["g_e"], out["r_e"] = st.zero3_unit_times(edge_params, fw.gather_bytes, fw.reduce_bytes,
+                                                 x.shard, x.tp * x.cp, gpn, fab)
     n = x.dp * x.cp
-    per_dom = members_per_domain(n, x.tp, gpn)
-    grad = dp_gradient_bytes(p, stage_params)
-    sharded = zero >= 1
-    out["red"] = np.where(sharded, topo_collective_time("reduce-scatter", grad, n, per_dom, fab),
-                          topo_collective_time("all-reduce", grad, n, per_dom, fab))
-    out["gather"] = np.where(sharded, topo_collective_time(
-        "all-gather", stage_params * fw.gather_bytes, n, per_dom, fab), 0.0)
+    out["red"], out["gather"] = st.dp_reduction_times(
+        dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
+        gpn, fab)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out
@@ -184,33 +177,25 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
 
 def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
              n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ZeRO-3 / FSDP per micro-batch: (communication, exposed). Per layer, an all-gather of its
-    parameters (gather dtype) before the forward and, where the framework re-gathers, before the
-    backward (and once more under recompute where it re-gathers there), a reduce-scatter of its
-    gradients (reduce dtype); hidden layer by layer as far as the prefetch reaches
-    (engine/overlap.py). Embedding and output layer are one more unit each.
+    """ZeRO-3 / FSDP per micro-batch: (communication, exposed), engine.step_time.
+    zero3_time_per_micro_batch under the framework's profile: parameters gathered in its
+    gather dtype, gradients reduce-scattered in its reduce dtype, re-gathered in backward where
+    it re-gathers (once more under recompute where it re-gathers there), its prefetch depth.
     Where the framework keeps a pipeline stage gathered and its gradients unsharded to the last
     micro-batch (FrameworkProfile.shards_once_per_step_under_pp: torchtitan's FSDP2 under
-    torch.distributed.pipelining), the gathers run once per step (first forward) and the
-    reduce-scatters once, after the last backward and behind nothing (stage.py post_backward):
-    counted here as 1/m of a step per micro-batch (the pipeline's idle slots then carry
-    (p−1)/(v·m) of it as well, an over-count of that share)."""
+    torch.distributed.pipelining), the gathers and reduce-scatters run once per step, counted
+    as 1/m of a step per micro-batch (the pipeline's idle slots then carry (p−1)/(v·m) of it as
+    well, an over-count of that share). 0 below ZeRO-3."""
     fw, eff = p.fw.time, p.hardware.efficiency
-    g, r, g_e, r_e = coll["g"], coll["r"], coll["g_e"], coll["r_e"]
     regather = np.where(x.pp > 1, float(fw.regathers_in_backward(2)),
                         float(fw.regathers_in_backward(1)))
     again = np.where((c.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
-    g_b = g * (regather + again)
-    depth, hide = fw.prefetch_depth, eff.overlap_efficiency
     once = (x.pp > 1) & p.fw.shards_once_per_step_under_pp()
-    share = np.where(once, 1.0 / np.maximum(x.micro_batches, 1.0), 1.0)
-    fwd = share * (ov.layerwise_exposed(g, comp.layer_fwd, n_layers, depth, hide) + g_e)
-    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, comp.layer_bwd, n_layers, depth, hide)
-                   + share * (n_layers * r + r_e),
-                   ov.backward_exposed(g_b, r, comp.layer_bwd, n_layers, depth, hide) + r_e)
-    total = n_layers * (share * (g + r) + g_b) + share * (g_e + r_e)
+    total, exposed = st.zero3_time_per_micro_batch(
+        coll["g"], coll["r"], coll["g_e"], coll["r_e"], comp.layer_fwd, comp.layer_bwd, n_layers,
+        regather + again, once, x.micro_batches, fw.prefetch_depth, eff.overlap_efficiency)
     on = c.zero >= 3
-    return np.where(on, total, 0.0), np.where(on, fwd + bwd, 0.0)
+    return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
 
 def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
@@ -240,27 +225,23 @@ def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
 
 def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
                n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, ZeRO ≤ 2: (communication, exposed). Gradients reduced (once per step; per
-    micro-batch for ZeRO-2, which keeps only its shard) in the framework's
-    reduce dtype (all-reduce; ZeRO-1/2 reduce-scatter) and, for ZeRO-1/2, the updated
-    parameters all-gathered in the gather dtype; bucketed and overlapped with the last
-    micro-batch's backward (and the gather with the next forward) where the framework does."""
+    """Per step, ZeRO ≤ 2: (communication, exposed), engine.step_time.dp_time_per_step under
+    the framework's profile: overlapped with the last micro-batch's backward (and the gather
+    with the next forward) where it overlaps, and every micro-batch under ZeRO-2, which keeps
+    only its gradient shard (DeepSpeed stage 2 reduces each micro-step; FSDP2 with gradient
+    sync on), unless the framework accumulates unsharded gradients under PP (torchtitan's
+    pipelining reduces once). 0 without a DP·CP group, and under ZeRO-3 (in its own term)."""
     fw, eff = p.fw.time, p.hardware.efficiency
     n = x.dp * x.cp
-    red, gather, buckets = coll["red"], coll["gather"], coll["buckets"]
-    # ZeRO-2 keeps only its gradient shard, so every micro-batch's backward reduce-scatters
-    # (DeepSpeed stage 2 reduces each micro-step; FSDP2 with gradient sync on); only a framework
-    # that accumulates unsharded gradients under PP (torchtitan's pipelining) reduces once.
     mem = p.fw.memory
     unsharded = (x.pp > 1) & (mem.state_layout == "fsdp2") & mem.accumulate_unsharded_grads_under_pp
     times = np.where((c.zero == 2) & ~unsharded, x.micro_batches, 1.0)
     overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
-    bwd = n_layers * comp.layer_bwd
-    fwd = n_layers * comp.layer_fwd
-    exp = (times * ov.bucketed_exposed(red, bwd, buckets, overlap, eff.overlap_efficiency)
-           + ov.bucketed_exposed(gather, fwd, buckets, overlap, eff.overlap_efficiency))
+    total, exposed = st.dp_time_per_step(coll["red"], coll["gather"], coll["buckets"], times,
+                                         overlap, n_layers * comp.layer_bwd,
+                                         n_layers * comp.layer_fwd, eff.overlap_efficiency)
     on = (n > 1) & (c.zero < 3)
-    return np.where(on, times * red + gather, 0.0), np.where(on, exp, 0.0)
+    return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
 
 def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:

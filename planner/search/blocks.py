@@ -1,4 +1,4 @@
-"""The layout space in batches, each split's structural verdict counted without its rows.
+"""The layout space in blocks, each split's structural verdict counted without its rows.
 
 The structural rules read the split (TP, CP, PP, DP, EP) and some of its knob tables
 (space.FACTORS): rules.RuleSpec.reads names them. Taken in table order, the rules fall into
@@ -26,7 +26,7 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
 from planner.evaluation.rules import RULE_NAMES, RULES
-from planner.search.space import (CHUNK_ROWS, FACTORS, SearchSpace, Splits, batch_ends, empty, product,
+from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, block_ends, empty, product,
                     recomputes, split_table)
 
 # (left-out rule, its rows with the recompute knob, the rule's first candidate or None)
@@ -34,9 +34,9 @@ Left = list[tuple[int, int, Candidates | None]]
 
 # The structurally valid candidates one search prices, at most: the cost model prices ~1 M per
 # CPU second (benchmarks/fit_speed.py) after its floors, so this bounds a search near 10-20 s.
-# Only huge batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has 7.3 M;
-# 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and the
-# search then says so up front instead of running for minutes.
+# Only huge global batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has
+# 7.3 M; 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and
+# the search then says so up front instead of running for minutes.
 MAX_PRICED = 16_000_000
 
 
@@ -109,7 +109,7 @@ def passes(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
 def verdicts(p: Problem, s: Splits) -> tuple[np.ndarray, np.ndarray]:
     """Per split: rows (before the recompute knob) first failing each rule, (splits × rules),
     and rows passing every structural rule; by the run formula above, a run's tuples built
-    for at most about CHUNK_ROWS splits' worth at a time (memory bounded)."""
+    for at most about BLOCK_ROWS splits' worth at a time (memory bounded)."""
     n, k = len(s), len(RULE_NAMES)
     counts = np.zeros((n, k), dtype=np.int64)
     passing = np.ones(n, dtype=np.int64)   # Π pass_i over the runs so far
@@ -118,7 +118,7 @@ def verdicts(p: Problem, s: Splits) -> tuple[np.ndarray, np.ndarray]:
         alive = np.flatnonzero(passing > 0)
         read |= set(run.reads)
         free = [f for f in FACTORS if f not in read]
-        for a, b in batch_ends(_sizes(s, alive, list(run.reads)), CHUNK_ROWS):
+        for a, b in block_ends(_sizes(s, alive, list(run.reads)), BLOCK_ROWS):
             idx = alive[a:b]
             c, owner = product(s, idx, run.reads)
             first = first_failures(p, c, run.rules)
@@ -149,16 +149,16 @@ def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
     return c.take(np.flatnonzero(first == rule)[:1])
 
 
-def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
-                   limit: int | None = None) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
-    """space.candidate_batches before the recompute knob is crossed (every row holds the first
-    recompute row; space.with_recomputes crosses it), in the same batches, with the splits
-    that have no structurally valid row left out: per batch (its layouts, Left: per rule the
-    rows of the splits left out since the batch before, with the rule's first candidate where
+def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
+                  limit: int | None = None) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
+    """space.candidate_blocks before the recompute knob is crossed (every row holds the first
+    recompute row; space.with_recomputes crosses it), in the same blocks, with the splits
+    that have no structurally valid row left out: per block (its layouts, Left: per rule the
+    rows of the splits left out since the block before, with the rule's first candidate where
     it lies in one of them, and per rule the layouts' rows first failing it, from verdicts).
-    Consecutive batches of left-out splits only come as one. With
+    Consecutive blocks of left-out splits only come as one. With
     `limit`, a space of more structurally valid candidates is refused before any is built."""
-    rows = rows or CHUNK_ROWS
+    rows = rows or BLOCK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)
     if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
@@ -172,7 +172,7 @@ def layout_batches(p: Problem, space: SearchSpace, rows: int | None = None,
     first = np.where(any_row.any(axis=0), np.argmax(any_row, axis=0), -1)
     ex = {int(r): int(first[r]) for r in np.flatnonzero(first >= 0) if not built[first[r]]}
     done = 0
-    for a, b in batch_ends(s.sizes() * n_rec, rows):
+    for a, b in block_ends(s.sizes() * n_rec, rows):
         live = np.flatnonzero(built[a:b]) + a
         if len(live) or (b == len(s) and done < b):
             left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b

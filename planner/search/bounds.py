@@ -1,4 +1,4 @@
-"""The memory model's parts for a batch of candidates, each on its distinct tuples
+"""The memory model's parts for a block of candidates, each on its distinct tuples
 (distinct.Part): the search's floor and ceiling on every row's peak, and the exact memory of
 only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 """
@@ -17,7 +17,7 @@ from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS
 from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows
 from planner.engine import peak as pk
 from planner.engine.stages import stage_layers
-from planner.evaluation.memory import phase_inputs
+from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from planner.evaluation.timing_terms import Groups
@@ -57,7 +57,7 @@ def transient_ceiling(s: Any, a: Any) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class MemoryParts:
     """What memory() computes once per distinct tuple (the states, the activations, the
-    micro-batches in flight, as distinct.Part) for a batch of candidates c: the floor of every
+    micro-batches in flight, as distinct.Part) for a block of candidates c: the floor of every
     row and the exact memory of only the rows a caller asks for (their shape computed then)."""
 
     c: Candidates
@@ -130,6 +130,26 @@ class MemoryParts:
         return x, acts, _memory(p, x, self.states.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
                                 acts, self.flight.rows(idx, pick=lambda t: {k: t[k] for k in ends}),
                                 False, {"middle": self._middle(p, x, idx)})
+
+    def peak(self, p: Problem) -> np.ndarray:
+        """rows(p)'s peak alone, bit for bit: each stage's device total (memory.stage_memory
+        without the detail), the middle stage's only where there is one (PP > 2)."""
+        x = shape(p, self.c)
+
+        def total(stage: str, at: np.ndarray | None) -> np.ndarray:
+            layers, m = x.layers[STAGES.index(stage)], x.micro_batches
+            v = stage_memory(p, p.fw, layers if at is None else layers.take(at),
+                             self.states.rows(at, pick=lambda t: t[stage]),
+                             self.acts.rows(at, pick=lambda t: t["stages"][stage]),
+                             self.flight.rows(at, pick=lambda t: t[stage]),
+                             m if at is None else m.take(at), False)["device_total"]
+            return _full(v, len(x.tp) if at is None else len(at))
+        mid = np.flatnonzero(x.pp > 2)
+        middle = np.zeros(len(x.tp))
+        if len(mid):
+            middle[mid] = total("middle", mid)
+        return np.maximum(np.maximum(total("first", None), total("last", None)),
+                          np.where(x.pp > 2, middle, 0.0))
 
     def _middle(self, p: Problem, x: Shape, idx: np.ndarray | None) -> StageMemory:
         """The middle stage (detail=False) of the rows idx, computed only where there is one

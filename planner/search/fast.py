@@ -1,16 +1,17 @@
-"""Search the complete layout space (planner.search.space), rank what fits, explain the rest.
+"""Search the complete layout space (planner.search.space), rank what fits, explain the rest:
+planner.search.reference gives the same answer as plain loops over a small space.
 
-Two stages per batch of candidates: the structural rules over integer arrays for every
+Two stages per block of candidates: the structural rules over integer arrays for every
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
-counted without being built), then the cost model (planner.evaluation.evaluate) on the survivors only:
-a sound floor on the peak (MemoryParts.floor) rejects what cannot fit, planner.search.settle decides
-the rest with a sound ceiling and the step time, running the five-phase memory model only
-where the bounds leave it open (and for the closest miss and the layouts to solve). Partial
-full-recompute rows get their layer count solved (solve_partial). Only the rows that fit and
-that no other row beats on step time × peak memory × GPUs (a Pareto front, engine.pareto) are
-kept from batch to batch, so memory stays bounded; `dominated=True` keeps every valid row
-instead (`dtplan fit --all`)."""
+counted without being built), then the cost model (planner.evaluation.evaluate) on the
+survivors only: a sound floor on the peak (MemoryParts.floor) rejects what cannot fit,
+planner.search.settle decides the rest with a sound ceiling and the step time, running the
+five-phase memory model only where the bounds leave it open (and for the closest miss and the
+layouts to solve). Partial full-recompute rows get their layer count solved
+(planner.search.partial). Only the rows that fit and that no other row beats on step time ×
+peak memory × GPUs (a Pareto front, planner.search.pareto) are kept from block to block, so
+memory stays bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
@@ -23,15 +24,14 @@ from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
-from planner.search.partial import pairs, solve, solve_partial, stage_memory, to_solve
+from planner.search.partial import pairs, solve, stage_memory, to_solve
 from planner.search.settle import Anchors, settle
-from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_batches, passes
+from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_blocks, passes
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
-from planner.search.space import (CHUNK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
+from planner.search.space import (BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
                     with_recomputes)
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
-           "solve_partial"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
@@ -101,9 +101,9 @@ def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
 
 
 def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
-    """The rows no other beats: engine.pareto with step times within `tolerance` counted as
-    equal when the other row is leaner. Batches keep their exact fronts (tolerance 0: exact
-    fronts merge batch by batch, tolerant ones would depend on the batching); the tolerance
+    """The rows no other beats: search.pareto with step times within `tolerance` counted as
+    equal when the other row is leaner. Blocks keep their exact fronts (tolerance 0: exact
+    fronts merge block by block, tolerant ones would depend on the blocks); the tolerance
     applies once, to the union."""
     return pareto_front(obj, tolerance=tolerance)
 
@@ -111,7 +111,7 @@ def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarr
 def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
     """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
     equally fast the leanest (then the first), which is on the exact front however the
-    batches' fronts were merged (the first fastest row kept may depend on it)."""
+    blocks' fronts were merged (the first fastest row kept may depend on it)."""
     if not len(c):
         return 0.0
     return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
@@ -133,8 +133,8 @@ def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndar
 @dataclass(kw_only=True)
 class _Tally:
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
-    batch: the rows that fit, then its solved rows) and the layouts to solve at the end (batch
-    by batch, with their per-stage memory and usable memory)."""
+    block: the rows that fit, then its solved rows) and the layouts to solve at the end (block
+    by block, with their per-stage memory and usable memory)."""
 
     enumerated: int
     valid: int
@@ -157,13 +157,13 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
                       rec: np.ndarray) -> Candidates:
-    """The structural rules on a batch (batches.layout_batches: layouts before the recompute
+    """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
     knob, which no structural rule reads; `left`, the splits left out as none passes, counted
     by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
-    failing each rule, exact from batches.verdicts), its first candidate the rule's example;
+    failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
     the layouts that pass (not yet crossed with their recompute rows). Each row's first
-    failing rule (batches.first_failures) is read only where a rule still needs its example,
-    else only whether it passes them all (batches.passes)."""
+    failing rule (blocks.first_failures) is read only where a rule still needs its example,
+    else only whether it passes them all (blocks.passes)."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
@@ -179,13 +179,13 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     return lay.take(np.flatnonzero(first < 0 if new else passes(p, lay, STRUCTURAL_RULES)))
 
 
-def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
-                dominated: bool) -> None:
-    """The cost model on the structural survivors of consecutive batches (`lays`, each crossed
+def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
+                 dominated: bool) -> None:
+    """The cost model on the structural survivors of consecutive blocks (`lays`, each crossed
     here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
     cost per call is paid once per SCAN_ROWS), keep what fits (planner.search.settle), partial
-    recompute queued for solving; kept rows and layouts to solve recorded batch by batch, in
-    the order a batch-by-batch scan gives them. Below the floor (MemoryParts.floor, never
+    recompute queued for solving; kept rows and layouts to solve recorded block by block, in
+    the order a block-by-block scan gives them. Below the floor (MemoryParts.floor, never
     above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
     needs it, for the misses that could be the closest one and for the layouts partial
     recompute may solve (their memory is read then)."""
@@ -215,7 +215,7 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     at = np.searchsorted(cand[ex], base)
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
-        # kept as plain copies: a row subset of the lazy crossing holds the batch's layouts
+        # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
         t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
         t.kept.append(materialize(rows, kept[b]))
@@ -223,7 +223,7 @@ def _scan_batch(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
     """The part of the rows idx, kept for the solve where it is on distinct tuples and the
-    parts kept so far hold at most CHUNK_ROWS tuple rows (memory bounded); None elsewhere
+    parts kept so far hold at most BLOCK_ROWS tuple rows (memory bounded); None elsewhere
     (the solve computes its own then). No rows: an empty part holding no tree, which
     concat_parts leaves out (the budget is not spent on it)."""
     if part.index is None:
@@ -231,14 +231,14 @@ def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
     if not len(idx):
         return Part(tree=None, index=idx, size=0)
     if id(part.tree) not in t.held:
-        if sum(t.held.values()) + part.size > CHUNK_ROWS:
+        if sum(t.held.values()) + part.size > BLOCK_ROWS:
             return None
         t.held[id(part.tree)] = part.size
     return part.take(idx)
 
 
 def _cuts(rows: np.ndarray, ends: np.ndarray) -> list[slice]:
-    """The sorted positions `rows` cut at the batches' ends (one slice per batch)."""
+    """The sorted positions `rows` cut at the blocks' ends (one slice per block)."""
     at = np.concatenate([[0], np.searchsorted(rows, ends)])
     return [slice(int(a), int(b)) for a, b in zip(at[:-1], at[1:])]
 
@@ -248,7 +248,7 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     """The miss with the most headroom (the first of equals) into t.closest, exactly as if every
     row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
     the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
-    headroom known (this batch's or an earlier one's) can be it, and only those are evaluated."""
+    headroom known (this block's or an earlier one's) can be it, and only those are evaluated."""
     rest = np.flatnonzero(~(slack >= 0.0))  # NaN slack counts as rejected, as before
     if len(rest):
         best = max(float(headroom.max()) if len(headroom) else -np.inf,
@@ -268,37 +268,34 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
 
 
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
-    """Every batch's partial-recompute layouts solved, a group of batches at a time (one
-    evaluation per CHUNK_ROWS layouts instead of one per batch, memory bounded), those that fit
-    counted and kept (their exact front unless `dominated`), placed after their batch's rows:
-    the kept rows in the order a batch-by-batch solve gives."""
+    """Every block's partial-recompute layouts solved, a group of blocks at a time (one
+    evaluation per BLOCK_ROWS layouts instead of one per block, memory bounded), those that fit
+    counted and kept (their exact front unless `dominated`), placed after their block's rows:
+    the kept rows in the order a block-by-block solve gives."""
     solved: list[Candidates] = []
     for group in _groups([len(e[0]) for e in t.to_solve]):
-        batch = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        block = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
         # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
-        rows, ok, parts = solve(p, _concat([t.to_solve[i][0] for i in group]),
-                                np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                np.concatenate([t.to_solve[i][2] for i in group]),
-                                concat_parts([t.to_solve[i][3] for i in group]),
-                                concat_parts([t.to_solve[i][4] for i in group]))
-        floor = parts.floor(p)
-        cand = np.flatnonzero(floor <= usable_bytes(p))
-        # usually every solved row passes the floor (it was solved to fit): no copy then
-        fit, keep = settle(p, parts, cand, rows if len(cand) == len(rows) else rows.take(cand),
-                           floor[cand], dominated, anchors=t.anchors)[2:]
+        rows, ok, parts, peak = solve(p, _concat([t.to_solve[i][0] for i in group]),
+                                      np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+                                      np.concatenate([t.to_solve[i][2] for i in group]),
+                                      concat_parts([t.to_solve[i][3] for i in group]),
+                                      concat_parts([t.to_solve[i][4] for i in group]))
+        # each solved row's exact peak is known: it is the floor and the ceiling as well
+        fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
+                           anchors=t.anchors, peak=peak)[2:]
         t.solved += int(fit.sum())
-        keep = cand[keep]
-        rows, batch = rows.take(keep), batch[ok][keep]
-        solved += [rows.take(np.flatnonzero(batch == i)) for i in group]
+        rows, block = rows.take(keep), block[ok][keep]
+        solved += [rows.take(np.flatnonzero(block == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]
 
 
 def _groups(sizes: list[int]) -> list[list[int]]:
-    """Consecutive indices of `sizes` in groups of at most CHUNK_ROWS rows (or one index)."""
+    """Consecutive indices of `sizes` in groups of at most BLOCK_ROWS rows (or one index)."""
     out: list[list[int]] = []
     total = 0
     for i, n in enumerate(sizes):
-        if out and total + n <= CHUNK_ROWS:
+        if out and total + n <= BLOCK_ROWS:
             out[-1].append(i)
             total += n
         else:
@@ -308,11 +305,11 @@ def _groups(sizes: list[int]) -> list[list[int]]:
 
 
 def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
-    """Whether some layout of the space fits: the same rules and cost model as `search`, batch
-    by batch, stopping at the first batch with a valid row (what "what would fit" asks)."""
+    """Whether some layout of the space fits: the same rules and cost model as `search`, block
+    by block, stopping at the first block with a valid row (what "what would fit" asks)."""
     p = p.resolved()
     rec = recomputes(p, space)
-    for lay, _, _ in layout_batches(p, space):
+    for lay, _, _ in layout_blocks(p, space):
         ok = _structural(p, lay).all(axis=0)
         if ok.any():
             parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
@@ -325,28 +322,28 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
 
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
            dominated: bool = False, limit: int = MAX_PRICED) -> SearchResult:
-    """The whole space, batch by batch; the valid rows ranked (Pareto-clean unless
+    """The whole space, block by block; the valid rows ranked (Pareto-clean unless
     `dominated`) and each rejection attributed to the first rule it fails. A space of more
     than `limit` structurally valid candidates is refused before any is built
-    (batches.SpaceTooLarge)."""
+    (blocks.SpaceTooLarge)."""
     asked, p = p, p.resolved()
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
-    pending: list[Candidates] = []  # structural survivors of batches not yet priced
-    for lay, left, counts in layout_batches(p, space, limit=limit):
+    pending: list[Candidates] = []  # structural survivors of blocks not yet priced
+    for lay, left, counts in layout_blocks(p, space, limit=limit):
         survivors = _count_structural(p, t, lay, left, counts, rec)
         if len(survivors):
             pending.append(survivors)
-        # until some row surely fits (settle's anchors) a batch is priced alone: its anchors
-        # put most rows of the batches after it off the front by their step floor alone
-        # (keeping every valid row, `dominated`, uses no anchors: batches merge from the first)
+        # until some row surely fits (settle's anchors) a block is priced alone: its anchors
+        # put most rows of the blocks after it off the front by their step floor alone
+        # (keeping every valid row, `dominated`, uses no anchors: blocks merge from the first)
         alone = not dominated and not len(t.anchors.step)
         if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
-            _scan_batch(p, pending, rec, t, dominated)
+            _scan_blocks(p, pending, rec, t, dominated)
             pending = []
     if pending:
-        _scan_batch(p, pending, rec, t, dominated)
+        _scan_blocks(p, pending, rec, t, dominated)
     t.kept = _solve_all(p, t, dominated)
     kept = _concat(t.kept) if t.kept else Candidates(
         **{f: np.zeros(0, dtype=np.int64) for f in COLUMN_NAMES})
@@ -356,7 +353,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     cand = _concat([kept] + [t.examples[k] for k in rules])
     ev = evaluate(p, cand)  # once: a row's evaluation does not depend on the others
     n = len(kept)
-    if n and not dominated:  # fronts of batches → the front of the whole space
+    if n and not dominated:  # fronts of blocks → the front of the whole space
         ev_kept = gather(ev, np.arange(n), len(cand))
         tol = max(STEP_TIME_RESOLUTION, _band(p, ev_kept, kept))
         front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus), tolerance=tol))

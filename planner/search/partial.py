@@ -1,17 +1,32 @@
 """Partial full recompute: the smallest count of recomputed layers per stage that fits, solved
-from a layout's recompute-none and full-recompute rows (memory is linear in the count) instead
-of enumerated (planner.search.fast's step after its batches)."""
+from a layout's recompute-none and full-recompute rows instead of enumerated
+(planner.search.fast's step after its blocks).
+
+A stage's memory at each moment of the step is linear in the count k from k = 1 to its n
+layers (each recomputed layer keeps its input instead of its activations); the peak, the
+largest over the moments and the stages, is then convex and non-increasing in k. The chord from
+k = 1 to k = n lies above it, so c, the k where the chord reaches the usable memory U,
+c = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉, fits; the peak at c is computed exactly (the
+search needs it anyway), and the secant through (c, M(c)) and (n, M(n)), which lies below the
+peak left of c, shows c − 1 does not fit wherever one moment holds the peak throughout. Where
+another moment takes over as layers are recomputed (the optimizer step's, which holds no
+activations, on a ZeRO-3 hybrid-shard layout say), fewer layers may fit and the smallest count
+is found by bisection. planner.search.reference scans every k.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from planner.evaluation.distinct import Part, gather
 from planner.evaluation.evaluate import Memory
-from planner.evaluation.distinct import Part
 from planner.search.bounds import MemoryParts, memory_parts
 
-__all__ = ["pairs", "solve", "solve_partial", "stage_memory", "to_solve"]
+__all__ = ["pairs", "solve", "stage_memory", "to_solve"]
+
+# solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
+SECANT_MARGIN = 1e-9
 
 
 def stage_memory(m: Memory) -> np.ndarray:
@@ -19,22 +34,8 @@ def stage_memory(m: Memory) -> np.ndarray:
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
 
 
-def solve_partial(p: Problem, c: Candidates, mem: Memory, n_rec: int) -> Candidates:
-    """Full recompute of only k layers per stage, with the smallest k that fits, for each
-    layout where recompute none does not fit and full recompute of every layer does. c holds
-    each layout's n_rec recompute variants as consecutive rows, none first and full last (as
-    planner.search.space lays them out), mem their memory (evaluate.memory).
-
-    A stage's memory is linear in k from k = 1 to its n layers (each recomputed layer keeps its
-    input instead of its activations): M(k) = M(1) + (k − 1)·(M(n) − M(1))/(n − 1), so a stage
-    needs k = 1 + ⌈(M(1) − U)/(M(1) − M(n))·(n − 1)⌉ for usable memory U, and the layout the
-    largest k over its stages. Layouts needing every layer are already the full rows."""
-    base = to_solve(c, mem.peak <= mem.usable, n_rec)
-    return solve(p, c.take(base), stage_memory(mem)[:, base], mem.usable[base])[0]
-
-
 def to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve_partial's layouts: the full-recompute rows that fit whose recompute-none row does
+    """solve's layouts: the full-recompute rows that fit whose recompute-none row does
     not (`fits` per row of c)."""
     return pairs(c, fits, fits, n_rec)
 
@@ -50,25 +51,83 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None
-          ) -> tuple[Candidates, np.ndarray, MemoryParts]:
-    """solve_partial on its layouts (full-recompute rows, their per-stage memory mn and usable
-    memory; their states and in-flight parts where the caller has them): the solved rows,
-    which of `rows` they come from, and their memory parts (the states and micro-batches in
-    flight are those of `rows`: only the activations read the layer count)."""
+          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+    """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
+    does not fit, their per-stage memory mn and usable memory; their states and in-flight
+    parts where the caller has them): the solved rows, which of `rows` they come from, their
+    memory parts (the states and micro-batches in flight are those of `rows`: only the
+    activations read the layer count) and their exact peak memory. A layout needing every
+    layer is its full row already."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
-    m1 = stage_memory(m1)
-    drop = np.maximum(m1 - mn, 1e-9)
+    most = n.max(axis=0)
+    fits1 = m1.peak <= m1.usable
+    m1s = stage_memory(m1)
+    drop = np.maximum(m1s - mn, 1e-9)
     with np.errstate(invalid="ignore"):
-        k_stage = np.where(m1 <= usable, 1.0,
-                           1.0 + np.ceil((m1 - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
-    k = np.minimum(k_stage, n).max(axis=0)
-    ok = np.flatnonzero(k < n.max(axis=0))
-    solved = with_cols(rows.take(ok), recompute_layers=k[ok].astype(np.int64))
-    # the rows alike in their (one-layer) activation tuple are alike in its layer tuple
-    layer = None if parts.acts.index is None else (parts.acts.index.take(ok), parts.acts.size)
-    return solved, ok, parts.take(ok, solved).with_acts(p, solved, layer)
+        k_stage = np.where(m1s <= usable, 1.0,
+                           1.0 + np.ceil((m1s - usable) / drop * np.maximum(n - 1, 1) - 1e-9))
+    chord = np.minimum(k_stage, n).max(axis=0)
+    # lo: a count known not to fit (0: none), hi: the smallest known to fit (most: the full row)
+    lo, hi = np.where(fits1, 0.0, 1.0), np.where(fits1, 1.0, most)
+    at = np.flatnonzero(chord < most)  # the chord's count, 1 where one layer fits
+    c = chord[at]
+    at_c = with_cols(rows.take(at), recompute_layers=c.astype(np.int64))
+    parts_c = _parts_at(p, parts, at, at_c)
+    mc = parts_c.peak(p)
+    peak = np.full(len(rows), np.nan)
+    fit = mc <= usable[at]
+    hi[at[fit]], peak[at[fit]], lo[at[~fit]] = c[fit], mc[fit], c[~fit]
+    # the secant through (c, M(c)) and (n, M(n)) lies below M left of c (M convex): where it
+    # is above U at c − 1, c is the smallest count that fits
+    below = mc + (mc - mn[:, at].max(axis=0)) / np.maximum(most[at] - c, 1.0)
+    exact = fit & (below > usable[at] * (1.0 + SECANT_MARGIN))
+    lo[at[exact]] = np.maximum(c[exact] - 1.0, lo[at[exact]])
+    probe = hi - 1.0  # then halves: the bisection between lo and hi
+    while True:
+        idx = np.flatnonzero((probe > lo) & (probe < hi))
+        if not len(idx):
+            break
+        k = probe[idx]
+        at_k = _peak_at(p, parts, rows, idx, k)
+        ok = at_k <= usable[idx]
+        hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], at_k[ok]
+        probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
+    ok = np.flatnonzero(hi < most)
+    solved = with_cols(rows.take(ok), recompute_layers=hi[ok].astype(np.int64))
+    on_chord = np.searchsorted(at, ok)
+    if len(ok) and len(at) and np.array_equal(at.take(on_chord, mode="clip"), ok) \
+            and np.array_equal(c.take(on_chord), hi[ok]):   # the chord's rows' parts
+        return solved, ok, _take_rows(parts_c, on_chord, solved), peak[ok]
+    return solved, ok, _parts_at(p, parts, ok, solved), peak[ok]
+
+
+def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:
+    """The parts of the rows idx (candidates c), their activations still on the rows."""
+    if len(idx) == len(parts.c):
+        return parts
+    acts = parts.acts.take(idx) if parts.acts.index is not None else Part(
+        tree=gather(parts.acts.tree, idx, parts.acts.size), index=None, size=len(idx))
+    return MemoryParts(c=c, states=parts.states.take(idx), acts=acts,
+                       flight=parts.flight.take(idx))
+
+
+def _parts_at(p: Problem, parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:
+    """The parts of `c`, the rows idx of `parts`' (their parts at one layer) with another
+    recompute count: the states and micro-batches in flight are theirs, the activations
+    computed on the rows, their layer bytes once per layer tuple (the rows alike in their
+    one-layer activation tuple are alike in its layer tuple)."""
+    layer = None if parts.acts.index is None else (parts.acts.index.take(idx), parts.acts.size)
+    return parts.take(idx, c).with_acts(p, c, layer)
+
+
+def _peak_at(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
+             k: np.ndarray) -> np.ndarray:
+    """The exact peak memory (evaluate.memory's) of row idx[i] of `rows` with full recompute of
+    k[i] layers per stage, from `parts`, the rows' parts at one layer."""
+    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    return _parts_at(p, parts, idx, sub).peak(p)
 
 
 def with_cols(c: Candidates, **cols) -> Candidates:

@@ -1,15 +1,15 @@
-"""Which candidate rows of a batch fit in memory, and the exact Pareto front (step time × peak
+"""Which candidate rows of a block fit in memory, and the exact Pareto front (step time × peak
 × GPUs) of those that do, with the five-phase memory model and the full time model run only
-where sound bounds leave the answer open (planner.search.fast's per-batch step).
+where sound bounds leave the answer open (planner.search.fast's per-block step).
 
 The bounds: MemoryParts.floor never exceeds a row's exact peak, MemoryParts.ceiling never falls
 below it, timing.step_floor never exceeds its step time. A row within the ceiling surely fits.
 A row that some surely fitting row beats on time (exact, from its states alone) with a ceiling
 no higher than the row's floor is beaten on the exact figures too, and is off the front
-(engine.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
-surely fitting rows timed are carried from batch to batch (Anchors), so a later batch's rows
-are put off by an earlier batch's too. What is returned (each batch's front, less the rows an
-earlier batch's anchor beats) gives the same front of the whole space as evaluating every row
+(search.pareto.surely_dominated): neither its exact step nor its exact peak is computed. The
+surely fitting rows timed are carried from block to block (Anchors), so a later block's rows
+are put off by an earlier block's too. What is returned (each block's front, less the rows an
+earlier block's anchor beats) gives the same front of the whole space as evaluating every row
 exactly, bit for bit (tests/test_search_floor.py)."""
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from planner.evaluation.timing import compute_terms, step_floor, step_seconds
 
 class Anchors:
     """A running front of surely fitting rows (exact step × ceiling on the peak) from the
-    batches settled so far: a row of a later batch that one of them beats on time with a
+    blocks settled so far: a row of a later block that one of them beats on time with a
     ceiling no higher than the row's memory floor is off the front of the whole space (exact
     domination is transitive, the final front is taken over the union of the kept rows, and
     the row that beats it is kept or beaten by a kept one), so it needs neither its exact
-    step nor its exact peak. The batches' own fronts and the final front are what they were."""
+    step nor its exact peak. The blocks' own fronts and the final front are what they were."""
 
     def __init__(self) -> None:
         self.step = np.zeros(0)
@@ -47,30 +47,32 @@ class Anchors:
 
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
            floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors
-           ) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
+           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors,
+           peak: np.ndarray | None = None) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
     only where the bounds leave it open: within the ceiling (MemoryParts.ceiling, never below
-    the exact peak) a row surely fits; a row that a surely fitting row (of this batch, or of
+    the exact peak) a row surely fits; a row that a surely fitting row (of this block, or of
     `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
-    higher than its floor (engine.pareto.surely_dominated) is off the front (_timed), and left
-    out of the front returned. `need(sure)` marks more rows to evaluate. Returns (the
-    positions in cand evaluated, their memory, which rows fit, the positions kept)."""
-    ceiling = parts.ceiling(p, cand)
+    higher than its floor (search.pareto.surely_dominated) is off the front (_timed), and left
+    out of the front returned. `need(sure)` marks more rows to evaluate; `peak`, the rows'
+    exact peaks where the caller has them all, stands for both bounds and the five-phase model.
+    Returns (the positions in cand evaluated, their memory, which rows fit, the positions
+    kept)."""
+    ceiling = parts.ceiling(p, cand) if peak is None else peak
     sure = ceiling <= usable_bytes(p)
     want = ~sure if need is None else ~sure | need(sure)
     if not dominated:
         step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
         want |= ~pruned
-    ex = np.flatnonzero(want)
+    ex = np.flatnonzero(want if peak is None else np.zeros(len(cand), dtype=bool))
     mem = parts.rows(p, cand[ex], rows.take(ex))[2]
     fit = sure.copy()
     fit[ex] = mem.peak <= mem.usable
     if dominated:
         return ex, mem, fit, np.flatnonzero(fit)
     idx = np.flatnonzero(fit & ~pruned)  # the rows that fit, less those surely beaten
-    obj = np.stack([step[idx], mem.peak[np.searchsorted(ex, idx)],
+    obj = np.stack([step[idx], mem.peak[np.searchsorted(ex, idx)] if peak is None else peak[idx],
                     np.full(len(idx), float(p.gpus))], axis=1)
     return ex, mem, fit, idx[pareto_front(obj)]
 
@@ -86,7 +88,7 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     the full floor only on the rows it leaves open) and the rows they put off by it are off;
     the rest (every row, without anchors) are timed exactly, from their states alone
     (MemoryParts.states_memory), in one pass (a pass costs ~1 ms whatever its rows: a second
-    one for this batch's own anchors first measured dearer than it saves). The surely fitting
+    one for this block's own anchors first measured dearer than it saves). The surely fitting
     rows timed join `prior`, and the rows timed that one of them beats on the exact step are
     off too. A row is off when an anchor beats its step (floor) with a ceiling no higher than
     the row's memory floor."""

@@ -6,7 +6,7 @@ group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every d
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
 parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
 recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
-full recompute of part of each stage is solved from them by the search, search.solve_partial),
+full recompute of part of each stage is solved from them by the search, search.partial),
 offload when asked.
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
@@ -19,7 +19,7 @@ tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table sh
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
 PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
 none of whose rows passes the structural rules is counted by rule without its rows being built
-(batches.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
+(blocks.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
 array work, not millions of rows.
 """
 
@@ -40,13 +40,13 @@ from planner.specs.knobs import KNOB
 MAX_MICRO_BATCH = KNOB["micro_batch"].le
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
-CHUNK_ROWS = 1 << 17  # candidates per batch: bounds the cost model's arrays (~1 MB each). Each
+BLOCK_ROWS = 1 << 17  # candidates per block: bounds the cost model's arrays (~1 MB each). Each
 # pass of the cost model costs ~1-2 ms whatever its rows (a few hundred small numpy calls), and
-# the first batch's surely fitting rows put most later rows off the front by their step floor
-# (settle.Anchors), so fewer, larger batches pay: 4x the 32 K rows this was measured ~20 % less
+# the first block's surely fitting rows put most later rows off the front by their step floor
+# (settle.Anchors), so fewer, larger blocks pay: 4x the 32 K rows this was measured ~20 % less
 # CPU on the 70B/256 search and ~30-40 % less on 405B and Mixtral (benchmarks/fit_speed.py), at
 # ~1.5x the peak RSS (72 -> 106 MB for 405B/8K, 83 -> 143 MB for Mixtral, /usr/bin/time -v).
-# The search prices the structural survivors of consecutive batches together, at least this many
+# The search prices the structural survivors of consecutive blocks together, at least this many
 # candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
 SCAN_ROWS = 1 << 17
 # Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
@@ -186,7 +186,7 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
     """(recompute code, recompute_layers = -1: every layer of the stage) rows, none first and
-    full last (search.solve_partial reads the pair). Selective only where the framework has a
+    full last (search.partial reads the pair). Selective only where the framework has a
     selective mode (profile selective_recompute); under flash attention it is still a knob:
     Megatron's checkpointed core attention re-runs the flash forward in backward and frees the
     kernel's fp32 log-sum-exp, torchtitan's op list re-runs half the matmuls."""
@@ -200,7 +200,7 @@ def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
 def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> dict[str, np.ndarray]:
     """The micro-batches of a split: every divisor of the per-replica batch up to the Layout's
     own bound (KNOB["micro_batch"].le: 10^9 sequences over DP 4 gave 2.5e8-sequence
-    candidates a Layout then refused), 1 where DP does not divide the batch (batch-divisible
+    candidates a Layout then refused), 1 where DP does not divide the block (batch-divisible
     rejects it), or the one fixed."""
     per_replica = p.global_batch // dp if p.global_batch % dp == 0 else 1
     return _table([(space.micro_batch,)] if space.micro_batch else [
@@ -315,8 +315,8 @@ def _crossed_take(self: Candidates, idx) -> Candidates:
 
 def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
     """The rows idx of c as plain Candidates, every column copied once (a Crossed's from its
-    layouts' columns at those rows): what the search keeps between batches, holding no
-    reference to a batch's layouts, without a row subset and a concatenation (two copies) and
+    layouts' columns at those rows): what the search keeps between blocks, holding no
+    reference to a block's layouts, without a row subset and a concatenation (two copies) and
     the record's constructor (every column given, nothing for it to fill in)."""
     d = c.__dict__
     if "_at" not in d:
@@ -346,9 +346,9 @@ def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
     return with_recomputes(product(s, at[:1])[0], rec)
 
 
-def batch_ends(sizes: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:
-    """Consecutive splits [a, b) whose sizes reach `rows` (the last batch may fall short): a
-    batch closes on the first split that brings it to `rows` or more."""
+def block_ends(sizes: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:
+    """Consecutive splits [a, b) whose sizes reach `rows` (the last block may fall short): a
+    block closes on the first split that brings it to `rows` or more."""
     cum = np.concatenate([[0], np.cumsum(sizes)])
     a, n = 0, len(sizes)
     while a < n:
@@ -362,11 +362,11 @@ def empty() -> Candidates:
     return Candidates(**{name: np.zeros(0, dtype=np.int64) for name in COLUMNS})
 
 
-def candidate_batches(p: Problem, space: SearchSpace,
-                      rows: int | None = None) -> Iterator[Candidates]:
-    """The whole space, every split built, as Candidates of about `rows` (default CHUNK_ROWS)
-    rows each, whole splits per batch, recompute innermost."""
+def candidate_blocks(p: Problem, space: SearchSpace,
+                     rows: int | None = None) -> Iterator[Candidates]:
+    """The whole space, every split built, as Candidates of about `rows` (default BLOCK_ROWS)
+    rows each, whole splits per block, recompute innermost."""
     rec = recomputes(p, space)
     s = split_table(p, space)
-    for a, b in batch_ends(s.sizes() * len(rec), rows or CHUNK_ROWS):
+    for a, b in block_ends(s.sizes() * len(rec), rows or BLOCK_ROWS):
         yield with_recomputes(product(s, np.arange(a, b))[0], rec)

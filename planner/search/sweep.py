@@ -8,13 +8,13 @@ from typing import Any, Callable
 def fit_counts(model: Any, hardware: Any, counts: list[int], *,
                progress: Callable[[int, int], None] | None = None, **kw: Any) -> list[Any]:
     """api.fit at each count (a single count also explains its winner and suggests what would
-    fit); the searches together price at most batches.MAX_PRICED layouts, each getting what the
-    counts before it left (batches.SpaceTooLarge names the spent budget)."""
-    from planner.search import blocks as batches
+    fit); the searches together price at most blocks.MAX_PRICED layouts, each getting what the
+    counts before it left (blocks.SpaceTooLarge names the spent budget)."""
+    from planner.search import blocks
     from planner.search.fit import fit
 
     one = len(counts) == 1
-    results, left = [], batches.MAX_PRICED
+    results, left = [], blocks.MAX_PRICED
     for i, n in enumerate(counts):
         if progress is not None:
             progress(i, n)

@@ -1,0 +1,124 @@
+"""The fast search (planner.search.fast) equals the plain brute-force one
+(planner.search.reference) on random small questions: the same ranked front, row for row
+(layout, step time, peak memory), the same counts (enumerated, valid, solved, rejected by each
+rule) and the same example layout for each rule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from planner.api import problem
+from planner.evaluation.candidates import Candidates
+from planner.evaluation.evaluate import evaluate
+from planner.evaluation.rules import RULE_NAMES
+from planner.search import fast, reference
+from planner.search.fast import OBJECTIVES, SearchSpace
+from planner.specs.framework import load_framework
+from planner.specs.hardware_toml import load_profile
+from planner.specs.layout import Layout
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
+
+# The largest space drawn (layouts with their recompute variants): keeps the test near 20 s.
+MOST_LAYOUTS = 6000
+MODELS = {"1.3B": model_from_params(1.3e9), "7B": model_from_params(7e9),
+          "70B": model_from_params(70e9), "gpt2": get_preset("gpt2"),
+          "mixtral": get_preset("mixtral-8x7b"), "qwen2": get_preset("qwen2-7b")}
+# h100 uncalibrated; a100-40g and h100-96gb-500w with error bands (a tolerance, a bucketed
+# rank); l40s one GPU per NVLink domain; gb200-nvl72 72 per domain
+HARDWARE = ("h100", "a100-40g", "h100-96gb-500w", "l40s", "gb200-nvl72")
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
+
+
+def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str):
+    p = problem(MODELS[model], load_profile(hw), gpus, seq_len=seq, global_batch=batch,
+                precision=precision)
+    return dataclasses.replace(p, framework=load_framework(fw))
+
+
+problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from(HARDWARE),
+                     st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]),
+                     st.sampled_from([512, 2048, 8192]), st.sampled_from([1, 16, 48, 64, 96, 128]),
+                     st.sampled_from(["mixed", "fp8", "bf16-pure"]), st.sampled_from(FRAMEWORKS))
+
+
+def _fixed(*values):
+    """A knob left to the search three times in four, else fixed to one of `values`."""
+    return st.sampled_from([None] * (3 * len(values)) + list(values))
+
+
+spaces = st.builds(SearchSpace, tp=_fixed(1, 2), pp=_fixed(1, 2), cp=_fixed(1), ep=_fixed(1),
+                   zero=_fixed(0, 3), micro_batch=_fixed(1, 2),
+                   recompute=_fixed("none", "full"), schedule=_fixed("1f1b", "interleaved"),
+                   allow_offload=st.booleans(), max_chunks=st.sampled_from([2, 3, 4]))
+
+
+def _size(p, space: SearchSpace) -> int:
+    p = p.resolved()
+    return sum(1 for _ in reference.base_layouts(p, space)) * len(
+        reference.recompute_choices(p, space))
+
+
+def _fast_rows(p, res) -> list[tuple]:
+    return [(res.candidates.layout(int(i), p.precision, p.optimizer),
+             float(res.results.time.step[i]), float(res.results.memory.peak[i]))
+            for i in res.order]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, spaces, st.sampled_from(OBJECTIVES), st.booleans())
+def test_the_fast_search_equals_the_reference(p, space, objective, dominated):
+    """Front (or every valid row, `dominated`) row for row, in rank order; counts; examples."""
+    assume(_size(p, space) <= MOST_LAYOUTS)
+    got = fast.search(p, space, objective, dominated=dominated)
+    want = reference.search(p, space, objective, dominated=dominated)
+    rows = _fast_rows(p, got)
+    assert [r[0] for r in rows] == [w.layout for w in want.ranked]
+    assert [x for r in rows for x in r[1:]] == pytest.approx(
+        [x for w in want.ranked for x in (w.step_time, w.peak)], rel=1e-12)
+    assert (got.enumerated, got.valid, got.solved) == (want.enumerated, want.valid, want.solved)
+    assert {RULE_NAMES[k]: int(n) for k, n in enumerate(got.rejected) if n} == want.rejected
+    examples = {RULE_NAMES[k]: got.candidates.layout(i, p.precision, p.optimizer)
+                for i, k in enumerate(got.first_failure) if k >= 0}
+    assert examples == want.examples
+
+
+def test_the_reference_prices_each_layout_as_alone():
+    """reference.price evaluates every layout in one call: each row's figures are those of the
+    layout evaluated alone (evaluate reads a row's own layout only)."""
+    p = _problem("mixtral", "h100", 16, 2048, 32, "mixed", "megatron").resolved()
+    space = SearchSpace(allow_offload=True)
+    bases = list(reference.base_layouts(p, space))
+    pick = np.random.default_rng(0).choice(len(bases), 12, replace=False)
+    layouts = [Layout(**bases[i], recompute=m) for i in sorted(pick)
+               for m in reference.recompute_choices(p, space)]
+    together = reference.price(p, layouts)
+    for lay, row in zip(layouts, together):
+        alone = evaluate(p, Candidates.from_layouts([lay]))
+        assert (float(alone.time.step[0]), float(alone.memory.peak[0])) == \
+            (row.step_time, row.peak)
+
+
+def test_the_reference_refuses_a_large_space():
+    p = _problem("7B", "h100", 64, 8192, 4096, "mixed", "megatron")
+    with pytest.raises(ValueError, match="reference search prices at most"):
+        reference.search(p, SearchSpace(allow_offload=True))
+
+
+def test_partial_recompute_is_the_smallest_count_that_fits():
+    """Where the optimizer step's moment takes over the peak as layers are recomputed (7B,
+    FSDP, ZeRO-3 over groups of 2 of 4 ranks), memory is not linear in the count: its chord
+    gave 16 layers, 11 fit. The fast search finds the reference's smallest count."""
+    p = _problem("7B", "a100-80g", 4, 4096, 8, "mixed", "fsdp")
+    space = SearchSpace(tp=1, pp=1, zero=3, micro_batch=1, recompute=None)
+    got = fast.search(p, space, dominated=True)
+    want = reference.search(p, space, dominated=True)
+    assert [r[0] for r in _fast_rows(p, got)] == [w.layout for w in want.ranked]
+    hybrid = [w.layout for w in want.ranked if w.layout.shard_group == 2 and w.layout.dp == 4
+              and w.layout.recompute_layers]
+    assert [lay.recompute_layers for lay in hybrid] == [11]

@@ -1,7 +1,9 @@
-"""The shape of the code: engine/ is pure (imports nothing outside itself), no import cycle at
-module level, no file over 400 lines and no function over 80 anywhere in planner/ (the
-engine-config readers' flat assertion lists excepted, by name), and render/ and cli/ hold no
-arithmetic (they format what the library computed)."""
+"""The shape of the code, read from every import (function-level and type-only ones included):
+one folder per concern, each an import layer that imports only the layers its line in LAYERS
+names; no import cycle between modules; at most seven modules at the top of planner/; no file
+over 400 lines and no function over 80 (the engine-config readers' flat assertion lists
+excepted, by name); engine/ pure; render/ and cli/ hold no arithmetic (they format what the
+library computed)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,35 @@ import ast
 from pathlib import Path
 
 PLANNER = Path(__file__).resolve().parent.parent / "planner"
-MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
+MAX_FILE_LINES, MAX_FUNCTION_LINES, MAX_TOP_MODULES = 400, 80, 7
+
+# Each folder (or top-level module) of planner/, bottom to top, and the layers it may import: a
+# layer names only layers above it in this table, so the table is the order. `errors` is one
+# module under everything; `api` gathers the public names; `__main__` starts the CLI.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "errors": (),
+    "engine": (),
+    "io": ("errors", "engine"),
+    "specs": ("errors", "engine", "io"),
+    "evidence": ("errors", "io"),
+    "resilience": ("errors", "engine", "io", "specs"),
+    "evaluation": ("errors", "engine", "io", "specs", "resilience"),
+    "framework_configs": ("errors", "engine", "io", "specs", "evaluation"),
+    "resolve": ("errors", "engine", "io", "specs", "evaluation", "framework_configs"),
+    "search": ("errors", "engine", "io", "specs", "evaluation"),
+    "advice": ("errors", "engine", "io", "specs", "evaluation", "search"),
+    "gate": ("errors", "engine", "io", "specs", "resilience", "evaluation", "resolve", "advice"),
+    "calibration": ("errors", "engine", "io", "specs", "evidence", "evaluation", "resolve"),
+    "render": ("errors", "io", "specs", "evidence", "resilience", "evaluation", "search",
+               "advice", "gate", "calibration"),
+    "review": ("errors", "engine", "io", "specs", "evidence", "resilience", "evaluation",
+               "resolve", "search", "advice", "gate", "calibration", "render"),
+    "cli": ("errors", "io", "specs", "evidence", "resilience", "evaluation", "framework_configs",
+            "resolve", "search", "advice", "gate", "calibration", "render", "review"),
+    "api": ("errors", "specs", "evaluation", "search", "advice"),
+    "__init__": ("api",),
+    "__main__": ("cli",),
+}
 # The engine-config readers: each is one flat list of the framework's own assertions (one
 # `rules.append(make_rule(...))` per check its argument validation makes), kept in the order the
 # framework checks them so a reader can compare them line by line. The figure is a ceiling.
@@ -30,21 +60,21 @@ def _modules() -> dict[str, Path]:
 
 
 def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
-    """Absolute names a `from ... import` refers to (modules, or module.attribute)."""
+    """Absolute names a `from ... import` refers to: module.attribute for each name (a
+    submodule when it is one), the module itself for the names that are not submodules."""
     if node.level == 0:
         base = node.module or ""
     else:
         pkg = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
         pkg = pkg[: len(pkg) - (node.level - 1)]
         base = ".".join(pkg + ([node.module] if node.module else []))
-    return [base] + [f"{base}.{a.name}" for a in node.names]
+    return [f"{base}.{a.name}" for a in node.names]
 
 
-def _imports(module: str, path: Path, top_level_only: bool) -> set[str]:
-    tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+def _imports(module: str, path: Path) -> set[str]:
+    """Every name the module imports, wherever the import statement stands."""
     names: set[str] = set()
-    for node in nodes:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             names.update(_resolve(module, path, node))
         elif isinstance(node, ast.Import):
@@ -52,25 +82,49 @@ def _imports(module: str, path: Path, top_level_only: bool) -> set[str]:
     return names
 
 
-def test_engine_imports_nothing_outside_engine():
-    for module, path in _modules().items():
-        if not (module == "planner.engine" or module.startswith("planner.engine.")):
-            continue
-        for name in _imports(module, path, top_level_only=False):
-            inside = name == "planner.engine" or name.startswith("planner.engine.")
-            assert inside or name.split(".")[0] in STDLIB_OK, (module, name)
-
-
-def test_no_import_cycle_at_module_level():
+def _graph() -> dict[str, set[str]]:
+    """Module → the planner modules it imports (a name resolves to its longest module prefix)."""
     mods = _modules()
-    graph = {m: {n for n in _imports(m, p, top_level_only=True) if n in mods and n != m}
-             for m, p in mods.items()}
-    # a package imports its own submodules lazily; only module-to-module edges matter
+
+    def module_of(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {m: {d for n in _imports(m, p) if (d := module_of(n)) and d != m}
+            for m, p in mods.items()}
+
+
+def _layer(module: str) -> str:
+    """The LAYERS entry a module belongs to: its folder under planner/, or its own name."""
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_every_folder_is_a_layer():
+    """Each folder (or top-level module) of planner/ has its line in LAYERS, each line names
+    only layers listed above it, and every import of every module stays within its line."""
+    names = list(LAYERS)
+    for layer, allowed in LAYERS.items():
+        assert all(names.index(a) < names.index(layer) for a in allowed), (layer, allowed)
+    present = {_layer(m) for m in _modules()}
+    assert present <= set(LAYERS), f"folders without a line in LAYERS: {present - set(LAYERS)}"
+    bad = sorted(f"{m} imports {d} ({_layer(d)} is not below {_layer(m)})"
+                 for m, deps in _graph().items() for d in deps
+                 if _layer(d) != _layer(m) and _layer(d) not in LAYERS[_layer(m)])
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    """No module reaches itself through imports, counting every import statement (inside
+    functions and under TYPE_CHECKING too); a package's __init__ importing its own submodules is
+    the one edge left out (it is how a package gathers its names)."""
+    graph = _graph()
     state: dict[str, int] = {}
 
     def visit(m: str, stack: list[str]) -> None:
         state[m] = 1
-        for n in graph[m]:
+        for n in sorted(graph[m]):
             if n.startswith(m + "."):
                 continue
             assert state.get(n) != 1, " -> ".join(stack + [m, n])
@@ -78,9 +132,37 @@ def test_no_import_cycle_at_module_level():
                 visit(n, stack + [m])
         state[m] = 2
 
-    for m in graph:
+    for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+def test_few_modules_at_the_top():
+    top = sorted(p.name for p in PLANNER.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def test_no_hidden_imports():
+    """Every import is an import statement the checks above read: no importlib.import_module or
+    __import__ of a planner module by a string."""
+    bad = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name in ("import_module", "__import__"):
+                    bad.append(f"{module}:{node.lineno}")
+    assert not bad, bad
+
+
+def test_engine_imports_nothing_outside_engine():
+    for module, path in _modules().items():
+        if _layer(module) != "engine":
+            continue
+        for name in _imports(module, path):
+            inside = name == "planner.engine" or name.startswith("planner.engine.")
+            assert inside or name.split(".")[0] in STDLIB_OK, (module, name)
 
 
 def test_file_sizes():
@@ -102,18 +184,6 @@ def test_function_sizes():
                     over.append(f"planner/{rel}: {node.name}() is {lines} lines (limit {limit}); "
                                 "decompose it")
     assert not over, "\n".join(over)
-
-
-def test_layering():
-    """Lower layers never reach up, not even lazily: documents do not import the CLI, the
-    engine-config readers do not import the plan gate that calls them."""
-    mods = _modules()
-    engines = [(m, "planner.gate.check") for m in mods if m.startswith("planner.framework_configs")]
-    review = [(m, "planner.cli") for m in mods if m.startswith("planner.review")]
-    for low, high in [("planner.review.build", "planner.cli"), ("planner.evaluation.evaluate", "planner.api"),
-                      ("planner.evaluation.timing", "planner.evaluation.evaluate")] + engines + review:
-        names = _imports(low, mods[low], top_level_only=False)
-        assert not any(n == high or n.startswith(high + ".") for n in names), (low, high)
 
 
 # ---- render/ and cli/ hold no arithmetic --------------------------------------------------------
@@ -200,7 +270,7 @@ def _presentation_modules() -> list[tuple[str, str, Path]]:
 def test_render_and_cli_import_no_model():
     bad = []
     for module, rel, path in _presentation_modules():
-        for name in _imports(module, path, top_level_only=False):
+        for name in _imports(module, path):
             if name.split(".")[0] == "numpy" or any(name == m or name.startswith(m + ".")
                                                      for m in MODEL_MODULES):
                 bad.append(f"planner/{rel} imports {name}: render/ and cli/ call planner.api "

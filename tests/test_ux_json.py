@@ -96,3 +96,11 @@ def test_schema_rejects_unknown_command():
     r = run_dtplan("schema", "nonsense")
     assert r.code == 2 and "Traceback" not in r.err
     assert json.loads(run_dtplan("schema").out)["title"]       # the plan schema stays the default
+
+
+def test_every_mode_printed_has_its_schema():
+    """json_out.MODES (what the envelope names) and json_schema.OUTPUTS (a schema per mode) list
+    the same modes of the same commands, in the same order (the first is the default)."""
+    from planner.render.json_out import MODES
+    from planner.render.json_schema import OUTPUTS
+    assert {c: tuple(m for m, _ in OUTPUTS[c]) for c in OUTPUTS} == MODES

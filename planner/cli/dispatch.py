@@ -6,7 +6,6 @@ usage errors in its own words, folded onto the line); a bug is one line and a hi
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -40,7 +39,32 @@ def register(argv: list[str]) -> None:
     name = argv[0] if argv else None
     one = name in COMMANDS and COMPLETE_VAR not in os.environ
     for module in (COMMANDS[name],) if one else MODULES:
-        importlib.import_module(f"{__package__}.{module}")
+        _load(module)
+
+
+def _load(module: str) -> None:  # noqa: C901 - one import statement per command module
+    """Import one command module: importing it registers its commands (plain import
+    statements, so the architecture test reads every edge)."""
+    if module == "fit_cmd":
+        from planner.cli import fit_cmd  # noqa: F401
+    elif module == "plan_cmds":
+        from planner.cli import plan_cmds  # noqa: F401
+    elif module == "catalog":
+        from planner.cli import catalog  # noqa: F401
+    elif module == "gate":
+        from planner.cli import gate  # noqa: F401
+    elif module == "report_cmds":
+        from planner.cli import report_cmds  # noqa: F401
+    elif module == "quick":
+        from planner.cli import quick  # noqa: F401
+    elif module == "calibrate":
+        from planner.cli import calibrate  # noqa: F401
+    elif module == "compare":
+        from planner.cli import compare  # noqa: F401
+    elif module == "completion":
+        from planner.cli import completion  # noqa: F401
+    else:
+        raise ValueError(f"no command module {module!r}")
 
 
 def _fail(message: str, code: int) -> int:

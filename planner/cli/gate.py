@@ -131,7 +131,7 @@ def schema_cmd(
     """Print the JSON Schema of plan files, or of a command's `--format json` output
     (`dtplan schema fit`, `dtplan schema check`)."""
     from planner.resolve.plan_file import json_schema
-    from planner.render.json_out import check_schema, output_schema
+    from planner.render.json_schema import check_schema, output_schema
 
     if kind is SchemaKind.plan:
         schema = json_schema()

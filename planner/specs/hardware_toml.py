@@ -206,8 +206,10 @@ def bundled_dir(package: str) -> Path:
     the source tree's, or the installed wheel's (pyproject's package-data ships the TOMLs
     beside their ``__init__.py``). Read as a plain path: importlib.resources would load
     tempfile, shutil, zipfile and their compressors on every run (~10 ms) for the same files."""
-    import importlib
-    return Path(next(iter(importlib.import_module(package).__path__)))
+    import framework_profiles
+    import hardware_profiles
+    data = {"hardware_profiles": hardware_profiles, "framework_profiles": framework_profiles}
+    return Path(next(iter(data[package].__path__)))
 
 
 _BUNDLED: Optional[tuple[HardwareProfile, ...]] = None

@@ -21,6 +21,7 @@ from typing import Optional
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import estimate_problem
 from planner.search.fast import SearchSpace, search
+from planner.specs.finetune import Tuning
 from planner.specs.layout import Layout
 
 # The range tried: 2× and 4× the global batch (a stated range, not an open-ended hunt), the
@@ -100,7 +101,7 @@ def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, col
             break
         i = int(res.order[0])
         figures[k] = (float(res.results.throughput.mfu[i]), float(res.results.time.step[i]),
-                      res.candidates.layout(i, p.precision, p.optimizer))
+                      res.candidates.layout(i, p.precision, p.optimizer, p.tuning))
         if not clears(figures[k][0], mfu, need):   # the largest factor does not: none does
             break
     return _advice(p, mfu, need, figures)
@@ -133,7 +134,7 @@ def advise_fit_result(r, model, hardware, space: SearchSpace, *, precision: str 
     from planner.evaluation.train import problem
     w = r.layouts[0]
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
-                precision=precision, optimizer=optimizer)
+                precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout))
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, error_band_pct=w.error_band_pct)
 

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
-from planner.cli.knob_options import (CpSearch, EpSearch, MicroBatchSearch, Optimizer, PpSearch,
-                                      Precision, RecomputeSearch, TpSearch, ZeroSearch)
+from planner.cli.knob_options import (BaseFormat, CpSearch, EpSearch, Finetune, LoraAlpha,
+                                      LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
+                                      PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
                                  switch, whole)
 from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
+
+if TYPE_CHECKING:
+    from planner.specs.finetune import Tuning
+
+# fit's fine-tuning options: the layout knobs' defaults (not search axes)
+FT = {n: KNOB[n].default for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets",
+                                   "base_format")}
 
 
 @command("fit", "dtplan fit --model llama3-70b --gpus 256",
@@ -27,6 +35,9 @@ def fit_cmd(
     micro_batch: MicroBatchSearch = None,
     precision: Precision = KNOB["precision"].default,
     optimizer: Optimizer = KNOB["optimizer"].default,
+    finetune: Finetune = FT["finetune"], lora_rank: LoraRank = FT["lora_rank"],
+    lora_alpha: LoraAlpha = FT["lora_alpha"], lora_targets: LoraTargets = FT["lora_targets"],
+    base_format: BaseFormat = FT["base_format"],
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
     zero: ZeroSearch = None,
     recompute: RecomputeSearch = None,
@@ -58,11 +69,8 @@ def fit_cmd(
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
-    counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
-    if len(counts) > MAX_FIT_COUNTS:
-        from planner.errors import InputError
-        raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
-                                   f"whole search), got {len(counts)}; split the sweep")
+    tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format)  # checked first
+    counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
     spec = job.model_spec()
@@ -80,7 +88,7 @@ def fit_cmd(
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,
-                         objective=objective, top=top, dominated=show_all,
+                         tuning=tuning, objective=objective, top=top, dominated=show_all,
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
@@ -100,6 +108,26 @@ def fit_cmd(
                          "--all ranks every valid layout")
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _counts(gpus: str) -> list[int]:
+    """The GPU counts of --gpus (a list or range), at most MAX_FIT_COUNTS of them."""
+    from planner.io import validate as v
+    counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
+    if len(counts) > MAX_FIT_COUNTS:
+        from planner.errors import InputError
+        raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
+                                   f"whole search), got {len(counts)}; split the sweep")
+    return counts
+
+
+def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str) -> "Tuning":
+    """The fine-tuning recipe of fit's options (checked as a layout's knobs are)."""
+    from planner.specs.finetune import Tuning
+    from planner.specs.knobs import Layout
+    return Tuning.of(Layout(finetune=finetune, lora_rank=rank,  # type: ignore[arg-type]
+                            lora_alpha=alpha, lora_targets=targets,
+                            base_format=base_format))  # type: ignore[arg-type]
 
 
 def _progress(total: int):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from planner.evaluation import tuning as tun
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
@@ -14,6 +15,7 @@ from planner.specs.layout import Layout, Rule
 from planner.specs.model import ModelSpec
 from planner.evaluation.rules import Figures, rules_for
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import Tuning
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,7 +123,7 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
             band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            _framework_memory_note(p), budget_note(p.budget)]
+            _framework_memory_note(p), budget_note(p.budget)] + [n for n in [tun.note(p)] if n]
 
 
 def budget_note(b: MemoryBudget, gib: bool = False) -> str:
@@ -189,6 +191,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     p = p.resolved()
     if lay.precision != p.precision or lay.optimizer != p.optimizer:
         p = replace(p, precision=lay.precision, optimizer=lay.optimizer)
+    if Tuning.of(lay) != p.tuning:  # the layout states what trains, as it states the precision
+        p = replace(p, tuning=Tuning.of(lay))
     ev = evaluate(p, Candidates.from_layouts([lay]))
     mem, t, thr = ev.memory, ev.time, ev.throughput
     one = lambda a: float(a[0])  # noqa: E731

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import full_recomputed
 from planner.engine import activations as act
 from planner.engine import allocator as alc
@@ -29,7 +30,7 @@ FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
 # Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
 SP_GATHERED_TERMS = ("qkv_in", "fc1_in")
 # Items in the order a printout lists them.
-ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_params",
+ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights", "gathered_params",
          "grad_buffers", "activations", "working", "loss", "optimizer_temp")
 
 
@@ -102,12 +103,15 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
 
-    def total(recompute: int) -> np.ndarray:
-        return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
-                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
-                   for k, v in terms[recompute].items())
-    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
+
+    def total(recompute: int) -> np.ndarray:
+        kept = sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
+                   * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
+        return kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0)
+    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
     # experts (k·h per token, on the rank's sequence shard), beside the router's input
     moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
@@ -119,6 +123,8 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
             mm_is_saved=p.precision != "fp8"), dtype=float)
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
+    if p.tuning.frozen:  # the op save list never keeps more than the frozen layer needs
+        selective = np.minimum(selective, none)
     return {"none": none, "selective": selective, "full": full,
             "terms": float(len(terms[act.RECOMPUTE_NONE])),
             # autograd holds the incoming gradient of a block and those of its widest op
@@ -157,7 +163,11 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     expert_shard = np.maximum(np.minimum(shard, dpcp / np.asarray(c.ep, dtype=float)), 1.0)
     (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
     sharding = np.where(fsdp, 3, zero)
-    weights, grads, optim = bud.sharded_states(st.dense_params, st.expert_params, sharding,
+    trained, trained_experts, frozen = st.dense_params, st.expert_params, 0.0 * zero
+    if p.tuning.frozen:  # only the adapters train; the base is frozen weights alone
+        trained, frozen = tun.split_stage(p, np.asarray(c.tp, dtype=float), st, sharding, shard)
+        trained_experts = 0.0 * trained
+    weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
                                                shard, expert_shard, w_b, g_b, k_b)
     weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
@@ -167,7 +177,9 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes
     return {"weights": weights, "gradients": grads, "optimizer": optim,
-            "fp8_weight_cache": cache + 0.0 * local, "optimizer_temp": opt_temp, "fsdp": fsdp}
+            "fp8_weight_cache": cache + 0.0 * local, "frozen_weights": frozen + 0.0 * local,
+            "optimizer_temp": opt_temp, "fsdp": fsdp,
+            "trained_share": tun.trainable_fraction(p, local, np.asarray(trained) + 0.0 * local)}
 
 
 def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
@@ -211,8 +223,12 @@ def stage_states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     persistent sum (weights + gradients + optimizer + fp8 cache) and the parameters held."""
     states = _states(p, c, fw, st)
     buf = _framework_buffers(p, c, fw, st, states.pop("fsdp"))
+    share = states.pop("trained_share")
+    if p.tuning.frozen:  # gradient buffers hold the adapters' gradients alone
+        buf = {**buf, "grads_first": np.asarray(buf["grads_first"]) * share,
+               "grads_accumulated": np.asarray(buf["grads_accumulated"]) * share}
     persistent = sum(np.asarray(states[k]) for k in
-                     ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+                     ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights"))
     return {**states, **buf, "persistent": persistent,
             "params": st.dense_params + st.expert_params}
 
@@ -234,8 +250,9 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
     loss = head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
                                    logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
                                    copy_bytes_per_elem=0.0)
-    return {"per_mb": per_mb, "forward_working": a["fwd_working"],
-            "backward_working": recompute_transient + a["grad_working"], "loss": loss,
+    dequant = tun.dequant_working(p, tp)  # QLoRA: one linear dequantised for its matmul
+    return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant,
+            "backward_working": recompute_transient + a["grad_working"] + dequant, "loss": loss,
             "has_loss": head, "tensor_gap": alc.segment_gap(a["none"] / a["terms"]),
             "terms": a["terms"]}
 
@@ -284,6 +301,7 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     allocated, moment, at_peak = pk.peak_of(phases, totals)
     items = {"weights": s["weights"], "gradients": s["gradients"],
              "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
+             "frozen_weights": s["frozen_weights"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
              "activations": at_peak["activations"], "working": at_peak["working"],
              "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}

@@ -20,6 +20,7 @@ from planner.engine import activations as act
 from planner.engine import compute as cmp
 from planner.engine import step_time as st
 from planner.evaluation import timing_terms as terms
+from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import SCHEDULE_CODES
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
@@ -198,7 +199,8 @@ def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: 
     recomputation redoes), MFU and HFU against peak, bubble and collective shares, energy."""
     mod, m, step, peak = p.model, x.micro_batches, t.step, comp.peak_flops
     tokens_step = p.global_batch * p.seq_len
-    model_flops = mod.training_flops_per_token(p.seq_len) * tokens_step
+    model_flops = (mod.training_flops_per_token(p.seq_len)
+                   + tun.frozen_flops_per_token_delta(p)) * tokens_step
     extra = np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                      mod.layers * comp.attn_flops * x.tp * x.cp,
                      np.where(c.recompute == act.RECOMPUTE_FULL,

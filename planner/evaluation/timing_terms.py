@@ -18,6 +18,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
+from planner.evaluation import tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.engine import activations as act
 from planner.engine import attention as attn
@@ -111,8 +112,12 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     mem_fwd = cmp.memory_bound_time(passes * a_none, hbm)
     mem_attn = cmp.memory_bound_time(passes * (a_none - a_sel), hbm)
     t_lin = f_lin / lin_rate
-    t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f
-    t_bwd = 2.0 * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b
+    # a frozen base runs no weight-gradient GEMM; adapters and QLoRA's dequantisation add theirs
+    bwd_gemm, t_adapt, t_dq = tun.compute_terms(p, tokens, x.tp, t_lin, lambda r: cmp.matmul_rate(
+        bf16, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction, r, tokens,
+        eff.matmul_half_hidden, eff.matmul_half_tokens))
+    t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f + t_adapt + t_dq
+    t_bwd = bwd_gemm * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b + 2.0 * t_adapt + t_dq
     if fw.selective_recompute == "op-save-list":   # torchtitan: every second matmul + elementwise
         sel = fw.selective_matmul_share * (t_lin + t_exp_f) + mem_fwd + cast_f
     else:                                            # Megatron's core attention
@@ -122,7 +127,8 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                                      t_fwd * k_full / np.maximum(n_layers, 1), 0.0))
     recompute_t = n_layers * per_layer_re
     f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
-    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + 3.0 * f_head / rate
+    head_passes = 2.0 if p.tuning.frozen else 3.0  # a frozen output layer: no weight gradient
+    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + head_passes * f_head / rate
     return Compute(per_micro_batch=per_mb, recompute=recompute_t, layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
@@ -161,14 +167,20 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     fw, hw = p.fw.time, p.hardware
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
+    # a fine-tune reduces (and re-gathers after the update) its adapters' gradients alone, and
+    # gathers its frozen base in the base's format
+    trained, gather_b, reduce_b = stage_params, fw.gather_bytes, fw.reduce_bytes
+    if p.tuning.frozen:
+        trained = x.layers[1] * tun.adapter_params_per_layer(p) / x.tp
+        gather_b, reduce_b = tun.base_bytes(p), reduce_b * trained / np.maximum(stage_params, 1.0)
     out = {}
-    out["g"], out["r"] = st.zero3_unit_times(layer_params, fw.gather_bytes, fw.reduce_bytes,
+    out["g"], out["r"] = st.zero3_unit_times(layer_params, gather_b, reduce_b,
                                              x.shard, x.tp * x.cp, gpn, fab)
-    out["g_e"], out["r_e"] = st.zero3_unit_times(edge_params, fw.gather_bytes, fw.reduce_bytes,
+    out["g_e"], out["r_e"] = st.zero3_unit_times(edge_params, gather_b, reduce_b,
                                                  x.shard, x.tp * x.cp, gpn, fab)
     n = x.dp * x.cp
     out["red"], out["gather"] = st.dp_reduction_times(
-        dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
+        dp_gradient_bytes(p, trained), trained * fw.gather_bytes, zero >= 1, n, x.tp,
         gpn, fab)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])

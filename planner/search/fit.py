@@ -25,6 +25,7 @@ from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED
 from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import FULL, Tuning
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
 from planner.specs.layout import Layout
@@ -40,7 +41,8 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     layout, found by the search with every other knob fixed."""
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=layout.precision, optimizer=layout.optimizer, budget=budget)
+                precision=layout.precision, optimizer=layout.optimizer, budget=budget,
+                tuning=Tuning.of(layout))
     v.framework_recompute("--recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
@@ -52,7 +54,8 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
                             allow_offload=False)
         res = search(p, space)
         if len(res.order):
-            best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer)
+            best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer,
+                                         p.tuning)
             layout = replace(layout, micro_batch=best.micro_batch, schedule=best.schedule,
                              chunks=best.chunks)
             note = (f"auto: micro-batch {best.micro_batch}"
@@ -139,7 +142,7 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
-            rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer),
+            rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer, p.tuning),
             peak_memory_bytes=float(r.memory.peak[i]), headroom_bytes=float(r.memory.headroom[i]),
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
@@ -159,11 +162,11 @@ def _rejections(res: SearchResult) -> list[Rejection]:
         if name == "fits-in-memory":
             j = int(idx[np.argmax(r.memory.headroom[idx])])
             over = -r.memory.headroom[j] / 1e9
-            closest = (f"{short_label(c.layout(j, p.precision, p.optimizer))} needs "
+            closest = (f"{short_label(c.layout(j, p.precision, p.optimizer, p.tuning))} needs "
                        f"{r.memory.peak[j] / 1e9:.1f} GB, {over:.1f} GB over")
         else:
             j = int(idx[0])
-            closest = f"e.g. {short_label(c.layout(j, p.precision, p.optimizer))}"
+            closest = f"e.g. {short_label(c.layout(j, p.precision, p.optimizer, p.tuning))}"
         out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]), closest=closest))
     return out
 
@@ -182,6 +185,7 @@ def short_label(lay: Layout) -> str:
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
+        tuning: Tuning = FULL,
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
         explain: bool = True, limit: int = MAX_PRICED) -> FitResult:
     """Search every layout (refused over `limit` structurally valid ones); return the best
@@ -191,7 +195,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     v.choice("--objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=precision, optimizer=optimizer, budget=budget)
+                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning)
     v.framework_recompute("--recompute", space.recompute or "none", p.fw)
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)

@@ -77,6 +77,7 @@ LAYOUT_CASES = {
     "--lora-alpha": _with(B + ("--finetune", "lora"), "--lora-alpha", "8"),  # printed in the recipe note
     "--lora-targets": _with(B + ("--finetune", "lora"), "--lora-targets", "q,v"),
     "--base-format": _with(B + ("--finetune", "lora"), "--base-format", "int8"),
+    "--lora-dropout": _with(B + ("--finetune", "lora"), "--lora-dropout"),
     "--context-gb": _with(B, "--context-gb", "2"),
     "--comm-buffer-gb": _with(B, "--comm-buffer-gb", "2"),
     "--fragmentation": _with(B, "--fragmentation", "0.1"),

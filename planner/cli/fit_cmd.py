@@ -9,7 +9,7 @@ from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
 from planner.cli.knob_options import (BaseFormat, CpSearch, EpSearch, Finetune, LoraAlpha,
-                                      LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
+                                      LoraDropout, LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
                                       PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
                                  switch, whole)
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # fit's fine-tuning options: the layout knobs' defaults (not search axes)
 FT = {n: KNOB[n].default for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets",
-                                   "base_format")}
+                                   "base_format", "lora_dropout")}
 
 
 @command("fit", "dtplan fit --model llama3-70b --gpus 256",
@@ -37,7 +37,7 @@ def fit_cmd(
     optimizer: Optimizer = KNOB["optimizer"].default,
     finetune: Finetune = FT["finetune"], lora_rank: LoraRank = FT["lora_rank"],
     lora_alpha: LoraAlpha = FT["lora_alpha"], lora_targets: LoraTargets = FT["lora_targets"],
-    base_format: BaseFormat = FT["base_format"],
+    base_format: BaseFormat = FT["base_format"], lora_dropout: LoraDropout = FT["lora_dropout"],
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
     zero: ZeroSearch = None,
     recompute: RecomputeSearch = None,
@@ -69,7 +69,7 @@ def fit_cmd(
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
-    tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format)  # checked first
+    tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format, lora_dropout)
     counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
@@ -121,13 +121,15 @@ def _counts(gpus: str) -> list[int]:
     return counts
 
 
-def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str) -> "Tuning":
+def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str,
+            dropout: Optional[bool]) -> "Tuning":
     """The fine-tuning recipe of fit's options (checked as a layout's knobs are)."""
     from planner.specs.finetune import Tuning
     from planner.specs.knobs import Layout
     return Tuning.of(Layout(finetune=finetune, lora_rank=rank,  # type: ignore[arg-type]
                             lora_alpha=alpha, lora_targets=targets,
-                            base_format=base_format))  # type: ignore[arg-type]
+                            base_format=base_format,  # type: ignore[arg-type]
+                            lora_dropout=bool(dropout)))
 
 
 def _progress(total: int):

@@ -45,8 +45,9 @@ KNOB_DEFAULTS: dict[str, Any] = {k.name: str(k.default) if k.cli_auto else k.def
 
 Tp, Pp, Cp, Ep = (KNOB_OPTIONS[n] for n in ("tp", "pp", "cp", "ep"))
 Precision, Optimizer = KNOB_OPTIONS["precision"], KNOB_OPTIONS["optimizer"]
-Finetune, LoraRank, LoraAlpha, LoraTargets, BaseFormat = (
-    KNOB_OPTIONS[n] for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets", "base_format"))
+Finetune, LoraRank, LoraAlpha, LoraTargets, BaseFormat, LoraDropout = (
+    KNOB_OPTIONS[n] for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets", "base_format",
+                              "lora_dropout"))
 
 
 def _fixed(name: str, what: str, **kw: Any) -> Any:

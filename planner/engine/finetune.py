@@ -64,6 +64,13 @@ def adapter_activation_bytes(tokens: Num, adapted: Num, rank: Num, width: Num = 
     return out(np.asarray(tokens, dtype=float) * adapted * rank * width)
 
 
+def dropout_copy_bytes(tokens: Num, input_width: Num, width: Num = 2.0) -> Num:
+    """LoRA dropout (p > 0) per layer: each adapted linear's input copied by nn.Dropout (width
+    bytes) and its bool mask (1 byte; torch native_dropout), tokens·Σd_in·(width + 1)
+    (PEFT tuners/lora/layer.py; recipes.md §1.4)."""
+    return out(np.asarray(tokens, dtype=float) * input_width * (np.asarray(width) + 1.0))
+
+
 def dequant_working_bytes(largest_linear_params: Num, compute_bytes: Num = 2.0) -> Num:
     """QLoRA's transient peak: one quantised linear dequantised to the compute dtype for the
     duration of its matmul (bitsandbytes `_dequant_linear_fallback`): ψ_linear × 2 bytes (bf16)."""

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from planner.engine import finetune as ft
-from planner.specs.finetune import adapted_count, adapter_pairs, largest_linear, layer_linears
+from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
+                                    largest_linear, layer_linears)
 
 # The saved tensors that exist only as the input of one linear's weight gradient (engine.
 # activations' names) and the linears that need them: when none of those trains the tensor is
@@ -70,8 +71,12 @@ def adapter_activations(p: Any, tokens: np.ndarray, width: float) -> np.ndarray:
     """Per layer: the rank-r intermediates each adapted linear's B keeps."""
     if not p.tuning.frozen:
         return 0.0 * tokens
-    return np.asarray(ft.adapter_activation_bytes(tokens, adapted_count(p.model, p.tuning),
+    kept = np.asarray(ft.adapter_activation_bytes(tokens, adapted_count(p.model, p.tuning),
                                                   p.tuning.rank, width))
+    if p.tuning.dropout:
+        kept = kept + np.asarray(ft.dropout_copy_bytes(
+            tokens, dropout_input_width(p.model, p.tuning), width))
+    return kept
 
 
 def dequant_working(p: Any, tp: np.ndarray) -> np.ndarray:
@@ -124,7 +129,8 @@ def note(p: Any) -> str:
               else "fp32 absmax per 64") + ")" if t.base_format.startswith("nf4")
            else f"{base_bytes(p):.4g} B/param" + (" (int8 + fp32 scale per row)"
                                                   if t.base_format == "int8" else ""))
-    text = (f"Fine-tuning {t.mode}: LoRA r={t.rank} α={t.alpha} on {','.join(t.targets)} "
+    text = (f"Fine-tuning {t.mode}: LoRA r={t.rank} α={t.alpha}"
+            f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
             f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
             "embeddings and head in bf16, no gradients or optimizer state; backward runs no "

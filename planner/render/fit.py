@@ -132,7 +132,8 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
               "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band / uncalibrated note
-        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
+        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated",
+                                                         "Fine-tuning "))]
     if any(x.error_band_pct for x in r.layouts):
         notes.append("Ranking: layouts whose time per token lies within the regime's error band "
                      "of each other are ties, ordered by memory headroom.")

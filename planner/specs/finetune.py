@@ -54,6 +54,7 @@ class Tuning:
     alpha: int = 32
     targets: tuple[str, ...] = LINEARS
     base_format: str = "bf16"
+    dropout: bool = False
 
     @property
     def frozen(self) -> bool:
@@ -84,7 +85,7 @@ class Tuning:
         return cls(mode=mode, rank=int(getattr(layout, "lora_rank", 16)),
                    alpha=int(getattr(layout, "lora_alpha", 32)),
                    targets=parse_targets(getattr(layout, "lora_targets", "all-linear")),
-                   base_format=resolved)
+                   base_format=resolved, dropout=bool(getattr(layout, "lora_dropout", False)))
 
     def layout_fields(self) -> dict[str, Any]:
         """The Layout knobs that state this recipe (a searched layout carries them back)."""
@@ -92,7 +93,7 @@ class Tuning:
                      ",".join(self.targets))
         fmt = "auto" if self.base_format == _default_format(self.mode) else self.base_format
         return dict(finetune=self.mode, lora_rank=self.rank, lora_alpha=self.alpha,
-                    lora_targets=names, base_format=fmt)
+                    lora_targets=names, base_format=fmt, lora_dropout=self.dropout)
 
     def describe(self) -> str:
         if not self.frozen:
@@ -137,6 +138,14 @@ def adapted_count(model: ModelSpec, t: Tuning) -> float:
     k = float(max(model.experts_per_token, 1)) if model.is_moe else 1.0
     return sum((k if name in ("gate", "up", "down") and model.is_moe else 1.0)
                for name in layer_linears(model) if name in t.targets)
+
+
+def dropout_input_width(model: ModelSpec, t: Tuning) -> float:
+    """Σ d_in over the adapted linears a token passes through: what LoRA dropout copies (PEFT
+    applies each adapted module's own nn.Dropout to its input)."""
+    k = float(max(model.experts_per_token, 1)) if model.is_moe else 1.0
+    return sum(d_in * (k if name in ("gate", "up", "down") and model.is_moe else 1.0)
+               for name, (d_in, _, _) in layer_linears(model).items() if name in t.targets)
 
 
 def largest_linear(model: ModelSpec) -> float:

@@ -99,6 +99,11 @@ class Layout:
                            le=1 << 20)
     lora_targets: str = knob("all-linear", "LoRA target modules as HF PEFT names them: "
                              "all-linear, attention, mlp, or a comma list of q,k,v,o,gate,up,down")
+    lora_dropout: bool = knob(False, "LoRA dropout on (p > 0): each adapted linear's input is "
+                              "copied by its dropout and a 1-byte mask kept (HF PEFT default off; "
+                              "torchtune and litgpt recipes ship 0.05)",
+                              cli_help="LoRA dropout on (p > 0: an input copy and mask per "
+                              "adapted linear)")
     base_format: BaseFormat = knob("auto", "frozen base weights: bf16, int8 (LLM.int8), nf4 or "
                                    "nf4-dq (double quantisation); auto = bf16 for lora, nf4-dq "
                                    "for qlora", cli_help="frozen base weights: bf16, int8, nf4, "

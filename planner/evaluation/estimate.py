@@ -144,6 +144,9 @@ def _framework_memory_note(p: Problem) -> str:
     return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
             f"{m.grad_bytes:g} B/param under 16-bit mixed precision, loss "
             f"{m.loss_backward_bytes:g} B per logit"
+            + (" (fused linear cross-entropy: never whole)" if m.loss_fused_linear else
+               f" in {m.loss_chunks} chunks ({m.loss_whole_bytes:g} B kept whole)"
+               if m.loss_chunks > 1 else "")
             + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
                if m.loss_backward_bytes_tp is not None else "")
             + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "

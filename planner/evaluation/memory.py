@@ -20,6 +20,7 @@ from planner.engine import activations as act
 from planner.engine import allocator as alc
 from planner.engine import budget as bud
 from planner.engine import framework_memory as fwm
+from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
 from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
@@ -247,9 +248,11 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
                         else fm.loss_forward_bytes_tp, fm.loss_forward_bytes)
     loss_bwd = np.where(tp > 1, fm.loss_backward_bytes if fm.loss_backward_bytes_tp is None
                         else fm.loss_backward_bytes_tp, fm.loss_backward_bytes)
-    loss = head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
-                                   logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
-                                   copy_bytes_per_elem=0.0)
+    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    loss = head * lossm.loss_peak_bytes(
+        tokens, bud.padded_vocab(mod.vocab, tp) / tp, mod.hidden, np.maximum(loss_fwd, loss_bwd),
+        chunks=fm.loss_chunks, whole_bytes=fm.loss_whole_bytes,
+        accumulator_bytes=fm.loss_accumulator_bytes, fused=fm.loss_fused_linear)
     dequant = tun.dequant_working(p, tp)  # QLoRA: one linear dequantised for its matmul
     return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant,
             "backward_working": recompute_transient + a["grad_working"] + dequant, "loss": loss,

@@ -218,3 +218,24 @@ def test_published_lora_memory_within_10_percent(row):
     _id, _source, model, targets, rank, seq, mb, recompute, metric, measured = row
     got = predicted_gb(model, targets, rank, seq, mb, recompute, metric)
     assert got == pytest.approx(measured, rel=0.10), (_id, got, measured)
+
+
+# --- the gate and export speak the recipe -----------------------------------------------------
+
+PLAN = "examples/plans/pass-qlora-llama3-8b-rtx4090.yaml"
+
+
+def test_check_reads_the_plan_recipe(dtplan, tmp_path):
+    assert dtplan("check", PLAN).code == 0
+    full = tmp_path / "full.yaml"
+    full.write_text(open(PLAN).read().replace("finetune: qlora", "finetune: full"))
+    assert dtplan("check", str(full)).code == 1   # the same job training every weight
+
+
+def test_export_writes_the_peft_recipe_or_refuses(dtplan):
+    ds = dtplan("export", PLAN, "--to", "deepspeed")
+    assert ds.code == 0 and "peft.LoraConfig(r=16, lora_alpha=32" in ds.err
+    assert "bnb_4bit_use_double_quant=True" in ds.err
+    for engine in ("megatron", "torchtitan"):
+        r = dtplan("export", PLAN, "--to", engine)
+        assert r.code == 2 and "cannot express --finetune qlora" in r.err, r

@@ -23,7 +23,7 @@ from planner.engine import framework_memory as fwm
 from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
-from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.memory import MUON_ADAMW_EXTRA, PRECISION_RECIPES, optimizer_bytes_per_param
 from planner.engine.params import norm_params
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
@@ -170,6 +170,10 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
         trained_experts = 0.0 * trained
     weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
                                                shard, expert_shard, w_b, g_b, k_b)
+    if p.optimizer == "muon" and not p.tuning.frozen:  # embeddings and head run AdamW
+        extra = MUON_ADAMW_EXTRA * (0.5 if p.precision == "bf16-pure" else 1.0)
+        optim = optim + bud.sharded_states(st.root_params, 0.0 * shard, sharding, shard,
+                                           expert_shard, 0.0, 0.0, extra)[2]
     weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies

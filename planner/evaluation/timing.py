@@ -98,6 +98,9 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np
     fuller stage's parameters."""
     local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
     t_opt = st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s)
+    if p.optimizer == "muon":  # Newton–Schulz on the fullest stage's matrices, split over TP·DP
+        t_opt = t_opt + x.layers[1] * tun.muon_flops_per_layer(p) / (x.tp * x.dp * x.cp) \
+            / (p.hardware.gpu.peak_flops["bf16"] * p.hardware.gpu.matmul_ceiling_fraction)
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
         np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from planner.engine import finetune as ft
+from planner.engine import optimizer as opt
 from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
                                     largest_linear, layer_linears)
 
@@ -141,3 +142,14 @@ def note(p: Any) -> str:
                  f"{float(dequant_working(p, np.ones(1))[0]) / 1e9:.2f} GB, HBM-bound, twice "
                  "per layer per micro-batch)")
     return text
+
+
+def muon_flops_per_layer(p: Any) -> float:
+    """Newton–Schulz FLOPs of one layer's trained matrices under Muon (engine/optimizer.py):
+    the base linears, or under a frozen base the adapters' A (r × d_in) and B (d_out × r)."""
+    if p.tuning.frozen:
+        r = float(p.tuning.rank)
+        return float(sum(opt.newton_schulz_flops(r, d_in) + opt.newton_schulz_flops(d_out, r)
+                         for d_in, d_out in adapter_pairs(p.model, p.tuning)))
+    return float(sum(n * opt.newton_schulz_flops(d_in, d_out)
+                     for d_in, d_out, n in layer_linears(p.model).values()))

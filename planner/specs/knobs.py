@@ -89,7 +89,7 @@ class Layout:
     precision: str = knob("mixed", "precision recipe: mixed, mixed-fp32-grads, fp8, fp32, "
                           "bf16-pure", plan_optional=True)
     optimizer: str = knob("adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
-                          "adafactor", plan_optional=True)
+                          "adafactor, paged-adamw, paged-adamw-8bit, muon", plan_optional=True)
     # What is trained (not search axes: fixed for a whole fit, like precision and optimizer).
     finetune: Finetune = knob("full", "what trains: full (every weight), lora (LoRA adapters on a "
                               "frozen 16-bit base) or qlora (adapters on a frozen 4-bit base)",

@@ -110,7 +110,7 @@ def fit_cmd(
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _counts(gpus: str) -> list[int]:
+def _counts(gpus: list[str] | str) -> list[int]:
     """The GPU counts of --gpus (a list or range), at most MAX_FIT_COUNTS of them."""
     from planner.io import validate as v
     counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]

@@ -111,7 +111,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
         kept = sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                    * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
-        return kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0)
+        return np.asarray(kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0))
     none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
     # experts (k·h per token, on the rank's sequence shard), beside the router's input

@@ -239,3 +239,14 @@ def test_export_writes_the_peft_recipe_or_refuses(dtplan):
     for engine in ("megatron", "torchtitan"):
         r = dtplan("export", PLAN, "--to", engine)
         assert r.code == 2 and "cannot express --finetune qlora" in r.err, r
+
+
+def test_the_seeds_7b_on_one_24gb_card_is_told_lora_fits(dtplan):
+    """The seed's question: a 7B on one 24 GB card. Full fine-tuning does not fit; fit says
+    LoRA on the frozen base would, and the LoRA fit answers with a layout."""
+    args = ("--model", "llama2-7b", "--gpus", "1", "--hardware", "rtx4090", "--seq-len", "2048",
+            "--global-batch", "32")
+    full = dtplan("fit", *args, "--format", "json")
+    assert full.code == 1
+    assert any(s.startswith("--finetune lora") for s in full.json()["suggestions"])
+    assert dtplan("fit", *args, "--finetune", "lora").code == 0

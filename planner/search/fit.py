@@ -307,8 +307,21 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
                 _first_fit(Problem(**{**p.__dict__, "hardware": prof}), space):
             out.append(f"--hardware {prof.name}: {prof.gpu.memory_bytes / 2**30:.0f} GiB GPUs fit")
             break
+    out += _finetune_fixes(p, space)
     if not out:
         out.append("nothing tried fits: more GPUs, offload, shorter sequences and bigger GPUs all fail")
     return out
+
+
+def _finetune_fixes(p: Problem, space: SearchSpace) -> list[str]:
+    """When every weight trains: whether LoRA (then QLoRA) on a frozen base fits, for a job that
+    is a fine-tune (the adapters' states instead of the model's)."""
+    if p.tuning.frozen:
+        return []
+    for mode in ("lora", "qlora"):
+        if _first_fit(replace(p, tuning=Tuning.of(Layout(finetune=mode))), space):
+            return [f"--finetune {mode}: LoRA adapters on a frozen "
+                    f"{'4-bit ' if mode == 'qlora' else ''}base fit, if this job is a fine-tune"]
+    return []
 
 

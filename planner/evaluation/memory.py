@@ -229,9 +229,13 @@ def stage_states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     states = _states(p, c, fw, st)
     buf = _framework_buffers(p, c, fw, st, states.pop("fsdp"))
     share = states.pop("trained_share")
-    if p.tuning.frozen:  # gradient buffers hold the adapters' gradients alone
+    if p.tuning.frozen:  # gradient buffers hold the adapters' gradients alone; a sharded frozen
+        # base is gathered in its storage format (FSDP all-gathers the quantised storage)
+        fmt = tun.base_bytes(p) / fw.time.gather_bytes
         buf = {**buf, "grads_first": np.asarray(buf["grads_first"]) * share,
-               "grads_accumulated": np.asarray(buf["grads_accumulated"]) * share}
+               "grads_accumulated": np.asarray(buf["grads_accumulated"]) * share,
+               "gathered": np.asarray(buf["gathered"]) * fmt,
+               "gathered_at_loss": np.asarray(buf["gathered_at_loss"]) * fmt}
     persistent = sum(np.asarray(states[k]) for k in
                      ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights"))
     return {**states, **buf, "persistent": persistent,

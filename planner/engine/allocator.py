@@ -108,8 +108,8 @@ def max_reserved_bytes(allocated: Sequence[Num], persistent: Num, rounding: Num,
     largest allocation: one call with the rounding and one without, instead of one per moment,
     bit for bit the same max. A moment whose `live` is positive on some rows only joins each
     group on its own rows (−inf elsewhere, which no maximum picks)."""
-    with_rounding: list[np.ndarray] = []
-    without: list[np.ndarray] = []
+    with_rounding: list[Num] = []
+    without: list[Num] = []
     for a, act in zip(allocated, live):
         on = np.asarray(act) > 0
         if on.all():

@@ -10,7 +10,8 @@ from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout, Rule
+from planner.specs.knobs import Layout
+from planner.specs.layout import Rule
 from planner.specs.model import ModelSpec
 from planner.evaluation.rules import Figures, rules_for
 from planner.specs.budget import MemoryBudget

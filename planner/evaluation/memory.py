@@ -114,9 +114,9 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
         * width / seq_div if mod.is_moe else 0.0 * tokens
     none = none + moe_in
     if fw.time.selective_recompute == "op-save-list":
-        selective = np.asarray(rc.op_sac_layer_bytes(
+        selective = np.asarray(rc.op_sac_layer_bytes(rc.op_sac_terms(
             *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
-            mm_is_saved=p.precision != "fp8"), dtype=float)
+            mm_is_saved=p.precision != "fp8")), dtype=float)
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     return {"none": none, "selective": selective, "full": full,

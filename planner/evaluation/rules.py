@@ -17,7 +17,8 @@ from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import layers_split_valid
-from planner.specs.layout import Layout, Rule, Status
+from planner.specs.knobs import Layout
+from planner.specs.layout import Rule, Status
 
 Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]

@@ -46,7 +46,7 @@ from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import STEP_TIME_RESOLUTION
 from planner.search.space import CP_MIN_CHUNK_TOKENS, MAX_MICRO_BATCH, SearchSpace
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 
 MAX_LAYOUTS = 50_000  # layouts (recompute variants included) this search prices at most
 FITS = "fits-in-memory"

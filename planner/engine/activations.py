@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 Mlp: TypeAlias = Literal["gelu", "swiglu"]
 

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 MIN_BLOCK = 512.0                  # kMinBlockSize
 SMALL_SIZE = 1048576.0             # kSmallSize: largest "small" request

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from planner.engine._array import FloatArray, Num
+from planner.engine.arrays import FloatArray, Num
 from planner.engine.topology import Fabric, topo_collective_time
 
 EFF_RANGE = (0.01, 1.0)          # bus efficiency is a share of the datasheet link rate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import FloatArray, Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 # (weight bytes, gradient bytes, master-copy bytes) per parameter for each precision recipe.
 # "mixed": 16-bit weights and grads, fp32 master (ZeRO's mixed-precision Adam).

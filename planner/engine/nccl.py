@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import FloatArray, Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 US = 1e-6
 # tuning.cc ncclTunerConstantsDefaults, Simple protocol (µs).

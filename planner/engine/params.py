@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import FloatArray, Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 
 def _f(x: Num) -> FloatArray:

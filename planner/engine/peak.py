@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine import allocator as alc
-from planner.engine._array import FloatArray, Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
 # device_ceiling's relative margin: its sums run in another order than phase_totals', and float

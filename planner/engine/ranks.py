@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import IntArray, Mask, Num
+from planner.engine.arrays import IntArray, Mask, Num
 
 AXES = ("tp", "cp", "dp", "pp")  # fastest-varying first
 _ORDER = ("pp", "dp", "cp", "tp")  # slowest first: the order groups are listed in

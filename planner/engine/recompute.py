@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 from planner.engine.activations import Mlp
 
 LSE_BYTES = 4.0  # flash / efficient SDPA return the fp32 log-sum-exp with the output

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from planner.engine._array import FloatArray, Num, out
+from planner.engine.arrays import FloatArray, Num, out
 from planner.engine import nccl
 from planner.engine.comm import collective_time
 

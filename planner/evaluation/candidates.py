@@ -48,9 +48,18 @@ AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
                              "recompute_layers", "offload_opt", "offload_par")
 
-SCHEDULE_CODES = KNOB["schedule"].codes
-RECOMPUTE_CODES = KNOB["recompute"].codes
-OFFLOAD_CODES = KNOB["offload_optimizer"].codes
+
+def _codes(name: str) -> dict[str, int]:
+    """The Candidates code of each choice of the string knob `name`."""
+    codes = KNOB[name].codes
+    if codes is None:
+        raise ValueError(f"layout knob {name}: not a string knob, no codes")
+    return codes
+
+
+SCHEDULE_CODES = _codes("schedule")
+RECOMPUTE_CODES = _codes("recompute")
+OFFLOAD_CODES = _codes("offload_optimizer")
 
 
 @dataclass(frozen=True)

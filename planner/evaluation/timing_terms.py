@@ -130,9 +130,16 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)
 
 
-class StageStates(Protocol):
-    """What the time model reads of a stage's memory: evaluate.StageMemory (evaluate imports
+class StageParams(Protocol):
+    """What the time model reads of a stage's memory (evaluate.StageMemory; evaluate imports
     this module, so the time model names the fields it reads instead of the class)."""
+
+    @property
+    def params(self) -> np.ndarray: ...
+
+
+class StageStates(StageParams, Protocol):
+    """... and of the first stage's: its states too."""
 
     @property
     def weights(self) -> np.ndarray: ...
@@ -140,8 +147,6 @@ class StageStates(Protocol):
     def gradients(self) -> np.ndarray: ...
     @property
     def optimizer(self) -> np.ndarray: ...
-    @property
-    def params(self) -> np.ndarray: ...
 
 
 class MemoryStages(Protocol):
@@ -150,7 +155,7 @@ class MemoryStages(Protocol):
     @property
     def first(self) -> StageStates: ...
     @property
-    def last(self) -> StageStates: ...
+    def last(self) -> StageParams: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -131,9 +131,11 @@ def default_code(k: Knob) -> int:
     """The Candidates code of knob k's default value (sp has none: its default depends on TP)."""
     if k.codes is not None:
         return k.codes[k.default]
-    if k.default is None and k.none_code is None:
+    if k.default is not None:
+        return int(k.default)
+    if k.none_code is None:
         raise ValueError(f"layout knob {k.name}: no fixed default code; give its column")
-    return k.none_code if k.default is None else int(k.default)  # type: ignore[return-value]
+    return k.none_code
 
 
 def decode(k: Knob, code: int) -> Any:

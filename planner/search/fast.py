@@ -68,17 +68,10 @@ class SearchResult:
         return self.enumerated - structural
 
 
-class _Time(NamedTuple):
-    step: np.ndarray
-
-
-class _Throughput(NamedTuple):
-    tokens_per_step: np.ndarray
-
-
-class _Memory(NamedTuple):
-    headroom: np.ndarray
-    peak: np.ndarray
+# The Evaluation fields rank_key and _order read.
+_Time = NamedTuple("_Time", [("step", np.ndarray)])
+_Throughput = NamedTuple("_Throughput", [("tokens_per_step", np.ndarray)])
+_Memory = NamedTuple("_Memory", [("headroom", np.ndarray), ("peak", np.ndarray)])
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ def modern_calibration_rows(hw: Optional[HardwareProfile], describe
     for r in modern_rows(prof):
         g = r["got"]
         row = CalibrationRow(
-            case=r["case"], source=r["source"], metric=r["metric"], published=r["published"],
+            case=r["case"], source=r["source"], metric=r["metric"], published=float(r["published"]),
             predicted=r["predicted"], error_pct=r["error_pct"], layout=describe(g["layout"]),
             step_time_s=g["step"], mfu=g["mfu"], hfu=g["hfu"], fits=g["fits"],
             regime=f"{g['framework']}/{generation(prof)}/{family(g['layout'])}",

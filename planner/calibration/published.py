@@ -176,7 +176,7 @@ def _row(case: dict, suffix: str, metric: Metric, published: float, predicted: f
          lay: Layout, r: _Figures, framework: str = "megatron") -> CalibrationRow:
     return CalibrationRow(regime=f"{framework}/A100/{family(lay)}", hardware=DEFAULT_PROFILE,
                           case=case["id"] + suffix, source=case["source"].split(",")[0],
-                          metric=metric, published=published, predicted=predicted,
+                          metric=metric, published=float(published), predicted=predicted,
                           error_pct=(predicted / published - 1.0) * 100.0, layout=_describe(lay),
                           step_time_s=r.step, mfu=r.mfu * r.step_time / r.step,
                           hfu=r.hfu * r.step_time / r.step, fits=r.fits)
@@ -247,7 +247,7 @@ def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
     suffix = f" ({lo['activation_checkpointing']})"
     row = _row(case, "", "tokens_per_s_per_gpu", exp["tokens_per_s_per_gpu"], wps, lay, r,
                framework="torchtitan")
-    return row.model_copy(update={"layout": row.layout + suffix})
+    return replace(row, layout=row.layout + suffix)
 
 
 def _evaluable(case: dict) -> Optional[str]:
@@ -304,8 +304,8 @@ def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
         except NoValidLayout as e:  # e.g. TP 8 where the NVLink domain is smaller
             skipped[case["id"]] = str(e)
     if hw.name != DEFAULT_PROFILE:
-        rows = [r.model_copy(update={"hardware": hw.name, "regime": r.regime.replace(
-            "/A100/", f"/{generation(hw)}/")}) for r in rows]
+        rows = [replace(r, hardware=hw.name, regime=r.regime.replace(
+            "/A100/", f"/{generation(hw)}/")) for r in rows]
     return rows, skipped
 
 

@@ -21,7 +21,7 @@ from typing import Optional
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import estimate_problem
 from planner.search.fast import SearchSpace, search
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 
 # The range tried: 2× and 4× the global batch (a stated range, not an open-ended hunt), the
 # largest first: every layout valid at 2B is valid at 4B (b·DP still divides it, the memory per

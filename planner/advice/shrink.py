@@ -14,7 +14,7 @@ from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 
 

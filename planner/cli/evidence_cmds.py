@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from planner.evidence import Evidence, read_evidence
+from planner.evidence import read_evidence
+from planner.evidence.model import Evidence
 from planner.render import Document, Table, emit
 from planner.render.evidence import (FITS, cluster, comparison_tables, escaped, figures, fit_table,
                                trace_table)

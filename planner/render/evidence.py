@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from planner.evidence import Evidence
+from planner.evidence.model import Evidence
 from planner.render.document import Document, Table
 
 # What each kind of evidence lets `calibrate` fit once it knows the job's layout.

@@ -23,7 +23,7 @@ from planner.resilience.straggler import Straggler, straggler
 
 if TYPE_CHECKING:
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 

@@ -11,7 +11,7 @@ from planner.cli.common import JOB, LAYOUT, OptionGroup, emit_job, optional_int
 from planner.cli.knob_options import ZeroMemory
 from planner.cli.options import Format, given, unlisted
 from planner.cli.root import EXIT_FAIL, EXIT_OK, command
-from planner.errors import InputError
+from planner.errors import InputError, renamed
 from planner.io import validate as v
 from planner.io.numbers import parse_number
 from planner.resolve.job import Flags
@@ -171,9 +171,10 @@ def _state_memory(job: Flags, layout: dict, gpus: int, zero: Optional[int], gib:
         v.zero_stage("--zero", zero)
     prof = job.hardware_profile()
     cap = prof.gpu.memory_bytes  # the default profile's capacity too: one figure per GPU
-    r = state_memory(parse_number("--params", job.params), gpus, precision=layout["precision"],
-                     optimizer=layout["optimizer"], gpu_memory_bytes=cap,
-                     margin_fraction=margin_fraction)
+    with renamed(shard_degree="gpus"):   # the states shard over every GPU: --gpus
+        r = state_memory(parse_number("--params", job.params), gpus,
+                         precision=layout["precision"], optimizer=layout["optimizer"],
+                         gpu_memory_bytes=cap, margin_fraction=margin_fraction)
     doc = state_memory_doc(r, zero, gib=gib)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

@@ -33,12 +33,13 @@ Plan = Annotated[Optional[str], typer.Argument(
     "search's winner")]
 
 
-def _model_words(job: Flags, plan: Optional[str], name: str) -> list[str]:
+def _model_words(job: Flags, plan: Optional[str], name: Optional[str]) -> list[str]:
     """The model as `check` reads it back: the config.json path given (its _name_or_path is
-    no preset `--model` resolves), else the preset's or the plan model's name."""
+    no preset `--model` resolves), else the preset's or the plan model's name; a plan's inline
+    shape has none, so MODEL stands for it (as FILE for stdout)."""
     if plan is None and job.model_config is not None:
         return ["--model-config", job.model_config]
-    return ["--model", name]
+    return ["--model", name if name is not None else "MODEL"]
 
 
 def _offer_note(job: Flags) -> None:

@@ -45,10 +45,10 @@ def test_frozen_backward_runs_a_third_fewer_gemm_flops():
 # --- the recipe's inputs, checked where they enter --------------------------------------------
 
 @pytest.mark.parametrize("fields,option", [
-    (dict(finetune="dora"), "--finetune"),
-    (dict(finetune="full", base_format="nf4"), "--base-format"),
-    (dict(finetune="qlora", base_format="bf16"), "--base-format"),
-    (dict(finetune="lora", lora_targets="q,lm_head"), "--lora-targets")])
+    (dict(finetune="dora"), "finetune"),
+    (dict(finetune="full", base_format="nf4"), "base_format"),
+    (dict(finetune="qlora", base_format="bf16"), "base_format"),
+    (dict(finetune="lora", lora_targets="q,lm_head"), "lora_targets")])
 def test_bad_recipes_name_their_option(fields, option):
     with pytest.raises(InputError) as e:
         Tuning.of(Layout(**fields))
@@ -95,6 +95,7 @@ def test_lora_of_llama3_8b_fits_one_80gb_gpu_where_full_does_not(dtplan):
 def test_bad_recipe_exits_2_in_one_line(dtplan, args):
     r = dtplan("estimate", "--model", "llama3-8b", "--gpus", "1", *args)
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert r.err.startswith("dtplan: error: --")   # named by the option the user typed
 
 
 # --- invariants -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
@@ -132,8 +132,10 @@ def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str
                             lora_dropout=bool(dropout)))
 
 
-def _progress(total: int):
-    return lambda i, n: sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+def _progress(total: int) -> Callable[[int, int], None]:
+    def progress(i: int, n: int) -> None:
+        sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+    return progress
 
 
 def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:

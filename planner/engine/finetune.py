@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 NF4_BLOCK = 64            # bitsandbytes quantize_4bit default blocksize
 NF4_DQ_BLOCK = 256        # second-level block of the double-quantised absmaxes

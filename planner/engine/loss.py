@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def loss_peak_bytes(tokens: Num, vocab_local: Num, hidden: Num, bytes_per_logit: Num, *,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 NEWTON_SCHULZ_STEPS = 5
 

@@ -24,6 +24,7 @@ from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
 from planner.engine.memory import MUON_ADAMW_EXTRA, PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.arrays import FloatArray, Num
 from planner.engine.params import norm_params
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
@@ -57,7 +58,8 @@ def replicated_layer_params(mod: Any) -> float:
     return float(norms + (2.0 * mod.hidden if mod.linear_bias else 0.0))
 
 
-def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
+def _recipe(p: Any, fw: Any, zero: np.ndarray
+            ) -> tuple[tuple[FloatArray, FloatArray, FloatArray], np.ndarray]:
     """(weight, gradient, optimizer) bytes per parameter before sharding, and whether the FSDP2
     layout applies. FSDP2 from ZeRO 2 keeps the fp32 master as the sharded parameter, so its
     weights are the master bytes and its optimizer the moments alone."""
@@ -82,7 +84,7 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
                        bytes_per_elem=width)
 
 
-def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
+def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:
     """engine.activations.layer_activation_terms per recompute mode (none, selective, full)."""
     shape, common = _activation_inputs(p, c)
     return {mode: act.layer_activation_terms(*shape, recompute=mode, **common)
@@ -90,8 +92,8 @@ def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
 
 
 def layer_activation_views(p: Any, c: Any, fw: Any,
-                           terms: dict[int, dict[str, np.ndarray]] | None = None
-                           ) -> dict[str, np.ndarray]:
+                           terms: dict[int, dict[str, Num]] | None = None
+                           ) -> dict[str, Num]:
     """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none (`terms`
     is activation_terms(p, c) where the caller has it)."""
     mod = p.model
@@ -119,9 +121,9 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
         * width / seq_div if mod.is_moe else 0.0 * tokens
     none = none + moe_in
     if fw.time.selective_recompute == "op-save-list":
-        selective = np.asarray(rc.op_sac_layer_bytes(
+        selective = np.asarray(rc.op_sac_layer_bytes(rc.op_sac_terms(
             *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
-            mm_is_saved=p.precision != "fp8"), dtype=float)
+            mm_is_saved=p.precision != "fp8")), dtype=float)
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     if p.tuning.frozen:  # the op save list never keeps more than the frozen layer needs

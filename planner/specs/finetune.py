@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.engine.finetune import BASE_FORMATS
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.specs.model import ModelSpec
 
 LINEARS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -24,7 +24,7 @@ TARGET_SETS: dict[str, tuple[str, ...]] = {
 MODES = ("full", "lora", "qlora")
 
 
-def parse_targets(text: str, field: str = "--lora-targets") -> tuple[str, ...]:
+def parse_targets(text: str, field: str = "lora_targets") -> tuple[str, ...]:
     """all-linear | attention | mlp | a comma list of q,k,v,o,gate,up,down (PEFT's q_proj …
     spellings accepted too), in LINEARS order."""
     if text in TARGET_SETS:
@@ -32,7 +32,7 @@ def parse_targets(text: str, field: str = "--lora-targets") -> tuple[str, ...]:
     names = [x.strip().removesuffix("_proj") for x in text.split(",") if x.strip()]
     bad = [x for x in names if x not in LINEARS]
     if not names or bad:
-        raise InputError(field, f"{(bad or [text])[0]!r} is not a target; allowed: "
+        raise InputError(named(field), f"{(bad or [text])[0]!r} is not a target; allowed: "
                                 f"{', '.join(TARGET_SETS)}, or a comma list of "
                                 f"{','.join(LINEARS)}")
     return tuple(x for x in LINEARS if x in names)
@@ -70,16 +70,17 @@ class Tuning:
         """The recipe of a Layout's knobs, each bad value reported by its option."""
         mode = getattr(layout, "finetune", "full")
         if mode not in MODES:
-            raise InputError("--finetune", f"{mode!r} is not allowed; one of {', '.join(MODES)}")
+            raise InputError(named("finetune"),
+                             f"{mode!r} is not allowed; one of {', '.join(MODES)}")
         fmt = getattr(layout, "base_format", "auto")
         if fmt not in ("auto",) + BASE_FORMATS:
-            raise InputError("--base-format", f"{fmt!r} is not allowed; one of auto, "
+            raise InputError(named("base_format"), f"{fmt!r} is not allowed; one of auto, "
                                               f"{', '.join(BASE_FORMATS)}")
         if mode == "full" and fmt not in ("auto", "bf16"):
-            raise InputError("--base-format", f"{fmt} needs a frozen base: --finetune lora or "
+            raise InputError(named("base_format"), f"{fmt} needs a frozen base: --finetune lora or "
                                               "qlora (a trained weight is kept in 16 bits)")
         if mode == "qlora" and fmt in ("bf16",):
-            raise InputError("--base-format", "qlora quantises the base: int8, nf4 or nf4-dq "
+            raise InputError(named("base_format"), "qlora quantises the base: int8, nf4 or nf4-dq "
                                               "(--finetune lora keeps a bf16 base)")
         resolved = {"auto": _default_format(mode)}.get(fmt, fmt)
         return cls(mode=mode, rank=int(getattr(layout, "lora_rank", 16)),

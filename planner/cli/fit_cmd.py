@@ -37,6 +37,10 @@ def fit_cmd(
     from_plan: Annotated[Optional[str], option(
         "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
         "shrink)", panel=SEARCH, metavar="PATH")] = None,
+    min_headroom_gb: Annotated[Optional[float], real(
+        "--min-headroom-gb", "free memory per GPU the #1 must leave, GB (default: 6.6 % of its "
+        "peak, the memory model's own error); layouts short of it are flagged and ranked after",
+        SEARCH, within=(0, 10_000))] = None,
     top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
     show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
                                      "step time and peak memory (hidden by default)",
@@ -76,11 +80,14 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
+    from planner.specs.budget import MemoryBudget
+    budget = MemoryBudget() if min_headroom_gb is None else MemoryBudget(
+        min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,
-                         objective=objective, top=top, dominated=show_all,
+                         objective=objective, top=top, dominated=show_all, budget=budget,
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
@@ -96,8 +103,7 @@ def fit_cmd(
         doc.notes.insert(1, batch_note)
     if not show_all and any(r.layouts for r in results):
         doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
-                         "peak memory (steps within 0.1 % or the error band count as equal); "
-                         "--all ranks every valid layout")
+                         "peak memory (an exact front); --all ranks every valid layout")
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
 

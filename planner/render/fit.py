@@ -45,7 +45,8 @@ _COLUMNS = (
     ("sched", lambda x, gib: _sched(x.layout), True, True),
     ("recomp", lambda x, gib: _rc(x.layout), True, False),
     ("peak", lambda x, gib: gb(x.peak_memory_bytes, 1, gib=gib), True, False),
-    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib), True, False),
+    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib) + ("!" if x.short_of_headroom else ""),
+     True, False),
     ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
     ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
     ("MFU", lambda x, gib: pct(x.mfu) + (f" ±{x.error_band_pct:g}%" if x.error_band_pct else ""),
@@ -99,7 +100,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
-                    f"ranked by {r.objective}", cols, rows,
+                    + ranking_text(r), cols, rows,
                     legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
     if r.best is not None:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
@@ -110,7 +111,8 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
         tables.append(rejections)
     if r.layouts:
         w = r.layouts[0]
-        verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
+        verdict = (("FITS, AT THE EDGE (every layout is short of the headroom rule)"
+                    if w.short_of_headroom else "FITS") + ": best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
@@ -133,9 +135,8 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band / uncalibrated note
         notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
-    if any(x.error_band_pct for x in r.layouts):
-        notes.append("Ranking: layouts whose time per token lies within the regime's error band "
-                     "of each other are ties, ordered by memory headroom.")
+    if r.layouts:
+        notes.append(headroom_note(r))
     notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]
     if r.enumerated and not r.offload_searched and \
             not any("--allow-offload" in s for s in r.suggestions):
@@ -149,6 +150,37 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
     data["rejected"] = r.rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
                     notes=notes, verdict=verdict, ok=r.fits, data=data)
+
+
+def ranking_text(r: FitResult) -> str:
+    """How the table is ordered, as its title says it: the objective; for time and cost with an
+    error band on #1, that the layouts within the band of #1 are ordered by headroom; the
+    layouts short of the headroom rule last."""
+    text = {"time": "ranked by step time", "cost": "ranked by GPU cost",
+            "headroom": "ranked by headroom", "gpus": "ranked by GPU count, then step time"}.get(
+        r.objective, f"ranked by {r.objective}")
+    band = r.layouts[0].error_band_pct if r.layouts else None
+    if band and r.objective in ("time", "cost") and len(r.layouts) > 1:
+        text += f"; within ±{band:g}% of #1 (its error band) by headroom"
+    if r.short_of_headroom:
+        text += "; short of the headroom rule (!) last"
+    return text
+
+
+def headroom_note(r: FitResult) -> str:
+    """The headroom rule the ranking applied and what it set aside."""
+    rule = " or ".join(([f"{r.min_headroom_fraction:.1%} of its peak"] if r.min_headroom_fraction else [])
+                       + ([f"{r.min_headroom_bytes / 1e9:g} GB"] if r.min_headroom_bytes else []))
+    if not rule:
+        return "Headroom rule: none (--min-headroom-gb 0): layouts ranked by the objective alone."
+    why = ("the memory model's largest under-estimate of a measured peak"
+           if r.min_headroom_fraction else "--min-headroom-gb")
+    text = (f"Headroom rule: the #1 leaves at least {rule} free ({why}; the larger applies), "
+            "beyond the safety margin; --min-headroom-gb sets a floor in GB instead.")
+    if r.short_of_headroom:
+        text += (f" {r.short_of_headroom} layout(s) of the front short of it: flagged ! and ranked "
+                 "after the rest (within the model's own error of an OOM).")
+    return text
 
 
 def sweep_doc(results: list[FitResult]) -> Document:

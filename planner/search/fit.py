@@ -23,7 +23,8 @@ from planner.evaluation.rules import RULE_NAMES, RULE_TEXT
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED
-from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
+from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands,
+                                 search, short_of_headroom)
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
@@ -79,6 +80,9 @@ class RankedLayout:
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
     error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
+    # the headroom rule (MemoryBudget.required_headroom) for this row, and whether it falls short
+    required_headroom_bytes: float = 0.0
+    short_of_headroom: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +112,11 @@ class FitResult:
     suggestions: Annotated[list[str], Field(json_schema_extra={"default": []})] = \
         field(default_factory=list)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
+    # the headroom rule the ranking applied (MemoryBudget: share of each row's peak, and GB floor)
+    min_headroom_fraction: float = 0.0
+    min_headroom_bytes: float = 0.0
+    # valid layouts on the front short of the headroom rule (flagged, ranked after the rest)
+    short_of_headroom: int = 0
     empty_space: str = ""            # why nothing was enumerated, when nothing was
     # Its search, for the review's charts and the sweep's count: internal, never output (not
     # dumped, and not in the schema, which has no place for its arrays: taken as given)
@@ -136,6 +145,7 @@ class FitResult:
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []
     bands = candidate_bands(p, res.candidates)
+    need = p.budget.required_headroom(r.memory.peak)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
@@ -144,8 +154,17 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None,
+            required_headroom_bytes=float(need[i]),
+            short_of_headroom=bool(r.memory.headroom[i] < need[i])))
     return out
+
+
+def _short(res: SearchResult) -> int:
+    """How many ranked rows leave less than the headroom rule."""
+    r, p = res.results, res.problem
+    idx = np.asarray(res.order, dtype=np.int64)
+    return int(short_of_headroom(p, r.memory.headroom[idx], r.memory.peak[idx]).sum())
 
 
 def _rejections(res: SearchResult) -> list[Rejection]:
@@ -214,7 +233,10 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                      seq_len=seq_len, global_batch=global_batch, objective=objective,
                      enumerated=res.enumerated, valid=res.valid, layouts=ranked, best=best,
                      rejections=_rejections(res), suggestions=suggestions, empty_space=empty,
-                     offload_searched=space.allow_offload, search_result=res)
+                     offload_searched=space.allow_offload,
+                     min_headroom_fraction=p.budget.min_headroom_fraction,
+                     min_headroom_bytes=p.budget.min_headroom_bytes,
+                     short_of_headroom=_short(res), search_result=res)
 
 
 def _empty_space(p: Problem, space: SearchSpace) -> str:

@@ -155,7 +155,8 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
-    r_e of the edge layers, over the shard group) and the DP reduction (red, and ZeRO ≥ 1's
+    r_e of the edge layers, over the shard group; r and r_e with hybrid sharding's all-reduce
+    across the replicas) and the DP reduction (red, and ZeRO ≥ 1's
     gather of the updated parameters, over DP·CP) with its bucket count: the STATE_COLUMNS
     part (engine.step_time)."""
     fw, hw = p.fw.time, p.hardware
@@ -167,6 +168,11 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     out["g_e"], out["r_e"] = st.zero3_unit_times(edge_params, fw.gather_bytes, fw.reduce_bytes,
                                                  x.shard, x.tp * x.cp, gpn, fab)
     n = x.dp * x.cp
+    # hybrid sharding: each reduce-scatter is followed by the replicas' all-reduce of the shard
+    out["r"] = out["r"] + st.hsdp_replica_time(layer_params, fw.reduce_bytes, x.shard, n,
+                                               x.tp * x.cp, gpn, fab)
+    out["r_e"] = out["r_e"] + st.hsdp_replica_time(edge_params, fw.reduce_bytes, x.shard, n,
+                                                   x.tp * x.cp, gpn, fab)
     out["red"], out["gather"] = st.dp_reduction_times(
         dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
         gpn, fab)

@@ -69,6 +69,18 @@ def fit_cmd(
                                    f"whole search), got {len(counts)}; split the sweep")
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
+    offload_note = ""
+    if allow_offload and job.framework is None:
+        # ZeRO-Offload and ZeRO-Infinity are DeepSpeed's: Megatron-LM, the default, offloads
+        # only the optimizer and keeps its gradient buffer and parameters on the GPU
+        import dataclasses
+
+        from planner.search.fit import OFFLOAD_FRAMEWORK
+        job = dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK)
+        offload_note = (f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
+                        "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer "
+                        "states, the gradient partitions and (stage 3) the parameters to host "
+                        "memory; Megatron-LM offloads only the optimizer (--framework megatron)")
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
@@ -101,6 +113,8 @@ def fit_cmd(
         doc = sweep_doc(results)
     if batch_note:
         doc.notes.insert(1, batch_note)
+    if offload_note:
+        doc.notes.insert(1, offload_note)
     if not show_all and any(r.layouts for r in results):
         doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
                          "peak memory (an exact front); --all ranks every valid layout")

@@ -26,6 +26,7 @@ from planner.search.blocks import MAX_PRICED
 from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands,
                                  search, short_of_headroom)
 from planner.specs.budget import MemoryBudget
+from planner.specs.framework import load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
 from planner.specs.layout import Layout
@@ -198,6 +199,10 @@ def short_label(lay: Layout) -> str:
     return s
 
 
+# the framework offload is planned on when the question's own cannot offload enough
+OFFLOAD_FRAMEWORK = "deepspeed"
+
+
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
@@ -296,8 +301,25 @@ def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
     return []
 
 
+def _offload_fix(p: Problem, space: SearchSpace) -> list[str]:
+    """CPU offload where it makes the question fit: on this framework, else on DeepSpeed (the
+    home of ZeRO-Offload / ZeRO-Infinity, which moves gradients and parameters too)."""
+    if space.allow_offload:
+        return []
+    wide = replace(space, allow_offload=True)
+    if _first_fit(p, wide):
+        return ["--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits"]
+    if p.fw.name != OFFLOAD_FRAMEWORK and _first_fit(
+            replace(p, framework=load_framework(OFFLOAD_FRAMEWORK)), wide):
+        return [f"--allow-offload --framework {OFFLOAD_FRAMEWORK}: ZeRO-Offload / ZeRO-Infinity "
+                f"(optimizer, gradients and parameters in host memory) fits; {p.fw.name} "
+                "offloads less"]
+    return []
+
+
 def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
-    out = _batch_fixes(p, space)
+    # offload first: it needs no other GPU, count or batch
+    out = _offload_fix(p, space) + _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
     n, more = p.gpus, False
     for _ in range(12):  # up to 4096× more GPUs, within the range --gpus allows
@@ -311,8 +333,6 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
             break
     if not more:
         out += _fewer_gpus(p, space)
-    if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
-        out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")
     s = p.seq_len
     while s > 512:
         s //= 2

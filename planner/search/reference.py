@@ -111,14 +111,21 @@ def _expert_degrees(p: Problem, space: SearchSpace, dp_cp: int) -> list[int]:
 def state_choices(space: SearchSpace, dp_cp: int) -> Iterator[tuple[int, int | None, str, str]]:
     """(ZeRO stage, shard group, optimizer offload, parameter offload): ZeRO 0-3 where there is a
     data-parallel group; under ZeRO ≥ 1 every hybrid-shard group strictly inside it; offload of
-    the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked."""
-    for zero in [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dp_cp > 1 else [0]):
+    the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked. Without a
+    data-parallel group, when asked, ZeRO-2 with the optimizer offloaded (ZeRO-Offload) and
+    ZeRO-3 with the parameters too (ZeRO-Infinity)."""
+    alone = space.zero is None and dp_cp == 1
+    zeros = [space.zero] if space.zero is not None else (
+        [0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+    for zero in zeros:
         groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp] if zero >= 1 else [])
         offloads = [("none", "none")]
         if space.allow_offload and zero >= 1:
             offloads.append(("cpu", "none"))
         if space.allow_offload and zero == 3:
             offloads.append(("cpu", "cpu"))
+        if alone and zero:  # one replica: ZeRO only to offload (ZeRO-Offload, ZeRO-Infinity)
+            offloads = [("cpu", "none")] if zero == 2 else [("cpu", "cpu")]
         for group in groups:
             for opt, par in offloads:
                 yield zero, group, opt, par

@@ -88,7 +88,9 @@ LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb mic
 def rejections_table(r: FitResult) -> Table | None:
     """The rejected candidates by the first rule each failed, with the closest miss (None when
     the search rejected none)."""
-    rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
+    rows = [[j.rule, str(j.count), (j.closest or "") + (
+        f": {j.measured}, allowed {j.limit}" if j.measured and j.rule != "fits-in-memory" else "")]
+        for j in r.rejections]
     if not rows:
         return None
     return Table(f"Rejected: {r.rejected} candidates, by the first rule each failed",
@@ -118,7 +120,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
                    + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else " (uncalibrated)"))
     else:
-        verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule"
+        verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule" + why_none(r)
     notes = []
     if r.model_inferred:
         notes.append("MODEL SHAPE INFERRED from the parameter count — " + r.model_description)
@@ -150,6 +152,17 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
     data["rejected"] = r.rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
                     notes=notes, verdict=verdict, ok=r.fits, data=data)
+
+
+def why_none(r: FitResult) -> str:
+    """When nothing fits: the rule that rejected the most layouts, with its example's value and
+    what the rule allows (or why nothing was enumerated)."""
+    if not r.rejections:
+        return f" — {r.empty_space[:1].lower()}{r.empty_space[1:]}" if r.empty_space else ""
+    top = max(r.rejections, key=lambda j: j.count)
+    share = "all" if top.count == r.rejected else f"{top.count:,} of {r.rejected:,}"
+    value = f" (e.g. {top.measured}; allowed: {top.limit})" if top.measured else ""
+    return f" — {top.rule} rejected {share}: {top.message}{value}"
 
 
 def ranking_text(r: FitResult) -> str:

@@ -19,7 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
-from planner.evaluation.rules import RULE_NAMES, RULE_TEXT
+from planner.evaluation.rules import RULE_NAMES, RULE_TEXT, RULES, Figures
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED
@@ -92,6 +92,8 @@ class Rejection:
     message: str
     count: int
     closest: Optional[str] = None
+    measured: Optional[str] = None   # the example's value the rule reads (estimate's "measured")
+    limit: Optional[str] = None      # what the rule allows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +186,12 @@ def _rejections(res: SearchResult) -> list[Rejection]:
         else:
             j = int(idx[0])
             closest = f"e.g. {short_label(c.layout(j, p.precision, p.optimizer))}"
-        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]), closest=closest))
+        # the example's value against the rule's limit, as estimate's rule table states them
+        measured, limit = RULES[k].measure(p, c.layout(j, p.precision, p.optimizer), Figures(
+            micro_batches=float(r.micro_batches[j]), peak_memory=float(r.memory.peak[j]),
+            usable_memory=float(r.memory.usable[j])))
+        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]),
+                             closest=closest, measured=measured, limit=limit))
     return out
 
 

@@ -56,3 +56,38 @@ def test_fit_prices_hybrid_rows_by_the_network(dtplan):
         assert rows, r.err
         return rows[0]
     assert first_hybrid("25")["step_time_s"] > first_hybrid("400")["step_time_s"]
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group(dtplan):
+    """An MoE's expert gradients are reduced over DP·CP / EP ranks, TP·EP GPUs apart (Megatron-
+    Core's expert data-parallel group), not with the dense ones over DP·CP: Mixtral 8x7B on 64
+    H100s, TP 2, EP 8, ZeRO-1: the 4 expert replicas of a rank sit in 4 nodes, so the expert
+    reduction crosses the NICs whole (was priced as the dense group's, mostly inside a node).
+    EP 1 keeps one reduction over DP·CP."""
+    from planner.engine.topology import fabric as fab_of
+    from planner.evaluation import timing_terms as tt
+    from planner.evaluation.candidates import Candidates, shape
+    from planner.evaluation.train import problem
+    from planner.specs.layout import Layout
+    from planner.specs.presets import get_preset
+
+    hw = load_profile("h100")
+    p = problem(get_preset("mixtral-8x7b"), hw, 64, seq_len=4096, global_batch=256).resolved()
+    c = Candidates.from_layouts([Layout(tp=2, dp=32, ep=8, zero=1),
+                                 Layout(tp=2, dp=32, ep=1, zero=1)])
+    x = shape(p, c)
+    stage = np.array([3e9, 3e9])
+    got = tt._state_collectives(p, x, c.zero, stage)["red"]
+    expert = np.minimum(tt._expert_stage_params(p, x), stage)
+    assert expert[0] > 0
+    gpn, fab = hw.scale_up.gpus_per_domain, fab_of(hw, 64)
+    rb = p.fw.time.reduce_bytes
+    dense_red = st.dp_reduction_times(rb * (stage[0] - expert[0]), 0.0, True, 64 / 2, 2.0, gpn,
+                                      fab)[0]
+    expert_red = st.dp_reduction_times(rb * expert[0], 0.0, True, 32 / 8, 16.0, gpn, fab)[0]
+    assert float(got[0]) == pytest.approx(float(dense_red) + float(expert_red), rel=1e-12)
+    whole = st.dp_reduction_times(rb * stage[1], 0.0, True, 32.0, 2.0, gpn, fab)[0]
+    assert float(got[1]) == pytest.approx(float(whole), rel=1e-12)
+    # the expert part crossing the network whole costs more than inside the dense group
+    assert float(expert_red) > float(st.dp_reduction_times(rb * expert[0], 0.0, True, 32.0, 2.0,
+                                                          gpn, fab)[0])

@@ -152,6 +152,16 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
     return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
 
 
+def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
+    """Expert parameters one GPU of the fullest stage holds: its layers × the MoE layers' share
+    × every expert's MLP, over EP × TP (evaluate._params' count; 0 on a dense model)."""
+    mod = p.model
+    if not mod.is_moe:
+        return np.zeros_like(x.tp, dtype=float)
+    experts_w = mod.experts * mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)
+    return x.layers[1] * (mod.moe_layers / mod.layers) * experts_w / (x.ep * x.tp)
+
+
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
@@ -173,9 +183,20 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
                                                x.tp * x.cp, gpn, fab)
     out["r_e"] = out["r_e"] + st.hsdp_replica_time(edge_params, fw.reduce_bytes, x.shard, n,
                                                    x.tp * x.cp, gpn, fab)
-    out["red"], out["gather"] = st.dp_reduction_times(
-        dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
-        gpn, fab)
+    # dense gradients over DP·CP (ranks TP apart); expert gradients over the expert-data-
+    # parallel group, DP·CP / EP ranks TP·EP apart (Megatron-Core's expert DDP buckets on
+    # its expert_data_parallel_group), one after the other
+    # (EP 1: the same group, one reduction)
+    expert = np.where(x.ep > 1, np.minimum(_expert_stage_params(p, x), stage_params), 0.0)
+    dense = stage_params - expert
+    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
+                                        zero >= 1, n, x.tp, gpn, fab)
+    red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
+                                            expert * fw.gather_bytes, zero >= 1, n / x.ep,
+                                            x.tp * x.ep, gpn, fab)
+    moe = expert > 0
+    out["red"] = red + np.where(moe, red_e, 0.0)
+    out["gather"] = gather + np.where(moe, gather_e, 0.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out

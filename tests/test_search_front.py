@@ -122,6 +122,7 @@ def test_the_title_says_how_near_ties_are_ordered(dtplan):
     out = dtplan("fit", "--model", "llama2-13b", "--gpus", "32", "--hardware", "a100-80g").out
     assert "ranked by step time; within ±3.5% of #1 (its error band) by headroom" in \
         " ".join(out.split())
+    assert "FITS: best layout TP 1 × PP 1 × DP 32, ZeRO-2" in " ".join(out.split())
     plain = dtplan("fit", "--model", "llama3-8b", "--gpus", "8").out
     assert plain.splitlines()[1].endswith("ranked by step time")  # h100: uncalibrated, no band
 
@@ -134,3 +135,11 @@ def test_the_rule_is_the_budgets_and_declared_once():
                             budget=MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=5e9))
     assert fast.short_of_headroom(p, np.array([4.9e9, 5e9]), np.array([1.0, 1.0])).tolist() == \
         [True, False]
+
+
+def test_when_every_layout_is_short_the_verdict_says_so(dtplan):
+    r = dtplan("fit", "--model", "llama3-8b", "--gpus", "8", "--min-headroom-gb", "1000")
+    assert r.code == 0
+    text = " ".join(r.out.split())
+    assert "FITS AT THE EDGE (every layout is short of the headroom rule): best layout TP" in text
+    assert "!" in r.out.split("#")[1]

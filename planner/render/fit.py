@@ -113,8 +113,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice
         tables.append(rejections)
     if r.layouts:
         w = r.layouts[0]
-        verdict = (("FITS, AT THE EDGE (every layout is short of the headroom rule)"
-                    if w.short_of_headroom else "FITS") + ": best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
+        edge = " AT THE EDGE (every layout is short of the headroom rule)"
+        verdict = ("FITS" + (edge if w.short_of_headroom else "")
+                   + f": best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"

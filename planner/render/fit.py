@@ -189,8 +189,9 @@ def headroom_note(r: FitResult) -> str:
         return "Headroom rule: none (--min-headroom-gb 0): layouts ranked by the objective alone."
     why = ("the memory model's largest under-estimate of a measured peak"
            if r.min_headroom_fraction else "--min-headroom-gb")
-    text = (f"Headroom rule: the #1 leaves at least {rule} free ({why}; the larger applies), "
-            "beyond the safety margin; --min-headroom-gb sets a floor in GB instead.")
+    both = "; the larger applies" if r.min_headroom_fraction and r.min_headroom_bytes else ""
+    text = (f"Headroom rule: the #1 leaves at least {rule} free ({why}{both}), beyond the "
+            "safety margin; --min-headroom-gb sets a floor in GB instead.")
     if r.short_of_headroom:
         text += (f" {r.short_of_headroom} layout(s) of the front short of it: flagged ! and ranked "
                  "after the rest (within the model's own error of an OOM).")

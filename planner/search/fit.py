@@ -59,7 +59,11 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
                              chunks=best.chunks)
             note = (f"auto: micro-batch {best.micro_batch}"
                     + (f", {best.schedule} v={best.chunks}" if auto_chunks else "")
-                    + f" is the fastest of {res.enumerated} settings tried that fits")
+                    + f" is the fastest of {res.enumerated} settings tried that fits"
+                    + (" (none leaves the headroom rule free)" if short_of_headroom(
+                        p, res.results.memory.headroom[res.order[:1]],
+                        res.results.memory.peak[res.order[:1]])[0] else
+                       " with the headroom rule's room"))
         else:
             note = "auto: no micro-batch setting fits this layout; showing micro-batch 1"
             layout = replace(layout, micro_batch=1)

@@ -34,6 +34,7 @@ def calibrate_cmd(
                               hardware, hardware_file, plan, output, force, framework)
     from planner.calibration.published import calibrate
     from planner.render import Document, Table, emit
+    from planner.specs.records import dump
 
     if hardware is not None and _no_published_run(hardware, fmt.value):
         return EXIT_OK
@@ -75,7 +76,7 @@ def calibrate_cmd(
                              first + ["published GiB", "predicted GiB", "error"] + last, mem)]
                       if mem else []),
                    notes=notes, verdict=verdict,
-                   ok=rep.within_tolerance == len(rep.rows), data=rep.model_dump())
+                   ok=rep.within_tolerance == len(rep.rows), data=dump(rep))
     emit(doc, fmt.value)
     return EXIT_OK
 

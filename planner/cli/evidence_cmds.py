@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from planner.evidence import Evidence, read_evidence
+from planner.evidence import read_evidence
+from planner.evidence.model import Evidence
 from planner.render import Document, Table, emit
 from planner.render.evidence import (FITS, cluster, comparison_tables, escaped, figures, fit_table,
                                trace_table)
@@ -31,7 +32,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
     evidence = _read(paths, warmup_steps)
     rows = [[Path(e.path).name, e.format, cluster(e), figures(e)] for e in evidence]
     tables = [Table("What the files say", ["file", "format", "cluster", "measured"], rows)]
-    tables += [trace_table(e) for e in evidence if e.trace is not None]
+    tables += [trace_table(e.path, e.trace) for e in evidence if e.trace is not None]
     kinds = list(dict.fromkeys(e.kind for e in evidence))
     notes = [f"{k}: would fit {FITS[k]}" for k in kinds]
     notes += [f"{Path(e.path).name}: {n}" for e in evidence for n in e.notes]

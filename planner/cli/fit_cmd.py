@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
@@ -15,6 +15,16 @@ from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, pars
 from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
+
+if TYPE_CHECKING:  # built when the command runs
+    from planner.specs.budget import MemoryBudget
+
+
+# the headroom rule as a floor in GB (specs.budget.MemoryBudget.required_headroom)
+MinHeadroomGb = Annotated[Optional[float], real(
+    "--min-headroom-gb", "free memory per GPU the #1 must leave, GB (default: 6.6 % of its "
+    "peak, the memory model's own error); layouts short of it are flagged and ranked after",
+    SEARCH, within=(0, 10_000))]
 
 
 @command("fit", "dtplan fit --model llama3-70b --gpus 256",
@@ -37,10 +47,7 @@ def fit_cmd(
     from_plan: Annotated[Optional[str], option(
         "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
         "shrink)", panel=SEARCH, metavar="PATH")] = None,
-    min_headroom_gb: Annotated[Optional[float], real(
-        "--min-headroom-gb", "free memory per GPU the #1 must leave, GB (default: 6.6 % of its "
-        "peak, the memory model's own error); layouts short of it are flagged and ranked after",
-        SEARCH, within=(0, 10_000))] = None,
+    min_headroom_gb: MinHeadroomGb = None,
     top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
     show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
                                      "step time and peak memory (hidden by default)",
@@ -69,18 +76,7 @@ def fit_cmd(
                                    f"whole search), got {len(counts)}; split the sweep")
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
-    offload_note = ""
-    if allow_offload and job.framework is None:
-        # ZeRO-Offload and ZeRO-Infinity are DeepSpeed's: Megatron-LM, the default, offloads
-        # only the optimizer and keeps its gradient buffer and parameters on the GPU
-        import dataclasses
-
-        from planner.search.fit import OFFLOAD_FRAMEWORK
-        job = dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK)
-        offload_note = (f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
-                        "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer "
-                        "states, the gradient partitions and (stage 3) the parameters to host "
-                        "memory; Megatron-LM offloads only the optimizer (--framework megatron)")
+    job, offload_note = _offload_framework(job, allow_offload)
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
@@ -92,9 +88,7 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
-    from planner.specs.budget import MemoryBudget
-    budget = MemoryBudget() if min_headroom_gb is None else MemoryBudget(
-        min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
+    budget = _headroom_budget(min_headroom_gb)
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
@@ -111,15 +105,44 @@ def fit_cmd(
     else:
         from planner.render.fit import sweep_doc
         doc = sweep_doc(results)
-    if batch_note:
-        doc.notes.insert(1, batch_note)
-    if offload_note:
-        doc.notes.insert(1, offload_note)
-    if not show_all and any(r.layouts for r in results):
-        doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
-                         "peak memory (an exact front); --all ranks every valid layout")
+    _add_notes(doc.notes, [n for n in (offload_note, batch_note) if n],
+               not show_all and any(r.layouts for r in results))
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _add_notes(notes: list[str], first: list[str], front: bool) -> None:
+    """The job's notes after the model line (`first`, in order), and what the list is when
+    it is the front (`front`)."""
+    notes[1:1] = first
+    if front:
+        notes.append("Listed: the layouts no other valid layout beats on both step time and "
+                     "peak memory (an exact front); --all ranks every valid layout")
+
+
+def _offload_framework(job: Flags, allow_offload: bool) -> tuple[Flags, str]:
+    """The job with DeepSpeed selected where --allow-offload names no framework, and the note
+    that says so: ZeRO-Offload and ZeRO-Infinity are DeepSpeed's; Megatron-LM, the default,
+    offloads only the optimizer and keeps its gradient buffer and parameters on the GPU."""
+    if not allow_offload or job.framework is not None:
+        return job, ""
+    import dataclasses
+
+    from planner.search.fit import OFFLOAD_FRAMEWORK
+    return dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK), (
+        f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
+        "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer states, the "
+        "gradient partitions and (stage 3) the parameters to host memory; Megatron-LM offloads "
+        "only the optimizer (--framework megatron)")
+
+
+def _headroom_budget(min_headroom_gb: Optional[float]) -> MemoryBudget:
+    """The budget whose headroom rule the ranking applies: the default share of each peak, or
+    --min-headroom-gb as a floor in its place."""
+    from planner.specs.budget import MemoryBudget
+    if min_headroom_gb is None:
+        return MemoryBudget()
+    return MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
 
 
 def _progress(total: int):

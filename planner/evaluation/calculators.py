@@ -15,6 +15,7 @@ from planner.engine.schedules import SCHEDULES
 from planner.errors import InputError
 from planner.resilience.planning import IntervalOptimum, interval_optimum
 from planner.specs.budget import MemoryBudget
+from planner.specs.hardware import HardwareProfile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +105,8 @@ MAX_MESSAGE_BYTES = 1e15
 
 
 def comm(message_bytes: float | list[float], gpus: list[int],
-         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
+         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0,
+         hardware: HardwareProfile | None = None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
                                          "all-to-all"),
          gpus_per_node: Optional[int] = None) -> CommResult:
@@ -122,16 +124,17 @@ def comm(message_bytes: float | list[float], gpus: list[int],
     if (bandwidth_bytes_per_s is None) == (hardware is None):
         raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
     bw = v.within("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
-                  *LINK_BYTES_PER_S, unit=1e9, name="GB/s") if hardware is None else None
+                  *LINK_BYTES_PER_S, unit=1e9, name="GB/s") \
+        if bandwidth_bytes_per_s is not None else None  # given exactly when hardware is not
     rows = []
     for m in sizes:
         for n in gpus:
             n = v.positive_int("--gpus", n)
             for kind in collectives:
                 algo = "ring"
-                if hardware is None:
+                if bw is not None:
                     t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
-                else:
+                elif hardware is not None:
                     node = gpus_per_node or hardware.scale_up.gpus_per_domain
                     per_domain = min(n, node, hardware.scale_up.gpus_per_domain)
                     fab = topo.fabric(hardware, n)
@@ -187,7 +190,8 @@ def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
             slots = float(pipe_eq.bubble_slots(p, schedule=schedule))
             f, over = slots / (m + slots), slots / m
         else:
-            f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)
+            f = float(pipe_eq.bubble_fraction(p, m, c))
+            over = float(pipe_eq.bubble_overhead(p, m, c))
         rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
                               overhead_vs_ideal=over))
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
@@ -221,9 +225,7 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
     dp = v.positive_int("--dp", data_parallel)
     tp, pp, cp = (v.positive_int(f, x) for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp)))
     solved = None
-    if (accumulation is None) == (global_batch is None):
-        raise InputError("--accum", "give exactly one of --accum or --global-batch")
-    if global_batch is not None:
+    if global_batch is not None and accumulation is None:
         gb_ = v.positive_int("--global-batch", global_batch)
         if not batch_eq.batch_divides(gb_, b, dp):
             per = b * dp
@@ -232,8 +234,10 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
                              f"nearest valid: {max(per, gb_ // per * per)} or {(gb_ // per + 1) * per}")
         acc = int(batch_eq.accumulation_steps(gb_, b, dp))
         solved = "accumulation"
-    else:
+    elif accumulation is not None and global_batch is None:
         acc = v.positive_int("--accum", accumulation)
+    else:
+        raise InputError("--accum", "give exactly one of --accum or --global-batch")
     g = int(batch_eq.global_batch(b, acc, dp))
     s = v.positive_int("--seq-len", seq_len) if seq_len is not None else None
     return BatchResult(micro_batch=b, accumulation=acc, data_parallel=dp, tensor_parallel=tp,

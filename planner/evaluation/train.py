@@ -11,6 +11,7 @@ from planner.errors import InputError
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
+from planner.resilience.planning import ResiliencePlan, plan_resilience
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, Layout
@@ -88,8 +89,7 @@ def resilience_plan(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay:
                 gpu_mtbf_s: Optional[float] = DEFAULT_GPU_MTBF_S,
                 job_mtbf_s: Optional[float] = None, train_tokens: Optional[float] = None,
                 tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
-                async_checkpoint: bool = False):
-    from planner.resilience.planning import plan_resilience
+                async_checkpoint: bool = False) -> ResiliencePlan:
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
                            shard_degree=lay.shard_group, ep=lay.ep,
@@ -105,7 +105,7 @@ def resilience_plan(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay:
 def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
                    gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, job_mtbf_s: Optional[float] = None,
                    train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
-                   async_checkpoint: bool = False):
+                   async_checkpoint: bool = False) -> ResiliencePlan:
     """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
     given a token budget, the time to train including failures. A job MTBF, when given,
     replaces the per-GPU one."""

@@ -23,7 +23,7 @@ from planner.resilience.straggler import Straggler, straggler
 
 if TYPE_CHECKING:
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -104,11 +104,12 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
                          "--job-mtbf-hours or --interruptions with --over-days")
     n = v.positive_int("--gpus", gpus) if gpus is not None else None
     nodes = math.ceil(n / v.positive_int("--gpus-per-node", gpus_per_node)) if n else None
-    if gpu_mtbf_s is not None or node_mtbf_s is not None:
-        if n is None:
+    component = gpu_mtbf_s if gpu_mtbf_s is not None else node_mtbf_s
+    if component is not None:
+        if n is None or nodes is None:
             raise InputError("--gpus", "is needed to turn a per-GPU or per-node MTBF into a job MTBF")
-        src = "gpu" if gpu_mtbf_s is not None else "node"
-        comp = v.positive(f"--{src}-mtbf-hours", gpu_mtbf_s if src == "gpu" else node_mtbf_s)
+        src: Literal["gpu", "node"] = "gpu" if gpu_mtbf_s is not None else "node"
+        comp = v.positive(f"--{src}-mtbf-hours", component)
         m = float(res_eq.job_mtbf(comp, n if src == "gpu" else nodes))
         return FailureRate(source=src, job_mtbf_s=m, gpus=n, nodes=nodes, component_mtbf_s=comp,
                            failures_per_day=DAY / m)
@@ -116,6 +117,7 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
         m = v.positive("--job-mtbf-hours", job_mtbf_s)
         return FailureRate(source="job", job_mtbf_s=m, gpus=n, nodes=nodes,
                            failures_per_day=DAY / m)
+    assert interruptions is not None   # exactly one source is given (checked above): this one
     count = v.positive("--interruptions", interruptions)
     if period_s is None:
         raise InputError("--over-days", "is needed with --interruptions")
@@ -310,7 +312,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
     if (tokens is None) != (tokens_per_s is None):
         raise InputError("--train-tokens" if tokens is None else "--tokens-per-s",
                          "give both --train-tokens and --tokens-per-s for the time to train")
-    if tokens is not None:
+    if tokens is not None and tokens_per_s is not None:   # both or neither (checked above)
         train = training_time(tokens, tokens_per_s, c.gpus, opt.goodput_fraction,
                               price_per_gpu_hour)
     strag = None

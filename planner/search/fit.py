@@ -29,7 +29,7 @@ from planner.specs.budget import MemoryBudget
 from planner.specs.framework import load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.records import INTERNAL
 

@@ -86,7 +86,7 @@ def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
     test runs on a shown list against every valid row)."""
     a = np.asarray(objectives, dtype=float)[:, None, :]
     b = np.asarray(others, dtype=float)[None, :, :]
-    return ((b <= a).all(axis=2) & (b < a).any(axis=2)).any(axis=1)
+    return np.any(np.all(b <= a, axis=2) & np.any(b < a, axis=2), axis=1)
 
 
 def surely_dominated(anchor_first: np.ndarray, anchor_second_most: np.ndarray,

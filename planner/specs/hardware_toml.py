@@ -8,7 +8,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 from planner.errors import InputError
 from planner.specs.efficiency import Efficiency
@@ -87,7 +87,7 @@ def _ok(check: str, v: Any) -> bool:
     return {_POS: v > 0, _NONNEG: v >= 0, _FRAC: 0 < v <= 1, _GE1: v >= 1}[check]
 
 
-def _unknown(where: str, key: str, known) -> str:
+def _unknown(where: str, key: str, known: Collection[str]) -> str:
     import difflib   # only for "did you mean" (its import is start-up time every run pays)
     near = difflib.get_close_matches(key, list(known), n=1)
     hint = f"; did you mean '{near[0]}'?" if near else ""

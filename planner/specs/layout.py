@@ -1,8 +1,8 @@
 """A parallel layout and the topology rules a plan must obey.
 
 ``Layout`` is declared in ``specs.knobs`` (each of its fields is a layout knob: the CLI options,
-the plan schema's LayoutSection and the Candidates columns are built from them) and re-exported
-here.
+the plan schema's LayoutSection and the Candidates columns are built from them); import it from
+there.
 """
 
 from __future__ import annotations

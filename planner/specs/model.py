@@ -215,8 +215,8 @@ class ModelSpec:
 
     def training_flops_per_token(self, seq_len: int, causal: bool = False) -> float:
         """Model FLOPs (fwd + bwd, no recompute) per token at sequence length ``seq_len``."""
-        return P.training_flops_per_token(self.matmul_params_per_token(), self.layers, seq_len,
-                                          self.attn_dim, causal)
+        return float(P.training_flops_per_token(self.matmul_params_per_token(), self.layers,
+                                                seq_len, self.attn_dim, causal))
 
     def describe(self) -> str:
         """One line for reports; inferred shapes say so, so nobody mistakes them for their model."""

@@ -85,8 +85,8 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     layouts, at the plan's batch and at the nearby batch the new DP degrees divide (within
     `batch_tolerance`); recommends the fastest within the tolerance, beside the fastest that
     keeps the batch exactly."""
-    to_gpus = v.positive_int("--gpus", to_gpus)
-    tol = v.positive("--batch-tolerance", batch_tolerance, upper=0.5) if batch_tolerance else 0.0
+    to_gpus = v.positive_int("to_gpus", to_gpus)
+    tol = v.positive("batch_tolerance", batch_tolerance, upper=0.5) if batch_tolerance else 0.0
     # No "what would fit" search for the smaller cluster (~30 feasibility searches, ~7 s for
     # 70B on 240 GPUs): the shrink's own options answer that question.
     result = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,

@@ -49,7 +49,7 @@ from planner.specs.presets import PRESETS, get_preset
 from planner.calibration.modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT,
                                         modern_calibration_rows, regimes)
 from planner.calibration.report import CalibrationReport, CalibrationRow, Metric
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.evaluation.error_band import family, generation
 from planner.evaluation.timing_terms import KERNEL_MEMORY_FACTOR
 from planner.specs.framework import FrameworkProfile, load_framework
@@ -335,11 +335,11 @@ def calibrate(hardware: HardwareProfile | str | None = None,
         rows = [r for r in rows if r.regime.startswith(fw + "/")]
         memory = [r for r in memory if r.regime.startswith(fw + "/")]
         if not rows:
-            raise InputError("--framework", f"no calibration row ran on {fw}; rows exist for "
+            raise InputError(named("framework"), f"no calibration row ran on {fw}; rows exist for "
                              "megatron and torchtitan")
     hw = given or load_profile(DEFAULT_PROFILE)
     if not rows:
-        raise InputError("--hardware", f"no published case can be laid out on {hw.name} "
+        raise InputError(named("hardware"), f"no published case can be laid out on {hw.name} "
                                        "(each one's layout fails a structural rule there)")
     errs = [abs(r.error_pct) for r in rows]
     worst = max(rows, key=lambda r: abs(r.error_pct))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
@@ -145,8 +145,10 @@ def _headroom_budget(min_headroom_gb: Optional[float]) -> MemoryBudget:
     return MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
 
 
-def _progress(total: int):
-    return lambda i, n: sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+def _progress(total: int) -> Callable[[int, int], None]:
+    def progress(i: int, n: int) -> None:
+        sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+    return progress
 
 
 def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:

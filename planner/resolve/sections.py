@@ -9,7 +9,7 @@ from typing import Any
 
 from planner.errors import InputError, Problems, validation_message
 from planner.io.lines import with_lines
-from planner.resolve.plan_file import safe_reference
+from planner.io.read import safe_reference
 from planner.evaluation.rules import config_keys
 from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
 from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides

@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.evaluation.train import TimeToTrain
 from planner.gate.check import evaluate_inputs
 from planner.resolve.job import resolve_plan
@@ -140,7 +140,7 @@ def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
     from planner.io.numbers import parse_number
-    x = parse_number("--train-tokens", text)
+    x = parse_number(named("train_tokens"), text)
     if x <= 0 or math.isnan(x):
-        raise InputError("--train-tokens", f"must be > 0, got {text}")
+        raise InputError(named("train_tokens"), f"must be > 0, got {text}")
     return x

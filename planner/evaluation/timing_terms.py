@@ -181,7 +181,7 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
     return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
 
 
-def _expert_stage_params(p: Problem, x: Shape) -> FloatArray:
+def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
     """Expert parameters one GPU of the fullest stage holds: its layers × the MoE layers' share
     × every expert's MLP, over EP × TP (evaluate._params' count; 0 on a dense model)."""
     mod = p.model

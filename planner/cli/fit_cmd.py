@@ -17,8 +17,16 @@ from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # built when the command runs
+    from planner.specs.budget import MemoryBudget
     from planner.specs.finetune import Tuning
+
+
+# the headroom rule as a floor in GB (specs.budget.MemoryBudget.required_headroom)
+MinHeadroomGb = Annotated[Optional[float], real(
+    "--min-headroom-gb", "free memory per GPU the #1 must leave, GB (default: 6.6 % of its "
+    "peak, the memory model's own error); layouts short of it are flagged and ranked after",
+    SEARCH, within=(0, 10_000))]
 
 # fit's fine-tuning options: the layout knobs' defaults (not search axes)
 FT = {n: KNOB[n].default for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets",
@@ -48,6 +56,7 @@ def fit_cmd(
     from_plan: Annotated[Optional[str], option(
         "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
         "shrink)", panel=SEARCH, metavar="PATH")] = None,
+    min_headroom_gb: MinHeadroomGb = None,
     top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
     show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
                                      "step time and peak memory (hidden by default)",
@@ -73,6 +82,7 @@ def fit_cmd(
     counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
+    job, offload_note = _offload_framework(job, allow_offload)
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
@@ -84,11 +94,13 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
+    budget = _headroom_budget(min_headroom_gb)
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,
                          tuning=tuning, objective=objective, top=top, dominated=show_all,
+                         budget=budget,
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
@@ -100,14 +112,44 @@ def fit_cmd(
     else:
         from planner.render.fit import sweep_doc
         doc = sweep_doc(results)
-    if batch_note:
-        doc.notes.insert(1, batch_note)
-    if not show_all and any(r.layouts for r in results):
-        doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
-                         "peak memory (steps within 0.1 % or the error band count as equal); "
-                         "--all ranks every valid layout")
+    _add_notes(doc.notes, [n for n in (offload_note, batch_note) if n],
+               not show_all and any(r.layouts for r in results))
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _add_notes(notes: list[str], first: list[str], front: bool) -> None:
+    """The job's notes after the model line (`first`, in order), and what the list is when
+    it is the front (`front`)."""
+    notes[1:1] = first
+    if front:
+        notes.append("Listed: the layouts no other valid layout beats on both step time and "
+                     "peak memory (an exact front); --all ranks every valid layout")
+
+
+def _offload_framework(job: Flags, allow_offload: bool) -> tuple[Flags, str]:
+    """The job with DeepSpeed selected where --allow-offload names no framework, and the note
+    that says so: ZeRO-Offload and ZeRO-Infinity are DeepSpeed's; Megatron-LM, the default,
+    offloads only the optimizer and keeps its gradient buffer and parameters on the GPU."""
+    if not allow_offload or job.framework is not None:
+        return job, ""
+    import dataclasses
+
+    from planner.search.fit import OFFLOAD_FRAMEWORK
+    return dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK), (
+        f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
+        "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer states, the "
+        "gradient partitions and (stage 3) the parameters to host memory; Megatron-LM offloads "
+        "only the optimizer (--framework megatron)")
+
+
+def _headroom_budget(min_headroom_gb: Optional[float]) -> MemoryBudget:
+    """The budget whose headroom rule the ranking applies: the default share of each peak, or
+    --min-headroom-gb as a floor in its place."""
+    from planner.specs.budget import MemoryBudget
+    if min_headroom_gb is None:
+        return MemoryBudget()
+    return MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
 
 
 def _counts(gpus: list[str] | str) -> list[int]:

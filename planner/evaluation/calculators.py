@@ -2,6 +2,7 @@
 `checkpoint` and `scaling`: validated inputs in, records out, arithmetic from engine/."""
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Optional
 
 from planner.io import validate as v
@@ -105,7 +106,7 @@ LINK_BYTES_PER_S = (1e3, 1e15)
 MAX_MESSAGE_BYTES = 1e15
 
 
-def comm(message_bytes: float | list[float], gpus: list[int],
+def comm(message_bytes: float | list[float], gpus: Sequence[float],
          bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0,
          hardware: HardwareProfile | None = None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
@@ -175,7 +176,7 @@ class BubbleResult:
 
 
 
-def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
+def bubble(stages: int, micro_batches: Sequence[float], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
     """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
     s = (p−1)/3 idle slots (engine.pipeline.bubble_slots)."""

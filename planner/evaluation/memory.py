@@ -177,6 +177,10 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
         optim = optim + bud.sharded_states(st.root_params, 0.0 * shard, sharding, shard,
                                            expert_shard, 0.0, 0.0, extra)[2]
     weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    # where the framework moves the gradient partitions with the optimizer (its profile),
+    # only its reduce buckets (framework buffers) stay on the GPU
+    grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
+                     0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
                                  if p.precision == "fp8" else 0.0)

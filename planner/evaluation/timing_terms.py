@@ -26,7 +26,7 @@ from planner.engine import fp8 as f8
 from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
-from planner.engine.arrays import FloatArray, array
+from planner.engine.arrays import array
 from planner.engine.params import attention_score_forward_flops, mlp_params
 from planner.engine.topology import fabric
 
@@ -187,10 +187,21 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
     return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
 
 
+def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
+    """Expert parameters one GPU of the fullest stage holds: its layers × the MoE layers' share
+    × every expert's MLP, over EP × TP (evaluate._params' count; 0 on a dense model)."""
+    mod = p.model
+    if not mod.is_moe:
+        return np.zeros_like(x.tp, dtype=float)
+    experts_w = mod.experts * mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)
+    return array(x.layers[1] * (mod.moe_layers / mod.layers) * experts_w / (x.ep * x.tp))
+
+
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
-    r_e of the edge layers, over the shard group) and the DP reduction (red, and ZeRO ≥ 1's
+    r_e of the edge layers, over the shard group; r and r_e with hybrid sharding's all-reduce
+    across the replicas) and the DP reduction (red, and ZeRO ≥ 1's
     gather of the updated parameters, over DP·CP) with its bucket count: the STATE_COLUMNS
     part (engine.step_time)."""
     fw, hw = p.fw.time, p.hardware
@@ -208,9 +219,25 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     out["g_e"], out["r_e"] = map(array, st.zero3_unit_times(
         edge_params, gather_b, reduce_b, x.shard, x.tp * x.cp, gpn, fab))
     n = x.dp * x.cp
-    out["red"], out["gather"] = map(array, st.dp_reduction_times(
-        dp_gradient_bytes(p, trained), trained * fw.gather_bytes, zero >= 1, n, x.tp,
-        gpn, fab))
+    # hybrid sharding: each reduce-scatter is followed by the replicas' all-reduce of the shard
+    out["r"] = out["r"] + array(st.hsdp_replica_time(layer_params, fw.reduce_bytes, x.shard,
+                                                     n, x.tp * x.cp, gpn, fab))
+    out["r_e"] = out["r_e"] + array(st.hsdp_replica_time(edge_params, fw.reduce_bytes, x.shard,
+                                                         n, x.tp * x.cp, gpn, fab))
+    # dense gradients over DP·CP (ranks TP apart); expert gradients over the expert-data-
+    # parallel group, DP·CP / EP ranks TP·EP apart (Megatron-Core's expert DDP buckets on
+    # its expert_data_parallel_group), one after the other
+    # (EP 1: the same group, one reduction)
+    expert = np.where(x.ep > 1, np.minimum(_expert_stage_params(p, x), trained), 0.0)
+    dense = trained - expert
+    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
+                                        zero >= 1, n, x.tp, gpn, fab)
+    red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
+                                            expert * fw.gather_bytes, zero >= 1, n / x.ep,
+                                            x.tp * x.ep, gpn, fab)
+    moe = expert > 0
+    out["red"] = array(red) + np.where(moe, red_e, 0.0)
+    out["gather"] = array(gather) + np.where(moe, gather_e, 0.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out

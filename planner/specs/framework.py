@@ -170,6 +170,9 @@ class MemoryBehaviour:
         ge=0, description="ZeRO-3 cap on gathered parameters")] = 1e9
     expandable_segments: Annotated[bool, Field(
         description="PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default")] = False
+    offload_moves_gradients: Annotated[bool, Field(
+        description="with the optimizer offloaded to CPU, the gradient partitions live in host "
+                    "memory too (only the reduce buckets stay on the GPU)")] = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
@@ -15,6 +15,9 @@ from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, pars
 from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
+
+if TYPE_CHECKING:  # annotations only
+    from planner.specs.framework import FrameworkProfile
 
 
 @command("fit", "dtplan fit --model llama3-70b --gpus 256",
@@ -64,7 +67,8 @@ def fit_cmd(
         raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
                                    f"whole search), got {len(counts)}; split the sweep")
     if from_plan is not None:
-        return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
+        return _shrink(from_plan, counts, top, fmt.value, batch_tolerance,
+                       job.framework_profile())
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
@@ -79,15 +83,15 @@ def fit_cmd(
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
-                         precision=precision, optimizer=optimizer, space=space,
-                         objective=objective, top=top, dominated=show_all,
+                         precision=precision, optimizer=optimizer, space=space, top=top,
+                         objective=objective, dominated=show_all, framework=job.framework_profile(),
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
     if len(results) == 1:
         from planner.advice.batch import advise_fit_result
         advice = advise_fit_result(results[0], spec, prof, space, precision=precision,
-                                   optimizer=optimizer)
+                                   optimizer=optimizer, framework=job.framework_profile())
         doc = fit_doc(results[0], gib=gib, wide=wide, batch_advice=advice)
     else:
         from planner.render.fit import sweep_doc
@@ -106,7 +110,8 @@ def _progress(total: int):
     return lambda i, n: sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
 
 
-def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:
+def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01,
+            framework: Optional[FrameworkProfile] = None) -> int:
     from pathlib import Path
 
     from planner.advice.shrink import shrink
@@ -123,7 +128,7 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
                        text=text)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
                global_batch=inp.global_batch, budget=inp.budget, top=top,
-               batch_tolerance=batch_tolerance)
+               batch_tolerance=batch_tolerance, framework=framework or inp.framework)
     doc = shrink_doc(r)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

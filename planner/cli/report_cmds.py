@@ -68,7 +68,8 @@ def _inputs(plan, job: Flags, gpus, precision, optimizer):
     n = v.positive_int("--gpus", gpus)
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
-                               global_batch=gbatch, precision=precision, optimizer=optimizer)
+                               global_batch=gbatch, precision=precision, optimizer=optimizer,
+                               framework=job.framework_profile())
     return inp, f"fit search over {n} GPUs (the winner)", res
 
 

@@ -12,6 +12,7 @@ from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
 from planner.specs.budget import MemoryBudget
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec
@@ -41,10 +42,12 @@ def build_layout(*, gpus: int, **knobs: Any) -> Layout:
 
 def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
             global_batch: int, precision: str = "mixed", optimizer: str = "adam",
-            budget: MemoryBudget | None = None) -> Problem:
+            budget: MemoryBudget | None = None,
+            framework: FrameworkProfile | None = None) -> Problem:
+    """The fixed part of a question, its framework profile among it (None: the default)."""
     return Problem(model=model, hardware=hardware, gpus=v.positive_int("--gpus", gpus),
                    seq_len=seq_len, global_batch=global_batch, precision=precision,
-                   optimizer=optimizer, budget=budget or MemoryBudget())
+                   optimizer=optimizer, budget=budget or MemoryBudget(), framework=framework)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,10 +18,11 @@ def compare_section(inp: Any, paths: list[str], warmup_steps: int = WARMUP_STEPS
     from planner.review.build import Section
     from planner.evidence import read_evidence
 
-    from planner.specs.framework import current_framework
+    from planner.specs.framework import load_framework
 
     run = RunSpec(model=inp.model, gpus=inp.gpus, seq_len=inp.seq_len,
-                  global_batch=inp.global_batch, layout=inp.layout, framework=current_framework())
+                  global_batch=inp.global_batch, layout=inp.layout,
+                  framework=inp.framework or load_framework(None))
     cmp = compare_run(read_evidence(paths, warmup_steps, option="--compare"), run, inp.hardware)
     text = [f"Measured: {', '.join(f'`{Path(p).name}`' for p in cmp.sources)} against the "
             f"estimate on `{inp.hardware.name}`.", f"**Largest discrepancy:** {cmp.largest}."]

@@ -82,7 +82,8 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
 # ---------------------------------------------------------------------------------------------
 # checkpoint and failure planning for a chosen layout
 
-# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (CALIBRATION.md §6): a
+# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (The Llama 3 Herd of
+# Models, arXiv 2407.21783, §3.3.4; a fact, not a throughput figure): a
 # per-GPU MTBF of 54 d × 24 h × 16,384 / 419 ≈ 50,700 h, the default failure rate here.
 DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
 

@@ -11,7 +11,7 @@ import math
 
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.job import CheckOptions, Job
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
@@ -197,7 +197,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "distributed optimizer, no fp16", "--use-torch-fsdp2 restrictions "
                                "(validate_args)", key="--use-torch-fsdp2"))
 
-    launch_rules(a, tp, cp, generation(hw) in ("B200", "GB200"), rules)
+    launch_rules(a, tp, cp, hw is not None and generation(hw) in ("B200", "GB200"), rules)
     zero = 1 if a.get("--use-distributed-optimizer") else 0
     shard = _shard_group(a, dp * cp, rules)
     strategy = a.get("--data-parallel-sharding-strategy")

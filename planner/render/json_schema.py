@@ -11,13 +11,13 @@ from typing import Any, Callable
 from planner.advice.batch import BatchAdvice
 from planner.advice.shrink import ShrinkResult
 from planner.calibration.fit_links import ConstantFit
-from planner.calibration.published import CalibrationReport
+from planner.calibration.report import CalibrationReport
 from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                                             ScalingResult, StateMemoryResult)
 from planner.evaluation.estimate import Estimate
 from planner.evidence.model import Evidence
 from planner.gate.check import verdict_json_schema
-from planner.render.json_out import (COMMAND_OF, DRAFT, LAYOUT_KEYS, MODES, SCHEMA_VERSION, WHOLE,
+from planner.render.json_out import (COMMAND_OF, DRAFT, LAYOUT_KEYS, SCHEMA_VERSION, WHOLE,
                                      integer_schema, output_key)
 from planner.resilience.planning import ResiliencePlan
 from planner.search.fit import FitResult

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan sch
     from planner.specs.budget import MemoryBudget
     from planner.specs.framework import FrameworkProfile
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
     from planner.specs.model import ModelSpec
     from planner.specs.plan import Thresholds
 

@@ -296,8 +296,9 @@ def test_export_converts_an_engine_config(tmp_path):
     a, b = (x.json()["files"][0]["summary"] for x in (back, meg))
     assert (a["layout"]["tp"], a["layout"]["pp"], a["layout"]["dp"], a["global_batch"]) == \
         (b["layout"]["tp"], b["layout"]["pp"], b["layout"]["dp"], b["global_batch"])
-    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "deepspeed")
+    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "megatron")
     assert r.code == 2 and "--gpus" in _errors(r.err)[0]
-    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "deepspeed",
+    # (not --to deepspeed: its profile has no selective recompute, which this job runs)
+    r = dtplan("export", ENGINES / "torchtitan-llama3-8b-64gpu.toml", "--to", "megatron",
                "--gpus", "64")
-    assert r.code == 0 and json.loads(r.out)["train_batch_size"] == 128
+    assert r.code == 0 and "--global-batch-size 128" in r.out

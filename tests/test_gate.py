@@ -382,7 +382,7 @@ def test_deepspeed_any_two_batch_keys(tmp_path):
 
 
 def test_megatron_variables_and_unresolved(tmp_path):
-    script = ("TP=8\nexport PP=${PP:-2}\n"
+    script = ("TP=8\nexport PP=${PP:-2}\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n"
               "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py \\\n"
               "  --tensor-model-parallel-size $TP --pipeline-model-parallel-size ${PP} \\\n"
               "  --micro-batch-size 1 --global-batch-size 16 --seq-length 4096  # comment\n")

@@ -59,6 +59,22 @@ def test_directory_path_reads_config_json():
     assert load_hf_config(EXAMPLES / "gpt2").param_count() == 124_439_808
 
 
+@pytest.mark.parametrize("drop, name, key", [
+    ((), "meta-llama/Meta-Llama-3-8B", "_name_or_path"),
+    (("_name_or_path",), "LlamaForCausalLM", "architectures[0]"),
+    (("_name_or_path", "architectures"), "llama", "model_type"),
+])
+def test_config_model_named_from_its_own_fields(tmp_path, drop, name, key):
+    """A config.json's model is named from the config (not from the folder it sits in, e.g. a
+    checkpoint directory), and the source says which field named it."""
+    data = json.loads((EXAMPLES / "llama3-8b" / "config.json").read_text())
+    folder = tmp_path / "checkpoint-500"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({k: x for k, x in data.items() if k not in drop}))
+    spec = load_hf_config(folder)
+    assert spec.name == name and f"name from {key}" in spec.source
+
+
 def test_gpt2_layout_matches_closed_form():
     # ECOSYSTEM.md §6.2: P = V·h + n_pos·h + L·(12h² + 13h) + 2h
     s = get_preset("gpt2")

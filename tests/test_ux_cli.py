@@ -96,7 +96,8 @@ def test_markdown_numbers_right_aligned():
 
 def test_bracketed_paths_and_notes_print_literally(tmp_path):
     src = json.loads((Path(ROOT) / "examples/models/llama3-8b/config.json").read_text())
-    src.pop("_name_or_path", None)
+    # the model is named from the config's own _name_or_path (not from its folder, issue 26)
+    src["_name_or_path"] = "[red]ckpt"
     d = tmp_path / "[/bold]" / "[red]ckpt"
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps(src))

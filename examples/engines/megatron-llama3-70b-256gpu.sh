@@ -3,8 +3,10 @@
 # Llama-3-70B on 32 nodes × 8 H100 with Megatron-LM: TP 8 (in-node), PP 4 with 4 virtual
 # stages per rank (5 layers each), DP 8, distributed optimizer, sequence parallel.
 # dtplan-args: --hardware h100
-# Flag spellings: ECOSYSTEM.md §2.1 (megatron/training/arguments.py @ core_v0.15.0).
+# Flag spellings: Megatron-LM megatron/training/arguments.py @ core_v0.15.3.
 
+# TP > 1 without FSDP on Hopper: validate_args requires one CUDA connection.
+export CUDA_DEVICE_MAX_CONNECTIONS=1
 GPUS_PER_NODE=8
 NNODES=32
 TP=8

@@ -24,6 +24,7 @@ from planner.search.fast import SearchSpace, search
 from planner.search.fit import FitResult
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import Tuning
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
@@ -131,7 +132,8 @@ def advise_estimate(p: Problem, layout: Layout, *, mfu: float, bubble: float, co
 
 def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
                       space: SearchSpace, *, precision: str = "mixed",
-                      optimizer: str = "adam") -> Optional[BatchAdvice]:
+                      optimizer: str = "adam",
+                      framework: FrameworkProfile | None = None) -> Optional[BatchAdvice]:
     """advise_fit for a planner.api.FitResult ranked by time (its winner is the base); None for
     another objective (its winner is not the fastest) or when nothing fits."""
     if not r.layouts or r.objective != "time":
@@ -139,16 +141,19 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     from planner.evaluation.train import problem
     w = r.layouts[0]
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
-                precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout))
+                precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout),
+                framework=framework)
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, error_band_pct=w.error_band_pct)
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
-                           budget: Optional[MemoryBudget] = None) -> Optional[BatchAdvice]:
+                           budget: Optional[MemoryBudget] = None,
+                           framework: FrameworkProfile | None = None) -> Optional[BatchAdvice]:
     """advise_estimate for a planner.evaluation.estimate.Estimate (its layout, batch and budget)."""
     from planner.evaluation.train import problem
     p = problem(model, hardware, e.gpus, seq_len=e.seq_len, global_batch=e.global_batch,
-                precision=e.layout.precision, optimizer=e.layout.optimizer, budget=budget)
+                precision=e.layout.precision, optimizer=e.layout.optimizer, budget=budget,
+                framework=framework)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
                            collective=e.collective_fraction, error_band_pct=e.error_band_pct)

@@ -59,7 +59,8 @@ def _tune(job: Job) -> Optional[Fix]:
             if (m, rc) == (lay.micro_batch, lay.recompute) and lay.recompute_layers is None:
                 continue   # the failing layout itself
             est = estimate(job.model, job.hardware, job.gpus, cand, seq_len=job.seq_len,
-                           global_batch=job.global_batch, budget=job.budget)
+                           global_batch=job.global_batch, budget=job.budget,
+                           framework=job.framework)
             if _passes(est) and (best is None or est.step_time_s < best[1].step_time_s):
                 best = (cand, est)
     if best is None:
@@ -87,7 +88,7 @@ def _relayout(job: Job) -> Optional[Fix]:
     lay = job.layout
     res = fit(job.model, job.hardware, job.gpus, seq_len=job.seq_len,
               global_batch=job.global_batch, precision=lay.precision, optimizer=lay.optimizer,
-              budget=job.budget, top=1, suggest=False)
+              budget=job.budget, top=1, suggest=False, framework=job.framework)
     if not res.layouts:
         return None
     best = res.layouts[0]
@@ -126,7 +127,7 @@ def _more_nodes(job: Job) -> Optional[Fix]:
     for extra, n in _counts(job):
         p = problem(job.model, job.hardware, n, seq_len=job.seq_len,
                     global_batch=job.global_batch, precision=lay.precision,
-                    optimizer=lay.optimizer, budget=job.budget)
+                    optimizer=lay.optimizer, budget=job.budget, framework=job.framework)
         if any_fits(p):
             return Fix(kind="more-nodes", summary=f"needs {extra} more node"
                        f"{'s' if extra > 1 else ''} ({n} GPUs): the smallest count tried with a "

@@ -14,6 +14,7 @@ from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import Tuning
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
@@ -81,7 +82,8 @@ def resume_kind(old: Layout, new: Layout) -> str:
 
 def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, from_gpus: int,
            to_gpus: int, *, seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
-           top: int = 10, batch_tolerance: float = 0.01) -> ShrinkResult:
+           top: int = 10, batch_tolerance: float = 0.01,
+           framework: FrameworkProfile | None = None) -> ShrinkResult:
     """After losing GPUs: the running TP×PP split (a reshard, not a conversion) and the search's
     layouts, at the plan's batch and at the nearby batch the new DP degrees divide (within
     `batch_tolerance`); recommends the fastest within the tolerance, beside the fastest that
@@ -92,20 +94,21 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     # 70B on 240 GPUs): the shrink's own options answer that question.
     result = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,
                  precision=plan_layout.precision, optimizer=plan_layout.optimizer, budget=budget,
-                 top=top, suggest=False)
+                 top=top, suggest=False, framework=framework)
     keep = _keep_split(model, hardware, plan_layout, to_gpus, seq_len=seq_len,
-                       global_batch=global_batch, budget=budget)
+                       global_batch=global_batch, budget=budget, framework=framework)
     options = _options(result, plan_layout, global_batch, global_batch)
     from planner.engine.batch import dp_friendly_batch
     near = dp_friendly_batch(global_batch, to_gpus, tol) if tol else global_batch
     if near != global_batch:
         near_fit = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=near,
                        precision=plan_layout.precision, optimizer=plan_layout.optimizer,
-                       budget=budget, top=3, suggest=False, explain=False)
+                       budget=budget, top=3, suggest=False, explain=False, framework=framework)
         options += _options(near_fit, plan_layout, global_batch, near)
     if not result.layouts:  # no layout of all the GPUs keeps the batch: fewer GPUs may
         options += _exact_on_fewer(model, hardware, plan_layout, to_gpus, seq_len=seq_len,
-                                   global_batch=global_batch, budget=budget)
+                                   global_batch=global_batch, budget=budget,
+                                   framework=framework)
     options.sort(key=lambda o: o.step_s)
     every = keep + options
     within = [o for o in every if abs(o.batch(global_batch) - global_batch) <= tol * global_batch]
@@ -119,7 +122,8 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
 
 def _exact_on_fewer(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpus: int, *,
                     seq_len: int, global_batch: int, budget: MemoryBudget | None,
-                    tries: int = 2) -> list[ShrinkOption]:
+                    tries: int = 2, framework: FrameworkProfile | None = None
+                    ) -> list[ShrinkOption]:
     """The plan's batch exactly on the most whole nodes of the smaller cluster that can run it,
     the rest idle: B = b × a × DP, so DP divides B and TP × PP × CP takes the rest of the count,
     m / gcd(m, B). Counts whose rest exceeds a node (the NVLink domain that bounds TP) are
@@ -131,7 +135,7 @@ def _exact_on_fewer(model: ModelSpec, hardware: HardwareProfile, old: Layout, to
     for m in counts:
         r = fit(model, hardware, m, seq_len=seq_len, global_batch=global_batch,
                 precision=old.precision, optimizer=old.optimizer, budget=budget, top=3,
-                suggest=False, explain=False)
+                suggest=False, explain=False, framework=framework)
         if r.layouts:
             note = f"; {to_gpus - m} GPUs idle"
             return [replace(o, resume=o.resume + note)
@@ -149,7 +153,8 @@ def _options(result: FitResult, old: Layout, plan_batch: int, batch: int) -> lis
 
 
 def _keep_split(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpus: int, *,
-                seq_len: int, global_batch: int, budget: MemoryBudget | None) -> list[ShrinkOption]:
+                seq_len: int, global_batch: int, budget: MemoryBudget | None,
+                framework: FrameworkProfile | None = None) -> list[ShrinkOption]:
     """The running split on fewer replicas, two ways: (1) the largest DP that still divides the
     global batch (some GPUs may idle), (2) every replica that fits, with the global batch
     rounded to a multiple of DP (a small change of batch the team must accept)."""
@@ -159,7 +164,8 @@ def _keep_split(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpu
 
     def best(dp: int, batch: int, note: str) -> Optional[ShrinkOption]:
         p = problem(model, hardware, dp * split, seq_len=seq_len, global_batch=batch,
-                    precision=old.precision, optimizer=old.optimizer, budget=budget)
+                    precision=old.precision, optimizer=old.optimizer, budget=budget,
+                    framework=framework)
         res = search(p, SearchSpace(tp=old.tp, pp=old.pp, cp=old.cp, ep=old.ep, zero=old.zero,
                                     recompute=old.recompute, schedule=old.schedule,
                                     chunks=old.chunks))

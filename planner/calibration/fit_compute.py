@@ -37,7 +37,7 @@ class RunSpec:
     seq_len: int
     global_batch: int
     layout: Layout
-    framework: Any = None  # a FrameworkProfile; None: the selected/default one
+    framework: Any = None  # a FrameworkProfile; None: the default one
 
 
 def predict(run: RunSpec, hw: HardwareProfile) -> dict[str, float]:

@@ -14,9 +14,9 @@ def run_from_file(path: str, hardware: HardwareProfile | None = None
     from planner.specs.job import CheckOptions
 
     inp, _text, _kind = resolve_file(path, CheckOptions(), hardware=hardware)
-    from planner.specs.framework import current_framework
+    from planner.specs.framework import load_framework
 
     run = RunSpec(model=inp.model, gpus=inp.gpus, seq_len=inp.seq_len,
-                  global_batch=inp.global_batch, layout=inp.layout,
-                  framework=current_framework())  # the plan's framework: key or --framework
+                  global_batch=inp.global_batch, layout=inp.layout,   # the file's framework
+                  framework=inp.framework or load_framework(None))
     return run, inp.hardware

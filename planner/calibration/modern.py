@@ -1,9 +1,9 @@
-"""Published H100-class runs (shared/reference/calibration_modern.json), regimes, error bands.
+"""Published H100-class runs (``planner/data/calibration_modern.json``), regimes, error bands.
 
 The modern cases are torchtitan runs on Meta's 500 W 96 GB H100s with their full configs: eight
-throughput rows (tokens/s per GPU) and eighteen memory rows (torch max reserved). They are read
-in place from the shared reference directory beside the repository (never copied into it); where
-it is absent, `dtplan calibrate` says so and evaluates the shipped cases only.
+throughput rows (tokens/s per GPU) and eighteen memory rows (torch max reserved), each citing its
+public source. They ship inside the package beside ``calibration_cases.json``, so `dtplan
+calibrate` evaluates the same rows wherever dtplan is installed.
 
 Every calibration row belongs to a regime: framework × GPU generation × layout family
 (`family`: "data" = data parallel / FSDP only, "tensor" = with TP, "pipeline" = with PP). The
@@ -18,6 +18,7 @@ import json
 import statistics
 import math
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -40,21 +41,17 @@ MODERN_TOLERANCE_PCT = 15.0
 GIB = float(2**30)
 
 
-def reference_dir() -> Optional[Path]:
-    """shared/reference beside the repository (a fresh clone), else /work/shared/reference."""
-    here = Path(__file__).resolve().parents[2]
-    for base in (here.parent / "shared" / "reference", Path("/work/shared/reference")):
-        if (base / MODERN_FILE).is_file():
-            return base
-    return None
+@lru_cache(maxsize=1)
+def _modern_cases() -> tuple[dict, ...]:
+    # Read beside this package's modules (pyproject ships planner/data/*.json), as
+    # published.load_cases reads calibration_cases.json.
+    text = (Path(__file__).parents[1] / "data" / MODERN_FILE).read_text(encoding="utf-8")
+    return tuple(json.loads(text)["cases"])
 
 
 def load_modern() -> list[dict]:
-    """The modern cases, or [] when the shared reference is not beside the repository."""
-    d = reference_dir()
-    if d is None:
-        return []
-    return json.loads((d / MODERN_FILE).read_text(encoding="utf-8"))["cases"]
+    """The modern cases shipped with the package (a fresh list of the cached rows)."""
+    return list(_modern_cases())
 
 
 def band_pct(errors_pct: list[float]) -> float:

@@ -1,7 +1,8 @@
 """dtplan's step-time model against published Megatron-LM runs on A100 (Selene).
 
-Cases come from ``planner/data/calibration_cases.json`` (a copy of the shared reference file,
-CALIBRATION.md §2–3). Every published *throughput* case with complete inputs becomes one or two
+Cases come from ``planner/data/calibration_cases.json`` (Korthikanti et al. 2022 Table 5;
+Narayanan et al. SC21 Table 1; each case cites its source). Every published *throughput* case
+with complete inputs becomes one or two
 rows: the published figure, dtplan's prediction and the error.
 
 - Korthikanti et al. 2022 Table 5: iteration time, two columns per model: full recompute
@@ -55,7 +56,8 @@ from planner.evaluation.timing_terms import KERNEL_MEMORY_FACTOR
 from planner.specs.framework import FrameworkProfile, load_framework
 
 CASES_FILE = "calibration_cases.json"
-# The cases' hardware: DGX A100 80GB on Selene (CALIBRATION.md §2, §3), and torchtitan's 64 A100 80GB.
+# The cases' hardware: DGX A100 80GB on Selene (Korthikanti et al. 2022; Narayanan et al.
+# SC21), and torchtitan's 64 A100 80GB.
 DEFAULT_PROFILE = "a100-80g"
 TOLERANCE_PCT = 10.0           # the Megatron-LM rows (the constants were fitted on them)
 # The torchtitan FSDP rows on A100 under the torchtitan profile (achieved: worst 10.7 %).
@@ -325,10 +327,6 @@ def calibrate(hardware: HardwareProfile | str | None = None,
         rows, skipped = _rows(given if given is not None else load_profile(DEFAULT_PROFILE))
     if given is None or not own or given.name == MODERN_PROFILE:
         modern, memory = modern_calibration_rows(given, _describe)
-        if not modern:
-            # the published H100 rows are a reference set of a source checkout, not of the wheel
-            skipped["torchtitan H100 rows"] = ("not in this installation (they come with a source "
-                                               "checkout of dtplan, not with the package)")
         rows += modern
     if framework is not None:
         fw = load_framework(framework).name

@@ -44,20 +44,22 @@ def calibrate_cmd(
     rep = calibrate(hardware, framework)
     unit = {"iteration_time_s": "s", "hardware_tflops_per_gpu": "TFLOP/s/GPU",
             "tokens_per_s_per_gpu": "tok/s/GPU", "peak_memory_gib": "GiB reserved"}
-    # In the terminal the layout goes under the case name, so the table fits 80 columns.
+    # In the terminal the layout goes on a row of its own under the case name, so the table
+    # fits 80 columns (a cell holds one line: renderers print a newline in a cell as "\n").
     merged = fmt is Format.table
 
-    def case(r: CalibrationRow) -> str:
-        return f"{r.case}\n  {r.layout}" if merged else r.case
-
-    def layout(r: CalibrationRow) -> list[str]:
-        return [] if merged else [r.layout]
-    rows = [[case(r), unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
-             f"{r.error_pct:+.1f}%"] + layout(r) for r in rep.rows]
+    def grid(cells: list[list[str]], layouts: list[str]) -> list[list[str]]:
+        if not merged:
+            return [c + [lay] for c, lay in zip(cells, layouts)]
+        return [row for c, lay in zip(cells, layouts)
+                for row in (c, ["  " + lay] + [""] * (len(c) - 1))]
+    rows = grid([[r.case, unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
+                  f"{r.error_pct:+.1f}%"] for r in rep.rows], [r.layout for r in rep.rows])
+    bars = [b for r in rep.rows for b in ((abs(r.error_pct), 0.0) if merged else (abs(r.error_pct),))]
     reg = [[k, str(v.rows), f"{v.median_abs_error_pct:.1f}%", f"{v.worst_abs_error_pct:.1f}%",
             f"± {v.band_pct:g}%"] for k, v in rep.regimes.items()]
-    mem = [[case(r), f"{r.published:.1f}", f"{r.predicted:.1f}", f"{r.error_pct:+.1f}%"] + layout(r)
-           for r in rep.memory_rows]
+    mem = grid([[r.case, f"{r.published:.1f}", f"{r.predicted:.1f}", f"{r.error_pct:+.1f}%"]
+                for r in rep.memory_rows], [r.layout for r in rep.memory_rows])
     first = ["case / layout" if merged else "case"]
     last = [] if merged else ["layout"]
     consts = ", ".join(f"{k} = {v:g}" for k, v in rep.constants.items())
@@ -71,7 +73,7 @@ def calibrate_cmd(
                    title=f"Calibration against published runs ({rep.hardware})",
                    tables=[Table("Published vs predicted", first + ["metric", "published",
                                                             "predicted", "error"] + last,
-                                 rows, bars=[abs(r.error_pct) for r in rep.rows]),
+                                 rows, bars=bars),
                            Table("By regime (framework / GPU generation / layout family)",
                                  ["regime", "rows", "median |error|", "worst", "band (RMS)"],
                                  reg)]

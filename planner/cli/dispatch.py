@@ -17,7 +17,6 @@ from planner.cli import settled
 from planner.cli.root import COMPLETE_VAR, EXIT_BUG, EXIT_INPUT, EXIT_OK, app
 from planner.errors import InputError
 from planner.io.stdout import silence_stdout
-from planner.specs.selection import command_scope
 
 
 # Importing a command module registers its commands; `dtplan --help` lists them in this order.
@@ -100,8 +99,7 @@ def run(argv: list[str]) -> int:
     if COMPLETE_VAR in os.environ:  # a shell asking for candidates: typer's shell classes
         completion_init()           # (dtplan's help screens list no --install-completion)
     try:
-        with command_scope():   # a --framework / plan / engine-config selection lasts one run
-            return _parse_and_call(argv)
+        return _parse_and_call(argv)
     except InputError as e:  # several at once (errors.InputErrors): one line each
         for line in getattr(e, "lines", lambda: [str(e)])():
             _fail(line, EXIT_INPUT)

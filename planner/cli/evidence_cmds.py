@@ -85,10 +85,12 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
         return show_evidence(paths, fmt, warmup_steps)
     if output:
         check_targets([output], force=force)
-    if framework is not None:
-        from planner.specs.framework import use_framework
-        use_framework(framework)
     run, hw = _base_profile(hardware, hardware_file, plan)
+    if framework is not None and run is not None:   # the flag wins over the plan's key
+        from dataclasses import replace
+
+        from planner.specs.framework import load_framework
+        run = replace(run, framework=load_framework(framework))
     if hw is None:
         raise InputError("-o", "needs a base profile to calibrate: --hardware NAME, "
                          "--hardware-file FILE or --plan FILE")

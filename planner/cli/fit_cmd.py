@@ -20,6 +20,7 @@ from planner.specs.knobs import KNOB
 if TYPE_CHECKING:  # built when the command runs
     from planner.specs.budget import MemoryBudget
     from planner.specs.finetune import Tuning
+    from planner.specs.framework import FrameworkProfile
 
 
 # the headroom rule as a floor in GB (specs.budget.MemoryBudget.required_headroom)
@@ -81,7 +82,8 @@ def fit_cmd(
     tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format, lora_dropout)
     counts = _counts(gpus)
     if from_plan is not None:
-        return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
+        return _shrink(from_plan, counts, top, fmt.value, batch_tolerance,
+                       job.framework_profile())
     job, offload_note = _offload_framework(job, allow_offload)
     spec = job.model_spec()
     prof = job.hardware_profile()
@@ -100,14 +102,14 @@ def fit_cmd(
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,
                          tuning=tuning, objective=objective, top=top, dominated=show_all,
-                         budget=budget,
+                         budget=budget, framework=job.framework_profile(),
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
     if len(results) == 1:
         from planner.advice.batch import advise_fit_result
         advice = advise_fit_result(results[0], spec, prof, space, precision=precision,
-                                   optimizer=optimizer)
+                                   optimizer=optimizer, framework=job.framework_profile())
         doc = fit_doc(results[0], gib=gib, wide=wide, batch_advice=advice)
     else:
         from planner.render.fit import sweep_doc
@@ -180,7 +182,8 @@ def _progress(total: int) -> Callable[[int, int], None]:
     return progress
 
 
-def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:
+def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01,
+            framework: Optional[FrameworkProfile] = None) -> int:
     from pathlib import Path
 
     from planner.advice.shrink import shrink
@@ -197,7 +200,7 @@ def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: f
                        text=text)
     r = shrink(inp.model, inp.hardware, inp.layout, inp.gpus, counts[0], seq_len=inp.seq_len,
                global_batch=inp.global_batch, budget=inp.budget, top=top,
-               batch_tolerance=batch_tolerance)
+               batch_tolerance=batch_tolerance, framework=framework or inp.framework)
     doc = shrink_doc(r)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

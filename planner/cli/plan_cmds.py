@@ -142,10 +142,12 @@ def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudg
                                      "chunks": optional_int("--chunks", chunks)})
     e, auto_note = estimate_with_auto(spec, prof, gpus, lay, seq_len=s, global_batch=gbatch,
                                       budget=budget, auto_micro_batch=micro_batch == "auto",
-                                      auto_chunks=chunks == "auto")
+                                      auto_chunks=chunks == "auto",
+                                      framework=job.framework_profile())
     notes = [x for x in (batch_note, auto_note) if x]
     from planner.advice.batch import advise_estimate_result
-    advice = advise_estimate_result(e, spec, prof, budget) if view == "estimate" else None
+    advice = (advise_estimate_result(e, spec, prof, budget, framework=job.framework_profile())
+              if view == "estimate" else None)
     doc = estimate_doc(e, view=view, gib=gib, extra_notes=notes, batch_advice=advice)
     if failures is not None:
         from planner.evaluation.train import DEFAULT_GPU_MTBF_S, resilience_for

@@ -74,7 +74,8 @@ def _inputs(plan: Optional[str], job: Flags, gpus: Optional[int], precision: str
     n = v.positive_int("--gpus", gpus)
     s, gbatch, _note = job.batch(n)
     inp, res = inputs_from_fit(job.model_spec(), job.hardware_profile(), n, seq_len=s,
-                               global_batch=gbatch, precision=precision, optimizer=optimizer)
+                               global_batch=gbatch, precision=precision, optimizer=optimizer,
+                               framework=job.framework_profile())
     return inp, f"fit search over {n} GPUs (the winner)", res
 
 
@@ -174,12 +175,20 @@ def export_cmd(
         sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
                          "(see dtplan fit)\n")
         return EXIT_FAIL
+    result = export(to, inp)   # what the engine cannot express is refused first
+    # Judged as the engine will run it: under the target's framework profile, as `dtplan check`
+    # of the written file judges it (Accelerate runs PyTorch FSDP2).
+    from dataclasses import replace
+
+    from planner.specs.framework import load_framework
+    fw = load_framework("fsdp" if to == "accelerate" else to)
+    inp = replace(inp, framework=fw)
     failed = [r.name for r in evaluate_inputs(inp, source).rules if r.status == "fail"]
     if failed and not allow_failing:
-        sys.stderr.write(f"dtplan: error: the plan fails {', '.join(failed)}; the export would "
-                         "fail `dtplan check` too (pass --allow-failing to write it anyway)\n")
+        sys.stderr.write(f"dtplan: error: the plan fails {', '.join(failed)} under the {fw.name} "
+                         "framework profile; the export would fail `dtplan check` too (pass "
+                         "--allow-failing to write it anyway)\n")
         return EXIT_FAIL
-    result = export(to, inp)
     files.write_text(output, result.text, force=force)
     read = inp.notes if source.endswith(f" config {plan}") else []  # what reading an engine config noted
     for n in [*read, *result.notes]:

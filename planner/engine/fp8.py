@@ -5,7 +5,8 @@ and down) to fp8; attention's s×s part, norms and the output head stay in bf16 
 documented Float8 config filters "output", torchtitan/components/quantization/float8.md;
 Transformer Engine's fp8_autocast covers te.Linear / LayerNormLinear only). All three GEMMs of a
 converted linear (output, input gradient, weight gradient) run at the fp8 rate: peak_fp8 ×
-its measured matmul ceiling (MAMF fp8, CALIBRATION.md §8: H100 1402.6 of 1978.9 TFLOP/s).
+its measured matmul ceiling (MAMF fp8, stas00/ml-engineering compute/accelerator/README.md:
+H100 1402.6 of 1978.9 TFLOP/s).
 
 Dynamic (tensor-wise) scaling casts, per linear and step: the input activation and the weight
 in forward, the output gradient in backward; each cast reads bf16 and writes fp8 after an

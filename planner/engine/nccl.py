@@ -44,7 +44,7 @@ NET_STEP_S = 14.0 * US             # hwLatencies[NET][Ring|Tree][Simple]
 RING_PLATEAU = 1.4                 # latency × 1.4, multi-node ring all-reduce, compute cap ≥ 80
 TREE_BW_FACTOR = 0.92              # "busBw * .92" for Tree all-reduce
 # treeCorrectionFactor[Simple][log2(bytes/64)], 64 B … 256 MB; 1.0 beyond.
-# nccl-tests on one 8×A100 NVSwitch node (shared/fixtures/real/nccl/superbench_*): all-gather and
+# nccl-tests on one 8×A100 NVSwitch node (microsoft/superbenchmark tests/data/nccl_*.log, commit ff563b66): all-gather and
 # reduce-scatter peak at 223 / 231 GB/s busbw against all-reduce's 235 (ratio 0.965), and reach
 # it later: their ring steps cost ~4.5× an all-reduce step (least squares over the 16 rows ≥ 64 MB;
 # the only AG/RS data).

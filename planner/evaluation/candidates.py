@@ -17,7 +17,7 @@ from planner.specs.knobs import KNOB, KNOBS, Knob, Layout
 from planner.specs.model import ModelSpec
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import FULL, Tuning
-from planner.specs.framework import FrameworkProfile, current_framework
+from planner.specs.framework import FrameworkProfile, load_framework
 from planner.evaluation.distinct import replaced
 
 # The search axes: one int64 column per knob that has one (specs.knobs.KNOBS), in its order.
@@ -166,11 +166,12 @@ class Problem:
 
     @property
     def fw(self) -> FrameworkProfile:
-        """The framework profile whose implementation the time model follows."""
-        return self.framework if self.framework is not None else current_framework()
+        """The framework profile whose implementation the time model follows: the one the
+        question names, else the default (no state outside the question)."""
+        return self.framework if self.framework is not None else load_framework(None)
 
     def resolved(self) -> "Problem":
-        """This problem with its framework profile named: `fw` looks the selected profile up on
+        """This problem with its framework profile named: `fw` looks the default profile up on
         every read (a few hundred times a search, ~30 an estimate); it is the same throughout."""
         return self if self.framework is not None else replace(self, framework=self.fw)
 

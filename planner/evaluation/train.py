@@ -15,6 +15,7 @@ from planner.resilience.planning import ResiliencePlan, plan_resilience
 from planner.specs.budget import MemoryBudget
 from planner.engine.finetune import lora_params
 from planner.specs.finetune import FULL, Tuning, adapter_pairs
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec
@@ -45,10 +46,13 @@ def build_layout(*, gpus: int, **knobs: Any) -> Layout:
 
 def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
             global_batch: int, precision: str = "mixed", optimizer: str = "adam",
-            budget: MemoryBudget | None = None, tuning: Tuning = FULL) -> Problem:
+            budget: MemoryBudget | None = None, tuning: Tuning = FULL,
+            framework: FrameworkProfile | None = None) -> Problem:
+    """The fixed part of a question, its framework profile among it (None: the default)."""
     return Problem(model=model, hardware=hardware, gpus=v.positive_int("gpus", gpus),
                    seq_len=seq_len, global_batch=global_batch, precision=precision,
-                   optimizer=optimizer, budget=budget or MemoryBudget(), tuning=tuning)
+                   optimizer=optimizer, budget=budget or MemoryBudget(), tuning=tuning,
+                   framework=framework)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +87,8 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
 # ---------------------------------------------------------------------------------------------
 # checkpoint and failure planning for a chosen layout
 
-# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (CALIBRATION.md §6): a
+# Llama 3 saw 419 unexpected interruptions in 54 days on 16,384 GPUs (The Llama 3 Herd of
+# Models, arXiv 2407.21783, §3.3.4; a fact, not a throughput figure): a
 # per-GPU MTBF of 54 d × 24 h × 16,384 / 419 ≈ 50,700 h, the default failure rate here.
 DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
 

@@ -16,7 +16,7 @@ from typing import Any
 from planner.errors import InputError
 from planner.framework_configs import peft
 from planner.specs.finetune import Tuning
-from planner.specs.framework import use_framework_if_unset
+from planner.specs.framework import framework_names, load_framework
 from planner.specs.job import CheckOptions, Job
 from planner.framework_configs.accelerate import to_accelerate
 from planner.framework_configs.common import ENGINES, TARGETS, Export, cli_model, detect, load_any
@@ -27,7 +27,8 @@ from planner.framework_configs.torchtitan import read_torchtitan, to_torchtitan
 
 
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Job:
-    use_framework_if_unset(kind)   # each engine kind names its framework profile too
+    """The Job an engine config states; its framework is the engine's own profile (each engine
+    kind names one), part of the job so that the next file starts from nothing."""
     if kind == "deepspeed":
         job = read_deepspeed(where, data, opts)
     elif kind == "megatron":
@@ -36,6 +37,8 @@ def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions)
         job = read_torchtitan(where, data, opts)
     else:
         raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
+    if kind in framework_names():
+        job.framework = load_framework(kind)
     return _in_range(job, where)
 
 

@@ -90,6 +90,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
                            "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism "
                            "(deepspeed/runtime/pipe/engine.py)", key="zero_optimization.stage"
                            if "zero_optimization" in data else None))
+    _current_keys(data, rules, notes)
     off_opt = _device(zo.sub("offload_optimizer"))
     off_par = _device(zo.sub("offload_param"))
     rules.append(precision_rule)
@@ -114,6 +115,37 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq_len,
                global_batch=max(1, tbs), keys=config_keys("deepspeed", layout),
                rules=rules, notes=notes)
+
+
+# The DeepSpeed release the writer targets, and the keys it rejects before parsing anything else
+# (_reject_removed_config_keys, deepspeed/runtime/config.py:80-141 of 0.19.8; issue #8489, PR
+# #8490): MiCS hybrid sharding went in 0.19.7, with nothing in its place.
+DEEPSPEED_TARGET = "DeepSpeed 0.19.8"
+REMOVED_TOP = ("nebula", "compression_training", "quantize_training", "sparse_attention", "amp",
+               "sparse_gradients", "eigenvalue", "elasticity", "graph_harvesting",
+               "curriculum_learning", "progressive_layer_drop")
+REMOVED_ZERO = ("mics_shard_size", "mics_hierarchical_params_gather", "zeropp_loco_param")
+
+
+def _current_keys(data: Any, rules: list[GateRule], notes: list[str]) -> None:
+    """A key DeepSpeed 0.19.8 rejects fails the check (DeepSpeedConfigError at startup); ZeRO++
+    hpZ is read for what it is: ZeRO-3 sharded over the whole data-parallel group, plus a
+    secondary bf16 copy of 2·N/hpz bytes per GPU (partition_parameters.py:1118-1130), not a
+    hybrid shard."""
+    zo = data.get("zero_optimization") if isinstance(data, dict) else None
+    zo = zo if isinstance(zo, dict) else {}
+    gone = [k for k in REMOVED_TOP if k in data] + [f"zero_optimization.{k}" for k in REMOVED_ZERO
+                                                   if k in zo]
+    for key in gone:
+        rules.append(make_rule("ds-removed-key", False, key, f"not in {DEEPSPEED_TARGET}",
+                               f"DeepSpeed ≥ 0.19.7/0.19.8 rejects {key} (removed, issue #8489); "
+                               "MiCS hybrid sharding has no successor", key=key))
+    hpz = zo.get("zero_hpz_partition_size")
+    if isinstance(hpz, int) and hpz > 1:
+        notes.append(f"zero_hpz_partition_size {hpz} (ZeRO++ hpZ): parameters, gradients and "
+                     "optimizer states stay sharded over the whole data-parallel group, with a "
+                     f"secondary bf16 copy of 2·N/{hpz} bytes per GPU that dtplan does not price; "
+                     "it is not hybrid sharding")
 
 
 # Each batch key, the check option that states it, and what the HF Trainer fills "auto" with
@@ -215,8 +247,12 @@ def to_deepspeed(inp: Job) -> Export:
     if lay.pp > 1 and lay.zero >= 2:
         raise _unsupported("deepspeed", f"ZeRO-{lay.zero} with pipeline parallel (PP {lay.pp}): "
                            "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism")
-    if lay.shard_group and lay.zero < 3:
-        raise _unsupported("deepspeed", f"hybrid sharding at ZeRO-{lay.zero} (MiCS needs ZeRO-3)")
+    if lay.shard_group:   # MiCS (mics_shard_size) was removed in 0.19.7; hpZ is not HSDP
+        raise _unsupported("deepspeed", f"hybrid sharding (shard group {lay.shard_group}): "
+                           f"{DEEPSPEED_TARGET} has none (MiCS was removed in 0.19.7; ZeRO++ hpZ "
+                           "keeps the full data-parallel shard plus a secondary copy)",
+                           "use --to megatron, torchtitan or accelerate, or plan without "
+                           "shard_group")
     if lay.schedule != "1f1b" and lay.pp > 1:
         raise _unsupported("deepspeed", f"the {lay.schedule} pipeline schedule (its pipeline "
                            "engine runs 1F1B)", "use --to megatron or torchtitan")
@@ -234,10 +270,6 @@ def to_deepspeed(inp: Job) -> Export:
                   stage3_param_persistence_threshold=10 * h,
                   stage3_max_live_parameters=int(1e9), stage3_max_reuse_distance=int(1e9),
                   stage3_gather_16bit_weights_on_model_save=True)
-        if lay.shard_group:
-            zo["mics_shard_size"] = lay.shard_group
-            notes.append(f"hybrid sharding over {lay.shard_group} ranks written as MiCS "
-                         "(mics_shard_size); dtplan check reads it as full ZeRO-3 sharding")
     for key, dev in (("offload_optimizer", lay.offload_optimizer), ("offload_param", lay.offload_params)):
         if dev != "none":
             block: dict[str, str | bool] = {"device": dev, "pin_memory": True}
@@ -278,4 +310,5 @@ def to_deepspeed(inp: Job) -> Export:
         notes.append(f"EP {lay.ep}: DeepSpeed-MoE sets ep_size in the model code")
     check = ["--gpus", str(inp.gpus), "--seq-len", str(inp.seq_len), "--tp", str(lay.tp),
              "--pp", str(lay.pp)]
+    notes.insert(0, f"written for {DEEPSPEED_TARGET} (its current keys; JSON has no comments)")
     return Export("deepspeed", json.dumps(cfg, indent=2) + "\n", notes, check)

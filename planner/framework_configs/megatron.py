@@ -1,8 +1,8 @@
 """Megatron-LM: the reader (a launch script or args file checked with ``validate_args``' assertions)
 and the writer (a torchrun launch fragment with Megatron-LM's flags), side by side.
 
-Sources (ECOSYSTEM.md §2.1-2.2): ``megatron/training/arguments.py::validate_args`` at
-core_v0.15.0, ``num_microbatches_calculator.py``, ``transformer_config.py``.
+Sources: Megatron-LM ``megatron/training/arguments.py::validate_args`` at
+core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
-from planner.framework_configs.megatron_args import _megatron_model, _overrides, _shard_group, parse_megatron_args
+from planner.evaluation.error_band import generation
+from planner.framework_configs.megatron_args import MEGATRON_TARGET, _megatron_model, _overrides, _shard_group, connections_line, launch_rules, parse_megatron_args, per_chunk_recompute
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -72,12 +73,12 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     elif vsr is not None:
         chunks = vsr
     interleaved = chunks > 1
-    if interleaved:
-        overlap = bool(a.get("--overlap-p2p-communication"))
-        need = 1 if overlap else 2
+    if interleaved:   # p2p overlap is on unless --no-overlap-p2p-communication (:556-560)
+        need = 2 if a.get("--no-overlap-p2p-communication") else 1
         rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
-                               "the interleaved schedule needs pipeline-model-parallel size > 2 "
-                               "(> 1 with p2p overlap)", key="--pipeline-model-parallel-size"))
+                               "the interleaved schedule needs pipeline-model-parallel size > 1 "
+                               "(> 2 with --no-overlap-p2p-communication)",
+                               key="--pipeline-model-parallel-size"))
     elif lpv is None and ("--decoder-first-pipeline-num-layers" in a
                           or "--decoder-last-pipeline-num-layers" in a):
         # Uneven stages: the first/last stage take the given layers, the rest split evenly.
@@ -167,8 +168,8 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "--recompute-method block|uniform and --recompute-num-layers "
                                "between 1 and the layers per pipeline rank",
                                key="--recompute-granularity"))
-        if method == "block" and n is not None:
-            rec_layers = min(n, per_rank)
+        if method == "block" and n is not None:   # n per model chunk: v·n per stage
+            rec_layers = min(n, per_rank) * chunks
     if a.get("--distribute-saved-activations"):
         rules.append(make_rule("megatron-distribute-saved", tp > 1 and gran == "full" and not sp,
                                f"TP {tp}, granularity {gran}, SP {sp}", "TP > 1, full, no SP",
@@ -196,6 +197,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "distributed optimizer, no fp16", "--use-torch-fsdp2 restrictions "
                                "(validate_args)", key="--use-torch-fsdp2"))
 
+    launch_rules(a, tp, cp, hw is not None and generation(hw) in ("B200", "GB200"), rules)
     zero = 1 if a.get("--use-distributed-optimizer") else 0
     shard = _shard_group(a, dp * cp, rules)
     strategy = a.get("--data-parallel-sharding-strategy")
@@ -292,8 +294,6 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
             raise _unsupported("megatron", f"interleaving {mod.layers} layers over PP {lay.pp} × "
                                f"v {lay.chunks} unevenly (layers per rank must divide by v)")
         a.append(("--num-layers-per-virtual-pipeline-stage", mod.layers // lay.pp // lay.chunks))
-        if lay.pp == 2:
-            a.append(("--overlap-p2p-communication", None))
     elif first != full or last != full:
         a += [("--decoder-first-pipeline-num-layers", first),
               ("--decoder-last-pipeline-num-layers", last)]
@@ -355,16 +355,16 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
         if lay.recompute_layers is None:
             a += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                   ("--recompute-num-layers", 1)]
-        else:
+        else:   # Megatron counts block recompute per model chunk (transformer_block.py:389-500)
             a += [("--recompute-granularity", "full"), ("--recompute-method", "block"),
-                  ("--recompute-num-layers", min(lay.recompute_layers, full))]
+                  ("--recompute-num-layers", per_chunk_recompute(lay, full))]
     if lay.zero == 1:
         a += [("--use-distributed-optimizer", None), ("--overlap-grad-reduce", None),
               ("--overlap-param-gather", None)]
-    elif lay.zero >= 2:
+    elif lay.zero >= 2:   # Megatron-FSDP: validate_args requires the fsdp_dtensor format
         a += [("--use-megatron-fsdp", None),
               ("--data-parallel-sharding-strategy", "optim_grads" if lay.zero == 2
-               else "optim_grads_params")]
+               else "optim_grads_params"), ("--ckpt-format", "fsdp_dtensor")]
     if lay.shard_group and lay.zero >= 1:   # hybrid sharding: replicas of a sharded group
         a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
     if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
@@ -388,12 +388,12 @@ def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
     per_node = min(node, inp.gpus)
     nodes = math.ceil(inp.gpus / per_node)
     lines = ["#!/bin/bash",
-             f"# dtplan export (Megatron-LM core_v0.15 flags): {mod.name or 'model'} on "
+             f"# dtplan export for {MEGATRON_TARGET}: {mod.name or 'model'} on "
              f"{inp.gpus} x {hw.name}",
              f"# TP {lay.tp} x PP {lay.pp} x CP {lay.cp} x DP {lay.dp}; "
              f"global batch {inp.global_batch} = micro {lay.micro_batch} x accumulation {gas} x DP {lay.dp}",
              "# Add the data, tokenizer, optimizer-schedule and checkpoint flags of your run.",
-             "export CUDA_DEVICE_MAX_CONNECTIONS=1", "",
+             connections_line(lay, generation(hw) in ("B200", "GB200")), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\"]
     flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
     lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]

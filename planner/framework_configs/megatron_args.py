@@ -12,6 +12,7 @@ from typing import Any
 from planner.errors import InputError
 from planner.io.bounds import bounded_int
 from planner.specs.job import CheckOptions
+from planner.specs.knobs import Layout
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 from planner.specs.verdict import make_rule
 
@@ -32,13 +33,24 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
-           "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy"}
+           "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy",
+           "--ckpt-format"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
             "--swiglu", "--group-query-attention", "--disable-bias-linear",
             "--untie-embeddings-and-output-weights", "--recompute-activations",
             "--overlap-grad-reduce", "--overlap-param-gather", "--distribute-saved-activations",
             "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
-            "--overlap-p2p-communication"}
+            "--overlap-p2p-communication", "--no-overlap-p2p-communication"}
+# Flags older dtplan exports wrote that Megatron-LM's argparse rejects (core_v0.15.3 and main
+# have only --no-overlap-p2p-communication: overlap is on by default, arguments.py:2591-2596).
+MEG_NONEXISTENT = {"--overlap-p2p-communication": "overlap is the default; the only flag is "
+                                                  "--no-overlap-p2p-communication"}
+LAUNCHERS = {"torchrun", "python", "python3", "srun", "mpirun", "deepspeed"}
+# The environment variable validate_args reads (arguments.py:699-719, 936-962).
+CONNECTIONS = "CUDA_DEVICE_MAX_CONNECTIONS"
+# What the writer targets (and the reader's rules state): Megatron-LM core_v0.15.3's
+# megatron/training/arguments.py, with megatron-core 0.15.3.
+MEGATRON_TARGET = "Megatron-LM core_v0.15.3 (megatron-core 0.15.3)"
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -70,8 +82,15 @@ def parse_megatron_args(text: str, where: str,
             name, value = assign.groups()
             env[name] = value
             continue
+        if toks[:1] == ["unset"]:
+            for name in toks[1:]:
+                env.pop(name, None)
+            continue
         tokens.extend(toks)
-    args: dict[str, Any] = {}
+    # the script's variables (CONNECTIONS among them), and whether it launches the training at
+    # all: an args file states no environment, so the environment rules do not apply to it
+    args: dict[str, Any] = {"env": dict(env), "launcher": any(
+        t.endswith(".py") or t in LAUNCHERS for t in tokens)}
     given: dict[str, list[str]] = {}   # every value of each valued flag, in order
     i = 0
     while i < len(tokens):
@@ -196,3 +215,61 @@ def _shard_group(a: dict, dpcp: int, rules: list) -> int | None:
                                "divides DP·CP", "--num-distributed-optimizer-instances must "
                                "divide DP × CP", key="--num-distributed-optimizer-instances"))
     return dpcp // n if n > 1 and dpcp % n == 0 else None
+
+
+def launch_rules(a: dict[str, Any], tp: int, cp: int, blackwell: bool, rules: list) -> None:
+    """validate_args' checks of the launch environment and Megatron-FSDP (core_v0.15.3
+    arguments.py): Megatron-FSDP and Torch-FSDP2 assert CUDA_DEVICE_MAX_CONNECTIONS != "1"
+    (:699-719, :636-651); Megatron-FSDP needs --ckpt-format fsdp_dtensor (:711); without FSDP,
+    TP > 1 or CP > 1 before Blackwell asserts CUDA_DEVICE_MAX_CONNECTIONS == "1" (:936-962); a
+    flag argparse does not know is an error (MEG_NONEXISTENT)."""
+    conn = a.get("env", {}).get(CONNECTIONS)
+    fsdp = bool(a.get("--use-megatron-fsdp") or a.get("--use-torch-fsdp2"))
+    launch = bool(a.get("launcher"))   # an args file: the environment is set elsewhere
+    if fsdp and launch:
+        rules.append(make_rule("megatron-fsdp-connections", conn != "1", f"{CONNECTIONS}={conn}",
+                               "unset or > 1", "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS "
+                               "value large than one (validate_args)", key=CONNECTIONS))
+    if a.get("--use-megatron-fsdp"):
+        fmt = a.get("--ckpt-format", "torch_dist")
+        rules.append(make_rule("megatron-fsdp-ckpt-format", fmt == "fsdp_dtensor",
+                               f"--ckpt-format {fmt}", "fsdp_dtensor", "Megatron FSDP only "
+                               "supports fsdp_dtensor checkpoint format (validate_args)",
+                               key="--ckpt-format" if "--ckpt-format" in a
+                               else "--use-megatron-fsdp"))
+    elif launch and not fsdp and (tp > 1 or cp > 1) and not blackwell:
+        rules.append(make_rule("megatron-connections", conn == "1", f"{CONNECTIONS}={conn}",
+                               "1 (TP or CP > 1 before Blackwell)", "Using tensor model "
+                               "parallelism or context parallelism require setting the "
+                               "environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1 "
+                               "(validate_args)", key=CONNECTIONS))
+    for flag, why in MEG_NONEXISTENT.items():
+        if a.get(flag):
+            rules.append(make_rule("megatron-unknown-flag", False, flag, "a flag of Megatron-LM",
+                                   f"argparse rejects {flag}: {why}", key=flag))
+
+
+def connections_line(lay: Layout, blackwell: bool) -> str:
+    """The launch script's CUDA_DEVICE_MAX_CONNECTIONS line, as validate_args requires it:
+    unset under Megatron-FSDP (it asserts != 1), 1 without FSDP when TP or CP > 1 before
+    Blackwell (it asserts == 1), else left as the environment has it."""
+    if lay.zero >= 2:
+        return f"# Megatron-FSDP requires {CONNECTIONS} unset or > 1\nunset {CONNECTIONS}"
+    if (lay.tp > 1 or lay.cp > 1) and not blackwell:
+        return f"# TP or CP > 1 without FSDP: validate_args requires\nexport {CONNECTIONS}=1"
+    return f"# {CONNECTIONS}: not required by this layout"
+
+
+def per_chunk_recompute(lay: Layout, stage_layers: int) -> int:
+    """--recompute-num-layers for k layers recomputed per pipeline stage: Megatron builds one
+    TransformerBlock per model chunk and recomputes the first n layers of each (block method,
+    transformer_block.py:389-500), so with v chunks per stage it is k / v; refused when v does
+    not divide k (no flag value recomputes exactly k)."""
+    k = min(lay.recompute_layers or 0, stage_layers)
+    v = lay.chunks if lay.schedule == "interleaved" else 1
+    if k % v:
+        raise InputError("--to", f"Megatron-LM cannot recompute {k} layers per stage with "
+                         f"{v} model chunks: --recompute-num-layers counts per chunk, so the "
+                         f"layers per stage must be a multiple of {v} (use --recompute-layers "
+                         f"{max(v, k // v * v)} or {k // v * v + v})")
+    return k // v

@@ -56,12 +56,12 @@ def evaluate_inputs(inp: Job, where: str = "plan") -> Outcome:
     from planner.evaluation.estimate import estimate
 
     est = estimate(inp.model, inp.hardware, inp.gpus, inp.layout, seq_len=inp.seq_len,
-                   global_batch=inp.global_batch, budget=inp.budget)
+                   global_batch=inp.global_batch, budget=inp.budget, framework=inp.framework)
     rules = [_from_rule(r, inp.keys.get(r.name)) for r in est.rules]
     rules += inp.rules
     if inp.layout.recompute == "selective":
-        from planner.specs.framework import current_framework
-        rules.append(recompute_rule(inp.layout, current_framework(),
+        from planner.specs.framework import load_framework
+        rules.append(recompute_rule(inp.layout, inp.framework or load_framework(None),
                                     inp.keys.get("recompute-in-framework", "layout.recompute")))
     if inp.accumulation is not None:
         rules.append(batch_accounting_rule(inp.global_batch, inp.layout.micro_batch,

@@ -21,6 +21,7 @@ from planner.io.numbers import parse_number
 from planner.errors import InputError, Problems, validation_message
 
 if TYPE_CHECKING:  # the models are imported where a part is resolved: `--help` loads none of them
+    from planner.specs.framework import FrameworkProfile
     from planner.specs.hardware import HardwareProfile
     from planner.specs.job import CheckOptions, Job
     from planner.specs.model import ModelSpec
@@ -222,16 +223,12 @@ class Flags:
     # each resolved part, once (not an option: not given, shown or compared)
     _parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.framework is not None:   # select it now: every estimate below follows it
-            from planner.specs.framework import use_framework
-            use_framework(self.framework)
-
     def _resolve(self, want_model: bool) -> None:
         """Model (when wanted or any model option was given), hardware and batch, each once;
         every InputError of the parts resolved here is raised together."""
         found = Problems()
-        todo = {"hardware": self._hardware, "batch": lambda: self._batch(None)}
+        todo = {"hardware": self._hardware, "batch": lambda: self._batch(None),
+                "framework": self._framework}
         if want_model or any(getattr(self, n) is not None for n in _MODEL_FLAGS):
             todo = {"model": self._model, **todo}
         for part, make in todo.items():
@@ -260,6 +257,10 @@ class Flags:
                                 gpus_per_node=self.gpus_per_node, gpu_memory_gb=self.gpu_memory_gb,
                                 nic_gbit_per_gpu=self.nic_gbit)
 
+    def _framework(self) -> Optional[FrameworkProfile]:
+        from planner.specs.framework import load_framework
+        return None if self.framework is None else load_framework(self.framework)
+
     def _batch(self, gpus: Optional[int]) -> tuple[int, int, str]:
         from planner.io.numbers import parse_number
         tpb = (parse_number("--tokens-per-batch", self.tokens_per_batch)
@@ -274,6 +275,12 @@ class Flags:
     def hardware_profile(self) -> HardwareProfile:
         self._resolve(want_model=False)
         return self._parts["hardware"]
+
+    def framework_profile(self) -> Optional[FrameworkProfile]:
+        """The profile --framework names (None: the default), resolved with the other parts;
+        every estimate of this job is given it explicitly."""
+        self._resolve(want_model=False)
+        return self._parts.get("framework")
 
     def batch(self, gpus: Optional[int] = None) -> tuple[int, int, str]:
         """(seq, global batch, note); with `gpus`, a token budget rounds to a batch the data-

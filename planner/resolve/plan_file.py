@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from planner.engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
-from planner.specs.framework import select_for
+from planner.specs.framework import FrameworkProfile, load_framework
 from planner.errors import InputError
 from planner.io.lines import at_line
 from planner.io.read import load_document
@@ -148,8 +148,19 @@ def validate_plan(data: Any, where: str = "plan", text: str | None = None) -> Pl
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise InputError(at_line(where, key, text), f"must be one of {', '.join(allowed)}, got "
                                                 f"{value!r}{hint}")
-    select_for(f"{where}: framework", plan.framework)   # its estimates follow the plan's framework
+    plan_framework(plan, where)   # a bad `framework:` is a bad plan, found with the rest
     return plan
+
+
+def plan_framework(plan: Plan, where: str) -> Optional[FrameworkProfile]:
+    """The framework profile the plan's `framework:` key names (None: not given, the default);
+    an unknown one is an error naming the key."""
+    if plan.framework is None:
+        return None
+    try:
+        return load_framework(plan.framework)
+    except InputError as e:
+        raise InputError(f"{where}: framework", e.message) from None
 
 
 def plan_where(path: str | Path, option: Optional[str] = None) -> str:

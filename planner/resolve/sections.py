@@ -10,6 +10,7 @@ from typing import Any
 from planner.errors import InputError, Problems, validation_message
 from planner.io.lines import with_lines
 from planner.io.read import safe_reference
+from planner.resolve.plan_file import plan_framework
 from planner.evaluation.rules import config_keys
 from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
 from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides
@@ -169,7 +170,7 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
     return Job(model=mod, hardware=hw, gpus=plan.gpus, layout=layout, seq_len=plan.seq_len,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
-                  notes=notes)
+                  notes=notes, framework=plan_framework(plan, where))
 
 
 def budget_from_section(section: Any) -> Any:

@@ -28,6 +28,7 @@ from planner.review.doc import SECTIONS, Review, Section
 from planner.review import sections as rv
 from planner.review.sections import ChartSpec, ReviewContext
 from planner.search.fit import FitResult, fit
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
 from planner.specs.job import Job
 from planner.specs.model import ModelSpec
@@ -44,16 +45,17 @@ def inputs_from_plan(path: str) -> Job:
 
 
 def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
-                    global_batch: int, precision: str = "mixed", optimizer: str = "adam"
+                    global_batch: int, precision: str = "mixed", optimizer: str = "adam",
+                    framework: Optional[FrameworkProfile] = None
                     ) -> tuple[Optional[Job], FitResult]:
     """(Job with the search's winner, FitResult); Job is None when nothing fits. The FitResult
     keeps its search (search_result), which the review's trade-off chart reads, not a second."""
     res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-              precision=precision, optimizer=optimizer, top=5)
+              precision=precision, optimizer=optimizer, top=5, framework=framework)
     if not res.layouts:
         return None, res
     return Job(model=model, hardware=hardware, gpus=gpus, layout=res.layouts[0].layout,
-               seq_len=seq_len, global_batch=global_batch), res
+               seq_len=seq_len, global_batch=global_batch, framework=framework), res
 
 
 def build_review(inp: Optional[Job], *, source: str, fit_result: Optional[FitResult] = None,
@@ -89,7 +91,8 @@ def _context(inp: Job, source: str, fit_result: Optional[FitResult],
         lay = inp.layout
         fit_result = fit(inp.model, inp.hardware, inp.gpus, seq_len=inp.seq_len,
                          global_batch=inp.global_batch, precision=lay.precision,
-                         optimizer=lay.optimizer, budget=inp.budget, top=5, suggest=False)
+                         optimizer=lay.optimizer, budget=inp.budget, top=5, suggest=False,
+                         framework=inp.framework)
     return ReviewContext(inp=inp, source=source, outcome=outcome,
                          fit_result=fit_result, charts=charts)
 

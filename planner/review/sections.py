@@ -261,7 +261,7 @@ def _best_at(inp: Job, budget: Any, counts: list[int], own: Any) -> list[dict]:
                 r = fit(inp.model, inp.hardware, n, seq_len=inp.seq_len,
                         global_batch=inp.global_batch, precision=inp.layout.precision,
                         optimizer=inp.layout.optimizer, budget=budget, top=1, suggest=False,
-                        explain=False)
+                        explain=False, framework=inp.framework)
             except SpaceTooLarge:  # this count's space alone is over one search's bound
                 pass
         if r is None:

@@ -163,7 +163,8 @@ def plan_scaling(inp: Any, budget: Any, counts: list[int]) -> list[dict]:
             row["why"] = f"batch {inp.global_batch} is not divisible by mb × DP = {lay.micro_batch * dp}"
         else:
             e = estimate(inp.model, inp.hardware, n, replace(lay, dp=dp),
-                         seq_len=inp.seq_len, global_batch=inp.global_batch, budget=budget)
+                         seq_len=inp.seq_len, global_batch=inp.global_batch, budget=budget,
+                         framework=inp.framework)
             failed = [r.name for r in e.rules if r.status == "fail"]
             row.update(fits=not failed, tokens_per_s=e.tokens_per_s, step_time_s=e.step_time_s,
                        mfu=e.mfu, why=", ".join(failed))

@@ -27,7 +27,7 @@ from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, any_fits
                                  search, short_of_headroom)
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import FULL, Tuning
-from planner.specs.framework import load_framework
+from planner.specs.framework import FrameworkProfile, load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
 from planner.specs.knobs import Layout
@@ -37,14 +37,14 @@ from planner.specs.records import INTERNAL
 
 def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,
                        seq_len: int, global_batch: int, budget: MemoryBudget | None = None,
-                       auto_micro_batch: bool = False,
-                       auto_chunks: bool = False) -> tuple[Estimate, str]:
+                       auto_micro_batch: bool = False, auto_chunks: bool = False,
+                       framework: FrameworkProfile | None = None) -> tuple[Estimate, str]:
     """estimate(); with auto micro-batch (and/or chunks) the fastest setting that fits this
     layout, found by the search with every other knob fixed."""
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=layout.precision, optimizer=layout.optimizer, budget=budget,
-                tuning=Tuning.of(layout))
+                tuning=Tuning.of(layout), framework=framework)
     v.framework_recompute("recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
@@ -222,7 +222,8 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
         tuning: Tuning = FULL,
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
-        explain: bool = True, limit: int = MAX_PRICED) -> FitResult:
+        explain: bool = True, limit: int = MAX_PRICED,
+        framework: FrameworkProfile | None = None) -> FitResult:
     """Search every layout (refused over `limit` structurally valid ones); return the best
     `top`, the winner's full estimate (unless not `explain`: a sweep shows one row per count)
     and the rejections; when nothing fits and `suggest`, what would (more GPUs, offload, a
@@ -230,7 +231,8 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     v.choice("objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning)
+                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning,
+                framework=framework)
     v.framework_recompute("recompute", space.recompute or "none", p.fw)
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)

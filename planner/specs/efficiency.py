@@ -15,7 +15,8 @@ from planner.specs.records import FORBID
 @dataclass(frozen=True, kw_only=True)
 class Efficiency:
     """How close real kernels and overlap get to the datasheet, fitted once per GPU generation on
-    published runs (CALIBRATION.md §2–3; see planner/engine/compute.py)."""
+    published runs (Korthikanti et al. 2022 Table 5; Narayanan et al. SC21 Table 1; see
+    planner/engine/compute.py)."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
 
@@ -47,7 +48,8 @@ class Efficiency:
     # KV length (causal: the mean, s/2) at which a flash kernel reaches half its long-sequence
     # rate: short sequences leave the tile pipeline half empty (engine/attention.py).
     attention_half_seq: Annotated[float, Field(gt=0)] = 512.0
-    # Measured max achievable fp8 matmul ÷ fp8 peak (MAMF, CALIBRATION.md §8); None: no fp8.
+    # Measured max achievable fp8 matmul ÷ fp8 peak (MAMF table of stas00/ml-engineering
+    # compute/accelerator/README.md); None: no fp8.
     fp8_matmul_ceiling_fraction: Annotated[Optional[float], Field(gt=0, le=1)] = None
     # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
     # same total size: each expert's token count is small and uneven.

@@ -302,40 +302,6 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
                      f"or a path to a .toml{hint}")
 
 
-# The profile a command selected lives in specs.selection (no pydantic: every command opens
-# its scope, most never load a framework profile).
-from planner.specs import selection as _sel
-from planner.specs.selection import command_scope  # noqa: F401  (the CLI opens it around each command)
-
-
-def use_framework(name_or_path: Optional[str]) -> FrameworkProfile:
-    """Select the profile estimates use from here on (None: back to the default)."""
-    _sel.selected = None if name_or_path is None else load_framework(name_or_path)
-    return current_framework()
-
-
-def select_for(field: str, name_or_path: Optional[str]) -> None:
-    """use_framework(name_or_path) unless None, errors naming `field` (a plan file's key)."""
-    if name_or_path is not None and _sel.in_command:
-        try:
-            use_framework(name_or_path)
-        except InputError as e:
-            raise InputError(field, e.message) from None
-
-
-def use_framework_if_unset(name: Optional[str]) -> None:
-    """Select `name` unless a command already selected one (an engine config's kind sets the
-    framework only where --framework did not)."""
-    if (_sel.in_command and _sel.selected is None and name is not None
-            and name in framework_names()):
-        use_framework(name)
-
-
-def current_framework() -> FrameworkProfile:
-    """The selected profile, else the default."""
-    return _sel.selected if _sel.selected is not None else load_framework(None)
-
-
 def describe(fw: FrameworkProfile) -> str:
     """One line for the assumptions: which profile, where from, and the default. What the
     framework runs (its selective recompute mode among it) is capabilities()'s line."""

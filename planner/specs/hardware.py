@@ -2,11 +2,12 @@
 
 Profiles live as TOML files in the ``hardware_profiles`` package, in human units (GB, TB/s,
 Gb/s, µs); the models here hold SI units (bytes, bytes/s, FLOP/s, s). Every bundled value cites
-its source in a comment (``gpu_specs.json`` / ``CALIBRATION.md`` §7–8, or "assumption: …").
+its source in a comment (a public datasheet, nccl-tests or MAMF table, or "assumption: …").
 
 Unit conventions: bandwidths are decimal (1 GB/s = 1e9 B/s, 1 Gb/s = 1e9/8 B/s, 1 TB/s =
-1e12 B/s) as in gpu_specs.json. Memory capacities (``memory_gb``, ``host_memory_gb``) are read
-as GiB (2^30 bytes), because HBM and DRAM are sold in binary sizes (an "80 GB" H100 has 80 GiB).
+1e12 B/s) as in the vendors' datasheets. Memory capacities (``memory_gb``,
+``host_memory_gb``) are read as GiB (2^30 bytes), because HBM and DRAM are sold in binary
+sizes (an "80 GB" H100 has 80 GiB).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class ScaleUp:
     gpus_per_node: Annotated[int, Field(ge=1)]
     bandwidth_bytes_per_s: Positive
     latency_s: NonNegative
-    # Achieved nccl-tests busbw ÷ link bandwidth (CALIBRATION.md §7).
+    # Achieved nccl-tests busbw ÷ link bandwidth (busbw as nccl-tests doc/PERFORMANCE.md
+    # defines it; measured figures in stas00/ml-engineering network/README.md).
     bus_efficiency: Fraction
     # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
     # reduce-scatters inside the domain and crosses the network with 1/k of the data.

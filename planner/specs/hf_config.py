@@ -245,6 +245,22 @@ def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
         raise
 
 
+def _config_name(c: _Cfg) -> tuple[str | None, str]:
+    """(the model's name, the key it came from), from the config's own fields, never from the
+    folder it sits in (a checkpoint directory says nothing about the model): `_name_or_path`,
+    else the first of `architectures`, else `model_type`."""
+    path = c.str("_name_or_path")
+    if path and path.strip():
+        return path.strip(), "_name_or_path"
+    arch = c.data.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip():
+        return arch[0].strip(), "architectures[0]"
+    mtype = c.str("model_type")
+    if mtype and mtype.strip():
+        return mtype.strip(), "model_type"
+    return None, "no name field (_name_or_path, architectures, model_type)"
+
+
 def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
     """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
     c = _Cfg(where, data)
@@ -270,9 +286,9 @@ def model_from_config(data: dict[str, Any], where: str = "config.json") -> Model
     note = fields.pop("_note", "") + note
     if fields.get("position") == "learned" and fields.get("max_positions") is None:
         raise c.fail("max_position_embeddings", "required for learned position embeddings")
-    name = c.str("_name_or_path") or Path(where).parent.name or None
+    name, named_by = _config_name(c)
     try:
-        source = f"{where} (model_type {mtype or 'absent'}){note}"
+        source = f"{where} (model_type {mtype or 'absent'}; name from {named_by}){note}"
         spec = validate_model({"name": name, **fields, "source": source})
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan schema or verdicts
     from planner.specs.verdict import GateRule
     from planner.specs.budget import MemoryBudget
+    from planner.specs.framework import FrameworkProfile
     from planner.specs.hardware import HardwareProfile
     from planner.specs.knobs import Layout
     from planner.specs.model import ModelSpec
@@ -46,6 +47,10 @@ class Job:
     keys: dict[str, str] = field(default_factory=dict)      # rule name → key path
     rules: list[GateRule] = field(default_factory=list)     # rules found while resolving
     notes: list[str] = field(default_factory=list)
+    # The framework whose implementation the estimates follow (a plan's `framework:` key, an
+    # engine config's kind, --framework); None: the default. Part of the job, never global:
+    # `check A B` judges each file by its own.
+    framework: Optional[FrameworkProfile] = None
 
 
 

@@ -1,8 +1,8 @@
 """Named model shapes. Each preset's ``source`` says where its numbers come from.
 
-HF config.json values are those in /work/shared/reference/hf_models.json unless the source says
-otherwise; the Megatron GPT shapes are Narayanan et al. SC21 Table 1 and Korthikanti et al. 2022
-Table 3 (s = 2048, V = 51200, GPT layout as in Megatron-LM: tied embeddings, learned positions).
+HF config.json values are those of each model's config.json on the Hugging Face Hub (the
+repository the source names) unless the source says otherwise; the Megatron GPT shapes are
+Narayanan et al. SC21 Table 1 and Korthikanti et al. 2022 Table 3 (s = 2048, V = 51200, GPT layout as in Megatron-LM: tied embeddings, learned positions).
 """
 
 from __future__ import annotations

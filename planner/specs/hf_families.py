@@ -91,7 +91,8 @@ def _windows(c: ConfigFields, notes: list[str], key: str, kind: str,
     if not window:
         return {}
     types = string_list(c, "layer_types")
-    every = c.int(every_key, every_default, allow_zero=True) if every_key else every_default
+    every = (c.int(every_key, required=False, allow_zero=True) if every_key else None) \
+        or every_default
     if types is not None:
         full = [i for i, t in enumerate(types) if t == "full_attention"]
         every = full[0] + 1 if full else 0

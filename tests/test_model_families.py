@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from planner.specs.hf_config import SUPPORTED, model_from_config
+from planner.specs.presets import get_preset
+from planner.specs.presets_modern import PUBLISHED_CONFIGS
 
 from conftest import run_dtplan
 
@@ -183,3 +185,11 @@ def test_estimate_json_carries_total_and_active():
                    "-f", "json")
     data = json.loads(r.stdout)
     assert (data["params"], data["active_params"]) == (46_702_792_704, 12_879_925_248)
+
+
+@pytest.mark.parametrize("entry", PUBLISHED_CONFIGS, ids=[e[0] for e in PUBLISHED_CONFIGS])
+def test_presets_equal_transformers(entry):
+    # each preset's own config fields, built by transformers: its total and vision tower agree
+    name, _, mtype, _, _, fields = entry
+    text, vision = _transformers_count({"model_type": mtype, **fields})
+    assert (get_preset(name).param_count(), get_preset(name).vision_params) == (text, vision)

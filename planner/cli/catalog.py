@@ -68,7 +68,7 @@ def _shape_rows(m: ModelSpec) -> list[tuple[str, str]]:
                                 f"{m.routed_expert_params():,}"))
     if m.is_mla:
         rows.append(("MLA", f"q rank {m.q_lora_rank or 'none'}, kv rank {m.kv_lora_rank}, "
-                            f"qk {m.head_dim - m.qk_rope_dim}+{m.qk_rope_dim} rope, v "
+                            f"qk {m.qk_nope_dim}+{m.qk_rope_dim} rope, v "
                             f"{m.value_dim}"))
     if m.window is not None:
         every = f", global every {m.global_every}" if m.global_every else ", every layer"

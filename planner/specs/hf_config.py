@@ -166,8 +166,10 @@ def _language_config(data: dict[str, Any], where: str, mtype: str
             notes, vision)
 
 
-def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
-    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
+def config_fields(data: dict[str, Any], where: str = "config.json"
+                  ) -> tuple[dict[str, Any], list[str], ConfigFields]:
+    """(ModelSpec fields, notes, the fields' reader) of a parsed config.json: the family's
+    reader, the vision tower, defaults taken and keys not understood."""
     top = ConfigFields(where, data)
     mtype = (top.str("model_type") or "").lower()
     if mtype not in SUPPORTED:
@@ -193,10 +195,17 @@ def model_from_config(data: dict[str, Any], where: str = "config.json") -> Model
     unread = sorted(k for k in c.data if k not in c.read and k not in SIZE_NEUTRAL)
     if unread:
         notes.append(f"not understood (not used): {', '.join(map(str, unread[:12]))}")
-    name = top.str("_name_or_path") or Path(where).parent.name or None
     label = mtype if mtype == family else f"{mtype} read as {family}"
+    return fields, [f"{where} (model_type {label})", *notes], c
+
+
+def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
+    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
+    fields, notes, c = config_fields(data, where)
+    top = ConfigFields(where, data)
+    name = top.str("_name_or_path") or Path(where).parent.name or None
     try:
-        source = "; ".join([f"{where} (model_type {label})", *notes])
+        source = "; ".join(notes)
         spec = validate_model({"name": name, **fields, "source": source})
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.

@@ -157,6 +157,11 @@ class ModelSpec:
         return self.kv_lora_rank is not None
 
     @property
+    def qk_nope_dim(self) -> int:
+        """MLA's per-head query/key width without rotary position (head_dim − rope dims)."""
+        return self.head_dim - self.qk_rope_dim
+
+    @property
     def value_dim(self) -> int:
         """Per-head width of V and of the attention output (MLA's v_head_dim)."""
         return self.v_head_dim if self.v_head_dim is not None else self.head_dim

@@ -11,6 +11,7 @@ import re
 
 from planner.errors import InputError
 from planner.specs.model import ModelSpec
+from planner.specs.presets_modern import modern_presets
 
 _HF = "values of its config.json on the Hugging Face Hub"
 
@@ -79,11 +80,12 @@ _ENTRIES: list[tuple[str, ModelSpec, list[str]]] = [
                             hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
                             max_positions=32768, experts=8, experts_per_token=2),
      ["mistralai/Mixtral-8x7B-v0.1", "mixtral"]),
-    ("mixtral-8x22b", _llama("Mixtral-8x22B", "mistralai/Mixtral-8x22B-v0.1 config.json from "
-                             "memory (not in the reference files): 56 layers, h 6144, 48/8 heads, "
-                             "ffn 16384, 8 experts top-2, vocab 32768, 65536 positions",
+    ("mixtral-8x22b", _llama("Mixtral-8x22B", "mistralai/Mixtral-8x22B-v0.1 config.json as "
+                             "published: 56 layers, h 6144, 48/8 heads, ffn 16384, 8 experts "
+                             "top-2, vocab 32000 (the Instruct release's is 32768), 65536 "
+                             "positions; 140.62B total = transformers' count",
                              layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384,
-                             vocab=32768, max_positions=65536, experts=8, experts_per_token=2),
+                             vocab=32000, max_positions=65536, experts=8, experts_per_token=2),
      ["mistralai/Mixtral-8x22B-v0.1"]),
     ("qwen2-7b", _llama("Qwen2-7B", f"Qwen/Qwen2-7B {_HF}; q/k/v bias as in transformers "
                         "modular_qwen2.py", layers=28, hidden=3584, heads=28, kv_heads=4,
@@ -136,6 +138,11 @@ for _label, _a, _h, _l, _aliases in [("22b", 64, 6144, 48, []),
                      _gpt(f"Megatron GPT {_label.upper()}", _KORTHIKANTI, layers=_l, hidden=_h,
                           heads=_a), _aliases))
 
+# Today's families (DeepSeek, Kimi, Qwen3, GPT-OSS, Llama 4, Gemma, Mistral, Phi-3, OLMo 2,
+# Granite, GLM-4.5): built from their published config.json fields (specs/presets_modern.py).
+_CLASSIC = {name for name, _, _ in _ENTRIES}   # Llama/GPT layouts, what an inferred shape mimics
+_ENTRIES += modern_presets()
+
 PRESETS: dict[str, ModelSpec] = {name: spec for name, spec, _ in _ENTRIES}
 
 
@@ -181,9 +188,12 @@ def nearest_preset(n_params: float) -> tuple[str, ModelSpec]:
     """The dense preset whose exact parameter count is nearest `n_params` on a log scale
     (|ln(P/n)|; registry order breaks ties, so a family's first release wins over a re-release
     of the same shape). Mixture-of-experts presets are left out: a bare count is a dense model,
-    and an MoE of the same total does a fraction of its compute per token."""
+    and an MoE of the same total does a fraction of its compute per token. So are today's
+    families (QK-norm, windows, 4 norms per block): the inferred shape is Llama-style, and its
+    nearest preset is of the same layout."""
     import math
     if not n_params > 0:
         raise InputError("--params", f"must be greater than 0, got {n_params:g}")
-    dense = [(name, spec) for name, spec in PRESETS.items() if not spec.is_moe]
+    dense = [(name, spec) for name, spec in PRESETS.items()
+             if not spec.is_moe and name in _CLASSIC]
     return min(dense, key=lambda e: abs(math.log(e[1].param_count() / n_params)))

@@ -193,3 +193,23 @@ def test_presets_equal_transformers(entry):
     name, _, mtype, _, _, fields = entry
     text, vision = _transformers_count({"model_type": mtype, **fields})
     assert (get_preset(name).param_count(), get_preset(name).vision_params) == (text, vision)
+
+
+def test_moe_shape_flags_count_exactly():
+    # 4 layers, h 512, 8 heads, SwiGLU (ffn 1536), vocab 1000; 8 experts of 256, top-2, one
+    # shared, the first layer dense. By hand: embedding + head 2·512,000, final norm 512;
+    # attention 4·512² + 2 norms = 1,049,600 per layer; dense MLP 3·512·1536 = 2,359,296;
+    # MoE MLP 8·393,216 + shared 393,216 + router 4,096 = 3,543,040 (active 1,183,744).
+    flags = ["--layers", "4", "--hidden", "512", "--heads", "8", "--mlp", "swiglu",
+             "--vocab", "1000", "--experts", "8", "--experts-per-token", "2",
+             "--expert-ffn", "256", "--shared-experts", "1", "--dense-layers", "1",
+             "--gpus", "8", "-f", "json"]
+    data = run_dtplan("estimate", *flags).json()
+    fixed = 1_024_512 + 4 * 1_049_600 + 2_359_296
+    assert (data["params"], data["active_params"]) == (fixed + 3 * 3_543_040,
+                                                       fixed + 3 * 1_183_744)
+    # MoE every 2nd layer after the dense first: layers 1 and 3, layer 2 dense too
+    every = run_dtplan("estimate", *flags, "--moe-every", "2").json()
+    assert every["params"] == fixed + 2_359_296 + 2 * 3_543_040
+    bad = run_dtplan("estimate", *flags[:-2], "--experts-per-token", "9")
+    assert bad.code == 2 and "--experts-per-token" in bad.stderr

@@ -15,8 +15,8 @@ from planner.specs.presets_modern import PUBLISHED_CONFIGS
 
 from conftest import run_dtplan
 
-# Published configs' size fields (the test writes each to a config.json), one or more per
-# supported model type; the published totals are the model cards'.
+# Published configs' size fields (the reader tests below; transformers' counts of every preset's
+# own fields are checked in test_presets_equal_transformers), one or more per supported type.
 CONFIGS: dict[str, dict[str, Any]] = {
     # deepseek-v3: size fields of its published config.json
     'deepseek-v3': {"attention_bias": False, "first_k_dense_replace": 3, "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512, "model_type": "deepseek_v3", "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_routed_experts": 256, "n_shared_experts": 1, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "tie_word_embeddings": False, "v_head_dim": 128, "vocab_size": 129280},
@@ -95,15 +95,6 @@ def test_every_supported_type_has_a_published_config():
     legacy = {"llama", "gpt2", "gpt_neox", "falcon", "refinedweb", "refinedwebmodel",
               "qwen2", "gemma3_text", "llama4_text", "qwen2_moe"}   # tests/test_models.py, nested
     assert set(SUPPORTED) - covered <= legacy
-
-
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_count_equals_transformers(name):
-    cfg = CONFIGS[name]
-    spec = model_from_config(cfg, f"{name}/config.json")
-    text, vision = _transformers_count(cfg)
-    assert spec.param_count() == text
-    assert spec.vision_params == vision
 
 
 def test_nested_text_config_read_and_vision_stated():
@@ -213,3 +204,28 @@ def test_moe_shape_flags_count_exactly():
     assert every["params"] == fixed + 2_359_296 + 2 * 3_543_040
     bad = run_dtplan("estimate", *flags[:-2], "--experts-per-token", "9")
     assert bad.code == 2 and "--experts-per-token" in bad.stderr
+
+
+def test_mean_keys_by_window():
+    from planner.engine.params import mean_keys
+    s = 8192.0
+    assert mean_keys(s) == s and mean_keys(s, causal=True) == s            # full (½ applied later)
+    # causal sliding window w: Σ_i min(i, w) / s ≈ w − w²/(2s), returned ×2 (full-length units)
+    assert mean_keys(s, 1024, causal=True) == pytest.approx(2 * (1024 - 1024**2 / (2 * s)))
+    brute = sum(min(i, 1024) for i in range(1, 8193)) / s
+    assert mean_keys(s, 1024, causal=True) / 2 == pytest.approx(brute, rel=1e-3)
+    # chunked: a query sees the earlier tokens of its chunk; 4 chunks of 2048 → 2048/2 each
+    assert mean_keys(s, 2048, chunked=True, causal=True) / 2 == pytest.approx(1024)
+    assert mean_keys(s, 16384, causal=True) == s                           # window ≥ s: full
+
+
+def test_mla_activations_use_latents_and_value_width():
+    from planner.engine.activations import layer_activation_terms
+    kw = dict(mlp="swiglu", dropout=False, flash=True)
+    mla = layer_activation_terms(4096, 1, 7168, 128, 128, 192, 2048, v_head_dim=128,
+                                 latent=1536 + 512, **kw)
+    assert mla["mla_latent"] == 4096 * 2 * 2 * (1536 + 512)     # 2 copies × 2 bytes
+    assert mla["v"] == 4096 * 2 * 128 * 128 and mla["q"] == 4096 * 2 * 128 * 192
+    assert mla["proj_in"] == 4096 * 2 * 128 * 128
+    gqa = layer_activation_terms(4096, 1, 7168, 128, 128, 192, 2048, **kw)
+    assert "mla_latent" not in gqa and gqa["v"] == 4096 * 2 * 128 * 192

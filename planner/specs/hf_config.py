@@ -88,7 +88,7 @@ def _neox(c: ConfigFields) -> dict[str, Any]:
     return dict(layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("intermediate_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", False),
-                position="rope", max_positions=c.int("max_position_embeddings", required=False),
+                position="rope", max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
                 dropout=dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
@@ -112,7 +112,7 @@ def _falcon(c: ConfigFields) -> dict[str, Any]:
                 head_dim=head_dim, ffn=c.int("ffn_hidden_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", True),
                 position="alibi" if alibi else "rope",
-                max_positions=c.int("max_position_embeddings", required=False),
+                max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
                 dropout=dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 

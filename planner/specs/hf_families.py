@@ -78,7 +78,7 @@ def _base(c: ConfigFields, *, attn_bias: bool = False) -> dict[str, Any]:
     return dict(layers=c.int("num_hidden_layers"), hidden=hidden, heads=n_heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("intermediate_size"), mlp="swiglu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings"),
-                position="rope", max_positions=c.int("max_position_embeddings", required=False),
+                position="rope", max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, out_bias=bias, norm="rmsnorm",
                 dropout=dropout(c, ("attention_dropout",), 0.0))
 
@@ -87,11 +87,11 @@ def _windows(c: ConfigFields, notes: list[str], key: str, kind: str,
              every_key: str | None, every_default: int = 0) -> dict[str, Any]:
     """window, window_kind, global_every from the window size and ``layer_types`` (or the
     type's period key): layers typed "full_attention" attend globally."""
-    window = c.int(key, required=False, allow_zero=True)
+    window = c.optional_int(key, allow_zero=True)
     if not window:
         return {}
     types = string_list(c, "layer_types")
-    every = (c.int(every_key, required=False, allow_zero=True) if every_key else None) \
+    every = (c.optional_int(every_key, allow_zero=True) if every_key else None) \
         or every_default
     if types is not None:
         full = [i for i, t in enumerate(types) if t == "full_attention"]
@@ -247,7 +247,7 @@ def deepseek(c: ConfigFields, notes: list[str]) -> dict[str, Any]:
         layers=c.int("num_hidden_layers"), hidden=hidden, heads=n_heads, kv_heads=n_heads,
         head_dim=nope + rope, ffn=c.int("intermediate_size"), mlp="swiglu",
         vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings"),
-        position="rope", max_positions=c.int("max_position_embeddings", required=False),
+        position="rope", max_positions=c.optional_int("max_position_embeddings"),
         qkv_bias=bias, out_bias=bias, linear_bias=c.bool("mlp_bias"), norm="rmsnorm",
         dropout=dropout(c, ("attention_dropout",), 0.0), q_lora_rank=q_rank,
         kv_lora_rank=c.int("kv_lora_rank"), qk_rope_dim=rope, v_head_dim=c.int("v_head_dim"),

@@ -5,6 +5,7 @@ documented default is recorded too (so the output can say so)."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 from typing import Any
@@ -40,24 +41,31 @@ class ConfigFields:
     def has(self, key: str) -> bool:
         return self.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, *, required: bool = True,
-            allow_zero: bool = False) -> int | None:
+    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
+        """A required integer: the config's, else ``default``, else the type's default."""
+        value = self.optional_int(key, default, allow_zero=allow_zero)
+        if value is None:
+            raise self.fail(key, "missing; a positive integer is required")
+        return value
+
+    def optional_int(self, key: str, default: builtins.int | None = None, *,
+                allow_zero: bool = False) -> builtins.int | None:
+        """An optional integer: the config's, else ``default``, else the type's default, else
+        None."""
         value = self.get(key)
         if value is None:
-            value = self.default(key) if default is None else None
+            value = self.default(key) if default is None else default
         if value is None:
-            if default is not None or not required:
-                return default
-            raise self.fail(key, "missing; a positive integer is required")
+            return None
         # JSON has no int/float split; accept 4096.0 but not 4096.5, and never true/false.
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
             raise self.fail(key, f"must be an integer, got {json.dumps(value)}")
-        value = int(value)
-        if value < 0 or (value == 0 and not allow_zero):
+        number = int(value)
+        if number < 0 or (number == 0 and not allow_zero):
             kind = "a non-negative" if allow_zero else "a positive"
-            raise self.fail(key, f"must be {kind} integer, got {value}")
-        return value
+            raise self.fail(key, f"must be {kind} integer, got {number}")
+        return number
 
     def bool(self, key: str, default: bool | None = None) -> bool:
         value = self.get(key)
@@ -116,7 +124,7 @@ def heads(c: ConfigFields, hidden: int, heads_key: str, kv_key: str | None,
         kv = c.int(kv_key, n_heads) if kv_key else n_heads
     if n_heads % kv:
         raise c.fail(kv_key or heads_key, f"must divide {heads_key} ({n_heads}); got {kv}")
-    head_dim = c.int("head_dim", required=False)
+    head_dim = c.optional_int("head_dim")
     if head_dim is None:
         if hidden % n_heads:
             raise c.fail(heads_key, f"must divide the hidden size ({hidden}) when head_dim is "

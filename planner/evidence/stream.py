@@ -17,14 +17,21 @@ import codecs
 import json
 import re
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
+from planner.errors import InputError
 from planner.evidence.source import Refused, bounded_int_hook, fail
 
 CHUNK_CHARS = 1 << 20          # text read per refill (and the look-ahead kept before a decode)
 MAX_VALUE_CHARS = 64 << 20     # one event, or one top-level value other than traceEvents
 WHITESPACE = re.compile(r"[ \t\n\r]*")
 LONG_DIGITS = re.compile(r"\d{21}")   # a literal the bounded decoder must see (MAX_INT_DIGITS)
+
+
+class ByteSource(Protocol):
+    """What the trace reader needs of a binary file: up to n bytes a read, b"" at its end."""
+
+    def read(self, n: int, /) -> bytes: ...
 
 
 class TraceStream:
@@ -34,7 +41,7 @@ class TraceStream:
     ``header`` holds every other top-level key (those after the array too). ``path`` names the
     file in errors (line numbers are counted as the buffer slides)."""
 
-    def __init__(self, fh: IO[bytes], path: str | Path):
+    def __init__(self, fh: ByteSource, path: str | Path):
         self._fh, self.path = fh, path
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # Decoded without a hook first (a Python call per integer costs a quarter of the
@@ -69,7 +76,8 @@ class TraceStream:
     def _skip(self) -> str:
         """The next non-whitespace character (not consumed), or '' at the end of the file."""
         while True:
-            self._pos = WHITESPACE.match(self._buf, self._pos).end()
+            m = WHITESPACE.match(self._buf, self._pos)   # `[ \t\n\r]*` matches everywhere
+            self._pos = m.end() if m else self._pos
             if self._pos < len(self._buf) or self._eof:
                 return self._buf[self._pos] if self._pos < len(self._buf) else ""
             self._fill(1)
@@ -82,7 +90,7 @@ class TraceStream:
         self._pos += 1
         return c
 
-    def _error(self, message: str, at: int | None = None):
+    def _error(self, message: str, at: int | None = None) -> InputError:
         line = self._line + self._buf.count("\n", 0, self._pos if at is None else at)
         return fail(self.path, line, f"invalid trace JSON ({message})")
 
@@ -170,7 +178,7 @@ class TraceStream:
         return batch
 
 
-def open_trace(path: Path, limit: int, option: str) -> tuple[IO[bytes], Callable[[], None]]:
+def open_trace(path: Path, limit: int, option: str) -> tuple[ByteSource, Callable[[], None]]:
     """(binary stream of the file's content, gunzipped when it starts with the gzip magic, and
     a function closing it); the regular-file checks of every reader, and at most `limit` bytes
     of content (the stream raises past it)."""
@@ -180,14 +188,20 @@ def open_trace(path: Path, limit: int, option: str) -> tuple[IO[bytes], Callable
     raw = open_regular(path, what="measured evidence file", option=option, max_bytes=limit)
     magic = raw.read(2)
     raw.seek(0)
-    fh: IO[bytes] = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
-    return _Limited(fh, limit, path), lambda: (fh.close(), raw.close())
+    if magic != b"\x1f\x8b":
+        return _Limited(raw, limit, path), raw.close
+    unzipped = gzip.GzipFile(fileobj=raw)
+
+    def close() -> None:
+        unzipped.close()
+        raw.close()
+    return _Limited(unzipped, limit, path), close
 
 
 class _Limited:
     """A read-only stream refusing content past `limit` bytes (a gzip bomb, a growing file)."""
 
-    def __init__(self, fh: IO[bytes], limit: int, path: Path):
+    def __init__(self, fh: ByteSource, limit: int, path: Path) -> None:
         self._fh, self._left, self._limit, self._path = fh, limit, limit, path
 
     def read(self, n: int) -> bytes:

@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import InputError
-from planner.io.read import MAX_CONFIG_BYTES, parse_text, read_file, shown
+from planner.io.parse import parse_text
+from planner.io.read import MAX_CONFIG_BYTES, read_file, shown
 from planner.io.validate import MAX_PARAMS
 from planner.specs.hf_families import ALIASES, DEFAULTS, NESTED, READERS
 from planner.specs.hf_fields import ConfigFields, check_rope, dropout

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.specs.model import ModelSpec
 from planner.specs.presets_modern import modern_presets
 
@@ -180,7 +180,7 @@ def get_preset(name: str) -> ModelSpec:
         if _INDEX[alias] not in close:
             close.append(_INDEX[alias])
     hint = ", ".join(close[:5]) if close else ", ".join(list(PRESETS)[:8]) + ", ..."
-    raise InputError("--model", f"unknown model '{name}'; known: {hint} "
+    raise InputError(named("model"), f"unknown model '{name}'; known: {hint} "
                                 "(all names: dtplan models)")
 
 
@@ -193,7 +193,7 @@ def nearest_preset(n_params: float) -> tuple[str, ModelSpec]:
     nearest preset is of the same layout."""
     import math
     if not n_params > 0:
-        raise InputError("--params", f"must be greater than 0, got {n_params:g}")
+        raise InputError(named("params"), f"must be greater than 0, got {n_params:g}")
     dense = [(name, spec) for name, spec in PRESETS.items()
              if not spec.is_moe and name in _CLASSIC]
     return min(dense, key=lambda e: abs(math.log(e[1].param_count() / n_params)))

@@ -217,8 +217,11 @@ def _write(tmp_path, data, name="config.json") -> Path:
     ({"rope_theta": -1}, "rope_theta"),
     ({"rope_parameters": [1, 2]}, "rope_parameters"),
     ({"head_dim": 0}, "head_dim"),
-    ({"num_local_experts": 4, "num_experts_per_tok": 6}, "num_experts_per_tok"),
-    ({"num_local_experts": 4}, "num_experts_per_tok"),
+    # Llama has no experts (its reader names num_local_experts as not understood): Mixtral's do
+    ({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 6},
+     "num_experts_per_tok"),
+    ({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 0},
+     "num_experts_per_tok"),
     ({"model_type": 7}, "model_type"),
 ])
 def test_bad_config_names_key(tmp_path, change, key):
@@ -254,13 +257,23 @@ def test_gpt2_bad_head_split(tmp_path):
     assert err.value.message.startswith("n_head:")
 
 
-def test_rope_parameters_form_and_unknown_type(tmp_path):
+def test_rope_parameters_form(tmp_path):
     data = {k: v for k, v in BASE.items() if k != "rope_theta"}
-    data.update(model_type="mylab_llm", rope_parameters={"rope_theta": 500000.0,
-                                                         "rope_type": "default"})
-    spec = load_hf_config(_write(tmp_path, data))
-    assert spec.param_count() == 8_030_261_248
-    assert "unknown model_type 'mylab_llm'" in spec.source
+    data.update(rope_parameters={"rope_theta": 500000.0, "rope_type": "default"})
+    assert load_hf_config(_write(tmp_path, data)).param_count() == 8_030_261_248
+
+
+def test_unknown_model_type_is_refused(tmp_path):
+    # Was read as a Llama layout with a footnote (DeepSeek-V3 came out a 38.6B dense model);
+    # now an error naming the supported types and the architecture flags.
+    data = {**BASE, "model_type": "mylab_llm"}
+    with pytest.raises(InputError) as err:
+        load_hf_config(_write(tmp_path, data))
+    msg = err.value.message
+    assert msg.startswith('model_type: "mylab_llm" is not a supported model type; supported:')
+    for t in ("deepseek_v3", "qwen3_moe", "llama4", "gemma3", "gpt_oss", "kimi_k2", "llama"):
+        assert t in msg
+    assert "--experts-per-token" in msg and "--layers" in msg
 
 
 def test_falcon_and_neox(tmp_path):

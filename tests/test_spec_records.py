@@ -234,8 +234,8 @@ def test_an_internal_field_is_kept_but_never_output():
     # but not dumped, compared, shown or in the schema
     from planner.search.fast import SearchResult
 
-    base = dict(model="m", model_description="d", model_inferred=False, hardware="h100",
-                gpus=8, seq_len=1024, global_batch=8, objective="time", enumerated=0, valid=0,
+    base = dict(model="m", model_description="d", model_inferred=False, params=0,
+                active_params=0, hardware="h100", gpus=8, seq_len=1024, global_batch=8, objective="time", enumerated=0, valid=0,
                 layouts=[], rejections=[])
     kept = object.__new__(SearchResult)
     a, b = FitResult(**base, search_result=kept), FitResult(**base)

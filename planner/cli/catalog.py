@@ -3,7 +3,7 @@ profiles, or one of them with `profiles show`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,26 +12,74 @@ from planner.cli.options import Format
 from planner.cli.root import EXIT_OK, Group, app, command, examples
 from planner.errors import InputError
 
+if TYPE_CHECKING:  # annotations only: the model records load pydantic, which --help never needs
+    from planner.specs.model import ModelSpec
 
-@command("models", "dtplan models", "dtplan models --format json")
-def models_cmd(fmt: o.Fmt = Format.table) -> int:
-    """List the model presets with their exact parameter counts."""
+
+@command("models", "dtplan models", "dtplan models --model-config config.json",
+         "dtplan models --format json")
+def models_cmd(model_config: o.ModelConfig = None, fmt: o.Fmt = Format.table) -> int:
+    """List the model presets with their exact parameter counts, or with --model-config show
+    one Hugging Face config's shape and counts (total, active, MTP, vision) as dtplan reads it."""
     from planner.specs.presets import PRESETS
     from planner.specs.records import dump
     from planner.render import Document, Table, emit
     from planner.io.units import count
 
+    def entry(name: str, m: ModelSpec) -> dict[str, object]:
+        return {**dump(m), "preset": name, "params": m.param_count(),
+                "active_params": m.active_param_count(), "mtp_params": m.mtp_param_count(),
+                "moe_layers": m.moe_layers}
+
+    if model_config is not None:
+        from planner.specs.hf_config import load_hf_config
+        m = load_hf_config(model_config, option="--model-config")
+        rows = [[k, v] for k, v in _shape_rows(m)]
+        emit(Document(command="models", title=f"{m.name or model_config}: shape and counts",
+                      tables=[Table("Model", ["field", "value"], rows)],
+                      notes=m.source.split("; "),
+                      data={"models": [entry(m.name or str(model_config), m)]}), fmt.value)
+        return EXIT_OK
     rows, data = [], []
     for name, m in PRESETS.items():
         total, active = m.param_count(), m.active_param_count()
         rows.append([name, count(total), count(active) if m.is_moe else "", str(m.layers),
                      str(m.hidden), f"{m.heads}/{m.kv_heads}", str(m.ffn), m.mlp, str(m.vocab)])
-        data.append({**dump(m), "preset": name, "params": total, "active_params": active})
+        data.append(entry(name, m))
     emit(Document(command="models", title="Model presets (use with --model NAME)",
                   tables=[Table("Presets", ["name", "params", "active", "layers", "hidden",
                                             "heads/kv", "ffn", "mlp", "vocab"], rows)],
                   data={"models": data}), fmt.value)
     return EXIT_OK
+
+
+def _shape_rows(m: ModelSpec) -> list[tuple[str, str]]:
+    """The shape and counts of one model, a row per item (exact integers with separators)."""
+    rows = [("parameters", f"{m.param_count():,}"),
+            ("active per token", f"{m.active_param_count():,}"),
+            ("layers", f"{m.layers} ({m.dense_layer_count} dense, {m.moe_layers} MoE)"),
+            ("hidden", str(m.hidden)),
+            ("heads / KV heads / head dim", f"{m.heads} / {m.kv_heads} / {m.head_dim}"),
+            ("dense MLP width", f"{m.ffn} ({m.mlp})"), ("vocab", str(m.vocab)),
+            ("embeddings", "tied" if m.tied_embeddings else "untied")]
+    if m.is_moe:
+        shared = (f", {m.shared_experts} shared of {m.shared_expert_ffn or m.expert_width}"
+                  if m.shared_experts else "")
+        rows.append(("experts", f"{m.experts} of width {m.expert_width}, top-"
+                                f"{m.experts_per_token}{shared}; routed "
+                                f"{m.routed_expert_params():,}"))
+    if m.is_mla:
+        rows.append(("MLA", f"q rank {m.q_lora_rank or 'none'}, kv rank {m.kv_lora_rank}, "
+                            f"qk {m.qk_nope_dim}+{m.qk_rope_dim} rope, v "
+                            f"{m.value_dim}"))
+    if m.window is not None:
+        every = f", global every {m.global_every}" if m.global_every else ", every layer"
+        rows.append(("attention window", f"{m.window_kind} {m.window}{every}"))
+    if m.mtp_layers:
+        rows.append(("MTP modules", f"{m.mtp_layers}: {m.mtp_param_count():,} (not in the total)"))
+    if m.vision_params:
+        rows.append(("vision tower", f"{m.vision_params:,} (not in the total, not planned)"))
+    return rows
 
 
 profiles_app = typer.Typer(cls=Group, help="Hardware profiles: list them, or show one.",

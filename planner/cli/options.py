@@ -158,6 +158,26 @@ Ffn = Annotated[Optional[int], whole("--ffn", "architecture: FFN size (default 4
                                      "SwiGLU)", MODEL)]
 Vocab = Annotated[Optional[int], whole("--vocab", "architecture: vocabulary, e.g. 32k = 32,000",
                                        MODEL)]
+# Mixture-of-experts and attention-window shape flags (planner.resolve.job.ARCH_EXTRA)
+Experts = Annotated[Optional[int], whole("--experts", "architecture (MoE): routed experts per "
+                                         "MoE layer", MODEL)]
+ExpertsPerToken = Annotated[Optional[int], whole("--experts-per-token", "architecture (MoE): "
+                                                 "experts each token is routed to (top-k)",
+                                                 MODEL)]
+ExpertFfn = Annotated[Optional[int], whole("--expert-ffn", "architecture (MoE): one expert's MLP "
+                                           "width (default --ffn)", MODEL)]
+SharedExperts = Annotated[Optional[int], whole("--shared-experts", "architecture (MoE): shared "
+                                               "experts every token passes (width --expert-ffn)",
+                                               MODEL, lower=0)]
+DenseLayers = Annotated[Optional[int], whole("--dense-layers", "architecture (MoE): leading "
+                                             "dense layers (DeepSeek-V3: 3)", MODEL, lower=0)]
+MoeEvery = Annotated[Optional[int], whole("--moe-every", "architecture (MoE): MoE in every k-th "
+                                          "layer (Llama 4 Maverick: 2)", MODEL)]
+Window = Annotated[Optional[int], whole("--window", "architecture: sliding attention window in "
+                                        "tokens", MODEL)]
+GlobalEvery = Annotated[Optional[int], whole("--global-every", "architecture: with --window, "
+                                             "every k-th layer attends globally (Gemma 3: 6)",
+                                             MODEL)]
 Mlp = Annotated[Optional[str], option("--mlp", help="architecture: gelu (GPT-style) or swiglu "
                                       "(Llama-style)", panel=MODEL, metavar="KIND")]
 Dropout = Annotated[Optional[bool], switch("--dropout/--no-dropout", "train with dropout "

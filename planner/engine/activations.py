@@ -49,6 +49,7 @@ LAYER_INPUT = "attn_norm_in"
 # What each stored tensor is ("width" is the activation byte width, 2 for 16-bit):
 # - attn_norm_in: attention LayerNorm/RMSNorm input = layer input: h × width
 # - qkv_in: QKV projection input (norm output): h × width
+# - mla_latent: MLA compressed q and kv, each kept twice (norm and up-projection inputs): 2·(r_q + r_kv) × width
 # - q: Q kept for QKᵀ (or flash backward): a·d × width, ÷t
 # - k: K kept for QKᵀ: k·d × width, ÷min(t, k)
 # - v: V kept for attention over V: k·d × width, ÷min(t, k)
@@ -76,20 +77,32 @@ class _Op(NamedTuple):
 
 
 def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, key_len: Num,
-              *, mlp: Mlp, dropout: bool, flash: bool, width: Num) -> list[_Op]:
+              *, mlp: Mlp, dropout: bool, flash: bool, width: Num, v_dim: Num | None = None,
+              latent: Num = 0.0) -> list[_Op]:
     """The tensors one transformer layer stores for backward, in forward order.
+
+    Multi-head latent attention (DeepSeek-V2/V3) passes ``v_dim`` (d_v: V and the attention
+    output are a·d_v wide, Q and K a·d_qk) and ``latent``: the compressed q and kv the down
+    projections write, each kept as its RMSNorm's input and as the up projection's input,
+    2·(r_q + r_kv) per token, outside the tensor-parallel region (Megatron-Core's MLA runs the
+    down projections unsplit).
 
     GPT case (a·d = h, k = a, f = 4h, dropout, no flash), bytes per token:
     seq region 2h+2h+h+2h+2h+h = 10h; TP region 2h+2h+2h+2h+8h+8h = 24h plus 5·a·s scores
     bytes, i.e. Korthikanti's sbh(10 + 24/t + 5as/(ht)).
     """
     h, a, k, d, f = hidden, heads, kv_heads, head_dim, ffn
+    dv = d if v_dim is None else v_dim
     ops = [
         _Op("attn_norm_in", width * h, "seq", False),
         _Op("qkv_in", width * h, "seq", False),
+    ]
+    if np.any(np.asarray(latent) > 0):
+        ops.append(_Op("mla_latent", width * 2.0 * latent, "seq", False))
+    ops += [
         _Op("q", width * a * d, "tp", False),
         _Op("k", width * k * d, "kv", False),
-        _Op("v", width * k * d, "kv", False),
+        _Op("v", width * k * dv, "kv", False),
     ]
     if flash:
         # Flash attention recomputes the scores in its backward from Q, K, V, the output and
@@ -103,7 +116,7 @@ def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, k
         if dropout:
             ops.append(_Op("scores_dropout_mask", MASK_BYTES * scores, "tp", True))
             ops.append(_Op("scores_dropout_out", width * scores, "tp", True))
-    ops.append(_Op("proj_in", width * a * d, "tp", False))
+    ops.append(_Op("proj_in", width * a * dv, "tp", False))
     if dropout:
         ops.append(_Op("attn_dropout_mask", MASK_BYTES * h, "seq", False))
     ops += [
@@ -133,13 +146,16 @@ def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, k
 def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: Num,
                            head_dim: Num, ffn: Num, *, mlp: Mlp = "gelu", dropout: bool = True,
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
-                           recompute: Num = RECOMPUTE_NONE,
-                           bytes_per_elem: Num = 2) -> dict[str, Num]:
+                           recompute: Num = RECOMPUTE_NONE, bytes_per_elem: Num = 2,
+                           v_head_dim: Num | None = None,
+                           latent: Num = 0.0) -> dict[str, Num]:
     """Bytes one layer stores for one micro-batch on one GPU, per stored tensor (the tensors listed above).
 
     term = (s/c)·b·bytes_per_token / divisor, divisor t ("tp"), min(t, k) ("kv"), t if sp
     else 1 ("seq"). Selective recompute zeroes the attention-core terms; full recompute keeps
-    only the layer input 2·(s/c)·b·h (÷t with SP) (Korthikanti Sec. 4.2-5).
+    only the layer input 2·(s/c)·b·h (÷t with SP) (Korthikanti Sec. 4.2-5). Attention
+    windows change nothing here: flash attention stores no scores, and the unfused path
+    materialises the full masked s×s matrix whatever the window.
     """
     t = np.asarray(tp, dtype=float)
     c = np.asarray(cp, dtype=float)
@@ -154,7 +170,8 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
     table = _op_table(np.asarray(hidden, dtype=float), np.asarray(heads, dtype=float),
                       np.asarray(kv_heads, dtype=float), np.asarray(head_dim, dtype=float),
                       np.asarray(ffn, dtype=float), s, mlp=mlp, dropout=dropout, flash=flash,
-                      width=np.asarray(bytes_per_elem, dtype=float))
+                      width=np.asarray(bytes_per_elem, dtype=float), v_dim=v_head_dim,
+                      latent=latent)
     raw = {}
     for op in table:
         kept: Num

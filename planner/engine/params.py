@@ -35,6 +35,31 @@ def attention_params(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num,
     return out(_f(attention_matmul_params(h, a, k, d)) + bias)
 
 
+def mla_matmul_params(hidden: Num, heads: Num, q_lora_rank: Num, kv_lora_rank: Num,
+                      qk_nope_dim: Num, qk_rope_dim: Num, v_head_dim: Num) -> Num:
+    """Multi-head latent attention weights (DeepSeek-V2, arXiv 2405.04434 Sec. 2.1; transformers
+    DeepseekV3Attention): q down h·r_q + q up r_q·a·(d_n+d_r) (r_q = 0: a direct h·a·(d_n+d_r)),
+    kv down h·(r_kv+d_r) (the shared rope key rides along), kv up r_kv·a·(d_n+d_v), out a·d_v·h.
+    """
+    h, a, rq, rkv = _f(hidden), _f(heads), _f(q_lora_rank), _f(kv_lora_rank)
+    dqk, dv = _f(qk_nope_dim) + _f(qk_rope_dim), _f(v_head_dim)
+    q = np.where(rq > 0, h * rq + rq * a * dqk, h * a * dqk)
+    kv = h * (rkv + _f(qk_rope_dim)) + rkv * a * (_f(qk_nope_dim) + dv)
+    return out(q + kv + a * dv * h)
+
+
+def mla_norm_params(q_lora_rank: Num, kv_lora_rank: Num) -> Num:
+    """MLA's two latent RMSNorms: r_q (q_a_layernorm, absent without q compression) + r_kv."""
+    return out(_f(q_lora_rank) + _f(kv_lora_rank))
+
+
+def qk_norm_params(heads: Num, kv_heads: Num, head_dim: Num, full_width: Num = False) -> Num:
+    """QK-norm scales: per head 2·d (Qwen3, Gemma 3, GLM-4.5: RMSNorm(head_dim) shared over
+    heads); over the full projection (a + k)·d (OLMo 2: RMSNorm(heads·head_dim))."""
+    a, k, d = _f(heads), _f(kv_heads), _f(head_dim)
+    return out(np.where(full_width, (a + k) * d, 2.0 * d))
+
+
 def mlp_matmul_params(hidden: Num, ffn: Num, gated: Num = False) -> Num:
     """MLP weights: 2·h·f for a plain up/down MLP (GeLU, ReLU), 3·h·f for gated (SwiGLU: gate, up, down)."""
     h, f = _f(hidden), _f(ffn)
@@ -59,23 +84,34 @@ def router_params(hidden: Num, experts: Num) -> Num:
 
 
 def moe_mlp_params(hidden: Num, expert_ffn: Num, experts: Num, shared_experts: Num = 0,
-                   gated: Num = True, bias: Num = False, routed: Num | None = None) -> Num:
-    """MoE block: (routed + shared) expert MLPs of width f_e, plus the router h·E.
+                   gated: Num = True, bias: Num = False, routed: Num | None = None,
+                   shared_ffn: Num | None = None, router_bias: Num = False,
+                   shared_gate: Num = False) -> Num:
+    """MoE block: routed expert MLPs of width f_e, shared expert MLPs of width f_s (default
+    f_e), the router h·E (+E with a bias, GPT-OSS), and Qwen2-MoE's shared-expert gate h·1.
 
     ``routed`` defaults to E (total count); pass the top-k for the parameters one token
-    passes through (active count). The router is always h·E: every token scores every expert.
+    passes through (active count). The router is always whole: every token scores every expert.
     """
     per_expert = _f(mlp_params(hidden, expert_ffn, gated, bias))
+    per_shared = _f(mlp_params(hidden, expert_ffn if shared_ffn is None else shared_ffn, gated,
+                               bias))
     n = _f(experts if routed is None else routed)
-    return out((n + _f(shared_experts)) * per_expert + _f(router_params(hidden, experts)))
+    router = _f(router_params(hidden, experts)) + np.where(router_bias, _f(experts), 0.0)
+    return out(n * per_expert + _f(shared_experts) * per_shared + router
+               + np.where(shared_gate, _f(hidden), 0.0))
 
 
 def moe_mlp_matmul_params(hidden: Num, expert_ffn: Num, experts: Num, experts_per_token: Num,
-                          shared_experts: Num = 0, gated: Num = True) -> Num:
-    """Matmul weights one token goes through in an MoE block: (top-k + shared) experts + router h·E."""
+                          shared_experts: Num = 0, gated: Num = True,
+                          shared_ffn: Num | None = None, shared_gate: Num = False) -> Num:
+    """Matmul weights one token goes through in an MoE block: top-k experts + shared experts +
+    router h·E (+ the shared-expert gate h)."""
     per_expert = _f(mlp_matmul_params(hidden, expert_ffn, gated))
-    return out((_f(experts_per_token) + _f(shared_experts)) * per_expert
-               + _f(router_params(hidden, experts)))
+    per_shared = _f(mlp_matmul_params(hidden, expert_ffn if shared_ffn is None else shared_ffn,
+                                      gated))
+    return out(_f(experts_per_token) * per_expert + _f(shared_experts) * per_shared
+               + _f(router_params(hidden, experts)) + np.where(shared_gate, _f(hidden), 0.0))
 
 
 def embedding_params(vocab: Num, hidden: Num) -> Num:
@@ -91,6 +127,29 @@ def position_params(positions: Num, hidden: Num) -> Num:
 def lm_head_params(vocab: Num, hidden: Num, tied: Num = False) -> Num:
     """Output projection V·h; 0 extra parameters when tied to the embedding (GPT-2, Megatron default)."""
     return out(np.where(tied, 0.0, _f(vocab) * _f(hidden)))
+
+
+def mean_keys(seq_len: Num, window: Num = 0, chunked: Num = False, causal: Num = False) -> Num:
+    """Keys one query attends to on average, the s_kv of the score FLOPs.
+
+    Full attention: s (s/2 causal, the convention of ``attention_score_forward_flops``).
+    Sliding window w < s (Mistral, Gemma 2/3 local, GPT-OSS): causal
+    Σᵢ min(i, w)/s ≈ w − w²/(2s); not causal min(w, s). Chunked, chunk c (Llama 4 local layers:
+    a query sees the earlier tokens of its own chunk): causal (n·c² + r²)/(2s) with s = n·c + r;
+    not causal min(c, s). Returned as the full-length equivalent for ``causal`` (i.e. the value
+    divided by ½ when causal), so callers keep the one ½ in ``attention_score_forward_flops``.
+    Window 0 means full attention. The flash kernels skip fully masked tiles, so the work
+    follows the mask (to tile granularity, 128 keys, not counted).
+    """
+    s, w = _f(seq_len), _f(window)
+    windowed = (w > 0) & (w < s)
+    wc = np.where(windowed, w, 1.0)
+    n, r = np.floor(s / wc), s - np.floor(s / wc) * wc
+    sliding_causal = 2.0 * (wc - wc * wc / (2.0 * s))
+    chunked_causal = (n * wc * wc + r * r) / s
+    causal_keys = np.where(chunked, chunked_causal, sliding_causal)
+    keys = np.where(causal, causal_keys, wc)
+    return out(np.where(windowed, keys, s))
 
 
 def attention_score_forward_flops(tokens: Num, kv_len: Num, attn_dim: Num,

@@ -52,6 +52,8 @@ class Estimate:
     model: str
     model_inferred: bool
     hardware: str
+    params: int          # the language model's exact parameter count (transformers' count)
+    active_params: int   # parameters one token passes through (top-k experts of each MoE layer)
     gpus: int
     layout: Layout
     seq_len: int
@@ -214,7 +216,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     figures = Figures(micro_batches=one(ev.micro_batches), peak_memory=one(mem.peak),
                       usable_memory=one(mem.usable))
     return Estimate(
-        model=p.model.name or "model", model_inferred=p.model.inferred, hardware=p.hardware.name,
+        model=p.model.name or "model", model_inferred=p.model.inferred,
+        params=p.model.param_count(), active_params=p.model.active_param_count(), hardware=p.hardware.name,
         gpus=p.gpus, layout=lay, seq_len=p.seq_len, global_batch=p.global_batch,
         accumulation=one(ev.micro_batches), tokens_per_step=one(thr.tokens_per_step),
         fits=bool(ev.rules.passes["fits-in-memory"][0]), capacity_bytes=one(mem.capacity),

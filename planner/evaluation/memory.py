@@ -54,7 +54,7 @@ def replicated_layer_params(mod: Any) -> float:
     """Per-layer parameters every TP rank keeps whole: the two norms and the row-parallel biases
     (attention output and MLP down projection; Megatron's RowParallelLinear adds its bias after
     the reduction, so it is not split)."""
-    norms = 2.0 * norm_params(mod.hidden, mod.norm_bias)
+    norms = mod.layer_norms * norm_params(mod.hidden, mod.norm_bias)
     return float(norms + (2.0 * mod.hidden if mod.linear_bias else 0.0))
 
 
@@ -77,11 +77,11 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
-    ffn = mod.experts_per_token * mod.expert_width if mod.is_moe else mod.ffn
     shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
-             mod.head_dim, ffn)
+             mod.head_dim, mod.activation_ffn())
+    latent = (mod.q_lora_rank or 0) + mod.kv_lora_rank if mod.is_mla else 0.0
     return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
-                       bytes_per_elem=width)
+                       bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent)
 
 
 def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:

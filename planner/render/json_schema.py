@@ -189,7 +189,8 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "compare": [("compare", _compare)],
     "models": [("models", _list_of(ModelSpec, "models", {
         "preset": {"type": "string"}, "params": {"type": "integer"},
-        "active_params": {"type": "integer"}}))],
+        "active_params": {"type": "integer"}, "mtp_params": {"type": "integer"},
+        "moe_layers": {"type": "integer"}}))],
     "profiles": [("list", _list_of(HardwareProfile, "profiles")),
                  ("show", lambda d: _object(HardwareProfile, defs=d))],
     "layout": [("layout", lambda d: _object(LayoutResult, defs=d, extra={"ok": OK}))],

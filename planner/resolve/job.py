@@ -42,27 +42,36 @@ DEFAULT_SEQ_LEN = 4096
 DEFAULT_TOKENS_PER_BATCH = 4 * 2**20
 
 
+# Shape flags beyond --layers/--hidden/--heads: MoE (routed and shared experts, their width,
+# leading dense layers, MoE every k-th layer) and a sliding attention window. Each is the
+# ModelSpec field of that name; CLI option `--experts-per-token` etc. (cli/options.py).
+ARCH_EXTRA = ("experts", "experts_per_token", "expert_ffn", "shared_experts", "dense_layers",
+              "moe_every", "window", "global_every")
+
+
 def resolve_model(*, model: Optional[str] = None, model_config: Optional[str] = None,
                   params: Optional[float] = None, layers: Optional[int] = None,
                   hidden: Optional[int] = None, heads: Optional[int] = None,
                   kv_heads: Optional[int] = None, ffn: Optional[int] = None,
                   vocab: Optional[int] = None, mlp: Optional[str] = None,
-                  dropout: Optional[bool] = None) -> ModelSpec:
+                  dropout: Optional[bool] = None,
+                  extra: Optional[dict[str, Optional[int]]] = None) -> ModelSpec:
     """Exactly one source: --model, --model-config, --params, or the architecture flags;
     --dropout / --no-dropout then overrides whether the model trains with dropout (masks are
     stored for backward), whatever the source said (a GeLU model with or without dropout)."""
     spec = _resolve_source(model=model, model_config=model_config, params=params, layers=layers,
                            hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn, vocab=vocab,
-                           mlp=mlp)
+                           mlp=mlp, extra=extra or {})
     return spec if dropout is None else dataclasses.replace(spec, dropout=bool(dropout))
 
 
 def _resolve_source(*, model: Optional[str], model_config: Optional[str],
                     params: Optional[float], layers: Optional[int], hidden: Optional[int],
                     heads: Optional[int], kv_heads: Optional[int], ffn: Optional[int],
-                    vocab: Optional[int], mlp: Optional[str]) -> ModelSpec:
+                    vocab: Optional[int], mlp: Optional[str],
+                    extra: dict[str, Optional[int]]) -> ModelSpec:
     arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
-            "ffn": ffn, "vocab": vocab, "mlp": mlp}
+            "ffn": ffn, "vocab": vocab, "mlp": mlp, **extra}
     given_arch: dict[str, Any] = {k: x for k, x in arch.items() if x is not None}
     sources = [s for s, x in (("--model", model), ("--model-config", model_config),
                               ("--params", params)) if x is not None]
@@ -94,9 +103,10 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
 
 def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = None,
                 ffn: Optional[int] = None, vocab: Optional[int] = None,
-                mlp: Optional[str] = None) -> ModelSpec:
+                mlp: Optional[str] = None, **extra: Optional[int]) -> ModelSpec:
     """A model described as papers do. GeLU (the default) means the GPT/Megatron layer: 4h FFN,
-    learned positions, biases, LayerNorm, dropout, tied embeddings; SwiGLU means Llama-style."""
+    learned positions, biases, LayerNorm, dropout, tied embeddings; SwiGLU means Llama-style.
+    ``extra``: the ARCH_EXTRA shape flags given (MoE, sliding window)."""
     for f, x in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)):
         v.positive_int(f, x)
     mlp = v.choice("--mlp", mlp or "gelu", ("gelu", "swiglu"))
@@ -111,11 +121,16 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
                 source="architecture flags (" + ("GPT-style: GeLU 4h MLP, learned positions, "
                                                  "biases, dropout, tied embeddings" if gpt else
                                                  "Llama-style: SwiGLU, RMSNorm, rope, untied") + ")")
+    spec.update(extra)
     from planner.specs.model import validate_model
     try:
         made = validate_model(spec)
-    except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
-        raise InputError("--heads", validation_message(e)) from None
+    except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads, MoE
+        message = validation_message(e)
+        flag = next((f for f in ("window", "global_every", "dense_layers", "moe_every",
+                                 "shared_experts", "expert_ffn", "experts_per_token", "experts")
+                     if f in message), "heads")
+        raise InputError("--" + flag.replace("_", "-"), message) from None
     if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change
         sizes = {f: x for f, x in (("--layers", layers), ("--hidden", hidden), ("--ffn", ffn),
                                     ("--vocab", vocab)) if x}
@@ -190,7 +205,7 @@ def resolve_batch(*, seq_len: Optional[int], global_batch: Optional[int],
 # ---- flags ------------------------------------------------------------------------------------
 
 _MODEL_FLAGS = ("model", "model_config", "params", "layers", "hidden", "heads", "kv_heads", "ffn",
-                "vocab", "mlp")
+                "vocab", "mlp", *ARCH_EXTRA)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +224,14 @@ class Flags:
     ffn: Optional[int] = None
     vocab: Optional[int] = None
     mlp: Optional[str] = None
+    experts: Optional[int] = None
+    experts_per_token: Optional[int] = None
+    expert_ffn: Optional[int] = None
+    shared_experts: Optional[int] = None
+    dense_layers: Optional[int] = None
+    moe_every: Optional[int] = None
+    window: Optional[int] = None
+    global_every: Optional[int] = None
     dropout: Optional[bool] = None
     hardware: Optional[str] = None
     hardware_file: Optional[str] = None
@@ -245,12 +268,16 @@ class Flags:
             return resolve_model(model=offer["preset"], model_config=self.model_config,
                                  layers=self.layers, hidden=self.hidden, heads=self.heads,
                                  kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab,
-                                 mlp=self.mlp, dropout=self.dropout)
+                                 mlp=self.mlp, dropout=self.dropout, extra=self._extra())
         params = parse_number("--params", self.params) if self.params is not None else None
         return resolve_model(model=self.model, model_config=self.model_config, params=params,
                              layers=self.layers, hidden=self.hidden, heads=self.heads,
                              kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab, mlp=self.mlp,
-                             dropout=self.dropout)
+                             dropout=self.dropout, extra=self._extra())
+
+    def _extra(self) -> dict[str, Optional[int]]:
+        """The MoE and window shape flags given (ARCH_EXTRA)."""
+        return {k: getattr(self, k) for k in ARCH_EXTRA if getattr(self, k) is not None}
 
     def _hardware(self) -> HardwareProfile:
         return resolve_hardware(hardware=self.hardware, hardware_file=self.hardware_file,

@@ -24,7 +24,9 @@ from planner.specs.verdict import GateRule, make_rule
 MODEL_FIELDS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab",
                 "tied_embeddings", "position", "max_positions", "qkv_bias", "linear_bias", "norm",
                 "dropout", "experts", "experts_per_token", "expert_ffn", "shared_experts",
-                "dense_layers")
+                "dense_layers", "moe_every", "shared_expert_ffn", "window", "window_kind",
+                "global_every", "q_lora_rank", "kv_lora_rank", "qk_rope_dim", "v_head_dim",
+                "mtp_layers")
 # Inline shapes without a base default to the Llama layout (SwiGLU, RMSNorm, RoPE, untied).
 INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
                    "tied_embeddings": False}

@@ -108,6 +108,8 @@ class FitResult:
     model: str
     model_description: str
     model_inferred: bool
+    params: int          # the language model's exact parameter count (transformers' count)
+    active_params: int   # parameters one token passes through (top-k experts of each MoE layer)
     hardware: str
     gpus: int
     seq_len: int
@@ -251,6 +253,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     suggestions = _what_would_fit(p, space, objective) if (
         res.enumerated and not ranked and suggest) else []
     return FitResult(model=model.name or "model", model_description=model.describe(),
+                     params=model.param_count(), active_params=model.active_param_count(),
                      model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
                      seq_len=seq_len, global_batch=global_batch, objective=objective,
                      enumerated=res.enumerated, valid=res.valid, layouts=ranked, best=best,

@@ -10,7 +10,6 @@ Llama/Mistral/Mixtral/Qwen2 use ``hidden_size``/``num_hidden_layers``/...; GPT-2
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,44 @@ from pydantic import ValidationError
 from planner.errors import InputError
 from planner.io.parse import parse_text
 from planner.io.read import MAX_CONFIG_BYTES, read_file, shown
-from planner.specs.model import ModelSpec, validate_model
 from planner.io.validate import MAX_PARAMS
+from planner.specs.hf_families import ALIASES, DEFAULTS, NESTED, READERS
+from planner.specs.hf_fields import ConfigFields, check_rope, dropout
+from planner.specs.hf_fields import heads as read_heads
+from planner.specs.hf_vision import vision_params
+from planner.specs.model import ModelSpec, validate_model
 
 
-LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
 FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
 GPT2 = {"gpt2"}
 NEOX = {"gpt_neox"}
+SUPPORTED = sorted({*READERS, *ALIASES, *NESTED, *GPT2, *NEOX, *FALCON})
+ARCH_FLAGS = ("--layers --hidden --heads --kv-heads --ffn --vocab, and for MoE --experts "
+              "--experts-per-token --expert-ffn --shared-experts --dense-layers --moe-every")
 
+# Keys that change neither size, FLOPs nor memory (or that the readers check elsewhere):
+# token ids, numerics, rope/scaling, routing rules, initialisation, bookkeeping.
+SIZE_NEUTRAL = frozenset("""
+_name_or_path architectures auto_map model_type transformers_version torch_dtype dtype
+bos_token_id eos_token_id pad_token_id sep_token_id decoder_start_token_id
+rope_theta rope_scaling rope_parameters rope_interleave rope_local_base_freq
+partial_rotary_factor original_max_position_embeddings rotary_pct rotary_emb_base
+rms_norm_eps layer_norm_eps layer_norm_epsilon norm_eps initializer_range initializer_factor
+use_cache hidden_act hidden_activation activation_function attn_implementation
+output_router_logits router_aux_loss_coef router_z_loss_coef router_jitter_noise
+norm_topk_prob n_group topk_group topk_method routed_scaling_factor scoring_func
+aux_loss_alpha seq_aux ep_size moe_layer_freq query_pre_attn_scalar attn_logit_softcapping
+final_logit_softcapping embedding_multiplier attention_multiplier residual_multiplier
+logits_scaling swiglu_limit pretraining_tp max_window_layers use_sliding_window
+attn_temperature_tuning floor_scale attn_scale cache_implementation tokenizer_class
+return_dict output_attentions output_hidden_states use_bfloat16 quantization_config
+image_token_index image_token_id boi_token_index eoi_token_index mm_tokens_per_image
+vision_feature_layer vision_feature_select_strategy projector_hidden_act text_config
+vision_config for_llm_compressor router_dtype use_qkv_bias bias_dropout_fusion
+summary_type summary_use_proj summary_activation summary_proj_to_labels summary_first_dropout
+scale_attn_weights scale_attn_by_inverse_layer_idx reorder_and_upcast_attn
+use_parallel_residual n_ctx classifier_dropout
+""".split())
 
 def _read(path: str | Path, option: str | None) -> tuple[str, dict[str, Any]]:
     """(path read, data) through the one bounded reader (planner.inputs)."""
@@ -40,146 +68,9 @@ def _read(path: str | Path, option: str | None) -> tuple[str, dict[str, Any]]:
     return opened, data
 
 
-class _Cfg:
-    """Typed accessors that turn a bad value into InputError(path, "key: ...")."""
-
-    def __init__(self, where: str, data: dict[str, Any]):
-        self.where, self.data = where, data
-
-    def fail(self, key: str, message: str) -> InputError:
-        return InputError(self.where, f"{key}: {message}")
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    # optional_int comes before the method `int`: below it, `int` in the class body names it.
-    def optional_int(self, key: str, *, allow_zero: bool = False) -> int | None:
-        """The integer at `key`, or None where it is absent (or null)."""
-        value = self.data.get(key)
-        if value is None:
-            return None
-        # JSON has no int/float split; accept 4096.0 but not 4096.5, and never true/false.
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-            raise self.fail(key, f"must be an integer, got {json.dumps(value)}")
-        value = int(value)
-        if value < 0 or (value == 0 and not allow_zero):
-            kind = "a non-negative" if allow_zero else "a positive"
-            raise self.fail(key, f"must be {kind} integer, got {value}")
-        return value
-
-    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
-        """The integer at `key`, else `default`; absent without a default is an error."""
-        value = self.optional_int(key, allow_zero=allow_zero)
-        if value is not None:
-            return value
-        if default is not None:
-            return default
-        raise self.fail(key, "missing; a positive integer is required")
-
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(key, f"must be true or false, got {json.dumps(value)}")
-        return value
-
-    def number(self, key: str) -> float | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"must be a number, got {json.dumps(value)}")
-        return float(value)
-
-    def str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is not None and not isinstance(value, str):
-            raise self.fail(key, f"must be a string, got {json.dumps(value)}")
-        return value
-
-
-def _check_rope(c: _Cfg) -> None:
-    # Values do not change the parameter count, but a malformed block means a broken file.
-    theta = c.number("rope_theta")
-    if theta is not None and theta <= 0:
-        raise c.fail("rope_theta", f"must be positive, got {theta:g}")
-    for key in ("rope_parameters", "rope_scaling"):
-        block = c.data.get(key)
-        if block is not None and not isinstance(block, dict):
-            raise c.fail(key, f"must be an object or null, got {json.dumps(block)}")
-        if isinstance(block, dict) and block.get("rope_theta") is not None:
-            t = block["rope_theta"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-                raise c.fail(f"{key}.rope_theta", f"must be a positive number, got {json.dumps(t)}")
-
-
-def _dropout(c: _Cfg, keys: tuple[str, ...], default: float) -> bool:
-    for key in keys:
-        value = c.number(key)
-        if value is not None and value < 0:
-            raise c.fail(key, f"must be >= 0, got {value:g}")
-        if (default if value is None else value) > 0:
-            return True
-    return False
-
-
-def _heads(c: _Cfg, hidden: int, heads_key: str, kv_key: str | None,
-           kv: int | None = None) -> tuple[int, int, int]:
-    heads = c.int(heads_key)
-    if kv is None:
-        kv = c.int(kv_key, heads) if kv_key else heads
-    if heads % kv:
-        raise c.fail(kv_key or heads_key, f"must divide {heads_key} ({heads}); got {kv}")
-    head_dim = c.optional_int("head_dim")
-    if head_dim is None:
-        if hidden % heads:
-            raise c.fail(heads_key, f"must divide the hidden size ({hidden}) when head_dim is "
-                                    f"absent; got {heads}")
-        head_dim = hidden // heads
-    return heads, kv, head_dim
-
-
-def _llama_like(c: _Cfg, mtype: str) -> dict[str, Any]:
-    hidden = c.int("hidden_size")
-    heads, kv, head_dim = _heads(c, hidden, "num_attention_heads", "num_key_value_heads")
-    attention_bias = c.bool("attention_bias", False)
-    fields: dict[str, Any] = dict(
-        layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
-        head_dim=head_dim, ffn=c.int("intermediate_size"), mlp="swiglu",
-        vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", False),
-        position="rope", max_positions=c.optional_int("max_position_embeddings"),
-        # Qwen2's q/k/v projections always carry a bias (transformers modular_qwen2.py).
-        qkv_bias=attention_bias or mtype == "qwen2",
-        linear_bias=c.bool("mlp_bias", False), norm="rmsnorm",
-        dropout=_dropout(c, ("attention_dropout",), 0.0))
-    _check_rope(c)
-    if attention_bias and not fields["linear_bias"]:
-        # ModelSpec has one flag for o_proj and MLP biases; Llama's attention_bias also puts
-        # one on o_proj, h per layer, which is left out here.
-        fields["_note"] = "; attention_bias o_proj bias (h per layer) not counted"
-    # Mixtral: num_local_experts (attribute_map num_experts -> num_local_experts).
-    experts_key = "num_local_experts" if c.has("num_local_experts") else "num_experts"
-    experts = c.int(experts_key, 0, allow_zero=True)
-    if experts:
-        top_k = c.int("num_experts_per_tok")
-        if top_k > experts:
-            raise c.fail("num_experts_per_tok", f"must be at most {experts_key} ({experts}); "
-                                                f"got {top_k}")
-        fields.update(experts=experts, experts_per_token=top_k,
-                      expert_ffn=c.optional_int("moe_intermediate_size"),
-                      shared_experts=c.int("n_shared_experts", 0, allow_zero=True),
-                      dense_layers=c.int("first_k_dense_replace", 0, allow_zero=True))
-        if fields["dense_layers"] >= fields["layers"]:
-            raise c.fail("first_k_dense_replace",
-                         f"must be below num_hidden_layers ({fields['layers']})")
-    return fields
-
-
-def _gpt2(c: _Cfg) -> dict[str, Any]:
+def _gpt2(c: ConfigFields) -> dict[str, Any]:
     hidden = c.int("n_embd")
-    heads, kv, head_dim = _heads(c, hidden, "n_head", None)
+    heads, kv, head_dim = read_heads(c, hidden, "n_head", None)
     return dict(layers=c.int("n_layer"), hidden=hidden, heads=heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("n_inner", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"),
@@ -187,23 +78,23 @@ def _gpt2(c: _Cfg) -> dict[str, Any]:
                 tied_embeddings=c.bool("tie_word_embeddings", True), position="learned",
                 max_positions=c.int("n_positions", 1024), qkv_bias=True, linear_bias=True,
                 norm="layernorm",
-                dropout=_dropout(c, ("resid_pdrop", "embd_pdrop", "attn_pdrop"), 0.1))
+                dropout=dropout(c, ("resid_pdrop", "embd_pdrop", "attn_pdrop"), 0.1))
 
 
-def _neox(c: _Cfg) -> dict[str, Any]:
+def _neox(c: ConfigFields) -> dict[str, Any]:
     hidden = c.int("hidden_size")
-    heads, kv, head_dim = _heads(c, hidden, "num_attention_heads", None)
+    heads, kv, head_dim = read_heads(c, hidden, "num_attention_heads", None)
     bias = c.bool("attention_bias", True)
-    _check_rope(c)
+    check_rope(c)
     return dict(layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("intermediate_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", False),
                 position="rope", max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
-                dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
+                dropout=dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
 
-def _falcon(c: _Cfg) -> dict[str, Any]:
+def _falcon(c: ConfigFields) -> dict[str, Any]:
     hidden = c.int("hidden_size")
     heads = c.int("num_attention_heads")
     if c.bool("new_decoder_architecture", False):
@@ -212,25 +103,26 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
     else:
         kv = 1 if c.bool("multi_query", True) else heads
         kv_key = "multi_query"
-    heads, kv, head_dim = _heads(c, hidden, "num_attention_heads", kv_key, kv)
+    heads, kv, head_dim = read_heads(c, hidden, "num_attention_heads", kv_key, kv)
     bias = c.bool("bias", False)
     alibi = c.bool("alibi", False)
     c.bool("parallel_attn", True)  # layout only; validated so a typo is caught
     if not alibi:
-        _check_rope(c)
+        check_rope(c)
     return dict(layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("ffn_hidden_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", True),
                 position="alibi" if alibi else "rope",
                 max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
-                dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
+                dropout=dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
 
 # The keys whose size sets the parameter count, across the layouts read here.
 SIZE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "n_embd",
              "n_layer", "n_inner", "ffn_hidden_size", "num_local_experts", "num_experts",
-             "moe_intermediate_size", "head_dim")
+             "n_routed_experts", "moe_intermediate_size", "intermediate_size_mlp", "head_dim",
+             "kv_lora_rank", "q_lora_rank")
 
 
 def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
@@ -245,7 +137,7 @@ def load_hf_config(path: str | Path, *, option: str | None = None) -> ModelSpec:
         raise
 
 
-def _config_name(c: _Cfg) -> tuple[str | None, str]:
+def _config_name(c: ConfigFields) -> tuple[str | None, str]:
     """(the model's name, the key it came from), from the config's own fields, never from the
     folder it sits in (a checkpoint directory says nothing about the model): `_name_or_path`,
     else the first of `architectures`, else `model_type`."""
@@ -261,43 +153,84 @@ def _config_name(c: _Cfg) -> tuple[str | None, str]:
     return None, "no name field (_name_or_path, architectures, model_type)"
 
 
-def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
-    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
-    c = _Cfg(where, data)
-    mtype = (c.str("model_type") or "").lower()
-    note = ""
-    if mtype in LLAMA_LIKE:
-        fields = _llama_like(c, mtype)
-    elif mtype in GPT2:
+def _unknown_type(c: ConfigFields, mtype: str) -> InputError:
+    shown_type = json.dumps(mtype) if mtype else "missing"
+    return c.fail("model_type", f"{shown_type} is not a supported model type; supported: "
+                                f"{', '.join(SUPPORTED)}; or give the shape by flags "
+                                f"({ARCH_FLAGS})")
+
+
+def _language_config(data: dict[str, Any], where: str, mtype: str
+                     ) -> tuple[ConfigFields, str, list[str], int]:
+    """The config whose decoder is planned: the nested ``text_config`` of a multimodal wrapper
+    (Llama 4, Gemma 3) with the wrapper's tie setting, and the vision tower's size."""
+    notes: list[str] = []
+    if mtype not in NESTED:
+        mtype = ALIASES.get(mtype, mtype)
+        return ConfigFields(where, data, DEFAULTS.get(mtype)), mtype, notes, 0
+    text = data.get("text_config")
+    if not isinstance(text, dict):
+        if "hidden_size" in data:   # a text-only file labelled with the wrapper's type
+            return ConfigFields(where, data, DEFAULTS[NESTED[mtype]]), NESTED[mtype], notes, 0
+        raise InputError(where, "text_config: must be an object holding the language model's "
+                                f"sizes for model_type {mtype}")
+    text = dict(text)
+    if "tie_word_embeddings" in data:   # the wrapper's lm_head tie is the one transformers uses
+        text["tie_word_embeddings"] = data["tie_word_embeddings"]
+    vision, vision_note = vision_params(data.get("vision_config"), mtype, text)
+    notes.append(vision_note)
+    return (ConfigFields(f"{where}: text_config", text, DEFAULTS[NESTED[mtype]]), NESTED[mtype],
+            notes, vision)
+
+
+def config_fields(data: dict[str, Any], where: str = "config.json"
+                  ) -> tuple[dict[str, Any], list[str], ConfigFields]:
+    """(ModelSpec fields, notes, the fields' reader) of a parsed config.json: the family's
+    reader, the vision tower, defaults taken and keys not understood."""
+    top = ConfigFields(where, data)
+    mtype = (top.str("model_type") or "").lower()
+    if mtype not in SUPPORTED:
+        raise _unknown_type(top, mtype)
+    c, family, notes, vision = _language_config(data, where, mtype)
+    if family in READERS:
+        fields = READERS[family](c, notes)
+    elif family in GPT2:
         fields = _gpt2(c)
-    elif mtype in NEOX:
+    elif family in NEOX:
         fields = _neox(c)
-    elif mtype in FALCON:
-        fields = _falcon(c)
-        note = ("; Falcon counted with two LayerNorms per block (the parallel-attention 7B "
-                "layout has one, so it is over-counted by 2h per layer)")
-    elif c.has("n_embd"):
-        fields = _gpt2(c)
-        note = f"; unknown model_type {mtype or '(absent)'!r}, read as GPT-2 layout"
     else:
-        fields = _llama_like(c, mtype)
-        note = (f"; unknown model_type {mtype or '(absent)'!r}, read as Llama layout (gated "
-                "MLP, RMSNorm, RoPE); check the count")
-    note = fields.pop("_note", "") + note
+        fields = _falcon(c)
+        notes.append("Falcon counted with two LayerNorms per block (the parallel-attention 7B "
+                     "layout has one, so it is over-counted by 2h per layer)")
+    if vision:
+        fields["vision_params"] = vision
     if fields.get("position") == "learned" and fields.get("max_positions") is None:
         raise c.fail("max_position_embeddings", "required for learned position embeddings")
-    name, named_by = _config_name(c)
+    if c.defaulted:
+        notes.append(f"absent, taken from the {family} configuration class default "
+                     f"(transformers 5.24.0): {', '.join(c.defaulted)}")
+    unread = sorted(k for k in c.data if k not in c.read and k not in SIZE_NEUTRAL)
+    if unread:
+        notes.append(f"not understood (not used): {', '.join(map(str, unread[:12]))}")
+    label = mtype if mtype == family else f"{mtype} read as {family}"
+    return fields, [f"{where} (model_type {label})", *notes], c
+
+
+def model_from_config(data: dict[str, Any], where: str = "config.json") -> ModelSpec:
+    """ModelSpec from an already-parsed config.json dict (`where` names it in errors)."""
+    fields, notes, c = config_fields(data, where)
+    name, named_by = _config_name(ConfigFields(where, data))
     try:
-        source = f"{where} (model_type {mtype or 'absent'}; name from {named_by}){note}"
+        source = "; ".join([f"{notes[0]}; name from {named_by}", *notes[1:]])
         spec = validate_model({"name": name, **fields, "source": source})
     except ValidationError as exc:
         # Cross-field rules in ModelSpec that the per-key checks above did not catch.
         first = exc.errors()[0]
-        raise InputError(where, f"{'.'.join(map(str, first['loc'])) or 'config'}: "
-                                f"{first['msg']}") from None
+        raise InputError(c.where, f"{'.'.join(map(str, first['loc'])) or 'config'}: "
+                                  f"{first['msg']}") from None
     if spec.param_count() > MAX_PARAMS:   # named by its largest size key (vocab_size: 10^15)
-        key = max((k for k, x in data.items() if k in SIZE_KEYS and isinstance(x, int)),
-                  key=lambda k: data[k], default="config")
-        raise c.fail(key, f"{data.get(key, '')} makes {spec.param_count():.3g} parameters; at "
-                          f"most {MAX_PARAMS:g}")
+        key = max((k for k, x in c.data.items() if k in SIZE_KEYS and isinstance(x, int)),
+                  key=lambda k: c.data[k], default="config")
+        raise c.fail(key, f"{c.data.get(key, '')} makes {spec.param_count():.3g} parameters; "
+                          f"at most {MAX_PARAMS:g}")
     return spec

@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, Field
 
 from planner.engine import params as P
 from planner.errors import InputError, named
+from planner.specs import model_parts as MP
 from planner.specs.records import FORBID, adapter
 
 Positive = Annotated[int, Field(gt=0)]   # a positive integer (pydantic's PositiveInt)
@@ -86,6 +87,25 @@ class ModelSpec:
     expert_ffn: Annotated[int | None, Field(gt=0)] = None
     shared_experts: NonNegative = 0
     dense_layers: NonNegative = 0
+    # ---- architecture beyond the Llama block (specs/model_parts.py counts them) ----
+    moe_every: Positive = 1            # MoE in layers with (i+1) % k == 0 (Qwen2-MoE, Llama 4)
+    mlp_only_layers: tuple[NonNegative, ...] = ()   # dense despite the pattern (Qwen2-MoE)
+    shared_expert_ffn: Annotated[int | None, Field(gt=0)] = None   # default expert width
+    shared_expert_gate: bool = False   # Qwen2-MoE's sigmoid gate, Linear(h, 1)
+    router_bias: bool = False          # GPT-OSS
+    out_bias: bool = False             # attention output bias alone (Llama attention_bias)
+    layer_norms: Positive = 2          # norms per block (Gemma 2/3: 4)
+    qk_norm: Literal["none", "head", "full"] = "none"   # Qwen3/Gemma 3 per head, OLMo 2 full
+    attention_sinks: bool = False      # GPT-OSS: one learned logit per head
+    q_lora_rank: Annotated[int | None, Field(ge=0)] = None   # MLA (0: direct q projection)
+    kv_lora_rank: Annotated[int | None, Field(gt=0)] = None  # MLA when set
+    qk_rope_dim: NonNegative = 0       # MLA decoupled rope dims (head_dim = nope + rope)
+    v_head_dim: Annotated[int | None, Field(gt=0)] = None    # default head_dim
+    window: Annotated[int | None, Field(gt=0)] = None        # local attention span (tokens)
+    window_kind: Literal["sliding", "chunked"] = "sliding"
+    global_every: NonNegative = 0      # with a window: layers (i+1) % k == 0 attend globally
+    mtp_layers: NonNegative = 0        # multi-token-prediction modules (not in the total)
+    vision_params: NonNegative = 0     # a vision tower beside the language model, not planned
     inferred: bool = False
     source: str
 
@@ -104,13 +124,19 @@ class ModelSpec:
             if not 1 <= self.experts_per_token <= self.experts:
                 raise ValueError(f"experts_per_token must be in 1..experts ({self.experts}), "
                                  f"got {self.experts_per_token}")
-            if self.dense_layers >= self.layers:
-                raise ValueError(f"dense_layers ({self.dense_layers}) must be below layers "
-                                 f"({self.layers}) for an MoE model")
+            if self.moe_layers < 1:
+                raise ValueError(f"no MoE layer: dense_layers ({self.dense_layers}), moe_every "
+                                 f"({self.moe_every}) and mlp_only_layers leave none of the "
+                                 f"{self.layers} layers")
         elif self.experts_per_token or self.shared_experts or self.dense_layers \
                 or self.expert_ffn is not None:
             raise ValueError("experts_per_token, shared_experts, dense_layers and expert_ffn "
                              "need experts > 0")
+        if self.is_mla and (self.kv_heads != self.heads or self.qk_rope_dim >= self.head_dim):
+            raise ValueError("MLA (kv_lora_rank) needs kv_heads = heads and head_dim = qk nope "
+                             f"+ rope dims above qk_rope_dim ({self.qk_rope_dim})")
+        if self.global_every and self.window is None:
+            raise ValueError("global_every needs a window")
 
     # ---- structure -------------------------------------------------------------------------
 
@@ -127,13 +153,28 @@ class ModelSpec:
         return self.norm == "layernorm"
 
     @property
-    def attn_dim(self) -> int:
-        """Width of the concatenated query heads, a·d (the attention-score FLOPs scale with it)."""
-        return self.heads * self.head_dim
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_nope_dim(self) -> int:
+        """MLA's per-head query/key width without rotary position (head_dim − rope dims)."""
+        return self.head_dim - self.qk_rope_dim
+
+    @property
+    def value_dim(self) -> int:
+        """Per-head width of V and of the attention output (MLA's v_head_dim)."""
+        return self.v_head_dim if self.v_head_dim is not None else self.head_dim
+
+    @property
+    def attn_dim(self) -> float:
+        """Mean of the concatenated query-key and value widths, a·(d_qk + d_v)/2: the
+        attention-score FLOPs 4·s·(a·d) take QKᵀ over d_qk and scores·V over d_v (a·d for GQA)."""
+        return self.heads * (self.head_dim + self.value_dim) / 2
 
     @property
     def moe_layers(self) -> int:
-        return self.layers - self.dense_layers if self.is_moe else 0
+        return MP.moe_layer_count(self)
 
     @property
     def dense_layer_count(self) -> int:
@@ -143,35 +184,39 @@ class ModelSpec:
     def expert_width(self) -> int:
         return self.expert_ffn if self.expert_ffn is not None else self.ffn
 
+    def moe_layer_ids(self) -> tuple[int, ...]:
+        """The indices of the MoE layers (0-based), the per-layer pattern."""
+        return MP.moe_layer_ids(self)
+
+    def layer_windows(self) -> tuple[int, ...]:
+        """Per layer, the attention span in tokens (0: full attention)."""
+        return MP.layer_windows(self)
+
     # ---- parameter counts (exact integers) -----------------------------------------------------
 
-    def _attn_and_norms(self) -> float:
-        # Two norms per block (pre-attention and pre-MLP).
-        return float(P.attention_params(self.hidden, self.heads, self.kv_heads, self.head_dim,
-                                   self.qkv_bias, self.linear_bias)
-                + 2 * P.norm_params(self.hidden, self.norm_bias))
+    def attention_layer_params(self) -> int:
+        """One block's attention with its norms (the block's ``layer_norms``)."""
+        return MP.attention_block_params(self)
 
     def layer_params(self) -> int:
-        """One dense block: attention + MLP of width ``ffn`` + two norms."""
-        return int(self._attn_and_norms()
+        """One dense block: attention + MLP of width ``ffn`` + the block's norms."""
+        return int(self.attention_layer_params()
                    + P.mlp_params(self.hidden, self.ffn, self.gated, self.linear_bias))
 
     def moe_layer_params(self, active: bool = False) -> int:
         """One MoE block: attention + all experts (or top-k if ``active``) + shared + router + norms."""
         if not self.is_moe:
             return 0
-        routed = self.experts_per_token if active else self.experts
-        return int(self._attn_and_norms()
-                   + P.moe_mlp_params(self.hidden, self.expert_width, self.experts,
-                                      self.shared_experts, self.gated, self.linear_bias, routed))
+        return int(self.attention_layer_params() + MP.moe_mlp(self, active))
+
+    def expert_mlp_params(self) -> int:
+        """One routed expert's MLP (weights and biases)."""
+        return int(P.mlp_params(self.hidden, self.expert_width, self.gated, self.linear_bias))
 
     def routed_expert_params(self) -> int:
         """The routed experts' parameters (what expert parallelism splits): MoE layers ×
         experts × one expert MLP; shared experts and the router stay replicated."""
-        if not self.is_moe:
-            return 0
-        return int(self.moe_layers * self.experts
-                   * P.mlp_params(self.hidden, self.expert_width, self.gated, self.linear_bias))
+        return self.moe_layers * self.experts * self.expert_mlp_params() if self.is_moe else 0
 
     def embedding_params(self) -> int:
         """Token embedding plus learned position table (0 rows for rope/alibi/none)."""
@@ -193,37 +238,45 @@ class ModelSpec:
         return (self.embedding_params() + blocks + self.final_norm_params() + self.head_params())
 
     def param_count(self) -> int:
-        """All trainable parameters (ECOSYSTEM.md §6.2 layout)."""
+        """All trainable parameters of the language model (transformers' count: the MTP modules
+        and a vision tower are stated apart, as the published totals do)."""
         return _counted(self, False)
 
     def active_param_count(self) -> int:
         """Parameters one token uses: as param_count but MoE blocks hold only top-k experts."""
         return _counted(self, True)
 
+    def mtp_param_count(self) -> int:
+        """The multi-token-prediction modules (DeepSeek-V3 Sec. 2.2), beside the total."""
+        return MP.mtp_params(self)
+
     # ---- FLOPs -------------------------------------------------------------------------------
 
     def matmul_params_per_token(self) -> int:
         """Weight-matrix entries each token is multiplied through (incl. LM head, excl. embedding)."""
-        attn = P.attention_matmul_params(self.hidden, self.heads, self.kv_heads, self.head_dim)
-        dense = P.mlp_matmul_params(self.hidden, self.ffn, self.gated)
-        moe = (P.moe_mlp_matmul_params(self.hidden, self.expert_width, self.experts,
-                                       self.experts_per_token, self.shared_experts, self.gated)
-               if self.is_moe else 0.0)
-        head = P.embedding_params(self.vocab, self.hidden)  # logits matmul, V·h, tied or not
-        return int(self.layers * attn + self.dense_layer_count * dense + self.moe_layers * moe
-                   + head)
+        return MP.matmul_params_per_token(self)
+
+    def activation_ffn(self) -> float:
+        """Mean MLP width a token's activations pass through per layer: ffn in dense blocks,
+        top-k routed + shared expert widths in MoE blocks, averaged over the layers."""
+        return MP.activation_ffn(self)
+
+    def score_dim(self, seq_len: float, causal: bool = False) -> float:
+        """attn_dim × the layers' mean share of full-attention keys (windows): the a·d the
+        score term 4·s·(a·d) takes so windowed layers cost their window (``mean_keys``)."""
+        return MP.score_dim(self, seq_len, causal)
 
     def training_flops_per_token(self, seq_len: int, causal: bool = False) -> float:
         """Model FLOPs (fwd + bwd, no recompute) per token at sequence length ``seq_len``."""
         return float(P.training_flops_per_token(self.matmul_params_per_token(), self.layers,
-                                                seq_len, self.attn_dim, causal))
+                                                seq_len, self.score_dim(seq_len, causal), causal))
 
     def describe(self) -> str:
         """One line for reports; inferred shapes say so, so nobody mistakes them for their model."""
-        kind = (f"MoE {self.experts}x top-{self.experts_per_token}" if self.is_moe else "dense")
-        text = (f"{self.name or 'model'}: {self.param_count() / 1e9:.2f}B params ({kind}), "
-                f"L={self.layers} h={self.hidden} heads={self.heads}/{self.kv_heads} "
-                f"ffn={self.ffn} vocab={self.vocab} [{self.source}]")
+        text = (f"{self.name or 'model'}: {self.param_count() / 1e9:.2f}B params "
+                f"({MP.kind(self)}), L={self.layers} h={self.hidden} "
+                f"heads={self.heads}/{self.kv_heads} ffn={self.ffn} vocab={self.vocab} "
+                f"[{self.source}]")
         return ("INFERRED " + text) if self.inferred else text
 
 

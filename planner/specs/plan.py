@@ -61,6 +61,22 @@ class ModelSection(_Strict):
     expert_ffn: Optional[int] = Field(default=None, ge=1)
     shared_experts: Optional[int] = Field(default=None, ge=0)
     dense_layers: Optional[int] = Field(default=None, ge=0)
+    moe_every: Optional[int] = Field(default=None, ge=1, description="MoE in every k-th layer")
+    shared_expert_ffn: Optional[int] = Field(default=None, ge=1)
+    window: Optional[int] = Field(default=None, ge=1,
+                                  description="local attention span in tokens")
+    window_kind: Optional[Literal["sliding", "chunked"]] = None
+    global_every: Optional[int] = Field(default=None, ge=0, description="with window: every "
+                                        "k-th layer attends globally")
+    q_lora_rank: Optional[int] = Field(default=None, ge=0,
+                                       description="MLA: q compression rank (0: none)")
+    kv_lora_rank: Optional[int] = Field(default=None, ge=1,
+                                        description="MLA: kv compression rank")
+    qk_rope_dim: Optional[int] = Field(default=None, ge=0,
+                                       description="MLA: decoupled rope dims")
+    v_head_dim: Optional[int] = Field(default=None, ge=1)
+    mtp_layers: Optional[int] = Field(default=None, ge=0,
+                                      description="multi-token-prediction modules")
 
 
 class HardwareSection(_Strict):

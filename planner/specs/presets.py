@@ -8,6 +8,8 @@ Narayanan et al. SC21 Table 1 and Korthikanti et al. 2022 Table 3 (s = 2048, V =
 from __future__ import annotations
 
 import re
+from functools import cache
+from typing import Any
 
 from planner.errors import InputError, named
 from planner.specs.model import ModelSpec
@@ -79,11 +81,12 @@ _ENTRIES: list[tuple[str, ModelSpec, list[str]]] = [
                             hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
                             max_positions=32768, experts=8, experts_per_token=2),
      ["mistralai/Mixtral-8x7B-v0.1", "mixtral"]),
-    ("mixtral-8x22b", _llama("Mixtral-8x22B", "mistralai/Mixtral-8x22B-v0.1 config.json from "
-                             "memory (not in the reference files): 56 layers, h 6144, 48/8 heads, "
-                             "ffn 16384, 8 experts top-2, vocab 32768, 65536 positions",
+    ("mixtral-8x22b", _llama("Mixtral-8x22B", "mistralai/Mixtral-8x22B-v0.1 config.json as "
+                             "published: 56 layers, h 6144, 48/8 heads, ffn 16384, 8 experts "
+                             "top-2, vocab 32000 (the Instruct release's is 32768), 65536 "
+                             "positions; 140.62B total = transformers' count",
                              layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384,
-                             vocab=32768, max_positions=65536, experts=8, experts_per_token=2),
+                             vocab=32000, max_positions=65536, experts=8, experts_per_token=2),
      ["mistralai/Mixtral-8x22B-v0.1"]),
     ("qwen2-7b", _llama("Qwen2-7B", f"Qwen/Qwen2-7B {_HF}; q/k/v bias as in transformers "
                         "modular_qwen2.py", layers=28, hidden=3584, heads=28, kv_heads=4,
@@ -136,7 +139,30 @@ for _label, _a, _h, _l, _aliases in [("22b", 64, 6144, 48, []),
                      _gpt(f"Megatron GPT {_label.upper()}", _KORTHIKANTI, layers=_l, hidden=_h,
                           heads=_a), _aliases))
 
-PRESETS: dict[str, ModelSpec] = {name: spec for name, spec, _ in _ENTRIES}
+_CLASSIC = {name: spec for name, spec, _ in _ENTRIES}  # Llama/GPT layouts: what a bare count mimics
+
+
+@cache
+def _entries() -> list[tuple[str, ModelSpec, list[str]]]:
+    """Every preset: the classic ones above, then today's families (DeepSeek, Kimi, Qwen3,
+    GPT-OSS, Llama 4, Gemma, Mistral, Phi-3, OLMo 2, Granite, GLM-4.5), built from their
+    published config.json fields by the config reader (specs/presets_modern.py)."""
+    # Imported on first use, not with this module: the config reader loads pydantic, which a
+    # question given by flags (`fit --params 70e9`) never needs.
+    from planner.specs.presets_modern import modern_presets
+    return _ENTRIES + modern_presets()
+
+
+@cache
+def _presets() -> dict[str, ModelSpec]:
+    return {name: spec for name, spec, _ in _entries()}
+
+
+def __getattr__(name: str) -> Any:
+    """``PRESETS``: every preset by canonical name, built on first use (see _entries)."""
+    if name == "PRESETS":
+        return _presets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _key(text: str) -> str:
@@ -148,31 +174,35 @@ def _key(text: str) -> str:
     return re.sub(r"[-_ ]", "", s)
 
 
-_INDEX: dict[str, str] = {}
-for _name, _spec, _aliases in _ENTRIES:
-    for _alias in [_name, *_aliases]:
-        _k = _key(_alias)
-        # Two presets claiming the same normalised name would make lookups depend on order.
-        assert _INDEX.get(_k, _name) == _name, f"preset alias clash: {_alias}"
-        _INDEX[_k] = _name
+@cache
+def _index() -> dict[str, str]:
+    """Normalised name or alias → canonical preset name."""
+    index: dict[str, str] = {}
+    for name, _spec, aliases in _entries():
+        for alias in [name, *aliases]:
+            k = _key(alias)
+            # Two presets claiming the same normalised name would make lookups depend on order.
+            assert index.get(k, name) == name, f"preset alias clash: {alias}"
+            index[k] = name
+    return index
 
 
 def list_presets() -> list[str]:
     """Canonical preset names, in registry order (families, then Megatron GPT by size)."""
-    return list(PRESETS)
+    return list(_presets())
 
 
 def get_preset(name: str) -> ModelSpec:
     """Look up a preset by canonical name or alias, case-insensitively (``meta-llama/Llama-3.1-70B``)."""
-    canonical = _INDEX.get(_key(name))
+    canonical = _index().get(_key(name))
     if canonical is not None:
-        return PRESETS[canonical]
+        return _presets()[canonical]
     import difflib   # only for "did you mean"
-    close = difflib.get_close_matches(name.strip().lower(), list(PRESETS), n=5, cutoff=0.4)
-    for alias in difflib.get_close_matches(_key(name), list(_INDEX), n=5, cutoff=0.5):
-        if _INDEX[alias] not in close:
-            close.append(_INDEX[alias])
-    hint = ", ".join(close[:5]) if close else ", ".join(list(PRESETS)[:8]) + ", ..."
+    close = difflib.get_close_matches(name.strip().lower(), list(_presets()), n=5, cutoff=0.4)
+    for alias in difflib.get_close_matches(_key(name), list(_index()), n=5, cutoff=0.5):
+        if _index()[alias] not in close:
+            close.append(_index()[alias])
+    hint = ", ".join(close[:5]) if close else ", ".join(list(_presets())[:8]) + ", ..."
     raise InputError(named("model"), f"unknown model '{name}'; known: {hint} "
                                 "(all names: dtplan models)")
 
@@ -181,9 +211,11 @@ def nearest_preset(n_params: float) -> tuple[str, ModelSpec]:
     """The dense preset whose exact parameter count is nearest `n_params` on a log scale
     (|ln(P/n)|; registry order breaks ties, so a family's first release wins over a re-release
     of the same shape). Mixture-of-experts presets are left out: a bare count is a dense model,
-    and an MoE of the same total does a fraction of its compute per token."""
+    and an MoE of the same total does a fraction of its compute per token. So are today's
+    families (QK-norm, windows, 4 norms per block): the inferred shape is Llama-style, and its
+    nearest preset is of the same layout."""
     import math
     if not n_params > 0:
         raise InputError(named("params"), f"must be greater than 0, got {n_params:g}")
-    dense = [(name, spec) for name, spec in PRESETS.items() if not spec.is_moe]
+    dense = [(name, spec) for name, spec in _CLASSIC.items() if not spec.is_moe]
     return min(dense, key=lambda e: abs(math.log(e[1].param_count() / n_params)))

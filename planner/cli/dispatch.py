@@ -16,7 +16,7 @@ from typer._completion_classes import completion_init
 from planner.cli import settled
 from planner.cli.root import COMPLETE_VAR, EXIT_BUG, EXIT_INPUT, EXIT_OK, app
 from planner.errors import InputError
-from planner.io.stdout import silence_stdout
+from planner.io.stdout import encodable_streams, silence_stdout
 from planner.specs.selection import command_scope
 
 
@@ -93,6 +93,7 @@ def _parse_and_call(argv: list[str]) -> int:
 
 def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (the console script's path; tests call it)."""
+    encodable_streams()   # a Latin-1 or ASCII terminal: ASCII fallbacks, not exit 3
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     register(argv)

@@ -16,7 +16,7 @@ from typer._completion_classes import completion_init
 from planner.cli import settled
 from planner.cli.root import COMPLETE_VAR, EXIT_BUG, EXIT_INPUT, EXIT_OK, app
 from planner.errors import InputError
-from planner.io.stdout import encodable_streams, silence_stdout
+from planner.io.stdout import encodable_streams, say, silence_stdout
 from planner.specs.selection import command_scope
 
 
@@ -69,8 +69,7 @@ def _load(module: str) -> None:  # noqa: C901 - one import statement per command
 
 def _fail(message: str, code: int) -> int:
     # One line whatever the user typed: control characters in echoed values are escaped.
-    message = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in message)
-    sys.stderr.write(f"dtplan: error: {message}\n")
+    say("error", message)
     return code
 
 

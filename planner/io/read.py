@@ -62,7 +62,7 @@ def _os_problem(e: OSError, what: str) -> str:
     return f"cannot read ({e.strerror or e})"
 
 
-def _kind(mode: int) -> Optional[str]:
+def file_kind(mode: int) -> Optional[str]:
     """What a non-regular file is (None for a regular file)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -73,7 +73,7 @@ def _kind(mode: int) -> Optional[str]:
 
 
 def _not_regular(mode: int, what: str) -> str:
-    kind = _kind(mode)
+    kind = file_kind(mode)
     if kind == "a directory":
         return f"is a directory; expected a {what}"
     return f"is {kind}, not a regular file; expected a {what}"
@@ -93,7 +93,7 @@ def _open_regular(path: str, what: str, option: Optional[str],
         before = os.stat(path)
         if stat.S_ISDIR(before.st_mode) and dir_file:
             return _open_regular(os.path.join(path, dir_file), what, option, None)
-        if _kind(before.st_mode):
+        if file_kind(before.st_mode):
             raise _error(option, path, _not_regular(before.st_mode, what))
         if not os.access(path, os.R_OK):
             raise _error(option, path, "not readable (permission denied)")
@@ -101,7 +101,7 @@ def _open_regular(path: str, what: str, option: Optional[str],
     except OSError as e:
         raise _error(option, path, _os_problem(e, what)) from None
     st = os.fstat(fd)
-    if _kind(st.st_mode):
+    if file_kind(st.st_mode):
         os.close(fd)
         raise _error(option, path, _not_regular(st.st_mode, what))
     return path, fd, st

@@ -9,6 +9,8 @@ import os
 import sys
 import unicodedata
 
+from planner.io.escape import visible
+
 
 def silence_stdout() -> None:
     """After EPIPE: point fd 1 at /dev/null so later writes and the exit-time flush succeed."""
@@ -69,3 +71,9 @@ def encodable_streams() -> None:
             stream.reconfigure(errors=ERROR_HANDLER)
         except (ValueError, OSError):   # closed, or not reconfigurable here
             pass
+
+
+def say(kind: str, text: str) -> None:
+    """One ``dtplan: <kind>: <text>`` line on stderr (error, note, wrote), its user strings
+    shown as escapes where they hold control, C1 or bidi characters (io.escape.visible)."""
+    sys.stderr.write(f"dtplan: {kind}: {visible(text)}\n")

@@ -12,6 +12,7 @@ import json
 
 from planner.specs.verdict import FileVerdict, Verdict
 from planner.render.document import Document, Table, _clean, render_markdown
+from planner.io.escape import annotation, annotation_property
 from planner.io.units import count, duration, gb, pct, rule_cells
 from planner.specs.records import dump
 
@@ -102,35 +103,27 @@ def render_json_verdict(verdict: Verdict) -> str:
     return json.dumps(_clean(json_data(payload)), indent=2)
 
 
-def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_prop(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
-
-
 def render_github(verdict: Verdict) -> str:
     """One ``::error``/``::warning`` line per failing/warning rule, then a plain summary line."""
     out = []
     for v in verdict.files:
         if v.error:
-            out.append(f"::error file={_escape_prop(v.file)},title=dtplan bad input::"
-                       f"{_escape_data(v.error)}")
+            out.append(f"::error file={annotation_property(v.file)},title=dtplan bad input::"
+                       f"{annotation(v.error)}")
             continue
         for r in v.rules:
             if r.status == "pass":
                 continue
             level = "error" if r.status == "fail" else "warning"
-            props = [f"file={_escape_prop(v.file)}"]
+            props = [f"file={annotation_property(v.file)}"]
             if r.line:
                 props.append(f"line={r.line}")
-            props.append(f"title={_escape_prop('dtplan ' + r.name)}")
+            props.append(f"title={annotation_property('dtplan ' + r.name)}")
             msg = f"{r.name}: {r.measured} (limit {r.limit}) — {r.message}"
-            out.append(f"::{level} {','.join(props)}::{_escape_data(msg)}")
+            out.append(f"::{level} {','.join(props)}::{annotation(msg)}")
         if v.fix is not None:
-            out.append(f"::notice file={_escape_prop(v.file)},title=dtplan cheapest fix::"
-                       f"{_escape_data(v.fix.summary)}")
+            out.append(f"::notice file={annotation_property(v.file)},title=dtplan cheapest fix::"
+                       f"{annotation(v.fix.summary)}")
     n_fail = sum(1 for v in verdict.files if not v.ok)
     out.append(f"dtplan check: {len(verdict.files) - n_fail} of {len(verdict.files)} file(s) "
                f"passed{' (strict)' if verdict.strict else ''}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from planner.errors import InputError
+from planner.io.escape import visible
 from planner.io.parse import detect_format, parse_text
 from planner.io.bounds import MAX_ALIASES, MAX_DEPTH, MAX_NODES, bounded_int  # noqa: F401
 
@@ -33,11 +34,10 @@ _SHOWN_CHARS = 120              # a longer path is shown cut, with its length
 
 
 def shown(path: str | Path) -> str:
-    """A user-supplied path as printed in one error line: control characters escaped, a very
-    long one cut (with its length) so the message stays readable."""
-    s = str(path)
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in s):
-        s = s.encode("unicode_escape", "backslashreplace").decode("ascii")
+    """A user-supplied path as printed in one error line: control, C1 and bidi characters
+    escaped (planner.io.escape.visible), a very long one cut (with its length) so the
+    message stays readable."""
+    s = visible(path)
     if len(s) > _SHOWN_CHARS:
         s = f"{s[:60]}…{s[-20:]} ({len(s)} characters)"
     return s

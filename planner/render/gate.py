@@ -12,7 +12,7 @@ import json
 
 from planner.specs.verdict import FileVerdict, Verdict
 from planner.render.document import Document, Table, _clean, render_markdown
-from planner.io.escape import annotation, annotation_property
+from planner.io.escape import annotation, annotation_property, visible
 from planner.io.units import count, duration, gb, pct, rule_cells
 from planner.specs.records import dump
 
@@ -34,10 +34,12 @@ def fix_line(v: FileVerdict) -> str:
 
 def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -> Document:
     """One file's verdict as a document; given the terminal's ``width``, a rules table that
-    would not fit in five columns is printed as one sentence per rule."""
+    would not fit in five columns is printed as one sentence per rule. The file name is the
+    user's string: escaped where it enters (the verdict keeps its own line breaks)."""
+    name = visible(v.file)
     if v.error:
-        return Document(command="check", title=f"{v.file}: bad input", verdict=f"ERROR: {v.error}",
-                        ok=False)
+        return Document(command="check", title=f"{name}: bad input",
+                        verdict=f"ERROR: {visible(v.error)}", ok=False)
     s = v.summary
     lay = s.get("layout", {})
     peak, usable = s.get("peak_memory_bytes", 0), s.get("usable_memory_bytes", 0)
@@ -69,11 +71,11 @@ def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -
     warned = [r.name for r in v.rules if r.status == "warn"]
     c = v.counts
     if failed:
-        verdict = f"FAIL {v.file}: {len(failed)} rule(s) failed: {', '.join(failed)}"
+        verdict = f"FAIL {name}: {len(failed)} rule(s) failed: {', '.join(failed)}"
     else:
-        verdict = f"PASS {v.file}: {c['pass']} passed" + (f", {c['warn']} warning(s): "
+        verdict = f"PASS {name}: {c['pass']} passed" + (f", {c['warn']} warning(s): "
                                                           f"{', '.join(warned)}" if warned else "")
-    return Document(command="check", title=f"dtplan check: {v.file} ({v.kind})",
+    return Document(command="check", title=f"dtplan check: {name} ({v.kind})",
                     tables=[Table("Plan", ["", ""], facts),
                             Table("Rules", columns, rows)],
                     notes=v.notes + ([fix_line(v)] if v.fix else []), verdict=verdict, ok=v.ok)

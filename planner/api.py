@@ -21,7 +21,8 @@ from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles, load_profile
 from planner.specs.hf_config import load_hf_config
-from planner.specs.layout import Layout, plan_layout
+from planner.specs.knobs import Layout
+from planner.specs.layout import plan_layout
 from planner.specs.model import ModelSpec, model_from_params
 from planner.specs.presets import get_preset, list_presets
 

@@ -1,6 +1,65 @@
-"""Errors meant for people: one line naming the field and what is allowed."""
+"""Errors meant for people: one line naming the field and what is allowed.
+
+A library function names a bad input by its own parameter (``gpus``, ``train_tokens``); the
+code that took the value from a person says how that person named it — the CLI its option
+(``--gpus``), a plan reader its key (``layout.tp``) — by setting the naming (``naming`` /
+``renamed``) around the library calls it makes. Every check reads it through ``name_of`` /
+``named``, so the same check speaks to a notebook, a command line and a plan file.
+"""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, ContextManager, Iterator, NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+
+class Name(NamedTuple):
+    """A value as the person who gave it names it: ``label`` (a parameter, an option, a key
+    path) and the unit they gave it in (``scale`` base units per unit shown, so 60 for minutes
+    of seconds; ``unit`` said after a range, as "GB")."""
+
+    label: str
+    scale: float = 1.0
+    unit: str = ""
+
+
+Naming = Callable[[str], Name]   # a library parameter's name → how it is shown
+
+# The naming in force: by default a parameter is named as itself (a library call).
+_NAMING: ContextVar[Naming] = ContextVar("naming", default=Name)
+
+
+def name_of(param: str) -> Name:
+    """How ``param`` is shown where it was given. A label that names no parameter (``--gpus``,
+    ``plan.yaml: layout.tp``) is shown as it is."""
+    return _NAMING.get()(param)
+
+
+def named(param: str) -> str:
+    """``param``'s label where it was given (``gpus`` in a library call, ``--gpus`` in the CLI)."""
+    return name_of(param).label
+
+
+@contextmanager
+def naming(names: Naming) -> Iterator[None]:
+    """Inside the block, parameters are named as ``names`` says (set by the code that took the
+    values from a person around the library calls it makes)."""
+    token = _NAMING.set(names)
+    try:
+        yield
+    finally:
+        _NAMING.reset(token)
+
+
+def renamed(**names: str) -> ContextManager[None]:
+    """Inside the block, the parameter ``p`` is named as the naming in force names
+    ``names[p]``: for one call whose argument its caller holds under another name
+    (``renamed(name="model")`` around ``get_preset(model)``)."""
+    outer = _NAMING.get()
+    return naming(lambda p: outer(names.get(p, p)))
 
 
 class InputError(ValueError):
@@ -59,7 +118,7 @@ class Problems:
     def take(self, e: InputError) -> None:
         self.errors.extend(e.errors if isinstance(e, InputErrors) else [e])
 
-    def run(self, fn, *args, **kwargs):
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """fn(*args, **kwargs), or None with its InputError(s) recorded."""
         try:
             return fn(*args, **kwargs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner.calibration.published import calibrate
-from planner.calibration.modern import band_for, band_pct, family, load_modern
+from planner.calibration.modern import band_pct, load_modern
+from planner.evaluation.error_band import band_for, family
 from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
 

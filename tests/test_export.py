@@ -176,3 +176,15 @@ def test_uneven_pipeline_round_trip_through_megatron(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:]
     rules = {x["name"]: x["status"] for x in json.loads(r.stdout)["files"][0]["rules"]}
     assert rules["megatron-layers-divisible"] == "pass"
+
+
+def test_a_plan_model_without_a_name_is_a_placeholder_in_the_check_line(dtplan, tmp_path):
+    """An inline model shape has no name: the line says MODEL (to fill in), not `--model None`."""
+    (tmp_path / "p.yaml").write_text(
+        "model: {layers: 32, hidden: 4096, heads: 32, ffn: 14336, vocab: 128256}\n"
+        "hardware: {profile: h100}\ngpus: 8\nseq_len: 4096\nbatch: {global_batch: 64}\n"
+        "layout: {tp: 1, pp: 1, micro_batch: 1, zero: 1}\n")
+    r = dtplan("export", "p.yaml", "--to", "deepspeed", "-o", "ds.json", "--allow-failing",
+               cwd=tmp_path)
+    line = next(x for x in r.err.splitlines() if "check it with: " in x)
+    assert line.endswith("--hardware h100 --model MODEL"), line

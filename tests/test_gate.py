@@ -15,7 +15,9 @@ from planner.errors import InputError
 from planner.gate.check import (CheckOptions, batch_accounting_rule, check_file, check_paths,
                           find_key_line)
 from planner.specs.layout import Layout
-from planner.resolve.plan_file import MAX_FILE_BYTES, json_schema, load_plan, parse_text, validate_plan
+from planner.io.parse import parse_text
+from planner.io.read import MAX_FILE_BYTES
+from planner.resolve.plan_file import json_schema, load_plan, validate_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "examples" / "plans"

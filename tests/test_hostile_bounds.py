@@ -84,7 +84,7 @@ def test_report_scaling_sweep_stays_within_the_range():
     # the sweep asked for 2x and 4x a 10^7-GPU plan: exit 2 "--gpus: must be at most 10000000,
     # got 20000000", an option the user never gave (a whole report at 10^7 GPUs runs four
     # searches of millions of layouts: benchmarks/bounds.py times it)
-    from planner.review.build import scaling_counts
+    from planner.review.sections import scaling_counts
     assert scaling_counts(10_000_000, 8) == [2_500_000, 5_000_000, 10_000_000]
     assert scaling_counts(256, 8) == [64, 128, 256, 512, 1024]
 

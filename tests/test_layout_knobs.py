@@ -21,6 +21,8 @@ def test_every_home_lists_the_knobs_in_table_order():
     names = [k.name for k in KNOBS]
     assert [f.name for f in dataclasses.fields(Layout)] == names
     assert list(LayoutSection.model_fields) == names
+    assert [LayoutSection.model_fields[n].annotation for n in names] == \
+        [k.field(plan=True)[0] for k in KNOBS]
     assert [f.name for f in dataclasses.fields(Candidates)] == [k.column for k in KNOBS if k.column]
 
 

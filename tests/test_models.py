@@ -157,7 +157,7 @@ def test_other_published_totals():
 def test_unknown_preset_suggests():
     with pytest.raises(InputError) as err:
         get_preset("llama3-7b")
-    assert err.value.field == "--model"
+    assert err.value.field == "model"   # a library call: the value is a model (CLI: --model)
     assert "unknown model 'llama3-7b'" in err.value.message
     assert "llama3-8b" in err.value.message
 
@@ -175,7 +175,7 @@ def test_model_from_params(n):
 def test_model_from_params_rejects(bad):
     with pytest.raises(InputError) as err:
         model_from_params(bad)
-    assert err.value.field == "--params"
+    assert err.value.field == "params"   # a library call (CLI: --params)
 
 
 # ---- bad config.json ---------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from planner.engine.pipeline import bubble_fraction
 from planner.errors import InputError
 from planner.render import charts
 from planner.review.render import render_review_html, render_review_markdown
-from planner.review.build import (SECTIONS, build_review, inputs_from_fit, inputs_from_plan,
-                            pipeline_timeline, timeline_bubble)
+from planner.review.build import build_review, inputs_from_fit, inputs_from_plan
+from planner.review.doc import SECTIONS
+from planner.review.timeline import pipeline_timeline, timeline_bubble
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, "examples", "plans", "llama3-70b-256xh100.yaml")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from planner.errors import InputError
+from planner.errors import InputError, Name, naming
 from planner.io.numbers import parse_real
 from planner.io.validate import within
 
@@ -43,8 +43,8 @@ def _message(call) -> str:
 def test_open_bounds_and_units():
     assert within("--x", 5.0, 1.0, None) == 5.0
     assert _message(lambda: within("--x", 0.5, 1.0)) == "--x: must be at least 1, got 0.5"
-    assert _message(lambda: within("--x", 3e9, None, 2e9, unit=1e9, name="GB")) == \
-        "--x: must be at most 2 GB, got 3"
+    with naming(lambda p: Name("--x", 1e9, "GB") if p == "x" else Name(p)):
+        assert _message(lambda: within("x", 3e9, None, 2e9)) == "--x: must be at most 2 GB, got 3"
     assert _message(lambda: parse_real("--y", "0.1", lower=0.25)) == \
         "--y: must be at least 0.25, got '0.1'"
 

@@ -19,9 +19,13 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from planner.evaluation.candidates import Problem
-from planner.evaluation.estimate import estimate_problem
+from planner.evaluation.estimate import Estimate, estimate_problem
 from planner.search.fast import SearchSpace, search
-from planner.specs.layout import Layout
+from planner.search.fit import FitResult
+from planner.specs.budget import MemoryBudget
+from planner.specs.hardware import HardwareProfile
+from planner.specs.knobs import Layout
+from planner.specs.model import ModelSpec
 
 # The range tried: 2× and 4× the global batch (a stated range, not an open-ended hunt), the
 # largest first: every layout valid at 2B is valid at 4B (b·DP still divides it, the memory per
@@ -124,7 +128,8 @@ def advise_estimate(p: Problem, layout: Layout, *, mfu: float, bubble: float, co
     return _advice(p, mfu, need, figures)
 
 
-def advise_fit_result(r, model, hardware, space: SearchSpace, *, precision: str = "mixed",
+def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
+                      space: SearchSpace, *, precision: str = "mixed",
                       optimizer: str = "adam") -> Optional[BatchAdvice]:
     """advise_fit for a planner.api.FitResult ranked by time (its winner is the base); None for
     another objective (its winner is not the fastest) or when nothing fits."""
@@ -138,7 +143,8 @@ def advise_fit_result(r, model, hardware, space: SearchSpace, *, precision: str 
                       collective=w.collective_fraction, error_band_pct=w.error_band_pct)
 
 
-def advise_estimate_result(e, model, hardware, budget=None) -> Optional[BatchAdvice]:
+def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
+                           budget: Optional[MemoryBudget] = None) -> Optional[BatchAdvice]:
     """advise_estimate for a planner.evaluation.estimate.Estimate (its layout, batch and budget)."""
     from planner.evaluation.train import problem
     p = problem(model, hardware, e.gpus, seq_len=e.seq_len, global_batch=e.global_batch,

@@ -17,14 +17,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from planner.evaluation.estimate import Estimate
 from planner.evaluation.rules import RULE_NAMES
 from planner.specs.job import Job
+from planner.specs.knobs import Recompute
 from planner.specs.records import dump
 from planner.specs.verdict import Fix, GateRule
 
 MAX_EXTRA_NODES = 8          # added one node at a time, then doubling
 MAX_DOUBLINGS = 6            # up to 64× the GPUs, as far as fit's "what would fit" looks
-RECOMPUTES = ("none", "selective", "full")   # cheapest first (less recomputation)
+# cheapest first (less recomputation)
+RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 
 def cheapest_fix(job: Job, rules: list[GateRule]) -> Optional[Fix]:
@@ -38,7 +41,7 @@ def cheapest_fix(job: Job, rules: list[GateRule]) -> Optional[Fix]:
                    "this model, batch and sequence"))
 
 
-def _passes(est) -> bool:
+def _passes(est: Estimate) -> bool:
     return all(r.status != "fail" for r in est.rules)
 
 

@@ -14,7 +14,7 @@ from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 
 
@@ -30,6 +30,15 @@ class ShrinkOption:
     accumulation: Optional[float] = None
     resume: str  # how the checkpoint gets there
     global_batch: Optional[int] = None  # the batch this option runs (may differ from the plan's)
+
+    def batch(self, plan_batch: int) -> int:
+        """The global batch this option runs: its own, else the plan's."""
+        return plan_batch if self.global_batch is None else self.global_batch
+
+    @property
+    def step_s(self) -> float:
+        """The step time, infinite when the option has none (it sorts last)."""
+        return math.inf if self.step_time_s is None else self.step_time_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,12 +56,14 @@ class ShrinkResult:
 
     def batch_change(self, option: ShrinkOption) -> float:
         """The option's global batch against the plan's, as a fraction (+ larger)."""
-        return (option.global_batch - self.global_batch) / self.global_batch
+        return (option.batch(self.global_batch) - self.global_batch) / self.global_batch
 
     @property
-    def exact_batch_slowdown(self) -> float:
-        """Step time keeping the batch exactly ÷ the recommendation's, − 1."""
-        return self.exact_batch.step_time_s / self.recommended.step_time_s - 1
+    def exact_batch_slowdown(self) -> float | None:
+        """Step time keeping the batch exactly ÷ the recommendation's, − 1 (None: not both)."""
+        if self.exact_batch is None or self.recommended is None:
+            return None
+        return self.exact_batch.step_s / self.recommended.step_s - 1
 
 
 def resume_kind(old: Layout, new: Layout) -> str:
@@ -74,8 +85,8 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     layouts, at the plan's batch and at the nearby batch the new DP degrees divide (within
     `batch_tolerance`); recommends the fastest within the tolerance, beside the fastest that
     keeps the batch exactly."""
-    to_gpus = v.positive_int("--gpus", to_gpus)
-    tol = v.positive("--batch-tolerance", batch_tolerance, upper=0.5) if batch_tolerance else 0.0
+    to_gpus = v.positive_int("to_gpus", to_gpus)
+    tol = v.positive("batch_tolerance", batch_tolerance, upper=0.5) if batch_tolerance else 0.0
     # No "what would fit" search for the smaller cluster (~30 feasibility searches, ~7 s for
     # 70B on 240 GPUs): the shrink's own options answer that question.
     result = fit(model, hardware, to_gpus, seq_len=seq_len, global_batch=global_batch,
@@ -94,15 +105,15 @@ def shrink(model: ModelSpec, hardware: HardwareProfile, plan_layout: Layout, fro
     if not result.layouts:  # no layout of all the GPUs keeps the batch: fewer GPUs may
         options += _exact_on_fewer(model, hardware, plan_layout, to_gpus, seq_len=seq_len,
                                    global_batch=global_batch, budget=budget)
-    options.sort(key=lambda o: o.step_time_s or math.inf)
+    options.sort(key=lambda o: o.step_s)
     every = keep + options
-    within = [o for o in every if abs(o.global_batch - global_batch) <= tol * global_batch]
+    within = [o for o in every if abs(o.batch(global_batch) - global_batch) <= tol * global_batch]
     exact = [o for o in every if o.global_batch == global_batch]
     return ShrinkResult(from_gpus=from_gpus, to_gpus=to_gpus, plan_layout=plan_layout,
                         global_batch=global_batch, keep_split=keep, fit=result,
                         options=options[:top], batch_tolerance=tol,
-                        recommended=min(within, key=lambda o: o.step_time_s, default=None),
-                        exact_batch=min(exact, key=lambda o: o.step_time_s, default=None))
+                        recommended=min(within, key=lambda o: o.step_s, default=None),
+                        exact_batch=min(exact, key=lambda o: o.step_s, default=None))
 
 
 def _exact_on_fewer(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpus: int, *,

@@ -74,10 +74,10 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
     if rates and run is not None:
         tried = [f for e in rates if (f := fit_compute(e, run, calibrated)) is not None]
         fits += tried
-        compute = [f for f in tried if f.after is not None]
+        compute = [(f.after, f.evidence) for f in tried if f.after is not None]
         if compute:
-            k = statistics.median(f.after for f in compute)
-            why = (f"compute factor {k:.3f} from " + ", ".join(f.evidence for f in compute))
+            k = statistics.median(after for after, _ in compute)
+            why = (f"compute factor {k:.3f} from " + ", ".join(name for _, name in compute))
             values.update({key: (v, why) for key, v in calibrated_efficiency(calibrated, k).items()})
     states = _estimated_states(run, calibrated) if run is not None else None
     for e in evidence:
@@ -88,8 +88,8 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
                          "with it")
     unchanged = {k: f"needs {why}" for k, why in FITTABLE.items() if k not in values}
     if run is not None and rates and not any(k.startswith("efficiency.") for k in values):
-        for k in [k for k in FITTABLE if k.startswith("efficiency.")]:
-            unchanged[k] = "not fitted: no compute factor within the caps reaches the measurement"
+        for key in [key for key in FITTABLE if key.startswith("efficiency.")]:
+            unchanged[key] = "not fitted: no compute factor within the caps reaches the measurement"
     unchanged["efficiency.overlap_efficiency"] = (
         "not identified: a trace shows how much communication ran under compute (dtplan "
         "compare), which bounds the overlap capacity but does not measure it")

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.calibration.fit_compute import RunSpec, predict
-from planner.evidence.model import Evidence
+from planner.evidence.model import Evidence, MemoryStats, TraceSummary
 
 @dataclass
 class Term:
@@ -76,10 +76,10 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def _trace_terms(traces: list[Evidence], est: dict[str, float], lay: Layout) -> list[Term]:
+def _trace_terms(traces: list[TraceSummary], est: dict[str, float], lay: Layout) -> list[Term]:
     """Rows from the mean over ranks of each trace's per-step exclusive breakdown."""
-    cats = sorted({k for e in traces for k in e.trace.exclusive_ms})
-    ms = {k: _mean([e.trace.exclusive_ms.get(k, 0.0) for e in traces]) for k in cats}
+    cats = sorted({k for t in traces for k in t.exclusive_ms})
+    ms = {k: _mean([t.exclusive_ms.get(k, 0.0) for t in traces]) for k in cats}
     compute = sum(ms.get(k, 0.0) for k in ("gemm", "attention", "other_compute")) / 1e3
     rows = [Term("compute", compute, est["t.compute"] + est["t.recompute"] + est["t.optimizer"],
                  "efficiency.sustained_matmul_fraction")]
@@ -96,7 +96,7 @@ def _trace_terms(traces: list[Evidence], est: dict[str, float], lay: Layout) -> 
     rows.append(Term("memcpy", ms.get("memcpy", 0.0) / 1e3, est["t.offload"], "offload"))
     rows.append(Term("idle", ms.get("idle", 0.0) / 1e3, est["t.bubble"],
                      "bubble; data loading and host stalls show here too"))
-    start = _mean([e.trace.idle_at_start_ms for e in traces]) / 1e3
+    start = _mean([t.idle_at_start_ms for t in traces]) / 1e3
     rows.append(Term("idle.at_step_start", start, 0.0, "data loading / host before the first "
                      "kernel (not modelled)"))
     return rows
@@ -131,13 +131,13 @@ def _timer_terms(logs: list[Evidence], est: dict[str, float]) -> list[Term]:
     return rows
 
 
-def _memory(mems: list[Evidence], est: dict[str, float]) -> list[Term]:
+def _memory(mems: list[MemoryStats], est: dict[str, float]) -> list[Term]:
     stage = ("first", "middle", "last")[int(est.get("peak_stage", 0))]
     # the memory model's own views of the peak stage (memory_model.stage_memory)
     tensors = est.get(f"mem.{stage}.allocated", 0.0)
     reserved = est.get(f"mem.{stage}.reserved", 0.0)
-    alloc = [e.memory.peak_allocated_bytes for e in mems if e.memory.peak_allocated_bytes]
-    res = [e.memory.peak_reserved_bytes for e in mems if e.memory.peak_reserved_bytes]
+    alloc = [m.peak_allocated_bytes for m in mems if m.peak_allocated_bytes]
+    res = [m.peak_reserved_bytes for m in mems if m.peak_reserved_bytes]
     return [Term("peak_allocated", max(alloc) if alloc else None, tensors, "tensors"),
             Term("peak_reserved", max(res) if res else None, reserved,
                  "allocated + the caching allocator's rounding and fragmentation")]
@@ -145,12 +145,13 @@ def _memory(mems: list[Evidence], est: dict[str, float]) -> list[Term]:
 
 def _largest(terms: list[Term], hw: HardwareProfile, run: RunSpec) -> str:
     """The row furthest from its estimate in absolute time, and what would explain it."""
-    cands = [t for t in terms if t.name != "step" and "." not in t.name.replace("comm.", "")
+    cands = [(t, t.measured_s, t.estimate_s) for t in terms
+             if t.name != "step" and "." not in t.name.replace("comm.", "")
              and t.measured_s is not None and t.estimate_s is not None]
     if not cands:
         return "nothing to compare beyond the step time"
-    t = max(cands, key=lambda t: abs(t.measured_s - t.estimate_s))
-    m, e = t.measured_s * 1e3, t.estimate_s * 1e3
+    t, measured, estimate = max(cands, key=lambda c: abs(c[1] - c[2]))
+    m, e = measured * 1e3, estimate * 1e3
     if t.ratio:
         head = f"{t.name} {t.ratio:.1f}x the estimate: measured {m:.1f} ms vs estimated {e:.1f} ms"
     else:
@@ -172,7 +173,8 @@ def _largest(terms: list[Term], hw: HardwareProfile, run: RunSpec) -> str:
 def compare_run(evidence: list[Evidence], run: RunSpec, hw: HardwareProfile) -> Comparison:
     """Measured vs estimate: per-term rows from traces, the step from any log or trace."""
     est = predict(run, hw)
-    traces = [e for e in evidence if e.trace is not None]
+    traced = [(Path(e.path).name, e.trace) for e in evidence if e.trace is not None]
+    traces = [t for _, t in traced]
     steps = [e.steps.step_time_s.median for e in evidence if e.steps and e.steps.step_time_s]
     timed = [e for e in evidence if e.steps and e.steps.timers_ms]
     terms = (_trace_terms(traces, est, run.layout) if traces else
@@ -183,13 +185,13 @@ def compare_run(evidence: list[Evidence], run: RunSpec, hw: HardwareProfile) -> 
                  if e.steps and e.steps.tokens_per_s_per_gpu]
         steps = [tokens / r / run.gpus for r in rates]
     terms.insert(0, Term("step", _mean(steps) if steps else None, est["step_time"]))
-    mems = [e for e in evidence if e.memory is not None]
+    mems = [e.memory for e in evidence if e.memory is not None]
     cmp = Comparison(terms=terms, memory=_memory(mems, est) if mems else [],
                      largest=_largest(terms, hw, run), sources=[Path(e.path).name for e in evidence])
     if len(traces) > 1:  # one trace per rank: the slowest rank sets the step
-        slow = max(traces, key=lambda e: _mean(e.trace.step_ms))
-        cmp.notes.append(f"{len(traces)} traces averaged; slowest {Path(slow.path).name} at "
-                         f"{_mean(slow.trace.step_ms):.1f} ms per step")
+        slow, trace = max(traced, key=lambda named: _mean(named[1].step_ms))
+        cmp.notes.append(f"{len(traces)} traces averaged; slowest {slow} at "
+                         f"{_mean(trace.step_ms):.1f} ms per step")
     if not traces and timed:
         cmp.notes.append("terms from Megatron's timers (ms per iteration on the logging rank; "
                          "pipeline receives include waiting, hence compared with p2p + bubble)")

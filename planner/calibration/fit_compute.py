@@ -19,7 +19,7 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, evaluate
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 from planner.calibration.fit_links import ConstantFit
 from planner.evidence.model import Evidence

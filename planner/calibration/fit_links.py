@@ -46,9 +46,9 @@ def _pct(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.median(np.abs(pred / meas - 1.0)) * 100.0)
 
 
-def _group(e: Evidence, hw: HardwareProfile) -> tuple[float, float, str, float, float] | None:
-    """(n, members per NVLink domain, domain, datasheet bandwidth, oversubscription)."""
-    n, nodes = e.ranks, e.nodes or 1
+def _group(n: int, nodes: int, hw: HardwareProfile) -> tuple[float, float, str, float, float]:
+    """(n, members per NVLink domain, domain, datasheet bandwidth, oversubscription) of a group
+    of n ranks on `nodes` nodes."""
     su, so = hw.scale_up, hw.scale_out
     on_nvlink = n <= su.gpus_per_domain and (nodes == 1 or su.gpus_per_domain > su.gpus_per_node)
     if on_nvlink:
@@ -64,13 +64,13 @@ def _profile_link(hw: HardwareProfile, domain: str) -> tuple[float, float]:
 
 def fit_nccl(e: Evidence, hw: HardwareProfile) -> list[ConstantFit]:
     """Bus efficiency and latency of the link one nccl-tests file measured."""
-    name = Path(e.path).name
-    kind = KIND.get(e.nccl.collective or "")
-    if kind is None or not e.ranks or e.ranks < 2:
+    name, table = Path(e.path).name, e.nccl
+    kind = KIND.get(table.collective or "") if table is not None else None
+    if table is None or kind is None or not e.ranks or e.ranks < 2:
         why = "collective not named" if kind is None else "ranks not stated"
         return [ConstantFit("link", 0.0, None, None, None, name, f"not fitted: {why}")]
-    n, per_domain, domain, raw_bw, oversub = _group(e, hw)
-    rows = [r for r in e.nccl.rows if r.size_bytes > 0 and r.time_us > 0]
+    n, per_domain, domain, raw_bw, oversub = _group(e.ranks, e.nodes or 1, hw)
+    rows = [r for r in table.rows if r.size_bytes > 0 and r.time_us > 0]
     sizes = np.array([r.size_bytes for r in rows], float)
     times = np.array([r.time_us for r in rows], float) * 1e-6
     fab = fabric(hw)
@@ -78,10 +78,17 @@ def fit_nccl(e: Evidence, hw: HardwareProfile) -> list[ConstantFit]:
     before = link_times(kind, sizes, n, per_domain, fab, domain, raw_bw, eff0, lat0, oversub)
     big = sizes >= sizes.max() / BIG_ROWS   # the bandwidth plateau
     small = sizes <= sizes.min() * SMALL_ROWS  # the latency floor
-    args = (kind, None, None, n, per_domain, fab, domain, raw_bw, oversub)
-    eff, _, _ = fit_link(*_rows(args, sizes, times, big), lat=lat0)
-    _, lat, _ = fit_link(*_rows(args, sizes, times, small), eff=eff)
-    eff, _, _ = fit_link(*_rows(args, sizes, times, big), lat=lat)  # once more with the new α
+
+    def fitted(sel: np.ndarray, eff: float | None = None,
+               lat: float | None = None) -> tuple[float, float]:
+        """(eff, lat) fitted on the rows `sel`, the one given held fixed."""
+        e_, l_, _ = fit_link(kind, sizes[sel], times[sel], n, per_domain, fab, domain, raw_bw,
+                             oversub, eff=eff, lat=lat)
+        return e_, l_
+
+    eff, _ = fitted(big, lat=lat0)
+    _, lat = fitted(small, eff=eff)
+    eff, _ = fitted(big, lat=lat)  # once more with the new α
     after = link_times(kind, sizes, n, per_domain, fab, domain, raw_bw, eff, lat, oversub)
     bw_only = link_times(kind, sizes, n, per_domain, fab, domain, raw_bw, eff, 0.0, oversub)
     bw_share = float(np.max(bw_only / after))
@@ -90,22 +97,17 @@ def fit_nccl(e: Evidence, hw: HardwareProfile) -> list[ConstantFit]:
     shape = f"{int(n)} ranks, {per_domain:g} per NVLink domain"
     fits = [ConstantFit(f"{domain}.bus_efficiency", eff0,
                         eff if bw_share >= IDENTIFIED_SHARE else None, b, a, name,
-                        f"{e.nccl.collective}, {shape}" + (
+                        f"{table.collective}, {shape}" + (
                             "" if bw_share >= IDENTIFIED_SHARE else
                             "; messages too small to see the bandwidth")),
             ConstantFit(f"{domain}.latency_us", lat0 * 1e6,
                         lat * 1e6 if lat_share >= IDENTIFIED_SHARE else None, b, a, name,
-                        f"{e.nccl.collective}, {shape}" + (
+                        f"{table.collective}, {shape}" + (
                             "" if lat_share >= IDENTIFIED_SHARE else
                             "; no latency-bound rows"))]
     if eff >= 0.999 and fits[0].after is not None:
         fits[0].note += "; at the cap of 1.0 (in-switch reduction or a low datasheet figure)"
     return fits
-
-
-def _rows(args: tuple, sizes: np.ndarray, times: np.ndarray, sel: np.ndarray) -> tuple:
-    kind, _, _, *rest = args
-    return (kind, sizes[sel], times[sel], *rest)
 
 
 def combine(fits: list[ConstantFit]) -> dict[str, float]:

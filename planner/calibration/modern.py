@@ -19,20 +19,20 @@ import statistics
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import evaluate
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_profile
 from planner.specs.hf_config import model_from_config
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.presets import get_preset
 from planner.specs.budget import MemoryBudget
 from planner.specs.framework import FrameworkProfile, load_framework
 from planner.calibration.report import CalibrationRow, RegimeStat
-from planner.evaluation.error_band import band_for, band_note, family, generation, regime  # noqa: F401  (their home)
+from planner.evaluation.error_band import family, generation, regime
 
 MODERN_FILE = "calibration_modern.json"
 MODERN_PROFILE = "h100-96gb-500w"
@@ -73,8 +73,8 @@ def _model(inp: dict) -> ModelSpec:
 def case_framework(case: dict) -> FrameworkProfile:
     """The profile the case ran on, with its kernel class (eager unless torch.compile)."""
     fw = load_framework(case.get("framework_name") or "torchtitan")
-    kernel = "eager" if "eager" in case["tags"] else "compiled"
-    return replace(fw, time=replace(fw.time, kernel_class=kernel))
+    return replace(fw, time=replace(
+        fw.time, kernel_class="eager" if "eager" in case["tags"] else "compiled"))
 
 
 def case_layout(inp: dict) -> Layout:
@@ -124,16 +124,17 @@ def modern_rows(hw: Optional[HardwareProfile] = None,
     return out
 
 
-def modern_calibration_rows(hw: Optional[HardwareProfile], describe
+def modern_calibration_rows(hw: Optional[HardwareProfile], describe: Callable[[Layout], str]
                             ) -> tuple[list[CalibrationRow], list[CalibrationRow]]:
     """(throughput rows, memory rows) of the modern H100 cases as CalibrationRows, on their own
     profile unless `hw` is given; `describe` spells a layout."""
     prof = hw or load_profile(MODERN_PROFILE)
-    thr, mem = [], []
+    thr: list[CalibrationRow] = []
+    mem: list[CalibrationRow] = []
     for r in modern_rows(prof):
         g = r["got"]
         row = CalibrationRow(
-            case=r["case"], source=r["source"], metric=r["metric"], published=r["published"],
+            case=r["case"], source=r["source"], metric=r["metric"], published=float(r["published"]),
             predicted=r["predicted"], error_pct=r["error_pct"], layout=describe(g["layout"]),
             step_time_s=g["step"], mfu=g["mfu"], hfu=g["hfu"], fits=g["fits"],
             regime=f"{g['framework']}/{generation(prof)}/{family(g['layout'])}",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.io.escape import toml_comment, toml_string
 from planner.io.read import shown
 from planner.io.write import write_text
@@ -50,7 +50,7 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
                     evidence: list[str]) -> str:
     """The base profile's TOML with `values` ("section.key" -> (value, why)) applied."""
     if not base.source_file or not Path(base.source_file).is_file():
-        raise InputError("--hardware", f"profile {base.name} has no TOML file to start from")
+        raise InputError(named("hardware"), f"profile {base.name} has no TOML file to start from")
     lines = Path(base.source_file).read_text(encoding="utf-8").splitlines()
     _set(lines, "", "name", toml_string(name), "")
     _set(lines, "", "aliases", "[]", "")

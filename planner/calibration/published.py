@@ -35,22 +35,22 @@ import statistics
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 import numpy as np
-from pydantic import BaseModel
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import evaluate
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_profile
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout, Recompute
 from planner.specs.model import ModelSpec
 from planner.specs.presets import PRESETS, get_preset
-from planner.calibration.modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT, family, generation,
-                                 modern_calibration_rows, regimes)
+from planner.calibration.modern import (MODERN_PROFILE, MODERN_TOLERANCE_PCT,
+                                        modern_calibration_rows, regimes)
 from planner.calibration.report import CalibrationReport, CalibrationRow, Metric
-from planner.errors import InputError
+from planner.errors import InputError, named
+from planner.evaluation.error_band import family, generation
 from planner.evaluation.timing_terms import KERNEL_MEMORY_FACTOR
 from planner.specs.framework import FrameworkProfile, load_framework
 
@@ -158,7 +158,7 @@ class _Figures:
 
 
 def _auto_layouts(model: ModelSpec, tp: int, pp: int, dp: int, global_batch: int,
-                  recompute: str, sp: bool) -> list[Layout]:
+                  recompute: Recompute, sp: bool) -> list[Layout]:
     """Every micro-batch dividing the per-replica batch × every interleave degree v (1, or
     2..4 when PP > 1 and the layers divide into PP·v chunks)."""
     per_replica = global_batch // dp
@@ -176,7 +176,7 @@ def _row(case: dict, suffix: str, metric: Metric, published: float, predicted: f
          lay: Layout, r: _Figures, framework: str = "megatron") -> CalibrationRow:
     return CalibrationRow(regime=f"{framework}/A100/{family(lay)}", hardware=DEFAULT_PROFILE,
                           case=case["id"] + suffix, source=case["source"].split(",")[0],
-                          metric=metric, published=published, predicted=predicted,
+                          metric=metric, published=float(published), predicted=predicted,
                           error_pct=(predicted / published - 1.0) * 100.0, layout=_describe(lay),
                           step_time_s=r.step, mfu=r.mfu * r.step_time / r.step,
                           hfu=r.hfu * r.step_time / r.step, fits=r.fits)
@@ -219,22 +219,21 @@ def _narayanan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
                 lay, r)
 
 
-# torchtitan's activation-checkpointing modes → (dtplan recompute mode, share of layers recomputed)
-_TORCHTITAN_AC = {"none": "none", "full": "full", "selective layer": "layer", "selective op": "op"}
+# torchtitan's activation-checkpointing modes → (dtplan recompute mode, every second layer only):
+# "selective op" is the torchtitan profile's selective recompute (its op save list).
+_TORCHTITAN_AC: dict[str, tuple[Recompute, bool]] = {
+    "none": ("none", False), "full": ("full", False), "selective layer": ("full", True),
+    "selective op": ("selective", False)}
 
 
 def torchtitan_layout(case: dict) -> Layout:
     """The published FSDP2 layout and activation checkpointing of a torchtitan case."""
     inp = case["inputs"]
     lo, model = inp["layout"], get_preset(inp["preset"])
-    mode = _TORCHTITAN_AC[lo["activation_checkpointing"]]
-    common = dict(tp=lo["tp"], pp=lo["pp"], dp=lo["dp"], zero=lo["zero"],
-                  micro_batch=lo["micro_batch"])
-    if mode in ("none", "full"):
-        return Layout(**common, recompute=mode)
-    if mode == "op":   # the torchtitan profile's selective = its op save list
-        return Layout(**common, recompute="selective")
-    return Layout(**common, recompute="full", recompute_layers=model.layers // 2)
+    recompute, every_second = _TORCHTITAN_AC[lo["activation_checkpointing"]]
+    return Layout(tp=lo["tp"], pp=lo["pp"], dp=lo["dp"], zero=lo["zero"],
+                  micro_batch=lo["micro_batch"], recompute=recompute,
+                  recompute_layers=model.layers // 2 if every_second else None)
 
 
 def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
@@ -247,7 +246,7 @@ def _torchtitan_row(case: dict, hw: HardwareProfile) -> CalibrationRow:
     suffix = f" ({lo['activation_checkpointing']})"
     row = _row(case, "", "tokens_per_s_per_gpu", exp["tokens_per_s_per_gpu"], wps, lay, r,
                framework="torchtitan")
-    return row.model_copy(update={"layout": row.layout + suffix})
+    return replace(row, layout=row.layout + suffix)
 
 
 def _evaluable(case: dict) -> Optional[str]:
@@ -304,8 +303,8 @@ def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
         except NoValidLayout as e:  # e.g. TP 8 where the NVLink domain is smaller
             skipped[case["id"]] = str(e)
     if hw.name != DEFAULT_PROFILE:
-        rows = [r.model_copy(update={"hardware": hw.name, "regime": r.regime.replace(
-            "/A100/", f"/{generation(hw)}/")}) for r in rows]
+        rows = [replace(r, hardware=hw.name, regime=r.regime.replace(
+            "/A100/", f"/{generation(hw)}/")) for r in rows]
     return rows, skipped
 
 
@@ -319,7 +318,9 @@ def calibrate(hardware: HardwareProfile | str | None = None,
     given = None if hardware is None else (hardware if isinstance(hardware, HardwareProfile)
                                            else load_profile(hardware))
     own = given is None or given.name in (DEFAULT_PROFILE, MODERN_PROFILE)
-    rows, skipped, memory = [], {}, []
+    rows: list[CalibrationRow] = []
+    skipped: dict[str, str] = {}
+    memory: list[CalibrationRow] = []
     if given is None or not own or given.name == DEFAULT_PROFILE:
         rows, skipped = _rows(given if given is not None else load_profile(DEFAULT_PROFILE))
     if given is None or not own or given.name == MODERN_PROFILE:
@@ -334,11 +335,11 @@ def calibrate(hardware: HardwareProfile | str | None = None,
         rows = [r for r in rows if r.regime.startswith(fw + "/")]
         memory = [r for r in memory if r.regime.startswith(fw + "/")]
         if not rows:
-            raise InputError("--framework", f"no calibration row ran on {fw}; rows exist for "
+            raise InputError(named("framework"), f"no calibration row ran on {fw}; rows exist for "
                              "megatron and torchtitan")
     hw = given or load_profile(DEFAULT_PROFILE)
     if not rows:
-        raise InputError("--hardware", f"no published case can be laid out on {hw.name} "
+        raise InputError(named("hardware"), f"no published case can be laid out on {hw.name} "
                                        "(each one's layout fails a structural rule there)")
     errs = [abs(r.error_pct) for r in rows]
     worst = max(rows, key=lambda r: abs(r.error_pct))

@@ -1,19 +1,20 @@
-"""The calibration report's models: one row per published figure, regimes, the summary."""
+"""The calibration report's records: one row per published figure, regimes, the summary."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 Metric = Literal["iteration_time_s", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu",
                  "peak_memory_gib"]
 
 
-class CalibrationRow(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class CalibrationRow:
     """One published figure against dtplan's prediction."""
 
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     case: str                 # row id: case id plus the column (e.g. "/full-recompute")
     source: str
     metric: Metric
@@ -29,18 +30,18 @@ class CalibrationRow(BaseModel):
     hardware: str = ""
 
 
-class RegimeStat(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class RegimeStat:
     """Residuals of one regime (framework × GPU generation × layout family)."""
 
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
     rows: int
     median_abs_error_pct: float
     worst_abs_error_pct: float
     band_pct: float           # RMS of the errors, rounded up to 0.5 %
 
 
-class CalibrationReport(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # built on first use: a `fit` run never validates one
+@dataclass(frozen=True, kw_only=True)
+class CalibrationReport:
     hardware: str
     rows: list[CalibrationRow]
     median_abs_error_pct: float
@@ -52,7 +53,9 @@ class CalibrationReport(BaseModel):
     constants: dict[str, float]
     skipped: dict[str, str]   # throughput cases not evaluated, with the reason
     notes: list[str]
-    regimes: dict[str, RegimeStat] = {}   # throughput rows only
-    memory_rows: list[CalibrationRow] = []   # modern max-reserved rows (the memory model, #13)
-
-
+    # throughput rows only; the schema states the default ({}), as a literal default would
+    regimes: Annotated[dict[str, RegimeStat], Field(json_schema_extra={"default": {}})] = \
+        field(default_factory=dict)
+    # modern max-reserved rows (the memory model, #13)
+    memory_rows: Annotated[list[CalibrationRow], Field(json_schema_extra={"default": []})] = \
+        field(default_factory=list)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
 from planner.cli import options as o
 from planner.cli.options import Format, option
 from planner.cli.root import EXIT_OK, command
+
+if TYPE_CHECKING:
+    from planner.calibration.report import CalibrationRow
 
 
 @command("calibrate", "dtplan calibrate", "dtplan calibrate --format json")
@@ -35,6 +38,7 @@ def calibrate_cmd(
     from planner.calibration.published import calibrate
     from planner.errors import InputError
     from planner.render import Document, Table, emit
+    from planner.specs.records import dump
 
     for name, value in (("--hardware-file", hardware_file), ("--plan", plan), ("-o", output)):
         if value is not None:   # was silently ignored (a file never read, a profile never written)
@@ -49,10 +53,10 @@ def calibrate_cmd(
     # In the terminal the layout goes under the case name, so the table fits 80 columns.
     merged = fmt is Format.table
 
-    def case(r) -> str:
+    def case(r: CalibrationRow) -> str:
         return f"{r.case}\n  {r.layout}" if merged else r.case
 
-    def layout(r) -> list[str]:
+    def layout(r: CalibrationRow) -> list[str]:
         return [] if merged else [r.layout]
     rows = [[case(r), unit[r.metric], f"{r.published:.2f}", f"{r.predicted:.2f}",
              f"{r.error_pct:+.1f}%"] + layout(r) for r in rep.rows]
@@ -81,7 +85,7 @@ def calibrate_cmd(
                              first + ["published GiB", "predicted GiB", "error"] + last, mem)]
                       if mem else []),
                    notes=notes, verdict=verdict,
-                   ok=rep.within_tolerance == len(rep.rows), data=rep.model_dump())
+                   ok=rep.within_tolerance == len(rep.rows), data=dump(rep))
     emit(doc, fmt.value)
     return EXIT_OK
 
@@ -89,7 +93,8 @@ def calibrate_cmd(
 def _no_published_run(hardware: str, fmt: str) -> bool:
     """Say so and return True when no published case ran on this profile's GPU: comparing A100
     runs with H100 predictions measures nothing."""
-    from planner.calibration.published import DEFAULT_PROFILE, MODERN_PROFILE
+    from planner.calibration.modern import MODERN_PROFILE
+    from planner.calibration.published import DEFAULT_PROFILE
     from planner.render import Document, emit
     from planner.specs.hardware_toml import load_profile
 

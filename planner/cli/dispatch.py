@@ -36,7 +36,7 @@ COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
 def register(argv: list[str]) -> None:
     """Import the module of the command argv names (every command module when it names none
     or a shell is asking for completions)."""
-    name = argv[0] if argv else None
+    name = argv[0] if argv else ""
     one = name in COMMANDS and COMPLETE_VAR not in os.environ
     for module in (COMMANDS[name],) if one else MODULES:
         _load(module)

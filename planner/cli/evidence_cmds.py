@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from planner.evidence import Evidence, read_evidence
+from planner.evidence import read_evidence
+from planner.evidence.model import Evidence
 from planner.io.escape import visible
 from planner.render import Document, Table, emit
 from planner.render.evidence import (FITS, cluster, comparison_tables, figures, fit_table,
                                trace_table)
+
+if TYPE_CHECKING:
+    from planner.calibration.fit_compute import RunSpec
+    from planner.specs.hardware import HardwareProfile
 
 
 def _progress(i: int, n: int, path: Path) -> None:
@@ -32,7 +38,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
     evidence = _read(paths, warmup_steps)
     rows = [[Path(e.path).name, e.format, cluster(e), figures(e)] for e in evidence]
     tables = [Table("What the files say", ["file", "format", "cluster", "measured"], rows)]
-    tables += [trace_table(e) for e in evidence if e.trace is not None]
+    tables += [trace_table(e.path, e.trace) for e in evidence if e.trace is not None]
     kinds = list(dict.fromkeys(e.kind for e in evidence))
     notes = [f"{k}: would fit {FITS[k]}" for k in kinds]
     notes += [f"{Path(e.path).name}: {n}" for e in evidence for n in e.notes]
@@ -44,15 +50,23 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
     return 0
 
 
-def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None):
-    """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
-    from planner.calibration.job import run_from_file
+def _base_hardware(hardware: str | None, hardware_file: str | None) -> HardwareProfile | None:
+    """The base profile --hardware or --hardware-file names (None: neither)."""
     from planner.specs.hardware_toml import load_hardware
     from planner.errors import InputError
 
     if hardware and hardware_file:
         raise InputError("--hardware-file", "give --hardware or --hardware-file, not both")
-    hw = load_hardware(hardware_file or hardware) if (hardware or hardware_file) else None
+    source = hardware_file or hardware
+    return load_hardware(source) if source else None
+
+
+def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None
+                  ) -> tuple[RunSpec | None, HardwareProfile | None]:
+    """(RunSpec or None, base HardwareProfile or None) from --plan / --hardware(-file)."""
+    from planner.calibration.job import run_from_file
+
+    hw = _base_hardware(hardware, hardware_file)
     if plan:
         return run_from_file(plan, hw)
     return None, hw
@@ -102,8 +116,9 @@ def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
                      hardware_file: str | None, fmt: str, warmup_steps: int) -> int:
     """Measured run(s) vs the plan's estimate, term by term, and the largest discrepancy."""
     from planner.calibration.compare import compare_run
+    from planner.calibration.job import run_from_file
 
-    run, hw = _base_profile(hardware, hardware_file, plan)
+    run, hw = run_from_file(plan, _base_hardware(hardware, hardware_file))
     evidence = _read(runs, warmup_steps, "RUNS")
     cmp = compare_run(evidence, run, hw)
     tables = comparison_tables(cmp)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
@@ -102,8 +102,10 @@ def fit_cmd(
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _progress(total: int):
-    return lambda i, n: sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+def _progress(total: int) -> Callable[[int, int], None]:
+    def progress(i: int, n: int) -> None:
+        sys.stderr.write(f"\rsearching {n} GPUs ({i + 1}/{total})")
+    return progress
 
 
 def _shrink(path: str, counts: list[int], top: int, fmt: str, batch_tolerance: float = 0.01) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -74,7 +74,8 @@ def check_cmd(
     """Gate proposed training configs: every rule pass/fail/warn; exit 0 pass, 1 fail, 2 bad input.
     On a failure, the cheapest change that passes (micro-batch / recompute, another layout,
     more nodes)."""
-    from planner.gate.check import CheckOptions, check_paths
+    from planner.gate.check import check_paths
+    from planner.specs.job import CheckOptions
     from planner.render import emit
     from planner.render.gate import (file_document, render_github, render_json_verdict,
                                render_markdown_verdict, skipped_line)
@@ -104,7 +105,7 @@ def check_cmd(
     return verdict.exit_code
 
 
-def _options(**given) -> dict:
+def _options(**given: Any) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
     found = Problems()
     for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):

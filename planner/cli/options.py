@@ -115,9 +115,15 @@ def _info(declared: Any) -> tuple[Any, Any]:
 
 def unlisted(declared: Any) -> Any:
     """A shared option accepted and not listed in help (a command that does not use it)."""
-    kind, info = _info(declared)
+    return Annotated[typing.get_args(declared)[0], unlisted_info(declared)]
+
+
+def unlisted_info(declared: Any) -> Any:
+    """The option of ``unlisted(declared)``, for a type alias the type checker reads:
+    ``Annotated[Optional[str], unlisted_info(TrainTokens)]``."""
+    _kind, info = _info(declared)
     info.hidden = True
-    return Annotated[kind, info]
+    return info
 
 
 def older(declared: Any, spelling: str) -> Any:

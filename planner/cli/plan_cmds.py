@@ -4,14 +4,14 @@ are in cli/catalog.py)."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, TypeAlias
 
 from planner.cli import options as o
 from planner.cli.common import JOB, LAYOUT, OptionGroup, emit_job, optional_int
 from planner.cli.knob_options import ZeroMemory
-from planner.cli.options import Format, given, unlisted
+from planner.cli.options import Format, given, unlisted, unlisted_info
 from planner.cli.root import EXIT_FAIL, EXIT_OK, command
-from planner.errors import InputError
+from planner.errors import InputError, renamed
 from planner.io import validate as v
 from planner.io.numbers import parse_number
 from planner.resolve.job import Flags
@@ -47,9 +47,11 @@ BUDGET = OptionGroup("budget", (("context_gb", o.ContextGb, None),
 
 # estimate's time and cost options: memory still accepts them (older scripts pass them) and
 # lists none of them, nor the network it does not depend on.
-TrainTokens, GpuHourCost = unlisted(o.TrainTokens), unlisted(o.GpuHourCost)
-GpuMtbfHours, JobMtbfHours = unlisted(o.GpuMtbfHours), unlisted(o.JobMtbfHours)
-AsyncCheckpoint = unlisted(o.AsyncCheckpoint)
+TrainTokens: TypeAlias = Annotated[Optional[str], unlisted_info(o.TrainTokens)]
+GpuHourCost: TypeAlias = Annotated[Optional[float], unlisted_info(o.GpuHourCost)]
+GpuMtbfHours: TypeAlias = Annotated[Optional[float], unlisted_info(o.GpuMtbfHours)]
+JobMtbfHours: TypeAlias = Annotated[Optional[float], unlisted_info(o.JobMtbfHours)]
+AsyncCheckpoint: TypeAlias = Annotated[bool, unlisted_info(o.AsyncCheckpoint)]
 
 
 @command("memory", "dtplan memory --params 7e9 --gpus 8 --zero 2",
@@ -124,7 +126,8 @@ def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudg
     layout_given = (tp, pp, cp, ep) != (1, 1, 1, 1) or job.seq_len or micro_batch != "1" or \
         recompute != "none" or job.global_batch or job.tokens_per_batch
     if view == "memory" and job.params is not None and not arch_given and not layout_given:
-        return _state_memory(job, layout, gpus, zero, gib, fmt, budget.margin_fraction)
+        return _state_memory(job, job.params, layout, gpus, zero, gib, fmt,
+                             budget.margin_fraction)
 
     from planner.evaluation.train import build_layout
 
@@ -160,8 +163,8 @@ def _evaluate(view: str, job: Flags, layout: dict, gpus: int, budget: MemoryBudg
     return EXIT_OK if doc.ok else EXIT_FAIL
 
 
-def _state_memory(job: Flags, layout: dict, gpus: int, zero: Optional[int], gib: bool,
-                  fmt: str, margin_fraction: float) -> int:
+def _state_memory(job: Flags, params: str, layout: dict, gpus: int, zero: Optional[int],
+                  gib: bool, fmt: str, margin_fraction: float) -> int:
     """The quick question (`memory --params N` alone): model states only, every ZeRO stage,
     over --gpus ranks. No shape is inferred, so no preset is offered."""
     from planner.evaluation.calculators import state_memory
@@ -171,9 +174,10 @@ def _state_memory(job: Flags, layout: dict, gpus: int, zero: Optional[int], gib:
         v.zero_stage("--zero", zero)
     prof = job.hardware_profile()
     cap = prof.gpu.memory_bytes  # the default profile's capacity too: one figure per GPU
-    r = state_memory(parse_number("--params", job.params), gpus, precision=layout["precision"],
-                     optimizer=layout["optimizer"], gpu_memory_bytes=cap,
-                     margin_fraction=margin_fraction)
+    with renamed(shard_degree="gpus"):   # the states shard over every GPU: --gpus
+        r = state_memory(parse_number("--params", params), gpus,
+                         precision=layout["precision"], optimizer=layout["optimizer"],
+                         gpu_memory_bytes=cap, margin_fraction=margin_fraction)
     doc = state_memory_doc(r, zero, gib=gib)
     emit(doc, fmt)
     return EXIT_OK if doc.ok else EXIT_FAIL

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 from planner.cli import options as o
 from planner.cli.knob_options import (ChunksBubble, Cp, Ep, MicroBatchBatch, Optimizer, Pp,
@@ -13,6 +13,9 @@ from planner.errors import InputError
 from planner.io import validate as v
 from planner.io.numbers import parse_number
 from planner.specs.knobs import KNOB
+
+if TYPE_CHECKING:
+    from planner.resilience.planning import ResiliencePlan
 
 
 @command("comm", "dtplan comm --message-gb 14 --gpus 8,64 --bandwidth 200",
@@ -182,7 +185,8 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
                   job_mtbf_hours: Optional[float], gpu_mtbf_hours: Optional[float],
                   node_mtbf_hours: Optional[float], interruptions: Optional[float],
                   over_days: Optional[float], train_tokens: Optional[str],
-                  tokens_per_s: Optional[str], price: Optional[float], straggler: Optional[float]):
+                  tokens_per_s: Optional[str], price: Optional[float], straggler: Optional[float]
+                  ) -> ResiliencePlan:
     """The derived form's options in SI units (s, B/s, tokens) → ``resilience.plan_resilience``
     (no failure rate given: estimate's default per-GPU MTBF)."""
     from planner.specs.presets import get_preset
@@ -199,7 +203,11 @@ def _derived_plan(*, model: Optional[str], params: Optional[str], gpus: Optional
         from planner.evaluation.train import DEFAULT_GPU_MTBF_S   # no failure rate given: estimate's default
         gpu_mtbf_hours = DEFAULT_GPU_MTBF_S / 3600
     spec = get_preset(model) if model is not None else None
-    n_params = spec.param_count() if spec else parse_number("--params", params)
+    if spec is not None:
+        n_params: float = spec.param_count()
+    else:
+        assert params is not None   # neither given: the caller took the simple form
+        n_params = parse_number("--params", params)
     experts = spec.routed_expert_params() if spec else 0.0
     if ep != 1 and not experts:
         raise InputError("--ep", "needs a mixture-of-experts --model (a dense model has no "
@@ -233,10 +241,9 @@ def _simple_checkpoint(cost_min: Optional[float], mtbf_hours: Optional[float], t
     stray = next((k for k, x in derived_only.items() if x is not None), None)
     if stray:
         raise InputError(stray, "needs --model or --params (the derived form)")
-    for name, x in (("--cost-min", cost_min), ("--job-mtbf-hours", mtbf_hours)):
-        if x is None:
-            raise InputError(name, "is required (or give --model/--params and --gpus for "
-                                   "the derived form)")
+    if cost_min is None or mtbf_hours is None:
+        raise InputError("--cost-min" if cost_min is None else "--job-mtbf-hours",
+                         "is required (or give --model/--params and --gpus for the derived form)")
     emit(checkpoint_doc(checkpoint(cost_min * 60, mtbf_hours * 3600, ts, (restart_min or 0.0) * 60)),
          fmt)
     return EXIT_OK

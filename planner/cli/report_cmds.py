@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
@@ -25,17 +25,22 @@ from planner.io.stdout import say
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
 
+if TYPE_CHECKING:
+    from planner.search.fit import FitResult
+    from planner.specs.job import Job
+
 Plan = Annotated[Optional[str], typer.Argument(
     metavar="[PLAN]", help="plan file (YAML/TOML/JSON); omit to use the fit options and the "
     "search's winner")]
 
 
-def _model_words(job, plan: Optional[str], name: str) -> list[str]:
+def _model_words(job: Flags, plan: Optional[str], name: Optional[str]) -> list[str]:
     """The model as `check` reads it back: the config.json path given (its _name_or_path is
-    no preset `--model` resolves), else the preset's or the plan model's name."""
+    no preset `--model` resolves), else the preset's or the plan model's name; a plan's inline
+    shape has none, so MODEL stands for it (as FILE for stdout)."""
     if plan is None and job.model_config is not None:
         return ["--model-config", job.model_config]
-    return ["--model", name]
+    return ["--model", name if name is not None else "MODEL"]
 
 
 def _offer_note(job: Flags) -> None:
@@ -46,7 +51,8 @@ def _offer_note(job: Flags) -> None:
         say("note", offer_line(offer))
 
 
-def _inputs(plan, job: Flags, gpus, precision, optimizer):
+def _inputs(plan: Optional[str], job: Flags, gpus: Optional[int], precision: str, optimizer: str
+            ) -> tuple[Job | None, str, FitResult | None]:
     """(Job or None, source text, FitResult or None)."""
     from planner.review.build import inputs_from_fit, inputs_from_plan
 
@@ -165,6 +171,7 @@ def export_cmd(
     files.check_targets([output], force=force)
     inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     if inp is None:
+        assert res is not None   # a plan or engine config always gives a Job; a search may not
         sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
                          "(see dtplan fit)\n")
         return EXIT_FAIL

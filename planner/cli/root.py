@@ -13,6 +13,9 @@ from typing import Annotated, Any, Callable
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from planner.cli.names import option_naming
+from planner.errors import naming
+
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_BUG = 0, 1, 2, 3
 
 HELP = """Capacity and layout planner for distributed training of large models.
@@ -50,15 +53,27 @@ class _HelpStyle:
         return option
 
 
+class _Positional(TyperArgument):
+    """A positional argument whose help shows no value type ("..." for a repeatable one)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return "..." if self.nargs != 1 else None
+
+
 class Command(_HelpStyle, TyperCommand):
     """A dtplan command: its positional arguments show no value type either (their name already
-    says FILE, SHELL or [PLAN]; "..." marks a repeatable one)."""
+    says FILE, SHELL or [PLAN]; "..." marks a repeatable one). It runs under its options'
+    naming, so an error in the library names the option the user typed (cli.names)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for p in self.params:
-            if isinstance(p, TyperArgument):
-                p.display_type_rich = (lambda ctx, many=p.nargs != 1: "..." if many else None)
+            if isinstance(p, TyperArgument):   # typer builds it: no hook for its class
+                p.__class__ = _Positional
+
+    def invoke(self, ctx: Any) -> Any:
+        with naming(option_naming(self.params)):
+            return super().invoke(ctx)
 
 
 class Group(_HelpStyle, TyperGroup):

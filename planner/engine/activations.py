@@ -28,11 +28,13 @@ peak of recomputing one layer during its backward (see `stage_activation_bytes`)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, TypeAlias
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
+
+Mlp: TypeAlias = Literal["gelu", "swiglu"]
 
 RECOMPUTE_NONE = 0
 RECOMPUTE_SELECTIVE = 1
@@ -73,8 +75,8 @@ class _Op(NamedTuple):
     selective: bool  # dropped by selective recomputation
 
 
-def _op_table(hidden, heads, kv_heads, head_dim, ffn, key_len, *, mlp: str, dropout: bool,
-              flash: bool, width) -> list[_Op]:
+def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, key_len: Num,
+              *, mlp: Mlp, dropout: bool, flash: bool, width: Num) -> list[_Op]:
     """The tensors one transformer layer stores for backward, in forward order.
 
     GPT case (a·d = h, k = a, f = 4h, dropout, no flash), bytes per token:
@@ -129,7 +131,7 @@ def _op_table(hidden, heads, kv_heads, head_dim, ffn, key_len, *, mlp: str, drop
 
 
 def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: Num,
-                           head_dim: Num, ffn: Num, *, mlp: str = "gelu", dropout: bool = True,
+                           head_dim: Num, ffn: Num, *, mlp: Mlp = "gelu", dropout: bool = True,
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
                            recompute: Num = RECOMPUTE_NONE,
                            bytes_per_elem: Num = 2) -> dict[str, Num]:
@@ -155,6 +157,7 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                       width=np.asarray(bytes_per_elem, dtype=float))
     raw = {}
     for op in table:
+        kept: Num
         if op.name == LAYER_INPUT:
             kept = 1.0
         elif op.selective:
@@ -174,7 +177,7 @@ def terms_total(terms: dict[str, Num]) -> Num:
 
 
 def layer_activation_bytes(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: Num,
-                           head_dim: Num, ffn: Num, *, mlp: str = "gelu", dropout: bool = True,
+                           head_dim: Num, ffn: Num, *, mlp: Mlp = "gelu", dropout: bool = True,
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
                            recompute: Num = RECOMPUTE_NONE, bytes_per_elem: Num = 2) -> Num:
     """Bytes one transformer layer stores for one micro-batch: the sum of layer_activation_terms.

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 MIN_BLOCK = 512.0                  # kMinBlockSize
 SMALL_SIZE = 1048576.0             # kSmallSize: largest "small" request
@@ -108,8 +108,8 @@ def max_reserved_bytes(allocated: Sequence[Num], persistent: Num, rounding: Num,
     largest allocation: one call with the rounding and one without, instead of one per moment,
     bit for bit the same max. A moment whose `live` is positive on some rows only joins each
     group on its own rows (−inf elsewhere, which no maximum picks)."""
-    with_rounding: list[np.ndarray] = []
-    without: list[np.ndarray] = []
+    with_rounding: list[Num] = []
+    without: list[Num] = []
     for a, act in zip(allocated, live):
         on = np.asarray(act) > 0
         if on.all():

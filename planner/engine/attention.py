@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 from planner.engine.compute import FLASH_BACKWARD_FACTOR
 from planner.engine.params import attention_score_forward_flops as forward_flops  # 4·T·s_kv·(a·d)·f, once
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Mask, Num, out
 from planner.engine.divisors import top_by_gcd
 
 
@@ -18,7 +18,7 @@ def accumulation_steps(global_batch_size: Num, micro_batch: Num, data_parallel: 
     return out(np.asarray(global_batch_size) / (np.asarray(micro_batch) * data_parallel))
 
 
-def batch_divides(global_batch_size: Num, micro_batch: Num, data_parallel: Num) -> Num:
+def batch_divides(global_batch_size: Num, micro_batch: Num, data_parallel: Num) -> Mask:
     """True where B_global is a whole multiple of b × N_dp (Megatron's and torchtitan's rule)."""
     per_step = np.asarray(micro_batch, dtype=np.int64) * np.asarray(data_parallel, dtype=np.int64)
     g = np.asarray(global_batch_size, dtype=np.int64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 from planner.engine.memory import state_split_bytes
 
 OFFLOAD_NONE, OFFLOAD_CPU, OFFLOAD_NVME = 0, 1, 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def overhead_fraction(interval: Num, cost: Num) -> Num:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 # Bytes moved per GPU as a multiple of the message, and ring steps, as functions of n.
 _FACTOR = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 # A fused (Flash) attention backward recomputes the scores QKᵀ and then runs dV, dP, dQ, dK:
 # 5 s×s matmuls against the forward's 2, i.e. 2.5× the forward FLOPs, not the 2× of a plain

@@ -11,35 +11,37 @@ between, which no single α–β line follows. A coarse log grid, then finer one
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from planner.engine.arrays import FloatArray, Num
 from planner.engine.topology import Fabric, topo_collective_time
 
 EFF_RANGE = (0.01, 1.0)          # bus efficiency is a share of the datasheet link rate
 LAT_RANGE = (1e-7, 5e-4)         # 0.1 µs .. 500 µs per ring step (plus exactly 0)
 
 
-def log_rms(predicted: np.ndarray, measured: np.ndarray) -> float:
+def log_rms(predicted: ArrayLike, measured: ArrayLike) -> float:
     """sqrt(mean(ln(pred/meas)^2)) over rows: the typical factor error, in log units."""
     r = np.log(np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float))
     return float(np.sqrt(np.mean(r * r)))
 
 
-def _fabric(fab: Fabric, domain: str, raw_bw: float, eff: np.ndarray, lat: np.ndarray,
+def _fabric(fab: Fabric, domain: str, raw_bw: float, eff: Num, lat: Num,
             oversub: float) -> Fabric:
     if domain == "scale_up":
         return Fabric(raw_bw * eff, lat, fab.inter_bytes_per_s, fab.inter_latency_s)
     return Fabric(fab.intra_bytes_per_s, fab.intra_latency_s, raw_bw * eff / oversub, lat)
 
 
-def link_times(kind: str, sizes: np.ndarray, n: float, per_domain: float, fab: Fabric,
+def link_times(kind: str, sizes: FloatArray, n: float, per_domain: float, fab: Fabric,
                domain: str, raw_bw: float, eff: float, lat: float,
-               oversub: float = 1.0) -> np.ndarray:
+               oversub: float = 1.0) -> FloatArray:
     """Predicted time (s) of each message size with the `domain` link set to (eff, lat)."""
     f = _fabric(fab, domain, raw_bw, np.float64(eff), np.float64(lat), oversub)
     return np.asarray(topo_collective_time(kind, np.asarray(sizes, float), n, per_domain, f))
 
 
-def fit_link(kind: str, sizes: np.ndarray, times: np.ndarray, n: float, per_domain: float,
+def fit_link(kind: str, sizes: FloatArray, times: FloatArray, n: float, per_domain: float,
              fab: Fabric, domain: str, raw_bw: float, oversub: float = 1.0,
              eff: float | None = None, lat: float | None = None) -> tuple[float, float, float]:
     """(bus efficiency, latency s, log_rms) of the `domain` link ("scale_up" or "scale_out")

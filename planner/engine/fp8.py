@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 CAST_BYTES_PER_ELEM = 5.0   # amax read (2) + bf16 read (2) + fp8 write (1)
 

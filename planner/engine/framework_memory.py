@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def fsdp_gathered_params(stage_params: Num, layer_params: Num, root_params: Num, *,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 # (weight bytes, gradient bytes, master-copy bytes) per parameter for each precision recipe.
 # "mixed": 16-bit weights and grads, fp32 master (ZeRO's mixed-precision Adam).
@@ -81,7 +81,7 @@ def state_split_bytes(params: Num, zero_stage: Num, shard_degree: Num,
     psi = np.asarray(params, dtype=float)
     n = np.asarray(shard_degree, dtype=float)
     z = np.asarray(zero_stage)
-    def divisor(item: str) -> np.ndarray:
+    def divisor(item: str) -> FloatArray:
         return np.where(z >= SHARDED_FROM_STAGE[item], n, 1.0)
     weights = psi * weight_bytes / divisor("weights")
     grads = psi * grad_bytes / divisor("gradients")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def router_flops(tokens: Num, hidden: Num, experts: Num) -> Num:

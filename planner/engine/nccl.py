@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 US = 1e-6
 # tuning.cc ncclTunerConstantsDefaults, Simple protocol (µs).
@@ -61,9 +61,9 @@ ALGO_NAMES = ("ring", "tree", "nvls-tree")
 _KINDS = ("all-reduce", "all-gather", "reduce-scatter")
 
 
-def _split(n: Num, per_node: Num) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split(ranks: Num, per_node: Num) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(n, k, N): ranks, members per node clipped to [1, n], nodes ⌈n/k⌉."""
-    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    n = np.maximum(np.asarray(ranks, dtype=float), 1.0)
     k = np.clip(np.asarray(per_node, dtype=float), 1.0, n)
     return n, k, np.ceil(n / k)
 

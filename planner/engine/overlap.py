@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def layerwise_exposed(comm_per_unit: Num, compute_per_unit: Num, units: Num,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 
-def _f(x: Num) -> np.ndarray:
+def _f(x: Num) -> FloatArray:
     return np.asarray(x, dtype=float)
 
 

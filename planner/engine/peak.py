@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine import allocator as alc
-from planner.engine._array import Num, out
+from planner.engine.arrays import FloatArray, Num, out
 
 PHASES = ("forward", "loss", "first backward", "later backward", "optimizer step")
 # device_ceiling's relative margin: its sums run in another order than phase_totals', and float
@@ -76,7 +76,7 @@ def phase_items(states: Num, activations_per_mb: Num, in_flight: Num, micro_batc
     return {ph: {k: out(v) for k, v in items.items()} for ph, items in raw.items()}
 
 
-def phase_totals(phases: dict[str, dict[str, Num]]) -> list[np.ndarray]:
+def phase_totals(phases: dict[str, dict[str, Num]]) -> list[FloatArray]:
     """Allocated bytes at each moment of PHASES, in order: the sum of its items (an item that
     is the scalar 0 is skipped, adding it changes no sum), all of one shape."""
     sums = [sum((np.asarray(v, dtype=float) for v in phases[p].values()
@@ -85,17 +85,17 @@ def phase_totals(phases: dict[str, dict[str, Num]]) -> list[np.ndarray]:
     return [np.broadcast_to(v, shape) for v in sums]
 
 
-def peak_of(phases: dict[str, dict[str, Num]], totals: list[np.ndarray] | None = None
+def peak_of(phases: dict[str, dict[str, Num]], totals: list[FloatArray] | None = None
             ) -> tuple[Num, Num, dict[str, Num]]:
     """(peak bytes, index into PHASES of its moment, the items at that moment).
 
     Ties go to the earlier phase. `totals` is phase_totals(phases) where the caller has it.
     """
-    totals = np.stack(phase_totals(phases) if totals is None else totals)
-    moment = totals.argmax(axis=0)
+    stacked = np.stack(phase_totals(phases) if totals is None else totals)
+    moment = stacked.argmax(axis=0)
     items = {k: out(np.choose(moment, [np.asarray(phases[p][k], dtype=float) for p in PHASES]))
              for k in phases[PHASES[0]]}
-    return out(totals.max(axis=0)), out(moment.astype(float)), items
+    return out(stacked.max(axis=0)), out(moment.astype(float)), items
 
 
 def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_working: Num,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 from planner.engine.schedules import BACKWARD_FORWARD_RATIO, bubble_time
 
 

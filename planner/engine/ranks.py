@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.engine.arrays import IntArray, Mask, Num
+
 AXES = ("tp", "cp", "dp", "pp")  # fastest-varying first
 _ORDER = ("pp", "dp", "cp", "tp")  # slowest first: the order groups are listed in
 
@@ -30,7 +32,7 @@ def group_count(sizes: dict[str, int], axis: str) -> int:
 
 
 def group_ranks(sizes: dict[str, int], axis: str, first: int = 0, count: int = 1,
-                limit: int | None = None) -> np.ndarray:
+                limit: int | None = None) -> IntArray:
     """Ranks of groups `first … first+count-1` of one axis (one row each, listed with the other
     axes in PP, DP, CP, TP order, the last fastest), each cut to its first `limit` ranks."""
     st = strides(sizes)
@@ -43,7 +45,7 @@ def group_ranks(sizes: dict[str, int], axis: str, first: int = 0, count: int = 1
     return base[:, None] + np.arange(n, dtype=np.int64)[None, :] * st[axis]
 
 
-def _base_residues(sizes: dict[str, int], axis: str, g: int) -> np.ndarray:
+def _base_residues(sizes: dict[str, int], axis: str, g: int) -> IntArray:
     """Every value of (first rank of a group) mod g over all groups of `axis`. The first rank
     is Σ c_b·stride_b over the other axes; c·stride mod g repeats with a period ≤ g, so at most
     g values of each coordinate matter and the set never holds more than g residues."""
@@ -72,7 +74,7 @@ def max_nodes_spanned(sizes: dict[str, int], axis: str, gpus_per_node: int) -> i
     return int(((_base_residues(sizes, axis, g) + (n - 1) * s) // g).max()) + 1
 
 
-def inside_domain(group_size, gpus_per_domain):
+def inside_domain(group_size: Num, gpus_per_domain: int) -> Mask:
     """True where a group of `group_size` consecutive ranks (TP×CP) stays inside one NVLink
     domain and tiles it: size ≤ domain and domain divisible by size."""
     g = np.asarray(group_size)

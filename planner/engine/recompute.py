@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
+from planner.engine.activations import Mlp
 
 LSE_BYTES = 4.0  # flash / efficient SDPA return the fp32 log-sum-exp with the output
 
@@ -37,7 +38,7 @@ _MLP_MMS = {
 }
 
 
-def op_sac_saved_mms(mlp: str) -> list[str]:
+def op_sac_saved_mms(mlp: Mlp) -> list[str]:
     """The matmuls whose outputs torchtitan's op policy saves: the 1st, 3rd, 5th ... of a block.
 
     Llama (SwiGLU): wq, wk, wv, wo, w1, w3, w2 → saves wq, wv, w1, w2 and recomputes wk, wo, w3.
@@ -47,7 +48,7 @@ def op_sac_saved_mms(mlp: str) -> list[str]:
 
 
 def op_sac_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: Num,
-                 head_dim: Num, ffn: Num, *, mlp: str = "swiglu", tp: Num = 1, sp: Num = 0,
+                 head_dim: Num, ffn: Num, *, mlp: Mlp = "swiglu", tp: Num = 1, sp: Num = 0,
                  cp: Num = 1, bytes_per_elem: Num = 2, mm_is_saved: bool = True
                  ) -> dict[str, Num]:
     """Bytes one block keeps per micro-batch under torchtitan's selective-op policy, per tensor.
@@ -79,9 +80,9 @@ def op_sac_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, kv_heads: 
             for n, v in terms.items()}
 
 
-def op_sac_layer_bytes(*args, **kwargs) -> Num:
-    """Sum of op_sac_terms: what one op-SAC block keeps for one micro-batch."""
-    return out(sum(np.asarray(v, dtype=float) for v in op_sac_terms(*args, **kwargs).values()))
+def op_sac_layer_bytes(terms: dict[str, Num]) -> Num:
+    """Sum of op_sac_terms' terms: what one op-SAC block keeps for one micro-batch."""
+    return out(sum(np.asarray(v, dtype=float) for v in terms.values()))
 
 
 def every_nth_checkpointed(layers: Num, every: Num) -> Num:

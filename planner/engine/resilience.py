@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 # The small items of a checkpoint: (bytes each, who writes one). Scopes: "job" = written once
 # (by rank 0), "gpu" = one per rank, "dp" = one per data-parallel rank. Sizes are order-of-

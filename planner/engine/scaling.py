@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 
 def strong_speedup(baseline_time: Num, measured_time: Num) -> Num:

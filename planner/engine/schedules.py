@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1")
 # Weight-gradient share of a layer's backward: dW and dX are one GEMM each per linear

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import Mask, Num, out
 
 # How many layers the first and last stage may be short of a full stage together and still
 # count as a valid split (the Llama 3 recipe takes one off each end).
@@ -39,7 +39,7 @@ def stage_deficit(layers: Num, stages: Num, chunks: Num = 1) -> Num:
                - np.asarray(layers, dtype=float))
 
 
-def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1) -> Num:
+def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1) -> Mask:
     """The layer-count rule: p·v chunks cover L with at most MAX_STAGE_DEFICIT layers short,
     and there are no more chunks than layers."""
     per = np.asarray(stages) * np.asarray(chunks)

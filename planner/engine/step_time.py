@@ -23,7 +23,7 @@ import numpy as np
 
 from planner.engine import overlap as ov
 from planner.engine import schedules as sched
-from planner.engine._array import Num, out
+from planner.engine.arrays import Num, out
 from planner.engine.compute import memory_bound_time
 from planner.engine.pipeline import bubble_slots
 from planner.engine.topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind

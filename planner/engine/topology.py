@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from planner.engine._array import Num, out
+from planner.engine.arrays import FloatArray, Num, out
 from planner.engine import nccl
 from planner.engine.comm import collective_time
 
@@ -56,7 +56,7 @@ def members_per_domain(n: Num, stride: Num, gpus_per_domain: Num) -> Num:
     return out(np.clip(k, 1.0, np.maximum(n, 1.0)))
 
 
-def _split(n: Num, per_domain: Num) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split(n: Num, per_domain: Num) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(n, k, m): ranks, members per domain (≤ n, ≥ 1), domains spanned ⌈n/k⌉."""
     n = np.asarray(n, dtype=float)
     k = np.clip(np.asarray(per_domain, dtype=float), 1.0, None)

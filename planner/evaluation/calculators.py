@@ -2,6 +2,7 @@
 `checkpoint` and `scaling`: validated inputs in, records out, arithmetic from engine/."""
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Optional
 
 from planner.io import validate as v
@@ -12,9 +13,10 @@ from planner.engine import memory as mem_eq
 from planner.engine import pipeline as pipe_eq
 from planner.engine import scaling as scale_eq
 from planner.engine.schedules import SCHEDULES
-from planner.errors import InputError
+from planner.errors import InputError, name_of, named
 from planner.resilience.planning import IntervalOptimum, interval_optimum
 from planner.specs.budget import MemoryBudget
+from planner.specs.hardware import HardwareProfile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,11 +57,12 @@ def state_memory(params: float, shard_degree: int, *, precision: str = "mixed",
                  margin_fraction: float = DEFAULT_MARGIN_FRACTION) -> StateMemoryResult:
     """Per-GPU model-state bytes for ZeRO 0–3 over `shard_degree` data-parallel ranks; a stage
     fits when its states are within capacity × (1 − margin), the usable bytes every verdict uses."""
-    params = v.positive("--params", params, upper=v.MAX_PARAMS)
+    params = v.positive("params", params, upper=v.MAX_PARAMS)
     if not 0.0 <= margin_fraction < 1.0:
-        raise InputError("--margin", f"must be a fraction from 0 to below 1, got {margin_fraction:g}")
+        raise InputError(named("margin_fraction"), f"must be a fraction from 0 to below 1, got "
+                                                   f"{margin_fraction:g}")
     usable = gpu_memory_bytes * (1.0 - margin_fraction)
-    n = v.positive_int("--gpus", shard_degree)
+    n = v.positive_int("shard_degree", shard_degree)
     v.recipe(precision, optimizer)
     w, g, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     rows = []
@@ -103,8 +106,9 @@ LINK_BYTES_PER_S = (1e3, 1e15)
 MAX_MESSAGE_BYTES = 1e15
 
 
-def comm(message_bytes: float | list[float], gpus: list[int],
-         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0, hardware=None,
+def comm(message_bytes: float | list[float], gpus: Sequence[float],
+         bandwidth_bytes_per_s: Optional[float] = None, latency_s: float = 0.0,
+         hardware: HardwareProfile | None = None,
          collectives: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter",
                                          "all-to-all"),
          gpus_per_node: Optional[int] = None) -> CommResult:
@@ -115,23 +119,26 @@ def comm(message_bytes: float | list[float], gpus: list[int],
     from planner.engine import nccl
     from planner.engine import topology as topo
     sizes = message_bytes if isinstance(message_bytes, list) else [message_bytes]
-    sizes = [v.within("--message-gb", v.positive("--message-gb", m), 0.0, MAX_MESSAGE_BYTES,
-                      unit=1e9, name="GB") for m in sizes]
-    lat = v.within("--latency", v.non_negative("--latency", latency_s), 0.0, v.MAX_DURATION_S,
-                   unit=1e-6, name="µs")
+    sizes = [v.within("message_bytes", v.positive("message_bytes", m), 0.0, MAX_MESSAGE_BYTES)
+             for m in sizes]
+    lat = v.within("latency_s", v.non_negative("latency_s", latency_s), 0.0, v.MAX_DURATION_S)
     if (bandwidth_bytes_per_s is None) == (hardware is None):
-        raise InputError("--bandwidth", "give a link --bandwidth (GB/s) or a --hardware profile")
-    bw = v.within("--bandwidth", v.positive("--bandwidth", bandwidth_bytes_per_s),
-                  *LINK_BYTES_PER_S, unit=1e9, name="GB/s") if hardware is None else None
+        bw_name = name_of("bandwidth_bytes_per_s")
+        raise InputError(bw_name.label, f"give a link {bw_name.label} ({bw_name.unit or 'bytes/s'})"
+                                        f" or a {named('hardware')} profile")
+    bw = v.within("bandwidth_bytes_per_s", v.positive("bandwidth_bytes_per_s",
+                                                      bandwidth_bytes_per_s),
+                  *LINK_BYTES_PER_S) \
+        if bandwidth_bytes_per_s is not None else None  # given exactly when hardware is not
     rows = []
     for m in sizes:
         for n in gpus:
-            n = v.positive_int("--gpus", n)
+            n = v.positive_int("gpus", n)
             for kind in collectives:
                 algo = "ring"
-                if hardware is None:
+                if bw is not None:
                     t, link = comm_eq.collective_time(kind, m, n, bw, lat), "given"
-                else:
+                elif hardware is not None:
                     node = gpus_per_node or hardware.scale_up.gpus_per_domain
                     per_domain = min(n, node, hardware.scale_up.gpus_per_domain)
                     fab = topo.fabric(hardware, n)
@@ -169,25 +176,26 @@ class BubbleResult:
 
 
 
-def bubble(stages: int, micro_batches: list[int], schedule: str = "1f1b",
+def bubble(stages: int, micro_batches: Sequence[float], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
     """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
     s = (p−1)/3 idle slots (engine.pipeline.bubble_slots)."""
-    p = v.positive_int("--stages", stages)
-    v.choice("--schedule", schedule, SCHEDULES)
-    c = v.positive_int("--chunks", chunks)
+    p = v.positive_int("stages", stages)
+    v.choice("schedule", schedule, SCHEDULES)
+    c = v.positive_int("chunks", chunks)
     if schedule != "interleaved" and c != 1:
-        raise InputError("--chunks", "is only meaningful with --schedule interleaved")
+        raise InputError(named("chunks"), f"is only meaningful with {named('schedule')} interleaved")
     if schedule == "interleaved" and c < 2:
-        raise InputError("--chunks", "must be at least 2 with --schedule interleaved")
+        raise InputError(named("chunks"), f"must be at least 2 with {named('schedule')} interleaved")
     rows = []
     for m in micro_batches:
-        m = v.positive_int("--micro-batches", m)
+        m = v.positive_int("micro_batches", m)
         if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
             slots = float(pipe_eq.bubble_slots(p, schedule=schedule))
             f, over = slots / (m + slots), slots / m
         else:
-            f, over = pipe_eq.bubble_fraction(p, m, c), pipe_eq.bubble_overhead(p, m, c)
+            f = float(pipe_eq.bubble_fraction(p, m, c))
+            over = float(pipe_eq.bubble_overhead(p, m, c))
         rows.append(BubbleRow(micro_batches=m, bubble_fraction=f, efficiency=1.0 - f,
                               overhead_vs_ideal=over))
     return BubbleResult(stages=p, schedule=schedule, chunks=c, rows=rows)
@@ -217,25 +225,26 @@ def batch(micro_batch: int, data_parallel: int, *, accumulation: int | None = No
           global_batch: int | None = None, tp: int = 1, pp: int = 1, cp: int = 1,
           seq_len: int | None = None) -> BatchResult:
     """B_global = b × a × N_dp, or a solved from B_global; TP, PP, CP do not enter."""
-    b = v.positive_int("--micro-batch", micro_batch)
-    dp = v.positive_int("--dp", data_parallel)
-    tp, pp, cp = (v.positive_int(f, x) for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp)))
+    b = v.positive_int("micro_batch", micro_batch)
+    dp = v.positive_int("data_parallel", data_parallel)
+    tp, pp, cp = (v.positive_int(f, x) for f, x in (("tp", tp), ("pp", pp), ("cp", cp)))
     solved = None
-    if (accumulation is None) == (global_batch is None):
-        raise InputError("--accum", "give exactly one of --accum or --global-batch")
-    if global_batch is not None:
-        gb_ = v.positive_int("--global-batch", global_batch)
+    if global_batch is not None and accumulation is None:
+        gb_ = v.positive_int("global_batch", global_batch)
         if not batch_eq.batch_divides(gb_, b, dp):
             per = b * dp
-            raise InputError("--global-batch",
+            raise InputError(named("global_batch"),
                              f"{gb_} is not a multiple of micro-batch × DP = {b} × {dp} = {per}; "
                              f"nearest valid: {max(per, gb_ // per * per)} or {(gb_ // per + 1) * per}")
         acc = int(batch_eq.accumulation_steps(gb_, b, dp))
         solved = "accumulation"
+    elif accumulation is not None and global_batch is None:
+        acc = v.positive_int("accumulation", accumulation)
     else:
-        acc = v.positive_int("--accum", accumulation)
+        raise InputError(named("accumulation"), f"give exactly one of {named('accumulation')} or "
+                                                f"{named('global_batch')}")
     g = int(batch_eq.global_batch(b, acc, dp))
-    s = v.positive_int("--seq-len", seq_len) if seq_len is not None else None
+    s = v.positive_int("seq_len", seq_len) if seq_len is not None else None
     return BatchResult(micro_batch=b, accumulation=acc, data_parallel=dp, tensor_parallel=tp,
                        pipeline_parallel=pp, context_parallel=cp, global_batch=g,
                        gpus=dp * tp * pp * cp, seq_len=s,
@@ -264,7 +273,7 @@ def checkpoint(cost_s: float, mtbf_s: float, intervals_s: list[float],
     d, m, r = opt.cost_s, opt.mtbf_s, opt.restart_s
     rows = []
     for t in intervals_s:
-        t = v.duration("--intervals", t, 60)
+        t = v.duration("intervals_s", t)
         rows.append(CheckpointRow(
             interval_s=t, overhead_fraction=float(ckpt_eq.overhead_fraction(t, d)),
             lost_work_fraction=float(ckpt_eq.lost_work_fraction(t, m)),
@@ -286,10 +295,10 @@ class ScalingResult:
 
 def scaling(baseline_s: float, measured_s: float, gpus: int, mode: str = "strong") -> ScalingResult:
     """Strong: speedup T1/Tn and efficiency T1/(n·Tn); weak: efficiency T1/Tn."""
-    t1 = v.duration("--baseline-ms", baseline_s, 1e-3)
-    tn = v.duration("--measured-ms", measured_s, 1e-3)
-    n = v.positive_int("--gpus", gpus)
-    v.choice("--mode", mode, ("strong", "weak"))
+    t1 = v.duration("baseline_s", baseline_s)
+    tn = v.duration("measured_s", measured_s)
+    n = v.positive_int("gpus", gpus)
+    v.choice("mode", mode, ("strong", "weak"))
     if mode == "strong":
         return ScalingResult(mode=mode, gpus=n, baseline_s=t1, measured_s=tn,
                              ideal_s=float(scale_eq.ideal_time(t1, n)),

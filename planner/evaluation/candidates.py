@@ -48,9 +48,18 @@ AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
                              "recompute_layers", "offload_opt", "offload_par")
 
-SCHEDULE_CODES = KNOB["schedule"].codes
-RECOMPUTE_CODES = KNOB["recompute"].codes
-OFFLOAD_CODES = KNOB["offload_optimizer"].codes
+
+def _codes(name: str) -> dict[str, int]:
+    """The Candidates code of each choice of the string knob `name`."""
+    codes = KNOB[name].codes
+    if codes is None:
+        raise ValueError(f"layout knob {name}: not a string knob, no codes")
+    return codes
+
+
+SCHEDULE_CODES = _codes("schedule")
+RECOMPUTE_CODES = _codes("recompute")
+OFFLOAD_CODES = _codes("offload_optimizer")
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,11 @@ def default_code(k: Knob) -> int:
     """The Candidates code of knob k's default value (sp has none: its default depends on TP)."""
     if k.codes is not None:
         return k.codes[k.default]
-    if k.default is None and k.none_code is None:
+    if k.default is not None:
+        return int(k.default)
+    if k.none_code is None:
         raise ValueError(f"layout knob {k.name}: no fixed default code; give its column")
-    return k.none_code if k.default is None else int(k.default)  # type: ignore[return-value]
+    return k.none_code
 
 
 def decode(k: Knob, code: int) -> Any:

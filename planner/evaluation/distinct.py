@@ -190,18 +190,23 @@ def concat_parts(parts: Sequence[Part | None]) -> Part | None:
     the sizes of the trees before its own; parts of no candidates are left out. None where one
     is None or holds its candidates' own rows (index None: its tree is as large as they are)
     or the trees' arrays do not pair up."""
-    parts = [q for q in parts if q is None or q.index is None or len(q.index)]
-    if not parts or any(q is None or q.index is None for q in parts):
+    live: list[tuple[Part, np.ndarray]] = []  # (part, its index) of each part of candidates
+    for q in parts:
+        if q is None or q.index is None:
+            return None
+        if len(q.index):
+            live.append((q, q.index))
+    if not live:
         return None
     trees: dict[int, tuple[Part, int]] = {}  # id(tree) → (its first part, its offset)
     size = 0
-    for q in parts:
+    for q, _ in live:
         if id(q.tree) not in trees:
             trees[id(q.tree)] = (q, size)
             size += q.size
-    index = np.concatenate([q.index + trees[id(q.tree)][1] for q in parts])
+    index = np.concatenate([i + trees[id(q.tree)][1] for q, i in live])
     if len(trees) == 1:  # one scan's part: only the indices
-        return Part(tree=parts[0].tree, index=index, size=size)
+        return Part(tree=live[0][0].tree, index=index, size=size)
     found: list[list[np.ndarray]] = []
     for q, _ in trees.values():
         found.append([])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
 
 
 def family(lay: Layout) -> str:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+import numpy as np
+
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
 from planner.specs.hardware import HardwareProfile
-from planner.specs.layout import Layout, Rule
+from planner.specs.knobs import Layout
+from planner.specs.layout import Rule
 from planner.specs.model import ModelSpec
 from planner.evaluation.rules import Figures, rules_for
 from planner.specs.budget import MemoryBudget
@@ -108,7 +111,7 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
     return out
 
 
-def band_for(hw, framework: str, lay: Layout) -> Optional[float]:
+def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float]:
     """The profile's error band for this regime (error_band.band_for)."""
     from planner.evaluation.error_band import band_for as _band
     return _band(hw, framework, lay)
@@ -149,19 +152,27 @@ def _framework_memory_note(p: Problem) -> str:
             f"{'on' if m.expandable_segments else 'off'}.")
 
 
+def _one(detail: np.ndarray | None) -> float:
+    """The one layout's value of a stage's detail field (evaluate computes them for an
+    estimate; they are None only where the search asked for no detail)."""
+    if detail is None:
+        raise ValueError("stage memory evaluated without its detail")
+    return float(detail[0])
+
+
 def _fragmentation_note(p: Problem, ev: Evaluation) -> list[str]:
     """When the tensors fit and only the allocator's fragmentation term tips the verdict, say
     which assumption rejects the layout and by how much."""
     mem = ev.memory
     sm = mem.stage(STAGES[int(mem.peak_stage[0])])
     outside = p.budget.context_bytes + p.budget.comm_buffer_bytes
-    tensors = float(sm.allocated[0]) + outside
+    tensors = _one(sm.allocated) + outside
     usable, total = float(mem.usable[0]), float(mem.peak[0])
     if total <= usable or tensors > usable:
         return []
     return [f"Rejected by the allocator's fragmentation alone: max allocated + context + NCCL = "
             f"{tensors / 1e9:.2f} GB fits in {usable / 1e9:.2f} GB; fragmentation "
-            f"({float(sm.fragmentation[0]) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
+            f"({_one(sm.fragmentation) / 1e9:.2f} GB, {p.budget.fragmentation_fraction:.0%} "
             f"of the bytes freed within a step) puts it {(total - usable) / 1e9:.2f} GB over. "
             "Expandable segments (a framework profile's expandable_segments = true) or "
             "--fragmentation 0 would admit it."]
@@ -177,9 +188,9 @@ def _stages(ev: Evaluation, lay: Layout) -> list[StageMemory]:
         name = n if lay.pp > 1 else "single stage"
         out.append(StageMemory(name=name, items={k: float(v[0]) for k, v in sm.items().items()},
                                total_bytes=float(sm.total[0]),
-                               allocated_bytes=float(sm.allocated[0]),
+                               allocated_bytes=_one(sm.allocated),
                                reserved_bytes=float(sm.reserved[0]),
-                               moment=peak_moment(name, int(sm.moment[0]), float(sm.in_flight[0]),
+                               moment=peak_moment(name, int(_one(sm.moment)), _one(sm.in_flight),
                                                   float(ev.micro_batches[0]))))
     return out
 

@@ -18,6 +18,7 @@ from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS
                          Candidates, Problem, Shape, shape)
 from planner.engine import activations as act
 from planner.engine import budget as bud
+from planner.engine.arrays import FloatArray, Num, array
 from planner.engine.params import mlp_params
 from planner.engine.pipeline import micro_batches_in_flight
 from planner.evaluation.distinct import on_distinct
@@ -128,7 +129,7 @@ def _params(p: Problem, x: Shape) -> _Params:
     mod, h = p.model, p.model.hidden
     moe_share = mod.moe_layers / mod.layers
     # Expert weights proper are all experts' MLPs; the rest of an MoE layer is dense.
-    experts_w = (mod.experts * mlp_params(h, mod.expert_width, mod.gated, mod.linear_bias)
+    experts_w = (mod.experts * float(mlp_params(h, mod.expert_width, mod.gated, mod.linear_bias))
                  if mod.is_moe else 0.0)
     moe_dense = mod.moe_layer_params() - experts_w if mod.is_moe else 0.0
     emb = x.vocab_padded * h + (mod.embedding_params() - mod.vocab * h)   # + learned positions
@@ -142,13 +143,13 @@ def _params(p: Problem, x: Shape) -> _Params:
                    expert_shard=np.maximum(np.minimum(x.shard, x.dp * x.cp / x.ep), 1.0))
 
 
-def layer_activations(terms: dict[int, dict[str, np.ndarray]]) -> dict[int, np.ndarray]:
+def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]:
     """Stored activation bytes of one layer for one micro-batch, per recompute mode, from
     memory_model.activation_terms (engine.activations.layer_activation_bytes)."""
-    return {mode: act.terms_total(t) for mode, t in terms.items()}
+    return {mode: array(act.terms_total(t)) for mode, t in terms.items()}
 
 
-def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
+def _in_flight(c: Candidates, x: Shape, stage_index: Num) -> np.ndarray:
     """Micro-batches whose activations a stage holds at once, by schedule."""
     names = {code: name for name, code in SCHEDULE_CODES.items()}
     return np.select([c.schedule == code for code in names],
@@ -157,8 +158,9 @@ def _in_flight(c: Candidates, x: Shape, stage_index) -> np.ndarray:
                       for code, name in names.items()])
 
 
-def _stage_index(x: Shape, stage: str):
-    return {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}[stage]
+def _stage_index(x: Shape, stage: str) -> Num:
+    index: dict[str, Num] = {"first": 0.0, "middle": 1.0, "last": x.pp - 1.0}
+    return index[stage]
 
 
 def _edges(x: Shape, stage: str) -> tuple[np.ndarray, np.ndarray]:
@@ -230,18 +232,18 @@ def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
     return {name: _in_flight(u, x, _stage_index(x, name)) for name in STAGES}
 
 
-def _full(v, n: int) -> np.ndarray:
+def _full(v: Num, n: int) -> np.ndarray:
     """v as a float array of n rows (+ 0.0: a −0.0 prints as 0)."""
     return np.broadcast_to(np.asarray(v, dtype=float), (n,)) + 0.0
 
 
-def _stage(p: Problem, x: Shape, stage: str, s: dict, a: dict, in_flight: np.ndarray,
-           detail: bool = True) -> StageMemory:
-    """memory_model.stage_memory of one stage under the framework profile: items at the peak,
-    the three views, the moment (without `detail`: the states, reserved and device total)."""
-    n = len(x.micro_batches)
-    m = stage_memory(p, p.fw, x.layers[STAGES.index(stage)], s, a, in_flight, x.micro_batches,
-                     detail)
+def _stage(p: Problem, micro_batches: np.ndarray, layers: np.ndarray, s: dict, a: dict,
+           in_flight: np.ndarray, detail: bool = True) -> StageMemory:
+    """memory_model.stage_memory of one stage (`layers` per row) under the framework profile:
+    items at the peak, the three views, the moment (without `detail`: the states, reserved and
+    device total)."""
+    n = len(micro_batches)
+    m = stage_memory(p, p.fw, layers, s, a, in_flight, micro_batches, detail)
     full = {k: _full(m[k], n) for k in ("reserved", "device_total")}
     if not detail:
         return StageMemory(**{k: _full(s[k], n) for k in STATE_ITEMS}, total=full["device_total"],
@@ -271,9 +273,9 @@ def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
             detail: bool, known: dict[str, StageMemory] | None = None) -> Memory:
     """memory() from its three parts, gathered to the rows of x (`known`: stages the caller
     has computed already)."""
-    st = {name: (known or {}).get(name) or _stage(p, x, name, states[name],
+    st = {name: (known or {}).get(name) or _stage(p, x.micro_batches, layers, states[name],
                                                   acts["stages"][name], flight[name], detail)
-          for name in STAGES}
+          for name, layers in zip(STAGES, x.layers)}
     capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
     middle = np.where(has_middle, st["middle"].total, 0.0)

@@ -22,6 +22,7 @@ from planner.engine import framework_memory as fwm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
 from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.arrays import FloatArray, Num
 from planner.engine.params import norm_params
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
@@ -55,7 +56,8 @@ def replicated_layer_params(mod: Any) -> float:
     return float(norms + (2.0 * mod.hidden if mod.linear_bias else 0.0))
 
 
-def _recipe(p: Any, fw: Any, zero: np.ndarray) -> tuple[Any, Any, Any]:
+def _recipe(p: Any, fw: Any, zero: np.ndarray
+            ) -> tuple[tuple[FloatArray, FloatArray, FloatArray], np.ndarray]:
     """(weight, gradient, optimizer) bytes per parameter before sharding, and whether the FSDP2
     layout applies. FSDP2 from ZeRO 2 keeps the fp32 master as the sharded parameter, so its
     weights are the master bytes and its optimizer the moments alone."""
@@ -80,7 +82,7 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
                        bytes_per_elem=width)
 
 
-def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
+def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:
     """engine.activations.layer_activation_terms per recompute mode (none, selective, full)."""
     shape, common = _activation_inputs(p, c)
     return {mode: act.layer_activation_terms(*shape, recompute=mode, **common)
@@ -88,8 +90,8 @@ def activation_terms(p: Any, c: Any) -> dict[int, dict[str, np.ndarray]]:
 
 
 def layer_activation_views(p: Any, c: Any, fw: Any,
-                           terms: dict[int, dict[str, np.ndarray]] | None = None
-                           ) -> dict[str, np.ndarray]:
+                           terms: dict[int, dict[str, Num]] | None = None
+                           ) -> dict[str, Num]:
     """Per-layer, per-micro-batch bytes: kept under each recompute mode and with none (`terms`
     is activation_terms(p, c) where the caller has it)."""
     mod = p.model
@@ -102,7 +104,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
 
-    def total(recompute: int) -> np.ndarray:
+    def total(recompute: int) -> Num:
         return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                    for k, v in terms[recompute].items())
@@ -114,9 +116,9 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
         * width / seq_div if mod.is_moe else 0.0 * tokens
     none = none + moe_in
     if fw.time.selective_recompute == "op-save-list":
-        selective = np.asarray(rc.op_sac_layer_bytes(
+        selective = np.asarray(rc.op_sac_layer_bytes(rc.op_sac_terms(
             *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
-            mm_is_saved=p.precision != "fp8"), dtype=float)
+            mm_is_saved=p.precision != "fp8")), dtype=float)
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     return {"none": none, "selective": selective, "full": full,

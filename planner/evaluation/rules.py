@@ -15,11 +15,14 @@ import numpy as np
 
 from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
+from planner.engine.arrays import Mask
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import layers_split_valid
-from planner.specs.layout import Layout, Rule, Status
+from planner.specs.knobs import Layout
+from planner.specs.layout import Rule, Status
 
-Predicate = Callable[[Problem, Candidates, np.ndarray], np.ndarray]
+# True where a candidate passes (a bool where the rule holds or fails for every candidate)
+Predicate = Callable[[Problem, Candidates, np.ndarray], Mask]
 Measure = Callable[[Problem, Layout, "Figures"], tuple[str, str]]
 
 

@@ -19,6 +19,7 @@ from planner.evaluation.distinct import on_distinct
 from planner.engine import activations as act
 from planner.engine import compute as cmp
 from planner.engine import step_time as st
+from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.candidates import SCHEDULE_CODES
 
@@ -91,12 +92,13 @@ class Throughput:
     peak_flops: np.ndarray
 
 
-def _optimizer(p: Problem, c: Candidates, x: Shape, mem) -> tuple[np.ndarray, np.ndarray]:
+def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
+               ) -> tuple[np.ndarray, np.ndarray]:
     """(optimizer step, offload traffic) per step (engine.step_time.optimizer_time and
     offload_time): the first stage's local states; an offloaded optimizer's traffic over the
     fuller stage's parameters."""
     local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
-    t_opt = st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s)
+    t_opt = array(st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s))
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
         np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
@@ -118,8 +120,9 @@ def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
 
 
-def _step(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
-          groups: "terms.Groups" = terms.Groups(), comp: "terms.Compute | None" = None) -> tuple:
+def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[int, np.ndarray],
+          groups: "terms.Groups" = terms.Groups(), comp: "terms.Compute | None" = None
+          ) -> tuple[terms.Compute, terms.Comm, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(compute, communication, optimizer, offload, step, bubble): the step composed from its
     terms; the pipeline is paced by its fullest stage (ceil(L/(p·v))·v layers). `comp`: the
     rows' compute_terms where the caller has them."""
@@ -144,8 +147,9 @@ def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: li
              per_step: list) -> tuple[np.ndarray, np.ndarray]:
     """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
     compose_step; ZB-H1 rows' bubble from their compute)."""
-    return st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
-                           c.schedule == SCHEDULE_CODES["zb-h1"], comp.per_micro_batch)
+    step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
+                                   c.schedule == SCHEDULE_CODES["zb-h1"], comp.per_micro_batch)
+    return array(step), array(bubble)
 
 
 def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
@@ -168,7 +172,8 @@ def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     return _compose(c, x, comp, per_mb, [])[0] * (1.0 - STEP_FLOOR_MARGIN)
 
 
-def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray],
+def step_seconds(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
+                 a: dict[int, np.ndarray],
                  groups: "terms.Groups" = terms.Groups(),
                  comp: "terms.Compute | None" = None) -> np.ndarray:
     """step_time's step alone (what the search's fronts compare), bit for bit; `groups` the
@@ -177,8 +182,8 @@ def step_seconds(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarr
     return _step(p, c, x, mem, a, groups, comp)[4]
 
 
-def step_time(p: Problem, c: Candidates, x: Shape, mem, a: dict[int, np.ndarray]
-              ) -> tuple[StepTime, Throughput]:
+def step_time(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
+              a: dict[int, np.ndarray]) -> tuple[StepTime, Throughput]:
     """The step, composed as a list of per-axis terms (_step), and its throughput."""
     comp, cm, t_opt, t_offload, step, bubble = _step(p, c, x, mem, a)
     m, n_layers = x.micro_batches, x.layers[1]

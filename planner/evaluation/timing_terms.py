@@ -11,8 +11,7 @@ PP scatter/gather, what "selective" recompute redoes, the kernel class and atten
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,7 +25,8 @@ from planner.engine import fp8 as f8
 from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
-from planner.engine.params import mlp_params
+from planner.engine.arrays import FloatArray, array
+from planner.engine.params import attention_score_forward_flops, mlp_params
 from planner.engine.topology import fabric
 
 # Memory-bound (elementwise) HBM traffic per kernel class, relative to fused kernels (the A100
@@ -62,10 +62,10 @@ def _rates(p: Problem, x: Shape, tokens: np.ndarray) -> tuple[np.ndarray, np.nda
         tokens, eff.matmul_half_tokens)
     rate = bf16 * hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction * shape
     if p.precision != "fp8" or "fp8" not in hw.gpu.peak_flops:
-        return rate, rate, peak
+        return array(rate), array(rate), peak
     ceil8 = eff.fp8_matmul_ceiling_fraction or hw.gpu.matmul_ceiling_fraction
-    return rate, f8.fp8_gemm_rate(hw.gpu.peak_flops["fp8"], ceil8,
-                                  eff.sustained_matmul_fraction, shape), peak
+    return array(rate), array(f8.fp8_gemm_rate(hw.gpu.peak_flops["fp8"], ceil8,
+                                               eff.sustained_matmul_fraction, shape)), peak
 
 
 def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
@@ -86,26 +86,27 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     dense_matmul = layer_matmul - expert_active
     f_lin = 2.0 * tokens * dense_matmul / x.tp
     causal = p.flash
-    f_attn = attn.forward_flops(tokens, s, mod.attn_dim / x.tp, causal)
+    f_attn = array(attention_score_forward_flops(tokens, s, mod.attn_dim / x.tp, causal))
     if p.flash:
         frac = attn.kernel_fraction(fw.attention_kernel, eff.flash_attention_fraction,
                                     eff.fa3_attention_fraction)
-        t_attn, t_attn_b = attn.attention_time(tokens, s, mod.attn_dim / x.tp, mod.head_dim,
-                                               True, bf16, frac, eff.attention_half_seq)
+        t_attn, t_attn_b = map(array, attn.attention_time(
+            tokens, s, mod.attn_dim / x.tp, mod.head_dim, True, bf16, frac,
+            eff.attention_half_seq))
     else:  # unfused QKᵀ and scores×V: batched GEMMs whose short side is the head dim
         r_u = cmp.matmul_rate(peak, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction,
                               mod.head_dim, tokens, eff.matmul_half_hidden, eff.matmul_half_tokens)
         t_attn, t_attn_b = f_attn / r_u, 2.0 * f_attn / r_u
     t_exp_f, t_exp_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
     if mod.is_moe:
-        e_f, e_b = moe.moe_layer_time(tokens / x.tp, h, mod.experts, max(mod.experts_per_token, 1),
-                                      expert_w, lin_rate, eff.grouped_gemm_fraction, hbm,
-                                      x.act_bytes)
+        e_f, e_b = map(array, moe.moe_layer_time(
+            tokens / x.tp, h, mod.experts, max(mod.experts_per_token, 1), expert_w, lin_rate,
+            eff.grouped_gemm_fraction, hbm, x.act_bytes))
         t_exp_f, t_exp_b = moe_share * e_f, moe_share * e_b
     cast_f, cast_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
     if p.precision == "fp8":
         act_elems = tokens * (2.0 * h + mod.attn_dim + mod.ffn) / x.tp
-        cast_f, cast_b = f8.cast_time(act_elems, dense_matmul / x.tp, hbm)
+        cast_f, cast_b = map(array, f8.cast_time(act_elems, dense_matmul / x.tp, hbm))
     a_none, a_sel = a[act.RECOMPUTE_NONE], a[act.RECOMPUTE_SELECTIVE]
     passes = eff.memory_passes * KERNEL_MEMORY_FACTOR[fw.kernel_class]
     mem_fwd = cmp.memory_bound_time(passes * a_none, hbm)
@@ -127,6 +128,34 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)
+
+
+class StageParams(Protocol):
+    """What the time model reads of a stage's memory (evaluate.StageMemory; evaluate imports
+    this module, so the time model names the fields it reads instead of the class)."""
+
+    @property
+    def params(self) -> np.ndarray: ...
+
+
+class StageStates(StageParams, Protocol):
+    """... and of the first stage's: its states too."""
+
+    @property
+    def weights(self) -> np.ndarray: ...
+    @property
+    def gradients(self) -> np.ndarray: ...
+    @property
+    def optimizer(self) -> np.ndarray: ...
+
+
+class MemoryStages(Protocol):
+    """What the time model reads of evaluate.Memory: its first and last stage."""
+
+    @property
+    def first(self) -> StageStates: ...
+    @property
+    def last(self) -> StageParams: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,22 +190,37 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     fw, hw = p.fw.time, p.hardware
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
-    out = {}
-    out["g"], out["r"] = st.zero3_unit_times(layer_params, fw.gather_bytes, fw.reduce_bytes,
-                                             x.shard, x.tp * x.cp, gpn, fab)
-    out["g_e"], out["r_e"] = st.zero3_unit_times(edge_params, fw.gather_bytes, fw.reduce_bytes,
-                                                 x.shard, x.tp * x.cp, gpn, fab)
+    out: dict[str, np.ndarray] = {}
+    out["g"], out["r"] = map(array, st.zero3_unit_times(
+        layer_params, fw.gather_bytes, fw.reduce_bytes, x.shard, x.tp * x.cp, gpn, fab))
+    out["g_e"], out["r_e"] = map(array, st.zero3_unit_times(
+        edge_params, fw.gather_bytes, fw.reduce_bytes, x.shard, x.tp * x.cp, gpn, fab))
     n = x.dp * x.cp
-    out["red"], out["gather"] = st.dp_reduction_times(
+    out["red"], out["gather"] = map(array, st.dp_reduction_times(
         dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
-        gpn, fab)
+        gpn, fab))
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out
 
 
-def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str, np.ndarray],
-             n_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class _Zero3Rows(NamedTuple):
+    """What _sharded reads of each row: candidate, shape, compute and collective columns."""
+
+    recompute: np.ndarray
+    zero: np.ndarray
+    pp: np.ndarray
+    micro_batches: np.ndarray
+    layer_fwd: np.ndarray
+    layer_bwd: np.ndarray
+    g: np.ndarray
+    r: np.ndarray
+    g_e: np.ndarray
+    r_e: np.ndarray
+    n_layers: np.ndarray
+
+
+def _sharded(p: Problem, z: _Zero3Rows) -> tuple[np.ndarray, np.ndarray]:
     """ZeRO-3 / FSDP per micro-batch: (communication, exposed), engine.step_time.
     zero3_time_per_micro_batch under the framework's profile: parameters gathered in its
     gather dtype, gradients reduce-scattered in its reduce dtype, re-gathered in backward where
@@ -187,14 +231,14 @@ def _sharded(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[str,
     as 1/m of a step per micro-batch (the pipeline's idle slots then carry (p−1)/(v·m) of it as
     well, an over-count of that share). 0 below ZeRO-3."""
     fw, eff = p.fw.time, p.hardware.efficiency
-    regather = np.where(x.pp > 1, float(fw.regathers_in_backward(2)),
+    regather = np.where(z.pp > 1, float(fw.regathers_in_backward(2)),
                         float(fw.regathers_in_backward(1)))
-    again = np.where((c.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
-    once = (x.pp > 1) & p.fw.shards_once_per_step_under_pp()
+    again = np.where((z.recompute == act.RECOMPUTE_FULL) & fw.regather_under_recompute, 1.0, 0.0)
+    once = (z.pp > 1) & p.fw.shards_once_per_step_under_pp()
     total, exposed = st.zero3_time_per_micro_batch(
-        coll["g"], coll["r"], coll["g_e"], coll["r_e"], comp.layer_fwd, comp.layer_bwd, n_layers,
-        regather + again, once, x.micro_batches, fw.prefetch_depth, eff.overlap_efficiency)
-    on = c.zero >= 3
+        z.g, z.r, z.g_e, z.r_e, z.layer_fwd, z.layer_bwd, z.n_layers, regather + again, once,
+        z.micro_batches, fw.prefetch_depth, eff.overlap_efficiency)
+    on = z.zero >= 3
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
 
@@ -203,15 +247,13 @@ def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """_sharded computed on the ZeRO-3 rows alone (the rest are 0, as _sharded gives them):
     the same arithmetic row by row on what those rows read."""
+    z = _Zero3Rows(c.recompute, c.zero, x.pp, x.micro_batches, comp.layer_fwd, comp.layer_bwd,
+                   coll["g"], coll["r"], coll["g_e"], coll["r_e"], n_layers)
     on = c.zero >= 3
     if on.all():
-        return _sharded(p, c, x, comp, coll, n_layers)
+        return _sharded(p, z)
     idx = np.flatnonzero(on)
-    t, e = _sharded(p, SimpleNamespace(recompute=c.recompute.take(idx), zero=c.zero.take(idx)),
-                    SimpleNamespace(pp=x.pp.take(idx), micro_batches=x.micro_batches.take(idx)),
-                    SimpleNamespace(layer_fwd=comp.layer_fwd.take(idx),
-                                    layer_bwd=comp.layer_bwd.take(idx)),
-                    {k: coll[k].take(idx) for k in ("g", "r", "g_e", "r_e")}, n_layers.take(idx))
+    t, e = _sharded(p, _Zero3Rows(*(column.take(idx) for column in z)))
     total, exposed = np.zeros(len(on)), np.zeros(len(on))
     total[idx], exposed[idx] = t, e
     return total, exposed
@@ -264,8 +306,8 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
         "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
             tp * cp, gpn, fab, act_b),
-        "pp": st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab, x.v,
-                                         act_b)}
+        "pp": array(st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab,
+                                               x.v, act_b))}
 
 
 class Groups(NamedTuple):
@@ -277,7 +319,7 @@ class Groups(NamedTuple):
     act: tuple[np.ndarray, int] | None = None
 
 
-def communication(p: Problem, c: Candidates, x: Shape, mem, comp: Compute,
+def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: Compute,
                   n_layers: np.ndarray, groups: Groups = Groups()) -> Comm:
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
@@ -299,6 +341,6 @@ def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
                        groups=groups.axis)
     return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
-                cp_exposed=st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
-                                      * comp.attn_fwd),
+                cp_exposed=array(st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
+                                            * comp.attn_fwd)),
                 ep=axes["ep"], pp=axes["pp"])

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
+from planner.resilience.planning import ResiliencePlan, plan_resilience
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, Layout
@@ -18,23 +19,24 @@ from planner.specs.model import ModelSpec
 
 
 def build_layout(*, gpus: int, **knobs: Any) -> Layout:
-    """A Layout from knobs by name (specs.layout.KNOBS), DP = GPUs/(TP·PP·CP); errors name flags."""
+    """A Layout from knobs by name (specs.layout.KNOBS), DP = GPUs/(TP·PP·CP); an error names
+    the knob (the CLI: its option)."""
     unknown = sorted(set(knobs) - set(KNOB) | ({"dp"} & set(knobs)))
     if unknown:
         raise TypeError(f"build_layout: not a layout knob here: {', '.join(unknown)}")
     k = {n: knobs.get(n, KNOB[n].default) for n in KNOB if n != "dp"}
-    tp, pp, cp, gpus = k["tp"], k["pp"], k["cp"], v.positive_int("--gpus", gpus)
-    for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", k["ep"])):
-        v.positive_int(f, x)
-    v.zero_stage("--zero", k["zero"])
+    tp, pp, cp, gpus = k["tp"], k["pp"], k["cp"], v.positive_int("gpus", gpus)
+    for name in ("tp", "pp", "cp", "ep"):
+        v.positive_int(name, k[name])
+    v.zero_stage("zero", k["zero"])
     if gpus % (tp * pp * cp):
-        raise InputError("--gpus", f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
+        raise InputError(named("gpus"), f"{gpus} GPUs do not divide by TP×PP×CP = {tp * pp * cp}")
     for name in ("schedule", "recompute", "offload_optimizer", "offload_params"):
-        v.choice(KNOB[name].flag, k[name], KNOB[name].choices)
+        v.choice(name, k[name], KNOB[name].choices)
     if k["shard_group"] is not None:
-        v.positive_int("--shard-group", k["shard_group"])
+        v.positive_int("shard_group", k["shard_group"])
     if k["recompute_layers"] is not None and k["recompute"] != "full":
-        raise InputError("--recompute-layers", "needs --recompute full")
+        raise InputError(named("recompute_layers"), f"needs {named('recompute')} full")
     k.update(micro_batch=k["micro_batch"] or 1, chunks=k["chunks"] or 1)
     return Layout(dp=gpus // (tp * pp * cp), **k)
 
@@ -42,7 +44,7 @@ def build_layout(*, gpus: int, **knobs: Any) -> Layout:
 def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
             global_batch: int, precision: str = "mixed", optimizer: str = "adam",
             budget: MemoryBudget | None = None) -> Problem:
-    return Problem(model=model, hardware=hardware, gpus=v.positive_int("--gpus", gpus),
+    return Problem(model=model, hardware=hardware, gpus=v.positive_int("gpus", gpus),
                    seq_len=seq_len, global_batch=global_batch, precision=precision,
                    optimizer=optimizer, budget=budget or MemoryBudget())
 
@@ -63,7 +65,7 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
     """Wall-clock time to train a token budget (tokens ÷ tokens/s ÷ goodput, engine.resilience),
     with GPU-hours, cost and energy at board power."""
     from planner.engine import resilience as res_eq
-    tokens = v.positive("--train-tokens", train_tokens)
+    tokens = v.positive("train_tokens", train_tokens)
     secs = float(res_eq.train_time(tokens, e.tokens_per_s, goodput))
     gpu_h = float(res_eq.gpu_hours(secs, e.gpus))
     cost = gpu_h * gpu_hour_cost if gpu_hour_cost is not None else None
@@ -88,8 +90,7 @@ def resilience_plan(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay:
                 gpu_mtbf_s: Optional[float] = DEFAULT_GPU_MTBF_S,
                 job_mtbf_s: Optional[float] = None, train_tokens: Optional[float] = None,
                 tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
-                async_checkpoint: bool = False):
-    from planner.resilience.planning import plan_resilience
+                async_checkpoint: bool = False) -> ResiliencePlan:
     return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
                            shard_degree=lay.shard_group, ep=lay.ep,
@@ -105,7 +106,7 @@ def resilience_plan(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay:
 def resilience_for(e: Estimate, hardware: HardwareProfile, model: ModelSpec, *,
                    gpu_mtbf_s: float = DEFAULT_GPU_MTBF_S, job_mtbf_s: Optional[float] = None,
                    train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
-                   async_checkpoint: bool = False):
+                   async_checkpoint: bool = False) -> ResiliencePlan:
     """Checkpoint size and write time for this layout, the Young/Daly interval, goodput and,
     given a token budget, the time to train including failures. A job MTBF, when given,
     replaces the per-GPU one."""

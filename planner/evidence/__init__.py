@@ -17,7 +17,7 @@ from pathlib import Path
 from planner.errors import InputError
 from planner.evidence.golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
 from planner.evidence.memory import looks_like_pickle, looks_like_summary, read_snapshot, read_summary, read_timeline
-from planner.evidence.model import KINDS, Evidence, MemoryStats, NcclRow, NcclTable, Spread, StepStats, TraceSummary
+from planner.evidence.model import Evidence
 from planner.evidence.nccl import looks_like as _is_nccl
 from planner.evidence.nccl import read_nccl
 from planner.evidence.source import MAX_JSON_BYTES, MAX_TEXT_BYTES, PROBE_BLOCK_BYTES, fail, open_content, read_bytes, text_lines
@@ -25,9 +25,6 @@ from planner.evidence.stats import WARMUP_STEPS
 from planner.evidence.trace import read_trace, read_trace_file
 from planner.evidence.training import looks_like as _is_training
 from planner.evidence.training import read_training
-
-__all__ = ["Evidence", "KINDS", "MemoryStats", "NcclRow", "NcclTable", "Spread", "StepStats",
-           "TraceSummary", "expand", "read_evidence", "read_file"]
 
 SKIP_SUFFIXES = (".md", ".py", ".sh", ".toml")
 # Files read in one command: one per rank of a 1,024-GPU job. Each is read alone (its size

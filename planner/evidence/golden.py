@@ -9,6 +9,7 @@ tests/functional_tests). Steps a run did not reach are the string "nan" and are 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,9 @@ def read_golden(path: Path, text: str, data: dict, warmup_steps: int = WARMUP_ST
     st = StepStats(steps_read=len(times), warmup_dropped=dropped, step_time_s=spread(kept))
     mem = None
     if peak or alloc:  # medians over the sampled steps: one outlier step is not the job's peak
-        mem = MemoryStats(peak_allocated_bytes=spread([v for _, v in peak]).median if peak else None,
-                          allocated_bytes=spread([v for _, v in alloc]).median if alloc else None)
+        mem = MemoryStats(
+            peak_allocated_bytes=statistics.median(v for _, v in peak) if peak else None,
+            allocated_bytes=statistics.median(v for _, v in alloc) if alloc else None)
         if peak:
             mem.counters["max_over_steps_bytes"] = max(v for _, v in peak)
     ev = Evidence(path=str(path), kind="training-log", format="megatron-ci-golden", steps=st,

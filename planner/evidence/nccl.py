@@ -69,12 +69,15 @@ def _row(tokens: list[str], path: Path, line: int, time_scale: float) -> NcclRow
                    f"then time/algbw/busbw/wrong; got {len(tokens)} fields")
     names = ("time", "algbw", "busbw", "#wrong")
     vals = [_value(t, path, line, names[i % 4]) for i, t in enumerate(tail)]
-    if any(vals[i] is None for i in range(len(vals)) if i % 4 != 3):
+    # time, algbw, busbw out of place (and in place): every column but #wrong is a number
+    figures = [v for i, v in enumerate(vals) if i % 4 != 3 and v is not None]
+    if len(figures) < n_tail // 4 * 3:
         raise fail(path, line, "nccl-tests row: N/A outside the #wrong column")
-    ip = vals[4:7] if n_tail == 8 else [None, None, None]
+    ip: tuple[float | None, ...] = tuple(figures[3:]) or (None, None, None)
     return NcclRow(size_bytes=integer(tokens[0], path, line, "nccl-tests row: size"),
                    count=integer(tokens[1], path, line, "nccl-tests row: count"), dtype=tokens[2],
-                   time_us=vals[0] * time_scale, algbw_gbps=vals[1], busbw_gbps=vals[2],
+                   time_us=figures[0] * time_scale, algbw_gbps=figures[1],
+                   busbw_gbps=figures[2],
                    inplace_time_us=None if ip[0] is None else ip[0] * time_scale,
                    inplace_algbw_gbps=ip[1], inplace_busbw_gbps=ip[2])
 
@@ -117,8 +120,7 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
                                "its own file")
                 if m:
                     collective = m[1]
-                else:
-                    t = THREADS.search(stripped)
+                elif t := THREADS.search(stripped):
                     threads = (integer(t[1], path, ln, "nThread"),
                                integer(t[2], path, ln, "nGpus"))
             elif m := AVG.search(stripped):
@@ -145,11 +147,11 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
         rows.append(_row(tokens, path, ln, time_scale))
     if not rows:
         raise fail(path, 1, "no nccl-tests result rows (size count type ... busbw) found")
-    ev = Evidence(path=str(path), kind="nccl-tests", format="nccl-tests",
-                  nccl=NcclTable(collective=collective or _collective_from_name(path), rows=rows,
-                                 avg_busbw_gbps=avg, dtype=rows[-1].dtype))
+    table = NcclTable(collective=collective or _collective_from_name(path), rows=rows,
+                      avg_busbw_gbps=avg, dtype=rows[-1].dtype)
+    ev = Evidence(path=str(path), kind="nccl-tests", format="nccl-tests", nccl=table)
     _cluster(ev, ranks, threads)
-    if ev.nccl.collective is None:
+    if table.collective is None:
         ev.notes.append("the output does not name its test; name the file after it "
                         "(e.g. all_reduce_perf.txt) to say which collective it measured")
     return ev

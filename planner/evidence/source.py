@@ -15,7 +15,7 @@ import re
 import struct
 import zlib
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, BinaryIO, Callable, Iterator
 
 from planner.errors import InputError
 from planner.io.read import open_regular
@@ -86,16 +86,20 @@ def open_content(path: str | Path, limit: int,
     except BaseException:
         raw.close()
         raise
-    fh: IO[bytes] = gzip.GzipFile(fileobj=raw) if gz else raw
-    return Bounded(fh, limit, path, raw if gz else None), lambda: (fh.close(), raw.close())
+    fh: gzip.GzipFile | BinaryIO = gzip.GzipFile(fileobj=raw) if gz else raw
+
+    def close() -> None:
+        fh.close()
+        raw.close()
+    return Bounded(fh, limit, path, raw if gz else None), close
 
 
 class Bounded:
     """A read-only stream refusing content past `limit` bytes (a growing file, a gzip bomb)
     and, for gzip, content expanding more than MAX_GZIP_RATIO times its compressed bytes."""
 
-    def __init__(self, fh: IO[bytes], limit: int, path: str | Path,
-                 compressed: IO[bytes] | None = None):
+    def __init__(self, fh: gzip.GzipFile | IO[bytes], limit: int, path: str | Path,
+                 compressed: IO[bytes] | None = None) -> None:
         self._fh, self._left, self._limit, self._path = fh, limit, limit, path
         self._compressed, self._out = compressed, 0
 

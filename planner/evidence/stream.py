@@ -17,7 +17,7 @@ import codecs
 import json
 import re
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from planner.errors import InputError
 from planner.evidence.source import Refused, bounded_int_hook, fail
@@ -37,6 +37,12 @@ BOUNDARY = re.compile(r"[}\]][ \t\n\r]*,(?=[ \t\n\r]*[{\[])")
 TAIL_CHARS = 4096              # the first window searched backwards for the last boundary
 
 
+class ByteSource(Protocol):
+    """What the trace reader needs of a binary file: up to n bytes a read, b"" at its end."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
 class TraceStream:
     """The top-level object of one trace file, read incrementally from a binary file object.
 
@@ -44,7 +50,7 @@ class TraceStream:
     ``header`` holds every other top-level key (those after the array too). ``path`` names the
     file in errors (line numbers are counted as the buffer slides)."""
 
-    def __init__(self, fh: IO[bytes], path: str | Path):
+    def __init__(self, fh: ByteSource, path: str | Path):
         self._fh, self.path = fh, path
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # Decoded without a hook first (a Python call per integer costs a quarter of the
@@ -86,7 +92,8 @@ class TraceStream:
     def _skip(self) -> str:
         """The next non-whitespace character (not consumed), or '' at the end of the file."""
         while True:
-            self._pos = WHITESPACE.match(self._buf, self._pos).end()
+            m = WHITESPACE.match(self._buf, self._pos)   # `[ \t\n\r]*` matches everywhere
+            self._pos = m.end() if m else self._pos
             if self._pos < len(self._buf) or self._eof:
                 return self._buf[self._pos] if self._pos < len(self._buf) else ""
             self._fill(1)

@@ -59,7 +59,9 @@ class _Collected:
     def __init__(self, line: Callable[[], int] = lambda: 1) -> None:
         self.line = line    # the line being read, for errors (the stream's position)
         self.steps: list[tuple[float, float, str]] = []
-        self.launch = (array("q"), array("q"), array("d"))    # correlation, thread code, ts
+        # correlation, thread code, ts
+        self.launch: tuple[array[int], array[int], array[float]] = (array("q"), array("q"),
+                                                                     array("d"))
         self.annotations: dict[Any, list[tuple]] = {}
         self.gpu: dict[int, tuple[array, array, array]] = {}   # starts, ends, kind codes
         # NCCL kernels, resolved after the pass: device, row, correlation, `Collective name`
@@ -84,9 +86,10 @@ class _Collected:
             self._gpu_event(e, cat, str(name), path)
         elif cat == "cuda_runtime" and isinstance(e.get("args"), dict) \
                 and _corr(e["args"].get("correlation")) >= 0 and _num(e.get("ts")) is not None:
-            for col, x in zip(self.launch, (_corr(e["args"]["correlation"]),
-                                            self.name_code(e.get("tid")), float(e["ts"]))):
-                col.append(x)
+            corr, thread, ts = self.launch
+            corr.append(_corr(e["args"]["correlation"]))
+            thread.append(self.name_code(e.get("tid")))
+            ts.append(float(e["ts"]))
         elif cat == "user_annotation" and str(name).startswith("nccl:") \
                 and _num(e.get("ts")) is not None:
             t = float(e["ts"])
@@ -104,7 +107,8 @@ class _Collected:
             field, value = ("ts", ts) if abs(ts) > MAX_TS_US else ("dur", dur)
             raise fail(path, self.line(), f"GPU event {name[:60]!r}: {field} {value:g} is out of "
                        f"range (ts within ±{MAX_TS_US:g} µs, dur 0 to {MAX_DUR_US:g} µs)")
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        given = e.get("args")
+        args: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
             dev = int(args.get("device", e.get("pid", 0)) or 0)
         except (TypeError, ValueError, OverflowError):
@@ -135,18 +139,17 @@ class _Collected:
         if not self.gpu:
             raise fail(path, 1, "profiler trace without GPU kernels (was CUDA activity recorded?)")
         dev = max(self.gpu, key=lambda d: len(self.gpu[d][0]))
-        starts, ends, codes = (np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
-                               for a, t in zip(self.gpu[dev], (float, float, np.int32)))
-        codes = codes.copy()
+        t0s, t1s, kind_codes = self.gpu[dev]
+        starts, ends = _column(t0s, np.float64), _column(t1s, np.float64)
+        codes = _column(kind_codes, np.int32).copy()
         windows = {self.names.get(_key(t), -1): ([w[0] for w in sorted(ws)], sorted(ws))
                    for t, ws in self.annotations.items()}
         names = {c: n for n, c in self.names.items()}
-        d, rows, corr, coll = (np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, int)
-                               for a in self.nccl)
+        d, rows, corr, coll = (_column(a, np.int64) for a in self.nccl)
         mine = d == dev
         rows, corr, coll = rows[mine], corr[mine], coll[mine]
-        lc, lt, lts = (np.frombuffer(a, dtype=x) if len(a) else np.zeros(0, x)
-                       for a, x in zip(self.launch, (np.int64, np.int64, float)))
+        lc, lt, lts = (_column(self.launch[0], np.int64), _column(self.launch[1], np.int64),
+                       _column(self.launch[2], np.float64))
         wanted = np.isin(lc, corr[corr >= 0])
         launches = {int(c): (int(t), float(x)) for c, t, x in zip(lc[wanted], lt[wanted],
                                                                   lts[wanted])}
@@ -155,6 +158,11 @@ class _Collected:
             args = {"correlation": c, "Collective name": names.get(k)}
             codes[row] = self.code(_comm_kind(op, args, launches, windows))
         return dev, np.column_stack([starts, ends]), codes
+
+
+def _column(a: array[Any], dtype: type[np.generic]) -> np.ndarray:
+    """The numbers of an array as a numpy view (np.frombuffer refuses an empty buffer)."""
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype)
 
 
 def _num(x: Any) -> float | None:
@@ -285,8 +293,10 @@ def summarise(path: Path, header: dict, got: _Collected) -> Evidence:
     for k in order:
         got.code(k)
     tot_ex = {k: 0.0 for k in order + [IDLE]}
-    tot_ov, tot_busy = {}, {}
-    step_ms, start_idle = [], 0.0
+    tot_ov: dict[str, float] = {}
+    tot_busy: dict[str, float] = {}
+    step_ms: list[float] = []
+    start_idle = 0.0
     for t0, dur, _name in steps:
         t1 = t0 + dur
         ex, ov, busy = _step_breakdown(iv, codes, kinds, order, t0, t1, longest)

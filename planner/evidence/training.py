@@ -10,6 +10,7 @@ naming the line (a corrupted copy is refused, not silently skipped).
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,10 +155,10 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
                 f.config[key] = integer(m[g], path, ln, key)
         return True
     if " .." in s and (m := ARG_DUMP.match(s)):
-        key = ARG_KEYS.get(m[1])
-        if key and re.fullmatch(r"\d+", m[2]):
-            f.config.setdefault(key, integer(m[2], path, ln, m[1]))
-        return bool(key)
+        arg = ARG_KEYS.get(m[1])
+        if arg and re.fullmatch(r"\d+", m[2]):
+            f.config.setdefault(arg, integer(m[2], path, ln, m[1]))
+        return bool(arg)
     return False
 
 
@@ -326,9 +327,9 @@ def _evidence(path: Path, f: _Found, warmup_steps: int) -> Evidence:
             kept, dropped = steady(pts.items(), warmup_steps)
             setattr(st, name, spread(kept))
             st.warmup_dropped = max(st.warmup_dropped, dropped)
-    for key, pts in f.timers.items():
-        kept, _ = steady(pts, warmup_steps)
-        st.timers_ms[key] = spread(kept).median
+    for key, timed in f.timers.items():
+        kept, _ = steady(timed, warmup_steps)
+        st.timers_ms[key] = statistics.median(kept)
     cfg = f.config
     world = cfg.get("world_size")
     if st.samples_per_s is None and "train_samples_per_second" in cfg:

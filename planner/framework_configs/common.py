@@ -16,7 +16,8 @@ from typing import Any
 
 from planner.engine.stages import stage_layers
 from planner.errors import InputError, Problems
-from planner.io.read import detect_format, looks_like_path, parse_text, read_text
+from planner.io.parse import detect_format, parse_text
+from planner.io.read import looks_like_path, read_text
 from planner.io.validate import MAX_GPUS
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_hardware
@@ -105,6 +106,11 @@ class _Obj:
     def fail(self, key: str, msg: str) -> InputError:
         return InputError(f"{self.where}: {self.prefix}{key}", msg)
 
+    # before int/bool/str, whose names these methods take in the class body
+    def sub(self, key: str) -> "_Obj":
+        v = self.data.get(key)
+        return _Obj(self.where, {} if v is None else v, f"{self.prefix}{key}.")
+
     def int(self, key: str, default: Any = None, *, auto: bool = False, low: int = 1,
             high: int = MAX_GPUS) -> Any:
         v = self.data.get(key)
@@ -131,10 +137,6 @@ class _Obj:
         if v is not None and not isinstance(v, str):
             raise self.fail(key, f"must be a string, got {v!r}")
         return v
-
-    def sub(self, key: str) -> "_Obj":
-        v = self.data.get(key)
-        return _Obj(self.where, {} if v is None else v, f"{self.prefix}{key}.")
 
 
 # ---- the writers' common checks ---------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS
 from planner.errors import InputError, Problems
 from planner.specs.job import CheckOptions, Job
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, cli_model
@@ -240,7 +240,7 @@ def to_deepspeed(inp: Job) -> Export:
                          "(mics_shard_size); dtplan check reads it as full ZeRO-3 sharding")
     for key, dev in (("offload_optimizer", lay.offload_optimizer), ("offload_param", lay.offload_params)):
         if dev != "none":
-            block = {"device": dev, "pin_memory": True}
+            block: dict[str, str | bool] = {"device": dev, "pin_memory": True}
             if dev == "nvme":
                 block["nvme_path"] = "/local_nvme"
                 notes.append(f"{key}.nvme_path is a placeholder: set it to a local NVMe mount")

@@ -11,7 +11,7 @@ import math
 
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.job import CheckOptions, Job
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule

@@ -65,8 +65,9 @@ def parse_megatron_args(text: str, where: str,
             raise InputError(where, f"cannot split shell line ({e}): {line.strip()[:60]}") from None
         toks = [_subst(t, env) for t in toks]
         head = toks[1:] if toks[:1] == ["export"] else toks
-        if len(head) == 1 and _ASSIGN.match(head[0]) and not head[0].startswith("-"):
-            name, value = _ASSIGN.match(head[0]).groups()
+        assign = _ASSIGN.match(head[0]) if len(head) == 1 else None
+        if assign and not head[0].startswith("-"):
+            name, value = assign.groups()
             env[name] = value
             continue
         tokens.extend(toks)
@@ -153,7 +154,7 @@ def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
 
 
 # check's options → the arguments they replace (recompute: Megatron's own spellings).
-_RECOMPUTE_ARGS = {"none": {}, "selective": {"--recompute-granularity": "selective"},
+_RECOMPUTE_ARGS: dict[str, dict[str, Any]] = {"none": {}, "selective": {"--recompute-granularity": "selective"},
                    "full": {"--recompute-granularity": "full", "--recompute-method": "uniform",
                             "--recompute-num-layers": 1}}
 _RECOMPUTE_KEYS = ("--recompute-granularity", "--recompute-method", "--recompute-num-layers",

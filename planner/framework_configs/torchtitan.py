@@ -14,7 +14,7 @@ from typing import Any
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from planner.errors import InputError, Problems
 from planner.specs.job import CheckOptions, Job
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.evaluation.rules import config_keys
 from planner.specs.model import ModelSpec
 from planner.specs.verdict import GateRule, make_rule
@@ -211,7 +211,7 @@ TITAN_MODELS = {"llama38b": ("llama3", "8B"), "llama3.18b": ("llama3", "8B"),
                 "llama3.1405b": ("llama3", "405B")}
 
 
-def _toml_value(v) -> str:
+def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -263,7 +263,8 @@ def to_torchtitan(inp: Job) -> Export:
         notes.append("torchtitan's full AC covers every layer; the plan recomputes "
                      f"{lay.recompute_layers} per stage")
     model = TITAN_MODELS.get(re.sub(r"[^a-z0-9.]", "", (mod.name or "").lower()))
-    sections = [("job", {"description": f"dtplan export: {mod.name or 'model'} on {inp.gpus} GPUs"})]
+    sections: list[tuple[str, dict[str, Any]]] = [
+        ("job", {"description": f"dtplan export: {mod.name or 'model'} on {inp.gpus} GPUs"})]
     model_keys: dict = {"name": model[0], "flavor": model[1]} if model else {}
     if not model:
         notes.append(f"[model] name/flavor: {mod.name or 'this model'} has no torchtitan flavor "

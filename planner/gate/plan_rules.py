@@ -12,7 +12,7 @@ from planner.engine import checkpoint as ckpt
 from planner.errors import InputError
 from planner.io.units import capacity
 from planner.specs.job import Job
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.plan import Thresholds
 from planner.specs.verdict import GateRule, make_rule
 

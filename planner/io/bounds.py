@@ -38,7 +38,7 @@ class YamlWord(str):
 class _Bad:
     """A number that broke a bound, kept in the parsed data so the walk can name its key."""
 
-    def __init__(self, reason: str, literal: str, line: Optional[int] = None):
+    def __init__(self, reason: str, literal: Optional[str], line: Optional[int] = None) -> None:
         self.reason, self.literal, self.line = reason, literal, line
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from planner.errors import InputError, InputErrors
+
 __all__ = ["at_line", "find_key_line", "with_lines"]
 
 
@@ -58,11 +60,9 @@ def at_line(where: str, path: str, text: str | None) -> str:
     return f"{where}:{line}: {path}"
 
 
-def with_lines(e, where: str, text: str | None):
+def with_lines(e: InputError, where: str, text: str | None) -> InputError:
     """An InputError (or InputErrors) whose field is ``where: key`` relabelled
     ``where:line: key`` (at_line); others, and all without the file's text, unchanged."""
-    from planner.errors import InputError, InputErrors
-
     if isinstance(e, InputErrors):
         return InputErrors([with_lines(x, where, text) for x in e.errors])
     head = f"{where}: "

@@ -50,7 +50,7 @@ def parse_number(field: str, text: str | float, *, sequence: bool = False) -> fl
 
 
 def parse_whole(field: str, text: str | float, *, sequence: bool = False,
-                lower: int | None = None, upper: int | None = None) -> int:
+                lower: float | None = None, upper: float | None = None) -> int:
     """A whole number (8, 8.0, 8k, 4M) within [lower, upper], or an InputError naming `field`."""
     x = parse_number(field, text, sequence=sequence)
     if x != int(x):

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from planner.errors import InputError
 from planner.io.bounds import (MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_NODES, Refused, YamlSyntax, YamlWord,  # noqa: F401
@@ -49,7 +50,7 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not allowed")
 
 
@@ -201,10 +202,10 @@ def _parse(text: str, fmt: str, where: str) -> Any:
         from planner.io.yaml_bounded import load_yaml
         return load_yaml(text)
     if fmt == "toml":
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python < 3.11
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10: the same parser, published apart
+            import tomli as tomllib
         return tomllib.loads(text)
     if fmt == "json":
         import json   # JSON text only: the fit path reads TOML profiles

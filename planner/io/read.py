@@ -21,12 +21,11 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Optional
 
 from planner.errors import InputError
 from planner.io.escape import visible
 from planner.io.parse import detect_format, parse_text
-from planner.io.bounds import MAX_ALIASES, MAX_DEPTH, MAX_NODES, bounded_int  # noqa: F401
 
 MAX_FILE_BYTES = 1_000_000      # plan, engine-config and profile files; real ones are a few kB
 MAX_CONFIG_BYTES = 5 * 2**20    # a Hugging Face config.json is a few kB; some carry label maps
@@ -154,7 +153,7 @@ def read_bytes(path: str | Path, *, what: str, option: Optional[str] = None,
 
 
 def open_regular(path: str | Path, *, what: str, option: Optional[str] = None,
-                 max_bytes: int = MAX_FILE_BYTES):
+                 max_bytes: int = MAX_FILE_BYTES) -> BinaryIO:
     """A binary file object of a regular file of at most ``max_bytes`` bytes (the checks of
     read_bytes, for a reader that streams: evidence.stream); the caller closes it."""
     opened, fd, st = _open_regular(str(path), what, option, None)

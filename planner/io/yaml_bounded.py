@@ -18,14 +18,14 @@ class _BoundedLoader(yaml.SafeLoader):
     expansion: it counts alias uses, nodes (an alias counts as the size of its target) and depth.
     Integers and floats that break a bound become _Bad markers carrying their line."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._aliases = 0
         self._nodes = 0
         self._depth = 0
         self._sizes: dict[int, int] = {}
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
@@ -48,7 +48,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth -= 1
         return node
 
-    def construct_yaml_int(self, node):
+    def construct_yaml_int(self, node: Any) -> Any:
         # YAML 1.1 reads 4:16 as 256 (base 60), 0x8 and 010 in bases 16 and 8: a number is
         # decimal here, as on the command line (inputs.numbers) and in YAML 1.2
         if _NOT_DECIMAL.match(node.value):
@@ -59,16 +59,16 @@ class _BoundedLoader(yaml.SafeLoader):
             return _Bad(reason, node.value, node.start_mark.line + 1)
         return super().construct_yaml_int(node)
 
-    def construct_yaml_float(self, node):
+    def construct_yaml_float(self, node: Any) -> Any:
         x = super().construct_yaml_float(node)
         return x if math.isfinite(x) else _Bad("must be a finite number", node.value,
                                                node.start_mark.line + 1)
 
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         """A mapping whose keys are each given once: a second `gpus:` is refused with its line
         (PyYAML keeps the last one silently)."""
-        seen = set()
+        seen: set[str | None] = set()
         for key_node, _ in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key is not None and key in seen and key != "<<":

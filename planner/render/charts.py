@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
@@ -25,7 +27,7 @@ def available() -> bool:
     return True
 
 
-def _plt():
+def _plt() -> ModuleType:
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -108,8 +110,8 @@ def pipeline_chart(blocks: list, p: int, m: int, v: int, schedule: str) -> str:
     return _svg(fig)
 
 
-def checkpoint_chart(intervals_s, waste, optimum_s: float, optimum_waste: float,
-                     stated_s: float | None = None) -> str:
+def checkpoint_chart(intervals_s: Iterable[float], waste: Iterable[float], optimum_s: float,
+                     optimum_waste: float, stated_s: float | None = None) -> str:
     """Wasted fraction against the checkpoint interval (log x), the optimum marked."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 3.0))
@@ -139,7 +141,8 @@ def scaling_chart(plan_rows: list[dict], best_rows: list[dict], chosen: int,
     xs = [r["gpus"] for r in plan_rows]
     if base is not None:
         ends = (xs.index(min(xs)), xs.index(max(xs)))
-        ax.plot([xs[i] for i in ends], [ideal[i] / 1e3 for i in ends],
+        ys = [ideal[i] for i in ends]   # all set when the plan's own count fits
+        ax.plot([xs[i] for i in ends], [y / 1e3 for y in ys if y is not None],
                 ls="--", color="#999", lw=1, label="ideal (linear from the plan)")
     ax.plot([r["gpus"] for r in ok], [r["tokens_per_s"] / 1e3 for r in ok], "o-", color=PALETTE[0],
             label="the plan's layout, DP scaled")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from planner.advice.batch import BatchAdvice
 from planner.evaluation.estimate import Estimate
 from planner.render.document import Document, Table
 from planner.io.units import capacity, count, gb, hours, ms, pct, rule_cells, size
+from planner.resilience.planning import ResiliencePlan
 from planner.specs.records import dump
 
 ITEM_LABELS = {
@@ -77,9 +79,9 @@ def _past_device(e: Estimate, unit: str, gib: bool) -> str:
             "free its cached blocks, retry and run out of memory")
 
 
-def band(e) -> str:
+def band(e: Estimate) -> str:
     """' ± 6%' (relative, from the regime's calibration residuals) or ' (uncalibrated)'."""
-    b = getattr(e, "error_band_pct", None)
+    b = e.error_band_pct
     return f" ± {b:g}%" if b is not None else " (uncalibrated)"
 
 
@@ -104,14 +106,15 @@ def time_tables(e: Estimate) -> list[Table]:
     return tables
 
 
-def resilience_table(plan, gib: bool = False) -> Table:
+def resilience_table(plan: ResiliencePlan, gib: bool = False) -> Table:
     """Checkpoint and failure planning for the layout (planner.resilience.planning.ResiliencePlan)."""
     o, w, f = plan.optimum, plan.write, plan.failures
     rows = [["checkpoint size", f"{size(plan.contents.total_bytes, True, gib=gib)} "
              f"({size(plan.contents.busiest_rank_bytes, gib=gib)} on the busiest rank)"],
             ["write time (blocking)", f"{w.blocking_s:.1f} s"],
             ["job MTBF", f"{f.job_mtbf_s / 3600:.1f} h ({f.failures_per_day:.1f} failures/day; "
-             + ("given" if f.source == "job" else f"per-GPU MTBF {hours(f.component_mtbf_s)}")
+             + ("given" if f.component_mtbf_s is None  # a job MTBF: no per-GPU one behind it
+                else f"per-GPU MTBF {hours(f.component_mtbf_s)}")
              + ")"],
             ["restart cost", f"{plan.restart.total_s / 60:.1f} min"],
             ["checkpoint every (Daly)", f"{o.interval_s / 60:.1f} min (Young {o.young_interval_s / 60:.1f})"],
@@ -135,7 +138,8 @@ def rules_table(e: Estimate, gib: bool = False) -> Table:
 
 
 def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
-                 extra_notes: list[str] | None = None, batch_advice=None) -> Document:
+                 extra_notes: list[str] | None = None,
+                 batch_advice: BatchAdvice | None = None) -> Document:
     """`batch_advice` (planner.advice.batch.BatchAdvice or None), estimate view only: one note
     and the JSON's `batch_advice` (null when a bigger batch would not clear the threshold)."""
     title = (f"{e.model} on {e.gpus} × {e.hardware}: {layout_line(e)}; seq {e.seq_len}, "
@@ -169,7 +173,7 @@ def estimate_doc(e: Estimate, *, view: str = "estimate", gib: bool = False,
                     ok=not failed, data=data, mode="budget" if view == "memory" else "estimate")
 
 
-def batch_advice_note(a, layout_text: str = "") -> str:
+def batch_advice_note(a: BatchAdvice, layout_text: str = "") -> str:
     """One note line: the bigger batch (planner.advice.batch), its MFU and the caveat."""
     others = "; ".join(f"{k}: MFU {pct(v)}" for k, v in a.tried.items() if k != f"{a.factor}×")
     return (f"Bigger batch: --global-batch {a.global_batch} ({count(a.tokens_per_batch)} tokens, "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.evidence import Evidence
+from planner.calibration.closed_loop import Calibration
+from planner.calibration.compare import Comparison
+from planner.evidence.model import Evidence, TraceSummary
 from planner.render.document import Document, Table
 
 # What each kind of evidence lets `calibrate` fit once it knows the job's layout.
@@ -65,19 +67,19 @@ def figures(e: Evidence) -> str:
     return "; ".join(out) or "-"
 
 
-def trace_table(e: Evidence) -> Table:
-    t = e.trace
+def trace_table(path: str, t: TraceSummary) -> Table:
+    """The trace of the file at `path`: GPU time per step by category."""
     step = t.mean_step_ms
     rows = [[k.replace("comm:", "comm "), f"{v:.2f}", f"{t.percent_of_step(v):.1f}%" if step else "-",
              f"{t.overlapped_ms[k]:.2f}" if k in t.overlapped_ms else ""]
             for k, v in t.exclusive_ms.items()]
     rows.append(["sum (= mean step)", f"{step:.2f}", "100.0%", ""])
-    return Table(f"{Path(e.path).name}: GPU time per step by category (mean of {len(t.steps)})",
+    return Table(f"{Path(path).name}: GPU time per step by category (mean of {len(t.steps)})",
                  ["category", "ms/step", "share", "overlapped ms"], rows,
                  bars=[v for v in t.exclusive_ms.values()] + [0.0])
 
 
-def fit_table(cal) -> Table:
+def fit_table(cal: Calibration) -> Table:
     rows = []
     for f in cal.fits:
         after = "not identified" if f.after is None else f"{f.after:.4g}"
@@ -92,7 +94,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.2f}"
 
 
-def comparison_tables(cmp) -> list[Table]:
+def comparison_tables(cmp: Comparison) -> list[Table]:
     """The step-time rows and the memory views of a Comparison."""
     rows = [[t.name, _ms(t.measured_s), _ms(t.estimate_s),
              f"{t.ratio:.2f}x" if t.ratio else "-", t.explains] for t in cmp.terms]

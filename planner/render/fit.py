@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from planner.evaluation.train import DEFAULT_GPU_MTBF_S
 
-from planner.search.fit import FitResult
+from planner.advice.batch import BatchAdvice
+from planner.advice.shrink import ShrinkResult
+from planner.search.fit import FitResult, RankedLayout
+from planner.specs.knobs import Layout
 from planner.render.document import Document, Table
 from planner.render.json_out import layout_text
 from planner.render.estimate import batch_advice_note, memory_tables, time_tables
@@ -12,18 +15,18 @@ from planner.io.units import count, gb, hours, pct
 from planner.specs.records import dump
 
 
-def _rc(lay) -> str:
+def _rc(lay: Layout) -> str:
     if lay.recompute == "full" and lay.recompute_layers is not None:
         return f"full×{lay.recompute_layers}"
     return lay.recompute
 
 
-def _zero(lay) -> str:
+def _zero(lay: Layout) -> str:
     return (f"{lay.zero}" + (f"h{lay.shard_group}" if lay.shard_group else "")
             + ("+off" if lay.offload_optimizer != "none" or lay.offload_params != "none" else ""))
 
 
-def _sched(lay) -> str:
+def _sched(lay: Layout) -> str:
     if lay.schedule == "interleaved":
         return f"int v{lay.chunks}"
     return lay.schedule
@@ -60,7 +63,7 @@ _CONSTANT_NAMES = {"CP": "CP", "EP": "EP", "sched": "schedule", "bubble": "bubbl
                    "ckpt": "checkpoint every", "goodput": "goodput"}
 
 
-def layouts_table(layouts, *, gib: bool = False, wide: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
+def layouts_table(layouts: list[RankedLayout], *, gib: bool = False, wide: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
     """(columns, rows, notes): the ranked layouts. Without `wide`, the columns that are the same
     in every row move into one note, so the table fits an 80-column terminal."""
     cells = {name: [get(x, gib) for x in layouts] for name, get, _, _ in _COLUMNS}
@@ -94,7 +97,8 @@ def rejections_table(r: FitResult) -> Table | None:
                  ["rule", "count", "closest miss"], rows)
 
 
-def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False, batch_advice=None) -> Document:
+def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
+            batch_advice: BatchAdvice | None = None) -> Document:
     """`batch_advice` (planner.advice.batch.BatchAdvice or None): one note and the JSON's
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
@@ -177,12 +181,12 @@ def sweep_doc(results: list[FitResult]) -> Document:
                     mode="sweep")
 
 
-def _lay_short(lay) -> str:
+def _lay_short(lay: Layout) -> str:
     return (f"TP{lay.tp} PP{lay.pp} DP{lay.dp}" + (f" CP{lay.cp}" if lay.cp > 1 else "")
             + f" ZeRO-{lay.zero} mb{lay.micro_batch} " + _rc(lay))
 
 
-def _shrink_verdict(r) -> str:
+def _shrink_verdict(r: ShrinkResult) -> str:
     """The recommendation (fastest within the batch tolerance) and, when it changes the batch,
     the exact-batch alternative with what it costs."""
     rec, exact = r.recommended, r.exact_batch
@@ -201,7 +205,7 @@ def _shrink_verdict(r) -> str:
     return text
 
 
-def shrink_doc(r) -> Document:
+def shrink_doc(r: ShrinkResult) -> Document:
     """`fit --from-plan`: the running plan on fewer GPUs (planner.advice.shrink.ShrinkResult)."""
     rows = []
     opts = [("keep split", o) for o in r.keep_split] + [(f"#{i}", o) for i, o in enumerate(r.options, 1)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from planner.specs.verdict import FileVerdict, Verdict
+from planner.specs.verdict import FileVerdict, GateRule, Verdict
 from planner.render.document import Document, Table, _clean, render_markdown
 from planner.io.escape import annotation, annotation_property, visible
 from planner.io.units import count, duration, gb, pct, rule_cells
@@ -19,7 +19,7 @@ from planner.specs.records import dump
 STATUS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
-def _where(r) -> str:
+def _where(r: GateRule) -> str:
     if not r.key:
         return ""
     return f"{r.key}:{r.line}" if r.line else r.key

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from planner.advice.batch import BatchAdvice
 from planner.advice.shrink import ShrinkResult
 from planner.calibration.fit_links import ConstantFit
-from planner.calibration.published import CalibrationReport
+from planner.calibration.report import CalibrationReport
 from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                                             ScalingResult, StateMemoryResult)
 from planner.evaluation.estimate import Estimate

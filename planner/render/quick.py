@@ -6,8 +6,11 @@ from __future__ import annotations
 from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                            ScalingResult, StateMemoryResult)
 from planner.specs.layout import LayoutResult
+from planner.resilience.contents import CheckpointContents
 from planner.resilience.planning import (DEFAULT_DETECT_S, DEFAULT_RESCHEDULE_S, DEFAULT_WARMUP_S,
-                          DEFAULT_RESTART_S, ResiliencePlan)
+                          DEFAULT_RESTART_S, CheckpointWrite, FailureRate, IntervalOptimum,
+                          ResiliencePlan, RestartCost, TrainingTime)
+from planner.resilience.straggler import Straggler
 from planner.render.document import Document, Table
 from planner.io.units import capacity, count, duration, gb, ms, pct
 from planner.specs.records import dump
@@ -49,19 +52,20 @@ def state_memory_doc(r: StateMemoryResult, chosen: int | None, *, gib: bool = Fa
 
 
 def comm_doc(r: CommResult) -> Document:
-    topo = r.hardware is not None
+    bw = r.bandwidth_bytes_per_s   # None on a hardware profile's topology (one of the two given)
+    topo = bw is None
     sizes = len({x.message_bytes for x in r.rows}) > 1
     rows = [([gb(x.message_bytes)] if sizes else []) + [str(x.gpus), x.collective,
             gb(x.bytes_per_gpu), ms(x.time_s)]
             + ([x.link, x.algorithm, gb(x.busbw_bytes_per_s, 1)] if topo else []) for x in r.rows]
-    if topo:
+    if bw is None:
         how = (f"on the {r.hardware} profile's topology as NCCL runs it: NVLink inside a domain, "
                "the NICs across; ring, tree or NVLS-Tree per collective (all-gather and "
                "reduce-scatter are ring-only), NCCL's per-step latencies and the profile's bus "
                "efficiencies; busbw as nccl-tests reports it")
     else:
         how = (f"time = steps × α + bytes / bandwidth with α = {r.latency_s * 1e6:g} µs, "
-               f"bandwidth = {gb(r.bandwidth_bytes_per_s, 0)} GB/s")
+               f"bandwidth = {gb(bw, 0)} GB/s")
     notes = ["Ring algorithms: all-reduce moves 2(n−1)/n × message per GPU, all-gather and "
              f"reduce-scatter (n−1)/n; {how}"]
     title = ("Collective cost by message size" if sizes
@@ -133,7 +137,7 @@ def checkpoint_doc(r: CheckpointResult | ResiliencePlan,
                     notes=notes, data=dump(r))
 
 
-def _optimum_table(o) -> Table:
+def _optimum_table(o: IntervalOptimum) -> Table:
     return Table("Optimum interval", ["rule", "interval (min)", "wasted"],
                  [["Young √(2δM)", f"{o.young_interval_s / 60:.1f}", pct(o.young_waste_fraction, 2)],
                   ["Daly (2006, Eq. 37)", f"{o.daly_interval_s / 60:.1f}", pct(o.daly_waste_fraction, 2)]])
@@ -157,7 +161,7 @@ def _days(seconds: float) -> str:
     return f"{seconds / 86400:,.1f}" if seconds != float("inf") else "never"
 
 
-def _contents_table(c) -> Table:
+def _contents_table(c: CheckpointContents) -> Table:
     # Small items carry their scope as the rule ("per rank"); show it with the size.
     rows = [[x.name, f"{_size(x.per_rank_bytes)} {x.rule}" if x.basis else x.rule,
              _size(x.total_bytes), _size(x.per_rank_bytes), f"{x.writers:,}"] for x in c.items]
@@ -169,7 +173,7 @@ def _contents_table(c) -> Table:
                  bars=[0.0 if x.basis else x.total_bytes for x in c.items] + [0.0])
 
 
-def _write_table(c, w) -> Table:
+def _write_table(c: CheckpointContents, w: CheckpointWrite) -> Table:
     link = (f"≈{w.writers:,.0f} writing GPUs × {_rate(w.link_bytes_per_s)} NIC = "
             f"{_rate(w.links_bytes_per_s)}")
     rows = [["checkpoint size", _size(w.size_bytes)],
@@ -186,15 +190,19 @@ def _write_table(c, w) -> Table:
     return Table("Checkpoint write", ["quantity", "value"], rows)
 
 
-def _failures_table(f, rs, c) -> Table:
-    if f.source in ("gpu", "node"):
+def _failure_source(f: FailureRate) -> str:
+    """Where the job MTBF came from: a per-GPU or per-node MTBF, a count over days, or given."""
+    if f.component_mtbf_s is not None:   # source "gpu" or "node"
         what = f"{f.gpus:,} GPUs" if f.source == "gpu" else f"{f.nodes:,} nodes"
-        src = f"per-{f.source.upper() if f.source == 'gpu' else 'node'} MTBF " \
-              f"{duration(f.component_mtbf_s)} ÷ {what}"
-    elif f.source == "interruptions":
-        src = f"{f.interruptions:g} interruptions in {_days(f.period_s)} days"
-    else:
-        src = "given"
+        return f"per-{f.source.upper() if f.source == 'gpu' else 'node'} MTBF " \
+               f"{duration(f.component_mtbf_s)} ÷ {what}"
+    if f.interruptions is not None and f.period_s is not None:   # source "interruptions"
+        return f"{f.interruptions:g} interruptions in {_days(f.period_s)} days"
+    return "given"
+
+
+def _failures_table(f: FailureRate, rs: RestartCost, c: CheckpointContents) -> Table:
+    src = _failure_source(f)
     default = "" if rs.overridden else " (default)"
     rows = [["job MTBF M", f"{duration(f.job_mtbf_s)} ({src}); "
              f"{f.failures_per_day:.1f} failures/day"]]
@@ -207,7 +215,7 @@ def _failures_table(f, rs, c) -> Table:
     return Table("Failures and restart", ["quantity", "value"], rows)
 
 
-def _waste_table(o) -> Table:
+def _waste_table(o: IntervalOptimum) -> Table:
     return Table(f"Waste at τ = {o.interval_s / 60:.1f} min "
                  f"({'async-write floor' if o.floored else 'Daly'})",
                  ["term", "formula", "fraction"],
@@ -218,23 +226,32 @@ def _waste_table(o) -> Table:
                   ["goodput", "1 − wasted", pct(o.goodput_fraction, 2)]])
 
 
-def _training_table(t, s) -> Table:
+def _straggler_runs(s: Straggler | None) -> list[tuple[str, float, float]]:
+    """(run, seconds, GPU-hours) with the straggler kept and after evicting its node; none
+    without a straggler or a run time to slow down."""
+    if s is None:
+        return []
+    kept_s, kept_h = s.run_with_straggler_s, s.gpu_hours_with_straggler
+    evicted_s, evicted_h = s.run_after_eviction_s, s.gpu_hours_after_eviction
+    if kept_s is None or kept_h is None or evicted_s is None or evicted_h is None:
+        return []
+    return [(f"with one GPU ×{s.slowdown:g} (straggler kept)", kept_s, kept_h),
+            (f"after evicting its node (−{s.gpus_lost_on_eviction} GPUs)", evicted_s, evicted_h)]
+
+
+def _training_table(t: TrainingTime, s: Straggler | None) -> Table:
     """Days and GPU-hours to train, with failures, and with a straggler kept or evicted."""
     price = t.price_per_gpu_hour is not None
     runs = [("without failures", t.ideal_s, t.ideal_gpu_hours),
             (f"with failures (goodput {pct(t.goodput_fraction)})", t.with_failures_s, t.gpu_hours)]
-    if s is not None:
-        runs += [(f"with one GPU ×{s.slowdown:g} (straggler kept)", s.run_with_straggler_s,
-                  s.gpu_hours_with_straggler),
-                 (f"after evicting its node (−{s.gpus_lost_on_eviction} GPUs)",
-                  s.run_after_eviction_s, s.gpu_hours_after_eviction)]
+    runs += _straggler_runs(s)
     rows = [[label, _days(secs), f"{hours / 1e6:,.2f}"]
             + ([f"{t.cost_of(hours):,.0f}"] if price else []) for label, secs, hours in runs]
     return Table(f"Time to train {count(t.tokens)} tokens at {count(t.tokens_per_s)} tokens/s",
                  ["run", "days", "M GPU-hours"] + (["cost"] if price else []), rows)
 
 
-def _straggler_table(s) -> Table:
+def _straggler_table(s: Straggler) -> Table:
     return Table(f"Straggler: one GPU ×{s.slowdown:g}", ["quantity", "value"],
                  [["throughput with the straggler", pct(s.throughput_fraction_with_straggler)],
                   [f"throughput after evicting its node ({s.gpus_lost_on_eviction} GPUs)",
@@ -283,7 +300,7 @@ def _resilience_notes(p: ResiliencePlan) -> list[str]:
     return notes
 
 
-def _resilience_verdict(o, t) -> str:
+def _resilience_verdict(o: IntervalOptimum, t: TrainingTime | None) -> str:
     if o.goodput_fraction <= 0:
         return (f"Failures waste {pct(o.waste_fraction)} of the time: the job cannot make "
                 "progress; checkpoint faster, restart faster or fail less")

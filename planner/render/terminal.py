@@ -105,17 +105,18 @@ def _rich_table(t: Table, how: _Look, avail: int) -> RichTable:
                    header_style=how.style("bold"))
     numeric = numeric_columns(t)
     natural = _widths(t.columns, t.rows, numeric, 10 ** 6)
-    bars = t.bars is not None and sum(natural) + len(natural) + _BAR_CELLS <= avail  # first to go
-    fixed = natural if bars else _widths(t.columns, t.rows, numeric, avail)
+    fits = sum(natural) + len(natural) + _BAR_CELLS <= avail
+    bars = t.bars if fits else None  # the bars are the first to go
+    fixed = natural if bars is not None else _widths(t.columns, t.rows, numeric, avail)
     for c, num, w in zip(t.columns, numeric, fixed):
         rt.add_column(Text(c), justify="right" if num else "left", overflow="fold", width=w)
-    if bars:
+    if bars is not None:
         rt.add_column("", justify="left", style=how.style("cyan"), overflow="fold")
-    biggest = max(t.bars) if t.bars else 0.0
+    biggest = max(bars) if bars else 0.0
     for i, r in enumerate(t.rows):
         cells = [Text(str(c)) for c in r]
-        if bars:
-            cells.append(Text(_bar(t.bars[i], biggest, how.bar)))
+        if bars is not None:
+            cells.append(Text(_bar(bars[i], biggest, how.bar)))
         rt.add_row(*cells)
     return rt
 

@@ -10,7 +10,7 @@ from typing import Optional
 from planner.io import validate as v
 from planner.engine import memory as mem_eq
 from planner.engine import resilience as res_eq
-from planner.errors import InputError
+from planner.errors import InputError, named
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,17 +57,18 @@ def checkpoint_contents(params: float, gpus: int, *, tp: int = 1, pp: int = 1,
     per rank, a sharded one is split over EP × the expert-data-parallel group (DP/EP, capped
     by the shard group), so the busiest rank holds dense/(TP·PP·S) + experts/(TP·PP·EP·S_e).
     """
-    params = v.positive("--params", params, upper=v.MAX_PARAMS)
-    n = v.positive_int("--gpus", gpus)
-    tp, pp = v.positive_int("--tp", tp), v.positive_int("--pp", pp)
-    v.zero_stage("--zero", zero_stage)
+    params = v.positive("params", params, upper=v.MAX_PARAMS)
+    n = v.positive_int("gpus", gpus)
+    tp, pp = v.positive_int("tp", tp), v.positive_int("pp", pp)
+    v.zero_stage("zero_stage", zero_stage)
     v.recipe(precision, optimizer)
     if n % (tp * pp):
-        raise InputError("--gpus", f"{n} is not a multiple of TP × PP = {tp} × {pp} = {tp * pp}")
+        raise InputError(named("gpus"), f"{n} is not a multiple of TP × PP = {tp} × {pp} = "
+                                        f"{tp * pp}")
     dp = n // (tp * pp)
-    shards = dp if shard_degree is None else v.positive_int("--shard-group", shard_degree)
+    shards = dp if shard_degree is None else v.positive_int("shard_degree", shard_degree)
     if dp % shards:
-        raise InputError("--shard-group", f"must divide DP = {dp}, got {shards}")
+        raise InputError(named("shard_degree"), f"must divide DP = {dp}, got {shards}")
 
     w, _, k = mem_eq.optimizer_bytes_per_param(precision, optimizer)
     master = mem_eq.PRECISION_RECIPES[precision][2]

@@ -18,12 +18,12 @@ from planner.io import validate as v
 from planner.resilience.contents import CheckpointContents, CheckpointItem, checkpoint_contents  # noqa: F401
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.resilience.straggler import Straggler, straggler
 
 if TYPE_CHECKING:
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
 
 MIN, HOUR, DAY = 60.0, 3600.0, 86400.0
 
@@ -61,8 +61,8 @@ def checkpoint_write(size_bytes: float, storage_write_bytes_per_s: float, *,
                      async_checkpoint: bool = False) -> CheckpointWrite:
     """Write time size ÷ min(storage, writers × link) and the blocking cost δ: the write time,
     or with asynchronous checkpointing only the GPU→host copy of the busiest rank's shard."""
-    size = v.positive("--size", size_bytes)
-    st = v.positive("--storage-gbs", storage_write_bytes_per_s)
+    size = v.positive("size_bytes", size_bytes)
+    st = v.positive("storage_write_bytes_per_s", storage_write_bytes_per_s)
     per_gpu = size / writers if busiest_rank_bytes is None else busiest_rank_bytes
     t = float(res_eq.write_time(size, st, writers, link_bytes_per_s))
     links = writers * link_bytes_per_s
@@ -94,32 +94,35 @@ def failure_rate(*, gpus: Optional[int] = None, gpus_per_node: int = 8,
     """Job MTBF from exactly one of: a per-GPU MTBF ÷ GPUs, a per-node MTBF ÷ nodes, the job
     MTBF itself, or an observed count of interruptions over a period (Llama 3: 419 in 54 days
     → 3.09 h)."""
-    given = [name for name, x in (("--gpu-mtbf-hours", gpu_mtbf_s),
-                                  ("--node-mtbf-hours", node_mtbf_s),
-                                  ("--job-mtbf-hours", job_mtbf_s),
-                                  ("--interruptions", interruptions)) if x is not None]
+    given = [name for name, x in (("gpu_mtbf_s", gpu_mtbf_s), ("node_mtbf_s", node_mtbf_s),
+                                  ("job_mtbf_s", job_mtbf_s), ("interruptions", interruptions))
+             if x is not None]
     if len(given) != 1:
-        raise InputError(given[1] if given[1:] else "--job-mtbf-hours",
-                         "give exactly one of --gpu-mtbf-hours, --node-mtbf-hours, "
-                         "--job-mtbf-hours or --interruptions with --over-days")
-    n = v.positive_int("--gpus", gpus) if gpus is not None else None
-    nodes = math.ceil(n / v.positive_int("--gpus-per-node", gpus_per_node)) if n else None
-    if gpu_mtbf_s is not None or node_mtbf_s is not None:
-        if n is None:
-            raise InputError("--gpus", "is needed to turn a per-GPU or per-node MTBF into a job MTBF")
-        src = "gpu" if gpu_mtbf_s is not None else "node"
-        comp = v.positive(f"--{src}-mtbf-hours", gpu_mtbf_s if src == "gpu" else node_mtbf_s)
+        raise InputError(named(given[1] if given[1:] else "job_mtbf_s"),
+                         f"give exactly one of {named('gpu_mtbf_s')}, {named('node_mtbf_s')}, "
+                         f"{named('job_mtbf_s')} or {named('interruptions')} with "
+                         f"{named('period_s')}")
+    n = v.positive_int("gpus", gpus) if gpus is not None else None
+    nodes = math.ceil(n / v.positive_int("gpus_per_node", gpus_per_node)) if n else None
+    component = gpu_mtbf_s if gpu_mtbf_s is not None else node_mtbf_s
+    if component is not None:
+        if n is None or nodes is None:
+            raise InputError(named("gpus"), "is needed to turn a per-GPU or per-node MTBF into a "
+                                            "job MTBF")
+        src: Literal["gpu", "node"] = "gpu" if gpu_mtbf_s is not None else "node"
+        comp = v.positive(f"{src}_mtbf_s", component)
         m = float(res_eq.job_mtbf(comp, n if src == "gpu" else nodes))
         return FailureRate(source=src, job_mtbf_s=m, gpus=n, nodes=nodes, component_mtbf_s=comp,
                            failures_per_day=DAY / m)
     if job_mtbf_s is not None:
-        m = v.positive("--job-mtbf-hours", job_mtbf_s)
+        m = v.positive("job_mtbf_s", job_mtbf_s)
         return FailureRate(source="job", job_mtbf_s=m, gpus=n, nodes=nodes,
                            failures_per_day=DAY / m)
-    count = v.positive("--interruptions", interruptions)
+    assert interruptions is not None   # exactly one source is given (checked above): this one
+    count = v.positive("interruptions", interruptions)
     if period_s is None:
-        raise InputError("--over-days", "is needed with --interruptions")
-    period = v.positive("--over-days", period_s)
+        raise InputError(named("period_s"), f"is needed with {named('interruptions')}")
+    period = v.positive("period_s", period_s)
     m = float(res_eq.mtbf_from_interruptions(period, count))
     return FailureRate(source="interruptions", job_mtbf_s=m, gpus=n, nodes=nodes,
                        interruptions=count, period_s=period, failures_per_day=DAY / m)
@@ -139,13 +142,12 @@ def restart_cost(*, reload_s: float = 0.0, detect_s: float = DEFAULT_DETECT_S,
                  reschedule_s: float = DEFAULT_RESCHEDULE_S, warmup_s: float = DEFAULT_WARMUP_S,
                  total_s: Optional[float] = None) -> RestartCost:
     """R = detect + reschedule + reload + warm-up; `total_s` replaces the sum when measured."""
-    parts = [v.non_negative(f, x) for f, x in (("--detect-min", detect_s),
-                                               ("--reschedule-min", reschedule_s),
-                                               ("--reload", reload_s),
-                                               ("--warmup-min", warmup_s))]
+    parts = [v.non_negative(f, x) for f, x in (("detect_s", detect_s),
+                                               ("reschedule_s", reschedule_s),
+                                               ("reload_s", reload_s), ("warmup_s", warmup_s))]
     r = float(res_eq.restart_time(*parts))
     if total_s is not None:
-        r = v.non_negative("--restart-min", total_s)
+        r = v.non_negative("total_s", total_s)
     return RestartCost(detect_s=parts[0], reschedule_s=parts[1], reload_s=parts[2],
                        warmup_s=parts[3], total_s=r, overridden=total_s is not None)
 
@@ -173,11 +175,11 @@ def interval_optimum(cost_s: float, mtbf_s: float, restart_s: float = 0.0,
                      min_interval_s: float = 0.0) -> IntervalOptimum:
     """Young's and Daly's optimum interval and the waste breakdown at Daly's (engine.checkpoint);
     goodput = 1 − waste. Daly's examples (δ = 5 min): M = 24 h → 117 min, 6 h → 57, 15 min → 9.1."""
-    d = v.duration("--cost-min", cost_s, 60)
-    m = v.duration("--mtbf-hours", mtbf_s, 3600)
-    r = v.non_negative("--restart-min", restart_s)
+    d = v.duration("cost_s", cost_s)
+    m = v.duration("mtbf_s", mtbf_s)
+    r = v.non_negative("restart_s", restart_s)
     if r > v.MAX_DURATION_S:  # a restart may be 0 (or below 1 ns: no cost); only too long fails
-        v.duration("--restart-min", r, 60)
+        v.duration("restart_s", r)
     young = float(ckpt_eq.young_interval(d, m))
     daly = float(ckpt_eq.daly_interval(d, m))
     tau = float(max(daly, min_interval_s))
@@ -214,13 +216,13 @@ class TrainingTime:
 def training_time(tokens: float, tokens_per_s: float, gpus: int, goodput_fraction: float,
                   price_per_gpu_hour: Optional[float] = None) -> TrainingTime:
     """T = (tokens ÷ tokens/s) ÷ goodput; GPU-hours = T × GPUs; cost = GPU-hours × price."""
-    tok = v.positive("--train-tokens", tokens)
-    rate = v.positive("--tokens-per-s", tokens_per_s)
-    n = v.positive_int("--gpus", gpus)
+    tok = v.positive("tokens", tokens)
+    rate = v.positive("tokens_per_s", tokens_per_s)
+    n = v.positive_int("gpus", gpus)
     ideal = float(res_eq.train_time(tok, rate))
     # Waste ≥ 100%: the job never finishes (infinite time; JSON writes null).
     t = float(res_eq.train_time(tok, rate, goodput_fraction)) if goodput_fraction > 0 else math.inf
-    price = (v.non_negative("--price-per-gpu-hour", price_per_gpu_hour)
+    price = (v.non_negative("price_per_gpu_hour", price_per_gpu_hour)
              if price_per_gpu_hour is not None else None)
     hours = float(res_eq.gpu_hours(t, n))
     return TrainingTime(tokens=tok, tokens_per_s=rate, gpus=n, goodput_fraction=goodput_fraction,
@@ -285,9 +287,9 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
     c = checkpoint_contents(params, gpus, tp=tp, pp=pp, zero_stage=zero_stage,
                             precision=precision, optimizer=optimizer, shard_degree=shard_degree,
                             ep=ep, expert_params=expert_params)
-    wbw = (v.positive("--storage-gbs", storage_write_bytes_per_s)
+    wbw = (v.positive("storage_write_bytes_per_s", storage_write_bytes_per_s)
            if storage_write_bytes_per_s is not None else hw.storage.write_bytes_per_s)
-    rbw = (v.positive("--read-gbs", storage_read_bytes_per_s)
+    rbw = (v.positive("storage_read_bytes_per_s", storage_read_bytes_per_s)
            if storage_read_bytes_per_s is not None else hw.storage.read_bytes_per_s)
     # Each writing GPU sends its shard through its own NIC (one per GPU on the bundled
     # profiles), so writers × NIC per GPU = writing nodes × NIC per node for full nodes.
@@ -297,7 +299,7 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
                          pcie_bytes_per_s=hw.host.pcie_bytes_per_s,
                          async_checkpoint=async_checkpoint)
     if cost_s is not None:
-        w = replace(w, blocking_s=v.positive("--cost-min", cost_s))
+        w = replace(w, blocking_s=v.positive("cost_s", cost_s))
     f = failure_rate(gpus=c.gpus, gpus_per_node=gpn, gpu_mtbf_s=gpu_mtbf_s,
                      node_mtbf_s=node_mtbf_s, job_mtbf_s=job_mtbf_s, interruptions=interruptions,
                      period_s=period_s)
@@ -308,9 +310,10 @@ def plan_resilience(params: float, gpus: int, *, hardware: "str | HardwareProfil
                            min_interval_s=w.write_s if async_checkpoint else 0.0)
     train = None
     if (tokens is None) != (tokens_per_s is None):
-        raise InputError("--train-tokens" if tokens is None else "--tokens-per-s",
-                         "give both --train-tokens and --tokens-per-s for the time to train")
-    if tokens is not None:
+        raise InputError(named("tokens" if tokens is None else "tokens_per_s"),
+                         f"give both {named('tokens')} and {named('tokens_per_s')} for the time "
+                         "to train")
+    if tokens is not None and tokens_per_s is not None:   # both or neither (checked above)
         train = training_time(tokens, tokens_per_s, c.gpus, opt.goodput_fraction,
                               price_per_gpu_hour)
     strag = None

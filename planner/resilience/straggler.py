@@ -7,7 +7,7 @@ from typing import Optional
 
 from planner.io import validate as v
 from planner.engine import resilience as res_eq
-from planner.errors import InputError
+from planner.errors import InputError, named
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,13 +31,14 @@ def straggler(slowdown: float, gpus: int, *, gpus_per_node: int = 8, replica_gpu
     """One GPU at ×`slowdown` paces every synchronous step: the run takes ×slowdown. Evicting its
     node (no spare) removes the DP replicas sharing it; throughput then scales as (N − lost)/N,
     assuming linear scaling in DP, and eviction costs one restart."""
-    s = v.positive("--straggler", slowdown)
+    s = v.positive("slowdown", slowdown)
     if s < 1:
-        raise InputError("--straggler", f"is a slowdown factor ≥ 1 (1.2 = 20% slower), got {s:g}")
-    n = v.positive_int("--gpus", gpus)
+        raise InputError(named("slowdown"), f"is a slowdown factor ≥ 1 (1.2 = 20% slower), "
+                                            f"got {s:g}")
+    n = v.positive_int("gpus", gpus)
     lost = int(res_eq.gpus_lost_to_eviction(gpus_per_node, replica_gpus))
     if lost >= n:
-        raise InputError("--straggler", f"evicting a node would idle all {n} GPUs "
+        raise InputError(named("slowdown"), f"evicting a node would idle all {n} GPUs "
                                         f"({lost} GPUs per eviction); nothing left to compare")
     keep = float(res_eq.evicted_throughput_fraction(n, lost))
     slow_t = evict_t = hours_slow = hours_evict = None

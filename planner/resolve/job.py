@@ -62,7 +62,7 @@ def _resolve_source(*, model: Optional[str], model_config: Optional[str],
                     vocab: Optional[int], mlp: Optional[str]) -> ModelSpec:
     arch = {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
             "ffn": ffn, "vocab": vocab, "mlp": mlp}
-    given_arch = {k: x for k, x in arch.items() if x is not None}
+    given_arch: dict[str, Any] = {k: x for k, x in arch.items() if x is not None}
     sources = [s for s, x in (("--model", model), ("--model-config", model_config),
                               ("--params", params)) if x is not None]
     if given_arch and not {"layers", "hidden", "heads"} <= set(given_arch):
@@ -116,8 +116,9 @@ def _from_flags(layers: int, hidden: int, heads: int, kv_heads: Optional[int] = 
     except ValueError as e:  # pydantic validation: heads vs kv heads, hidden vs heads
         raise InputError("--heads", validation_message(e)) from None
     if made.param_count() > v.MAX_PARAMS:   # the largest flag given is the one to change
-        sizes = {"--layers": layers, "--hidden": hidden, "--ffn": ffn, "--vocab": vocab}
-        flag = max((f for f, x in sizes.items() if x), key=lambda f: sizes[f])
+        sizes = {f: x for f, x in (("--layers", layers), ("--hidden", hidden), ("--ffn", ffn),
+                                    ("--vocab", vocab)) if x}
+        flag = max(sizes, key=sizes.__getitem__)
         raise InputError(flag, f"{sizes[flag]} makes {made.param_count():.3g} parameters (with "
                          f"--layers {layers} --hidden {hidden}); at most {v.MAX_PARAMS:g}")
     return made
@@ -242,8 +243,9 @@ class Flags:
 
     def _model(self) -> ModelSpec:
         from planner.io.numbers import parse_number
-        if self.nearest_preset:
-            return resolve_model(model=self.offer()["preset"], model_config=self.model_config,
+        offer = self.offer() if self.nearest_preset else None   # a dict: --params is given
+        if offer is not None:
+            return resolve_model(model=offer["preset"], model_config=self.model_config,
                                  layers=self.layers, hidden=self.hidden, heads=self.heads,
                                  kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab,
                                  mlp=self.mlp, dropout=self.dropout)

@@ -28,14 +28,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from planner.engine.memory import OPTIMIZER_STATE_BYTES, PRECISION_RECIPES
 from planner.specs.framework import select_for
 from planner.errors import InputError
 from planner.io.lines import at_line
-from planner.io.read import (MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES,  # noqa: F401
-                           detect_format, load_document, parse_text, read_text,
-                           safe_reference)
+from planner.io.read import load_document
 from planner.specs.plan import Plan
 
 
@@ -89,14 +88,14 @@ def _error_path(data: Any, loc: tuple) -> str:
     return ".".join(parts).replace(".[", "[")
 
 
-def _pick(data: Any, errors: list[dict]) -> dict:
+def _pick(data: Any, errors: list[ErrorDetails]) -> ErrorDetails:
     # Union members each report an error; prefer the one that reached furthest into the data.
-    def depth(e):
+    def depth(e: ErrorDetails) -> int:
         return len(_error_path(data, e["loc"]).split("."))
     return max(errors, key=depth)
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     t, ctx, val = err["type"], err.get("ctx") or {}, err.get("input")
     shown = json.dumps(val) if isinstance(val, (str, int, float, bool)) or val is None else type(val).__name__
     if t == "missing":

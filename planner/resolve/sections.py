@@ -9,7 +9,7 @@ from typing import Any
 
 from planner.errors import InputError, Problems, validation_message
 from planner.io.lines import with_lines
-from planner.resolve.plan_file import safe_reference
+from planner.io.read import safe_reference
 from planner.evaluation.rules import config_keys
 from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
 from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides
@@ -114,6 +114,7 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
     mod = model or found.run(model_from_section, plan.model, base_dir, where)
     hw = hardware or found.run(hardware_from_section, plan.hardware, base_dir, where)
     found.check()
+    assert mod is not None and hw is not None   # check() raised had either failed
     notes: list[str] = []
     if overrides is not None:
         plan = _overridden(plan, overrides, notes)
@@ -208,8 +209,8 @@ def _overridden(plan: Plan, o: CheckOptions, notes: list[str]) -> Plan:
         _say(notes, "--recompute", o.recompute, "layout.recompute", lay.recompute)
         lay_up.update(recompute=o.recompute, recompute_layers=None)
     if o.precision is not None:
-        was = plan.precision if plan.precision is not None else lay.precision
-        _say(notes, "--precision", o.precision, "precision", was)
+        _say(notes, "--precision", o.precision, "precision",
+             plan.precision if plan.precision is not None else lay.precision)
         top["precision"], lay_up["precision"] = o.precision, None
     return plan.model_copy(update={**top, "layout": lay.model_copy(update=lay_up),
                                    "batch": b.model_copy(update=batch_up)})

@@ -20,15 +20,17 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from planner.errors import InputError
+from planner.errors import InputError, named
+from planner.evaluation.train import TimeToTrain
 from planner.gate.check import evaluate_inputs
 from planner.resolve.job import resolve_plan
-from planner.specs.job import Job
+from planner.review.doc import SECTIONS, Review, Section
+from planner.review import sections as rv
+from planner.review.sections import ChartSpec, ReviewContext
+from planner.search.fit import FitResult, fit
 from planner.specs.hardware import HardwareProfile
+from planner.specs.job import Job
 from planner.specs.model import ModelSpec
-from planner.review.doc import SECTIONS, Review, Section  # noqa: F401 (re-exported)
-from planner.review.sections import scaling_counts  # noqa: F401 (re-exported)
-from planner.review.timeline import Block, pipeline_timeline, timeline_bubble  # noqa: F401 (re-exported)
 
 CHARTS_HINT = "pip install 'dtplan[report]'"
 
@@ -42,10 +44,10 @@ def inputs_from_plan(path: str) -> Job:
 
 
 def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
-                    global_batch: int, precision: str = "mixed", optimizer: str = "adam"):
+                    global_batch: int, precision: str = "mixed", optimizer: str = "adam"
+                    ) -> tuple[Optional[Job], FitResult]:
     """(Job with the search's winner, FitResult); Job is None when nothing fits. The FitResult
     keeps its search (search_result), which the review's trade-off chart reads, not a second."""
-    from planner.search.fit import fit
     res = fit(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
               precision=precision, optimizer=optimizer, top=5)
     if not res.layouts:
@@ -54,15 +56,16 @@ def inputs_from_fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, s
                seq_len=seq_len, global_batch=global_batch), res
 
 
-def build_review(inp: Optional[Job], *, source: str, fit_result=None,
+def build_review(inp: Optional[Job], *, source: str, fit_result: Optional[FitResult] = None,
                  train_tokens: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                  charts: bool = True, scaling: bool = True) -> Review:
     """Every section of the review for one resolved input (``inp``: the chosen layout), in the
     order of ``SECTIONS``; each is built by ``review.sections``. ``fit_result`` (with the
     search behind it): the search of the same GPUs and batch, when the caller ran it
     (``inputs_from_fit``); otherwise the review runs it, once."""
-    from planner.review import sections as rv
     if inp is None:  # a search where nothing fits: inputs, rejections, what would fit
+        if fit_result is None:
+            raise ValueError("build_review: no input and no search result to review")
         return _nothing_fits(fit_result, source)
     ctx = _context(inp, source, fit_result, charts)
     sections = [rv.inputs_section(ctx), rv.layout_section(ctx), rv.memory_section(ctx),
@@ -76,24 +79,23 @@ def build_review(inp: Optional[Job], *, source: str, fit_result=None,
     return review
 
 
-def _context(inp: Job, source: str, fit_result, charts: bool):
+def _context(inp: Job, source: str, fit_result: Optional[FitResult],
+             charts: bool) -> ReviewContext:
     """The estimate of the input and, unless given, the search of the same GPUs and batch: one
     search, read by the alternatives, the rejections, the trade-off chart and the scaling
     sweep's own count. No "what would fit" searches: the review never prints them."""
-    from planner.search.fit import fit
-    from planner.review.sections import ReviewContext
     outcome = evaluate_inputs(inp, source)
     if fit_result is None:
         lay = inp.layout
-        kw = dict(seq_len=inp.seq_len, global_batch=inp.global_batch, precision=lay.precision,
-                  optimizer=lay.optimizer, budget=inp.budget)
-        fit_result = fit(inp.model, inp.hardware, inp.gpus, **kw, top=5, suggest=False)
+        fit_result = fit(inp.model, inp.hardware, inp.gpus, seq_len=inp.seq_len,
+                         global_batch=inp.global_batch, precision=lay.precision,
+                         optimizer=lay.optimizer, budget=inp.budget, top=5, suggest=False)
     return ReviewContext(inp=inp, source=source, outcome=outcome,
                          fit_result=fit_result, charts=charts)
 
 
-def _review(ctx, sections: list[Section], goodput: float, train,
-            gpu_hour_cost: Optional[float]) -> Review:
+def _review(ctx: ReviewContext, sections: list[Section], goodput: float,
+            train: Optional[TimeToTrain], gpu_hour_cost: Optional[float]) -> Review:
     """The sections under a title, the verdict line and the executive summary."""
     from planner.review import summary as rs
     from planner.render.estimate import verdict_line
@@ -109,7 +111,7 @@ def _review(ctx, sections: list[Section], goodput: float, train,
                   sections=sections, summary=summary.table())
 
 
-def _draw(review: Review, specs: dict[str, tuple], charts: bool) -> None:
+def _draw(review: Review, specs: dict[str, ChartSpec], charts: bool) -> None:
     from planner.render import charts as ch
     if not charts:
         review.charts_note = "Charts switched off."
@@ -122,7 +124,7 @@ def _draw(review: Review, specs: dict[str, tuple], charts: bool) -> None:
         review.chart_titles[name] = title
 
 
-def _nothing_fits(res, source: str) -> Review:
+def _nothing_fits(res: FitResult, source: str) -> Review:
     from planner.render.fit import fit_doc
     doc = fit_doc(res)
     secs = [Section(SECTIONS[0], [f"Source: {source}."] + doc.notes),
@@ -138,7 +140,7 @@ def train_tokens_value(text: Optional[str]) -> Optional[float]:
     if text is None:
         return None
     from planner.io.numbers import parse_number
-    x = parse_number("--train-tokens", text)
+    x = parse_number(named("train_tokens"), text)
     if x <= 0 or math.isnan(x):
-        raise InputError("--train-tokens", f"must be > 0, got {text}")
+        raise InputError(named("train_tokens"), f"must be > 0, got {text}")
     return x

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from planner.io.escape import html_text
-from planner.review.build import Review
+from planner.review.doc import Review
 from planner.render.document import Table, md_table, md_text, numeric_columns
 
 

@@ -10,20 +10,27 @@ registers the chart it wants drawn in ``ReviewContext.chart_specs`` (title, func
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypeAlias
 
 import numpy as np
 
 from planner.review import summary as rs
 from planner.engine import checkpoint as ckpt
 from planner.engine.pipeline import bubble_fraction
-from planner.gate.check import checkpoint_figures
+from planner.evaluation.estimate import Estimate
+from planner.gate.check import Outcome
+from planner.gate.plan_rules import checkpoint_figures
 from planner.review.timeline import pipeline_timeline
 from planner.render.document import Table
 from planner.io.units import capacity
 from planner.review.assumptions import assumption_tables
 from planner.review.doc import SECTIONS, Section
+from planner.search.fit import FitResult
 from planner.specs.job import Job
+
+
+# A chart a section wants drawn: its title, its function in render.charts, the arguments.
+ChartSpec: TypeAlias = tuple[str, str, tuple[Any, ...]]
 
 
 @dataclass
@@ -32,13 +39,13 @@ class ReviewContext:
 
     inp: Job
     source: str
-    outcome: Any                   # gate.evaluate_inputs: estimate, rules, notes
-    fit_result: Any                # api.FitResult of the same GPUs and batch (its search kept)
+    outcome: Outcome               # gate.evaluate_inputs: estimate, rules, notes
+    fit_result: FitResult          # the search of the same GPUs and batch (its search kept)
     charts: bool
-    chart_specs: dict[str, tuple] = field(default_factory=dict)
+    chart_specs: dict[str, ChartSpec] = field(default_factory=dict)
 
     @property
-    def e(self) -> Any:
+    def e(self) -> Estimate:
         return self.outcome.estimate
 
 
@@ -159,14 +166,13 @@ def _plan_gpu_mtbf_s(inp: Job) -> Optional[float]:
 def checkpoint_section(ctx: ReviewContext, train_tokens: Optional[float],
                        gpu_hour_cost: Optional[float]) -> tuple[Section, float]:
     """(the section, the goodput at the optimum interval); waste δ/τ + τ/(2M) + R/M."""
-    from planner.evaluation.train import resilience_for
+    from planner.evaluation.train import DEFAULT_GPU_MTBF_S, resilience_for
     from planner.render.estimate import resilience_table
     inp, e = ctx.inp, ctx.e
     gpu_mtbf = _plan_gpu_mtbf_s(inp)
     mtbf_note = "MTBF from the plan's checkpoint section." if gpu_mtbf else ""
-    kw = {"gpu_mtbf_s": gpu_mtbf} if gpu_mtbf else {}
-    res = resilience_for(e, inp.hardware, inp.model, train_tokens=train_tokens,
-                         gpu_hour_cost=gpu_hour_cost, **kw)
+    res = resilience_for(e, inp.hardware, inp.model, gpu_mtbf_s=gpu_mtbf or DEFAULT_GPU_MTBF_S,
+                         train_tokens=train_tokens, gpu_hour_cost=gpu_hour_cost)
     o = res.optimum
     text = [f"Checkpoint size {res.contents.total_bytes / 1e12:.2f} TB, blocking write "
             f"δ = {res.write.blocking_s:.1f} s (bound by {res.write.binds}); job MTBF "

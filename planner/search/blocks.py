@@ -25,7 +25,7 @@ import numpy as np
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
-from planner.evaluation.rules import RULE_NAMES, RULES
+from planner.evaluation.rules import RULE_NAMES, RULES, Predicate
 from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, block_ends, empty, product,
                     recomputes, split_table)
 
@@ -83,6 +83,9 @@ def rule_runs() -> tuple[Run, ...]:
 
 
 RUNS = rule_runs()
+# The structural rules' predicates by index into RULES (fits-in-memory has none).
+PREDICATES: dict[int, Predicate] = {i: r.predicate for i, r in enumerate(RULES)
+                                    if r.predicate is not None}
 
 
 def first_failures(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
@@ -91,7 +94,7 @@ def first_failures(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndar
     m = p.global_batch / (c.mb * c.dp)
     first = np.full(len(c), -1, dtype=np.int64)
     for i in reversed(rules):  # the earliest failing rule is written last
-        ok = np.asarray(RULES[i].predicate(p, c, m), dtype=bool) & np.ones(len(c), dtype=bool)
+        ok = np.asarray(PREDICATES[i](p, c, m), dtype=bool) & np.ones(len(c), dtype=bool)
         first = np.where(ok, first, i)
     return first
 
@@ -102,7 +105,7 @@ def passes(p: Problem, c: Candidates, rules: tuple[int, ...]) -> np.ndarray:
     m = p.global_batch / (c.mb * c.dp)
     ok = np.ones(len(c), dtype=bool)
     for i in rules:
-        ok &= np.asarray(RULES[i].predicate(p, c, m), dtype=bool)
+        ok &= np.asarray(PREDICATES[i](p, c, m), dtype=bool)
     return ok
 
 

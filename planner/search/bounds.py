@@ -160,20 +160,18 @@ class MemoryParts:
             return StageMemory(**{k: np.zeros(n) for k in STATE_ITEMS + ("total", "reserved",
                                                                          "params")})
         at = mid if idx is None else np.asarray(idx).take(mid)
-        # _stage reads the row count, the stage's layers and m: only those are gathered
-        sub = SimpleNamespace(micro_batches=x.micro_batches.take(mid),
-                              layers=(None, x.layers[1].take(mid), None))
-        m = _stage(p, sub, "middle", self.states.rows(at, pick=lambda t: t["middle"]),
+        # _stage reads the stage's layers and m: only those are gathered
+        m = _stage(p, x.micro_batches.take(mid), x.layers[1].take(mid),
+                   self.states.rows(at, pick=lambda t: t["middle"]),
                    self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
                    self.flight.rows(at, pick=lambda t: t["middle"]), False)
 
-        def spread(v: np.ndarray | None) -> np.ndarray | None:
-            if v is None:
-                return None
+        def spread(v: np.ndarray) -> np.ndarray:
             full = np.zeros(n)
             full[mid] = v
             return full
-        return StageMemory(**{f.name: spread(getattr(m, f.name)) for f in fields(StageMemory)})
+        return StageMemory(**{f.name: spread(v) for f in fields(StageMemory)
+                              if (v := getattr(m, f.name)) is not None})
 
     def axis_groups(self, idx: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
         """The rows idx grouped alike in AXIS_COLUMNS (timing_terms.communication), where the

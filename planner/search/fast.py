@@ -16,6 +16,7 @@ memory stays bounded; `dominated=True` keeps every valid row instead (`dtplan fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 
@@ -56,18 +57,47 @@ class SearchResult:
     first_failure: np.ndarray  # per kept row: index into RULE_NAMES of the first failing rule, -1 if valid
     enumerated: int = 0        # candidates in the whole space
     valid: int = 0             # candidates passing every rule (dominated ones included)
-    rejected: np.ndarray | None = None  # per rule: candidates it rejected first
+    rejected: np.ndarray       # per rule: candidates it rejected first
     solved: int = 0            # partial-recompute layouts solved (not enumerated) that fit
 
     @property
     def priced(self) -> int:
         """Candidates the cost model priced: the structurally valid ones (those a structural
         rule rejected are counted, not priced)."""
-        structural = 0 if self.rejected is None else int(self.rejected.sum() - self.rejected[FITS])
+        structural = int(self.rejected.sum() - self.rejected[FITS])
         return self.enumerated - structural
 
 
-def rank_key(results: Evaluation, gpus: int, objective: str,
+# The Evaluation fields rank_key and _order read.
+_Time = NamedTuple("_Time", [("step", np.ndarray)])
+_Throughput = NamedTuple("_Throughput", [("tokens_per_step", np.ndarray)])
+_Memory = NamedTuple("_Memory", [("headroom", np.ndarray), ("peak", np.ndarray)])
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
+    peak), without gathering its other arrays."""
+
+    time: _Time
+    throughput: _Throughput
+    memory: _Memory
+
+    @classmethod
+    def of(cls, ev: Evaluation, idx: np.ndarray) -> _Rows:
+        """The rows idx of ev."""
+        return cls(_Time(ev.time.step[idx]), _Throughput(ev.throughput.tokens_per_step[idx]),
+                   _Memory(ev.memory.headroom[idx], ev.memory.peak[idx]))
+
+    def __len__(self) -> int:
+        return len(self.time.step)
+
+
+# What rank_key and _order read: an Evaluation or some of its rows.
+Ranked: TypeAlias = Evaluation | _Rows
+
+
+def rank_key(results: Ranked, gpus: int, objective: str,
              gpu_hour_cost: float = 1.0) -> np.ndarray:
     """Smaller is better. time → step time per token; headroom → −headroom; cost → GPU-seconds
     per token; gpus → GPU count then step time."""
@@ -108,7 +138,7 @@ def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarr
     return pareto_front(obj, tolerance=tolerance)
 
 
-def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
+def _band(p: Problem, ev: Ranked, c: Candidates) -> float:
     """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
     equally fast the leanest (then the first), which is on the exact front however the
     blocks' fronts were merged (the first fastest row kept may depend on it)."""
@@ -117,7 +147,7 @@ def _band(p: Problem, ev: Evaluation, c: Candidates) -> float:
     return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
 
 
-def _order(p: Problem, ev: Evaluation, c: Candidates, objective: str) -> np.ndarray:
+def _order(p: Problem, ev: Ranked, c: Candidates, objective: str) -> np.ndarray:
     """Best first by the objective; ties by more headroom, then the simpler layout (smaller TP,
     PP, ZeRO, no recompute, larger micro-batch). For time and cost, layouts within the error
     band of the fastest one's regime are ties the model cannot order: the key is bucketed in
@@ -173,10 +203,12 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     failing = np.flatnonzero(counts)
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
-    first = first_failures(p, lay, STRUCTURAL_RULES) if new else None
+    if not new:
+        return lay.take(np.flatnonzero(passes(p, lay, STRUCTURAL_RULES)))
+    first = first_failures(p, lay, STRUCTURAL_RULES)
     for rule in new:
         t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
-    return lay.take(np.flatnonzero(first < 0 if new else passes(p, lay, STRUCTURAL_RULES)))
+    return lay.take(np.flatnonzero(first < 0))
 
 
 def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
@@ -360,23 +392,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
         shown = np.concatenate([front, np.arange(n, len(cand))])
         kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
             len(front)
-    order = _order(p, _Rows(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
+    order = _order(p, _Rows.of(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
     return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,
                         enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,
                         solved=t.solved)
-
-
-class _Rows:
-    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
-    peak)."""
-
-    def __init__(self, ev: Evaluation, idx: np.ndarray):
-        from types import SimpleNamespace as NS
-        self.time = NS(step=ev.time.step[idx])
-        self.throughput = NS(tokens_per_step=ev.throughput.tokens_per_step[idx])
-        self.memory = NS(headroom=ev.memory.headroom[idx], peak=ev.memory.peak[idx])
-        self._n = len(idx)
-
-    def __len__(self) -> int:
-        return self._n

@@ -27,7 +27,7 @@ from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits,
 from planner.specs.budget import MemoryBudget
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.records import INTERNAL
 
@@ -41,7 +41,7 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=layout.precision, optimizer=layout.optimizer, budget=budget)
-    v.framework_recompute("--recompute", layout.recompute, p.fw)
+    v.framework_recompute("recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
         space = SearchSpace(tp=layout.tp, pp=layout.pp, cp=layout.cp, ep=layout.ep, zero=layout.zero,
@@ -188,11 +188,11 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     `top`, the winner's full estimate (unless not `explain`: a sweep shows one row per count)
     and the rejections; when nothing fits and `suggest`, what would (more GPUs, offload, a
     shorter sequence, a bigger GPU). It keeps its search (``search_result``, not in JSON)."""
-    v.choice("--objective", objective, OBJECTIVES)
+    v.choice("objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, optimizer=optimizer, budget=budget)
-    v.framework_recompute("--recompute", space.recompute or "none", p.fw)
+    v.framework_recompute("recompute", space.recompute or "none", p.fw)
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set

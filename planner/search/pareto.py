@@ -87,8 +87,8 @@ def _beaten(rows: np.ndarray, others: np.ndarray, tol: float) -> np.ndarray:
     worse in memory and within (1 + tol) in step time, or dominates it outright."""
     a, b = rows[:, None, :], others[None, :, :]
     close = (b[..., 0] <= a[..., 0] * (1.0 + tol)) & (b[..., 1] <= a[..., 1]) & (b[..., 2] < a[..., 2])
-    strict = (b <= a).all(axis=2) & (b < a).any(axis=2)
-    return (close | strict).any(axis=1)
+    strict = np.all(b <= a, axis=2) & np.any(b < a, axis=2)
+    return np.any(close | strict, axis=1)
 
 
 def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -96,7 +96,7 @@ def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
     test runs on a shown list against every valid row)."""
     a = np.asarray(objectives, dtype=float)[:, None, :]
     b = np.asarray(others, dtype=float)[None, :, :]
-    return ((b <= a).all(axis=2) & (b < a).any(axis=2)).any(axis=1)
+    return np.any(np.all(b <= a, axis=2) & np.any(b < a, axis=2), axis=1)
 
 
 def surely_dominated(anchor_first: np.ndarray, anchor_second_most: np.ndarray,

@@ -17,6 +17,7 @@ is found by bisection. planner.search.reference scans every k.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.distinct import Part, gather
@@ -94,13 +95,13 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         ok = at_k <= usable[idx]
         hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], at_k[ok]
         probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
-    ok = np.flatnonzero(hi < most)
-    solved = with_cols(rows.take(ok), recompute_layers=hi[ok].astype(np.int64))
-    on_chord = np.searchsorted(at, ok)
-    if len(ok) and len(at) and np.array_equal(at.take(on_chord, mode="clip"), ok) \
-            and np.array_equal(c.take(on_chord), hi[ok]):   # the chord's rows' parts
-        return solved, ok, _take_rows(parts_c, on_chord, solved), peak[ok]
-    return solved, ok, _parts_at(p, parts, ok, solved), peak[ok]
+    found = np.flatnonzero(hi < most)
+    solved = with_cols(rows.take(found), recompute_layers=hi[found].astype(np.int64))
+    on_chord = np.searchsorted(at, found)
+    if len(found) and len(at) and np.array_equal(at.take(on_chord, mode="clip"), found) \
+            and np.array_equal(c.take(on_chord), hi[found]):   # the chord's rows' parts
+        return solved, found, _take_rows(parts_c, on_chord, solved), peak[found]
+    return solved, found, _parts_at(p, parts, found, solved), peak[found]
 
 
 def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:
@@ -130,7 +131,7 @@ def _peak_at(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
     return _parts_at(p, parts, idx, sub).peak(p)
 
 
-def with_cols(c: Candidates, **cols) -> Candidates:
+def with_cols(c: Candidates, **cols: ArrayLike) -> Candidates:
     """A copy of c with some columns replaced (a scalar or one value per row)."""
     return Candidates(**{f: np.broadcast_to(np.asarray(cols[f], dtype=np.int64), (len(c),)).copy()
                          if f in cols else getattr(c, f) for f in COLUMN_NAMES})

@@ -46,7 +46,7 @@ from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import STEP_TIME_RESOLUTION
 from planner.search.space import CP_MIN_CHUNK_TOKENS, MAX_MICRO_BATCH, SearchSpace
-from planner.specs.layout import Layout
+from planner.specs.knobs import Layout, Recompute
 
 MAX_LAYOUTS = 50_000  # layouts (recompute variants included) this search prices at most
 FITS = "fits-in-memory"
@@ -151,11 +151,16 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
     return [(space.schedule, 1)] if space.schedule else out
 
 
-def recompute_choices(p: Problem, space: SearchSpace) -> list[str]:
+# A SearchSpace's recompute name as the Layout's mode (a KeyError for another name, as the fast
+# search's RECOMPUTE_CODES gives).
+_RECOMPUTE: dict[str, Recompute] = {"none": "none", "selective": "selective", "full": "full"}
+
+
+def recompute_choices(p: Problem, space: SearchSpace) -> list[Recompute]:
     """None, selective (where the framework has a selective mode) and full, in that order."""
     if space.recompute:
-        return [space.recompute]
-    return ["none"] + (["selective"] if p.fw.time.has_selective else []) + ["full"]
+        return [_RECOMPUTE[space.recompute]]
+    return [m for m in _RECOMPUTE.values() if m != "selective" or p.fw.time.has_selective]
 
 
 def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:

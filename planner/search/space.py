@@ -26,9 +26,10 @@ array work, not millions of rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMPUTE_COLUMNS, SCHEDULE_CODES,
                          Candidates, Problem)
@@ -37,7 +38,17 @@ from planner.engine.divisors import divisors
 from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 from planner.specs.knobs import KNOB
 
-MAX_MICRO_BATCH = KNOB["micro_batch"].le
+
+
+def _upper(name: str) -> int:
+    """A layout knob's upper bound (its ``le``)."""
+    le = KNOB[name].le
+    if le is None:
+        raise ValueError(f"layout knob {name}: no upper bound")
+    return le
+
+
+MAX_MICRO_BATCH = _upper("micro_batch")
 
 COLUMNS = COLUMN_NAMES  # every Candidates column, by name (candidates.COLUMNS)
 BLOCK_ROWS = 1 << 17  # candidates per block: bounds the cost model's arrays (~1 MB each). Each
@@ -119,19 +130,19 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
     mod, gpus = p.model, p.gpus
     dom = p.hardware.scale_up.gpus_per_domain
     parts = []
-    for tp in [space.tp] if space.tp else [t for t in divisors(gpus) if t <= 2 * dom]:
-        if gpus % tp:
+    for t in [space.tp] if space.tp else [d for d in divisors(gpus) if d <= 2 * dom]:
+        if gpus % t:
             continue
         # CP = 1 always: the chunk bound is on CP's chunks (a sequence of one token is one chunk)
-        for cp in [space.cp] if space.cp else [
-                c for c in divisors(gpus // tp)
-                if c == 1 or (2 * c * CP_MIN_CHUNK_TOKENS <= p.seq_len
+        for c in [space.cp] if space.cp else [
+                d for d in divisors(gpus // t)
+                if d == 1 or (2 * d * CP_MIN_CHUNK_TOKENS <= p.seq_len
                               and p.fw.time.context_parallel)]:
-            if (gpus // tp) % cp:
+            if (gpus // t) % c:
                 continue
-            pps = _pp_degrees(p, space, gpus // (tp * cp))
-            parts.append((np.full(len(pps), tp), np.full(len(pps), cp), pps,
-                          gpus // (tp * cp) // pps))
+            pps = _pp_degrees(p, space, gpus // (t * c))
+            parts.append((np.full(len(pps), t), np.full(len(pps), c), pps,
+                          gpus // (t * c) // pps))
     cols = [np.concatenate(c).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
             for c in zip(*parts)] if parts else [np.zeros(0, dtype=np.int64)] * 4
     tp, cp, pp, dp = cols
@@ -148,7 +159,8 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
 def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
     """split_arrays as a list of (TP, CP, PP, DP, EP) tuples."""
     a = split_arrays(p, space)
-    return [tuple(int(x) for x in row) for row in zip(*(a[k] for k in SPLIT_COLUMNS))]
+    return [(int(tp), int(cp), int(pp), int(dp), int(ep))
+            for tp, cp, pp, dp, ep in zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
 def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
@@ -207,7 +219,7 @@ def _micro_batches(p: Problem, space: SearchSpace, dp: int) -> dict[str, np.ndar
         (d,) for d in divisors(max(per_replica, 1)) if d <= MAX_MICRO_BATCH], ("mb",))
 
 
-def _table(rows: list[tuple[int, ...]], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def _table(rows: Sequence[tuple[int, ...]], names: tuple[str, ...]) -> dict[str, np.ndarray]:
     a = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {n: a[:, i] for i, n in enumerate(names)}
 
@@ -277,7 +289,7 @@ def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = No
     k = len(rec)
     idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
     n = len(idx) // k
-    out = object.__new__(Crossed)
+    out: Candidates = object.__new__(Crossed)
     out.__dict__.update(_layouts=c, _at=idx, recompute=np.tile(rec[:, 0], n),
                         recompute_layers=np.tile(rec[:, 1], n))
     return out
@@ -299,7 +311,7 @@ class _Lazy:
         return v
 
 
-def _crossed_take(self: Candidates, idx) -> Candidates:
+def _crossed_take(self: Candidates, idx: ArrayLike) -> Candidates:
     """The rows idx (or a boolean mask), still lazy: the layouts' row of each and its recompute
     columns."""
     d = self.__dict__

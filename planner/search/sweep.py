@@ -19,5 +19,7 @@ def fit_counts(model: Any, hardware: Any, counts: list[int], *,
         if progress is not None:
             progress(i, n)
         results.append(fit(model, hardware, n, suggest=one, explain=one, limit=left, **kw))
-        left -= results[-1].search_result.priced
+        searched = results[-1].search_result
+        assert searched is not None  # fit() keeps its search
+        left -= searched.priced
     return results

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional
 
 from pydantic import Field
 
-from planner.errors import InputError, validation_message
+from planner.errors import InputError, named, validation_message
 from planner.specs.records import FORBID, validate
 
 DEFAULT_FRAMEWORK = "megatron"
@@ -253,9 +253,9 @@ def _load_path(path: Path) -> FrameworkProfile:
     """A framework TOML read through the one bounded reader (planner.inputs)."""
     from planner.io.read import read_bytes, shown
 
-    opened, data = read_bytes(path, what="framework profile .toml", option="--framework",
+    opened, data = read_bytes(path, what="framework profile .toml", option=named("framework"),
                               max_bytes=MAX_FRAMEWORK_BYTES)
-    return parse_framework(data, f"--framework: {shown(opened)}")
+    return parse_framework(data, f"{named('framework')}: {shown(opened)}")
 
 
 def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
@@ -268,13 +268,13 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     if want.lower().endswith(".toml") or os.path.isfile(want):  # never raises on a long name
         p = Path(want)
         if not os.path.exists(want):
-            raise InputError("--framework", f"file not found: {want}; expected a framework "
+            raise InputError(named("framework"), f"file not found: {want}; expected a framework "
                              "profile .toml or one of " + ", ".join(framework_names()))
         return _load_path(p)
     low = want.lower()
-    named = _bundled_named(low)
-    if named is not None:
-        return named
+    bundled = _bundled_named(low)
+    if bundled is not None:
+        return bundled
     profiles = list_frameworks()
     for prof in profiles:
         if low == prof.name.lower() or low in (a.lower() for a in prof.aliases):
@@ -283,7 +283,7 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     import difflib   # only for "did you mean"
     near = difflib.get_close_matches(low, names, n=1, cutoff=0.5)
     hint = f"; did you mean '{near[0]}'?" if near else ""
-    raise InputError("--framework", f"unknown framework '{want}'; known: {', '.join(names)} "
+    raise InputError(named("framework"), f"unknown framework '{want}'; known: {', '.join(names)} "
                      f"or a path to a .toml{hint}")
 
 

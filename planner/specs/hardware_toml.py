@@ -8,9 +8,9 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.specs.efficiency import Efficiency
 from planner.specs.hardware import (GB, GBIT, GIB, PRECISIONS, TB, TFLOP, US, GPUSpec,
                                     HardwareProfile, Host, ScaleOut, ScaleUp, Storage)
@@ -87,7 +87,7 @@ def _ok(check: str, v: Any) -> bool:
     return {_POS: v > 0, _NONNEG: v >= 0, _FRAC: 0 < v <= 1, _GE1: v >= 1}[check]
 
 
-def _unknown(where: str, key: str, known) -> str:
+def _unknown(where: str, key: str, known: Collection[str]) -> str:
     import difflib   # only for "did you mean" (its import is start-up time every run pays)
     near = difflib.get_close_matches(key, list(known), n=1)
     hint = f"; did you mean '{near[0]}'?" if near else ""
@@ -256,7 +256,7 @@ def load_profile(name: str) -> HardwareProfile:
         target = next(prof.name for prof in profiles
                       if near[0] in [prof.name] + [a.lower() for a in prof.aliases])
         hint = f"; did you mean '{target}'?"
-    raise InputError("--hardware", f"unknown profile '{name}'; known: {', '.join(names)}{hint}")
+    raise InputError(named("hardware"), f"unknown profile '{name}'; known: {', '.join(names)}{hint}")
 
 
 def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = None,
@@ -270,16 +270,19 @@ def with_overrides(profile: HardwareProfile, *, gpus_per_node: Optional[int] = N
     gpu, su, so = profile.gpu, profile.scale_up, profile.scale_out
     if gpus_per_node is not None:
         if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
-            raise InputError("--gpus-per-node", f"must be an integer >= 1, got {gpus_per_node!r}")
+            raise InputError(named("gpus_per_node"), f"must be an integer >= 1, got "
+                                                     f"{gpus_per_node!r}")
         domain = gpus_per_node if su.gpus_per_domain == su.gpus_per_node else su.gpus_per_domain
         su = dataclasses.replace(su, gpus_per_domain=domain, gpus_per_node=gpus_per_node)
     if gpu_memory_gb is not None:
         if not (_is_num(gpu_memory_gb) and gpu_memory_gb > 0):
-            raise InputError("--gpu-memory-gib", f"must be a number > 0, got {gpu_memory_gb!r}")
+            raise InputError(named("gpu_memory_gb"), f"must be a number > 0, got "
+                                                     f"{gpu_memory_gb!r}")
         gpu = dataclasses.replace(gpu, memory_bytes=gpu_memory_gb * GIB)
     if nic_gbit_per_gpu is not None:
         if not (_is_num(nic_gbit_per_gpu) and nic_gbit_per_gpu > 0):
-            raise InputError("--nic-gbit-per-gpu", f"must be a number > 0, got {nic_gbit_per_gpu!r}")
+            raise InputError(named("nic_gbit_per_gpu"), f"must be a number > 0, got "
+                                                        f"{nic_gbit_per_gpu!r}")
         so = dataclasses.replace(so, nic_bytes_per_s=nic_gbit_per_gpu * GBIT)
     return dataclasses.replace(profile, gpu=gpu, scale_up=su, scale_out=so)
 

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import InputError
-from planner.io.read import MAX_CONFIG_BYTES, parse_text, read_file, shown
+from planner.io.parse import parse_text
+from planner.io.read import MAX_CONFIG_BYTES, read_file, shown
 from planner.specs.model import ModelSpec, validate_model
 from planner.io.validate import MAX_PARAMS
 
@@ -51,13 +52,12 @@ class _Cfg:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, *, required: bool = True,
-            allow_zero: bool = False) -> int | None:
+    # optional_int comes before the method `int`: below it, `int` in the class body names it.
+    def optional_int(self, key: str, *, allow_zero: bool = False) -> int | None:
+        """The integer at `key`, or None where it is absent (or null)."""
         value = self.data.get(key)
         if value is None:
-            if default is not None or not required:
-                return default
-            raise self.fail(key, "missing; a positive integer is required")
+            return None
         # JSON has no int/float split; accept 4096.0 but not 4096.5, and never true/false.
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
@@ -67,6 +67,15 @@ class _Cfg:
             kind = "a non-negative" if allow_zero else "a positive"
             raise self.fail(key, f"must be {kind} integer, got {value}")
         return value
+
+    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
+        """The integer at `key`, else `default`; absent without a default is an error."""
+        value = self.optional_int(key, allow_zero=allow_zero)
+        if value is not None:
+            return value
+        if default is not None:
+            return default
+        raise self.fail(key, "missing; a positive integer is required")
 
     def bool(self, key: str, default: bool) -> bool:
         value = self.data.get(key)
@@ -123,7 +132,7 @@ def _heads(c: _Cfg, hidden: int, heads_key: str, kv_key: str | None,
         kv = c.int(kv_key, heads) if kv_key else heads
     if heads % kv:
         raise c.fail(kv_key or heads_key, f"must divide {heads_key} ({heads}); got {kv}")
-    head_dim = c.int("head_dim", required=False)
+    head_dim = c.optional_int("head_dim")
     if head_dim is None:
         if hidden % heads:
             raise c.fail(heads_key, f"must divide the hidden size ({hidden}) when head_dim is "
@@ -140,7 +149,7 @@ def _llama_like(c: _Cfg, mtype: str) -> dict[str, Any]:
         layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
         head_dim=head_dim, ffn=c.int("intermediate_size"), mlp="swiglu",
         vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", False),
-        position="rope", max_positions=c.int("max_position_embeddings", required=False),
+        position="rope", max_positions=c.optional_int("max_position_embeddings"),
         # Qwen2's q/k/v projections always carry a bias (transformers modular_qwen2.py).
         qkv_bias=attention_bias or mtype == "qwen2",
         linear_bias=c.bool("mlp_bias", False), norm="rmsnorm",
@@ -159,7 +168,7 @@ def _llama_like(c: _Cfg, mtype: str) -> dict[str, Any]:
             raise c.fail("num_experts_per_tok", f"must be at most {experts_key} ({experts}); "
                                                 f"got {top_k}")
         fields.update(experts=experts, experts_per_token=top_k,
-                      expert_ffn=c.int("moe_intermediate_size", required=False),
+                      expert_ffn=c.optional_int("moe_intermediate_size"),
                       shared_experts=c.int("n_shared_experts", 0, allow_zero=True),
                       dense_layers=c.int("first_k_dense_replace", 0, allow_zero=True))
         if fields["dense_layers"] >= fields["layers"]:
@@ -189,7 +198,7 @@ def _neox(c: _Cfg) -> dict[str, Any]:
     return dict(layers=c.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=kv,
                 head_dim=head_dim, ffn=c.int("intermediate_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", False),
-                position="rope", max_positions=c.int("max_position_embeddings", required=False),
+                position="rope", max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
                 dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 
@@ -213,7 +222,7 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
                 head_dim=head_dim, ffn=c.int("ffn_hidden_size", 4 * hidden), mlp="gelu",
                 vocab=c.int("vocab_size"), tied_embeddings=c.bool("tie_word_embeddings", True),
                 position="alibi" if alibi else "rope",
-                max_positions=c.int("max_position_embeddings", required=False),
+                max_positions=c.optional_int("max_position_embeddings"),
                 qkv_bias=bias, linear_bias=bias, norm="layernorm",
                 dropout=_dropout(c, ("hidden_dropout", "attention_dropout"), 0.0))
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # annotations only: a flag-built job never loads the plan sch
     from planner.specs.verdict import GateRule
     from planner.specs.budget import MemoryBudget
     from planner.specs.hardware import HardwareProfile
-    from planner.specs.layout import Layout
+    from planner.specs.knobs import Layout
     from planner.specs.model import ModelSpec
     from planner.specs.plan import Thresholds
 

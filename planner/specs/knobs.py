@@ -132,9 +132,10 @@ class Knob:
         return "--" + self.name.replace("_", "-")
 
     @property
-    def choices(self) -> tuple[str, ...] | None:
+    def choices(self) -> tuple[str, ...]:
+        """The values of a knob of string choices (its Literal type), else ()."""
         args = getattr(self.type, "__args__", ())
-        return args if getattr(self.type, "__origin__", None) is Literal else None
+        return args if getattr(self.type, "__origin__", None) is Literal else ()
 
     @property
     def description(self) -> str:

@@ -1,8 +1,8 @@
 """A parallel layout and the topology rules a plan must obey.
 
 ``Layout`` is declared in ``specs.knobs`` (each of its fields is a layout knob: the CLI options,
-the plan schema's LayoutSection and the Candidates columns are built from them) and re-exported
-here.
+the plan schema's LayoutSection and the Candidates columns are built from them); import it from
+there.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from planner.engine import ranks
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.io import validate as v
 from planner.specs.knobs import Layout
 
@@ -100,12 +100,12 @@ class LayoutResult:
 def plan_layout(gpus: int, gpus_per_node: int, tp: int = 1, pp: int = 1, cp: int = 1,
                 *, show_groups: bool = False) -> LayoutResult:
     """DP = GPUs ÷ (TP·PP·CP); check the topology rules and derive the rank groups."""
-    gpus = v.positive_int("--gpus", gpus)
-    g = v.positive_int("--gpus-per-node", gpus_per_node)
-    tp, pp, cp = (v.positive_int(f, x) for f, x in (("--tp", tp), ("--pp", pp), ("--cp", cp)))
+    gpus = v.positive_int("gpus", gpus)
+    g = v.positive_int("gpus_per_node", gpus_per_node)
+    tp, pp, cp = (v.positive_int(f, x) for f, x in (("tp", tp), ("pp", pp), ("cp", cp)))
     model_gpus = tp * pp * cp
     if gpus % model_gpus:
-        raise InputError("--gpus", f"{gpus} is not divisible by TP×PP×CP = {model_gpus}")
+        raise InputError(named("gpus"), f"{gpus} is not divisible by TP×PP×CP = {model_gpus}")
     layout = Layout(tp=tp, pp=pp, cp=cp, dp=gpus // model_gpus)
     rules = topology_rules(layout, gpus, g)
     groups, members = rank_groups(layout, g, with_members=show_groups)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field
 
 from planner.engine import params as P
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.specs.records import FORBID, adapter
 
 Positive = Annotated[int, Field(gt=0)]   # a positive integer (pydantic's PositiveInt)
@@ -215,8 +215,8 @@ class ModelSpec:
 
     def training_flops_per_token(self, seq_len: int, causal: bool = False) -> float:
         """Model FLOPs (fwd + bwd, no recompute) per token at sequence length ``seq_len``."""
-        return P.training_flops_per_token(self.matmul_params_per_token(), self.layers, seq_len,
-                                          self.attn_dim, causal)
+        return float(P.training_flops_per_token(self.matmul_params_per_token(), self.layers,
+                                                seq_len, self.attn_dim, causal))
 
     def describe(self) -> str:
         """One line for reports; inferred shapes say so, so nobody mistakes them for their model."""
@@ -281,9 +281,9 @@ def model_from_params(n: float) -> ModelSpec:
     try:
         n = float(n)
     except (TypeError, ValueError):
-        raise InputError("--params", f"must be a number of parameters, got {n!r}") from None
+        raise InputError(named("params"), f"must be a number of parameters, got {n!r}") from None
     if not math.isfinite(n) or not INFER_MIN <= n <= INFER_MAX:
-        raise InputError("--params", f"must be between {INFER_MIN:.0e} and {INFER_MAX:.0e} "
+        raise InputError(named("params"), f"must be between {INFER_MIN:.0e} and {INFER_MAX:.0e} "
                                      f"to infer a shape, got {n:g}")
     best: tuple[float, ModelSpec] | None = None
     hidden = INFER_HIDDEN_STEP
@@ -300,5 +300,5 @@ def model_from_params(n: float) -> ModelSpec:
             break  # past the aspect target the score only grows with hidden
         hidden += INFER_HIDDEN_STEP
     if best is None:  # unreachable for n ≥ INFER_MIN; kept so the error is readable if limits move
-        raise InputError("--params", f"{n:g} is too small to infer a shape")
+        raise InputError(named("params"), f"{n:g} is too small to infer a shape")
     return best[1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from planner.errors import InputError
+from planner.errors import InputError, named
 from planner.specs.model import ModelSpec
 
 _HF = "values of its config.json on the Hugging Face Hub"
@@ -173,7 +173,7 @@ def get_preset(name: str) -> ModelSpec:
         if _INDEX[alias] not in close:
             close.append(_INDEX[alias])
     hint = ", ".join(close[:5]) if close else ", ".join(list(PRESETS)[:8]) + ", ..."
-    raise InputError("--model", f"unknown model '{name}'; known: {hint} "
+    raise InputError(named("model"), f"unknown model '{name}'; known: {hint} "
                                 "(all names: dtplan models)")
 
 
@@ -184,6 +184,6 @@ def nearest_preset(n_params: float) -> tuple[str, ModelSpec]:
     and an MoE of the same total does a fraction of its compute per token."""
     import math
     if not n_params > 0:
-        raise InputError("--params", f"must be greater than 0, got {n_params:g}")
+        raise InputError(named("params"), f"must be greater than 0, got {n_params:g}")
     dense = [(name, spec) for name, spec in PRESETS.items() if not spec.is_moe]
     return min(dense, key=lambda e: abs(math.log(e[1].param_count() / n_params)))

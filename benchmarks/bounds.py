@@ -7,7 +7,8 @@ Probes: `--gpus` 10^7 on every command (and a plan file with gpus 10^7 for check
 export), GPU sweeps (16 counts, the cap, and lists over it), `--top` at its maximum and
 `--all`, `fit` with every axis fixed or free, `calibrate`, `report` with its scaling chart,
 `compare` with 1024 run files, the evidence readers on a large generated log, trace (plain and
-gzip), nccl-tests table and memory summary, comm at the ends of its bandwidth range, and the
+gzip), nccl-tests table and memory summary, issue 29's hostile evidence (a real trace re-saved
+with sorted keys, a gzip expanding to 2 GiB, a 1 GiB trace, snapshot pickle bombs), comm at the ends of its bandwidth range, and the
 architecture flags at their maximum. The generated inputs go to a temporary directory, removed
 afterwards. A probe over the time limit is killed and shown as "> LIMIT". Asserts nothing (a
 benchmark, not a test); the budget the issue sets is ~2 s and ~500 MB per probe.
@@ -21,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -77,7 +79,47 @@ def _inputs(tmp: Path, trace_mb: int) -> dict[str, str]:
     evidence = ROOT / "tests" / "data" / "evidence"
     return {"plan": str(plan), "log": str(log), "trace": str(trace), "runs": str(runs),
             "nccl": str(nccl), "summary": str(summary),
-            "evplan": str(evidence / "llama3.1-8b-8xh100-fsdp8.yaml")}
+            "evplan": str(evidence / "llama3.1-8b-8xh100-fsdp8.yaml"),
+            **_hostile_inputs(tmp, trace)}
+
+
+REAL_TRACE = ROOT.parent / "shared" / "fixtures" / "real" / "traces" / \
+    "hta_a100-80gb_16rank_rank0.pt.trace.json.gz"
+
+
+def _hostile_inputs(tmp: Path, trace: Path) -> dict[str, str]:
+    """Issue 29's evidence files: a real trace re-saved with sorted keys, a gzip expanding to
+    2 GiB (32 gzip members of 64 MiB of JSON whitespace: ~2 MB on disk), a 1 GiB trace (sparse),
+    and snapshot pickle bombs (shared references, a 2^32 memo index)."""
+    real = REAL_TRACE if REAL_TRACE.is_file() else Path("/work/shared/fixtures/real/traces") \
+        / REAL_TRACE.name
+    sorted_trace = tmp / "sorted.json"
+    # re-saved in a child process: a parsed trace in this one would show in every probe's
+    # peak memory (a forked child starts with its parent's resident set)
+    src = real if real.is_file() else trace
+    subprocess.run([sys.executable, "-c", "import gzip, json, sys; raw = open(sys.argv[1], 'rb')"
+                    ".read(); raw = gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw; "
+                    "json.dump(json.loads(raw), open(sys.argv[2], 'w'), sort_keys=True)",
+                    str(src), str(sorted_trace)], check=True)
+    bomb = tmp / "bomb.json.gz"
+    spaces = gzip.compress(b" " * (64 << 20), 9)
+    with bomb.open("wb") as fh:
+        fh.write(gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20), 9))
+        for _ in range(31):
+            fh.write(spaces)
+    big = tmp / "big.json"
+    with big.open("wb") as fh:
+        fh.write(b'{"traceEvents": [')
+        fh.truncate(1 << 30)
+    blk = {"state": "active_allocated", "size": 1}
+    hang, oom, memo = tmp / "hang.pickle", tmp / "oom.pickle", tmp / "memo.pickle"
+    hang.write_bytes(pickle.dumps({"segments": [{"total_size": 2, "blocks": [blk] * 100_000}]
+                                   * 100_000}, 4))
+    oom.write_bytes(pickle.dumps({"segments": [], "device_traces":
+                                  [[{"action": "alloc", "size": 1}] * 50_000] * 50_000}, 4))
+    memo.write_bytes(b"\x80\x04]r\xff\xff\xff\xff.")
+    return {"sorted": str(sorted_trace), "bomb": str(bomb), "big": str(big), "hang": str(hang),
+            "oom": str(oom), "memo": str(memo)}
 
 
 def _write_trace(path: Path, mb: int) -> None:
@@ -149,6 +191,13 @@ def probes(f: dict[str, str]) -> list[list[str]]:
         ["calibrate", "--from", f["nccl"]],
         ["calibrate", "--from", f["summary"]],
         ["compare", f["runs"], "--plan", f["evplan"]],
+        # issue 29: hostile evidence, each read or refused in under 5 s with its peak memory
+        ["calibrate", "--from", f["sorted"]],               # a real trace, sorted keys
+        ["calibrate", "--from", f["bomb"]],                 # expands to 2 GiB: refused
+        ["calibrate", "--from", f["big"]],                  # 1 GiB: over the 512 MiB ceiling
+        ["calibrate", "--from", f["hang"]],                 # 400 kB of shared references
+        ["calibrate", "--from", f["oom"]],                  # 200 kB: 2.5e9 trace entries
+        ["calibrate", "--from", f["memo"]],                 # 8 bytes: a 2^32 memo index
         ["compare", f["trace"], "--plan", f["evplan"]],
         ["memory", "--layers", G, "--hidden", "8192", "--heads", "64"],
         ["memory", "--layers", "80", "--hidden", G, "--heads", "10"],

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from planner.errors import InputError
 from planner.evidence import read_file
-from planner.evidence import stream
+from planner.evidence import source, stream
 from planner.evidence.trace import read_trace, read_trace_file
 
 KERNELS = ["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclDevKernel_AllGather_RING",
@@ -112,7 +112,7 @@ def test_one_value_over_the_bound_and_content_over_the_limit(tmp_path, monkeypat
 
 
 def test_limited_stream_counts_what_it_hands_out(tmp_path):
-    s = stream._Limited(io.BytesIO(b"x" * 10), 10, tmp_path / "f")
+    s = source.Bounded(io.BytesIO(b"x" * 10), 10, tmp_path / "f")
     assert s.read(4) + s.read(100) == b"x" * 10 and s.read(5) == b""
 
 

@@ -22,13 +22,13 @@ def _doc(text: str) -> Document:
 def test_each_user_string_is_escaped_exactly_once():
     out = render_markdown(_doc("<b>x</b>\x1b[31m|\n"))
     assert out.splitlines() == [
-        "# title \\<b>x\\</b>\\x1b[31m|\\n", "",
-        "## T \\<b>x\\</b>\\x1b[31m|\\n", "",
+        "# title \\<b>x\\</b>\\x1b\\[31m|\\n", "",
+        "## T \\<b>x\\</b>\\x1b\\[31m|\\n", "",
         "| name | value |", "|---|--:|",
-        "| cell \\<b>x\\</b>\\x1b[31m\\|\\n | 12.5 |", "",
-        "**verdict \\<b>x\\</b>\\x1b[31m|\\n**", "",
+        "| cell \\<b>x\\</b>\\x1b\\[31m\\|\\n | 12.5 |", "",
+        "**verdict \\<b>x\\</b>\\x1b\\[31m|\\n**", "",
         "## Assumptions and notes", "",
-        "- note \\<b>x\\</b>\\x1b[31m|\\n"]
+        "- note \\<b>x\\</b>\\x1b\\[31m|\\n"]
 
 
 @given(st.text(alphabet=st.sampled_from("<>ab/!?|x \x1b\n\t"), max_size=30))

@@ -8,19 +8,17 @@ import re
 from pathlib import Path
 
 from planner.errors import InputError, named
+from planner.io.escape import toml_comment, toml_string
+from planner.io.read import shown
 from planner.io.write import write_text
 from planner.specs.hardware import HardwareProfile
-from planner.specs.hardware_toml import load_profile_file
+from planner.specs.hardware_toml import load_profile_file, profile_from_text
 
 SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
 
 
 def _key_line(key: str) -> re.Pattern:
     return re.compile(rf"^(\s*){re.escape(key)}\s*=\s*([^#\n]*?)\s*(#.*)?$")
-
-
-def _toml_string(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
 def _set(lines: list[str], section: str, key: str, value: str, comment: str) -> None:
@@ -35,9 +33,9 @@ def _set(lines: list[str], section: str, key: str, value: str, comment: str) -> 
             current = m[1]
             continue
         if current == section and (m := pat.match(line)):
-            lines[i] = f"{m[1]}{key} = {value}" + (f"  # {comment}" if comment else "")
+            lines[i] = f"{m[1]}{key} = {value}" + (f"  # {toml_comment(comment)}" if comment else "")
             return
-    new = f"{key} = {value}" + (f"  # {comment}" if comment else "")
+    new = f"{key} = {value}" + (f"  # {toml_comment(comment)}" if comment else "")
     if section == "":
         lines.insert(0, new)
     elif current == section and end is None:
@@ -54,9 +52,9 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
     if not base.source_file or not Path(base.source_file).is_file():
         raise InputError(named("hardware"), f"profile {base.name} has no TOML file to start from")
     lines = Path(base.source_file).read_text(encoding="utf-8").splitlines()
-    _set(lines, "", "name", _toml_string(name), "")
+    _set(lines, "", "name", toml_string(name), "")
     _set(lines, "", "aliases", "[]", "")
-    _set(lines, "", "description", _toml_string(
+    _set(lines, "", "description", toml_string(
         f"{base.description} - calibrated on " + ", ".join(Path(e).name for e in evidence)), "")
     src = load_profile_file(base.source_file)
     overrides = {"gpu.memory_gb": (base.gpu.memory_bytes / 2**30, src.gpu.memory_bytes / 2**30),
@@ -77,11 +75,13 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
         _set(lines, "efficiency", "error_bands", "{}", "dropped: the base profile's bands "
              "measured its constants, not these (estimates print 'uncalibrated')")
     header = [f"# Calibrated by `dtplan calibrate` from profile '{base.name}' with:"]
-    header += [f"#   {e}" for e in evidence]
+    header += [f"#   {toml_comment(e)}" for e in evidence]   # a name is one comment line
     return "\n".join(header + lines) + "\n"
 
 
 def write_profile(path: str, text: str, force: bool) -> HardwareProfile:
-    """Write atomically (no clobber without force), then load it back as --hardware-file does."""
+    """Check the profile as --hardware-file would read it, then write it atomically (no
+    clobber without force): an invalid profile is never left on disk."""
+    profile = profile_from_text(text, shown(path))
     write_text(path, text, force=force, field="-o")
-    return load_profile_file(path)
+    return profile

@@ -36,8 +36,14 @@ def calibrate_cmd(
         return calibrate_from(list(evidence or []) + list(more or []), fmt.value, warmup_steps,
                               hardware, hardware_file, plan, output, force, framework)
     from planner.calibration.published import calibrate
+    from planner.errors import InputError
     from planner.render import Document, Table, emit
     from planner.specs.records import dump
+
+    for name, value in (("--hardware-file", hardware_file), ("--plan", plan), ("-o", output)):
+        if value is not None:   # was silently ignored (a file never read, a profile never written)
+            raise InputError(name, "applies with --from (calibrating to your own measurements); "
+                                   "the published-run calibration uses the bundled profiles")
 
     if hardware is not None and _no_published_run(hardware, fmt.value):
         return EXIT_OK

@@ -16,7 +16,7 @@ from typer._completion_classes import completion_init
 from planner.cli import settled
 from planner.cli.root import COMPLETE_VAR, EXIT_BUG, EXIT_INPUT, EXIT_OK, app
 from planner.errors import InputError
-from planner.io.stdout import silence_stdout
+from planner.io.stdout import encodable_streams, say, silence_stdout
 
 
 # Importing a command module registers its commands; `dtplan --help` lists them in this order.
@@ -68,8 +68,7 @@ def _load(module: str) -> None:  # noqa: C901 - one import statement per command
 
 def _fail(message: str, code: int) -> int:
     # One line whatever the user typed: control characters in echoed values are escaped.
-    message = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in message)
-    sys.stderr.write(f"dtplan: error: {message}\n")
+    say("error", message)
     return code
 
 
@@ -92,6 +91,7 @@ def _parse_and_call(argv: list[str]) -> int:
 
 def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit code (the console script's path; tests call it)."""
+    encodable_streams()   # a Latin-1 or ASCII terminal: ASCII fallbacks, not exit 3
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     register(argv)

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from planner.evidence import read_evidence
 from planner.evidence.model import Evidence
+from planner.io.escape import visible
 from planner.render import Document, Table, emit
-from planner.render.evidence import (FITS, cluster, comparison_tables, escaped, figures, fit_table,
+from planner.render.evidence import (FITS, cluster, comparison_tables, figures, fit_table,
                                trace_table)
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def _progress(i: int, n: int, path: Path) -> None:
-    sys.stderr.write(f"\rreading {i + 1}/{n}: {path.name[:60]:<60}")
+    sys.stderr.write(f"\rreading {i + 1}/{n}: {visible(path.name)[:60]:<60}")
     sys.stderr.flush()
 
 
@@ -45,7 +46,7 @@ def show_evidence(paths: list[str], fmt: str, warmup_steps: int) -> int:
                    tables=tables, notes=notes,
                    data={"evidence": [e.to_dict() for e in evidence],
                          "fits": {k: FITS[k] for k in kinds}}, mode="evidence")
-    emit(escaped(doc) if fmt == "table" else doc, fmt)
+    emit(doc, fmt)
     return 0
 
 
@@ -109,7 +110,7 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
                    data={"calibration": cal.to_dict(),
                          "evidence": [e.to_dict() for e in evidence]}, mode="profile-fit")
     if output != "-":
-        emit(escaped(doc) if fmt == "table" else doc, fmt)
+        emit(doc, fmt)
     return 0
 
 
@@ -126,5 +127,5 @@ def compare_cmd_body(runs: list[str], plan: str, hardware: str | None,
     doc = Document(command="compare", title=f"Measured vs estimate on {hw.name} "
                    f"({', '.join(cmp.sources)})", tables=tables, notes=cmp.notes,
                    verdict=cmp.largest, data=cmp.to_dict())
-    emit(escaped(doc) if fmt == "table" else doc, fmt)
+    emit(doc, fmt)
     return 0

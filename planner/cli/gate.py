@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from typing import Annotated, Any, List, Optional
 
@@ -16,7 +15,7 @@ from planner.cli.options import GateFormat, switch
 from planner.cli.root import EXIT_OK, LAYOUT, OUTPUT, command
 from planner.errors import InputError, Problems
 from planner.io import validate as v
-from planner.io.stdout import write_stdout
+from planner.io.stdout import say, write_stdout
 from planner.render.terminal import width
 from planner.specs.knobs import KNOB
 
@@ -90,7 +89,7 @@ def check_cmd(
     verdict = check_paths(files, CheckOptions(**opts))
     for v in verdict.files:
         for line in v.errors or ([v.error] if v.error else []):
-            sys.stderr.write(f"dtplan: error: {line}\n")
+            say("error", line)
     if fmt is GateFormat.json:
         write_stdout(render_json_verdict(verdict) + "\n")
     elif fmt is GateFormat.github:

@@ -21,6 +21,7 @@ from planner.cli.root import EXIT_FAIL, EXIT_OK, OUTPUT, command
 from planner.errors import InputError
 from planner.io import validate as v
 from planner.io import write as files
+from planner.io.stdout import say
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
 
@@ -47,7 +48,7 @@ def _offer_note(job: Flags) -> None:
     carry it), once the command has succeeded, so an input error stays the one stderr line."""
     offer = job.offer()
     if offer is not None:
-        sys.stderr.write(f"dtplan: note: {offer_line(offer)}\n")
+        say("note", offer_line(offer))
 
 
 def _inputs(plan: Optional[str], job: Flags, gpus: Optional[int], precision: str, optimizer: str
@@ -138,9 +139,9 @@ def report_cmd(
         files.write_text(output, render_review_markdown(review, chart_dir.name if chart_dir else None),
                          force=force)
     if not to_stdout:
-        sys.stderr.write(f"dtplan: wrote {output}" + (f" and {len(review.charts)} charts in "
-                                                      f"{chart_dir}/" if chart_dir and review.charts
-                                                      else "") + f" — {review.verdict}\n")
+        say("wrote", f"{output}" + (f" and {len(review.charts)} charts in {chart_dir}/"
+                                    if chart_dir and review.charts else "")
+            + f" — {review.verdict}")
     _offer_note(job)
     return EXIT_OK if review.ok else EXIT_FAIL
 
@@ -192,7 +193,7 @@ def export_cmd(
     files.write_text(output, result.text, force=force)
     read = inp.notes if source.endswith(f" config {plan}") else []  # what reading an engine config noted
     for n in [*read, *result.notes]:
-        sys.stderr.write(f"dtplan: note: {n}\n")
+        say("note", n)
     if to != "accelerate":
         name = output if not files.is_stdout(output) else "FILE"
         words = [name, "--engine", to, *result.check_args, "--hardware", inp.hardware.name]

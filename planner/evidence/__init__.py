@@ -16,11 +16,11 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.evidence.golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
-from planner.evidence.memory import looks_like_pickle, read_snapshot, read_summary, read_timeline
+from planner.evidence.memory import looks_like_pickle, looks_like_summary, read_snapshot, read_summary, read_timeline
 from planner.evidence.model import Evidence
 from planner.evidence.nccl import looks_like as _is_nccl
 from planner.evidence.nccl import read_nccl
-from planner.evidence.source import MAX_TEXT_BYTES, fail, read_bytes, text_lines
+from planner.evidence.source import MAX_JSON_BYTES, MAX_TEXT_BYTES, PROBE_BLOCK_BYTES, fail, open_content, read_bytes, text_lines
 from planner.evidence.stats import WARMUP_STEPS
 from planner.evidence.trace import read_trace, read_trace_file
 from planner.evidence.training import looks_like as _is_training
@@ -77,22 +77,24 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
         raise
 
 
-def _is_trace(path: Path, option: str) -> bool:
-    """Whether the file's first MiB (gunzipped) opens a JSON object naming traceEvents: a
-    profiler trace, streamed (evidence.stream) rather than read whole."""
-    from planner.evidence.source import MAX_JSON_BYTES
-    from planner.evidence.stream import open_trace
-    fh, close = open_trace(path, MAX_JSON_BYTES, option)
+def _is_object(path: Path, option: str) -> bool:
+    """Whether the file's content (gunzipped) opens a JSON object: a profiler trace is one,
+    streamed (evidence.stream) whatever its key order, never parsed whole."""
+    fh, close = open_content(path, MAX_JSON_BYTES, option)
     try:
-        head = fh.read(1 << 20)
+        head = fh.read(PROBE_BLOCK_BYTES)
     finally:
         close()
-    return head.lstrip()[:1] == b"{" and b'"traceEvents"' in head
+    return head.lstrip()[:1] == b"{"
 
 
 def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
-    if str(path) != "-" and _is_trace(path, option):   # standard input is read whole
-        return read_trace_file(path, option)
+    if str(path) != "-" and _is_object(path, option):   # standard input is read whole
+        trace = read_trace_file(path, option)
+        if trace is not None:
+            return trace
+        # another JSON object (golden values): its values were bounded in all while streamed
+        return _json_kind(path, read_bytes(path, MAX_TEXT_BYTES, option=option), warmup_steps)
     raw = read_bytes(path, MAX_TEXT_BYTES, option=option)
     if looks_like_pickle(raw):
         return read_snapshot(path, raw)
@@ -105,7 +107,7 @@ def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
             return read_ci_config(path, data)
         raise fail(path, 1, "YAML that is not a Megatron CI model_config (MODEL_ARGS)")
     lines = text_lines(path, raw, limit=20_000)  # what the kind detectors look at, at most
-    if any("PyTorch CUDA memory summary" in s for _, s in lines[:50]):
+    if looks_like_summary(lines):
         return read_summary(path, raw)
     if _is_nccl(text_lines(path, raw, tags_anywhere=True, limit=400)):
         return read_nccl(path, raw)

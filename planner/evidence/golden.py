@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.evidence.model import Evidence, MemoryStats, StepStats
-from planner.evidence.source import fail, load_json
+from planner.evidence.source import MAX_LOG_NUMBER, fail, load_json
 from planner.evidence.stats import WARMUP_STEPS, spread, steady
 
 CONFIG_KEYS = {"--tensor-model-parallel-size": "tp", "--pipeline-model-parallel-size": "pp",
@@ -61,9 +61,14 @@ def _series(path: Path, text: str, data: dict, metric: str) -> list[tuple[int, f
     for step, v in values.items():
         if v == "nan" or (isinstance(v, float) and math.isnan(v)):
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not step.isdigit():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not step.isascii() \
+                or not step.isdigit() or len(step) > 15:
             raise fail(path, _line_of(text, metric, step),
-                       f"{metric}.values[{step!r}]: expected a number or \"nan\", got {v!r}")
+                       f"{metric}.values[{str(step)[:40]!r}]: expected a number or \"nan\", "
+                       f"got {str(v)[:40]!r}")
+        if not abs(v) <= MAX_LOG_NUMBER:
+            raise fail(path, _line_of(text, metric, step), f"{metric}.values[{step!r}]: {v:g} "
+                       f"is out of range (at most {MAX_LOG_NUMBER:g} in magnitude)")
         out.append((int(step), float(v)))
     return sorted(out)
 

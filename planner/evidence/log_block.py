@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from planner.evidence.source import MAX_LOG_NUMBER
+
 NUM = r"[-+]?[0-9][0-9,]*\.?[0-9]*(?:[eE][-+]?\d+)?"
 GIB = 2.0**30
 # The substrings without which the other line matchers of training.py cannot match (each
@@ -48,6 +50,9 @@ def read_titan_block(f: Any, lines: list[str]) -> bool:
         cols = [[float(r[i].removesuffix("%").replace(",", "")) for r in rows]
                 for i in (3, 4, 5)]
     except ValueError:
+        return False
+    if any(len(r[0]) > 16 for r in rows) or not all(  # the line reader names the bad one
+            abs(x) <= MAX_LOG_NUMBER for xs in (gib, share, *cols) for x in xs):
         return False
     f.fmt("torchtitan")
     f.peak(None, max(gib) * GIB)

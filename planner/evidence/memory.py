@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from planner.evidence.model import Evidence, MemoryStats
-from planner.evidence.source import fail, iter_lines
+from planner.evidence.pickle_scan import Budget, PickleRefused, scan
+from planner.evidence.source import fail, integer, iter_lines, number
 
 UNITS = {"B": 1, "KB": 2**10, "KIB": 2**10, "MB": 2**20, "MIB": 2**20, "GB": 2**30,
          "GIB": 2**30, "TB": 2**40, "TIB": 2**40, "PB": 2**50, "PIB": 2**50}
@@ -31,6 +32,15 @@ SUMMARY_NAMED = re.compile(r"\|\s*(Allocated|Active|Reserved|GPU reserved)")
 TIMELINE_CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation",
                        "gradient", "autograd_detail", "unknown")
 PICKLE_PROTOCOL_BYTE = 0x80
+MAX_SNAPSHOT_BYTES = 2**53   # a byte count a float64 holds exactly (and far above any device)
+
+
+def looks_like_summary(lines: list[tuple[int, str]]) -> bool:
+    """A memory_summary() printout: its title line, or (an excerpt pasted without the
+    header, as in issue threads) one of its named rows with two sizes in the first 50 lines."""
+    return any("PyTorch CUDA memory summary" in s or (
+        s.lstrip()[:1] == "|" and SUMMARY_NAMED.match(s.strip()) and SUMMARY_ROW.match(s.strip()))
+        for _, s in lines[:50])
 
 
 def read_summary(path: Path, data: bytes) -> Evidence:
@@ -41,10 +51,10 @@ def read_summary(path: Path, data: bytes) -> Evidence:
     device = None
     for ln, s in iter_lines(path, data):
         if "device ID" in s and (m := SUMMARY_DEVICE.search(s)):
-            device = int(m[1])
+            device = integer(m[1], path, ln, "device ID")
         if "OOMs" in s or "retries" in s:
             for name, val in SUMMARY_COUNTER.findall(s):
-                mem.counters[name.replace(" ", "_").lower()] = float(val)
+                mem.counters[name.replace(" ", "_").lower()] = number(val, path, ln, name)
         row = s.strip()
         if row[:1] != "|":  # every pattern below starts with the table's bar
             continue
@@ -54,8 +64,9 @@ def read_summary(path: Path, data: bytes) -> Evidence:
                 raise fail(path, ln, "memory_summary row: expected '| name | cur | peak | ...'")
             continue
         name = m[1].strip().lower()
-        cur = float(m[2]) * UNITS.get((m[3] or "B").upper(), 1)
-        peak = float(m[4]) * UNITS.get((m[5] or "B").upper(), 1)
+        field = m[1].strip()
+        cur = number(m[2], path, ln, f"{field} (current)") * UNITS.get((m[3] or "B").upper(), 1)
+        peak = number(m[4], path, ln, f"{field} (peak)") * UNITS.get((m[5] or "B").upper(), 1)
         rows.setdefault(name, (cur, peak))
     if "allocated memory" not in rows:
         raise fail(path, 1, "memory_summary text without an 'Allocated memory' row")
@@ -152,27 +163,56 @@ def looks_like_pickle(raw: bytes) -> bool:
 
 
 def read_snapshot(path: Path, raw: bytes) -> Evidence:
-    """Reserved, allocated and trace-window peak from a torch.cuda.memory._snapshot() pickle."""
+    """Reserved, allocated and trace-window peak from a torch.cuda.memory._snapshot() pickle;
+    its opcodes are checked first (evidence.pickle_scan) and the walk over it is budgeted."""
     try:
+        budget = Budget(scan(raw).opcodes)
         snap = _PlainUnpickler(io.BytesIO(raw)).load()
+    except PickleRefused as e:
+        raise fail(path, 1, f"refused: not a plain memory snapshot ({e})") from None
     except pickle.UnpicklingError as e:
         raise fail(path, 1, f"not a plain memory snapshot ({e}); only containers and numbers "
                    "are loaded") from None
     except Exception as e:  # truncated or corrupt pickle stream
         raise fail(path, 1, f"unreadable pickle ({type(e).__name__})") from None
+    try:
+        return _snapshot_evidence(path, snap, budget)
+    except PickleRefused as e:
+        raise fail(path, 1, f"refused: {e}") from None
+
+
+def _size(path: Path, value: Any, field: str) -> int:
+    """A byte count of the snapshot: an integer from 0 to 2^53 (a float64 holds it exactly),
+    else an error naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(path, 1, f"{field}: expected an integer byte count, got "
+                   f"{type(value).__name__} {str(value)[:40]!r}")
+    if not 0 <= value <= MAX_SNAPSHOT_BYTES:
+        raise fail(path, 1, f"{field}: {value if value.bit_length() < 80 else 'a huge integer'}"
+                   f" is out of range (0 to 2^53 bytes)")
+    return value
+
+
+def _snapshot_evidence(path: Path, snap: Any, budget: Budget) -> Evidence:
     segments = snap.get("segments") if isinstance(snap, dict) else None
     if not isinstance(segments, list):
         raise fail(path, 1, "a memory snapshot is a dict with a 'segments' list")
     reserved = allocated = 0.0
+    budget.spend(len(segments))
     for k, seg in enumerate(segments):
-        if not isinstance(seg, dict) or not isinstance(seg.get("total_size"), int):
+        if not isinstance(seg, dict) or "total_size" not in seg:
             raise fail(path, 1, f"segments[{k}]: expected a dict with an integer total_size")
-        reserved += seg["total_size"]
-        allocated += sum(b.get("size", 0) for b in seg.get("blocks", [])
-                         if isinstance(b, dict) and b.get("state") == "active_allocated")
+        reserved += _size(path, seg["total_size"], f"segments[{k}].total_size")
+        blocks = seg.get("blocks", [])
+        blocks = blocks if isinstance(blocks, list) else []
+        budget.spend(len(blocks))
+        for j, b in enumerate(blocks):
+            if isinstance(b, dict) and b.get("state") == "active_allocated":
+                allocated += _size(path, b.get("size", 0), f"segments[{k}].blocks[{j}].size")
     mem = MemoryStats(allocated_bytes=allocated, reserved_bytes=reserved,
                       peak_reserved_bytes=reserved,
-                      peak_allocated_bytes=_trace_peak(snap.get("device_traces"), allocated))
+                      peak_allocated_bytes=_trace_peak(path, snap.get("device_traces"),
+                                                       allocated, budget))
     ev = Evidence(path=str(path), kind="memory", format="memory-snapshot", memory=mem)
     ev.config["segments"] = len(segments)
     ev.notes.append("peak allocated: replayed backwards from the snapshot over its trace "
@@ -180,16 +220,23 @@ def read_snapshot(path: Path, raw: bytes) -> Evidence:
     return ev
 
 
-def _trace_peak(traces: Any, allocated_now: float) -> float:
+def _trace_peak(path: Path, traces: Any, allocated_now: float, budget: Budget) -> float:
     """Walk the allocator trace backwards from the current allocated bytes: before an `alloc`
     there was `size` less, before a `free_completed` `size` more. Max over the walk."""
     if not isinstance(traces, list):
         return allocated_now
     level = peak = allocated_now
-    events = [e for dev in traces if isinstance(dev, list) for e in dev if isinstance(e, dict)]
+    budget.spend(len(traces))
+    lists = [dev for dev in traces if isinstance(dev, list)]
+    for dev in lists:
+        budget.spend(len(dev))
+    events = [e for dev in lists for e in dev if isinstance(e, dict)]
     for e in reversed(events):
-        size = e.get("size", 0) if isinstance(e.get("size"), int) else 0
-        if e.get("action") == "alloc":
+        action = e.get("action")
+        if action not in ("alloc", "free_completed"):
+            continue
+        size = _size(path, e.get("size", 0), f"device_traces: {action} size")
+        if action == "alloc":
             level -= size
         elif e.get("action") == "free_completed":
             level += size

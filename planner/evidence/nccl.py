@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from planner.evidence.model import Evidence, NcclRow, NcclTable
-from planner.evidence.source import fail, iter_lines
+from planner.evidence.source import MAX_LOG_NUMBER, fail, integer, iter_lines
 
 RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+"
                        r"device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -34,8 +34,13 @@ COLLECTIVES = [("reducescatter", "reduce_scatter"), ("allreduce", "all_reduce"),
 
 
 def _row_start(tokens: list[str]) -> bool:
-    return (len(tokens) >= 3 and tokens[0].isdigit() and tokens[1].isdigit()
+    return (len(tokens) >= 3 and _digits(tokens[0]) and _digits(tokens[1])
             and tokens[2][:1].isalpha())
+
+
+def _digits(token: str) -> bool:
+    """ASCII digits only (str.isdigit also accepts '²', which int() refuses)."""
+    return token.isascii() and token.isdigit()
 
 
 def _value(tok: str, path: Path, line: int, what: str) -> float | None:
@@ -47,6 +52,9 @@ def _value(tok: str, path: Path, line: int, what: str) -> float | None:
         raise fail(path, line, f"nccl-tests row: {what} {tok!r} is not a number") from None
     if not math.isfinite(v) or v < 0:
         raise fail(path, line, f"nccl-tests row: {what} {tok!r} is not a non-negative number")
+    if v > MAX_LOG_NUMBER:
+        raise fail(path, line, f"nccl-tests row: {what} {tok} is out of range (at most "
+                   f"{MAX_LOG_NUMBER:g})")
     return v
 
 
@@ -66,7 +74,8 @@ def _row(tokens: list[str], path: Path, line: int, time_scale: float) -> NcclRow
     if len(figures) < n_tail // 4 * 3:
         raise fail(path, line, "nccl-tests row: N/A outside the #wrong column")
     ip: tuple[float | None, ...] = tuple(figures[3:]) or (None, None, None)
-    return NcclRow(size_bytes=int(tokens[0]), count=int(tokens[1]), dtype=tokens[2],
+    return NcclRow(size_bytes=integer(tokens[0], path, line, "nccl-tests row: size"),
+                   count=integer(tokens[1], path, line, "nccl-tests row: count"), dtype=tokens[2],
                    time_us=figures[0] * time_scale, algbw_gbps=figures[1],
                    busbw_gbps=figures[2],
                    inplace_time_us=None if ip[0] is None else ip[0] * time_scale,
@@ -103,7 +112,8 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
         stripped = s.strip()
         if stripped.startswith("#"):
             if m := RANK_LINE.match(stripped):
-                ranks[int(m[1])] = (m[2], int(m[3]), m[4])
+                ranks[integer(m[1], path, ln, "Rank")] = (m[2], integer(m[3], path, ln, "Pid"),
+                                                           m[4])
             elif (m := STARTING.search(stripped)) or THREADS.search(stripped):
                 if rows:  # nccl-tests prints one header per run
                     raise fail(path, ln, "a second nccl-tests run starts here; give each test "
@@ -111,7 +121,8 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
                 if m:
                     collective = m[1]
                 elif t := THREADS.search(stripped):
-                    threads = (int(t[1]), int(t[2]))
+                    threads = (integer(t[1], path, ln, "nThread"),
+                               integer(t[2], path, ln, "nGpus"))
             elif m := AVG.search(stripped):
                 avg = _value(m[1], path, ln, "Avg bus bandwidth")
             elif "(us)" in stripped or "(ms)" in stripped:

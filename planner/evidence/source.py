@@ -9,19 +9,34 @@ remove the decoration once so each format's parser sees the tool's own output.
 from __future__ import annotations
 
 import gzip
-import io
 import json
+import os
 import re
+import struct
+import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import IO, Any, BinaryIO, Callable, Iterator
 
 from planner.errors import InputError
+from planner.io.read import open_regular
+from planner.io.read import read_bytes as read_regular
 
 # Bounds: a text log or nccl-tests table of a long job is a few MB; a Kineto trace of a few
-# steps of one rank is tens to hundreds of MB raw. Larger inputs are refused, not truncated.
+# steps of one rank is tens to hundreds of MB raw (the streamed reader takes ~10 s per 100 MB
+# on one core). Larger inputs are refused, not truncated.
 MAX_TEXT_BYTES = 256 * 1024 * 1024
-MAX_JSON_BYTES = 2 * 1024 * 1024 * 1024
+MAX_JSON_BYTES = 512 * 1024 * 1024
+# Gunzipped content per compressed byte: the fixtures' traces expand 13-19x (HTA traces,
+# ../shared/fixtures/real/traces), text logs ~10x; a stream of one repeated byte ~1000x. Past
+# GZIP_PROBE_BYTES of content a higher ratio is refused as a bomb, before the byte ceiling.
+MAX_GZIP_RATIO = 200
+GZIP_PROBE_BYTES = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"
+# A number in a log: steps, ranks, times, throughputs, memory in MB or bytes. The largest
+# real one is a byte count (~1e11 for an 80 GB device); 1e15 leaves room and keeps every
+# product (x 2^30 for GiB) finite. A token longer than 40 characters is no printed number.
+MAX_LOG_NUMBER = 1e15
+MAX_TOKEN_CHARS = 40
 LINE_BLOCK_BYTES = 1 << 20  # iter_lines decodes this much at a time: bounded, few calls
 PROBE_BLOCK_BYTES = 1 << 16  # kind detection's few hundred lines are well within this
 
@@ -48,22 +63,86 @@ def fail(path: str | Path, line: int, message: str) -> InputError:
     return InputError(where(path, line), message)
 
 
-def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--from") -> bytes:
-    """The file's bytes, gunzipped when it starts with the gzip magic; over `limit` is refused."""
-    from planner.io.read import read_bytes as read_regular  # special files, paths, size
+def _too_large(path: str | Path, limit: int) -> InputError:
+    return fail(path, 1, f"larger than {limit // 2**20} MiB; split it (one file per rank)")
 
-    p = Path(path)
-    _, data = read_regular(path, what="measured evidence file", option=option,
-                           max_bytes=limit)
+
+def open_content(path: str | Path, limit: int,
+                 option: str = "--from") -> tuple["Bounded", Callable[[], None]]:
+    """(binary stream of the file's content, a function closing it): the regular-file checks
+    of every reader (planner.io.read), gunzipped when it starts with the gzip magic, and at
+    most `limit` bytes of content. A gzip file is refused up front when its trailer's ISIZE
+    (RFC 1952: the last member's size mod 2^32, so a lower bound of the content) is over the
+    limit, and while decompressing when it expands more than MAX_GZIP_RATIO times."""
+    raw = open_regular(path, what="measured evidence file", option=option, max_bytes=limit)
     try:
-        if data[:2] == GZIP_MAGIC:  # decompressed size bounded too
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
-                data = fh.read(limit + 1)
-    except (OSError, EOFError) as e:
-        raise fail(p, 1, f"cannot read ({getattr(e, 'strerror', None) or e})") from None
-    if len(data) > limit:
-        raise fail(p, 1, f"larger than {limit // 2**20} MiB; split it (one file per rank)")
-    return data
+        gz = raw.read(2) == GZIP_MAGIC
+        size = os.fstat(raw.fileno()).st_size
+        if gz and size >= 20:
+            raw.seek(size - 4)
+            if struct.unpack("<I", raw.read(4))[0] > limit:
+                raise _too_large(path, limit)
+        raw.seek(0)
+    except BaseException:
+        raw.close()
+        raise
+    fh: gzip.GzipFile | BinaryIO = gzip.GzipFile(fileobj=raw) if gz else raw
+
+    def close() -> None:
+        fh.close()
+        raw.close()
+    return Bounded(fh, limit, path, raw if gz else None), close
+
+
+class Bounded:
+    """A read-only stream refusing content past `limit` bytes (a growing file, a gzip bomb)
+    and, for gzip, content expanding more than MAX_GZIP_RATIO times its compressed bytes."""
+
+    def __init__(self, fh: gzip.GzipFile | IO[bytes], limit: int, path: str | Path,
+                 compressed: IO[bytes] | None = None) -> None:
+        self._fh, self._left, self._limit, self._path = fh, limit, limit, path
+        self._compressed, self._out = compressed, 0
+
+    def read(self, n: int) -> bytes:
+        try:
+            data = self._fh.read(n)
+        except (OSError, EOFError, zlib.error) as e:
+            raise fail(self._path, 1, f"cannot read ({getattr(e, 'strerror', None) or e})") from None
+        self._left -= len(data)
+        self._out += len(data)
+        if self._left < 0:
+            raise _too_large(self._path, self._limit)
+        if self._compressed is not None and self._out > GZIP_PROBE_BYTES \
+                and self._out > MAX_GZIP_RATIO * max(1, self._compressed.tell()):
+            raise fail(self._path, 1, f"refused: gzip content expands over {MAX_GZIP_RATIO}x "
+                       "(a real trace or log expands 10-20x): a decompression bomb")
+        return data
+
+
+def read_bytes(path: str | Path, limit: int = MAX_TEXT_BYTES, option: str = "--from") -> bytes:
+    """The file's content (gunzipped when gzip), at most `limit` bytes (see open_content);
+    ``-`` is standard input, read with the same bounds."""
+    if str(path) == "-":
+        data = read_regular(path, what="measured evidence file", option=option,
+                            max_bytes=limit)[1]
+        if data[:2] != GZIP_MAGIC:
+            return data
+        try:
+            out = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, limit + 1)
+        except zlib.error as e:
+            raise fail(path, 1, f"cannot read ({e})") from None
+        if len(out) > limit:
+            raise _too_large(path, limit)
+        return out
+    fh, close = open_content(path, limit, option)
+    try:
+        chunks, total = [], 0
+        while chunk := fh.read(1 << 20):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        close()
 
 
 def load_json(path: str | Path, raw: bytes | str, what: str = "JSON") -> Any:
@@ -155,9 +234,30 @@ def line_blocks(path: str | Path, data: bytes | None = None, tags_anywhere: bool
         start, i = end + 1, i + len(lines)
 
 
+def _shown_token(token: str) -> str:
+    return repr(token) if len(token) <= 40 else f"{token[:20]!r}… ({len(token)} characters)"
+
+
 def number(token: str, path: str | Path, line: int, what: str) -> float:
-    """A float from a log token (thousands separators allowed), or an InputError at file:line."""
+    """A finite float of at most MAX_LOG_NUMBER in magnitude from a log token (thousands
+    separators allowed), or an InputError at file:line naming the field."""
+    if len(token) > MAX_TOKEN_CHARS:
+        raise fail(path, line, f"{what}: {_shown_token(token)} is not a number a log prints")
     try:
-        return float(token.replace(",", ""))
+        value = float(token.replace(",", ""))
     except ValueError:
-        raise fail(path, line, f"{what}: {token!r} is not a number") from None
+        raise fail(path, line, f"{what}: {_shown_token(token)} is not a number") from None
+    if not abs(value) <= MAX_LOG_NUMBER:     # also NaN
+        raise fail(path, line, f"{what}: {token} is out of range (at most "
+                   f"{MAX_LOG_NUMBER:g} in magnitude)")
+    return value
+
+
+def integer(token: str, path: str | Path, line: int, what: str) -> int:
+    """A non-negative integer of at most MAX_LOG_NUMBER from a log token (a step, a rank, a
+    world size), or an InputError at file:line naming the field: never int() of 5,000 digits."""
+    if not token.isascii() or not token.isdigit() or len(token) > 16 \
+            or int(token) > MAX_LOG_NUMBER:
+        raise fail(path, line, f"{what}: {_shown_token(token)} is not an integer from 0 to "
+                   f"{MAX_LOG_NUMBER:g}")
+    return int(token)

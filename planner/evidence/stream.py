@@ -17,15 +17,24 @@ import codecs
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Iterator, Protocol
 
 from planner.errors import InputError
 from planner.evidence.source import Refused, bounded_int_hook, fail
 
 CHUNK_CHARS = 1 << 20          # text read per refill (and the look-ahead kept before a decode)
-MAX_VALUE_CHARS = 64 << 20     # one event, or one top-level value other than traceEvents
+MAX_VALUE_CHARS = 64 << 20     # one event, or all top-level values other than traceEvents
+# Events in one file: a real trace holds ~200 bytes per event (108,936 events in the 25.8 MB
+# HTA 16-rank trace), so the 512 MiB content ceiling is ~2.7 M events; 16 M leaves room for
+# small events and still bounds what the caller collects.
+MAX_EVENTS = 16_000_000
 WHITESPACE = re.compile(r"[ \t\n\r]*")
 LONG_DIGITS = re.compile(r"\d{21}")   # a literal the bounded decoder must see (MAX_INT_DIGITS)
+# Where an element of traceEvents may end: a closing bracket, whitespace, a comma and the next
+# element's opening bracket (`},{`, `}\n,{`, `}, {`, `],[`); with sorted keys `}, "cat"` closes
+# an event's args, not the event. A candidate cut only: the batch decode proves it (_batch).
+BOUNDARY = re.compile(r"[}\]][ \t\n\r]*,(?=[ \t\n\r]*[{\[])")
+TAIL_CHARS = 4096              # the first window searched backwards for the last boundary
 
 
 class ByteSource(Protocol):
@@ -49,6 +58,12 @@ class TraceStream:
         self._fast, self._dec = json.JSONDecoder(), json.JSONDecoder(parse_int=bounded_int_hook())
         self._buf, self._pos, self._eof, self._line = "", 0, False, 1
         self._long = -1    # where the buffer's next 21-digit run starts (-1: none after _pos)
+        # No batch is tried before this buffer offset: a failed try covered the text up to
+        # it, so each character is in at most one failed batch (linear, whatever the layout).
+        self._retry = 0
+        self._header_chars = 0
+        self.events_read = 0
+        self.found = False   # whether the top-level object has a traceEvents array
         self.header: dict[str, Any] = {}
 
     # ---- buffer ---------------------------------------------------------------------------
@@ -59,6 +74,7 @@ class TraceStream:
             drop = self._pos
             self._line += self._buf.count("\n", 0, drop)
             self._buf, self._pos = self._buf[drop:], 0
+            self._retry = max(0, self._retry - drop)
             if self._long >= 0:
                 self._long -= drop
         while not self._eof and len(self._buf) - self._pos < ahead:
@@ -90,9 +106,18 @@ class TraceStream:
         self._pos += 1
         return c
 
+    def line(self, at: int | None = None) -> int:
+        """The 1-based line of the position (or of buffer offset `at`)."""
+        return self._line + self._buf.count("\n", 0, self._pos if at is None else at)
+
     def _error(self, message: str, at: int | None = None) -> InputError:
-        line = self._line + self._buf.count("\n", 0, self._pos if at is None else at)
-        return fail(self.path, line, f"invalid trace JSON ({message})")
+        return fail(self.path, self.line(at), f"invalid trace JSON ({message})")
+
+    def _needs_more(self, e: json.JSONDecodeError) -> bool:
+        """Whether a decode failed because the value runs past the buffer (read further),
+        rather than on a syntax error inside it (reported at once: no re-reading)."""
+        return not self._eof and (e.pos >= len(self._buf) - 64
+                                  or e.msg.startswith("Unterminated string"))
 
     def _value(self) -> Any:
         """One JSON value at the position, decoded alone (the buffer grown until it holds it)."""
@@ -110,7 +135,7 @@ class TraceStream:
                         raise
                     value, end = self._dec.raw_decode(self._buf, self._pos)
             except json.JSONDecodeError as e:
-                if self._eof:
+                if not self._needs_more(e):
                     raise self._error(e.msg, e.pos) from None
                 if ahead >= MAX_VALUE_CHARS:
                     raise fail(self.path, self._line, "refused: one JSON value over "
@@ -143,9 +168,15 @@ class TraceStream:
             self._expect(":", "':' after a key")
             if key == "traceEvents" and self._skip() == "[":
                 self._pos += 1
+                self.found = True
                 yield from self._array()
             else:
+                start = self._pos
                 self.header[key] = self._value()
+                self._header_chars += self._pos - start
+                if self._header_chars > MAX_VALUE_CHARS:
+                    raise fail(self.path, self.line(), "refused: top-level values other than "
+                               f"traceEvents over {MAX_VALUE_CHARS >> 20} MiB in all")
             if self._expect(",}", "',' or '}'") == "}":
                 break
         if self._skip():
@@ -156,61 +187,50 @@ class TraceStream:
             self._pos += 1
             return
         while True:
-            yield from self._batch()
+            batch = self._batch()
+            self._count(len(batch) + 1)
+            yield from batch
             yield self._value()
             if self._expect(",]", "',' or ']' in traceEvents") == "]":
                 return
+
+    def _count(self, n: int) -> None:
+        self.events_read += n
+        if self.events_read > MAX_EVENTS:
+            raise fail(self.path, self.line(), f"refused: more than {MAX_EVENTS:,} trace events "
+                       "in one file; profile fewer steps or split it (one file per rank)")
+
+    def _last_boundary(self) -> int:
+        """Buffer offset of the last BOUNDARY match after the position (-1: none), searched
+        backwards in growing windows: the look-ahead is not scanned from its start."""
+        window, end = TAIL_CHARS, len(self._buf)
+        while True:
+            start = max(self._pos, end - window)
+            last = None
+            for last in BOUNDARY.finditer(self._buf, start):
+                pass
+            if last is not None:
+                return last.start()
+            if start == self._pos:
+                return -1
+            window *= 16
 
     def _batch(self) -> list[Any]:
         """The buffer's complete events up to its last `},`, decoded by one json.loads (a call
         per event was half the read), or [] to go on one value at a time. The batch is exact:
         a cut inside a string leaves it unterminated and a cut inside a nested value leaves a
         bracket open, so '[' + text + ']' parses only when the text is whole elements."""
+        if self._pos < self._retry:
+            return []
         self._fill(CHUNK_CHARS)
-        cut = self._buf.rfind("},", self._pos)
+        cut = self._last_boundary()
         if cut < 0 or 0 <= self._long <= cut:   # a long digit run: the bounded decoder's
+            self._retry = len(self._buf)
             return []
         try:
             batch = self._fast.decode("[" + self._buf[self._pos:cut + 1] + "]")
         except (ValueError, RecursionError):
+            self._retry = len(self._buf)
             return []
-        self._pos = cut + 2
+        self._pos = self._buf.index(",", cut) + 1
         return batch
-
-
-def open_trace(path: Path, limit: int, option: str) -> tuple[ByteSource, Callable[[], None]]:
-    """(binary stream of the file's content, gunzipped when it starts with the gzip magic, and
-    a function closing it); the regular-file checks of every reader, and at most `limit` bytes
-    of content (the stream raises past it)."""
-    import gzip
-
-    from planner.io.read import open_regular
-    raw = open_regular(path, what="measured evidence file", option=option, max_bytes=limit)
-    magic = raw.read(2)
-    raw.seek(0)
-    if magic != b"\x1f\x8b":
-        return _Limited(raw, limit, path), raw.close
-    unzipped = gzip.GzipFile(fileobj=raw)
-
-    def close() -> None:
-        unzipped.close()
-        raw.close()
-    return _Limited(unzipped, limit, path), close
-
-
-class _Limited:
-    """A read-only stream refusing content past `limit` bytes (a gzip bomb, a growing file)."""
-
-    def __init__(self, fh: ByteSource, limit: int, path: Path) -> None:
-        self._fh, self._left, self._limit, self._path = fh, limit, limit, path
-
-    def read(self, n: int) -> bytes:
-        try:
-            data = self._fh.read(n)
-        except (OSError, EOFError) as e:
-            raise fail(self._path, 1, f"cannot read ({getattr(e, 'strerror', None) or e})") from None
-        self._left -= len(data)
-        if self._left < 0:
-            raise fail(self._path, 1, f"larger than {self._limit // 2**20} MiB; split it "
-                       "(one file per rank)")
-        return data

@@ -17,12 +17,13 @@ import math
 import re
 from array import array
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from planner.evidence.model import Evidence, StepStats, TraceSummary
-from planner.evidence.source import MAX_JSON_BYTES, fail
+from planner.evidence.source import MAX_JSON_BYTES, fail, open_content
+from planner.evidence.stream import TraceStream
 from planner.evidence.stats import spread
 
 GEMM = re.compile(r"gemm|Gemm|GEMM|cutlass|xmma|cublas|nvjet|matmul|_mma_|wgrad|dgrad|fprop",
@@ -33,6 +34,10 @@ NCCL_KERNEL_KIND = {"AllReduce": "all_reduce", "AllGather": "all_gather",
                     "ReduceScatter": "reduce_scatter", "SendRecv": "send_recv",
                     "Broadcast": "broadcast", "Reduce": "reduce", "AllToAll": "all_to_all"}
 COMPUTE = ("gemm", "attention", "other_compute")
+# Kineto times are microseconds since the epoch (~1.7e15 in 2024) or since the profiler's
+# start; 1e17 µs is ~3,000 years. A kernel longer than 1e10 µs (~3 hours) is not one kernel.
+MAX_TS_US = 1e17
+MAX_DUR_US = 1e10
 COPY = "memcpy"
 IDLE = "idle"
 
@@ -51,7 +56,8 @@ class _Collected:
     CPU thread and time), `nccl:<op>` annotations per thread, and per device the GPU events as
     numbers — never the events themselves, so a streamed trace stays in bounded memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, line: Callable[[], int] = lambda: 1) -> None:
+        self.line = line    # the line being read, for errors (the stream's position)
         self.steps: list[tuple[float, float, str]] = []
         # correlation, thread code, ts
         self.launch: tuple[array[int], array[int], array[float]] = (array("q"), array("q"),
@@ -96,7 +102,11 @@ class _Collected:
     def _gpu_event(self, e: dict, cat: str, name: str, path: Path) -> None:
         ts, dur = _num(e.get("ts")), _num(e.get("dur", 0))
         if ts is None or dur is None:
-            raise fail(path, 1, f"GPU event {name[:60]!r} without a numeric ts/dur")
+            raise fail(path, self.line(), f"GPU event {name[:60]!r} without a numeric ts/dur")
+        if not (abs(ts) <= MAX_TS_US and 0 <= dur <= MAX_DUR_US):
+            field, value = ("ts", ts) if abs(ts) > MAX_TS_US else ("dur", dur)
+            raise fail(path, self.line(), f"GPU event {name[:60]!r}: {field} {value:g} is out of "
+                       f"range (ts within ±{MAX_TS_US:g} µs, dur 0 to {MAX_DUR_US:g} µs)")
         given = e.get("args")
         args: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
@@ -234,22 +244,19 @@ def _idle_at_start(iv: np.ndarray, t0: float, t1: float, longest: float) -> floa
     return float(iv[i, 0] - t0) if i < len(iv) and iv[i, 0] < t1 else t1 - t0
 
 
-def read_trace_file(path: Path, option: str = "--from", limit: int = MAX_JSON_BYTES) -> Evidence:
+def read_trace_file(path: Path, option: str = "--from",
+                    limit: int = MAX_JSON_BYTES) -> Evidence | None:
     """Summarise one rank's Kineto trace, streamed event by event (evidence.stream): memory
-    holds the GPU events as numbers, not the parsed JSON."""
-    from planner.evidence.stream import TraceStream, open_trace
-    fh, close = open_trace(path, limit, option)
+    holds the GPU events as numbers, not the parsed JSON. None when the file is a JSON object
+    without `traceEvents` (another kind of JSON: its other values are bounded in all)."""
+    fh, close = open_content(path, limit, option)
     try:
         stream = TraceStream(fh, path)
-        events = stream.events()
-        got = _Collected()
-        first = next(events, _NONE)
-        if first is _NONE and "traceEvents" not in stream.header:
-            raise fail(path, 1, "a profiler trace is a JSON object with a 'traceEvents' list")
-        if first is not _NONE:
-            got.add(first, path)
-            for e in events:
-                got.add(e, path)
+        got = _Collected(stream.line)
+        for e in stream.events():
+            got.add(e, path)
+        if not stream.found and "traceEvents" not in stream.header:
+            return None
         return summarise(path, stream.header, got)
     finally:
         close()

@@ -17,7 +17,7 @@ from pathlib import Path
 from planner.evidence.model import Evidence, MemoryStats, StepStats
 from planner.errors import InputError
 from planner.evidence.log_block import GIB, NUM, read_titan_block
-from planner.evidence.source import fail, line_blocks, number
+from planner.evidence.source import fail, integer, line_blocks, number
 from planner.evidence.stats import WARMUP_STEPS, Series, spread, steady
 
 MIB = 2.0**20
@@ -114,7 +114,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
     if "iteration" in s and (m := MEG_ITER.search(s)) and not (
             "train_step_timing" in s and NEMO.search(s)):  # NeMo 2 says "iteration" too
         f.fmt("megatron-lm")
-        step = int(m[1])
+        step = integer(m[1], path, ln, "iteration")
         f.last_step = step
         for key, val in _fields(m[3]).items():
             if key.startswith("elapsed time per iteration"):
@@ -134,7 +134,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
     hits = list(MEG_MEM.finditer(s)) if "memory (MB)" in s else ()
     for m in hits:
         f.fmt("megatron-lm")
-        rank = int(m[1]) if m[1] is not None else None
+        rank = integer(m[1], path, ln, "Rank") if m[1] is not None else None
         vals = [number(m[i], path, ln, "memory (MB)") * MIB for i in (3, 4, 5, 6)]
         f.peak(vals[1], vals[3], rank)
     if hits:
@@ -149,15 +149,15 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
         f.add("tflops_per_gpu", f.last_step, number(m[1], path, ln, "Effective Tera Flops"))
         return True
     if "using world size:" in s and (m := MEG_WORLD.search(s)):
-        f.config["world_size"] = int(m[1])
+        f.config["world_size"] = integer(m[1], path, ln, "world size")
         for key, g in (("dp", 2), ("tp", 3), ("pp", 4), ("tp", 5)):
             if m[g]:
-                f.config[key] = int(m[g])
+                f.config[key] = integer(m[g], path, ln, key)
         return True
     if " .." in s and (m := ARG_DUMP.match(s)):
         arg = ARG_KEYS.get(m[1])
         if arg and re.fullmatch(r"\d+", m[2]):
-            f.config.setdefault(arg, int(m[2]))
+            f.config.setdefault(arg, integer(m[2], path, ln, m[1]))
         return bool(arg)
     return False
 
@@ -165,7 +165,7 @@ def _megatron(f: _Found, s: str, path: Path, ln: int) -> bool:
 def _torchtitan(f: _Found, s: str, path: Path, ln: int) -> bool:
     if "step:" not in s or not (m := TITAN.search(s)):
         return False
-    return _torchtitan_fields(f, int(m[1]), TITAN_FIELD.findall(s), path, ln)
+    return _torchtitan_fields(f, integer(m[1], path, ln, "step"), TITAN_FIELD.findall(s), path, ln)
 
 
 def _torchtitan_fields(f: _Found, step: int, pairs: list[tuple[str, str]], path: Path,
@@ -217,7 +217,7 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
     if _flops_profiler(f, s, path, ln):
         return True
     if s[:1] == "|" and (m := NVSMI_GPU.match(s)):  # nvidia-smi table (names truncated)
-        f.gpus.setdefault(int(m[1]), m[2])
+        f.gpus.setdefault(integer(m[1], path, ln, "GPU"), m[2])
         return True
     if "CUDA capacity:" in s and (m := TITAN_GPU.search(s)):
         f.gpus.setdefault(0, m[1])
@@ -232,8 +232,10 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
         return True
     if "<" in s and (m := TQDM.search(s)):
         f.fmt("hf-trainer")
-        n = int(m[1])
-        elapsed = int(m[3] or 0) * 3600 + int(m[4]) * 60 + int(m[5])
+        n = integer(m[1], path, ln, "progress")
+        elapsed = (integer(m[3] or "0", path, ln, "elapsed hours") * 3600
+                   + integer(m[4], path, ln, "elapsed minutes") * 60
+                   + integer(m[5], path, ln, "elapsed seconds"))
         f.tqdm_elapsed.setdefault(n, float(elapsed))
         return True
     if "'train_" in s and (hits := HF_METRIC.findall(s)):
@@ -248,13 +250,13 @@ def _others(f: _Found, s: str, path: Path, ln: int) -> bool:
         return True
     if "iter time (s):" in s and (m := DS_PIPE.search(s)):
         f.fmt("deepspeed")
-        step = int(m[1])
+        step = integer(m[1], path, ln, "steps")
         f.add("step_time_s", step, number(m[2], path, ln, "iter time (s)"))
         f.add("samples_per_s", step, number(m[3], path, ln, "samples/sec"))
         return True
     if "CurrSamplesPerSec=" in s and (m := DS_TPUT.search(s)):
         f.fmt("deepspeed")
-        step = int(m[1])
+        step = integer(m[1], path, ln, "global_step")
         f.add("samples_per_s", step, number(m[2], path, ln, "CurrSamplesPerSec"))
         if m[3]:
             f.peak(number(m[3], path, ln, "MaxMemAllocated") * GIB, None)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Optional
 
 from planner.errors import InputError
+from planner.io.escape import visible
 from planner.io.parse import detect_format, parse_text
 
 MAX_FILE_BYTES = 1_000_000      # plan, engine-config and profile files; real ones are a few kB
@@ -32,11 +33,10 @@ _SHOWN_CHARS = 120              # a longer path is shown cut, with its length
 
 
 def shown(path: str | Path) -> str:
-    """A user-supplied path as printed in one error line: control characters escaped, a very
-    long one cut (with its length) so the message stays readable."""
-    s = str(path)
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in s):
-        s = s.encode("unicode_escape", "backslashreplace").decode("ascii")
+    """A user-supplied path as printed in one error line: control, C1 and bidi characters
+    escaped (planner.io.escape.visible), a very long one cut (with its length) so the
+    message stays readable."""
+    s = visible(path)
     if len(s) > _SHOWN_CHARS:
         s = f"{s[:60]}…{s[-20:]} ({len(s)} characters)"
     return s
@@ -61,7 +61,7 @@ def _os_problem(e: OSError, what: str) -> str:
     return f"cannot read ({e.strerror or e})"
 
 
-def _kind(mode: int) -> Optional[str]:
+def file_kind(mode: int) -> Optional[str]:
     """What a non-regular file is (None for a regular file)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -72,7 +72,7 @@ def _kind(mode: int) -> Optional[str]:
 
 
 def _not_regular(mode: int, what: str) -> str:
-    kind = _kind(mode)
+    kind = file_kind(mode)
     if kind == "a directory":
         return f"is a directory; expected a {what}"
     return f"is {kind}, not a regular file; expected a {what}"
@@ -92,7 +92,7 @@ def _open_regular(path: str, what: str, option: Optional[str],
         before = os.stat(path)
         if stat.S_ISDIR(before.st_mode) and dir_file:
             return _open_regular(os.path.join(path, dir_file), what, option, None)
-        if _kind(before.st_mode):
+        if file_kind(before.st_mode):
             raise _error(option, path, _not_regular(before.st_mode, what))
         if not os.access(path, os.R_OK):
             raise _error(option, path, "not readable (permission denied)")
@@ -100,7 +100,7 @@ def _open_regular(path: str, what: str, option: Optional[str],
     except OSError as e:
         raise _error(option, path, _os_problem(e, what)) from None
     st = os.fstat(fd)
-    if _kind(st.st_mode):
+    if file_kind(st.st_mode):
         os.close(fd)
         raise _error(option, path, _not_regular(st.st_mode, what))
     return path, fd, st

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
+import unicodedata
+
+from planner.io.escape import visible
 
 
 def silence_stdout() -> None:
@@ -24,3 +29,51 @@ def write_stdout(text: str) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         silence_stdout()
+
+
+# What the output's own characters become on a stream whose encoding cannot hold them
+# (LC_ALL=en_US.ISO-8859-1, PYTHONIOENCODING=ascii, a Windows code page): readable ASCII.
+ASCII_FALLBACK = {"—": "-", "–": "-", "−": "-", "≥": ">=", "≤": "<=", "≠": "!=", "≈": "~",
+                  "·": "-", "×": "x", "÷": "/", "…": "...", "→": "->", "←": "<-", "↑": "^",
+                  "↓": "v", "±": "+/-", "µ": "u", "‘": "'", "’": "'", "“": '"', "”": '"',
+                  "•": "*", "²": "^2", "³": "^3", "∞": "inf", "✓": "ok", "✗": "x", "✔": "ok",
+                  "✘": "x", "⚠": "!", "─": "-", "━": "-", "│": "|", "┃": "|", "█": "#",
+                  "▏": "|", "▕": "|", "░": ".", "▒": ":", "▓": "#", "Σ": "sum", "Δ": "d"}
+ERROR_HANDLER = "dtplan-ascii-fallback"
+
+
+def _fallback(err: UnicodeError) -> tuple[str, int]:
+    """A codecs error handler: each unencodable character as its ASCII fallback, else its
+    compatibility decomposition without accents (é -> e), else a \\uXXXX escape."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = []
+    for ch in err.object[err.start:err.end]:
+        rep = ASCII_FALLBACK.get(ch)
+        if rep is None:
+            rep = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode("ascii")
+            rep = rep or (f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+        out.append(rep)
+    return "".join(out), err.end
+
+
+codecs.register_error(ERROR_HANDLER, _fallback)
+
+
+def encodable_streams() -> None:
+    """Make stdout and stderr write what their encoding cannot hold through the ASCII
+    fallbacks (instead of a UnicodeEncodeError, exit 3); UTF-8 streams are left alone."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        if encoding.startswith("utf") or not isinstance(stream, io.TextIOWrapper):
+            continue
+        try:
+            stream.reconfigure(errors=ERROR_HANDLER)
+        except (ValueError, OSError):   # closed, or not reconfigurable here
+            pass
+
+
+def say(kind: str, text: str) -> None:
+    """One ``dtplan: <kind>: <text>`` line on stderr (error, note, wrote), its user strings
+    shown as escapes where they hold control, C1 or bidi characters (io.escape.visible)."""
+    sys.stderr.write(f"dtplan: {kind}: {visible(text)}\n")

@@ -99,7 +99,15 @@ _BoundedLoader.add_implicit_resolver(
 
 def load_yaml(text: str) -> Any:
     """One YAML document through the bounded loader; a syntax error becomes YamlSyntax."""
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)   # PyYAML's reader refuses control characters here
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        raise YamlSyntax(f" at line {line} column {column}: control character "
+                         f"U+{e.character if isinstance(e.character, int) else 0:04X} is not "
+                         "allowed in YAML (remove it, or write it as an escape in a quoted "
+                         "string)") from None
     try:
         return loader.get_single_data()
     except yaml.YAMLError as e:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.io.escape import markdown, visible
 from planner.render.json_out import default_mode, envelope
 
 FORMATS = ("table", "json", "markdown")
@@ -121,18 +122,12 @@ def numeric_columns(t: Table) -> list[bool]:
     return out
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_TAG = re.compile(r"<(?=[A-Za-z/!?])")   # where HTML would open a tag: <img, </b>, <!--
-
-
 def literal(text: str, *, newlines: bool = False) -> str:
-    """A string as printed, whatever a file put in it: control characters shown as escapes
-    (\\x1b, \\n), so a config.json value cannot colour the terminal, move the cursor or split
-    a title (errors do the same, cli._fail); `newlines`: keep line breaks (notes)."""
-    def esc(m: re.Match) -> str:
-        ch = m.group()
-        return ch if newlines and ch == "\n" else ch.encode("unicode_escape").decode("ascii")
-    return _CONTROL.sub(esc, str(text))
+    """A string as printed, whatever a file put in it: control characters, C1 controls and
+    bidi overrides shown as escapes (planner.io.escape.visible), so a config.json value cannot
+    colour the terminal, move the cursor, reorder the text or split a title; `newlines`: keep
+    line breaks (notes)."""
+    return visible(text, newlines=newlines)
 
 
 def literal_doc(doc: Document) -> Document:
@@ -155,7 +150,8 @@ def md_text(s: str) -> str:
 
 
 def _no_tags(shown: str) -> str:
-    return _TAG.sub(r"\\<", shown)
+    """No HTML tag, link or image (`[x](javascript:...)`, `![x](http://...)`) in Markdown."""
+    return markdown(shown)
 
 
 def _md_shown(shown: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from planner.calibration.closed_loop import Calibration
@@ -78,16 +77,6 @@ def trace_table(path: str, t: TraceSummary) -> Table:
     return Table(f"{Path(path).name}: GPU time per step by category (mean of {len(t.steps)})",
                  ["category", "ms/step", "share", "overlapped ms"], rows,
                  bars=[v for v in t.exclusive_ms.values()] + [0.0])
-
-
-def escaped(doc: Document) -> Document:
-    """Rich reads `[...]` as markup: user strings (file names, GPU names) are escaped."""
-    from rich.markup import escape
-
-    tables = [replace(t, title=escape(t.title), rows=[[escape(c) for c in r] for r in t.rows])
-              for t in doc.tables]
-    return replace(doc, title=escape(doc.title), tables=tables,
-                   notes=[escape(n) for n in doc.notes])
 
 
 def fit_table(cal: Calibration) -> Table:

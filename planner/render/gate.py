@@ -12,6 +12,7 @@ import json
 
 from planner.specs.verdict import FileVerdict, GateRule, Verdict
 from planner.render.document import Document, Table, _clean, render_markdown
+from planner.io.escape import annotation, annotation_property, visible
 from planner.io.units import count, duration, gb, pct, rule_cells
 from planner.specs.records import dump
 
@@ -33,10 +34,12 @@ def fix_line(v: FileVerdict) -> str:
 
 def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -> Document:
     """One file's verdict as a document; given the terminal's ``width``, a rules table that
-    would not fit in five columns is printed as one sentence per rule."""
+    would not fit in five columns is printed as one sentence per rule. The file name is the
+    user's string: escaped where it enters (the verdict keeps its own line breaks)."""
+    name = visible(v.file)
     if v.error:
-        return Document(command="check", title=f"{v.file}: bad input", verdict=f"ERROR: {v.error}",
-                        ok=False)
+        return Document(command="check", title=f"{name}: bad input",
+                        verdict=f"ERROR: {visible(v.error)}", ok=False)
     s = v.summary
     lay = s.get("layout", {})
     peak, usable = s.get("peak_memory_bytes", 0), s.get("usable_memory_bytes", 0)
@@ -68,11 +71,11 @@ def file_document(v: FileVerdict, gib: bool = False, width: int | None = None) -
     warned = [r.name for r in v.rules if r.status == "warn"]
     c = v.counts
     if failed:
-        verdict = f"FAIL {v.file}: {len(failed)} rule(s) failed: {', '.join(failed)}"
+        verdict = f"FAIL {name}: {len(failed)} rule(s) failed: {', '.join(failed)}"
     else:
-        verdict = f"PASS {v.file}: {c['pass']} passed" + (f", {c['warn']} warning(s): "
+        verdict = f"PASS {name}: {c['pass']} passed" + (f", {c['warn']} warning(s): "
                                                           f"{', '.join(warned)}" if warned else "")
-    return Document(command="check", title=f"dtplan check: {v.file} ({v.kind})",
+    return Document(command="check", title=f"dtplan check: {name} ({v.kind})",
                     tables=[Table("Plan", ["", ""], facts),
                             Table("Rules", columns, rows)],
                     notes=v.notes + ([fix_line(v)] if v.fix else []), verdict=verdict, ok=v.ok)
@@ -102,35 +105,27 @@ def render_json_verdict(verdict: Verdict) -> str:
     return json.dumps(_clean(json_data(payload)), indent=2)
 
 
-def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_prop(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
-
-
 def render_github(verdict: Verdict) -> str:
     """One ``::error``/``::warning`` line per failing/warning rule, then a plain summary line."""
     out = []
     for v in verdict.files:
         if v.error:
-            out.append(f"::error file={_escape_prop(v.file)},title=dtplan bad input::"
-                       f"{_escape_data(v.error)}")
+            out.append(f"::error file={annotation_property(v.file)},title=dtplan bad input::"
+                       f"{annotation(v.error)}")
             continue
         for r in v.rules:
             if r.status == "pass":
                 continue
             level = "error" if r.status == "fail" else "warning"
-            props = [f"file={_escape_prop(v.file)}"]
+            props = [f"file={annotation_property(v.file)}"]
             if r.line:
                 props.append(f"line={r.line}")
-            props.append(f"title={_escape_prop('dtplan ' + r.name)}")
+            props.append(f"title={annotation_property('dtplan ' + r.name)}")
             msg = f"{r.name}: {r.measured} (limit {r.limit}) — {r.message}"
-            out.append(f"::{level} {','.join(props)}::{_escape_data(msg)}")
+            out.append(f"::{level} {','.join(props)}::{annotation(msg)}")
         if v.fix is not None:
-            out.append(f"::notice file={_escape_prop(v.file)},title=dtplan cheapest fix::"
-                       f"{_escape_data(v.fix.summary)}")
+            out.append(f"::notice file={annotation_property(v.file)},title=dtplan cheapest fix::"
+                       f"{annotation(v.fix.summary)}")
     n_fail = sum(1 for v in verdict.files if not v.ok)
     out.append(f"dtplan check: {len(verdict.files) - n_fail} of {len(verdict.files)} file(s) "
                f"passed{' (strict)' if verdict.strict else ''}")

@@ -8,9 +8,9 @@ stylesheets are fetched, so the file reads the same offline and on paper. Format
 
 from __future__ import annotations
 
-import html
 import re
 
+from planner.io.escape import html_text
 from planner.review.doc import Review
 from planner.render.document import Table, md_table, md_text, numeric_columns
 
@@ -72,7 +72,7 @@ section.summary{break-after:page}}
 
 
 def _inline(text: str) -> str:
-    t = html.escape(text, quote=False)
+    t = html_text(text)
     t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
 
@@ -81,11 +81,11 @@ def _html_table(t: Table) -> str:
     """A table that scrolls sideways on screen when wide (never squeezes), numbers right-aligned."""
     num = numeric_columns(t)
     cls = [' class="num"' if n else "" for n in num]
-    head = "".join(f"<th{c}>{html.escape(h)}</th>" for h, c in zip(t.columns, cls))
-    body = "".join("<tr>" + "".join(f"<td{c}>{html.escape(str(x))}</td>" for x, c in zip(row, cls))
+    head = "".join(f"<th{c}>{html_text(h)}</th>" for h, c in zip(t.columns, cls))
+    body = "".join("<tr>" + "".join(f"<td{c}>{html_text(str(x))}</td>" for x, c in zip(row, cls))
                    + "</tr>" for row in t.rows)
-    legend = f'<p class="note">{html.escape(t.legend)}</p>' if t.legend else ""
-    return (f'<div class="wide"><table><caption>{html.escape(t.title)}</caption><thead><tr>{head}'
+    legend = f'<p class="note">{html_text(t.legend)}</p>' if t.legend else ""
+    return (f'<div class="wide"><table><caption>{html_text(t.title)}</caption><thead><tr>{head}'
             f"</tr></thead><tbody>{body}</tbody></table></div>{legend}")
 
 
@@ -93,7 +93,7 @@ def _summary_html(t: Table) -> str:
     """The executive summary as a definition grid: question on the left, answer on the right;
     each row gets an id (summary-decision, summary-gap, ...) so a reader can link to it."""
     ids = {"decision": "decision", "gap to the best alternative": "gap", "risks": "risks"}
-    rows = "".join(f'<tr id="summary-{ids.get(q, q.split()[0])}"><th scope="row">{html.escape(q)}'
+    rows = "".join(f'<tr id="summary-{ids.get(q, q.split()[0])}"><th scope="row">{html_text(q)}'
                    f"</th><td>{_inline(a)}</td></tr>" for q, a in t.rows)
     return (f'<section class="summary" id="summary"><h2>Summary</h2>'
             f'<table class="summary"><tbody>{rows}</tbody></table></section>')
@@ -106,18 +106,18 @@ def _inline_svg(svg: str) -> str:
 
 def render_review_html(r: Review) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(r.title)}</title>",
+             f"<title>{html_text(r.title)}</title>",
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<style>{CSS}</style></head><body>", f"<h1>{html.escape(r.title)}</h1>",
+             f"<style>{CSS}</style></head><body>", f"<h1>{html_text(r.title)}</h1>",
              f'<p class="verdict{"" if r.ok else " fail"}">{_inline(r.verdict)}</p>']
     if r.summary is not None:  # the decision and the gap first, above the verdict's detail
         parts.insert(-1, _summary_html(r.summary))
     if r.charts_note:
         parts.append(f'<p class="note">{_inline(r.charts_note)}</p>')
-    parts.append("<nav><ol>" + "".join(f'<li><a href="#s{i}">{html.escape(s.title)}</a></li>'
+    parts.append("<nav><ol>" + "".join(f'<li><a href="#s{i}">{html_text(s.title)}</a></li>'
                                        for i, s in enumerate(r.sections, 1)) + "</ol></nav>")
     for i, s in enumerate(r.sections, 1):
-        parts.append(f'<section id="s{i}"><h2>{i}. {html.escape(s.title)}</h2>')
+        parts.append(f'<section id="s{i}"><h2>{i}. {html_text(s.title)}</h2>')
         items = []
         for para in s.text:
             if para.startswith("- "):
@@ -133,7 +133,7 @@ def render_review_html(r: Review) -> str:
         for name in s.charts:
             if name in r.charts:
                 parts.append(f"<figure>{_inline_svg(r.charts[name])}<figcaption>"
-                             f"{html.escape(r.chart_titles.get(name, name))}</figcaption></figure>")
+                             f"{html_text(r.chart_titles.get(name, name))}</figcaption></figure>")
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -192,6 +192,12 @@ def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
         raise InputError(path, f"{loc}: {err['msg']}") from None
 
 
+def profile_from_text(text: str, path: str) -> HardwareProfile:
+    """A user profile from TOML text about to be written to `path` (checked before writing,
+    so an invalid profile is never left on disk)."""
+    return _parse(text, path)
+
+
 def load_profile_file(path: str | Path, *, option: Optional[str] = None) -> HardwareProfile:
     """Load one profile TOML from any path through the one bounded reader (planner.inputs);
     problems raise InputError(<option or path>, '<key>: …')."""

@@ -178,7 +178,7 @@ def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
     """(dp_replicate, dp_shard, reshard_after_forward, notes) from the ZeRO stage and the
     shard group: FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, HSDP = replicate × shard (§4.1)."""
     lay = inp.layout
-    notes = []
+    notes: list[str] = []
     if lay.dp == 1:
         return 1, 1, False, notes
     if lay.zero == 0:

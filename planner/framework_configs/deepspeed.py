@@ -8,12 +8,12 @@ Sources (ECOSYSTEM.md §1.1-1.4): ``deepspeed/runtime/config.py`` ``_batch_asser
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS
 from planner.errors import InputError, Problems
 from planner.specs.job import CheckOptions, Job
-from planner.specs.knobs import Layout
+from planner.specs.knobs import Layout, Offload, Recompute
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, cli_model
@@ -42,6 +42,8 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     keys = found.run(_batch_keys, o, opts, notes)
     state = found.run(_precision, o, opts, notes)
     found.check()
+    # found.check() raised if any of these failed to read: each is present from here on
+    assert model is not None and hw is not None and keys is not None and state is not None
     tbs, mbs, gas = keys
     precision, precision_rule = state
     tp, pp = opts.tp or 1, opts.pp or 1
@@ -99,13 +101,13 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     optimizer = DS_OPTIMIZERS.get(opt_type, "adam")
     if opt_type not in DS_OPTIMIZERS:
         notes.append(f"optimizer {opt_type!r} counted as Adam (two fp32 moments)")
-    recompute = "full" if "activation_checkpointing" in data else "none"
+    recompute: Recompute = "full" if "activation_checkpointing" in data else "none"
     if opts.recompute is not None:
         if opts.recompute != recompute:
             notes.append(f"--recompute {opts.recompute} overrides "
                          f"{'activation_checkpointing' if recompute == 'full' else 'no activation_checkpointing'}"
                          f" ({recompute}; the flag wins)")
-        recompute = opts.recompute
+        recompute = cast(Recompute, opts.recompute)   # the CLI's choice (none, selective, full)
     elif recompute == "full":
         notes.append("activation_checkpointing present: assuming full recompute of every layer "
                      "(the block configures deepspeed.checkpointing; the model code switches it on)")
@@ -228,11 +230,11 @@ def _precision(o: _Obj, opts: CheckOptions, notes: list[str]) -> tuple[str, Gate
     return stated, rule
 
 
-def _device(o: _Obj) -> str:
+def _device(o: _Obj) -> Offload:
     dev = o.str("device", "none") or "none"
     if dev not in ("none", "cpu", "nvme"):
         raise o.fail("device", f"must be none, cpu or nvme, got {dev!r}")
-    return dev
+    return cast(Offload, dev)   # one of the three, checked above
 
 
 # ---- writer -----------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import math
 
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.job import CheckOptions, Job
-from planner.specs.knobs import Layout
+from planner.specs.knobs import Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
@@ -42,6 +44,8 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
         found.add(f"{where}: --micro-batch-size", "missing; Megatron-LM requires it (or pass "
                                                  "--micro-batch N)")
     found.check()
+    # found.check() raised if any of these failed to read: each is present from here on
+    assert model is not None and hw is not None and gpus is not None and mbs is not None
 
     world_ok = gpus % (tp * pp * cp) == 0
     rules.append(make_rule("megatron-world-divisible", world_ok,
@@ -209,7 +213,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
                     shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
-                    schedule="interleaved" if interleaved else "1f1b", recompute=gran or "none",
+                    schedule="interleaved" if interleaved else "1f1b", recompute=cast(Recompute, gran or "none"),
                     recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),

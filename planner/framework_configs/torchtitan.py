@@ -14,7 +14,7 @@ from typing import Any
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from planner.errors import InputError, Problems
 from planner.specs.job import CheckOptions, Job
-from planner.specs.knobs import Layout
+from planner.specs.knobs import Layout, Offload, Recompute, Schedule
 from planner.evaluation.rules import config_keys
 from planner.specs.model import ModelSpec
 from planner.specs.verdict import GateRule, make_rule
@@ -26,10 +26,10 @@ from planner.framework_configs.common import (Export, _Obj, _accumulation, _bf16
 # torchtitan's llama3 flavors are the Llama 3.1 shapes (torchtitan/models/llama3/__init__.py).
 TITAN_FLAVORS = {("llama3", "8b"): "llama3.1-8b", ("llama3", "70b"): "llama3.1-70b",
                  ("llama3", "405b"): "llama3.1-405b"}
-TITAN_SINGLE = {"1f1b": "1f1b", "gpipe": "gpipe"}
+TITAN_SINGLE: dict[str, Schedule] = {"1f1b": "1f1b", "gpipe": "gpipe"}
 TITAN_MULTI = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble",
                "dualpipev", "pipelineschedulemulti"}
-TITAN_AC = {"none": "none", "selective": "selective", "full": "full", "memory_budget": "selective"}
+TITAN_AC: dict[str, Recompute] = {"none": "none", "selective": "selective", "full": "full", "memory_budget": "selective"}
 
 
 def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
@@ -46,6 +46,8 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     hw = found.run(_hardware, opts, notes)
     model = found.run(_model, mo, opts, notes)
     found.check()
+    # found.check() raised if any of these failed to read: each is present from here on
+    assert model is not None and hw is not None
     rep = par.int("data_parallel_replicate_degree", 1)
     shard = par.int("data_parallel_shard_degree", -1, low=-1)
     if shard == 0 or shard < -1:
@@ -97,7 +99,8 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     schedule_name = par.str("pipeline_parallel_schedule", "1F1B")
     sched_key = schedule_name.lower()
     pp_mb = par.int("pipeline_parallel_microbatch_size", 1)
-    chunks, schedule = 1, "1f1b"
+    chunks = 1
+    schedule: Schedule = "1f1b"
     if pp > 1:
         if sched_key in TITAN_SINGLE:
             schedule = TITAN_SINGLE[sched_key]
@@ -149,7 +152,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
         zero = 0
     mp = tr.str("mixed_precision_param", "bfloat16")
     precision = opts.precision or ("fp32" if mp == "float32" else "mixed")
-    offload = "cpu" if tr.bool("enable_cpu_offload") else "none"
+    offload: Offload = "cpu" if tr.bool("enable_cpu_offload") else "none"
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
                     shard_group=shard if (rep > 1 and shard > 1) else None, micro_batch=micro,
                     schedule=schedule, chunks=chunks, sp=tp > 1, recompute=TITAN_AC[mode],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from planner.io import validate as v
 from planner.io.numbers import parse_number
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the models are imported where a part is resolved: `--help` 
     from planner.specs.hardware import HardwareProfile
     from planner.specs.job import CheckOptions, Job
     from planner.specs.model import ModelSpec
+    from planner.specs.verdict import FileKind
 
 
 
@@ -346,7 +347,7 @@ class Flags:
 # ---- files: a plan or an engine config ----------------------------------------------------------
 
 def resolve_file(path: str, opts: CheckOptions,
-                 hardware: HardwareProfile | None = None) -> tuple[Job, str, str]:
+                 hardware: HardwareProfile | None = None) -> tuple[Job, str, FileKind]:
     """(Job, the file's text, its kind) for a plan file or an engine config (DeepSpeed JSON,
     Megatron-LM arguments, torchtitan TOML), with ``opts`` supplying what the file cannot state
     and overriding its batch / recompute / precision keys; ``hardware`` (a profile already
@@ -360,7 +361,8 @@ def resolve_file(path: str, opts: CheckOptions,
 
     where = str(path)
     text, fmt, data = ec.load_any(path, opts.engine)
-    kind = opts.engine or ec.detect(where, fmt, data, text)
+    # detect() names an engine or "plan"; --engine is a choice among the same names
+    kind = cast("FileKind", opts.engine or ec.detect(where, fmt, data, text))
     if kind != "plan":
         job = ec.read_engine(kind, where, text, data, opts)
         if hardware is not None:

@@ -10,6 +10,8 @@ from pydantic import Field
 
 VERDICT_SCHEMA_VERSION: Literal[1] = 1
 Status = Literal["pass", "fail", "warn"]
+# what a checked file is: a plan or one engine's config (unknown: it could not be read)
+FileKind = Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +60,7 @@ class FileVerdict:
     """The verdict on one input file."""
 
     file: str
-    kind: Literal["plan", "deepspeed", "megatron", "torchtitan", "unknown"] = "unknown"
+    kind: FileKind = "unknown"
     ok: Annotated[bool, Field(description="no rule failed and the file was valid input")]
     error: Annotated[Optional[str], Field(
         description="bad input: the reasons, '; '-joined (exit 2)")] = None

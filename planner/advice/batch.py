@@ -139,8 +139,11 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     w = r.layouts[0]
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
                 precision=precision, optimizer=optimizer)
+    # the calibrated band only: a wide band for a regime without runs is on the absolute
+    # figures, which a batch change within one regime shares
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
-                      collective=w.collective_fraction, error_band_pct=w.error_band_pct)
+                      collective=w.collective_fraction,
+                      error_band_pct=w.error_band_pct if w.error_band_calibrated else None)
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
@@ -150,4 +153,5 @@ def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProf
     p = problem(model, hardware, e.gpus, seq_len=e.seq_len, global_batch=e.global_batch,
                 precision=e.layout.precision, optimizer=e.layout.optimizer, budget=budget)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
-                           collective=e.collective_fraction, error_band_pct=e.error_band_pct)
+                           collective=e.collective_fraction,
+                           error_band_pct=e.error_band_pct if e.error_band_calibrated else None)

@@ -118,7 +118,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
-                   + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else " (uncalibrated)"))
+                   + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else ""))
     else:
         verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule"
     notes = []
@@ -135,9 +135,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
               f"{hours(DEFAULT_GPU_MTBF_S)} (Llama 3's 419 interruptions in 54 days on 16,384 GPUs) "
               "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
-    if r.best is not None:   # the winner's framework line and its band / uncalibrated note
-        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
-    if any(x.error_band_pct for x in r.layouts):
+    if r.best is not None:   # the winner's framework line and its band note
+        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Wide band"))]
+    if any(x.error_band_calibrated for x in r.layouts):
         notes.append("Ranking: layouts whose time per token lies within the regime's error band "
                      "of each other are ties, ordered by memory headroom.")
     notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]

@@ -78,7 +78,10 @@ class RankedLayout:
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
-    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
+    # ± on step time / tokens/s / MFU: the regime's calibrated band, else the profile's wide
+    # band for regimes without runs (error_band.shown_band)
+    error_band_pct: Optional[float] = None
+    error_band_calibrated: bool = False     # error_band_pct comes from this regime's runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +147,9 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
+            accumulation=float(r.micro_batches[i]),
+            error_band_pct=float(bands[i]) or p.hardware.efficiency.uncalibrated_band,
+            error_band_calibrated=bool(bands[i])))
     return out
 
 

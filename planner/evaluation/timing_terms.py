@@ -25,7 +25,7 @@ from planner.engine import fp8 as f8
 from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
-from planner.engine.arrays import FloatArray, array
+from planner.engine.arrays import array
 from planner.engine.params import attention_score_forward_flops, mlp_params
 from planner.engine.topology import fabric
 

@@ -150,20 +150,26 @@ def test_dtplan_memory_megatron_mixtral_vpp_through_the_cli(dtplan):
     assert last["moment"].startswith("last stage, loss and its gradient, 3.625 forwards in flight")
 
 
-def test_meta_405b_layout_is_rejected_by_one_named_assumption():
+def test_meta_405b_layout_is_admitted_with_the_default_allocator():
     # Llama 3.1 405B as Meta ran it (Dubey et al. 2024 Sec. 3.3.2): TP 8, PP 16 (first and last
     # stage one layer short), DP 128, interleaved, 8K sequences, 16M-token batches, 80 GB H100;
-    # FSDP without resharding after forward: gradients and optimizer sharded (ZeRO-2 states)
+    # FSDP without resharding after forward: gradients and optimizer sharded (ZeRO-2 states).
+    # It was rejected by the fragmentation term alone while that term grew with the in-flight
+    # micro-batches; the blocks of the micro-batches held in flight are recycled whole
+    # (allocator.steady_bytes), so it fits without expandable segments, and what fragmentation
+    # remains is one micro-batch's churn plus the 2 MiB rounding of the live tensors.
     m = get_preset("llama3.1-405b")
     lay = Layout(tp=8, pp=16, dp=128, zero=2, micro_batch=1, schedule="interleaved", chunks=2)
     fw = load_framework("megatron")
     p = Problem(model=m, hardware=load_profile("h100"), gpus=16384, seq_len=8192,
                 global_batch=2048, framework=fw)
     e = estimate_problem(p, lay)
-    assert not e.fits and any("fragmentation alone" in n for n in e.notes)
-    roomy = dataclasses.replace(fw, memory=dataclasses.replace(fw.memory,
-                                                               expandable_segments=True))
-    assert estimate_problem(Problem(**{**p.__dict__, "framework": roomy}), lay).fits
+    assert e.fits and not any("fragmentation alone" in n for n in e.notes)
+    for s in e.stages:
+        it = s.items
+        churn = it["activations"] / 16 + it["working"] + it["gathered_params"] \
+            + it["grad_buffers"] + it["loss"]   # one of at most 16 in flight, and the transients
+        assert it["fragmentation"] < 0.2 * churn + 0.05 * it["activations"]
 
 
 if __name__ == "__main__":  # the residual table for the note

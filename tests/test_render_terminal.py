@@ -227,33 +227,10 @@ def test_the_render_modules_import_in_one_direction_even_lazily():
 
 # ---- the number test behind the alignment ---------------------------------------------------
 
-# The pattern numeric_columns once compiled (~0.6 ms a run); document.is_number matches it by
-# hand, cell for cell: generated from its own pieces, so the edges (signs, exponents, a blank
-# before " (", unit letters, Unicode digits and blanks) come up often.
-_NUMBER_RE = r"^[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*( \([\d,.]+ ?[%A-Za-z/]*\))?$"
-_PIECES = st.sampled_from(["-", "+", "~", "≈", "1", "0", "٣", ",", ".", "e", "E", "e-", "e+",
-                           " ", "\t", "\u00a0", "%", "GB", "×", "/", "s", " (", "(", ")", "x",
-                           "1.5", " (2 GB)", "#", "µ"])
-
-
-# the pattern's parts in order, each with near misses
-_NUMBERISH = st.tuples(*(st.sampled_from(opts) for opts in (
-    ["", "-", "≈", "*"], ["1", "1,024", "0.5", "٣", ""], ["", "e5", "e-3", "e", "E2"],
-    ["", " ", "\t", "  "], ["", "GB", "%", "×", "x/s", "1"],
-    ["", " (2 GB)", " (3)", "(3)", " (1.5 ×)", " ()", " (2 GB", " (4 %)x"]))).map("".join)
-
-
-@settings(max_examples=1500, deadline=None)
-@given(cell=_NUMBERISH | st.lists(_PIECES, max_size=7).map("".join) | st.text(max_size=12))
-def test_the_hand_number_test_is_the_pattern(cell):
-    from planner.render.document import is_number
-    cell = cell.strip()   # numeric_columns asks about stripped cells
-    assert is_number(cell) == bool(re.match(_NUMBER_RE, cell)), repr(cell)
-
-
 def test_number_cells_as_the_tables_print_them():
     from planner.render.document import is_number
-    for cell in ("12.665", "58.7%", "331.17K", "62m", "1e-05", "≈3.2 GB", "4 (1.5 GB)", "5 (3)"):
+    for cell in ("12.665", "58.7%", "331.17K", "62m", "1e-05", "≈3.2 GB", "4 (1.5 GB)", "5 (3)",
+                 "54.4% ±45%", "12.3 s ± 3.5%"):
         assert is_number(cell), cell
-    for cell in ("TP8", "e5", "1 (", "1e+", "1 (x)", "n/a", "-", "3 GB (2 ×)"):
+    for cell in ("TP8", "e5", "1 (", "1e+", "1 (x)", "n/a", "-", "3 GB (2 ×)", "±45%", "1 ±"):
         assert not is_number(cell), cell

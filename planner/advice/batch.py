@@ -143,8 +143,11 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
                 precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout),
                 framework=framework)
+    # the calibrated band only: a wide band for a regime without runs is on the absolute
+    # figures, which a batch change within one regime shares
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
-                      collective=w.collective_fraction, error_band_pct=w.error_band_pct)
+                      collective=w.collective_fraction,
+                      error_band_pct=w.error_band_pct if w.error_band_calibrated else None)
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
@@ -156,4 +159,5 @@ def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProf
                 precision=e.layout.precision, optimizer=e.layout.optimizer, budget=budget,
                 framework=framework)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
-                           collective=e.collective_fraction, error_band_pct=e.error_band_pct)
+                           collective=e.collective_fraction,
+                           error_band_pct=e.error_band_pct if e.error_band_calibrated else None)

@@ -43,6 +43,22 @@ FRAGMENTATION_SHARE = 0.20
 FRAGMENTATION_SHARE_EXPANDABLE = 0.0
 
 
+def steady_bytes(states: Num, activations_per_mb: Num, in_flight: Num) -> Num:
+    """Bytes that do not churn within a step: the states S plus the saved activations of all
+    but one of the n micro-batches a pipeline stage keeps in flight, S + max(n − 1, 0)·A.
+
+    In 1F1B (and its interleaved form) each forward allocates the same tensor sizes the
+    backward just before it freed, so the caching allocator serves them from exactly fitting
+    cached blocks (best fit within a size class, CUDACachingAllocator.cpp get_free_block): the
+    blocks of earlier micro-batches are recycled whole, not split. What fragments is what one
+    micro-batch's cycle allocates and frees (its activations, the working sets, gathered
+    copies), so the fragmentation term does not grow with the depth of the pipeline. The
+    fitted share's data (calibration_modern.json) has n = 1, where this is S as before; no
+    measurement of a deep pipeline's max reserved says otherwise."""
+    n = np.maximum(np.asarray(in_flight, dtype=float) - 1.0, 0.0)
+    return out(np.asarray(states, dtype=float) + n * np.asarray(activations_per_mb, dtype=float))
+
+
 def block_bytes(request: Num) -> Num:
     """Bytes the allocator hands out for one request: max(512, ceil(request/512)·512)."""
     r = np.asarray(request, dtype=float)
@@ -83,8 +99,9 @@ def reserved_bytes(allocated: Num, persistent: Num, rounding: Num = 0.0, *,
     """Peak reserved bytes the step asks of the allocator: allocated + rounding + share ×
     (allocated − persistent).
 
-    `persistent` is what stays allocated through the step (weights, gradients, optimizer state):
-    it is allocated once and never fragments. The share defaults to FRAGMENTATION_SHARE; with
+    `persistent` is what does not churn within the step (steady_bytes: the weights, gradients
+    and optimizer state, allocated once, and the activations of the micro-batches held in
+    flight besides the one being worked on, recycled whole): it never fragments. The share defaults to FRAGMENTATION_SHARE; with
     expandable segments it is FRAGMENTATION_SHARE_EXPANDABLE. Not capped at the device: when the
     demand passes what the allocator may take, PyTorch frees its cached blocks and retries
     (release_cached_blocks) and raises OOM if that fails; the model cannot tell how much of the

@@ -111,7 +111,8 @@ def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_w
     layouts whose floor already exceeds usable memory)."""
     held = np.asarray(in_flight, dtype=float) * np.asarray(activations_per_mb, dtype=float)
     allocated = sum((np.asarray(v, dtype=float) for v in (states, held, forward_working)), 0.0)
-    reserved = alc.reserved_bytes(allocated, states, 0.0, share=share, expandable=expandable)
+    steady = alc.steady_bytes(states, activations_per_mb, in_flight)
+    reserved = alc.reserved_bytes(allocated, steady, 0.0, share=share, expandable=expandable)
     return alc.device_total_bytes(reserved, context, nccl)
 
 
@@ -130,6 +131,8 @@ def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transie
     # max(S, 0): a moment without the loss (h = 0) allocates 0, not S, where S < 0
     allocated = np.maximum(np.asarray(states, dtype=float), 0.0) \
         + np.asarray(in_flight, dtype=float) * a + transient
-    reserved = alc.reserved_bytes(allocated, states, np.maximum(rounding, 0.0), share=share,
+    # the same steady bytes as stage_memory's, so the fragmentation grows with `allocated` alone
+    steady = alc.steady_bytes(states, activations_per_mb, in_flight)
+    reserved = alc.reserved_bytes(allocated, steady, np.maximum(rounding, 0.0), share=share,
                                   expandable=expandable)
     return out(np.asarray(alc.device_total_bytes(reserved, context, nccl)) * (1.0 + CEILING_MARGIN))

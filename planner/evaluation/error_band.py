@@ -39,12 +39,23 @@ def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float
     return hw.efficiency.error_bands.get(regime(framework, hw, lay))
 
 
+def shown_band(hw: HardwareProfile, framework: str, lay: Layout) -> float:
+    """The band (per cent) printed on step time, tokens/s and MFU: the regime's calibrated band,
+    else the profile's wide band for regimes without runs (efficiency.uncalibrated_band). Never
+    absent; the search ranks by the calibrated band alone (band_for), since layouts of one
+    regime share the constants a missing calibration leaves uncertain."""
+    b = band_for(hw, framework, lay)
+    return hw.efficiency.uncalibrated_band if b is None else b
+
+
 def band_note(hw: HardwareProfile, framework: str, lay: Layout) -> str:
     """The sentence every estimate prints about its uncertainty."""
     b = band_for(hw, framework, lay)
     key = regime(framework, hw, lay)
     if b is None:
-        return (f"Uncalibrated: no published run of regime {key} on {hw.name} "
-                "(`dtplan calibrate`); step time, tokens/s and MFU carry no error band.")
+        return (f"Wide band ± {hw.efficiency.uncalibrated_band:g}% on step time, tokens/s and "
+                f"MFU: no published run of regime {key} on {hw.name} in `dtplan calibrate`'s "
+                "sets, so the profile's band for regimes without runs applies (the widest "
+                "error seen where constants were carried to another GPU or framework).")
     return (f"Error band ± {b:g}% on step time, tokens/s and MFU: RMS of `dtplan calibrate`'s "
             f"residuals for {key} on {hw.name}.")

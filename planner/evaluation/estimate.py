@@ -11,6 +11,7 @@ import numpy as np
 from planner.evaluation import tuning as tun
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
+from planner.evaluation.error_band import shown_band
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
@@ -86,8 +87,11 @@ class Estimate:
     budget: MemoryBudget
     notes: list[str]
     framework: str = "megatron"
-    # ± per cent on step time, tokens/s and MFU for this regime (None: uncalibrated)
+    # ± per cent on step time, tokens/s and MFU: the regime's calibrated band, else the
+    # profile's wide band for regimes without runs (error_band.shown_band); never absent
     error_band_pct: Optional[float] = None
+    # whether error_band_pct comes from calibration runs of this regime
+    error_band_calibrated: bool = False
 
     def share_of_step(self, seconds: float) -> float:
         """A part of the step as a fraction of the whole step time."""
@@ -236,7 +240,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         links=_links(p, lay),
         rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
         budget=p.budget, notes=_notes(p, lay) + _fragmentation_note(p, ev), framework=p.fw.name,
-        error_band_pct=band_for(p.hardware, p.fw.name, lay))
+        error_band_pct=shown_band(p.hardware, p.fw.name, lay),
+        error_band_calibrated=band_for(p.hardware, p.fw.name, lay) is not None)
 
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,

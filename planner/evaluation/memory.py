@@ -305,10 +305,12 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     rounding = np.asarray(a["tensor_gap"]) * live_tensors * (not fw.memory.expandable_segments)
     budget = p.budget
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
-    # step boundary; gathered copies and accumulated gradients are freed at the last backward
+    # step boundary (the in-flight micro-batches but one are recycled whole: steady_bytes);
+    # gathered copies and accumulated gradients are freed at the last backward
     # and allocated again among the activations of the next step, so they churn with them.
+    steady = alc.steady_bytes(persistent_states, a["per_mb"], in_flight)
     reserved = np.asarray(alc.max_reserved_bytes(
-        totals, persistent_states, rounding, [phases[ph]["activations"] for ph in pk.PHASES],
+        totals, steady, rounding, [phases[ph]["activations"] for ph in pk.PHASES],
         share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
         dtype=float)
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(

@@ -63,52 +63,15 @@ def render_json(doc: Document) -> str:
     return json.dumps(_clean(payload), indent=2, sort_keys=False)
 
 
-_SIGNS = ("-", "+", "~", "≈")
-
-
-def _run(s: str, i: int) -> int:
-    """Where the run of digits, commas and points from s[i] ends."""
-    while i < len(s) and (s[i] in ",." or s[i].isdecimal()):
-        i += 1
-    return i
-
-
-def _units(s: str, i: int, extra: str) -> int:
-    """Where the run of unit characters (ASCII letters, % and `extra`) from s[i] ends."""
-    while i < len(s) and (s[i] in extra or s[i].isascii() and s[i].isalpha()):
-        i += 1
-    return i
+# A cell that is a number with at most a unit suffix, a figure in brackets ("4 (1.5 GB)") or
+# an error band ("54.4% ±45%"): such columns are right-aligned in every rendering.
+_NUMBER = re.compile(r"[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*"
+                     r"( \([\d,.]+ ?[%A-Za-z/]*\))?( ±\s?[\d.]+%)?")
 
 
 def is_number(s: str) -> bool:
-    r"""A stripped cell that is a number with at most a unit suffix: the pattern
-    ``[-+~≈]?[\d,.]+(e[-+]?\d+)?\s?[%A-Za-z×/]*( \([\d,.]+ ?[%A-Za-z/]*\))?`` matched whole, by
-    hand (compiling it cost ~0.6 ms a run; tests/test_render_terminal.py holds the two equal)."""
-    i = 1 if s[:1] in _SIGNS else 0
-    j = _run(s, i)
-    if j == i:
-        return False
-    if s[j:j + 1] == "e":   # an exponent with digits is the only reading of them
-        k = j + 1 + (s[j + 1:j + 2] in ("-", "+"))
-        m = k
-        while m < len(s) and s[m].isdecimal():
-            m += 1
-        j = m if m > k else j
-    starts = (j + 1, j) if j < len(s) and s[j].isspace() else (j,)   # the blank, or " (" next
-    return any(_unit_tail(s, start) for start in starts)
-
-
-def _unit_tail(s: str, i: int) -> bool:
-    i = _units(s, i, "%×/")
-    if i == len(s):
-        return True
-    if s[i:i + 2] != " (":
-        return False
-    j = _run(s, i + 2)
-    if j == i + 2:
-        return False
-    j = _units(s, j + (s[j:j + 1] == " "), "%/")
-    return s[j:] == ")"
+    """Whether a stripped cell is a number as `_NUMBER` reads one (matched whole)."""
+    return _NUMBER.fullmatch(s) is not None
 
 
 def numeric_columns(t: Table) -> list[bool]:

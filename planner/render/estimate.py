@@ -81,9 +81,9 @@ def _past_device(e: Estimate, unit: str, gib: bool) -> str:
 
 
 def band(e: Estimate) -> str:
-    """' ± 6%' (relative, from the regime's calibration residuals) or ' (uncalibrated)'."""
+    """' ± 6%': the regime's calibrated band, or the profile's wide band where it has no runs."""
     b = e.error_band_pct
-    return f" ± {b:g}%" if b is not None else " (uncalibrated)"
+    return f" ± {b:g}%" if b is not None else ""
 
 
 def time_tables(e: Estimate) -> list[Table]:

@@ -123,7 +123,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
-                   + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else " (uncalibrated)"))
+                   + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else ""))
     else:
         verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule" + why_none(r)
     notes = []
@@ -140,8 +140,8 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
               f"{hours(DEFAULT_GPU_MTBF_S)} (Llama 3's 419 interruptions in 54 days on 16,384 GPUs) "
               "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
-    if r.best is not None:   # the winner's framework line and its band / uncalibrated note
-        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated",
+    if r.best is not None:   # the winner's framework line and its band note
+        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Wide band",
                                                          "Fine-tuning "))]
     if r.layouts:
         notes.append(headroom_note(r))
@@ -178,7 +178,9 @@ def ranking_text(r: FitResult) -> str:
     text = {"time": "ranked by step time", "cost": "ranked by GPU cost",
             "headroom": "ranked by headroom", "gpus": "ranked by GPU count, then step time"}.get(
         r.objective, f"ranked by {r.objective}")
-    band = r.layouts[0].error_band_pct if r.layouts else None
+    # the search orders near-ties by headroom within a calibrated band only (a wide band for a
+    # regime without runs is on absolute figures, which the layouts of one regime share)
+    band = r.layouts[0].error_band_pct if r.layouts and r.layouts[0].error_band_calibrated else None
     if band and r.objective in ("time", "cost") and len(r.layouts) > 1:
         text += f"; within ±{band:g}% of #1 (its error band) by headroom"
     if r.short_of_headroom:

@@ -87,7 +87,10 @@ class RankedLayout:
     accumulation: float
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
-    error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
+    # ± on step time / tokens/s / MFU: the regime's calibrated band, else the profile's wide
+    # band for regimes without runs (error_band.shown_band)
+    error_band_pct: Optional[float] = None
+    error_band_calibrated: bool = False     # error_band_pct comes from this regime's runs
     # the headroom rule (MemoryBudget.required_headroom) for this row, and whether it falls short
     required_headroom_bytes: float = 0.0
     short_of_headroom: bool = False
@@ -166,7 +169,9 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None,
+            accumulation=float(r.micro_batches[i]),
+            error_band_pct=float(bands[i]) or p.hardware.efficiency.uncalibrated_band,
+            error_band_calibrated=bool(bands[i]),
             required_headroom_bytes=float(need[i]),
             short_of_headroom=bool(r.memory.headroom[i] < need[i])))
     return out

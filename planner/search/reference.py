@@ -142,15 +142,19 @@ def micro_batch_choices(p: Problem, space: SearchSpace, dp: int) -> list[int]:
 
 def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str, int]]:
     """(schedule, chunks): 1F1B; under PP zero-bubble ZB-H1 and interleaved 1F1B with 2 to
-    max_chunks chunks that split the layers, each where the framework runs it. GPipe only when
+    max_chunks chunks that split the layers (beyond, chunks of whole equal layer counts), each
+    where the framework runs it. GPipe only when
     asked for: 1F1B has its bubble with less memory."""
     runs = p.fw.time.pipeline_schedules
     out = [("1f1b", 1)]
     if pp > 1 and "zb-h1" in runs:
         out.append(("zb-h1", 1))
     if pp > 1 and "interleaved" in runs:
-        out += [("interleaved", v) for v in range(2, space.max_chunks + 1)
-                if stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
+        # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
+        out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
+                if (v <= space.max_chunks
+                    and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT)
+                or (v > space.max_chunks and p.model.layers % (pp * v) == 0)]
     if space.schedule == "interleaved":
         return [("interleaved", space.chunks)] if space.chunks else \
             [(s, v) for s, v in out if v > 1]

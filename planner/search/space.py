@@ -3,8 +3,8 @@
 A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
-per-replica batch), schedule (1F1B; ZB-H1 and interleaved with v = 2…max_chunks under PP), sequence
-parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
+per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
+chunk, under PP), sequence parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
 recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
 full recompute of part of each stage is solved from them by the search, search.partial),
 offload when asked.
@@ -179,6 +179,18 @@ def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
     return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
 
 
+def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
+    """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split (at most
+    MAX_STAGE_DEFICIT short), and beyond max_chunks each v whose chunks hold a whole, equal
+    number of layers (L divisible by PP·v, down to one layer per chunk), as Megatron's
+    --num-layers-per-virtual-pipeline-stage sets it: NVIDIA's MLPerf GPT-3 175B runs use
+    PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
+    near = [v for v in range(2, max_chunks + 1)
+            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
+    whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
+    return near + whole
+
+
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
     """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
     where the layers split, each only where the framework runs it (its profile's
@@ -188,9 +200,8 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
     runs = p.fw.time.pipeline_schedules
     if pp > 1:
         rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
-        rows += [(SCHEDULE_CODES["interleaved"], v) for v in range(2, space.max_chunks + 1)
-                 if "interleaved" in runs
-                 and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT]
+        rows += [(SCHEDULE_CODES["interleaved"], v) for v in interleave_choices(
+            p.model.layers, pp, space.max_chunks) if "interleaved" in runs]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
         if space.schedule == "interleaved":

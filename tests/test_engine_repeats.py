@@ -13,6 +13,7 @@ from conftest import run_dtplan
 
 SCRIPT = """#!/bin/bash
 # dtplan-args: --hardware h100
+export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron's validate_args requires it with TP > 1 (H100)
 torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\
     --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --vocab-size 32000 --position-embedding-type rope --seq-length 2048 \\
     --micro-batch-size 1 --global-batch-size 64 --bf16 \\

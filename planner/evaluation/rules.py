@@ -157,8 +157,8 @@ RULES: tuple[RuleSpec, ...] = (
                                 "multiple or divisor"),
              TP_KEYS,
              reads=()),
-    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
-                                                                          c.chunks),
+    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(
+                 p.model.layers, c.pp, c.chunks, uneven_chunks=p.fw.time.uneven_interleaving),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
              "layer fewer)",
              lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
@@ -195,9 +195,12 @@ RULES: tuple[RuleSpec, ...] = (
                    "parallelism.expert_parallel_degree"),
              reads=()),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
-             & np.where(c.shard > 0, c.zero >= 1, True),
-             "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1)",
-             lambda p, lay, f: (f"shard group {_shard_group(lay)}", f"divides {lay.dp * lay.cp}"),
+             & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True),
+             "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a "
+             "framework that runs it: the profile's hybrid_sharding)",
+             lambda p, lay, f: (f"shard group {_shard_group(lay)}",
+                                f"divides {lay.dp * lay.cp}" if p.fw.time.hybrid_sharding
+                                else f"none: {p.fw.name} has no hybrid sharding"),
              _keys("layout.shard_group", "--use-distributed-optimizer",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),

@@ -26,8 +26,8 @@ from planner.io.read import read_bytes as read_regular
 # on one core). Larger inputs are refused, not truncated.
 MAX_TEXT_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES = 512 * 1024 * 1024
-# Gunzipped content per compressed byte: the fixtures' traces expand 13-19x (HTA traces,
-# ../shared/fixtures/real/traces), text logs ~10x; a stream of one repeated byte ~1000x. Past
+# Gunzipped content per compressed byte: real profiler traces expand 13-19x (the sample traces
+# of PyTorch's Holistic Trace Analysis), text logs ~10x; a stream of one repeated byte ~1000x. Past
 # GZIP_PROBE_BYTES of content a higher ratio is refused as a bomb, before the byte ceiling.
 MAX_GZIP_RATIO = 200
 GZIP_PROBE_BYTES = 8 << 20

@@ -7,9 +7,8 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
-from typing import cast
-
 import math
+from typing import cast
 
 from planner.errors import InputError, Problems, validation_message
 from planner.specs.job import CheckOptions, Job
@@ -43,10 +42,8 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     if mbs is None:
         found.add(f"{where}: --micro-batch-size", "missing; Megatron-LM requires it (or pass "
                                                  "--micro-batch N)")
-    found.check()
-    # found.check() raised if any of these failed to read: each is present from here on
+    found.check()   # raised had any of these failed to read: each is present from here on
     assert model is not None and hw is not None and gpus is not None and mbs is not None
-
     world_ok = gpus % (tp * pp * cp) == 0
     rules.append(make_rule("megatron-world-divisible", world_ok,
                            f"{gpus} % (TP {tp} × PP {pp} × CP {cp})", "= 0",
@@ -261,8 +258,6 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
 
 
 # ---- writer -----------------------------------------------------------------------------------
-
-
 def to_megatron(inp: Job) -> Export:
     """A torchrun launch fragment with Megatron-LM's flags (§2.1), obeying validate_args (§2.2)."""
     _refuse_for_megatron(inp.layout, inp.model)

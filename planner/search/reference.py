@@ -108,7 +108,8 @@ def _expert_degrees(p: Problem, space: SearchSpace, dp_cp: int) -> list[int]:
             if dp_cp % e == 0 and (e == 1 or p.fw.time.expert_parallel)]
 
 
-def state_choices(space: SearchSpace, dp_cp: int) -> Iterator[tuple[int, int | None, str, str]]:
+def state_choices(space: SearchSpace, dp_cp: int,
+                  hybrid: bool = True) -> Iterator[tuple[int, int | None, str, str]]:
     """(ZeRO stage, shard group, optimizer offload, parameter offload): ZeRO 0-3 where there is a
     data-parallel group; under ZeRO ≥ 1 every hybrid-shard group strictly inside it; offload of
     the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked. Without a
@@ -118,7 +119,8 @@ def state_choices(space: SearchSpace, dp_cp: int) -> Iterator[tuple[int, int | N
     zeros = [space.zero] if space.zero is not None else (
         [0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
     for zero in zeros:
-        groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp] if zero >= 1 else [])
+        groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp]
+                           if zero >= 1 and hybrid else [])   # the framework's hybrid_sharding
         offloads = [("none", "none")]
         if space.allow_offload and zero >= 1:
             offloads.append(("cpu", "none"))
@@ -153,7 +155,8 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
         out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
                 if (v <= space.max_chunks
-                    and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT)
+                    and stage_deficit(p.model.layers, pp, v)
+                    <= (MAX_STAGE_DEFICIT if p.fw.time.uneven_interleaving else 0))
                 or (v > space.max_chunks and p.model.layers % (pp * v) == 0)]
     if space.schedule == "interleaved":
         return [("interleaved", space.chunks)] if space.chunks else \
@@ -176,7 +179,7 @@ def recompute_choices(p: Problem, space: SearchSpace) -> list[Recompute]:
 def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
     """Every layout's knobs but its recompute, in the fast search's order."""
     for tp, cp, pp, dp, ep in splits(p, space):
-        for zero, group, opt, par in state_choices(space, dp * cp):
+        for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
                     for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's work

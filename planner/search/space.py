@@ -163,14 +163,14 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
             for tp, cp, pp, dp, ep in zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
-def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
-    """(ZeRO stage, shard group, offload optimizer, offload params) rows for one DP·CP."""
+def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.ndarray]:
+    """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP (``hybrid``)."""
     alone = space.zero is None and dpcp == 1   # no data-parallel group: ZeRO only to offload
     zeros = [space.zero] if space.zero is not None else (
         [0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
     rows = []
     for z in zeros:
-        shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 else [])
+        shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 and hybrid else [])
         offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
             + ([(1, 1)] if space.allow_offload and z == 3 else [])
         if alone and z:  # one replica: ZeRO-Offload (stage 2) and ZeRO-Infinity (stage 3)
@@ -179,14 +179,14 @@ def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
     return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
 
 
-def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
+def interleave_choices(layers: int, pp: int, max_chunks: int, uneven: bool = True) -> list[int]:
     """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split (at most
     MAX_STAGE_DEFICIT short), and beyond max_chunks each v whose chunks hold a whole, equal
     number of layers (L divisible by PP·v, down to one layer per chunk), as Megatron's
     --num-layers-per-virtual-pipeline-stage sets it: NVIDIA's MLPerf GPT-3 175B runs use
     PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
-    near = [v for v in range(2, max_chunks + 1)
-            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
+    most = MAX_STAGE_DEFICIT if uneven else 0   # the framework's uneven_interleaving
+    near = [v for v in range(2, max_chunks + 1) if stage_deficit(layers, pp, v) <= most]
     whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     return near + whole
 
@@ -201,7 +201,8 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
     if pp > 1:
         rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in interleave_choices(
-            p.model.layers, pp, space.max_chunks) if "interleaved" in runs]
+            p.model.layers, pp, space.max_chunks, p.fw.time.uneven_interleaving)
+            if "interleaved" in runs]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
         if space.schedule == "interleaved":
@@ -257,7 +258,7 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     s = split_arrays(p, space)
     rec = recomputes(p, space)
     factors = {
-        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k),
+        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k, p.fw.time.hybrid_sharding),
                           ("zero", "shard", "offload_opt", "offload_par")),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
         "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k), ("schedule", "chunks")),

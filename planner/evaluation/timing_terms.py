@@ -196,12 +196,32 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     out["g_e"], out["r_e"] = map(array, st.zero3_unit_times(
         edge_params, fw.gather_bytes, fw.reduce_bytes, x.shard, x.tp * x.cp, gpn, fab))
     n = x.dp * x.cp
-    out["red"], out["gather"] = map(array, st.dp_reduction_times(
-        dp_gradient_bytes(p, stage_params), stage_params * fw.gather_bytes, zero >= 1, n, x.tp,
-        gpn, fab))
+    # dense gradients reduce over DP·CP (ranks TP apart), the experts' over expert-DP (ranks
+    # ETP·EP apart: Megatron-Core's expert rank order tp-ep-dp, parallel_state.py:753-760)
+    experts = np.minimum(_expert_stage_params(p, x), stage_params)
+    dense = stage_params - experts
+    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
+                                        zero >= 1, n, x.tp, gpn, fab)
+    red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, experts),
+                                            experts * fw.gather_bytes, zero >= 1, x.expert_dp,
+                                            x.etp * x.ep, gpn, fab)
+    moe = experts > 0   # a collective of 0 bytes still pays its latency: none without experts
+    out["red"] = array(np.add(red, np.where(moe, red_e, 0.0)))
+    out["gather"] = array(np.add(gather, np.where(moe, gather_e, 0.0)))
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out
+
+
+def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
+    """Expert weights one GPU of the fullest stage holds: its layers' share of MoE layers × E
+    experts' MLPs / (EP·ETP) (engine.budget.stage_params)."""
+    mod = p.model
+    if not mod.is_moe:
+        return np.zeros_like(x.tp)
+    per_layer = (mod.moe_layers / mod.layers * mod.experts
+                 * float(mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)))
+    return x.layers[1] * per_layer / (x.ep * x.etp)
 
 
 class _Zero3Rows(NamedTuple):
@@ -282,7 +302,7 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[st
     total, exposed = st.dp_time_per_step(coll["red"], coll["gather"], coll["buckets"], times,
                                          overlap, n_layers * comp.layer_bwd,
                                          n_layers * comp.layer_fwd, eff.overlap_efficiency)
-    on = (n > 1) & (c.zero < 3)
+    on = ((n > 1) | ((x.expert_dp > 1) & p.model.is_moe)) & (c.zero < 3)
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
 
@@ -305,7 +325,7 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
                                               fab, act_b),
         "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
-            tp * cp, gpn, fab, act_b),
+            x.etp, gpn, fab, act_b),   # EP ranks ETP apart (expert rank order tp-ep-dp)
         "pp": array(st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab,
                                                x.v, act_b))}
 

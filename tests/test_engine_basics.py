@@ -53,7 +53,10 @@ def test_recipes():
     assert sum(memory.optimizer_bytes_per_param("mixed-fp32-grads", "adam")) == 18
     assert sum(memory.optimizer_bytes_per_param("fp32", "adam")) == 16
     assert sum(memory.optimizer_bytes_per_param("mixed", "sgd-momentum")) == 12
-    assert sum(memory.optimizer_bytes_per_param("mixed", "adam-8bit")) == 10
+    # bitsandbytes 8-bit states: 2 bytes + an fp32 absmax per 256-element block of each state
+    assert sum(memory.optimizer_bytes_per_param("mixed", "adam-8bit")) == 10 + 8 / 256
+    assert sum(memory.optimizer_bytes_per_param("bf16-pure", "adam-8bit")) == 6 + 8 / 256
+    assert sum(memory.optimizer_bytes_per_param("mixed", "muon")) == 12
     assert sum(memory.optimizer_bytes_per_param("bf16-pure", "adam")) == 8
 
 

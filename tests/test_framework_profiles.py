@@ -13,13 +13,16 @@ from planner.specs.framework import (DEFAULT_FRAMEWORK, load_framework, list_fra
                                      parse_framework)
 
 
-def test_bundled_profiles_are_the_four_frameworks():
-    assert [f.name for f in list_frameworks()] == ["deepspeed", "fsdp", "megatron", "torchtitan"]
+def test_bundled_profiles_are_the_five_frameworks():
+    # torchtune (issue 28): the fine-tuning recipes' FSDP2 stack with their chunked output loss
+    assert [f.name for f in list_frameworks()] == ["deepspeed", "fsdp", "megatron", "torchtitan",
+                                                   "torchtune"]
     assert load_framework(None).name == DEFAULT_FRAMEWORK == "megatron"
 
 
 @pytest.mark.parametrize("alias,name", [("FSDP2", "torchtitan"), ("mcore", "megatron"),
-                                        ("ds", "deepspeed"), ("accelerate", "fsdp")])
+                                        ("ds", "deepspeed"), ("accelerate", "fsdp"),
+                                        ("tune", "torchtune")])
 def test_aliases(alias, name):
     assert load_framework(alias).name == name
 

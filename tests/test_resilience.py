@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
 from planner.specs.presets import get_preset
-from planner.resilience.planning import (checkpoint_contents, checkpoint_write, failure_rate,
-                                interval_optimum, plan_resilience, restart_cost, straggler,
-                                training_time)
+from planner.resilience.contents import checkpoint_contents
+from planner.resilience.planning import (checkpoint_write, failure_rate, interval_optimum,
+                                         plan_resilience, restart_cost, straggler, training_time)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN, H, DAY = 60.0, 3600.0, 86400.0

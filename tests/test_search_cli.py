@@ -61,7 +61,7 @@ _ONE = ("import sys, contextlib, io; from planner.cli.dispatch import run\n"
         "with contextlib.redirect_stdout(io.StringIO()): rc = run({argv!r})\n"
         "print(rc, sorted(m.rsplit('.', 1)[1] for m in sys.modules "
         "if m.startswith('planner.cli.')))")
-_BASE = ["dispatch", "options", "root"]   # the app and the shared option set
+_BASE = ["dispatch", "names", "options", "root"]   # the app, how library names map to options, the shared option set
 
 
 def test_running_one_command_imports_only_its_module():

@@ -18,6 +18,7 @@ from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search import fast, reference
 from planner.search.fast import OBJECTIVES, SearchSpace
+from planner.specs.budget import MemoryBudget
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
@@ -35,16 +36,21 @@ HARDWARE = ("h100", "a100-40g", "h100-96gb-500w", "l40s", "gb200-nvl72")
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
 
 
-def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str):
+def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str,
+             headroom_gb: float | None = None):
+    """A question; `headroom_gb` an absolute headroom rule in place of the default share."""
+    budget = MemoryBudget() if headroom_gb is None else MemoryBudget(
+        min_headroom_fraction=0.0, min_headroom_bytes=headroom_gb * 1e9)
     p = problem(MODELS[model], load_profile(hw), gpus, seq_len=seq, global_batch=batch,
-                precision=precision)
+                precision=precision, budget=budget)
     return dataclasses.replace(p, framework=load_framework(fw))
 
 
 problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from(HARDWARE),
                      st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]),
                      st.sampled_from([512, 2048, 8192]), st.sampled_from([1, 16, 48, 64, 96, 128]),
-                     st.sampled_from(["mixed", "fp8", "bf16-pure"]), st.sampled_from(FRAMEWORKS))
+                     st.sampled_from(["mixed", "fp8", "bf16-pure"]), st.sampled_from(FRAMEWORKS),
+                     st.sampled_from([None, None, 0.0, 4.0, 30.0]))
 
 
 def _fixed(*values):

@@ -3,7 +3,6 @@ fp8 — seeds from the formulas' sources and hypothesis invariants."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

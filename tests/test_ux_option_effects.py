@@ -75,6 +75,12 @@ LAYOUT_CASES = {
     "--offload-params": _with(B + ("--zero", "3"), "--offload-params", "cpu"),
     "--precision": _with(B, "--precision", "fp8"),
     "--optimizer": _with(B, "--optimizer", "sgd"),
+    "--finetune": _with(B, "--finetune", "lora"),
+    "--lora-rank": _with(B + ("--finetune", "lora"), "--lora-rank", "64"),
+    "--lora-alpha": _with(B + ("--finetune", "lora"), "--lora-alpha", "8"),  # printed in the recipe note
+    "--lora-targets": _with(B + ("--finetune", "lora"), "--lora-targets", "q,v"),
+    "--base-format": _with(B + ("--finetune", "lora"), "--base-format", "int8"),
+    "--lora-dropout": _with(B + ("--finetune", "lora"), "--lora-dropout"),
     "--context-gb": _with(B, "--context-gb", "2"),
     "--comm-buffer-gb": _with(B, "--comm-buffer-gb", "2"),
     "--fragmentation": _with(B, "--fragmentation", "0.1"),

@@ -23,6 +23,7 @@ from planner.evaluation.estimate import Estimate, estimate_problem
 from planner.search.fast import SearchSpace, search
 from planner.search.fit import FitResult
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import Tuning
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
@@ -104,7 +105,7 @@ def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, col
             break
         i = int(res.order[0])
         figures[k] = (float(res.results.throughput.mfu[i]), float(res.results.time.step[i]),
-                      res.candidates.layout(i, p.precision, p.optimizer))
+                      res.candidates.layout(i, p.precision, p.optimizer, p.tuning))
         if not clears(figures[k][0], mfu, need):   # the largest factor does not: none does
             break
     return _advice(p, mfu, need, figures)
@@ -138,7 +139,7 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     from planner.evaluation.train import problem
     w = r.layouts[0]
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
-                precision=precision, optimizer=optimizer)
+                precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout))
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, error_band_pct=w.error_band_pct)
 

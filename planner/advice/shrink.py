@@ -13,6 +13,7 @@ from planner.search.fit import FitResult, fit
 from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import Tuning
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
@@ -165,7 +166,7 @@ def _keep_split(model: ModelSpec, hardware: HardwareProfile, old: Layout, to_gpu
         if not len(res.order):
             return None
         i = int(res.order[0])
-        lay = res.candidates.layout(i, old.precision, old.optimizer)
+        lay = res.candidates.layout(i, old.precision, old.optimizer, Tuning.of(old))
         return ShrinkOption(layout=lay, fits=True, step_time_s=float(res.results.time.step[i]),
                             tokens_per_s=float(res.results.throughput.tokens_per_s[i]),
                             accumulation=float(res.results.micro_batches[i]),

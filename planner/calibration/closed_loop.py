@@ -102,4 +102,4 @@ def _estimated_states(run: RunSpec, hw: HardwareProfile) -> float:
     est = predict(run, hw)
     stage = ("first", "middle", "last")[int(est["peak_stage"])]
     return sum(est[f"mem.{stage}.{k}"] for k in
-               ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+               ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights"))

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
-from planner.cli.knob_options import (CpSearch, EpSearch, MicroBatchSearch, Optimizer, PpSearch,
-                                      Precision, RecomputeSearch, TpSearch, ZeroSearch)
+from planner.cli.knob_options import (BaseFormat, CpSearch, EpSearch, Finetune, LoraAlpha,
+                                      LoraDropout, LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
+                                      PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
                                  switch, whole)
 from planner.cli.root import EXIT_FAIL, EXIT_OK, LAYOUT, OUTPUT, SEARCH, command
 from planner.resolve.job import Flags
 from planner.specs.knobs import KNOB
+
+if TYPE_CHECKING:  # built when the command runs
+    from planner.specs.budget import MemoryBudget
+    from planner.specs.finetune import Tuning
+
+
+# the headroom rule as a floor in GB (specs.budget.MemoryBudget.required_headroom)
+MinHeadroomGb = Annotated[Optional[float], real(
+    "--min-headroom-gb", "free memory per GPU the #1 must leave, GB (default: 6.6 % of its "
+    "peak, the memory model's own error); layouts short of it are flagged and ranked after",
+    SEARCH, within=(0, 10_000))]
+
+# fit's fine-tuning options: the layout knobs' defaults (not search axes)
+FT = {n: KNOB[n].default for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets",
+                                   "base_format", "lora_dropout")}
 
 
 @command("fit", "dtplan fit --model llama3-70b --gpus 256",
@@ -27,6 +43,9 @@ def fit_cmd(
     micro_batch: MicroBatchSearch = None,
     precision: Precision = KNOB["precision"].default,
     optimizer: Optimizer = KNOB["optimizer"].default,
+    finetune: Finetune = FT["finetune"], lora_rank: LoraRank = FT["lora_rank"],
+    lora_alpha: LoraAlpha = FT["lora_alpha"], lora_targets: LoraTargets = FT["lora_targets"],
+    base_format: BaseFormat = FT["base_format"], lora_dropout: LoraDropout = FT["lora_dropout"],
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
     zero: ZeroSearch = None,
     recompute: RecomputeSearch = None,
@@ -37,6 +56,7 @@ def fit_cmd(
     from_plan: Annotated[Optional[str], option(
         "--from-plan", help="a running plan file: which layouts remain on --gpus GPUs (elastic "
         "shrink)", panel=SEARCH, metavar="PATH")] = None,
+    min_headroom_gb: MinHeadroomGb = None,
     top: Annotated[int, whole("--top", "how many layouts to show", SEARCH)] = 10,
     show_all: Annotated[bool, switch("--all", "also rank layouts another valid layout beats on "
                                      "step time and peak memory (hidden by default)",
@@ -58,13 +78,11 @@ def fit_cmd(
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
-    counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
-    if len(counts) > MAX_FIT_COUNTS:
-        from planner.errors import InputError
-        raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
-                                   f"whole search), got {len(counts)}; split the sweep")
+    tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format, lora_dropout)
+    counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance)
+    job, offload_note = _offload_framework(job, allow_offload)
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
@@ -76,11 +94,13 @@ def fit_cmd(
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
+    budget = _headroom_budget(min_headroom_gb)
     settled()   # what the search computes with is imported: out of the collector's sight
     shown = len(counts) > 3 and sys.stderr.isatty()
     results = fit_counts(spec, prof, counts, seq_len=s, global_batch=gbatch,
                          precision=precision, optimizer=optimizer, space=space,
-                         objective=objective, top=top, dominated=show_all,
+                         tuning=tuning, objective=objective, top=top, dominated=show_all,
+                         budget=budget,
                          progress=_progress(len(counts)) if shown else None)
     if shown:
         sys.stderr.write("\n")
@@ -92,14 +112,66 @@ def fit_cmd(
     else:
         from planner.render.fit import sweep_doc
         doc = sweep_doc(results)
-    if batch_note:
-        doc.notes.insert(1, batch_note)
-    if not show_all and any(r.layouts for r in results):
-        doc.notes.append("Listed: the layouts no other valid layout beats on both step time and "
-                         "peak memory (steps within 0.1 % or the error band count as equal); "
-                         "--all ranks every valid layout")
+    _add_notes(doc.notes, [n for n in (offload_note, batch_note) if n],
+               not show_all and any(r.layouts for r in results))
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _add_notes(notes: list[str], first: list[str], front: bool) -> None:
+    """The job's notes after the model line (`first`, in order), and what the list is when
+    it is the front (`front`)."""
+    notes[1:1] = first
+    if front:
+        notes.append("Listed: the layouts no other valid layout beats on both step time and "
+                     "peak memory (an exact front); --all ranks every valid layout")
+
+
+def _offload_framework(job: Flags, allow_offload: bool) -> tuple[Flags, str]:
+    """The job with DeepSpeed selected where --allow-offload names no framework, and the note
+    that says so: ZeRO-Offload and ZeRO-Infinity are DeepSpeed's; Megatron-LM, the default,
+    offloads only the optimizer and keeps its gradient buffer and parameters on the GPU."""
+    if not allow_offload or job.framework is not None:
+        return job, ""
+    import dataclasses
+
+    from planner.search.fit import OFFLOAD_FRAMEWORK
+    return dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK), (
+        f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
+        "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer states, the "
+        "gradient partitions and (stage 3) the parameters to host memory; Megatron-LM offloads "
+        "only the optimizer (--framework megatron)")
+
+
+def _headroom_budget(min_headroom_gb: Optional[float]) -> MemoryBudget:
+    """The budget whose headroom rule the ranking applies: the default share of each peak, or
+    --min-headroom-gb as a floor in its place."""
+    from planner.specs.budget import MemoryBudget
+    if min_headroom_gb is None:
+        return MemoryBudget()
+    return MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=min_headroom_gb * 1e9)
+
+
+def _counts(gpus: list[str] | str) -> list[int]:
+    """The GPU counts of --gpus (a list or range), at most MAX_FIT_COUNTS of them."""
+    from planner.io import validate as v
+    counts = [v.positive_int("--gpus", x) for x in parse_list("--gpus", gpus)]
+    if len(counts) > MAX_FIT_COUNTS:
+        from planner.errors import InputError
+        raise InputError("--gpus", f"at most {MAX_FIT_COUNTS} GPU counts in one fit (each is a "
+                                   f"whole search), got {len(counts)}; split the sweep")
+    return counts
+
+
+def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str,
+            dropout: Optional[bool]) -> "Tuning":
+    """The fine-tuning recipe of fit's options (checked as a layout's knobs are)."""
+    from planner.specs.finetune import Tuning
+    from planner.specs.knobs import Layout
+    return Tuning.of(Layout(finetune=finetune, lora_rank=rank,  # type: ignore[arg-type]
+                            lora_alpha=alpha, lora_targets=targets,
+                            base_format=base_format,  # type: ignore[arg-type]
+                            lora_dropout=bool(dropout)))
 
 
 def _progress(total: int) -> Callable[[int, int], None]:

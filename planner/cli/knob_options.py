@@ -12,7 +12,8 @@ from planner.cli.root import BATCH, LAYOUT
 from planner.specs.knobs import KNOB, KNOBS, Knob
 
 _METAVARS = {"schedule": "NAME", "recompute": "MODE", "offload_optimizer": "WHERE",
-             "offload_params": "WHERE", "precision": "RECIPE", "optimizer": "NAME"}
+             "offload_params": "WHERE", "precision": "RECIPE", "optimizer": "NAME",
+             "finetune": "MODE", "lora_targets": "MODULES", "base_format": "FORMAT"}
 
 
 def _panel(k: Knob) -> str:
@@ -44,6 +45,9 @@ KNOB_DEFAULTS: dict[str, Any] = {k.name: str(k.default) if k.cli_auto else k.def
 
 Tp, Pp, Cp, Ep = (KNOB_OPTIONS[n] for n in ("tp", "pp", "cp", "ep"))
 Precision, Optimizer = KNOB_OPTIONS["precision"], KNOB_OPTIONS["optimizer"]
+Finetune, LoraRank, LoraAlpha, LoraTargets, BaseFormat, LoraDropout = (
+    KNOB_OPTIONS[n] for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets", "base_format",
+                              "lora_dropout"))
 
 
 def _fixed(name: str, what: str, **kw: Any) -> Any:

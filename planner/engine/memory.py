@@ -25,29 +25,46 @@ PRECISION_RECIPES: dict[str, tuple[float, float, float]] = {
     "bf16-pure": (2.0, 2.0, 0.0),
 }
 
+# bitsandbytes ≥ 0.46 blockwise 8-bit states: one fp32 absmax per 256 elements of each state
+# (bitsandbytes 0.50.2 optim/optimizer.py:514-529; 2048-element blocks before 0.46).
+BNB_8BIT_BLOCK = 256
+
 # Optimizer-state bytes per parameter at fp32 (moments), before any master copy.
-# Adam/AdamW: m and v (4 + 4). SGD with momentum: one buffer (4). 8-bit Adam: two 1-byte
-# moments (block-wise scales are <1% and ignored). Adafactor without momentum: factored second
-# moment, O(rows + cols) per matrix, counted as 0 per parameter.
+# Adam/AdamW: m and v (4 + 4). SGD with momentum: one buffer (4). 8-bit Adam (bitsandbytes
+# AdamW8bit): two 1-byte moments + an fp32 absmax per 256-element block of each, 2 + 8/256 =
+# 2.03125. Paged AdamW (32- or 8-bit, bitsandbytes PagedAdamW*): the same bytes in CUDA managed
+# memory that the driver may evict to host under pressure; priced as resident (a fit that needs
+# the eviction pays PCIe traffic every step, which is not modelled), and invisible to
+# torch.cuda.max_memory_allocated. Adafactor without momentum: factored second moment,
+# O(rows + cols) per matrix, counted as 0 per parameter. Muon (KellerJordan/Muon, torch.optim.
+# Muon): one momentum buffer for the hidden matrices (4); the embeddings and head it leaves to
+# AdamW hold 4 more (evaluation/memory.py adds them: MUON_ADAMW_EXTRA).
 OPTIMIZER_STATE_BYTES: dict[str, float] = {
     "adam": 8.0,
     "adamw": 8.0,
     "sgd-momentum": 4.0,
     "sgd": 0.0,
-    "adam-8bit": 2.0,
+    "adam-8bit": 2.0 + 2.0 * 4.0 / BNB_8BIT_BLOCK,
     "adafactor": 0.0,
+    "paged-adamw": 8.0,
+    "paged-adamw-8bit": 2.0 + 2.0 * 4.0 / BNB_8BIT_BLOCK,
+    "muon": 4.0,
 }
+# Optimizers whose states are 8-bit codes whatever the parameters' dtype.
+EIGHT_BIT_STATES = ("adam-8bit", "paged-adamw-8bit")
+# Muon's embedding and output-layer parameters run AdamW: its second moment beyond Muon's one.
+MUON_ADAMW_EXTRA = 4.0
 
 
 def optimizer_bytes_per_param(precision: str, optimizer: str) -> tuple[float, float, float]:
     """(weight, gradient, K) bytes per parameter, K = master copy + optimizer moments (ZeRO's K).
 
     Mixed-precision Adam: 2 + 2 + (4 + 4 + 4) = 16 bytes, K = 12. With "bf16-pure" the moments
-    are stored in bf16 too, halving them.
+    are stored in bf16 too, halving them (not 8-bit states, which are 8-bit either way).
     """
     w, g, master = PRECISION_RECIPES[precision]
     moments = OPTIMIZER_STATE_BYTES[optimizer]
-    if precision == "bf16-pure":
+    if precision == "bf16-pure" and optimizer not in EIGHT_BIT_STATES:
         moments /= 2.0
     return w, g, master + moments
 

@@ -10,7 +10,9 @@ often it runs, less what computation hides (overlap.py); evaluation/timing.py li
 - PP: one s·b·h send per micro-batch per boundary each way (÷TP with scatter/gather);
 - ZeRO-3 / FSDP: per layer an all-gather of its parameters forward and backward and a
   reduce-scatter of its gradients, hidden layer by layer behind the compute (ZeRO paper
-  Sec. 7; Zhao et al. 2023, FSDP Sec. 3);
+  Sec. 7; Zhao et al. 2023, FSDP Sec. 3); hybrid-sharded (HSDP, a shard group smaller than
+  DP·CP) adds an all-reduce of each gradient shard across the replicas, right after the
+  reduce-scatter and hidden behind the same backward (hsdp_replica_time);
 - DP: gradient reduction once per step (ZeRO-1/2: reduce-scatter + all-gather of the updated
   parameters, the volume of an all-reduce), bucketed behind the backward (Li et al. 2020);
 - the bubble, (p−1)/v micro-batch slots (pipeline.py; ZB-H1's from schedules.py), and the
@@ -79,6 +81,24 @@ def zero3_unit_times(unit_params: Num, gather_bytes: Num, reduce_bytes: Num, n: 
     per_domain = members_per_domain(n, stride, gpus_per_domain)
     return (topo_collective_time("all-gather", unit_params * gather_bytes, n, per_domain, fab),
             topo_collective_time("reduce-scatter", unit_params * reduce_bytes, n, per_domain, fab))
+
+
+def hsdp_replica_time(unit_params: Num, reduce_bytes: Num, shard: Num, n: Num, stride: Num,
+                      gpus_per_domain: Num, fab: Fabric) -> Num:
+    """Hybrid sharding (HSDP), one unit: the all-reduce of its gradient shard (unit_params /
+    shard × reduce bytes) across the n / shard replicas, which sit `stride` × shard GPUs apart
+    (each replica a contiguous shard group); 0 where the shard group is all of n. PyTorch
+    FSDP2 runs it right after each reduce-scatter, on the reduce-scatter's side stream
+    (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py `foreach_reduce`: reduce_scatter
+    then all_reduce over the replicate group), so it overlaps the backward as the
+    reduce-scatter does; Megatron-FSDP's hybrid (outer) data-parallel reduction likewise."""
+    shard = np.asarray(shard, dtype=float)
+    replicas = np.maximum(np.asarray(n, dtype=float) / np.maximum(shard, 1.0), 1.0)
+    member_stride = np.asarray(stride, dtype=float) * shard
+    per_domain = members_per_domain(replicas, member_stride, gpus_per_domain)
+    t = topo_collective_time("all-reduce", np.asarray(unit_params, dtype=float) * reduce_bytes
+                             / np.maximum(shard, 1.0), replicas, per_domain, fab)
+    return out(np.where(replicas > 1, np.asarray(t), 0.0))
 
 
 def zero3_time_per_micro_batch(gather: Num, reduce: Num, edge_gather: Num, edge_reduce: Num,

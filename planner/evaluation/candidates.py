@@ -16,6 +16,7 @@ from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, KNOBS, Knob, Layout
 from planner.specs.model import ModelSpec
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import FULL, Tuning
 from planner.specs.framework import FrameworkProfile, current_framework
 from planner.evaluation.distinct import replaced
 
@@ -111,10 +112,10 @@ class Candidates:
             idx = np.flatnonzero(idx)
         return replaced(self, {n: getattr(self, n).take(idx) for n in COLUMN_NAMES})
 
-    def layout(self, i: int, precision: str, optimizer: str) -> Layout:
-        """Row i as a Layout."""
+    def layout(self, i: int, precision: str, optimizer: str, tuning: Tuning = FULL) -> Layout:
+        """Row i as a Layout (with the fixed recipe: precision, optimizer, what trains)."""
         return Layout(**{k.name: decode(k, int(getattr(self, k.column)[i])) for k in COLUMNS},
-                      precision=precision, optimizer=optimizer)
+                      precision=precision, optimizer=optimizer, **tuning.layout_fields())
 
 
 def encode(k: Knob, layout: Layout) -> int:
@@ -162,6 +163,7 @@ class Problem:
     budget: MemoryBudget = MemoryBudget()
     flash_attention: bool | None = None  # None: on unless the model is a dropout GPT (papers)
     framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
+    tuning: Tuning = FULL  # what trains: full, or LoRA on a frozen (maybe quantised) base
 
     @property
     def fw(self) -> FrameworkProfile:

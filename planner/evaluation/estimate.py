@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from planner.evaluation import tuning as tun
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
@@ -17,6 +18,7 @@ from planner.specs.layout import Rule
 from planner.specs.model import ModelSpec
 from planner.evaluation.rules import Figures, rules_for
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import Tuning
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +126,7 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
             band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            _framework_memory_note(p), budget_note(p.budget)]
+            _framework_memory_note(p), budget_note(p.budget)] + [n for n in [tun.note(p)] if n]
 
 
 def budget_note(b: MemoryBudget, gib: bool = False) -> str:
@@ -145,6 +147,9 @@ def _framework_memory_note(p: Problem) -> str:
     return (f"Framework {fw.name} memory: {m.state_layout} states, gradients "
             f"{m.grad_bytes:g} B/param under 16-bit mixed precision, loss "
             f"{m.loss_backward_bytes:g} B per logit"
+            + (" (fused linear cross-entropy: never whole)" if m.loss_fused_linear else
+               f" in {m.loss_chunks} chunks ({m.loss_whole_bytes:g} B kept whole)"
+               if m.loss_chunks > 1 else "")
             + (f" ({m.loss_backward_bytes_tp:g} with the vocabulary over TP)"
                if m.loss_backward_bytes_tp is not None else "")
             + f", sharded DP under PP: {under_pp}; fp8 weight copies {m.fp8_weight_copies:g}; "
@@ -200,6 +205,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
     p = p.resolved()
     if lay.precision != p.precision or lay.optimizer != p.optimizer:
         p = replace(p, precision=lay.precision, optimizer=lay.optimizer)
+    if Tuning.of(lay) != p.tuning:  # the layout states what trains, as it states the precision
+        p = replace(p, tuning=Tuning.of(lay))
     ev = evaluate(p, Candidates.from_layouts([lay]))
     mem, t, thr = ev.memory, ev.time, ev.throughput
     one = lambda a: float(a[0])  # noqa: E731

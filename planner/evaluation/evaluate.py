@@ -32,7 +32,7 @@ STAGES = ("first", "middle", "last")
 # A stage's budget items in print order (memory_model.ITEMS, then fragmentation and what lives
 # outside the allocator); the first four are the states, known without the peak's moment.
 ITEM_ORDER = ITEMS + ("fragmentation", "cuda_context", "comm_buffers")
-STATE_ITEMS = ITEM_ORDER[:4]
+STATE_ITEMS = ITEM_ORDER[:5]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class StageMemory:
     gradients: np.ndarray
     optimizer: np.ndarray
     fp8_weight_cache: np.ndarray
+    frozen_weights: np.ndarray  # a fine-tune's frozen base (no gradient, no optimizer state)
     total: np.ndarray           # device total (what nvidia-smi shows): the verdict's figure
     reserved: np.ndarray        # max reserved
     params: np.ndarray          # parameters this GPU holds (dense + experts), before ZeRO

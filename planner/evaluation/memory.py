@@ -14,14 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import full_recomputed
 from planner.engine import activations as act
 from planner.engine import allocator as alc
 from planner.engine import budget as bud
 from planner.engine import framework_memory as fwm
+from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
-from planner.engine.memory import PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.memory import MUON_ADAMW_EXTRA, PRECISION_RECIPES, optimizer_bytes_per_param
 from planner.engine.arrays import FloatArray, Num
 from planner.engine.params import norm_params
 
@@ -30,7 +32,7 @@ FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
 # Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
 SP_GATHERED_TERMS = ("qkv_in", "fc1_in")
 # Items in the order a printout lists them.
-ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "gathered_params",
+ITEMS = ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights", "gathered_params",
          "grad_buffers", "activations", "working", "loss", "optimizer_temp")
 
 
@@ -104,12 +106,15 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
 
-    def total(recompute: int) -> Num:
-        return sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
-                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
-                   for k, v in terms[recompute].items())
-    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
+
+    def total(recompute: int) -> np.ndarray:
+        kept = sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
+                   * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
+        return np.asarray(kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0))
+    none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
     # experts (k·h per token, on the rank's sequence shard), beside the router's input
     moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
@@ -121,6 +126,8 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
             mm_is_saved=p.precision != "fp8")), dtype=float)
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
+    if p.tuning.frozen:  # the op save list never keeps more than the frozen layer needs
+        selective = np.minimum(selective, none)
     return {"none": none, "selective": selective, "full": full,
             "terms": float(len(terms[act.RECOMPUTE_NONE])),
             # autograd holds the incoming gradient of a block and those of its widest op
@@ -164,9 +171,21 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     expert_shard = np.maximum(np.minimum(shard, expert_dp), 1.0)
     (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
     sharding = np.where(fsdp, 3, zero)
-    weights, grads, optim = bud.sharded_states(st.dense_params, st.expert_params, sharding,
+    trained, trained_experts, frozen = st.dense_params, st.expert_params, 0.0 * zero
+    if p.tuning.frozen:  # only the adapters train; the base is frozen weights alone
+        trained, frozen = tun.split_stage(p, np.asarray(c.tp, dtype=float), st, sharding, shard)
+        trained_experts = 0.0 * trained
+    weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
                                                shard, expert_shard, w_b, g_b, k_b)
+    if p.optimizer == "muon" and not p.tuning.frozen:  # embeddings and head run AdamW
+        extra = MUON_ADAMW_EXTRA * (0.5 if p.precision == "bf16-pure" else 1.0)
+        optim = optim + bud.sharded_states(st.root_params, 0.0 * shard, sharding, shard,
+                                           expert_shard, 0.0, 0.0, extra)[2]
     weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    # where the framework moves the gradient partitions with the optimizer (its profile),
+    # only its reduce buckets (framework buffers) stay on the GPU
+    grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
+                     0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
                                  if p.precision == "fp8" else 0.0)
@@ -174,7 +193,9 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes
     return {"weights": weights, "gradients": grads, "optimizer": optim,
-            "fp8_weight_cache": cache + 0.0 * local, "optimizer_temp": opt_temp, "fsdp": fsdp}
+            "fp8_weight_cache": cache + 0.0 * local, "frozen_weights": frozen + 0.0 * local,
+            "optimizer_temp": opt_temp, "fsdp": fsdp,
+            "trained_share": tun.trainable_fraction(p, local, np.asarray(trained) + 0.0 * local)}
 
 
 def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
@@ -218,8 +239,16 @@ def stage_states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     persistent sum (weights + gradients + optimizer + fp8 cache) and the parameters held."""
     states = _states(p, c, fw, st)
     buf = _framework_buffers(p, c, fw, st, states.pop("fsdp"))
+    share = states.pop("trained_share")
+    if p.tuning.frozen:  # gradient buffers hold the adapters' gradients alone; a sharded frozen
+        # base is gathered in its storage format (FSDP all-gathers the quantised storage)
+        fmt = tun.base_bytes(p) / fw.time.gather_bytes
+        buf = {**buf, "grads_first": np.asarray(buf["grads_first"]) * share,
+               "grads_accumulated": np.asarray(buf["grads_accumulated"]) * share,
+               "gathered": np.asarray(buf["gathered"]) * fmt,
+               "gathered_at_loss": np.asarray(buf["gathered_at_loss"]) * fmt}
     persistent = sum(np.asarray(states[k]) for k in
-                     ("weights", "gradients", "optimizer", "fp8_weight_cache"))
+                     ("weights", "gradients", "optimizer", "fp8_weight_cache", "frozen_weights"))
     return {**states, **buf, "persistent": persistent,
             "params": st.dense_params + st.expert_params}
 
@@ -238,11 +267,14 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
                         else fm.loss_forward_bytes_tp, fm.loss_forward_bytes)
     loss_bwd = np.where(tp > 1, fm.loss_backward_bytes if fm.loss_backward_bytes_tp is None
                         else fm.loss_backward_bytes_tp, fm.loss_backward_bytes)
-    loss = head * act.logits_bytes(p.seq_len, c.mb, bud.padded_vocab(mod.vocab, tp), tp, cp=cp,
-                                   logits_bytes_per_elem=np.maximum(loss_fwd, loss_bwd),
-                                   copy_bytes_per_elem=0.0)
-    return {"per_mb": per_mb, "forward_working": a["fwd_working"],
-            "backward_working": recompute_transient + a["grad_working"], "loss": loss,
+    tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
+    loss = head * lossm.loss_peak_bytes(
+        tokens, bud.padded_vocab(mod.vocab, tp) / tp, mod.hidden, np.maximum(loss_fwd, loss_bwd),
+        chunks=fm.loss_chunks, whole_bytes=fm.loss_whole_bytes,
+        accumulator_bytes=fm.loss_accumulator_bytes, fused=fm.loss_fused_linear)
+    dequant = tun.dequant_working(p, tp)  # QLoRA: one linear dequantised for its matmul
+    return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant,
+            "backward_working": recompute_transient + a["grad_working"] + dequant, "loss": loss,
             "has_loss": head, "tensor_gap": alc.segment_gap(a["none"] / a["terms"]),
             "terms": a["terms"]}
 
@@ -291,6 +323,7 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     allocated, moment, at_peak = pk.peak_of(phases, totals)
     items = {"weights": s["weights"], "gradients": s["gradients"],
              "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
+             "frozen_weights": s["frozen_weights"],
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
              "activations": at_peak["activations"], "working": at_peak["working"],
              "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}

@@ -16,6 +16,7 @@ import numpy as np
 from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.arrays import Mask
+from planner.engine.memory import optimizer_bytes_per_param
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import layers_split_valid
 from planner.specs.knobs import Layout
@@ -109,6 +110,30 @@ def _expert_grid(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
 def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     return (np.where(c.offload_par > 0, c.zero >= 3, True)
             & np.where(c.offload_opt > 0, c.zero >= 1, True))
+
+
+# fp32 gradient partition bytes per parameter in host memory where the framework moves the
+# gradients with the optimizer (DeepSpeed's CPU fp32 partitions; FSDP2's CPUOffloadPolicy keeps
+# gradients in the parameters' dtype, fp32 with a mixed-precision policy).
+HOST_GRAD_BYTES = 4.0
+
+
+def host_bytes_per_node(p: Problem, c: Candidates) -> np.ndarray:
+    """Host memory the offloaded states take on one node: every replica (DP·CP / shard group)
+    holds the model's optimizer states (K bytes a parameter), plus its fp32 gradients where the
+    framework moves them (FrameworkProfile memory.offload_moves_gradients) and its weights (w
+    bytes) under parameter offload; spread evenly over the job's nodes (⌈GPUs / GPUs per
+    node⌉). 0 without offload."""
+    w_b, _, k_b = optimizer_bytes_per_param(p.precision, p.optimizer)
+    grads = HOST_GRAD_BYTES if p.fw.memory.offload_moves_gradients else 0.0
+    per_param = np.where(c.offload_opt > 0, k_b + grads, 0.0) + np.where(c.offload_par > 0, w_b, 0.0)
+    replicas = _dpcp(c) / _shard(c)
+    nodes = -(-p.gpus // p.hardware.scale_up.gpus_per_node)
+    return p.model.param_count() * per_param * replicas / nodes
+
+
+def _host(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    return host_bytes_per_node(p, c) <= p.hardware.host.host_memory_bytes
 
 
 def _shard_group(lay: Layout) -> int:
@@ -217,6 +242,15 @@ RULES: tuple[RuleSpec, ...] = (
                                 f"ZeRO ≤ {p.fw.time.max_zero_under_pp} when PP > 1 ({p.fw.name})"),
              _keys("layout.zero", "--data-parallel-sharding-strategy",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
+    RuleSpec("fits-in-host-memory", _host,
+             "offloaded optimizer states (and gradients, parameters) must fit in host memory",
+             lambda p, lay, f: (f"{float(host_bytes_per_node(p, Candidates.from_layouts([lay]))[0]) / 1e9:,.1f} GB a node",
+                                f"≤ {p.hardware.host.host_memory_bytes / 1e9:,.1f} GB"),
+             _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
+                                else "layout.offload_optimizer"),
+                   deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
+                                          else "offload_optimizer")),
              reads=("states",)),
     RuleSpec("fits-in-memory", None,
              "per-GPU peak must fit in usable memory (capacity minus margin)",

@@ -21,6 +21,7 @@ from planner.engine import compute as cmp
 from planner.engine import step_time as st
 from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
+from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import SCHEDULE_CODES
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
@@ -99,6 +100,9 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
     fuller stage's parameters."""
     local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
     t_opt = array(st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s))
+    if p.optimizer == "muon":  # Newton–Schulz on the fullest stage's matrices, split over TP·DP
+        t_opt = t_opt + x.layers[1] * tun.muon_flops_per_layer(p) / (x.tp * x.dp * x.cp) \
+            / (p.hardware.gpu.peak_flops["bf16"] * p.hardware.gpu.matmul_ceiling_fraction)
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
         np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
@@ -203,7 +207,8 @@ def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: 
     recomputation redoes), MFU and HFU against peak, bubble and collective shares, energy."""
     mod, m, step, peak = p.model, x.micro_batches, t.step, comp.peak_flops
     tokens_step = p.global_batch * p.seq_len
-    model_flops = mod.training_flops_per_token(p.seq_len) * tokens_step
+    model_flops = (mod.training_flops_per_token(p.seq_len)
+                   + tun.frozen_flops_per_token_delta(p)) * tokens_step
     extra = np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                      mod.layers * comp.attn_flops * x.tp * x.cp,
                      np.where(c.recompute == act.RECOMPUTE_FULL,

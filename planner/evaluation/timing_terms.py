@@ -17,6 +17,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
+from planner.evaluation import tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.engine import activations as act
 from planner.engine import attention as attn
@@ -25,7 +26,7 @@ from planner.engine import fp8 as f8
 from planner.engine import moe
 from planner.engine import overlap as ov
 from planner.engine import step_time as st
-from planner.engine.arrays import FloatArray, array
+from planner.engine.arrays import array
 from planner.engine.params import attention_score_forward_flops, mlp_params
 from planner.engine.topology import fabric
 
@@ -112,8 +113,12 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     mem_fwd = cmp.memory_bound_time(passes * a_none, hbm)
     mem_attn = cmp.memory_bound_time(passes * (a_none - a_sel), hbm)
     t_lin = f_lin / lin_rate
-    t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f
-    t_bwd = 2.0 * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b
+    # a frozen base runs no weight-gradient GEMM; adapters and QLoRA's dequantisation add theirs
+    bwd_gemm, t_adapt, t_dq = tun.compute_terms(p, tokens, x.tp, t_lin, lambda r: cmp.matmul_rate(
+        bf16, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction, r, tokens,
+        eff.matmul_half_hidden, eff.matmul_half_tokens))
+    t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f + t_adapt + t_dq
+    t_bwd = bwd_gemm * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b + 2.0 * t_adapt + t_dq
     if fw.selective_recompute == "op-save-list":   # torchtitan: every second matmul + elementwise
         sel = fw.selective_matmul_share * (t_lin + t_exp_f) + mem_fwd + cast_f
     else:                                            # Megatron's core attention
@@ -123,7 +128,8 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                                      t_fwd * k_full / np.maximum(n_layers, 1), 0.0))
     recompute_t = n_layers * per_layer_re
     f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
-    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + 3.0 * f_head / rate
+    head_passes = 2.0 if p.tuning.frozen else 3.0  # a frozen output layer: no weight gradient
+    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + head_passes * f_head / rate
     return Compute(per_micro_batch=per_mb, recompute=recompute_t, layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
@@ -184,30 +190,45 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
-    r_e of the edge layers, over the shard group) and the DP reduction (red, and ZeRO ≥ 1's
+    r_e of the edge layers, over the shard group; r and r_e with hybrid sharding's all-reduce
+    across the replicas) and the DP reduction (red, and ZeRO ≥ 1's
     gather of the updated parameters, over DP·CP) with its bucket count: the STATE_COLUMNS
     part (engine.step_time)."""
     fw, hw = p.fw.time, p.hardware
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
+    # a fine-tune reduces (and re-gathers after the update) its adapters' gradients alone, and
+    # gathers its frozen base in the base's format
+    trained, gather_b, reduce_b = stage_params, fw.gather_bytes, fw.reduce_bytes
+    if p.tuning.frozen:
+        trained = x.layers[1] * tun.adapter_params_per_layer(p) / x.tp
+        gather_b, reduce_b = tun.base_bytes(p), reduce_b * trained / np.maximum(stage_params, 1.0)
     out: dict[str, np.ndarray] = {}
     out["g"], out["r"] = map(array, st.zero3_unit_times(
-        layer_params, fw.gather_bytes, fw.reduce_bytes, x.shard, x.tp * x.cp, gpn, fab))
+        layer_params, gather_b, reduce_b, x.shard, x.tp * x.cp, gpn, fab))
     out["g_e"], out["r_e"] = map(array, st.zero3_unit_times(
-        edge_params, fw.gather_bytes, fw.reduce_bytes, x.shard, x.tp * x.cp, gpn, fab))
+        edge_params, gather_b, reduce_b, x.shard, x.tp * x.cp, gpn, fab))
     n = x.dp * x.cp
-    # dense gradients reduce over DP·CP (ranks TP apart), the experts' over expert-DP (ranks
-    # ETP·EP apart: Megatron-Core's expert rank order tp-ep-dp, parallel_state.py:753-760)
-    experts = np.minimum(_expert_stage_params(p, x), stage_params)
-    dense = stage_params - experts
+    # hybrid sharding: each reduce-scatter is followed by the replicas' all-reduce of the shard
+    out["r"] = out["r"] + array(st.hsdp_replica_time(layer_params, fw.reduce_bytes, x.shard,
+                                                     n, x.tp * x.cp, gpn, fab))
+    out["r_e"] = out["r_e"] + array(st.hsdp_replica_time(edge_params, fw.reduce_bytes, x.shard,
+                                                         n, x.tp * x.cp, gpn, fab))
+    # dense gradients over DP·CP (ranks TP apart); expert gradients over the expert-data-
+    # parallel group, expert-DP = TP·CP·DP / (ETP·EP) ranks ETP·EP apart (Megatron-Core's expert
+    # DDP buckets on its expert_data_parallel_group, expert rank order tp-ep-dp,
+    # parallel_state.py:745-760), one after the other (EP 1 and ETP = TP: the same group)
+    separate = (x.ep > 1) | (x.etp != x.tp)
+    expert = np.where(separate, np.minimum(_expert_stage_params(p, x), trained), 0.0)
+    dense = trained - expert
     red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
                                         zero >= 1, n, x.tp, gpn, fab)
-    red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, experts),
-                                            experts * fw.gather_bytes, zero >= 1, x.expert_dp,
+    red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
+                                            expert * fw.gather_bytes, zero >= 1, x.expert_dp,
                                             x.etp * x.ep, gpn, fab)
-    moe = experts > 0   # a collective of 0 bytes still pays its latency: none without experts
-    out["red"] = array(np.add(red, np.where(moe, red_e, 0.0)))
-    out["gather"] = array(np.add(gather, np.where(moe, gather_e, 0.0)))
+    moe = expert > 0
+    out["red"] = array(red) + np.where(moe, red_e, 0.0)
+    out["gather"] = array(gather) + np.where(moe, gather_e, 0.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out
@@ -218,10 +239,10 @@ def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
     experts' MLPs / (EP·ETP) (engine.budget.stage_params)."""
     mod = p.model
     if not mod.is_moe:
-        return np.zeros_like(x.tp)
+        return np.zeros_like(x.tp, dtype=float)
     per_layer = (mod.moe_layers / mod.layers * mod.experts
                  * float(mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)))
-    return x.layers[1] * per_layer / (x.ep * x.etp)
+    return array(x.layers[1] * per_layer / (x.ep * x.etp))
 
 
 class _Zero3Rows(NamedTuple):

@@ -13,6 +13,8 @@ from planner.evaluation.estimate import Estimate
 from planner.io import validate as v
 from planner.resilience.planning import ResiliencePlan, plan_resilience
 from planner.specs.budget import MemoryBudget
+from planner.engine.finetune import lora_params
+from planner.specs.finetune import FULL, Tuning, adapter_pairs
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, Layout
 from planner.specs.model import ModelSpec
@@ -43,10 +45,10 @@ def build_layout(*, gpus: int, **knobs: Any) -> Layout:
 
 def problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
             global_batch: int, precision: str = "mixed", optimizer: str = "adam",
-            budget: MemoryBudget | None = None) -> Problem:
+            budget: MemoryBudget | None = None, tuning: Tuning = FULL) -> Problem:
     return Problem(model=model, hardware=hardware, gpus=v.positive_int("gpus", gpus),
                    seq_len=seq_len, global_batch=global_batch, precision=precision,
-                   optimizer=optimizer, budget=budget or MemoryBudget())
+                   optimizer=optimizer, budget=budget or MemoryBudget(), tuning=tuning)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,15 +88,27 @@ def time_to_train(e: Estimate, train_tokens: float, gpu_hour_cost: Optional[floa
 DEFAULT_GPU_MTBF_S = 54 * 86400 * 16384 / 419
 
 
+def checkpointed_params(model: ModelSpec, lay: Layout) -> tuple[float, float]:
+    """(parameters, routed-expert parameters) whose weights and optimizer state a checkpoint
+    holds: all of them, or under a frozen base the adapters alone (PEFT's save_pretrained and
+    torchtune's adapter checkpoints write the adapters; the base is the checkpoint the run
+    started from)."""
+    tuning = Tuning.of(lay)
+    if not tuning.frozen:
+        return float(model.param_count()), float(model.routed_expert_params())
+    return model.layers * float(lora_params(adapter_pairs(model, tuning), tuning.rank)), 0.0
+
+
 def resilience_plan(model: ModelSpec, hardware: HardwareProfile, gpus: int, lay: Layout, *,
                 gpu_mtbf_s: Optional[float] = DEFAULT_GPU_MTBF_S,
                 job_mtbf_s: Optional[float] = None, train_tokens: Optional[float] = None,
                 tokens_per_s: Optional[float] = None, gpu_hour_cost: Optional[float] = None,
                 async_checkpoint: bool = False) -> ResiliencePlan:
-    return plan_resilience(model.param_count(), gpus, hardware=hardware, model=model.name,
+    params, experts = checkpointed_params(model, lay)
+    return plan_resilience(params, gpus, hardware=hardware, model=model.name,
                            tp=lay.tp, pp=lay.pp, zero_stage=lay.zero, precision=lay.precision,
                            shard_degree=lay.shard_group, ep=lay.ep,
-                           expert_params=model.routed_expert_params(),
+                           expert_params=experts,
                            optimizer=lay.optimizer,
                            gpu_mtbf_s=None if job_mtbf_s is not None else gpu_mtbf_s,
                            job_mtbf_s=job_mtbf_s, async_checkpoint=async_checkpoint,

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from planner.errors import InputError
+from planner.framework_configs import peft
+from planner.specs.finetune import Tuning
 from planner.specs.framework import use_framework_if_unset
 from planner.specs.job import CheckOptions, Job
 from planner.framework_configs.accelerate import to_accelerate
@@ -58,7 +60,12 @@ WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_
 def export(target: str, inp: Job) -> Export:
     if target not in WRITERS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {target!r}")
-    return WRITERS[target](inp)
+    tuning = Tuning.of(inp.layout)
+    peft.refuse(target, tuning)
+    written = WRITERS[target](inp)
+    if tuning.frozen:
+        written.notes.append(peft.peft_note(tuning))
+    return written
 
 
 __all__ = ["ENGINES", "TARGETS", "Export", "cli_model", "detect", "export", "load_any",

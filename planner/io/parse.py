@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, NoReturn, Optional
 
 from planner.errors import InputError
-from planner.io.bounds import (MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_NODES, Refused, YamlSyntax, YamlWord,  # noqa: F401
-                               _Bad, bounded_int, int_bound_reason)
+from planner.io.bounds import (MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_NODES, Refused, YamlSyntax,
+                               _Bad, int_bound_reason)
 
 
 def _json_int(s: str) -> Any:

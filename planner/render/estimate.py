@@ -11,7 +11,8 @@ from planner.specs.records import dump
 
 ITEM_LABELS = {
     "weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
-    "fp8_weight_cache": "fp8 weight cache", "gathered_params": "gathered params (sharded DP)",
+    "fp8_weight_cache": "fp8 weight cache", "frozen_weights": "frozen base weights",
+    "gathered_params": "gathered params (sharded DP)",
     "grad_buffers": "gradient buffers (unsharded / buckets)", "activations": "activations (saved)",
     "working": "working set (recompute, grads)", "loss": "logits + loss",
     "optimizer_temp": "optimizer temporaries",

@@ -48,7 +48,8 @@ _COLUMNS = (
     ("sched", lambda x, gib: _sched(x.layout), True, True),
     ("recomp", lambda x, gib: _rc(x.layout), True, False),
     ("peak", lambda x, gib: gb(x.peak_memory_bytes, 1, gib=gib), True, False),
-    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib), True, False),
+    ("free", lambda x, gib: gb(x.headroom_bytes, 1, gib=gib) + ("!" if x.short_of_headroom else ""),
+     True, False),
     ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
     ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
     ("MFU", lambda x, gib: pct(x.mfu) + (f" ±{x.error_band_pct:g}%" if x.error_band_pct else ""),
@@ -90,7 +91,9 @@ LEGEND = ("ZeRO 3h8: stage 3 sharded in groups of 8, +off: CPU offload · mb mic
 def rejections_table(r: FitResult) -> Table | None:
     """The rejected candidates by the first rule each failed, with the closest miss (None when
     the search rejected none)."""
-    rows = [[j.rule, str(j.count), j.closest or ""] for j in r.rejections]
+    rows = [[j.rule, str(j.count), (j.closest or "") + (
+        f": {j.measured}, allowed {j.limit}" if j.measured and j.rule != "fits-in-memory" else "")]
+        for j in r.rejections]
     if not rows:
         return None
     return Table(f"Rejected: {r.rejected} candidates, by the first rule each failed",
@@ -103,7 +106,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
     tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
-                    f"ranked by {r.objective}", cols, rows,
+                    + ranking_text(r), cols, rows,
                     legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
     if r.best is not None:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)
@@ -114,13 +117,15 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
         tables.append(rejections)
     if r.layouts:
         w = r.layouts[0]
-        verdict = (f"FITS: best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
+        edge = " AT THE EDGE (every layout is short of the headroom rule)"
+        verdict = ("FITS" + (edge if w.short_of_headroom else "")
+                   + f": best layout TP {w.layout.tp} × PP {w.layout.pp} × DP {w.layout.dp}"
                    + (f" × CP {w.layout.cp}" if w.layout.cp > 1 else "")
                    + f", ZeRO-{w.layout.zero}, micro-batch {w.layout.micro_batch}: "
                    f"{w.step_time_s:.2f} s/step, {w.tokens_per_s:,.0f} tokens/s, MFU {pct(w.mfu)}"
                    + (f" ± {w.error_band_pct:g}%" if w.error_band_pct else " (uncalibrated)"))
     else:
-        verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule"
+        verdict = "DOES NOT FIT: no layout of " f"{r.gpus} GPUs passes every rule" + why_none(r)
     notes = []
     if r.model_inferred:
         notes.append("MODEL SHAPE INFERRED from the parameter count — " + r.model_description)
@@ -136,10 +141,10 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
               "and the profile's storage bandwidth; "
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band / uncalibrated note
-        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated"))]
-    if any(x.error_band_pct for x in r.layouts):
-        notes.append("Ranking: layouts whose time per token lies within the regime's error band "
-                     "of each other are ties, ordered by memory headroom.")
+        notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Uncalibrated",
+                                                         "Fine-tuning "))]
+    if r.layouts:
+        notes.append(headroom_note(r))
     notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]
     if r.enumerated and not r.offload_searched and \
             not any("--allow-offload" in s for s in r.suggestions):
@@ -153,6 +158,49 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
     data["rejected"] = r.rejected
     return Document(command="fit", title=f"{r.model} on {r.gpus} × {r.hardware}", tables=tables,
                     notes=notes, verdict=verdict, ok=r.fits, data=data)
+
+
+def why_none(r: FitResult) -> str:
+    """When nothing fits: the rule that rejected the most layouts, with its example's value and
+    what the rule allows (or why nothing was enumerated)."""
+    if not r.rejections:
+        return f" — {r.empty_space[:1].lower()}{r.empty_space[1:]}" if r.empty_space else ""
+    top = max(r.rejections, key=lambda j: j.count)
+    share = "all" if top.count == r.rejected else f"{top.count:,} of {r.rejected:,}"
+    value = f" (e.g. {top.measured}; allowed: {top.limit})" if top.measured else ""
+    return f" — {top.rule} rejected {share}: {top.message}{value}"
+
+
+def ranking_text(r: FitResult) -> str:
+    """How the table is ordered, as its title says it: the objective; for time and cost with an
+    error band on #1, that the layouts within the band of #1 are ordered by headroom; the
+    layouts short of the headroom rule last."""
+    text = {"time": "ranked by step time", "cost": "ranked by GPU cost",
+            "headroom": "ranked by headroom", "gpus": "ranked by GPU count, then step time"}.get(
+        r.objective, f"ranked by {r.objective}")
+    band = r.layouts[0].error_band_pct if r.layouts else None
+    if band and r.objective in ("time", "cost") and len(r.layouts) > 1:
+        text += f"; within ±{band:g}% of #1 (its error band) by headroom"
+    if r.short_of_headroom:
+        text += "; short of the headroom rule (!) last"
+    return text
+
+
+def headroom_note(r: FitResult) -> str:
+    """The headroom rule the ranking applied and what it set aside."""
+    rule = " or ".join(([f"{r.min_headroom_fraction:.1%} of its peak"] if r.min_headroom_fraction else [])
+                       + ([f"{r.min_headroom_bytes / 1e9:g} GB"] if r.min_headroom_bytes else []))
+    if not rule:
+        return "Headroom rule: none (--min-headroom-gb 0): layouts ranked by the objective alone."
+    why = ("the memory model's largest under-estimate of a measured peak"
+           if r.min_headroom_fraction else "--min-headroom-gb")
+    both = "; the larger applies" if r.min_headroom_fraction and r.min_headroom_bytes else ""
+    text = (f"Headroom rule: the #1 leaves at least {rule} free ({why}{both}), beyond the "
+            "safety margin; --min-headroom-gb sets a floor in GB instead.")
+    if r.short_of_headroom:
+        text += (f" {r.short_of_headroom} layout(s) of the front short of it: flagged ! and ranked "
+                 "after the rest (within the model's own error of an OOM).")
+    return text
 
 
 def sweep_doc(results: list[FitResult]) -> Document:

@@ -17,7 +17,7 @@ from planner.evaluation.calculators import (BatchResult, BubbleResult, Checkpoin
 from planner.evaluation.estimate import Estimate
 from planner.evidence.model import Evidence
 from planner.gate.check import verdict_json_schema
-from planner.render.json_out import (COMMAND_OF, DRAFT, LAYOUT_KEYS, MODES, SCHEMA_VERSION, WHOLE,
+from planner.render.json_out import (COMMAND_OF, DRAFT, LAYOUT_KEYS, SCHEMA_VERSION, WHOLE,
                                      integer_schema, output_key)
 from planner.resilience.planning import ResiliencePlan
 from planner.search.fit import FitResult

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from planner.io import validate as v
 # What a checkpoint holds lives in planner/resilience/contents.py; its names stay importable here.
-from planner.resilience.contents import CheckpointContents, CheckpointItem, checkpoint_contents  # noqa: F401
+from planner.resilience.contents import CheckpointContents, checkpoint_contents
 from planner.engine import checkpoint as ckpt_eq
 from planner.engine import resilience as res_eq
 from planner.errors import InputError, named

@@ -32,19 +32,13 @@ from planner.evaluation.rules import RULE_NAMES, structural_predicates
 from planner.search.space import (BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
                     with_recomputes)
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
+           "short_of_headroom"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
 STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
-# Step times closer than this share count as equal when the other layout is leaner: far below
-# the time model's accuracy (calibration residuals are several per cent, `dtplan calibrate`)
-# and at the printed precision (ms at second-scale steps). Where the profile has an error band
-# for the fastest layout's regime, the band is the tolerance instead (when it is larger).
-STEP_TIME_RESOLUTION = 1e-3
-
-
 @dataclass(frozen=True, kw_only=True)
 class SearchResult:
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
@@ -130,34 +124,41 @@ def _objectives(ev: Evaluation, gpus: int) -> np.ndarray:
     return np.stack([ev.time.step, ev.memory.peak, np.full(len(ev), float(gpus))], axis=1)
 
 
-def _front(obj: np.ndarray, tolerance: float = STEP_TIME_RESOLUTION) -> np.ndarray:
-    """The rows no other beats: search.pareto with step times within `tolerance` counted as
-    equal when the other row is leaner. Blocks keep their exact fronts (tolerance 0: exact
-    fronts merge block by block, tolerant ones would depend on the blocks); the tolerance
-    applies once, to the union."""
-    return pareto_front(obj, tolerance=tolerance)
+def _front(obj: np.ndarray) -> np.ndarray:
+    """The rows no other beats on step time × peak × GPUs: search.pareto's exact front (no
+    tolerance, so exact fronts merge block by block and narrowing the space never drops a
+    faster row another row had pushed off)."""
+    return pareto_front(obj)
 
 
-def _band(p: Problem, ev: Ranked, c: Candidates) -> float:
-    """The error band (a fraction) of the fastest row's regime, 0 where uncalibrated; of rows
-    equally fast the leanest (then the first), which is on the exact front however the
-    blocks' fronts were merged (the first fastest row kept may depend on it)."""
-    if not len(c):
-        return 0.0
-    return float(candidate_bands(p, c)[np.lexsort((ev.memory.peak, ev.time.step))[0]]) / 100.0
+def short_of_headroom(p: Problem, headroom: np.ndarray, peak: np.ndarray) -> np.ndarray:
+    """Rows that leave less than the budget's headroom rule (MemoryBudget.required_headroom):
+    within the memory model's own error of an OOM, shown flagged and ranked after the rest."""
+    return headroom < p.budget.required_headroom(peak)
 
 
 def _order(p: Problem, ev: Ranked, c: Candidates, objective: str) -> np.ndarray:
-    """Best first by the objective; ties by more headroom, then the simpler layout (smaller TP,
-    PP, ZeRO, no recompute, larger micro-batch). For time and cost, layouts within the error
-    band of the fastest one's regime are ties the model cannot order: the key is bucketed in
-    steps of (1 + band) from the best, and within a bucket more headroom ranks first."""
+    """Best first: the rows that meet the headroom rule, then those short of it (flagged),
+    each group ranked alike. Within a group: by the objective's key; for time and cost, where
+    the group's fastest row (of equally fast ones the leanest, then the first) has an error
+    band, that row stays first and the rest are bucketed in steps of (1 + band) from it, more
+    headroom first within a bucket (the model cannot order them). Ties: more headroom, then
+    the simpler layout (smaller TP, PP, ZeRO, no recompute, larger micro-batch). So #1 is the
+    fastest row meeting the rule, and a narrower space never has a faster #1."""
     key = rank_key(ev, p.gpus, objective)
-    band = _band(p, ev, c) if objective in ("time", "cost") else 0.0
-    if band > 0:
-        key = key.min() * (1.0 + band) ** np.floor(np.log(key / key.min()) / np.log1p(band) + 1e-9)
-    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom,
-                       np.round(key, 12)))
+    short = short_of_headroom(p, ev.memory.headroom, ev.memory.peak)
+    bucket, timed = np.zeros(len(key)), np.round(key, 12)
+    bands = candidate_bands(p, c) / 100.0
+    for group in (np.flatnonzero(~short), np.flatnonzero(short)):
+        if not len(group) or objective not in ("time", "cost"):
+            continue
+        first = int(group[np.lexsort((ev.memory.peak[group], key[group]))[0]])
+        band = float(bands[first])
+        if band > 0:
+            bucket[group] = np.floor(np.log(key[group] / key[first]) / np.log1p(band) + 1e-9)
+            bucket[first], timed[group] = -1.0, 0.0
+    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom, timed,
+                       bucket, short))
 
 
 @dataclass(kw_only=True)
@@ -387,8 +388,7 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     n = len(kept)
     if n and not dominated:  # fronts of blocks → the front of the whole space
         ev_kept = gather(ev, np.arange(n), len(cand))
-        tol = max(STEP_TIME_RESOLUTION, _band(p, ev_kept, kept))
-        front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus), tolerance=tol))
+        front = np.flatnonzero(_front(_objectives(ev_kept, p.gpus)))
         shown = np.concatenate([front, np.arange(n, len(cand))])
         kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
             len(front)

@@ -19,12 +19,15 @@ from pydantic.json_schema import SkipJsonSchema
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
-from planner.evaluation.rules import RULE_NAMES, RULE_TEXT
+from planner.evaluation.rules import RULE_NAMES, RULE_TEXT, RULES, Figures
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED
-from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands, search
+from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands,
+                                 search, short_of_headroom)
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import FULL, Tuning
+from planner.specs.framework import load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import list_profiles
 from planner.specs.knobs import Layout
@@ -40,7 +43,8 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
     layout, found by the search with every other knob fixed."""
     v.recipe(layout.precision, layout.optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=layout.precision, optimizer=layout.optimizer, budget=budget)
+                precision=layout.precision, optimizer=layout.optimizer, budget=budget,
+                tuning=Tuning.of(layout))
     v.framework_recompute("recompute", layout.recompute, p.fw)
     note = ""
     if auto_micro_batch or auto_chunks:
@@ -52,12 +56,17 @@ def estimate_with_auto(model: ModelSpec, hardware: HardwareProfile, gpus: int, l
                             allow_offload=False)
         res = search(p, space)
         if len(res.order):
-            best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer)
+            best = res.candidates.layout(int(res.order[0]), layout.precision, layout.optimizer,
+                                         p.tuning)
             layout = replace(layout, micro_batch=best.micro_batch, schedule=best.schedule,
                              chunks=best.chunks)
             note = (f"auto: micro-batch {best.micro_batch}"
                     + (f", {best.schedule} v={best.chunks}" if auto_chunks else "")
-                    + f" is the fastest of {res.enumerated} settings tried that fits")
+                    + f" is the fastest of {res.enumerated} settings tried that fits"
+                    + (" (none leaves the headroom rule free)" if short_of_headroom(
+                        p, res.results.memory.headroom[res.order[:1]],
+                        res.results.memory.peak[res.order[:1]])[0] else
+                       " with the headroom rule's room"))
         else:
             note = "auto: no micro-batch setting fits this layout; showing micro-batch 1"
             layout = replace(layout, micro_batch=1)
@@ -79,6 +88,9 @@ class RankedLayout:
     checkpoint_interval_s: Optional[float] = None
     goodput: Optional[float] = None
     error_band_pct: Optional[float] = None   # ± on step time / tokens/s / MFU (None: uncalibrated)
+    # the headroom rule (MemoryBudget.required_headroom) for this row, and whether it falls short
+    required_headroom_bytes: float = 0.0
+    short_of_headroom: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +99,8 @@ class Rejection:
     message: str
     count: int
     closest: Optional[str] = None
+    measured: Optional[str] = None   # the example's value the rule reads (estimate's "measured")
+    limit: Optional[str] = None      # what the rule allows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +122,11 @@ class FitResult:
     suggestions: Annotated[list[str], Field(json_schema_extra={"default": []})] = \
         field(default_factory=list)
     offload_searched: bool = False   # --allow-offload: CPU offload was part of the space
+    # the headroom rule the ranking applied (MemoryBudget: share of each row's peak, and GB floor)
+    min_headroom_fraction: float = 0.0
+    min_headroom_bytes: float = 0.0
+    # valid layouts on the front short of the headroom rule (flagged, ranked after the rest)
+    short_of_headroom: int = 0
     empty_space: str = ""            # why nothing was enumerated, when nothing was
     # Its search, for the review's charts and the sweep's count: internal, never output (not
     # dumped, and not in the schema, which has no place for its arrays: taken as given)
@@ -136,16 +155,26 @@ class FitResult:
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []
     bands = candidate_bands(p, res.candidates)
+    need = p.budget.required_headroom(r.memory.peak)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
         out.append(RankedLayout(
-            rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer),
+            rank=rank, layout=res.candidates.layout(i, p.precision, p.optimizer, p.tuning),
             peak_memory_bytes=float(r.memory.peak[i]), headroom_bytes=float(r.memory.headroom[i]),
             step_time_s=float(r.time.step[i]), tokens_per_s=float(r.throughput.tokens_per_s[i]),
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
-            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None))
+            accumulation=float(r.micro_batches[i]), error_band_pct=float(bands[i]) or None,
+            required_headroom_bytes=float(need[i]),
+            short_of_headroom=bool(r.memory.headroom[i] < need[i])))
     return out
+
+
+def _short(res: SearchResult) -> int:
+    """How many ranked rows leave less than the headroom rule."""
+    r, p = res.results, res.problem
+    idx = np.asarray(res.order, dtype=np.int64)
+    return int(short_of_headroom(p, r.memory.headroom[idx], r.memory.peak[idx]).sum())
 
 
 def _rejections(res: SearchResult) -> list[Rejection]:
@@ -159,12 +188,17 @@ def _rejections(res: SearchResult) -> list[Rejection]:
         if name == "fits-in-memory":
             j = int(idx[np.argmax(r.memory.headroom[idx])])
             over = -r.memory.headroom[j] / 1e9
-            closest = (f"{short_label(c.layout(j, p.precision, p.optimizer))} needs "
+            closest = (f"{short_label(c.layout(j, p.precision, p.optimizer, p.tuning))} needs "
                        f"{r.memory.peak[j] / 1e9:.1f} GB, {over:.1f} GB over")
         else:
             j = int(idx[0])
-            closest = f"e.g. {short_label(c.layout(j, p.precision, p.optimizer))}"
-        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]), closest=closest))
+            closest = f"e.g. {short_label(c.layout(j, p.precision, p.optimizer, p.tuning))}"
+        # the example's value against the rule's limit, as estimate's rule table states them
+        measured, limit = RULES[k].measure(p, c.layout(j, p.precision, p.optimizer, p.tuning), Figures(
+            micro_batches=float(r.micro_batches[j]), peak_memory=float(r.memory.peak[j]),
+            usable_memory=float(r.memory.usable[j])))
+        out.append(Rejection(rule=name, message=RULE_TEXT[name], count=int(res.rejected[k]),
+                             closest=closest, measured=measured, limit=limit))
     return out
 
 
@@ -179,9 +213,14 @@ def short_label(lay: Layout) -> str:
     return s
 
 
+# the framework offload is planned on when the question's own cannot offload enough
+OFFLOAD_FRAMEWORK = "deepspeed"
+
+
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
+        tuning: Tuning = FULL,
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
         explain: bool = True, limit: int = MAX_PRICED) -> FitResult:
     """Search every layout (refused over `limit` structurally valid ones); return the best
@@ -191,7 +230,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     v.choice("objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=precision, optimizer=optimizer, budget=budget)
+                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning)
     v.framework_recompute("recompute", space.recompute or "none", p.fw)
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)
@@ -214,7 +253,10 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                      seq_len=seq_len, global_batch=global_batch, objective=objective,
                      enumerated=res.enumerated, valid=res.valid, layouts=ranked, best=best,
                      rejections=_rejections(res), suggestions=suggestions, empty_space=empty,
-                     offload_searched=space.allow_offload, search_result=res)
+                     offload_searched=space.allow_offload,
+                     min_headroom_fraction=p.budget.min_headroom_fraction,
+                     min_headroom_bytes=p.budget.min_headroom_bytes,
+                     short_of_headroom=_short(res), search_result=res)
 
 
 def _empty_space(p: Problem, space: SearchSpace) -> str:
@@ -274,8 +316,25 @@ def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
     return []
 
 
+def _offload_fix(p: Problem, space: SearchSpace) -> list[str]:
+    """CPU offload where it makes the question fit: on this framework, else on DeepSpeed (the
+    home of ZeRO-Offload / ZeRO-Infinity, which moves gradients and parameters too)."""
+    if space.allow_offload:
+        return []
+    wide = replace(space, allow_offload=True)
+    if _first_fit(p, wide):
+        return ["--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits"]
+    if p.fw.name != OFFLOAD_FRAMEWORK and _first_fit(
+            replace(p, framework=load_framework(OFFLOAD_FRAMEWORK)), wide):
+        return [f"--allow-offload --framework {OFFLOAD_FRAMEWORK}: ZeRO-Offload / ZeRO-Infinity "
+                f"(optimizer, gradients and parameters in host memory) fits; {p.fw.name} "
+                "offloads less"]
+    return []
+
+
 def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
-    out = _batch_fixes(p, space)
+    # offload first: it needs no other GPU, count or batch
+    out = _offload_fix(p, space) + _batch_fixes(p, space)
     node = p.hardware.scale_up.gpus_per_node
     n, more = p.gpus, False
     for _ in range(12):  # up to 4096× more GPUs, within the range --gpus allows
@@ -289,8 +348,6 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
             break
     if not more:
         out += _fewer_gpus(p, space)
-    if not space.allow_offload and _first_fit(p, SearchSpace(**{**space.__dict__, "allow_offload": True})):
-        out.append("--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits")
     s = p.seq_len
     while s > 512:
         s //= 2
@@ -303,8 +360,21 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
                 _first_fit(Problem(**{**p.__dict__, "hardware": prof}), space):
             out.append(f"--hardware {prof.name}: {prof.gpu.memory_bytes / 2**30:.0f} GiB GPUs fit")
             break
+    out += _finetune_fixes(p, space)
     if not out:
         out.append("nothing tried fits: more GPUs, offload, shorter sequences and bigger GPUs all fail")
     return out
+
+
+def _finetune_fixes(p: Problem, space: SearchSpace) -> list[str]:
+    """When every weight trains: whether LoRA (then QLoRA) on a frozen base fits, for a job that
+    is a fine-tune (the adapters' states instead of the model's)."""
+    if p.tuning.frozen:
+        return []
+    for mode in ("lora", "qlora"):
+        if _first_fit(replace(p, tuning=Tuning.of(Layout(finetune=mode))), space):
+            return [f"--finetune {mode}: LoRA adapters on a frozen "
+                    f"{'4-bit ' if mode == 'qlora' else ''}base fit, if this job is a fine-tune"]
+    return []
 
 

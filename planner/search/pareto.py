@@ -1,11 +1,10 @@
 """Pareto fronts over candidate layouts: which rows no other row dominates.
 
 Row a dominates row b when a is no worse in every objective and better in at least one (all
-objectives minimised). With a tolerance t on the first objective (step time), b also drops
-out when some a is within a factor (1 + t) of b's first objective and leaner (no worse in the
-others, better in one), or equal in the others and faster: a layout 0.01 % faster but fuller
-does not push a leaner one off the list, and what is kept is a subset of the exact front. Rows equal in every
-objective are one point: the first of them (in the order given) stands for it. The 2-D front
+objectives minimised); the front is exact: no tolerance, so a row stays whenever nothing is
+at least as good in every objective and better in one (a tolerance on step time drops rows in
+a chain, each pushed off by a leaner one a little slower, until the list's fastest row is far
+slower than a row it dropped). Rows equal in every objective are one point: the first of them (in the order given) stands for it. The 2-D front
 is the classic sort-and-sweep (Kung, Luccio and Preparata, "On finding the maxima of a set of
 vectors", JACM 1975). Pure numpy; O(n log n) per distinct value of the third objective (the
 GPU count, a handful of values in a sweep) plus a quadratic pass over the fronts only.
@@ -22,17 +21,17 @@ PREFILTER_ROWS = 4096
 PREFILTER_BINS = 64
 
 
-def _front_2d(a: np.ndarray, b: np.ndarray, tol: float) -> np.ndarray:
+def _front_2d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Indices kept of (a, b): sort by b then a (stable), keep a row when every row before it
-    (b no larger) has a above a·(1 + tol)."""
-    if tol == 0.0 and len(a) > PREFILTER_ROWS:
+    (b no larger) has a larger a."""
+    if len(a) > PREFILTER_ROWS:
         left = np.flatnonzero(_maybe_kept(a, b))
         if len(left) < len(a):
-            return left[_front_2d(a[left], b[left], tol)]
+            return left[_front_2d(a[left], b[left])]
     order = np.lexsort((a, b))
     a_sorted = a[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], a_sorted[:-1])))
-    return order[best_before > a_sorted * (1.0 + tol)]
+    return order[best_before > a_sorted]
 
 
 def _maybe_kept(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -51,9 +50,9 @@ def _maybe_kept(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return below.take(bins) > a
 
 
-def pareto_front(objectives: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
-    """Boolean mask of the non-dominated rows of `objectives` (rows × 2 or rows × 3, minimised;
-    `tolerance` relative, on the first column). With three columns the third is treated as a
+def pareto_front(objectives: np.ndarray) -> np.ndarray:
+    """Boolean mask of the non-dominated rows of `objectives` (rows × 2 or rows × 3,
+    minimised). With three columns the third is treated as a
     small set of values (GPU counts): a 2-D front per value, then the fronts against each other."""
     x = np.asarray(objectives, dtype=float)
     n = len(x)
@@ -61,7 +60,7 @@ def pareto_front(objectives: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
     if n == 0:
         return keep
     if x.shape[1] == 2:
-        keep[_front_2d(x[:, 0], x[:, 1], tolerance)] = True
+        keep[_front_2d(x[:, 0], x[:, 1])] = True
         return keep
     if x.shape[1] != 3:
         raise ValueError("pareto_front takes two or three objectives")
@@ -71,24 +70,15 @@ def pareto_front(objectives: np.ndarray, tolerance: float = 0.0) -> np.ndarray:
     values = counts[np.concatenate(([True], counts[1:] != counts[:-1]))]
     for g in values:
         idx = np.flatnonzero(x[:, 2] == g)
-        cand.append(idx[_front_2d(x[idx, 0], x[idx, 1], tolerance)])
+        cand.append(idx[_front_2d(x[idx, 0], x[idx, 1])])
     idx = np.concatenate(cand)
     if len(values) == 1:
-        # One GPU count: _beaten's `close` needs a smaller count and a row of a 2-D front is
-        # dominated by none of it, so the quadratic pass would mark nothing.
+        # One GPU count: a row of its 2-D front is dominated by no other row of it, so the
+        # quadratic pass would mark nothing.
         keep[idx] = True
         return keep
-    keep[idx[~_beaten(x[idx], x[idx], tolerance)]] = True
+    keep[idx[~dominated_by_any(x[idx], x[idx])]] = True
     return keep
-
-
-def _beaten(rows: np.ndarray, others: np.ndarray, tol: float) -> np.ndarray:
-    """For each row, whether some other row with a smaller third objective (GPU count) is no
-    worse in memory and within (1 + tol) in step time, or dominates it outright."""
-    a, b = rows[:, None, :], others[None, :, :]
-    close = (b[..., 0] <= a[..., 0] * (1.0 + tol)) & (b[..., 1] <= a[..., 1]) & (b[..., 2] < a[..., 2])
-    strict = np.all(b <= a, axis=2) & np.any(b < a, axis=2)
-    return np.any(close | strict, axis=1)
 
 
 def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:

@@ -19,14 +19,14 @@ SearchSpace). The answer:
 3. Partial recompute. Where a layout does not fit without recompute but fits with full
    recompute of every layer, full recompute of only k layers per stage may fit too, faster:
    the smallest such k is one more layout (counted apart, as `solved`).
-4. The Pareto front of what fits over step time × peak memory × GPUs (all rows of one search
-   share their GPU count): a layout stays unless one no fuller is within a factor 1 + tolerance
-   of its step time (a layout 0.1 % faster but fuller does not push a leaner one off; of
-   layouts equal in both, the first stands). The tolerance is the time model's resolution, or
-   the error band of the fastest layout's regime where that is larger.
-5. The front ranked by the objective (fit.OBJECTIVES); for time and cost, layouts within the
-   error band of the fastest shown one are ties the model cannot order; ties go to more
-   headroom, then the simpler layout (smaller TP, PP, ZeRO, less recompute, larger
+4. The exact Pareto front of what fits over step time × peak memory × GPUs (all rows of one
+   search share their GPU count): a layout stays unless another is no slower and no fuller
+   and better in one (of layouts equal in both, the first stands).
+5. The front ranked: first the layouts that leave the budget's headroom (MemoryBudget.
+   required_headroom), then those short of it; each group by the objective (fit.OBJECTIVES).
+   For time and cost, where the group's fastest layout has an error band, it stays first and
+   the rest fall in buckets of (1 + band) from it, more headroom first within a bucket; ties
+   go to more headroom, then the simpler layout (smaller TP, PP, ZeRO, less recompute, larger
    micro-batch), then the enumeration order.
 
 Bounded: a space of more than MAX_LAYOUTS layouts is refused (the fast search is for those).
@@ -44,7 +44,6 @@ from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.error_band import band_for
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
-from planner.search.fast import STEP_TIME_RESOLUTION
 from planner.search.space import CP_MIN_CHUNK_TOKENS, MAX_MICRO_BATCH, SearchSpace
 from planner.specs.knobs import Layout, Recompute
 
@@ -112,14 +111,21 @@ def _expert_degrees(p: Problem, space: SearchSpace, dp_cp: int) -> list[int]:
 def state_choices(space: SearchSpace, dp_cp: int) -> Iterator[tuple[int, int | None, str, str]]:
     """(ZeRO stage, shard group, optimizer offload, parameter offload): ZeRO 0-3 where there is a
     data-parallel group; under ZeRO ≥ 1 every hybrid-shard group strictly inside it; offload of
-    the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked."""
-    for zero in [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dp_cp > 1 else [0]):
+    the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked. Without a
+    data-parallel group, when asked, ZeRO-2 with the optimizer offloaded (ZeRO-Offload) and
+    ZeRO-3 with the parameters too (ZeRO-Infinity)."""
+    alone = space.zero is None and dp_cp == 1
+    zeros = [space.zero] if space.zero is not None else (
+        [0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+    for zero in zeros:
         groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp] if zero >= 1 else [])
         offloads = [("none", "none")]
         if space.allow_offload and zero >= 1:
             offloads.append(("cpu", "none"))
         if space.allow_offload and zero == 3:
             offloads.append(("cpu", "cpu"))
+        if alone and zero:  # one replica: ZeRO only to offload (ZeRO-Offload, ZeRO-Infinity)
+            offloads = [("cpu", "none")] if zero == 2 else [("cpu", "cpu")]
         for group in groups:
             for opt, par in offloads:
                 yield zero, group, opt, par
@@ -210,45 +216,51 @@ def solve_partial(p: Problem, pairs: list[tuple[dict, Priced, Priced]]) -> list[
     return [smallest[j] for j in sorted(smallest)]
 
 
-def pareto_front(rows: list[Priced], tolerance: float) -> list[Priced]:
-    """The rows no other pushes off: sorted by peak then step time (equal rows in their order),
-    a row stays when every row before it is more than (1 + tolerance) times slower. Returned in
-    their order."""
+def pareto_front(rows: list[Priced]) -> list[Priced]:
+    """The rows no other dominates: sorted by peak then step time (equal rows in their order),
+    a row stays when every row before it is slower. Returned in their order."""
     kept, fastest_before = set(), math.inf
     for i, r in sorted(enumerate(rows), key=lambda x: (x[1].peak, x[1].step_time)):
-        if fastest_before > r.step_time * (1.0 + tolerance):
+        if fastest_before > r.step_time:
             kept.add(i)
         fastest_before = min(fastest_before, r.step_time)
     return [r for i, r in enumerate(rows) if i in kept]
 
 
-def error_band(p: Problem, rows: list[Priced]) -> float:
-    """The error band (a fraction; 0 uncalibrated) of the fastest row's regime, of equally fast
-    rows the leanest, then the first."""
-    if not rows:
-        return 0.0
-    fastest = min(rows, key=lambda r: (r.step_time, r.peak))
-    return (band_for(p.hardware, p.fw.name, fastest.layout) or 0.0) / 100.0
+def short_of_headroom(p: Problem, r: Priced) -> bool:
+    """Whether the row leaves less headroom than the budget's rule asks."""
+    return bool(r.headroom < p.budget.required_headroom(r.peak))
 
 
 def rank(p: Problem, rows: list[Priced], objective: str) -> list[Priced]:
-    """Best first: the objective's key (time: seconds per token; cost: GPU-seconds per token;
-    headroom: most first; gpus: fewest, then time), bucketed by the error band for time and
-    cost, to 12 decimals; then more headroom, smaller TP, PP, ZeRO, recompute code, larger
-    micro-batch."""
+    """Best first: the rows meeting the headroom rule, then the rest; in each, the objective's
+    key (time: seconds per token; cost: GPU-seconds per token; headroom: most first; gpus:
+    fewest, then time) to 12 decimals; for time and cost, where the group's fastest row (the
+    leanest of equally fast ones, then the first) has an error band, it comes first and the
+    others are bucketed by the band from it, more headroom first in a bucket; then more
+    headroom, smaller TP, PP, ZeRO, recompute code, larger micro-batch."""
     def key(r: Priced) -> float:
         per_token = r.step_time / r.tokens_per_step
         return {"headroom": -r.headroom, "cost": per_token * p.gpus * 1.0,
                 "gpus": p.gpus * 1e6 + per_token}.get(objective, per_token)
-    keys = [key(r) for r in rows]
-    band = error_band(p, rows) if objective in ("time", "cost") else 0.0
-    if band > 0 and rows:
-        least = min(keys)
-        keys = [least * (1.0 + band) ** math.floor(math.log(k / least) / math.log1p(band) + 1e-9)
-                for k in keys]
+    sort_key: dict[int, tuple[float, float]] = {}  # row → (bucket, timed key)
+    for short in (False, True):
+        group = [i for i, r in enumerate(rows) if short_of_headroom(p, r) == short]
+        for i in group:
+            sort_key[i] = (0.0, round(key(rows[i]) * 1e12) / 1e12)
+        if not group or objective not in ("time", "cost"):
+            continue
+        first = min(group, key=lambda i: (key(rows[i]), rows[i].peak))
+        band = (band_for(p.hardware, p.fw.name, rows[first].layout) or 0.0) / 100.0
+        if band > 0:
+            least = key(rows[first])
+            for i in group:
+                sort_key[i] = (math.floor(math.log(key(rows[i]) / least) / math.log1p(band)
+                                          + 1e-9), 0.0)
+            sort_key[first] = (-1.0, 0.0)
     order = sorted(range(len(rows)), key=lambda i: (
-        round(keys[i] * 1e12) / 1e12, -rows[i].headroom, rows[i].layout.tp, rows[i].layout.pp,
-        rows[i].layout.zero, RECOMPUTE_CODES[rows[i].layout.recompute],
+        short_of_headroom(p, rows[i]), *sort_key[i], -rows[i].headroom, rows[i].layout.tp,
+        rows[i].layout.pp, rows[i].layout.zero, RECOMPUTE_CODES[rows[i].layout.recompute],
         -rows[i].layout.micro_batch))
     return [rows[i] for i in order]
 
@@ -283,6 +295,6 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     out.solved = len(solved)
     shown = [r for r in rows if r.first_failure is None] + solved
     if not dominated:
-        shown = pareto_front(shown, max(STEP_TIME_RESOLUTION, error_band(p, shown)))
+        shown = pareto_front(shown)
     out.ranked = rank(p, shown, objective)
     return out

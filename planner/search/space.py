@@ -165,12 +165,16 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
 
 def _states(space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
     """(ZeRO stage, shard group, offload optimizer, offload params) rows for one DP·CP."""
-    zeros = [space.zero] if space.zero is not None else ([0, 1, 2, 3] if dpcp > 1 else [0])
+    alone = space.zero is None and dpcp == 1   # no data-parallel group: ZeRO only to offload
+    zeros = [space.zero] if space.zero is not None else (
+        [0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
     rows = []
     for z in zeros:
         shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 else [])
         offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
             + ([(1, 1)] if space.allow_offload and z == 3 else [])
+        if alone and z:  # one replica: ZeRO-Offload (stage 2) and ZeRO-Infinity (stage 3)
+            offs = [(1, 0)] if z == 2 else [(1, 1)]
         rows += [(z, g, oo, op) for g in shards for oo, op in offs]
     return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
 

@@ -143,6 +143,18 @@ class MemoryBehaviour:
         ge=0, description="the same with the vocabulary split over TP (None: as without)")] = None
     loss_backward_bytes_tp: Annotated[Optional[float], Field(
         ge=0, description="the same in backward with the vocabulary split over TP")] = None
+    loss_chunks: Annotated[int, Field(
+        ge=1, le=4096, description="cross-entropy over this many token chunks: one chunk's "
+                                   "upcast, log-softmax and gradient live at a time "
+                                   "(engine/loss.py)")] = 1
+    loss_whole_bytes: Annotated[float, Field(
+        ge=0, description="bytes per logit element that stay whole when the loss is chunked "
+                          "(torchtune keeps every chunk's bf16 logits: 2)")] = 0.0
+    loss_accumulator_bytes: Annotated[float, Field(
+        ge=0, description="bytes per hidden element of a [tokens, hidden] gradient buffer the "
+                          "chunked loss keeps (torchtitan's GradAccumulator)")] = 0.0
+    loss_fused_linear: Annotated[bool, Field(
+        description="fused linear cross-entropy (Liger): the logits are never whole")] = False
     sp_saves_gathered_input: Annotated[bool, Field(
         description="under sequence parallel the all-gathered input of a "
                     "column-parallel matmul is saved for backward (else the shard, "
@@ -158,6 +170,9 @@ class MemoryBehaviour:
         ge=0, description="ZeRO-3 cap on gathered parameters")] = 1e9
     expandable_segments: Annotated[bool, Field(
         description="PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default")] = False
+    offload_moves_gradients: Annotated[bool, Field(
+        description="with the optimizer offloaded to CPU, the gradient partitions live in host "
+                    "memory too (only the reduce buckets stay on the GPU)")] = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,8 @@ from planner.specs.records import FORBID
 Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
+Finetune = Literal["full", "lora", "qlora"]
+BaseFormat = Literal["auto", "bf16", "int8", "nf4", "nf4-dq"]
 
 
 def knob(default: Any, help: str, unit: str = "", *, ge: int | None = None,
@@ -93,7 +95,25 @@ class Layout:
     precision: str = knob("mixed", "precision recipe: mixed, mixed-fp32-grads, fp8, fp32, "
                           "bf16-pure", plan_optional=True)
     optimizer: str = knob("adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
-                          "adafactor", plan_optional=True)
+                          "adafactor, paged-adamw, paged-adamw-8bit, muon", plan_optional=True)
+    # What is trained (not search axes: fixed for a whole fit, like precision and optimizer).
+    finetune: Finetune = knob("full", "what trains: full (every weight), lora (LoRA adapters on a "
+                              "frozen 16-bit base) or qlora (adapters on a frozen 4-bit base)",
+                              cli_help="full, lora or qlora (frozen base + LoRA adapters)")
+    lora_rank: int = knob(16, "LoRA rank r (lora / qlora)", ge=1, le=65536)
+    lora_alpha: int = knob(32, "LoRA alpha (scaling α/r; no effect on memory or time)", ge=1,
+                           le=1 << 20)
+    lora_targets: str = knob("all-linear", "LoRA target modules as HF PEFT names them: "
+                             "all-linear, attention, mlp, or a comma list of q,k,v,o,gate,up,down")
+    lora_dropout: bool = knob(False, "LoRA dropout on (p > 0): each adapted linear's input is "
+                              "copied by its dropout and a 1-byte mask kept (HF PEFT default off; "
+                              "torchtune and litgpt recipes ship 0.05)",
+                              cli_help="LoRA dropout on (p > 0: an input copy and mask per "
+                              "adapted linear)")
+    base_format: BaseFormat = knob("auto", "frozen base weights: bf16, int8 (LLM.int8), nf4 or "
+                                   "nf4-dq (double quantisation); auto = bf16 for lora, nf4-dq "
+                                   "for qlora", cli_help="frozen base weights: bf16, int8, nf4, "
+                                   "nf4-dq or auto")
 
     @property
     def world(self) -> int:

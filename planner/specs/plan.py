@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.io import validate as v
 from planner.io.bounds import YamlWord
-from planner.specs.knobs import KNOB, Offload, Recompute, Schedule
+from planner.specs.knobs import KNOB, BaseFormat, Finetune, Offload, Recompute, Schedule
 
 
 def _is_bool(f: Any) -> bool:
@@ -108,6 +108,12 @@ class LayoutSection(_Strict):
     offload_params: Offload = _knob("offload_params")
     precision: Optional[str] = _knob("precision")
     optimizer: Optional[str] = _knob("optimizer")
+    finetune: Finetune = _knob("finetune")
+    lora_rank: int = _knob("lora_rank")
+    lora_alpha: int = _knob("lora_alpha")
+    lora_targets: str = _knob("lora_targets")
+    lora_dropout: bool = _knob("lora_dropout")
+    base_format: BaseFormat = _knob("base_format")
 
 
 class BatchSection(_Strict):

@@ -1,0 +1,155 @@
+"""A fine-tune's share of the memory and time model (engine/finetune.py's formulas on a Problem):
+which parameters train (the LoRA adapters) and which are frozen (the base, in its storage
+format), what the frozen linears do not save for backward, QLoRA's dequantised working copy and
+dequantisation passes. Full fine-tuning passes through every function unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from planner.engine import finetune as ft
+from planner.engine import optimizer as opt
+from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
+                                    largest_linear, layer_linears)
+
+# The saved tensors that exist only as the input of one linear's weight gradient (engine.
+# activations' names) and the linears that need them: when none of those trains the tensor is
+# not saved (PyTorch saves a matmul input only for the weight's gradient). proj_in is also
+# flash attention's output, which its backward keeps whatever trains.
+WGRAD_ONLY_INPUTS: dict[str, tuple[str, ...]] = {
+    "qkv_in": ("q", "k", "v"), "fc1_in": ("gate", "up"), "swiglu_product": ("down",),
+    "gelu_out": ("down",), "proj_in": ("o",)}
+
+
+def adapter_params_per_layer(p: Any) -> float:
+    """LoRA parameters of one (average) layer, before any split: Σ r·(d_in + d_out)."""
+    return float(ft.lora_params(adapter_pairs(p.model, p.tuning), p.tuning.rank))
+
+
+def base_bytes(p: Any) -> float:
+    """Bytes per parameter of the frozen linears in the base's format (LLM.int8's row scales at
+    the layer's hidden width)."""
+    return float(ft.base_weight_bytes_per_param(p.tuning.base_format, p.model.hidden))
+
+
+def split_stage(p: Any, tp: np.ndarray, st: Any, sharding: np.ndarray, shard: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(trainable adapter parameters on this GPU, frozen base bytes on this GPU).
+
+    Adapters: layers·ψ_lora/t (split over TP with the linears they adapt). Frozen: the stage's
+    linears in the base format and the embedding / output layer in 16 bits (bitsandbytes and HF
+    keep lm_head and embeddings unquantised), sharded over the ZeRO group from stage 3 (FSDP and
+    ZeRO-3 shard frozen parameters as they shard trained ones).
+    """
+    stage = np.asarray(st.dense_params, dtype=float) + np.asarray(st.expert_params, dtype=float)
+    root = np.asarray(st.root_params, dtype=float)
+    frozen = (stage - root) * base_bytes(p) + root * 2.0
+    frozen = frozen / np.where(np.asarray(sharding) >= 3, shard, 1.0)
+    adapters = np.asarray(st.layers, dtype=float) * adapter_params_per_layer(p) / tp
+    return adapters, frozen
+
+
+def trainable_fraction(p: Any, stage_params: np.ndarray, adapters: np.ndarray) -> np.ndarray:
+    """The share of a stage's parameters that train (1 for full fine-tuning)."""
+    if not p.tuning.frozen:
+        return np.ones_like(np.asarray(stage_params, dtype=float))
+    return np.asarray(adapters, dtype=float) / np.maximum(np.asarray(stage_params, dtype=float), 1.0)
+
+
+def saved_term_scale(p: Any, name: str) -> float:
+    """1 where a saved tensor is kept, 0 where only a frozen linear's weight gradient needed it."""
+    if not p.tuning.frozen or name not in WGRAD_ONLY_INPUTS:
+        return 1.0
+    if name == "proj_in" and p.flash:
+        return 1.0
+    return 1.0 if set(WGRAD_ONLY_INPUTS[name]) & set(p.tuning.targets) else 0.0
+
+
+def adapter_activations(p: Any, tokens: np.ndarray, width: float) -> np.ndarray:
+    """Per layer: the rank-r intermediates each adapted linear's B keeps."""
+    if not p.tuning.frozen:
+        return 0.0 * tokens
+    kept = np.asarray(ft.adapter_activation_bytes(tokens, adapted_count(p.model, p.tuning),
+                                                  p.tuning.rank, width))
+    if p.tuning.dropout:
+        kept = kept + np.asarray(ft.dropout_copy_bytes(
+            tokens, dropout_input_width(p.model, p.tuning), width))
+    return kept
+
+
+def dequant_working(p: Any, tp: np.ndarray) -> np.ndarray:
+    """QLoRA's transient: the largest quantised linear dequantised to bf16 (÷TP), 0 otherwise."""
+    if not (p.tuning.frozen and p.tuning.quantised):
+        return 0.0 * tp
+    return np.asarray(ft.dequant_working_bytes(largest_linear(p.model) / tp))
+
+
+def layer_linear_params(p: Any) -> float:
+    """Parameters in one layer's linears (what a quantised base dequantises each pass)."""
+    return sum(d_in * d_out * n for d_in, d_out, n in layer_linears(p.model).values())
+
+
+def compute_terms(p: Any, tokens: np.ndarray, tp: np.ndarray, t_lin: np.ndarray,
+                  rate_of: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(backward GEMM factor, adapter seconds forward, dequantisation seconds per pass) of one
+    layer. Adapters: 2·tokens·ψ_lora/t FLOPs at the rate of a GEMM whose short side is r
+    (`rate_of(r)`), backward 2× forward; dequantisation HBM-bound (engine.finetune)."""
+    if not p.tuning.frozen:
+        z = 0.0 * tp
+        return np.asarray(ft.backward_gemm_factor(1.0)) + z, z, z
+    f_adapter = 2.0 * tokens * adapter_params_per_layer(p) / tp
+    t_adapter = f_adapter / rate_of(float(p.tuning.rank))
+    t_dq = 0.0 * tp
+    if p.tuning.quantised:
+        t_dq = np.asarray(ft.dequant_seconds(layer_linear_params(p) / tp, base_bytes(p),
+                                             p.hardware.gpu.hbm_bytes_per_s))
+    return np.asarray(ft.backward_gemm_factor(0.0)) + 0.0 * tp, t_adapter, t_dq
+
+
+def frozen_flops_per_token_delta(p: Any) -> float:
+    """Model FLOPs per token a fine-tune does not run (−2ψ_matmul: no weight-gradient GEMM of the
+    base, head included) plus its adapters' 6ψ_lora; 0 for full fine-tuning."""
+    if not p.tuning.frozen:
+        return 0.0
+    mod = p.model
+    return -2.0 * mod.matmul_params_per_token() + 6.0 * mod.layers * adapter_params_per_layer(p)
+
+
+def note(p: Any) -> str:
+    """What trains and how the fine-tune is priced, in one line ("" for full fine-tuning)."""
+    t = p.tuning
+    if not t.frozen:
+        return ""
+    mod = p.model
+    lora = mod.layers * adapter_params_per_layer(p)
+    fmt = (f"{base_bytes(p):.4g} B/param (bitsandbytes: 4-bit codes + "
+           + ("8-bit absmax per 64 + fp32 per 64·256" if t.base_format == "nf4-dq"
+              else "fp32 absmax per 64") + ")" if t.base_format.startswith("nf4")
+           else f"{base_bytes(p):.4g} B/param" + (" (int8 + fp32 scale per row)"
+                                                  if t.base_format == "int8" else ""))
+    text = (f"Fine-tuning {t.mode}: LoRA r={t.rank} α={t.alpha}"
+            f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
+            f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
+            f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
+            "embeddings and head in bf16, no gradients or optimizer state; backward runs no "
+            "weight-gradient GEMM for the base (4ψ instead of 6ψ FLOPs per token), and the "
+            "inputs only a frozen linear's weight gradient needed are not saved")
+    if t.quantised:
+        text += (f"; each matmul dequantises its weight to bf16 (peak working copy "
+                 f"{float(dequant_working(p, np.ones(1))[0]) / 1e9:.2f} GB, HBM-bound, twice "
+                 "per layer per micro-batch)")
+    return text
+
+
+def muon_flops_per_layer(p: Any) -> float:
+    """Newton–Schulz FLOPs of one layer's trained matrices under Muon (engine/optimizer.py):
+    the base linears, or under a frozen base the adapters' A (r × d_in) and B (d_out × r)."""
+    if p.tuning.frozen:
+        r = float(p.tuning.rank)
+        return float(sum(opt.newton_schulz_flops(r, d_in) + opt.newton_schulz_flops(d_out, r)
+                         for d_in, d_out in adapter_pairs(p.model, p.tuning)))
+    return float(sum(n * opt.newton_schulz_flops(d_in, d_out)
+                     for d_in, d_out, n in layer_linears(p.model).values()))

@@ -74,6 +74,9 @@ LAYOUT_CASES = {
     "--micro-batch": _with(B, "--micro-batch", "2"),
     "--tp": _with(B, "--tp", "2"), "--pp": _with(B, "--pp", "2"), "--cp": _with(B, "--cp", "2"),
     "--ep": _with(("--model", "mixtral-8x7b", "--gpus", "8"), "--ep", "2"),
+    # expert TP 1 instead of TP 2: each GPU holds whole experts, twice the expert weights
+    "--etp": _with(("--model", "mixtral-8x7b", "--gpus", "8", "--tp", "2", "--ep", "2"),
+                   "--etp", "1"),
     "--zero": _with(B, "--zero", "1"),
     "--shard-group": _with(B + ("--zero", "3"), "--shard-group", "4"),
     "--schedule": _with(B + ("--pp", "2"), "--schedule", "gpipe"),

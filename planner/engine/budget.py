@@ -23,16 +23,18 @@ def padded_vocab(vocab: Num, tp: Num, multiple: int = 128) -> Num:
 
 
 def stage_params(layers_on_stage: Num, layer_params: Num, expert_layer_params: Num, tp: Num,
-                 ep: Num, embedding: Num = 0.0, head: Num = 0.0) -> tuple[Num, Num]:
+                 ep: Num, embedding: Num = 0.0, head: Num = 0.0,
+                 etp: Num | None = None) -> tuple[Num, Num]:
     """Parameters one GPU of a stage holds: (dense part, expert part).
 
     Dense layer weights and the vocabulary-parallel embedding/head split over TP; expert weights
-    over EP × TP (Megatron's expert-tensor-parallel size defaults to TP).
+    over EP × ETP (Megatron's --expert-tensor-parallel-size, TP when not given).
     """
     n = np.asarray(layers_on_stage, dtype=float)
     t = np.asarray(tp, dtype=float)
+    et = t if etp is None else np.asarray(etp, dtype=float)
     dense = (n * layer_params + embedding + head) / t
-    experts = n * np.asarray(expert_layer_params, dtype=float) / (np.asarray(ep, dtype=float) * t)
+    experts = n * np.asarray(expert_layer_params, dtype=float) / (np.asarray(ep, dtype=float) * et)
     return out(dense), out(experts)
 
 

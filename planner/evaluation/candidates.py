@@ -75,6 +75,7 @@ class Candidates:
     dp: np.ndarray
     cp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray
     zero: np.ndarray
     shard: np.ndarray
     mb: np.ndarray
@@ -195,6 +196,8 @@ class Shape:
     dp: np.ndarray
     cp: np.ndarray
     ep: np.ndarray
+    etp: np.ndarray             # expert tensor parallel (TP where the knob is None)
+    expert_dp: np.ndarray       # TP·CP·DP / (ETP·EP): the experts' data-parallel group
     mb: np.ndarray
     v: np.ndarray
     micro_batches: np.ndarray   # m = B / (b · DP), fractional where the batch does not divide
@@ -214,8 +217,10 @@ def shape(p: Problem, c: Candidates) -> Shape:
 
     f64 = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, pp, dp, cp, ep, mb, v = (f64(x) for x in (c.tp, c.pp, c.dp, c.cp, c.ep, c.mb, c.chunks))
+    etp = np.where(c.etp > 0, f64(c.etp), tp)
     first, middle, last = stage_layers(p.model.layers, pp, v)
-    return Shape(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, mb=mb, v=v,
+    return Shape(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp,
+                 expert_dp=np.maximum(tp * cp * dp / (etp * ep), 1.0), mb=mb, v=v,
                  micro_batches=p.global_batch / (mb * dp),
                  layers=(f64(first), f64(middle), f64(last)),
                  shard=np.where(c.shard > 0, f64(c.shard), dp * cp),

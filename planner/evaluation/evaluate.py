@@ -136,12 +136,13 @@ def _params(p: Problem, x: Shape) -> _Params:
     emb = x.vocab_padded * h + (mod.embedding_params() - mod.vocab * h)   # + learned positions
     head = np.where(mod.tied_embeddings & (x.pp == 1), 0.0, x.vocab_padded * h) \
         + mod.final_norm_params()
-    largest = np.maximum(mod.layer_params(), moe_dense + experts_w / x.ep) if mod.is_moe \
-        else float(mod.layer_params())
+    # per TP rank below (…/ tp): the expert part is split over EP·ETP instead of TP
+    largest = np.maximum(mod.layer_params(), moe_dense + experts_w * x.tp / (x.ep * x.etp)) \
+        if mod.is_moe else float(mod.layer_params())
     return _Params(dense_per_layer=(1 - moe_share) * mod.layer_params() + moe_share * moe_dense,
                    expert_per_layer=moe_share * experts_w, embedding=emb, head=head,
                    largest_layer=largest,
-                   expert_shard=np.maximum(np.minimum(x.shard, x.dp * x.cp / x.ep), 1.0))
+                   expert_shard=np.maximum(np.minimum(x.shard, x.expert_dp), 1.0))
 
 
 def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]:
@@ -189,7 +190,7 @@ def _stage_shape(p: Problem, x: Shape, par: _Params, stage: str) -> Stage:
     head_w = np.where(mod.tied_embeddings & single, 0.0, vocab_w)
     head = np.where(has_head, head_w / tp + mod.final_norm_params(), 0.0)
     dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer - repl,
-                                         par.expert_per_layer, tp, x.ep)
+                                         par.expert_per_layer, tp, x.ep, etp=x.etp)
     dense_p = dense_p + n_layers * repl + emb + head
     return Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                  layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,

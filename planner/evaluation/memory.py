@@ -163,7 +163,12 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     zero = np.asarray(c.zero)
     dpcp = np.asarray(c.dp, dtype=float) * np.asarray(c.cp, dtype=float)
     shard = np.where(c.shard > 0, np.asarray(c.shard, dtype=float), dpcp)
-    expert_shard = np.maximum(np.minimum(shard, dpcp / np.asarray(c.ep, dtype=float)), 1.0)
+    # experts' states shard over expert-DP = TP·CP·DP / (ETP·EP) (Megatron-Core's expert data
+    # parallel group, parallel_state.py:748), ETP = TP where not given
+    tp = np.asarray(c.tp, dtype=float)
+    etp = np.where(np.asarray(c.etp) > 0, np.asarray(c.etp, dtype=float), tp)
+    expert_dp = tp * dpcp / (etp * np.asarray(c.ep, dtype=float))
+    expert_shard = np.maximum(np.minimum(shard, expert_dp), 1.0)
     (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
     sharding = np.where(fsdp, 3, zero)
     trained, trained_experts, frozen = st.dense_params, st.expert_params, 0.0 * zero

@@ -89,9 +89,22 @@ def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
 
 
 def _experts(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # Megatron-LM arguments.py:1036-1040 (core_v0.15.3): --num-experts % EP == 0 where EP > 1
     e = p.model.experts
-    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0) & (_dpcp(c) % c.ep == 0),
-                    True)
+    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0), True)
+
+
+def _etp(c: Candidates) -> np.ndarray:
+    return np.where(c.etp > 0, c.etp, c.tp)
+
+
+def _expert_grid(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # Megatron-Core parallel_state.initialize_model_parallel (core_v0.15.3, :743-751): the expert
+    # grid ETP × EP × expert-DP × PP covers the world, so world % (ETP·EP·PP) == 0, i.e. ETP·EP
+    # divides TP·CP·DP; EP may span TP, CP and DP ranks (MoE parallel folding, arXiv 2504.14960).
+    # ETP > 1 only for a mixture of experts (a dense model has no expert grid).
+    grid = _etp(c) * c.ep
+    return ((c.tp * c.cp * c.dp) % grid == 0) & ((c.etp == 0) | p.model.is_moe | (c.etp == c.tp))
 
 
 def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -189,9 +202,19 @@ RULES: tuple[RuleSpec, ...] = (
                    "--seq-length", "training.seq_len"),
              reads=("sp",)),
     RuleSpec("experts-divisible-by-ep", _experts,
-             "experts must divide by EP, and EP must divide DP × CP",
+             "experts must divide by EP",
              lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
              _keys("layout.ep", "--expert-model-parallel-size",
+                   "parallelism.expert_parallel_degree"),
+             reads=()),
+    RuleSpec("expert-grid-folds", _expert_grid,
+             "expert TP × EP must divide TP × CP × DP (the expert grid ETP × EP × expert-DP × PP "
+             "covers the same GPUs)",
+             lambda p, lay, f: (f"ETP {lay.expert_tp} × EP {lay.ep} = {lay.expert_tp * lay.ep}",
+                                f"divides TP×CP×DP = {lay.tp * lay.cp * lay.dp}"),
+             _keys(lambda lay: "layout.etp" if lay.etp is not None else "layout.ep",
+                   lambda lay: ("--expert-tensor-parallel-size" if lay.etp is not None
+                                else "--expert-model-parallel-size"),
                    "parallelism.expert_parallel_degree"),
              reads=()),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)

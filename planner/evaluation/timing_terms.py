@@ -188,16 +188,6 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
     return np.maximum(stage_params - edge, 0.0) / np.maximum(n_layers, 1), edge
 
 
-def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
-    """Expert parameters one GPU of the fullest stage holds: its layers × the MoE layers' share
-    × every expert's MLP, over EP × TP (evaluate._params' count; 0 on a dense model)."""
-    mod = p.model
-    if not mod.is_moe:
-        return np.zeros_like(x.tp, dtype=float)
-    experts_w = mod.experts * mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)
-    return array(x.layers[1] * (mod.moe_layers / mod.layers) * experts_w / (x.ep * x.tp))
-
-
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
@@ -226,22 +216,34 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     out["r_e"] = out["r_e"] + array(st.hsdp_replica_time(edge_params, fw.reduce_bytes, x.shard,
                                                          n, x.tp * x.cp, gpn, fab))
     # dense gradients over DP·CP (ranks TP apart); expert gradients over the expert-data-
-    # parallel group, DP·CP / EP ranks TP·EP apart (Megatron-Core's expert DDP buckets on
-    # its expert_data_parallel_group), one after the other
-    # (EP 1: the same group, one reduction)
-    expert = np.where(x.ep > 1, np.minimum(_expert_stage_params(p, x), trained), 0.0)
+    # parallel group, expert-DP = TP·CP·DP / (ETP·EP) ranks ETP·EP apart (Megatron-Core's expert
+    # DDP buckets on its expert_data_parallel_group, expert rank order tp-ep-dp,
+    # parallel_state.py:745-760), one after the other (EP 1 and ETP = TP: the same group)
+    separate = (x.ep > 1) | (x.etp != x.tp)
+    expert = np.where(separate, np.minimum(_expert_stage_params(p, x), trained), 0.0)
     dense = trained - expert
     red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
                                         zero >= 1, n, x.tp, gpn, fab)
     red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
-                                            expert * fw.gather_bytes, zero >= 1, n / x.ep,
-                                            x.tp * x.ep, gpn, fab)
+                                            expert * fw.gather_bytes, zero >= 1, x.expert_dp,
+                                            x.etp * x.ep, gpn, fab)
     moe = expert > 0
     out["red"] = array(red) + np.where(moe, red_e, 0.0)
     out["gather"] = array(gather) + np.where(moe, gather_e, 0.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
     out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
     return out
+
+
+def _expert_stage_params(p: Problem, x: Shape) -> np.ndarray:
+    """Expert weights one GPU of the fullest stage holds: its layers' share of MoE layers × E
+    experts' MLPs / (EP·ETP) (engine.budget.stage_params)."""
+    mod = p.model
+    if not mod.is_moe:
+        return np.zeros_like(x.tp, dtype=float)
+    per_layer = (mod.moe_layers / mod.layers * mod.experts
+                 * float(mlp_params(mod.hidden, mod.expert_width, mod.gated, mod.linear_bias)))
+    return array(x.layers[1] * per_layer / (x.ep * x.etp))
 
 
 class _Zero3Rows(NamedTuple):
@@ -322,7 +324,7 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[st
     total, exposed = st.dp_time_per_step(coll["red"], coll["gather"], coll["buckets"], times,
                                          overlap, n_layers * comp.layer_bwd,
                                          n_layers * comp.layer_fwd, eff.overlap_efficiency)
-    on = (n > 1) & (c.zero < 3)
+    on = ((n > 1) | ((x.expert_dp > 1) & p.model.is_moe)) & (c.zero < 3)
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
 
@@ -345,7 +347,7 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
                                               fab, act_b),
         "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
-            tp * cp, gpn, fab, act_b),
+            x.etp, gpn, fab, act_b),   # EP ranks ETP apart (expert rank order tp-ep-dp)
         "pp": array(st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab,
                                                x.v, act_b))}
 

@@ -18,7 +18,9 @@ from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
 from planner.evaluation.error_band import generation
-from planner.framework_configs.megatron_args import MEGATRON_TARGET, _megatron_model, _overrides, _shard_group, connections_line, launch_rules, parse_megatron_args, per_chunk_recompute
+from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
+                                                     connections_line, expert_rules, launch_rules,
+                                                     parse_megatron_args, per_chunk_recompute)
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -143,11 +145,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                f"max_position_embeddings {max_pos}", f"≥ seq {seq}",
                                "max_position_embeddings must be >= seq_length",
                                key="--max-position-embeddings"))
-    if ep > 1:
-        rules.append(make_rule("megatron-experts-ep", model.experts > 0 and model.experts % ep == 0,
-                               f"{model.experts} experts, EP {ep}", "multiple of EP",
-                               "Number of experts should be a multiple of expert model parallel "
-                               "size", key="--expert-model-parallel-size"))
+    etp = expert_rules(a, model.experts, gpus, rules)
 
     gran = a.get("--recompute-granularity") or ("selective" if a.get("--recompute-activations")
                                                 else None)
@@ -208,7 +206,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     # Megatron keeps fp32 main gradients by default (DESIGN.md: 18 bytes/param with Adam).
     precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=mbs,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, micro_batch=mbs,
                     shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
                     schedule="interleaved" if interleaved else "1f1b", recompute=cast(Recompute, gran or "none"),
                     recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
@@ -305,6 +303,7 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
     if mod.is_moe:
         a += [("--num-experts", mod.experts), ("--moe-router-topk", mod.experts_per_token),
               ("--expert-model-parallel-size", lay.ep),
+              *([("--expert-tensor-parallel-size", lay.etp)] if lay.etp is not None else []),
               ("--moe-ffn-hidden-size", mod.expert_width),
               ("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
         if mod.shared_experts:

@@ -273,3 +273,28 @@ def per_chunk_recompute(lay: Layout, stage_layers: int) -> int:
                          f"layers per stage must be a multiple of {v} (use --recompute-layers "
                          f"{max(v, k // v * v)} or {k // v * v + v})")
     return k // v
+
+
+def expert_rules(a: dict, experts: int, gpus: int, rules: list) -> int | None:
+    """The expert grid's checks (core_v0.15.3): --num-experts % EP == 0 (validate_args,
+    arguments.py:1036-1040) and world % (ETP·EP·PP) == 0 (parallel_state.py:745-751; ETP
+    defaults to TP, :743). EP may span TP, CP and DP ranks: no rule ties it to DP. Returns the
+    --expert-tensor-parallel-size given (None: TP)."""
+    tp = a.get("--tensor-model-parallel-size", 1)
+    pp = a.get("--pipeline-model-parallel-size", 1)
+    ep = a.get("--expert-model-parallel-size", 1)
+    etp = a.get("--expert-tensor-parallel-size")
+    if ep > 1:
+        rules.append(make_rule("megatron-experts-ep", experts > 0 and experts % ep == 0,
+                               f"{experts} experts, EP {ep}", "multiple of EP",
+                               "Number of experts should be a multiple of expert model parallel "
+                               "size", key="--expert-model-parallel-size"))
+    if ep == 1 and etp is None:
+        return None
+    grid = (etp or tp) * ep * pp
+    rules.append(make_rule("megatron-expert-grid", gpus % grid == 0,
+                           f"{gpus} % (ETP {etp or tp} × EP {ep} × PP {pp})", "= 0",
+                           "world_size is not divisible by expert_tensor_model_pipeline_parallel "
+                           "size (parallel_state)", key="--expert-tensor-parallel-size"
+                           if etp is not None else "--expert-model-parallel-size"))
+    return etp

@@ -234,11 +234,16 @@ def to_torchtitan(inp: Job) -> Export:
     if inp.seq_len % (lay.tp * 2 * lay.cp):
         raise _unsupported("torchtitan", f"seq_len {inp.seq_len} with TP {lay.tp} × CP {lay.cp}: "
                            "it must divide by tp·2·cp")
+    if lay.expert_tp not in (lay.tp, 1):   # parallel_dims.py:35-59 (v0.2.2): ETP is TP or 1
+        raise _unsupported("torchtitan", f"expert TP {lay.expert_tp} with TP {lay.tp} "
+                           "(it runs ETP = TP or 1)")
     first, full, last = _stage_layers(inp)
     par: dict = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": shard,
                  "fsdp_reshard_after_forward": "always" if reshard else "never",
                  "tensor_parallel_degree": lay.tp, "context_parallel_degree": lay.cp,
                  "expert_parallel_degree": lay.ep, "pipeline_parallel_degree": lay.pp}
+    if lay.expert_tp != lay.tp:
+        par["expert_tensor_parallel_degree"] = lay.expert_tp
     if lay.pp > 1:
         if lay.schedule == "zb-h1":   # torch.distributed.pipelining's zero-bubble ones are looped
             raise _unsupported("torchtitan", "ZB-H1 with one stage per rank")

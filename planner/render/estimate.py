@@ -33,6 +33,7 @@ def layout_line(e: Estimate) -> str:
     parts = [f"TP {lay.tp}", f"PP {lay.pp}", f"DP {lay.dp}"]
     parts += [f"CP {lay.cp}"] if lay.cp > 1 else []
     parts += [f"EP {lay.ep}"] if lay.ep > 1 else []
+    parts += [f"expert TP {lay.etp} (expert DP {lay.expert_dp})"] if lay.etp is not None else []
     parts += [f"ZeRO-{lay.zero}" + (f" (shard group {lay.shard_group})" if lay.shard_group else ""),
               f"micro-batch {lay.micro_batch}", f"{lay.schedule}" + (f" v={lay.chunks}" if lay.chunks > 1 else ""),
               "SP" if lay.sequence_parallel else "no SP", f"recompute {lay.recompute}"

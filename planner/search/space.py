@@ -39,7 +39,6 @@ from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
 from planner.specs.knobs import KNOB
 
 
-
 def _upper(name: str) -> int:
     """A layout knob's upper bound (its ``le``)."""
     le = KNOB[name].le
@@ -292,6 +291,7 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
             at = at + local % n
             local = local // n
         cols.update({name: col[at] for name, col in fac.cols.items()})
+    cols["etp"] = np.zeros(len(owner), dtype=np.int64)   # expert TP = TP: not searched (yet)
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
     return Candidates(**cols), owner

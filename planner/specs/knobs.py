@@ -40,8 +40,10 @@ def knob(default: Any, help: str, unit: str = "", *, ge: int | None = None,
 
 @dataclass(frozen=True, kw_only=True)
 class Layout:
-    """How one job is split and run. Degrees multiply to the world size: DP × TP × PP × CP
-    (EP borrows from DP, as in Megatron-LM and torchtitan)."""
+    """How one job is split and run. Degrees multiply to the world size: DP × TP × PP × CP.
+    The experts run on a second grid over the same GPUs, ETP × EP × expert-DP × PP (Megatron-Core's
+    MoE parallel folding: EP may span TP, CP and DP ranks; torchtitan borrows EP from
+    dp_shard·cp·tp likewise)."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
 
@@ -51,8 +53,12 @@ class Layout:
     dp: int = knob(1, "data parallel; a plan derives it as gpus ÷ (tp·pp·cp)", "GPUs", ge=1,
                    le=v.MAX_GPUS, plan_optional=True, column="dp", cli=False)
     cp: int = knob(1, "context parallel", "GPUs", ge=1, le=v.MAX_GPUS, column="cp")
-    ep: int = knob(1, "expert parallel (borrows from DP)", "GPUs", ge=1, le=v.MAX_GPUS,
-                   column="ep")
+    ep: int = knob(1, "expert parallel (folded over TP × CP × DP)", "GPUs", ge=1,
+                   le=v.MAX_GPUS, column="ep")
+    etp: int | None = knob(
+        None, "expert tensor parallel: each expert's weights split over this many GPUs; None = "
+        "TP (Megatron-Core's default)", "GPUs", ge=1, le=v.MAX_GPUS, column="etp", none_code=0,
+        cli_help="expert tensor parallel (default: TP)")
     zero: int = knob(0, "ZeRO stage 0-3", ge=0, le=3, column="zero")
     shard_group: int | None = knob(
         None, "hybrid sharding (HSDP / ZeRO++ hpZ): ZeRO shards over this many DP ranks; None = "
@@ -112,6 +118,19 @@ class Layout:
     @property
     def world(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor parallel: etp, else TP (Megatron-Core parallel_state.py:743-744)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallel: TP·CP·DP / (ETP·EP), the GPUs of a pipeline stage not in one
+        expert-TP × EP group (parallel_state.py:745-748; 0 where the grid does not fold)."""
+        grid = self.expert_tp * self.ep
+        return self.tp * self.cp * self.dp // grid if (self.tp * self.cp * self.dp) % grid == 0 \
+            else 0
 
     @property
     def sequence_parallel(self) -> bool:

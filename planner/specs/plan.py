@@ -111,6 +111,7 @@ class LayoutSection(_Strict):
     dp: Optional[int] = _knob("dp")
     cp: int = _knob("cp")
     ep: int = _knob("ep")
+    etp: Optional[int] = _knob("etp")
     zero: int = _knob("zero")
     shard_group: Optional[int] = _knob("shard_group")
     micro_batch: Optional[int] = _knob("micro_batch")

@@ -39,14 +39,9 @@ def stage_deficit(layers: Num, stages: Num, chunks: Num = 1) -> Num:
                - np.asarray(layers, dtype=float))
 
 
-def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1,
-                       uneven_chunks: bool = True) -> Mask:
-    """The layer-count rule: p·v chunks cover L with at most MAX_STAGE_DEFICIT layers short
-    (none short where v > 1 and the framework needs equal chunks: ``uneven_chunks`` false),
+def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1) -> Mask:
+    """The layer-count rule: p·v chunks cover L with at most MAX_STAGE_DEFICIT layers short,
     and there are no more chunks than layers."""
     per = np.asarray(stages) * np.asarray(chunks)
-    deficit = np.asarray(stage_deficit(layers, stages, chunks))
-    most = MAX_STAGE_DEFICIT if uneven_chunks else np.where(np.asarray(chunks) > 1, 0,
-                                                            MAX_STAGE_DEFICIT)
-    ok = (deficit <= most) & (per <= layers)
+    ok = (np.asarray(stage_deficit(layers, stages, chunks)) <= MAX_STAGE_DEFICIT) & (per <= layers)
     return bool(ok) if np.ndim(ok) == 0 else ok

@@ -170,8 +170,8 @@ RULES: tuple[RuleSpec, ...] = (
                                 "multiple or divisor"),
              TP_KEYS,
              reads=()),
-    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(
-                 p.model.layers, c.pp, c.chunks, uneven_chunks=p.fw.time.uneven_interleaving),
+    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
+                                                                          c.chunks),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
              "layer fewer)",
              lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",

@@ -19,7 +19,8 @@ from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, expert_rules, launch_rules,
+                                                     connections_line, counted_layers, expert_rules,
+                                                     interleaved_split, launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
 
 
@@ -65,10 +66,11 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
         raise InputError(f"{where}: --num-virtual-stages-per-pipeline-rank",
                          "give at most one of it and --num-layers-per-virtual-pipeline-stage")
     if lpv is not None:
-        per_rank = layers // pp if layers % pp == 0 else None
+        counted = counted_layers(a, layers)   # with the embedding / loss counted as layers
+        per_rank = counted // pp if counted % pp == 0 else None
         ok = per_rank is not None and per_rank % lpv == 0
         rules.append(make_rule("megatron-vpp-layers", ok,
-                               f"({layers} layers / PP {pp}) / {lpv} layers per virtual stage",
+                               f"({counted} layers / PP {pp}) / {lpv} layers per virtual stage",
                                "whole numbers", "number of layers per pipeline rank must be "
                                "divisible by --num-layers-per-virtual-pipeline-stage",
                                key="--num-layers-per-virtual-pipeline-stage"))
@@ -287,10 +289,8 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
     a: list[tuple[str, object]] = [
         ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp)]
     if lay.schedule == "interleaved":
-        if mod.layers % lay.pp or (mod.layers // lay.pp) % lay.chunks:
-            raise _unsupported("megatron", f"interleaving {mod.layers} layers over PP {lay.pp} × "
-                               f"v {lay.chunks} unevenly (layers per rank must divide by v)")
-        a.append(("--num-layers-per-virtual-pipeline-stage", mod.layers // lay.pp // lay.chunks))
+        flags, per_chunk = interleaved_split(mod.layers, lay.pp, lay.chunks)
+        a += [*flags, ("--num-layers-per-virtual-pipeline-stage", per_chunk)]
     elif first != full or last != full:
         a += [("--decoder-first-pipeline-num-layers", first),
               ("--decoder-last-pipeline-num-layers", last)]

@@ -40,7 +40,10 @@ MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--f
             "--untie-embeddings-and-output-weights", "--recompute-activations",
             "--overlap-grad-reduce", "--overlap-param-gather", "--distribute-saved-activations",
             "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
-            "--overlap-p2p-communication", "--no-overlap-p2p-communication"}
+            "--overlap-p2p-communication", "--no-overlap-p2p-communication",
+            "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"}
+# The embedding and the loss counted as a layer each in the pipeline split (arguments.py:557-579)
+ACCOUNT_FLAGS = ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split")
 # Flags older dtplan exports wrote that Megatron-LM's argparse rejects (core_v0.15.3 and main
 # have only --no-overlap-p2p-communication: overlap is on by default, arguments.py:2591-2596).
 MEG_NONEXISTENT = {"--overlap-p2p-communication": "overlap is the default; the only flag is "
@@ -298,3 +301,20 @@ def expert_rules(a: dict, experts: int, gpus: int, rules: list) -> int | None:
                            "size (parallel_state)", key="--expert-tensor-parallel-size"
                            if etp is not None else "--expert-model-parallel-size"))
     return etp
+
+
+def counted_layers(a: dict[str, Any], layers: int) -> int:
+    """The layers validate_args splits over the pipeline (core_v0.15.3 arguments.py:557-579):
+    L, plus one for each of the embedding and the loss counted as a layer (ACCOUNT_FLAGS)."""
+    return layers + sum(bool(a.get(f)) for f in ACCOUNT_FLAGS)
+
+
+def interleaved_split(layers: int, pp: int, v: int) -> tuple[list[tuple[str, object]], int]:
+    """(flags, --num-layers-per-virtual-pipeline-stage) for L layers over PP·v chunks as dtplan
+    splits them: where the first (and last) chunk is a layer short, the embedding (and the loss)
+    count as that layer, so L + short divides by PP·v as validate_args requires."""
+    short = pp * v * -(-layers // (pp * v)) - layers
+    if short > len(ACCOUNT_FLAGS):
+        raise InputError("--to", f"megatron cannot express {layers} layers over PP {pp} × v {v}"
+                                 f" ({short} chunks a layer short; at most 2: embedding and loss)")
+    return [(f, None) for f in ACCOUNT_FLAGS[:short]], (layers + short) // (pp * v)

@@ -155,8 +155,7 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
         out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
                 if (v <= space.max_chunks
-                    and stage_deficit(p.model.layers, pp, v)
-                    <= (MAX_STAGE_DEFICIT if p.fw.time.uneven_interleaving else 0))
+                    and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT)
                 or (v > space.max_chunks and p.model.layers % (pp * v) == 0)]
     if space.schedule == "interleaved":
         return [("interleaved", space.chunks)] if space.chunks else \

@@ -178,14 +178,14 @@ def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.
     return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
 
 
-def interleave_choices(layers: int, pp: int, max_chunks: int, uneven: bool = True) -> list[int]:
+def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split (at most
     MAX_STAGE_DEFICIT short), and beyond max_chunks each v whose chunks hold a whole, equal
     number of layers (L divisible by PP·v, down to one layer per chunk), as Megatron's
     --num-layers-per-virtual-pipeline-stage sets it: NVIDIA's MLPerf GPT-3 175B runs use
     PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
-    most = MAX_STAGE_DEFICIT if uneven else 0   # the framework's uneven_interleaving
-    near = [v for v in range(2, max_chunks + 1) if stage_deficit(layers, pp, v) <= most]
+    near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
+            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
     whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     return near + whole
 
@@ -200,8 +200,7 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
     if pp > 1:
         rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in interleave_choices(
-            p.model.layers, pp, space.max_chunks, p.fw.time.uneven_interleaving)
-            if "interleaved" in runs]
+            p.model.layers, pp, space.max_chunks) if "interleaved" in runs]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
         if space.schedule == "interleaved":

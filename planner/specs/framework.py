@@ -83,9 +83,6 @@ class TimeBehaviour:
     hybrid_sharding: Annotated[bool, Field(
         description="ZeRO / FSDP shard groups smaller than DP × CP (HSDP: replicas of a "
                     "sharded group) are implemented")] = True
-    uneven_interleaving: Annotated[bool, Field(
-        description="interleaved chunks may hold unequal layer counts (first and last stage a "
-                    "layer short); false: each of PP·v chunks holds L/(PP·v) layers")] = True
     context_parallel: Annotated[bool, Field(
         description="ring context parallel (K/V chunks passed around the CP group) is "
                     "implemented")] = True

@@ -62,6 +62,16 @@ def run_dtplan(*args, cwd=None, stdin: str | None = None) -> Run:
     return Run(p)
 
 
+def one_input_error(r: Run, *needles: str) -> str:
+    """The run's one stderr line for a bad input (exit 2, no traceback), holding each needle."""
+    assert r.code == 2, r
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.err, r.err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
 @pytest.fixture(scope="session")
 def dtplan():
     return run_dtplan

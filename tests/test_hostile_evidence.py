@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_input_error
+
 from evidence_paths import DATA, real
 from planner.errors import InputError
 from planner.evidence import stream
@@ -20,15 +22,6 @@ from planner.evidence.trace import read_trace_file
 
 TRACE = "traces/hta_a100_2rank_ddp_nccl-metadata.pt.trace.json.gz"
 LOG = DATA / "torchtitan_llama3.1-8b_8xh100.log"
-
-
-def _two(r, *needles: str) -> str:
-    assert r.code == 2, r
-    lines = r.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.err, r.err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def _events(path: Path) -> dict:
@@ -118,7 +111,7 @@ def test_a_truncated_trace_names_its_last_line(dtplan, tmp_path):
     cut = text[:len(text) // 3]
     p = tmp_path / "killed.json"
     p.write_text(cut)
-    _two(dtplan("calibrate", "--from", p), f"{p}:", "invalid trace JSON")
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:", "invalid trace JSON")
     line = int(re.search(r"killed\.json:(\d+):", dtplan("calibrate", "--from", p).err)[1])
     assert abs(line - cut.count("\n") - 1) <= 1
 
@@ -134,10 +127,10 @@ def test_non_trace_json_objects_are_bounded_while_streamed(tmp_path, monkeypatch
 def test_a_gzip_bomb_is_refused_while_decompressing(dtplan, tmp_path):
     bomb = tmp_path / "bomb.json.gz"   # 48 MiB of JSON whitespace in ~48 kB
     bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (48 << 20) + b"]}", 9))
-    _two(dtplan("calibrate", "--from", bomb), f"{bomb}:1:", "decompression bomb")
+    one_input_error(dtplan("calibrate", "--from", bomb), f"{bomb}:1:", "decompression bomb")
     text_bomb = tmp_path / "bomb.log.gz"   # the text readers go through the same stream
     text_bomb.write_bytes(gzip.compress(b"\n" * (48 << 20), 9))
-    _two(dtplan("calibrate", "--from", text_bomb), f"{text_bomb}:1:", "decompression bomb")
+    one_input_error(dtplan("calibrate", "--from", text_bomb), f"{text_bomb}:1:", "decompression bomb")
 
 
 def test_a_gzip_trailer_over_the_ceiling_is_refused_unread(dtplan, tmp_path):
@@ -145,7 +138,7 @@ def test_a_gzip_trailer_over_the_ceiling_is_refused_unread(dtplan, tmp_path):
     data[-4:] = (3 << 30).to_bytes(4, "little")    # ISIZE: 3 GiB of content
     p = tmp_path / "huge.json.gz"
     p.write_bytes(bytes(data))
-    _two(dtplan("calibrate", "--from", p), f"{p}:1:", "larger than 512 MiB")
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:1:", "larger than 512 MiB")
 
 
 @pytest.mark.parametrize("field,value", [("ts", "1e308"), ("dur", "1e308"), ("dur", "-5"),
@@ -156,7 +149,7 @@ def test_absurd_trace_times_name_the_field(dtplan, tmp_path, field, value):
     doc["traceEvents"][k][field] = "@@"
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc, indent=1).replace('"@@"', value))
-    line = _two(dtplan("calibrate", "--from", p), f"{p}:")
+    line = one_input_error(dtplan("calibrate", "--from", p), f"{p}:")
     assert field in line or "numeric ts/dur" in line
 
 
@@ -164,7 +157,7 @@ def test_a_400_digit_integer_in_a_trace_is_refused(dtplan, tmp_path):
     p = tmp_path / "t.json"
     p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": ' + "9" * 400
                  + ', "dur": 1}]}')
-    _two(dtplan("calibrate", "--from", p), f"{p}:1:", "400 digits")
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:1:", "400 digits")
 
 
 # ---- the snapshot pickle: bounded while parsing ----------------------------------------------
@@ -202,7 +195,7 @@ def test_pickle_bombs_are_refused_naming_why(dtplan, tmp_path, name):
     raw, needle = _bombs()[name]
     p = tmp_path / f"{name}.pickle"
     p.write_bytes(raw)
-    _two(dtplan("calibrate", "--from", p), f"{p}:1:", needle)
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:1:", needle)
 
 
 def test_a_plain_snapshot_still_reads(dtplan, tmp_path):
@@ -231,7 +224,7 @@ def test_absurd_log_numbers_name_file_line_and_field(dtplan, tmp_path, key, valu
     text = LOG.read_text()
     p = tmp_path / "train.log"
     p.write_text(re.sub(rf"{key}: *[0-9.,]+", f"{key}: {value}", text))
-    _two(dtplan("calibrate", "--from", p), f"{p}:2:", needle)
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:2:", needle)
 
 
 @pytest.mark.parametrize("old,new,needle", [
@@ -245,7 +238,7 @@ def test_malformed_nccl_numbers_name_the_row(dtplan, tmp_path, old, new, needle)
     p = tmp_path / "all_reduce_perf.txt"
     p.write_text(src.replace(old, new, 1))
     line = src[:src.index(old)].count("\n") + 1
-    _two(dtplan("calibrate", "--from", p), f"{p}:{line}:", needle)
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:{line}:", needle)
 
 
 def test_an_nccl_size_in_superscript_digits_is_not_a_row(dtplan, tmp_path):
@@ -264,7 +257,7 @@ def test_absurd_golden_values_name_the_step(dtplan, tmp_path):
     doc["iteration-time"]["values"][step] = 1e308
     p = tmp_path / "golden.json"
     p.write_text(json.dumps(doc, indent=1))
-    _two(dtplan("calibrate", "--from", p), f"{p}:", f"iteration-time.values['{step}']: 1e+308")
+    one_input_error(dtplan("calibrate", "--from", p), f"{p}:", f"iteration-time.values['{step}']: 1e+308")
 
 
 # ---- real variation accepted ------------------------------------------------------------------

@@ -9,6 +9,7 @@ import re
 import shlex
 from typing import Any
 
+from planner.engine.stages import stage_deficit
 from planner.errors import InputError
 from planner.io.bounds import bounded_int
 from planner.specs.job import CheckOptions
@@ -313,7 +314,7 @@ def interleaved_split(layers: int, pp: int, v: int) -> tuple[list[tuple[str, obj
     """(flags, --num-layers-per-virtual-pipeline-stage) for L layers over PP·v chunks as dtplan
     splits them: where the first (and last) chunk is a layer short, the embedding (and the loss)
     count as that layer, so L + short divides by PP·v as validate_args requires."""
-    short = pp * v * -(-layers // (pp * v)) - layers
+    short = int(stage_deficit(layers, pp, v))   # the chunks a layer short, as dtplan splits
     if short > len(ACCOUNT_FLAGS):
         raise InputError("--to", f"megatron cannot express {layers} layers over PP {pp} × v {v}"
                                  f" ({short} chunks a layer short; at most 2: embedding and loss)")

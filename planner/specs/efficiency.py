@@ -61,9 +61,9 @@ class Efficiency:
     # Error band per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan
     # calibrate`'s residuals for that regime on this GPU, per cent. Absent: uncalibrated.
     error_bands: dict[str, float] = field(default_factory=dict)
-    # The band (per cent) printed for a regime without calibration runs on this profile: the
-    # widest error seen where dtplan's constants were carried to a GPU or framework they were
-    # not calibrated on, against fair public runs (issue #30's survey: every step of 31 Megatron
-    # runs on one B200 node predicted 23-43 % short), rounded up. Kind: judgement on named data,
-    # not fitted; a calibrated regime's band (error_bands) replaces it.
+    # The band (per cent) printed for a regime without calibration runs on this profile: how far
+    # dtplan's own uncalibrated constants disagree with each other, the MFU of one Llama-3-8B
+    # layout across the bundled framework × H100 profiles spanning 37.6-58.7 % (a 44 % range
+    # about its mean, issue #30), rounded up. Kind: judgement on dtplan's own outputs (no
+    # measured run behind it), not fitted; a calibrated regime's band (error_bands) replaces it.
     uncalibrated_band: Annotated[float, Field(gt=0, le=100)] = 45.0

@@ -35,17 +35,17 @@ memory_gb = 80
 hbm_tbps = 3.35
 peak_tflops = { bf16 = 989.4, fp8 = 1978.9 }
 power_w = 700
-matmul_ceiling_tflops_bf16 = 794.5
+matmul_ceiling_tflops_bf16 = { value = 794.5, kind = "judgement", source = "test" }
 [scale_up]
 gpus_per_domain = 8
 gpus_per_node = 8
 bandwidth_gbps_uni = 450
-latency_us = 2
-bus_efficiency = 0.9
+latency_us = { value = 2, kind = "judgement", source = "test" }
+bus_efficiency = { value = 0.9, kind = "judgement", source = "test" }
 [scale_out]
 nic_gbit_per_gpu = 400
-latency_us = 5
-bus_efficiency = 0.9
+latency_us = { value = 5, kind = "judgement", source = "test" }
+bus_efficiency = { value = 0.9, kind = "judgement", source = "test" }
 [host]
 pcie_gbps = 50
 host_memory_gb = 2048
@@ -168,34 +168,35 @@ def test_good_file_loads(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,key,allowed", [
-    ("bus_efficiency = 0.9\n[scale_out]", "bus_efficiency = 1.5\n[scale_out]",
-     "scale_up.bus_efficiency", "(0, 1]"),
-    ("bus_efficiency = 0.9\n[host]", "bus_efficiency = 0\n[host]",
-     "scale_out.bus_efficiency", "(0, 1]"),
+    ("value = 0.9, KIND }\n[scale_out]", "value = 1.5, KIND }\n[scale_out]",
+     "scale_up.bus_efficiency.value", "(0, 1]"),
+    ("value = 0.9, KIND }\n[host]", "value = 0, KIND }\n[host]",
+     "scale_out.bus_efficiency.value", "(0, 1]"),
     ("memory_gb = 80", "memory_gb = -80", "gpu.memory_gb", "> 0"),
     ("nic_gbit_per_gpu = 400", "nic_gbit_per_gpu = 0", "scale_out.nic_gbit_per_gpu", "> 0"),
     ("gpus_per_node = 8", "gpus_per_node = 0", "scale_up.gpus_per_node", "integer >= 1"),
     ("gpus_per_node = 8", "gpus_per_node = 8.5", "scale_up.gpus_per_node", "integer >= 1"),
     ("write_gbps = 100", "write_gbps = \"fast\"", "storage.write_gbps", "> 0"),
     ("bf16 = 989.4,", "bf16 = -1,", "gpu.peak_tflops.bf16", "> 0"),
-    ("matmul_ceiling_tflops_bf16 = 794.5", "matmul_ceiling_tflops_bf16 = 2000",
-     "gpu.matmul_ceiling_tflops_bf16", "<="),
+    ("value = 794.5", "value = 2000", "gpu.matmul_ceiling_tflops_bf16", "<="),
     ("read_gbps = 150", "", "storage.read_gbps", "missing"),
 ])
 def test_bad_values_name_the_key(tmp_path, old, new, key, allowed):
+    old, new = (x.replace("KIND", 'kind = "judgement", source = "test"') for x in (old, new))
     assert old in GOOD
     path = _write(tmp_path, GOOD.replace(old, new, 1))
     with pytest.raises(InputError) as e:
         load_profile_file(path)
-    assert e.value.field == str(path)
+    # an efficiency constant's refusal names its line too (it carries a kind and a source)
+    assert e.value.field == str(path) or e.value.field.startswith(f"{path}:")
     assert e.value.message.startswith(key + ":"), e.value.message
     assert allowed in e.value.message
     assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("old,new,key,suggest", [
-    ("bus_efficiency = 0.9\n[host]", "bus_efficency = 0.9\n[host]",
-     "scale_out.bus_efficency", "bus_efficiency"),
+    ("bus_efficiency = { value = 0.9, kind = \"judgement\", source = \"test\" }\n[host]",
+     "bus_efficency = 0.9\n[host]", "scale_out.bus_efficency", "bus_efficiency"),
     ("memory_gb = 80", "memory_gb = 80\nmemroy_gb = 1", "gpu.memroy_gb", "memory_gb"),
     ("notes = \"test\"", "notse = \"test\"", "notse", "notes"),
     ("fp8 = 1978.9", "fp88 = 1978.9", "gpu.peak_tflops.fp88", "fp8"),

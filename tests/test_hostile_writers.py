@@ -100,7 +100,7 @@ def test_a_newline_in_an_evidence_file_name_is_inert_in_the_profile(dtplan, tmp_
     text = out.read_text()
     assert "\x1b" not in text and "\n[efficiency]\nsustained" not in text
     prof = tomllib.loads(text)
-    assert prof["efficiency"]["sustained_matmul_fraction"] == 0.84   # untouched
+    assert prof["efficiency"]["sustained_matmul_fraction"]["value"] == 0.84   # untouched
     assert evil.replace("\x1b", "") not in prof["description"]
     assert "x\n[efficiency]" in prof["description"]   # the name, held as a TOML string
     r = dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--hardware-file", out)

@@ -12,7 +12,8 @@ from planner.io.escape import toml_comment, toml_string
 from planner.io.read import shown
 from planner.io.write import write_text
 from planner.specs.hardware import HardwareProfile
-from planner.specs.hardware_toml import load_profile_file, profile_from_text
+from planner.specs.hardware_toml import PROVENANCED, load_profile_file, profile_from_text
+from planner.specs.provenance import Provenance, toml_constant
 
 SECTION = re.compile(r"^\s*\[([A-Za-z_]+)\]\s*(#.*)?$")
 
@@ -67,9 +68,14 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
         if abs(now - was) > 1e-9 * max(1.0, abs(was)):
             section, key = dotted.split(".", 1)
             _set(lines, section, key, f"{now:g}", f"as the job ran (profile {base.name}: {was:g})")
+    data = ", ".join(Path(e).name for e in evidence)
     for dotted, (value, why) in values.items():
         section, key = dotted.split(".", 1)
-        _set(lines, section, key, f"{value:.4g}", f"calibrated: {why}")
+        # an efficiency constant carries its kind and source beside it: fitted on the evidence
+        text = (toml_constant(value, Provenance(kind="fitted", source=f"dtplan calibrate: {why}",
+                                                data=data or "the evidence given"))
+                if key in PROVENANCED.get(section, ()) else f"{value:.4g}")
+        _set(lines, section, key, text, f"calibrated: {why}")
     if any(k.startswith("efficiency.") for k in values) and base.efficiency.error_bands:
         # the base's bands were the residuals of its own constants on published runs
         _set(lines, "efficiency", "error_bands", "{}", "dropped: the base profile's bands "

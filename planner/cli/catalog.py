@@ -129,6 +129,7 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
         p = load_profile(name)
     except InputError as e:  # load_profile names --hardware; here the profile is the argument
         raise InputError("NAME", e.message) from None
+    from planner.specs.constants import hardware_constants
     rows = []
     for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
         for k, x in dump(getattr(p, section)).items():
@@ -136,7 +137,12 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
                          if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
             if k.endswith("memory_bytes") and isinstance(x, (int, float)):
                 rows[-1][1] += f" = {capacity(x)}"
+    consts = [[k, f"{v:g}", prov.kind, prov.source + (f"; fitted on {prov.data}" if prov.data
+                                                       else "")]
+              for k, v, prov in hardware_constants(p)]
     emit(Document(command="profiles show", title=f"{p.name}: {p.description}",
-                  tables=[Table("Values (SI units)", ["key", "value"], rows)],
+                  tables=[Table("Values (SI units)", ["key", "value"], rows),
+                          Table("Efficiency constants (file units): kind and source",
+                                ["key", "value", "kind", "source"], consts)],
                   notes=[p.notes] if p.notes else [], data=dump(p)), fmt.value)
     return EXIT_OK

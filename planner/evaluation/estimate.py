@@ -127,9 +127,10 @@ def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float
 
 def _notes(p: Problem, lay: Layout) -> list[str]:
     from planner.evaluation.error_band import band_note
+    from planner.specs.constants import constants_note
     from planner.specs.framework import capabilities, describe
     return [p.model.describe(), describe(p.fw), capabilities(p.fw),
-            band_note(p.hardware, p.fw.name, lay),
+            band_note(p.hardware, p.fw.name, lay), constants_note(p.hardware, p.fw),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             _framework_memory_note(p), budget_note(p.budget)] + [n for n in [tun.note(p)] if n]

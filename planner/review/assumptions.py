@@ -9,6 +9,8 @@ from typing import Any
 from planner.engine.memory import optimizer_bytes_per_param
 from planner.render.document import Table
 from planner.io.units import capacity
+from planner.specs.framework import FrameworkProfile, load_framework
+from planner.specs.constants import framework_constants, hardware_constants
 from planner.specs.hardware import HardwareProfile
 from planner.specs.job import Job
 from planner.specs.records import descriptions, dump
@@ -26,6 +28,17 @@ EFFICIENCY_LABELS = {
     "memory_passes": "memory-bound passes over activations per layer",
     "tp_exposed_fraction": "share of TP communication not hidden",
     "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
+
+
+def constant_rows(hw: HardwareProfile, fw: FrameworkProfile) -> list[list[str]]:
+    """Every efficiency constant of the hardware and framework profiles with its value, kind
+    and source (specs/constants.py): where each number the time model uses comes from."""
+    rows = []
+    for dotted, value, prov in hardware_constants(hw) + framework_constants(fw):
+        label = EFFICIENCY_LABELS.get(dotted.split(".", 1)[1], dotted)
+        rows.append([label if label == dotted else f"{label} ({dotted})", f"{value:g}",
+                     prov.kind, prov.source + (f"; fitted on {prov.data}" if prov.data else "")])
+    return rows
 
 
 def hardware_rows(hw: HardwareProfile) -> list[list[str]]:
@@ -83,14 +96,13 @@ def assumption_tables(inp: Job, budget: Any) -> list[Table]:
     bud = [[name, (f"{getattr(budget, name) / 1e9:g} GB" if name.endswith("bytes")
                    else f"{getattr(budget, name):.0%}"), description]
            for name, description in descriptions(type(budget)).items()]
-    eff = [[EFFICIENCY_LABELS.get(k_, k_), f"{v:g}" if isinstance(v, float) else str(v)]
-           for k_, v in dump(inp.hardware.efficiency).items()]
     return [Table("Job", ["input", "value"], job_rows(inp)),
             Table("Hardware profile values used", ["quantity", "value"],
                   hardware_rows(inp.hardware)),
             Table("Precision recipe and optimizer", ["quantity", "value"], recipe),
             Table("Memory budget beyond tensors (margins)", ["item", "value", "meaning"], bud),
-            Table("Efficiency constants", ["constant", "value"], eff),
+            Table("Efficiency constants (hardware and framework profiles)",
+                  ["constant", "value", "kind", "source"], constant_rows(inp.hardware, inp.framework or load_framework())),
             Table("Time-model constants", ["constant", "value", "meaning"],
                   [[name, f"{value:g}", meaning] for name, value, meaning in TIME_ASSUMPTIONS]),
             Table("Failure-rate defaults", ["quantity", "value"], failure_rows())]

@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Optional
 
 from pydantic import Field
 
+from planner.specs.provenance import Provenance
 from planner.specs.records import FORBID
 
 
@@ -67,3 +68,40 @@ class Efficiency:
     # about its mean, issue #30), rounded up. Kind: judgement on dtplan's own outputs (no
     # measured run behind it), not fitted; a calibrated regime's band (error_bands) replaces it.
     uncalibrated_band: Annotated[float, Field(gt=0, le=100)] = 45.0
+
+
+# The runs the A100 generation's step-time constants were fitted on (`dtplan calibrate` prints
+# them): a profile that carries a default to another GPU says so (kind judgement).
+A100_FIT_DATA = ("Megatron-LM on Selene A100-80GB: Korthikanti et al. 2022 Table 5 and Sec. 6.3, "
+                 "Narayanan et al. 2021 Table 1; torchtitan FSDP2 on 64 A100-80GB "
+                 "(pytorch/torchtitan docs/performance.md)")
+_CARRIED = ("the A100 fit carried to a GPU with no figure of its own (fitted on " + A100_FIT_DATA
+            + ")")
+
+# Kind and source of each default above, for a profile that does not set the key itself.
+DEFAULT_PROVENANCE: dict[str, Provenance] = {
+    "matmul_half_hidden": Provenance(kind="judgement", source=_CARRIED),
+    "matmul_half_tokens": Provenance(kind="judgement", source=_CARRIED),
+    "memory_passes": Provenance(kind="judgement", source=_CARRIED),
+    "tp_exposed_fraction": Provenance(kind="judgement", source=(
+        "no asynchronous TP assumed: the TP all-reduces / all-gathers block the GEMMs that "
+        "need their output, as in Megatron-LM without --tp-comm-overlap")),
+    "overlap_efficiency": Provenance(kind="judgement", source=(
+        "no kernel figure for a GEMM slowed by a concurrent NCCL kernel; 0.8 leaves a fifth of "
+        "the overlapped compute unable to hide communication (the calibration runs overlap "
+        "nothing, so no fit can set it)")),
+    "sustained_matmul_fraction": Provenance(kind="judgement", source=_CARRIED),
+    "flash_attention_fraction": Provenance(kind="judgement", source=(
+        "FlashAttention-2 on A100 (Dao 2023, Fig. 4-6: 50-73 % of peak forward, less "
+        "backward) carried to a GPU with no attention-kernel figure")),
+    "attention_half_seq": Provenance(kind="judgement", source=(
+        "the FlashAttention-2 A100 curve's shape (Dao 2023 Fig. 4: half rate near 512 keys) "
+        "carried to a GPU with no attention-kernel figure")),
+    "grouped_gemm_fraction": Provenance(kind="judgement", source=(
+        "no public bf16 grouped-GEMM sweep by expert token count; MoE experts' small, uneven "
+        "GEMMs taken at 85 % of a dense GEMM of the same size")),
+    "uncalibrated_band": Provenance(kind="judgement", source=(
+        "dtplan's own spread: one Llama-3-8B layout's MFU across the bundled framework x H100 "
+        "profiles spans 37.6-58.7 % (44 % about its mean), rounded up; no measured run behind "
+        "it")),
+}

@@ -11,13 +11,14 @@ path wherever ``--framework`` is accepted.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional
 
 from pydantic import Field
 
 from planner.errors import InputError, named, validation_message
+from planner.specs.provenance import Provenance, key_line, unwrap
 from planner.specs.records import FORBID, validate
 
 DEFAULT_FRAMEWORK = "megatron"
@@ -28,6 +29,10 @@ DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
 KERNEL_CLASSES = ("fused", "compiled", "eager")
+# The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
+# (specs/provenance.py), so its source is declared once beside it.
+PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
+               "prefetch_depth", "selective_matmul_share")
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1")
 
 
@@ -192,6 +197,8 @@ class FrameworkProfile:
     time: TimeBehaviour
     memory: MemoryBehaviour
     source_file: Optional[str] = None
+    # Kind and source of each [time] constant in PROVENANCED the file sets, keyed "time.key".
+    provenance: dict[str, Provenance] = field(default_factory=dict)
 
     def shards_once_per_step_under_pp(self) -> bool:
         """Whether, under PP, a ZeRO-3 unit is all-gathered once per step (first forward) and
@@ -217,16 +224,39 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
     from planner.io.parse import parse_text  # the one bounded parser: depth, numbers
 
     raw = parse_text(text, "toml", where)
+    provenance = _unwrap_time(raw, text, where)
     if trusted:   # taken as given; TOML's arrays are the record's tuples
         time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"])}
         return FrameworkProfile(**{**raw, "aliases": tuple(raw.get("aliases", ())),
                                    "source_file": where, "time": TimeBehaviour(**time),
+                                   "provenance": provenance,
                                    "memory": MemoryBehaviour(**raw["memory"])})
     from pydantic import ValidationError
     try:
-        return validate(FrameworkProfile, {**raw, "source_file": where})
+        return validate(FrameworkProfile, {**raw, "source_file": where,
+                                           "provenance": provenance})
     except ValidationError as e:
         raise InputError(where, validation_message(e)) from None
+
+
+def _unwrap_time(raw: dict, text: str, where: str) -> dict[str, Provenance]:
+    """Replace each [time] constant's `{value, kind, source}` table in `raw` by its value;
+    return the kinds and sources keyed "time.key" (a plain number is refused at its line)."""
+    time = raw.get("time")
+    if not isinstance(time, dict):
+        return {}   # the record's validation names the missing table
+
+    def at(dotted: str) -> str:
+        line = key_line(text, "time", dotted.split(".", 1)[1])
+        return f"{where}:{line}" if line else where
+
+    out: dict[str, Provenance] = {}
+    for key in PROVENANCED:
+        if key in time:
+            time[key], out[f"time.{key}"] = unwrap(
+                time[key], f"time.{key}", at, "a number >= 0",
+                lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
+    return out
 
 
 _BUNDLED: Optional[tuple[FrameworkProfile, ...]] = None

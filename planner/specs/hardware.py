@@ -13,12 +13,14 @@ sizes (an "80 GB" H100 has 80 GiB).
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Optional
 
 from pydantic import AfterValidator, Field
 
 from planner.specs.efficiency import Efficiency
+from planner.specs.provenance import Provenance
 from planner.specs.records import FORBID
 
 DEFAULT_PROFILE = "h100"
@@ -131,3 +133,6 @@ class HardwareProfile:
     efficiency: Efficiency = Efficiency()
     notes: str = ""
     source_file: Optional[str] = None
+    # Kind and source of each efficiency constant the profile file sets, keyed "section.key"
+    # (specs/constants.py lists them with the defaults' own).
+    provenance: dict[str, Provenance] = dataclasses.field(default_factory=dict)

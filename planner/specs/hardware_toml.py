@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 import os
 from pathlib import Path
 from typing import Any, Collection, Optional
@@ -14,6 +15,7 @@ from planner.errors import InputError, named
 from planner.specs.efficiency import Efficiency
 from planner.specs.hardware import (GB, GBIT, GIB, PRECISIONS, TB, TFLOP, US, GPUSpec,
                                     HardwareProfile, Host, ScaleOut, ScaleUp, Storage)
+from planner.specs.provenance import Provenance, key_line, unwrap
 from planner.specs.records import dump, validate
 
 
@@ -67,6 +69,17 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
 }
 
 
+# The efficiency constants: each written `{ value = …, kind = "…", source = "…" }` (a fitted one
+# also `data = "…"`), so where it comes from is declared once beside it (specs/provenance.py).
+PROVENANCED: dict[str, tuple[str, ...]] = {
+    "gpu": ("matmul_ceiling_tflops_bf16",),
+    "scale_up": ("latency_us", "bus_efficiency"),
+    "scale_out": ("latency_us", "bus_efficiency"),
+    "efficiency": tuple(k for k, (c, _) in _SCHEMA["efficiency"].items()
+                        if c not in (_STR, _TABLE)),
+}
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -94,13 +107,25 @@ def _unknown(where: str, key: str, known: Collection[str]) -> str:
     return f"{where}{key}: unknown key{hint} (allowed: {', '.join(known)})"
 
 
-def _check(raw: dict, path: str) -> None:
+def _check(raw: dict, path: str, text: str) -> dict[str, Provenance]:
+    """Check a parsed profile against the schema (one line naming file, key and what is
+    allowed); the efficiency constants' tables are replaced by their values in `raw` and their
+    kind and source returned, keyed "section.key"."""
+    provenance: dict[str, Provenance] = {}
     for section, keys in _SCHEMA.items():
         table = raw if section == "" else raw.get(section, {})
         where = f"{section}." if section else ""
+        if not isinstance(table, dict):
+            raise InputError(path, f"{section}: must be a table")
         for key in table:
             if key not in keys:
                 raise InputError(path, _unknown(where, key, keys))
+        for key in PROVENANCED.get(section, ()):
+            if key in table:
+                check = keys[key][0]
+                table[key], provenance[f"{section}.{key}"] = unwrap(
+                    table[key], f"{section}.{key}", partial(_at, path, text, section),
+                    _ALLOWED[check], partial(_ok, check))
         for key, (check, required) in keys.items():
             if key not in table:
                 if required:
@@ -119,10 +144,20 @@ def _check(raw: dict, path: str) -> None:
                     raise InputError(path, f"{where}{key}.bf16: missing; must be a number > 0")
     g = raw["gpu"]
     if g["matmul_ceiling_tflops_bf16"] > g["peak_tflops"]["bf16"]:
-        raise InputError(path, "gpu.matmul_ceiling_tflops_bf16: must be <= gpu.peak_tflops.bf16")
+        raise InputError(_at(path, text, "gpu", "gpu.matmul_ceiling_tflops_bf16"),
+                         "gpu.matmul_ceiling_tflops_bf16: must be <= gpu.peak_tflops.bf16")
+    return provenance
 
 
-def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
+def _at(path: str, text: str, section: str, dotted: str) -> str:
+    """`path:line` of a "section.key" in [section] (the path alone when the line is not
+    found)."""
+    line = key_line(text, section, dotted.split(".", 1)[-1])
+    return f"{path}:{line}" if line else path
+
+
+def _from_raw(raw: dict, source: Optional[str],
+              provenance: dict[str, Provenance]) -> HardwareProfile:
     """Human-unit TOML dict (already checked) → SI-unit HardwareProfile."""
     g, su, so, h, st = (raw[k] for k in ("gpu", "scale_up", "scale_out", "host", "storage"))
     return HardwareProfile(
@@ -162,6 +197,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
         storage=Storage(write_bytes_per_s=st["write_gbps"] * GB,
                         read_bytes_per_s=st["read_gbps"] * GB),
         efficiency=Efficiency(**_floats(raw.get("efficiency", {}))),
+        provenance=provenance,
     )
 
 
@@ -179,8 +215,7 @@ def _parse(text: str, path: str, *, trusted: bool = False) -> HardwareProfile:
     from planner.io.parse import parse_text
 
     raw = parse_text(text, "toml", path)
-    _check(raw, path)
-    prof = _from_raw(raw, path)
+    prof = _from_raw(raw, path, _check(raw, path, text))
     if trusted:
         return prof
     from pydantic import ValidationError

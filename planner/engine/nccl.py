@@ -31,6 +31,8 @@ messages and N in the tens such rings run well below line rate.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from planner.engine.arrays import FloatArray, Num, out
@@ -165,10 +167,12 @@ def nvls_tree_time(message_bytes: Num, n: Num, per_node: Num, nvlink_bps: Num, n
 
 def collective(kind: str, message_bytes: Num, n: Num, per_node: Num, nvlink_bps: Num,
                nic_bps: Num, net_extra_s: Num = 0.0, nvls: bool = False,
-               nvlink_step_s: Num = NVLINK_STEP_S) -> tuple[Num, Num]:
+               nvlink_step_s: Num = NVLINK_STEP_S,
+               nvls_bps: Optional[Num] = None) -> tuple[Num, Num]:
     """(time, algorithm) of one NCCL collective: the fastest of ring, tree and (with `nvls`,
     across nodes) NVLS-Tree for all-reduce; ring for all-gather and reduce-scatter (NCCL has
-    no tree for them). n = 1 costs 0. Algorithm codes index ALGO_NAMES."""
+    no tree for them). n = 1 costs 0. Algorithm codes index ALGO_NAMES. NVLS-Tree's NVLink half
+    runs at `nvls_bps` (the in-switch reduction's measured rate; None: `nvlink_bps`)."""
     if kind not in _KINDS:
         raise ValueError(f"NCCL model covers {_KINDS}, not {kind!r}")
     ring = np.asarray(ring_time(kind, message_bytes, n, per_node, nvlink_bps, nic_bps,
@@ -182,7 +186,8 @@ def collective(kind: str, message_bytes: Num, n: Num, per_node: Num, nvlink_bps:
     tree = np.where(multi, tree_time(message_bytes, n, per_node, nvlink_bps, nic_bps,
                                      net_extra_s), np.inf)
     nv = np.where(multi & (k > 1) & bool(nvls), nvls_tree_time(
-        message_bytes, n, per_node, nvlink_bps, nic_bps, net_extra_s), np.inf)
+        message_bytes, n, per_node, nvlink_bps if nvls_bps is None else nvls_bps, nic_bps,
+        net_extra_s), np.inf)
     times = np.stack(np.broadcast_arrays(ring, tree, nv))
     algo = np.argmin(times, axis=0)
     t = np.min(times, axis=0)

@@ -35,6 +35,7 @@ class Fabric(NamedTuple):
     inter_bytes_per_s: Num   # NIC bandwidth × bus efficiency ÷ oversubscription (per GPU)
     inter_latency_s: Num
     nvls: bool = False       # NVLink SHARP domain (NCCL's NVLS-Tree all-reduce available)
+    nvls_bytes_per_s: Optional[Num] = None   # NVLink rate under NVLS (None: intra_bytes_per_s)
 
 
 def fabric(profile: Any, span_gpus: Optional[int] = None) -> Fabric:
@@ -44,8 +45,10 @@ def fabric(profile: Any, span_gpus: Optional[int] = None) -> Fabric:
     inter = so.nic_bytes_per_s * so.bus_efficiency
     if so.pod_gpus is None or span_gpus is None or span_gpus > so.pod_gpus:
         inter = inter / so.oversubscription
+    nvls_eff = getattr(su, "nvls_bus_efficiency", None)
     return Fabric(su.bandwidth_bytes_per_s * su.bus_efficiency, su.latency_s, inter, so.latency_s,
-                  bool(getattr(su, "nvls", False)))
+                  bool(getattr(su, "nvls", False)),
+                  None if nvls_eff is None else su.bandwidth_bytes_per_s * nvls_eff)
 
 
 def members_per_domain(n: Num, stride: Num, gpus_per_domain: Num) -> Num:
@@ -90,7 +93,7 @@ def nccl_time(kind: str, message_bytes: Num, n: Num, per_domain: Num,
     """(time, algorithm code in nccl.ALGO_NAMES) of a ring-kind collective on this fabric."""
     return nccl.collective(kind, message_bytes, n, per_domain, fab.intra_bytes_per_s,
                            fab.inter_bytes_per_s, fab.inter_latency_s, nvls=fab.nvls,
-                           nvlink_step_s=fab.intra_latency_s)
+                           nvlink_step_s=fab.intra_latency_s, nvls_bps=fab.nvls_bytes_per_s)
 
 
 def topo_collective_time(kind: str, message_bytes: Num, n: Num, per_domain: Num,

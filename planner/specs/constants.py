@@ -25,6 +25,7 @@ _LINKS: dict[str, Callable[[HardwareProfile], float]] = {
     "gpu.matmul_ceiling_tflops_bf16": lambda h: h.gpu.matmul_ceiling_flops / 1e12,
     "scale_up.latency_us": lambda h: round(h.scale_up.latency_s * 1e6, 9),
     "scale_up.bus_efficiency": lambda h: h.scale_up.bus_efficiency,
+    "scale_up.nvls_bus_efficiency": lambda h: h.scale_up.nvls_bus_efficiency or 0.0,
     "scale_out.latency_us": lambda h: round(h.scale_out.latency_s * 1e6, 9),
     "scale_out.bus_efficiency": lambda h: h.scale_out.bus_efficiency,
 }
@@ -43,6 +44,8 @@ def hardware_constants(hw: HardwareProfile) -> list[Constant]:
     whose value is None (no fp8, no FlashAttention-3) are not used and not listed."""
     out: list[Constant] = []
     for dotted, get in _LINKS.items():
+        if dotted == "scale_up.nvls_bus_efficiency" and hw.scale_up.nvls_bus_efficiency is None:
+            continue   # not set: NVLS (where the domain has it) runs at bus_efficiency
         out.append((dotted, get(hw), hw.provenance.get(dotted, UNSTATED)))
     for key in _efficiency_keys():
         value = getattr(hw.efficiency, key)

@@ -89,6 +89,10 @@ class ScaleUp:
     # NVLink SHARP (in-switch reduction, Hopper+ NVSwitch): NCCL's NVLS / NVLS-Tree all-reduce
     # reduce-scatters inside the domain and crosses the network with 1/k of the data.
     nvls: bool = False
+    # nccl-tests busbw of NVLS (in-switch reduction) all-reduce ÷ link bandwidth, capped at 1
+    # (measured above the wire on 8x H100 / H200); None: as bus_efficiency. Prices the NVLink
+    # half of NCCL's NVLS-Tree; rings keep bus_efficiency.
+    nvls_bus_efficiency: Optional[Fraction] = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,7 +49,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
             "matmul_ceiling_tflops_bf16": (_POS, True)},
     "scale_up": {"gpus_per_domain": (_POSINT, True), "gpus_per_node": (_POSINT, True),
                  "bandwidth_gbps_uni": (_POS, True), "latency_us": (_NONNEG, True),
-                 "bus_efficiency": (_FRAC, True), "nvls": (_BOOL, False)},
+                 "bus_efficiency": (_FRAC, True), "nvls": (_BOOL, False),
+                 "nvls_bus_efficiency": (_FRAC, False)},
     "scale_out": {"nic_gbit_per_gpu": (_POS, True), "latency_us": (_NONNEG, True),
                   "bus_efficiency": (_FRAC, True), "oversubscription": (_GE1, False),
                   "pod_gpus": (_POSINT, False)},
@@ -73,7 +74,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
 # also `data = "…"`), so where it comes from is declared once beside it (specs/provenance.py).
 PROVENANCED: dict[str, tuple[str, ...]] = {
     "gpu": ("matmul_ceiling_tflops_bf16",),
-    "scale_up": ("latency_us", "bus_efficiency"),
+    "scale_up": ("latency_us", "bus_efficiency", "nvls_bus_efficiency"),
     "scale_out": ("latency_us", "bus_efficiency"),
     "efficiency": tuple(k for k, (c, _) in _SCHEMA["efficiency"].items()
                         if c not in (_STR, _TABLE)),
@@ -181,6 +182,7 @@ def _from_raw(raw: dict, source: Optional[str],
             latency_s=su["latency_us"] * US,
             bus_efficiency=float(su["bus_efficiency"]),
             nvls=su.get("nvls", False),
+            nvls_bus_efficiency=su.get("nvls_bus_efficiency"),
         ),
         scale_out=ScaleOut(
             nic_bytes_per_s=so["nic_gbit_per_gpu"] * GBIT,

@@ -40,7 +40,13 @@ def test_summary_comes_first_with_every_question():
                     head)
     assert gap and 10 <= int(gap.group(1)) <= 40
     assert "days for 15.00T tokens" in head and "cost " in head
-    assert "uncalibrated profile: h100" in head
+    # no "uncalibrated profile": the band and its reason, as fit and estimate print them
+    assert "uncalibrated" not in head.lower()
+    assert re.search(r"^\| step time \| .+ \(± 45%\) on 256 GPUs \|$", head, re.M)
+    assert re.search(r"^\| MFU \| [\d.]+% ± 45% \(wide band: no published run of this regime\) \|$",
+                     head, re.M)
+    assert ("wide band ± 45% on step time, tokens/s and MFU: no published run of regime "
+            "megatron/pipeline on h100") in head and "measure the first steps" in head
 
 
 def test_plan_is_row_zero_and_its_gap_matches_the_table():
@@ -130,3 +136,15 @@ def test_first_screen_in_chromium_holds_decision_and_gap(tmp_path):
     for key in ("summary-decision", "summary-gap"):
         top, bottom, left, right = boxes[key]
         assert 0 <= top < bottom <= 800 and right <= 1280, (key, boxes)
+
+
+def test_a_calibrated_regime_prints_its_own_band_and_no_wide_band_risk(tmp_path):
+    # the same plan on a100-80g: megatron/pipeline has runs there (band ± 5.5%)
+    plan = tmp_path / "a100.yaml"
+    plan.write_text(PLAN.read_text().replace("hardware: h100", "hardware: a100-80g"))
+    r = run_dtplan("report", plan, "-o", "-")
+    assert r.code in (0, 1), r.err
+    head = r.out.split("## 1. Inputs and assumptions")[0]
+    assert re.search(r"^\| MFU \| [\d.]+% ± 5.5% \(calibrated band of this regime\) \|$", head, re.M)
+    assert "(± 5.5%) on 256 GPUs" in head
+    assert "wide band" not in head and "uncalibrated" not in head.lower()

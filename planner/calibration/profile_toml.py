@@ -79,7 +79,7 @@ def calibrated_toml(base: HardwareProfile, name: str, values: dict[str, tuple[fl
     if any(k.startswith("efficiency.") for k in values) and base.efficiency.error_bands:
         # the base's bands were the residuals of its own constants on published runs
         _set(lines, "efficiency", "error_bands", "{}", "dropped: the base profile's bands "
-             "measured its constants, not these (estimates print 'uncalibrated')")
+             "measured its constants, not these (estimates print the wide band with its reason)")
     header = [f"# Calibrated by `dtplan calibrate` from profile '{base.name}' with:"]
     header += [f"#   {toml_comment(e)}" for e in evidence]   # a name is one comment line
     return "\n".join(header + lines) + "\n"

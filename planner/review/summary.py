@@ -19,7 +19,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from planner.evaluation.error_band import band_for, band_note
 from planner.render.document import Table
+from planner.specs.framework import DEFAULT_FRAMEWORK
 from planner.search.fit import short_label
 from planner.io.units import count, gb, pct
 
@@ -83,10 +85,12 @@ def alternatives_table(e: Any, fit_result: Any, model: Any = None, hardware: Any
                  "valid layouts", cols, rows, legend=LEGEND.format(unit="GiB" if gib else "GB"))
 
 
-def _calibrated(hardware_name: str) -> bool:
-    """Whether `dtplan calibrate` has published runs on this profile's GPU."""
-    from planner.calibration.published import DEFAULT_PROFILE
-    return hardware_name == DEFAULT_PROFILE
+def _band(inp: Any) -> tuple[Optional[float], str]:
+    """(the calibrated band of the plan's regime or None, the sentence estimate prints about the
+    band: the regime's residual RMS, or the profile's wide band with its reason)."""
+    fw = inp.framework.name if inp.framework is not None else DEFAULT_FRAMEWORK
+    return (band_for(inp.hardware, fw, inp.layout),
+            band_note(inp.hardware, fw, inp.layout).rstrip("."))
 
 
 def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list[str]:
@@ -95,10 +99,9 @@ def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list
         out.append(f"tight memory: {gb(e.headroom_bytes)} GB free of {gb(e.usable_memory_bytes)} GB "
                    f"usable ({e.headroom_bytes / e.usable_memory_bytes:.0%}, under "
                    f"{TIGHT_HEADROOM:.0%})")
-    if not _calibrated(inp.hardware.name):
-        out.append(f"uncalibrated profile: {inp.hardware.name} has no published run in "
-                   "`dtplan calibrate` (its step-time constants come from other GPUs' runs); "
-                   "measure the first steps")
+    band, note = _band(inp)
+    if band is None:   # the wide band: its reason, and what to do about it
+        out.append(f"{note[0].lower()}{note[1:]}; measure the first steps")
     if inp.model.inferred:
         out.append("model shape inferred from a parameter count, not a real architecture")
     if e.bubble_fraction > HIGH_BUBBLE:
@@ -112,7 +115,6 @@ def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list
 def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: Optional[float],
               train: Optional[Any] = None, gpu_hour_cost: Optional[float] = None) -> Summary:
     """The executive summary: decision, step time, MFU, time and cost to train, gap, risks."""
-    from planner.calibration.published import TOLERANCE_PCT
     decision = ("PASS: the plan fits and passes every rule" if not failed else
                 f"FAIL: the plan fails {', '.join(failed)}")
     best, gap = best_alternative(e, fit_result)
@@ -127,9 +129,10 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
     else:
         gap_text = (f"the plan is as fast as the best alternative ({short_label(best.layout)}, "
                     f"{best.step_time_s:.2f} s/step)")
-    mfu = f"{pct(e.mfu)}" + (f" (the model is within ±{TOLERANCE_PCT:g}% of published runs on this "
-                             "GPU)" if _calibrated(inp.hardware.name) else
-                             " (no calibration band for this GPU)")
+    band, _ = _band(inp)
+    shown = inp.hardware.efficiency.uncalibrated_band if band is None else band
+    mfu = f"{pct(e.mfu)} ± {shown:g}%" + (" (calibrated band of this regime)" if band is not None
+                                          else " (wide band: no published run of this regime)")
     if train is not None:
         cost = (f", cost {train.cost:,.0f} at {gpu_hour_cost:g} per GPU-hour" if train.cost is not None
                 else " (pass --gpu-hour-cost for the cost)")
@@ -139,7 +142,8 @@ def summarize(inp: Any, e: Any, fit_result: Any, *, failed: list[str], goodput: 
         to_train = "pass --train-tokens (and --gpu-hour-cost) for the time and cost to train"
     found = risks(inp, e, failed, goodput)
     rows = [["decision", decision],
-            ["step time", f"{e.step_time_s:.2f} s per step, {e.tokens_per_s:,.0f} tokens/s on "
+            ["step time", f"{e.step_time_s:.2f} s per step, {e.tokens_per_s:,.0f} tokens/s "
+                          f"(± {shown:g}%) on "
                           f"{e.gpus} GPUs"],
             ["MFU", mfu], ["time and cost to train", to_train],
             ["gap to the best alternative", gap_text],

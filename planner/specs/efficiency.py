@@ -56,7 +56,7 @@ class Efficiency:
     # same total size: each expert's token count is small and uneven.
     grouped_gemm_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
     # The software stack these constants describe, and the runs they were fitted on ("" = none:
-    # the estimate says "uncalibrated").
+    # the estimate prints the wide band, uncalibrated_band, with its reason).
     software_stack: str = ""
     calibrated_on: str = ""
     # Error band per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan

@@ -72,10 +72,10 @@ def framework_constants(fw: FrameworkProfile) -> list[Constant]:
 
 def constants_note(hw: HardwareProfile, fw: FrameworkProfile) -> str:
     """One line for the assumptions: the profiles' efficiency constants counted by kind
-    (`dtplan review` and `dtplan profiles show` print each with its source)."""
+    (`dtplan report` and `dtplan profiles show` print each with its source)."""
     def counts(rows: list[Constant]) -> str:
         return ", ".join(f"{n} {k}" for k in KINDS
                          if (n := sum(1 for _, _, p in rows if p.kind == k)))
     return (f"Efficiency constants by kind: {hw.name} {counts(hardware_constants(hw))}; "
             f"{fw.name} {counts(framework_constants(fw))}. Each has its source beside it in the "
-            "profile; `dtplan review` and `dtplan profiles show` print them.")
+            "profile; `dtplan report` and `dtplan profiles show` print them.")

@@ -101,7 +101,10 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     shape, common = _activation_inputs(p, c)
     tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
     ffn = shape[-1]
-    fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
+    # Transformer Engine saves the GEMM inputs quantised: the recipe's bytes (scales included)
+    # in place of bf16's 2
+    fp8_share = p.recipe.element_bytes / 2.0 if p.recipe is not None \
+        and fw.memory.fp8_saved_activations else 1.0
 
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
@@ -110,7 +113,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
 
     def total(recompute: int) -> np.ndarray:
-        kept = sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+        kept = sum(np.asarray(v) * (fp8_share if k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                    * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
         return np.asarray(kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0))
@@ -187,8 +190,9 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
                      0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
-    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
-                                 if p.precision == "fp8" else 0.0)
+    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
+                                 element_bytes=0.0 if p.recipe is None
+                                 else p.recipe.element_bytes)
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes
@@ -203,7 +207,7 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
     """Gathered parameters and gradient buffers at forward, first and later backward."""
     pp = np.asarray(c.pp)
     zero = np.asarray(c.zero)
-    gather_b = fw.time.gather_bytes
+    gather_b = p.gather_bytes
     pp_keeps_gathered = not fw.time.regathers_in_backward(pp=2)  # the profile's under-PP rule
     keep = fsdp & ((zero == 2) | ((pp > 1) & pp_keeps_gathered))
     gathered = np.where(fsdp, fwm.fsdp_gathered_params(

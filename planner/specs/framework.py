@@ -42,6 +42,10 @@ class TimeBehaviour:
         description="dtype of the data-parallel gradient reduction")]
     param_gather_dtype: Annotated[Dtype, Field(
         description="dtype of sharded-DP parameter all-gathers")]
+    fp8_all_gather: Annotated[bool, Field(
+        description="under an fp8 recipe that allows it (tensorwise), FSDP all-gathers the "
+                    "blocks' linear weights cast to fp8 (torchao enable_fsdp_float8_all_gather)"
+    )] = False
     sharded_gather: Annotated[Literal["per-layer", "per-module", "per-bucket"], Field(
         description="unit a sharded-DP all-gather / reduce-scatter covers")]
     bucket_params: Annotated[float, Field(

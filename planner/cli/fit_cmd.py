@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Callable, Optional
 from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
-from planner.cli.knob_options import (BaseFormat, CpSearch, EpSearch, Finetune, Fp8, LoraAlpha,
+from planner.cli.knob_options import (ActivationOffload, BaseFormat, CpSearch, EpSearch, Finetune,
+                                      Fp8, LoraAlpha, OptimizerInBackward,
                                       LoraDropout, LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
                                       PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
@@ -48,8 +49,8 @@ def fit_cmd(
     lora_alpha: LoraAlpha = FT["lora_alpha"], lora_targets: LoraTargets = FT["lora_targets"],
     base_format: BaseFormat = FT["base_format"], lora_dropout: LoraDropout = FT["lora_dropout"],
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
-    zero: ZeroSearch = None,
-    recompute: RecomputeSearch = None,
+    zero: ZeroSearch = None, recompute: RecomputeSearch = None,
+    act_offload: ActivationOffload = False, opt_in_bwd: OptimizerInBackward = False,
     allow_offload: Annotated[bool, switch("--allow-offload", "also consider CPU offload",
                                           LAYOUT)] = False,
     objective: Annotated[str, option("--objective", help="time, headroom, cost or gpus",
@@ -75,12 +76,11 @@ def fit_cmd(
     rank the ones that fit, and say why the rest were rejected. One fit prices at most
     16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
     up front, naming the options that narrow it."""
-    from planner.io import validate as v
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
     tuning = _tuning(precision, fp8, finetune, lora_rank, lora_alpha, lora_targets, base_format,
-                     lora_dropout)
+                     lora_dropout, act_offload, opt_in_bwd)
     counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance,
@@ -173,7 +173,8 @@ def _counts(gpus: list[str] | str) -> list[int]:
 
 
 def _tuning(precision: str, fp8: str, finetune: str, rank: int, alpha: int, targets: str,
-            base_format: str, dropout: Optional[bool]) -> "Tuning":
+            base_format: str, dropout: Optional[bool], activation_offload: Optional[bool],
+            optimizer_in_backward: Optional[bool]) -> "Tuning":
     """The fine-tuning and low-precision recipe of fit's options (checked as a layout's knobs
     are)."""
     from planner.specs.finetune import Tuning
@@ -182,7 +183,9 @@ def _tuning(precision: str, fp8: str, finetune: str, rank: int, alpha: int, targ
                             finetune=finetune,  # type: ignore[arg-type]
                             lora_rank=rank, lora_alpha=alpha, lora_targets=targets,
                             base_format=base_format,  # type: ignore[arg-type]
-                            lora_dropout=bool(dropout)))
+                            lora_dropout=bool(dropout),
+                            activation_offload=bool(activation_offload),
+                            optimizer_in_backward=bool(optimizer_in_backward)))
 
 
 def _progress(total: int) -> Callable[[int, int], None]:

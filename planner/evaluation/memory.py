@@ -152,13 +152,41 @@ def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
     mb = np.asarray(c.mb, dtype=float)
     per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
         p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
-    per_mb = per_mb + np.where(st.has_head, act.output_layer_bytes(
+    head = np.where(st.has_head, act.output_layer_bytes(
         p.seq_len, mb, mod.hidden, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width), 0.0)
+    if p.tuning.activation_offload:  # on the GPU: the layer whose copy is in flight, the head
+        per_mb = np.minimum(per_mb, offload_resident(base, a["full"], k_full, st.layers))
+    per_mb = per_mb + head
     # the layer being recomputed in backward rebuilds what its policy dropped
     transient = np.where(k_full > 0, a["none"] - a["full"],
                          np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                                   a["none"] - a["selective"], 0.0))
     return per_mb, transient
+
+
+def offload_resident(base: Num, full: Num, k_full: Num, layers: Num) -> np.ndarray:
+    """Saved bytes of one micro-batch left on the GPU under CPU activation offload: one layer's
+    (the largest kept, its copy in flight on the side stream; torchtune OffloadActivations
+    holds at most max_fwd_stash_size = 5 of its tensors until their copy completes). The
+    output layer is never offloaded (torchtune's NoOpManager on model.output) and is added by
+    the caller."""
+    whole = np.asarray(layers, dtype=float) > np.asarray(k_full, dtype=float)
+    return np.where(whole, np.asarray(base, dtype=float), np.asarray(full, dtype=float))
+
+
+def offloaded_activation_bytes(p: Any, c: Any, views: dict[str, Num],
+                               layers: np.ndarray) -> np.ndarray:
+    """Host bytes one GPU's offloaded activations take: a micro-batch's saved layers (the
+    recompute policy's) but the resident one, times the micro-batches a 1F1B stage keeps in
+    flight (min(PP, m)); 0 without activation offload."""
+    if not p.tuning.activation_offload:
+        return 0.0 * np.asarray(c.tp, dtype=float)
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, views["selective"], views["none"])
+    k_full = full_recomputed(c, layers)
+    per_mb = (layers - k_full) * base + k_full * views["full"]
+    resident = offload_resident(base, views["full"], k_full, layers)
+    m = p.global_batch / (np.asarray(c.mb, dtype=float) * np.asarray(c.dp, dtype=float))
+    return np.maximum(per_mb - resident, 0.0) * np.minimum(np.asarray(c.pp, dtype=float), m)
 
 
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
@@ -190,6 +218,9 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
                      0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
+    if p.tuning.optimizer_in_backward:  # each gradient freed once applied: one layer's live
+        grads = np.asarray(grads) * np.minimum(np.asarray(st.layer_params, dtype=float)
+                                               / np.maximum(local, 1.0), 1.0)
     cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
                                  element_bytes=0.0 if p.recipe is None
                                  else p.recipe.element_bytes)

@@ -52,6 +52,7 @@ class Compute:
     attn_fwd: np.ndarray           # seconds of the s×s part forward
     rate: np.ndarray
     peak_flops: float
+    offload: np.ndarray            # CPU activation offload's exposed PCIe time (in per_micro_batch)
 
 
 def _rates(p: Problem, x: Shape, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -137,8 +138,10 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     recompute_t = n_layers * per_layer_re
     f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
     head_passes = 2.0 if p.tuning.frozen else 3.0  # a frozen output layer: no weight gradient
-    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + head_passes * f_head / rate
-    return Compute(per_micro_batch=per_mb, recompute=recompute_t, layer_fwd=t_fwd,
+    offload = tun.activation_offload(p, c, a, n_layers, k_full, t_fwd, t_bwd + per_layer_re)
+    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + head_passes * f_head / rate + offload
+    return Compute(per_micro_batch=per_mb, recompute=recompute_t, offload=offload,
+                   layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)

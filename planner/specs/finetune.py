@@ -65,7 +65,8 @@ def fp8_recipe(precision: str | None, recipe: str) -> str:
 class Tuning:
     """The recipe knobs fixed for a whole fit beside precision and optimizer: the fine-tuning
     mode, LoRA rank / alpha / targets and the frozen base's format (resolved: never "auto"),
-    and the low-precision GEMM recipe (`fp8`, "none" for bf16 GEMMs)."""
+    the low-precision GEMM recipe (`fp8`, "none" for bf16 GEMMs), CPU activation offload and
+    the optimizer step in backward."""
 
     mode: str = "full"
     rank: int = 16
@@ -74,6 +75,8 @@ class Tuning:
     base_format: str = "bf16"
     dropout: bool = False
     fp8: str = "none"
+    activation_offload: bool = False
+    optimizer_in_backward: bool = False
 
     @property
     def frozen(self) -> bool:
@@ -107,7 +110,9 @@ class Tuning:
                    targets=parse_targets(getattr(layout, "lora_targets", "all-linear")),
                    base_format=resolved, dropout=bool(getattr(layout, "lora_dropout", False)),
                    fp8=fp8_recipe(getattr(layout, "precision", None),
-                                  getattr(layout, "fp8", "none")))
+                                  getattr(layout, "fp8", "none")),
+                   activation_offload=bool(getattr(layout, "activation_offload", False)),
+                   optimizer_in_backward=bool(getattr(layout, "optimizer_in_backward", False)))
 
     def layout_fields(self) -> dict[str, Any]:
         """The Layout knobs that state this recipe (a searched layout carries them back)."""
@@ -116,7 +121,8 @@ class Tuning:
         fmt = "auto" if self.base_format == _default_format(self.mode) else self.base_format
         return dict(finetune=self.mode, lora_rank=self.rank, lora_alpha=self.alpha,
                     lora_targets=names, base_format=fmt, lora_dropout=self.dropout,
-                    fp8=self.fp8)
+                    fp8=self.fp8, activation_offload=self.activation_offload,
+                    optimizer_in_backward=self.optimizer_in_backward)
 
     def describe(self) -> str:
         if not self.frozen:

@@ -177,6 +177,9 @@ class MemoryBehaviour:
         ge=0, description="ZeRO-3 cap on gathered parameters")] = 1e9
     expandable_segments: Annotated[bool, Field(
         description="PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default")] = False
+    optimizer_in_backward: Annotated[bool, Field(
+        description="the framework can step the optimizer per parameter in backward, freeing "
+                    "each gradient once applied (torchtune optimizer_in_bwd)")] = False
     offload_moves_gradients: Annotated[bool, Field(
         description="with the optimizer offloaded to CPU, the gradient partitions live in host "
                     "memory too (only the reduce buckets stay on the GPU)")] = False

@@ -107,6 +107,17 @@ class Layout:
         "refused where the GPU cannot run it",
         cli_help="low-precision GEMM recipe: none, tensorwise, delayed, rowwise, rowwise-gw-hp, "
         "blockwise, mxfp8 or nvfp4 (--precision fp8 alone = tensorwise)")
+    activation_offload: bool = knob(
+        False, "CPU activation offload: every tensor saved for backward but the output layer's "
+        "goes to pinned host memory on a side stream in forward and comes back in backward "
+        "(torchtune OffloadActivations; HF gradient_checkpointing offload); PCIe time beyond "
+        "what the compute hides is added, host memory counted",
+        cli_help="offload saved activations to host memory over PCIe")
+    optimizer_in_backward: bool = knob(
+        False, "optimizer step in backward: each parameter is updated and its gradient freed "
+        "as soon as it is reduced (torchtune optimizer_in_bwd); no whole-model gradient buffer; "
+        "no gradient accumulation", cli_help="step the optimizer in backward (no gradient "
+        "buffer; needs one micro-batch per step)")
     # What is trained (not search axes: fixed for a whole fit, like precision and optimizer).
     finetune: Finetune = knob("full", "what trains: full (every weight), lora (LoRA adapters on a "
                               "frozen 16-bit base) or qlora (adapters on a frozen 4-bit base)",

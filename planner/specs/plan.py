@@ -125,6 +125,8 @@ class LayoutSection(_Strict):
     precision: Optional[str] = _knob("precision")
     optimizer: Optional[str] = _knob("optimizer")
     fp8: Fp8Recipe = _knob("fp8")
+    activation_offload: bool = _knob("activation_offload")
+    optimizer_in_backward: bool = _knob("optimizer_in_backward")
     finetune: Finetune = _knob("finetune")
     lora_rank: int = _knob("lora_rank")
     lora_alpha: int = _knob("lora_alpha")

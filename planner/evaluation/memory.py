@@ -218,15 +218,17 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
                      0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
-    if p.tuning.optimizer_in_backward:  # each gradient freed once applied: one layer's live
-        grads = np.asarray(grads) * np.minimum(np.asarray(st.layer_params, dtype=float)
-                                               / np.maximum(local, 1.0), 1.0)
+    # optimizer in backward: each gradient freed once applied, the step run parameter by
+    # parameter: one layer's gradients and step temporaries live, not the model's
+    layer_share = np.minimum(np.asarray(st.layer_params, dtype=float) / np.maximum(local, 1.0),
+                             1.0) if p.tuning.optimizer_in_backward else 1.0
+    grads = np.asarray(grads) * layer_share
     cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
                                  element_bytes=0.0 if p.recipe is None
                                  else p.recipe.element_bytes)
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
-        * fw.memory.optimizer_temp_bytes
+        * fw.memory.optimizer_temp_bytes * layer_share
     return {"weights": weights, "gradients": grads, "optimizer": optim,
             "fp8_weight_cache": cache + 0.0 * local, "frozen_weights": frozen + 0.0 * local,
             "optimizer_temp": opt_temp, "fsdp": fsdp,

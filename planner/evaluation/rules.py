@@ -13,7 +13,6 @@ from typing import Callable
 
 import numpy as np
 
-from planner.evaluation import memory as mem
 from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.arrays import Mask
@@ -130,20 +129,7 @@ def host_bytes_per_node(p: Problem, c: Candidates) -> np.ndarray:
     per_param = np.where(c.offload_opt > 0, k_b + grads, 0.0) + np.where(c.offload_par > 0, w_b, 0.0)
     replicas = _dpcp(c) / _shard(c)
     nodes = -(-p.gpus // p.hardware.scale_up.gpus_per_node)
-    return p.model.param_count() * per_param * replicas / nodes + _offloaded_activations(p, c)
-
-
-def _offloaded_activations(p: Problem, c: Candidates) -> np.ndarray:
-    """Host bytes a node's GPUs' offloaded activations take (memory.offloaded_activation_bytes
-    of the fullest stage, times the GPUs a node holds); 0 without activation offload."""
-    if not p.tuning.activation_offload:
-        return np.zeros(len(c))
-    from planner.engine.stages import stage_layers
-    views = mem.layer_activation_views(p, c, p.fw)
-    layers = np.asarray(stage_layers(p.model.layers, np.asarray(c.pp, dtype=float),
-                                     np.asarray(c.chunks, dtype=float))[1], dtype=float)
-    per_gpu = mem.offloaded_activation_bytes(p, c, views, layers)
-    return per_gpu * min(p.gpus, p.hardware.scale_up.gpus_per_node)
+    return p.model.param_count() * per_param * replicas / nodes
 
 
 def _optimizer_in_backward(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -281,8 +267,7 @@ RULES: tuple[RuleSpec, ...] = (
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
     RuleSpec("fits-in-host-memory", _host,
-             "offloaded optimizer states (and gradients, parameters, activations) must fit in "
-             "host memory",
+             "offloaded optimizer states (and gradients, parameters) must fit in host memory",
              lambda p, lay, f: (f"{float(host_bytes_per_node(p, Candidates.from_layouts([lay]))[0]) / 1e9:,.1f} GB a node",
                                 f"≤ {p.hardware.host.host_memory_bytes / 1e9:,.1f} GB"),
              _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"

@@ -39,7 +39,7 @@ FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
 
 
 def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str,
-             headroom_gb: float | None = None):
+             headroom_gb: float | None = None, offload: bool = False, in_bwd: bool = False):
     """A question; `headroom_gb` an absolute headroom rule in place of the default share.
     `precision` may name a low-precision recipe; on a GPU that cannot run it (a question
     refused with exit 2, tests/test_fp8_recipes.py) the question is asked in bf16."""
@@ -51,7 +51,8 @@ def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: st
         precision, recipe = "mixed", "none"
     p = problem(MODELS[model], prof, gpus, seq_len=seq, global_batch=batch,
                 precision=precision if recipe == "none" else "fp8", budget=budget,
-                tuning=Tuning(fp8=recipe))
+                tuning=Tuning(fp8=recipe, activation_offload=offload,
+                              optimizer_in_backward=in_bwd))
     return dataclasses.replace(p, framework=load_framework(fw))
 
 
@@ -60,7 +61,8 @@ problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from(
                      st.sampled_from([512, 2048, 8192]), st.sampled_from([1, 16, 48, 64, 96, 128]),
                      st.sampled_from(["mixed", "fp8", "bf16-pure", "rowwise-gw-hp", "nvfp4"]),
                      st.sampled_from(FRAMEWORKS),
-                     st.sampled_from([None, None, 0.0, 4.0, 30.0]))
+                     st.sampled_from([None, None, 0.0, 4.0, 30.0]),
+                     st.sampled_from([False, False, True]), st.sampled_from([False, False, True]))
 
 
 def _fixed(*values):

@@ -132,9 +132,8 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
     rows = []
     for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
         for k, x in dump(getattr(p, section)).items():
-            scale, unit = (1e12, "T") if k == "peak_flops" else (1.0, "")  # only FLOP/s
-            rows.append([f"{section}.{k}", ", ".join(f"{a}={b / scale:g}{unit}"
-                                                     for a, b in x.items())
+            rows.append([f"{section}.{k}", ", ".join(  # only peak_flops is in FLOP/s
+                f"{a}={b / 1e12:g}T" if k == "peak_flops" else f"{a}={b:g}" for a, b in x.items())
                          if isinstance(x, dict) else ", ".join(map(str, x))
                          if isinstance(x, (tuple, list)) else f"{x:g}"
                          if isinstance(x, float) else str(x)])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import one_input_error, run_dtplan
 from planner.api import fit, get_preset, load_profile, problem
@@ -169,3 +171,18 @@ def test_batch_advice_tries_the_smaller_factor_when_the_larger_is_over_the_budge
     monkeypatch.setattr(batch, "MAX_PRICED", r.search_result.priced + two)
     advice = batch.advise_fit_result(r, model, hw, SearchSpace())
     assert advice is not None and advice.factor == 2 and set(advice.tried) == {"2×"}
+
+
+# ---- enumeration work linear in the splits, not in the layers ---------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 64), st.integers(1, 16))
+def test_interleave_choices_equal_the_scan_of_every_chunk_count(layers, pp, max_chunks):
+    # whole-layer chunks from the divisors of L / PP: the scan of every v up to L / PP, which
+    # made fit --layers 10^7 --gpus 10^7 run for minutes, gives the same list
+    from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+    from planner.search.space import interleave_choices
+    scan = [v for v in range(2, min(max_chunks, layers // pp) + 1)
+            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT] + \
+        [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
+    assert interleave_choices(layers, pp, max_chunks) == scan

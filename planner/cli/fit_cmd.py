@@ -73,7 +73,7 @@ def fit_cmd(
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
     rank the ones that fit, and say why the rest were rejected. One fit prices at most 16,000,000
-    structurally valid layouts in all (250,000 with --all, which keeps each); a larger space
+    structurally valid layouts in all (600,000 with --all, which keeps each); a larger space
     is refused up front, naming the options that narrow it."""
     from planner.io import validate as v
     from planner.render.fit import fit_doc

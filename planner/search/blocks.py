@@ -43,9 +43,11 @@ Left = list[tuple[int, int, Candidates | None]]
 MAX_PRICED = 16_000_000
 # With --all (search(dominated=True)) every valid row is kept and evaluated in full at the end,
 # so the bound is memory, not time: ~0.9 KB of arrays held per row (evaluate.Evaluation and its
-# candidates) and ~1.5 KB at the evaluation's peak (Mixtral on 8,192 GPUs: 1.09 M rows, 1.76 GB
-# RSS, 6.5 CPU s). 250,000 keeps one fit --all near 0.4 GB and 2 CPU s (benchmarks/bounds.py).
-MAX_PRICED_ALL = 250_000
+# candidates), ~1.4 KB at the evaluation's peak (measured as the peak RSS of one child,
+# benchmarks/bounds.py): Mixtral 8x7B on 256 GPUs, 568,386 layouts: 793 MB and 2.6 CPU s;
+# on 8,192 GPUs on Megatron, 1.09 M: 1.76 GB and 6.5 CPU s. 600,000 keeps one fit --all
+# under ~0.9 GB and a few CPU s, and admits the ordinary questions (70B on 1,024 GPUs: 218,865).
+MAX_PRICED_ALL = 600_000
 
 
 def price_limit(dominated: bool) -> int:

@@ -186,8 +186,7 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
     near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
             if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
-    # PP·v divides L: v is a divisor of L / PP (from its factors: a scan of L / PP values
-    # took 0.1 s per PP degree at 10^7 layers, minutes over a search's splits)
+    # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
     whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole
 

@@ -186,3 +186,22 @@ def test_interleave_choices_equal_the_scan_of_every_chunk_count(layers, pp, max_
             if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT] + \
         [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     assert interleave_choices(layers, pp, max_chunks) == scan
+
+
+def test_the_bounds_benchmark_prints_each_probes_cpu_and_peak_memory():
+    # one planner probe, its inputs written on demand (no 200 MB trace for it); the figures
+    # are printed, not asserted (a shared machine's timings are noise)
+    import subprocess
+    import sys
+
+    from conftest import ROOT, child_env
+    probe = "fit --all --allow-offload --gpus 8192 --model-config $TMP/mixtral-config.json " \
+            "--framework deepspeed"
+    r = subprocess.run([sys.executable, "benchmarks/bounds.py", "--only", probe, "--limit", "100"],
+                       capture_output=True, text=True, cwd=ROOT, env=child_env(), timeout=200)
+    assert r.returncode == 0, r.stderr[-400:]
+    head, *rows = r.stdout.splitlines()
+    assert head.split()[:6] == ["exit", "wall", "s", "CPU", "s", "peak"]
+    assert len(rows) == 1 and rows[0].endswith("dtplan " + probe), rows
+    code, _, cpu, peak_mb = rows[0].split()[:4]
+    assert code == "0" and float(cpu) > 0 and float(peak_mb) > 10   # the child's own peak

@@ -151,26 +151,37 @@ def test_what_would_fit_stops_at_the_fits_budget_and_says_so(monkeypatch):
     assert "--tp" in cut.suggestions[-1] and len(cut.suggestions) < len(whole.suggestions) + 1
 
 
-def test_batch_advice_within_what_the_fit_left_never_refuses_the_fit(monkeypatch):
-    import planner.advice.batch as batch
-    model, hw = get_preset("llama3-8b"), load_profile("h100")
-    r = fit(model, hw, 128, seq_len=4096, global_batch=32)
-    advice = batch.advise_fit_result(r, model, hw, SearchSpace())
-    assert advice is not None and advice.factor == 2
-    # what the fit leaves pays for neither bigger batch: no advice, no refusal
-    monkeypatch.setattr(batch, "MAX_PRICED", r.search_result.priced + 1)
-    assert batch.advise_fit_result(r, model, hw, SearchSpace()) is None
+def _advise(budget: blocks.Budget):
+    # a base MFU every bigger batch clears: the advice is the smallest factor searched
+    from planner.advice.batch import advise_fit
+    p = problem(get_preset("llama3-8b"), load_profile("h100"), 128, seq_len=4096, global_batch=32)
+    return advise_fit(p, SearchSpace(), mfu=1e-6, bubble=0.5, collective=0.3, budget=budget)
 
 
-def test_batch_advice_tries_the_smaller_factor_when_the_larger_is_over_the_budget(monkeypatch):
-    import planner.advice.batch as batch
-    model, hw = get_preset("llama3-8b"), load_profile("h100")
-    r = fit(model, hw, 128, seq_len=4096, global_batch=32)
-    p = problem(model, hw, 128, seq_len=4096, global_batch=64)
-    two = search(p).priced
-    monkeypatch.setattr(batch, "MAX_PRICED", r.search_result.priced + two)
-    advice = batch.advise_fit_result(r, model, hw, SearchSpace())
+def _priced(batch: int) -> int:
+    return search(problem(get_preset("llama3-8b"), load_profile("h100"), 128, seq_len=4096,
+                          global_batch=batch)).priced
+
+
+def test_batch_advice_searches_both_factors_within_its_budget():
+    budget = blocks.Budget(10**9)
+    advice = _advise(budget)
+    assert advice is not None and advice.factor == 2 and set(advice.tried) == {"2×", "4×"}
+    assert 10**9 - budget.left == _priced(64) + _priced(128) and not budget.short
+
+
+def test_batch_advice_over_what_the_fit_left_is_skipped_never_refusing_the_fit():
+    budget = blocks.Budget(0)
+    assert _advise(budget) is None and budget.short and budget.left == 0
+
+
+def test_batch_advice_tries_the_smaller_factor_when_the_larger_is_over_the_budget():
+    two = _priced(64)
+    assert _priced(128) > two   # 4x the batch has more micro-batch sizes
+    budget = blocks.Budget(two)
+    advice = _advise(budget)
     assert advice is not None and advice.factor == 2 and set(advice.tried) == {"2×"}
+    assert budget.short and budget.left == 0
 
 
 # ---- enumeration work linear in the splits, not in the layers ---------------------------------

@@ -142,8 +142,7 @@ def _hostile_inputs(f: dict[str, str], trace: Path) -> None:
     2 GiB (32 gzip members of 64 MiB of JSON whitespace: ~2 MB on disk), a 1 GiB trace (sparse),
     and snapshot pickle bombs (shared references, a 2^32 memo index)."""
     real = _real_trace()
-    # re-saved in a child process: a parsed trace in this one would show in every probe's
-    # peak memory (a forked child starts with its parent's resident set)
+    # re-saved in a child process: a parsed trace is large
     src = real if real.is_file() else trace
     subprocess.run([sys.executable, "-c", "import gzip, json, sys; raw = open(sys.argv[1], 'rb')"
                     ".read(); raw = gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw; "
@@ -296,14 +295,22 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run the probes whose command contains this")
     ap.add_argument("--limit", type=float, default=120.0, help="seconds before a probe is killed")
     ap.add_argument("--trace-mb", type=int, default=200, help="size of the generated trace")
+    ap.add_argument("--write-inputs", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("inputs", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write_inputs:
+        _write_inputs(_paths(Path(args.write_inputs)), set(args.inputs), args.trace_mb)
+        return
     exe = shutil.which("dtplan", path=os.path.dirname(sys.executable))
     cmd = [exe] if exe else [sys.executable, "-m", "planner"]
     with tempfile.TemporaryDirectory(prefix="dtplan-bounds-") as tmp:
         files = _paths(Path(tmp))
         chosen = [a for a in probes(files) if args.only in " ".join(a).replace(tmp, "$TMP")]
-        _write_inputs(files, {k for k, path in files.items()
-                              if any(path in x for a in chosen for x in a)}, args.trace_mb)
+        wanted = sorted(k for k, path in files.items() if any(path in x for a in chosen for x in a))
+        # written by a child: this process stays small, and each probe's child (forked from it)
+        # starts from its resident set, which would show in every probe's peak
+        subprocess.run([sys.executable, __file__, "--write-inputs", tmp, "--trace-mb",
+                        str(args.trace_mb), *wanted], check=True)
         print(f"{'exit':>4} {'wall s':>8} {'CPU s':>7} {'peak MB':>8}  command")
         for argv in chosen:
             shown = " ".join(argv).replace(tmp, "$TMP")

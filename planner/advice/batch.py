@@ -20,6 +20,7 @@ from typing import Optional
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
+from planner.search.blocks import MAX_PRICED, Budget, SpaceTooLarge
 from planner.search.fast import SearchSpace, search
 from planner.search.fit import FitResult
 from planner.specs.budget import MemoryBudget
@@ -93,15 +94,24 @@ def _scaled(p: Problem, factor: int) -> Problem:
 
 
 def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, collective: float,
-               error_band_pct: Optional[float] = None) -> Optional[BatchAdvice]:
+               error_band_pct: Optional[float] = None,
+               budget: Budget | None = None) -> Optional[BatchAdvice]:
     """fit: search the job again at each factor × the batch (same GPUs, same fixed knobs) and
-    keep the fastest layout's MFU; advice when the best beats the threshold."""
+    keep the fastest layout's MFU; advice when the best beats the threshold. Each search
+    spends from `budget` (what the fit left of blocks.MAX_PRICED): one over what is left is
+    refused before it runs (the next, smaller factor is tried)."""
     need = threshold(error_band_pct)
     if not _worth_trying(bubble, collective, need):
         return None
     figures = {}
+    budget = Budget(MAX_PRICED) if budget is None else budget
     for k in BATCH_FACTORS:
-        res = search(_scaled(p, k), space, "time")
+        try:
+            res = search(_scaled(p, k), space, "time", limit=budget.left)
+        except SpaceTooLarge:   # over what is left: the smaller factor may not be
+            budget.short = True
+            continue
+        budget.take(res.priced)
         if not len(res.order):
             break
         i = int(res.order[0])
@@ -145,8 +155,9 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
                 framework=framework)
     # the calibrated band only: a wide band for a regime without runs is on the absolute
     # figures, which a batch change within one regime shares
+    spent = r.search_result.priced if r.search_result is not None else 0
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
-                      collective=w.collective_fraction,
+                      collective=w.collective_fraction, budget=Budget(max(0, MAX_PRICED - spent)),
                       error_band_pct=w.error_band_pct if w.error_band_calibrated else None)
 
 

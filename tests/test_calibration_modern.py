@@ -43,6 +43,18 @@ def test_megatron_a100_rows_still_within_10_percent():
     assert rep.rows and all(abs(r.error_pct) <= 10.0 for r in rep.rows)
 
 
+@pytest.mark.parametrize("name", ["a100-80g", "h100-96gb-500w"])
+def test_profile_spreads_are_what_calibrate_computes(name, modern):
+    """The in-sample spread a profile states per framework / layout family ([efficiency]
+    error_bands: the search's near-tie tolerance, error_band.ranking_band) is the RMS of today's
+    residuals, not stale numbers."""
+    rep = calibrate(name)
+    hw = load_profile(name)
+    got = {k.replace("/A100/", "/").replace("/H100/", "/"): v.band_pct
+           for k, v in rep.regimes.items()}
+    assert hw.efficiency.error_bands == got
+
+
 def test_band_helpers():
     assert band_pct([3.0, -4.0]) == 4.0          # RMS 3.54 → rounded up to the next 0.5
     assert family(Layout(tp=1, pp=1, dp=8)) == "data"

@@ -12,6 +12,7 @@ from planner.cli.root import EXIT_OK, command
 
 if TYPE_CHECKING:
     from planner.calibration.report import CalibrationReport, CalibrationRow, CrossValidation
+    from planner.specs.hardware import HardwareProfile
     from planner.render import Table
 
 
@@ -109,21 +110,23 @@ def _published_tables(rep: "CalibrationReport", merged: bool
     return tables, notes, verdict
 
 
-def _cross_validation(cv: "CrossValidation", framework: Optional[str], merged: bool
-                      ) -> tuple[list["Table"], list[str], str]:
+def _cross_validation(cv: "CrossValidation", framework: Optional[str], merged: bool,
+                      generation: Optional[str] = None) -> tuple[list["Table"], list[str], str]:
     """The leave-one-family-out tables (per family; bands per regime; memory rows), their notes
-    and the verdict's clause. `framework` keeps that framework's families."""
+    and the verdict's clause. `framework` / `generation` keep those families (and bands)."""
     from planner.render import Table
     from planner.specs.framework import load_framework
 
     fw = None if framework is None else load_framework(framework).name
-    fams = [f for f in cv.families if fw is None or f.family.split("/")[1] == fw]
+    fams = [f for f in cv.families if (fw is None or f.family.split("/")[1] == fw)
+            and (generation is None or f.family.split("/")[2] == generation)]
     refit = {f.family: f.constants[0] for f in fams}
     per_family = [[f.family, str(f.runs), f"{f.median_abs_error_pct:.1f}%",
                    f"{f.worst_abs_error_pct:.1f}%", f"{refit[f.family].value:.3f}",
                    _fitted_on(refit[f.family].source)] for f in fams]
     bands = [[b.regime, f"± {b.band_pct:g}%", str(len(b.families)), f"{b.rms_error_pct:.1f}%"]
-             for b in cv.bands if fw is None or b.regime.startswith(fw + "/")]
+             for b in cv.bands if (fw is None or b.regime.startswith(fw + "/"))
+             and (generation is None or b.regime.endswith("/" + generation))]
     memory = [[m.run if merged else m.run, m.hardware, f"{m.measured_gib:.1f}",
                f"{m.predicted_gib:.1f}", f"{m.error_pct:+.1f}%"] for m in cv.memory]
     tables = [Table("Leave-one-family-out step time (family = source / framework / GPU "
@@ -160,11 +163,37 @@ def _fitted_on(source: str) -> str:
     return f"{n} other famil{'y' if n == 1 else 'ies'}"
 
 
+def _runs_of_generation(asked: "HardwareProfile", fmt: str) -> bool:
+    """Print the leave-one-family-out families of the public runs on `asked`'s GPU generation
+    (MLPerf and the other collected runs) and return True; False when none ran on it."""
+    from planner.calibration.lofo import cross_validate
+    from planner.calibration.runs import load_runs
+    from planner.evaluation.error_band import generation
+    from planner.render import Document, emit
+    from planner.specs.hardware_toml import load_profile
+    from planner.specs.records import dump
+
+    gen = generation(asked)
+    profiles = sorted({r.hardware for r in load_runs().runs
+                       if generation(load_profile(r.hardware)) == gen})
+    if not profiles:
+        return False
+    cv = cross_validate()
+    tables, notes, line = _cross_validation(cv, None, fmt == "table", generation=gen)
+    emit(Document(command="calibrate", title=f"Public runs on {gen} ({', '.join(profiles)})",
+                  tables=tables[:2], notes=notes, verdict=line[0].upper() + line[1:].split(
+                      "; memory")[0] + " (all families)", ok=None,
+                  data={"hardware": asked.name, "rows": [], "cases_hardware": profiles,
+                        "cross_validation": dump(cv)}, mode="none"), fmt)
+    return True
+
+
 def _no_published_run(hardware: str, fmt: str) -> bool:
     """Say so and return True when no published case ran on this profile's GPU: comparing A100
     runs with H100 predictions measures nothing."""
     from planner.calibration.modern import MODERN_PROFILE
     from planner.calibration.published import DEFAULT_PROFILE
+    from planner.calibration.runs import load_runs
     from planner.render import Document, emit
     from planner.specs.hardware_toml import load_profile
 
@@ -172,11 +201,14 @@ def _no_published_run(hardware: str, fmt: str) -> bool:
     ran_on = [load_profile(n) for n in (DEFAULT_PROFILE, MODERN_PROFILE)]
     if asked.gpu.name in {h.gpu.name for h in ran_on}:
         return False
+    if _runs_of_generation(asked, fmt):
+        return True
     names = " and ".join(h.name for h in ran_on)
+    gens = ", ".join(sorted({r.hardware for r in load_runs().runs}))
     emit(Document(command="calibrate", title=f"Calibration against published runs ({asked.name})",
                   verdict=f"No published run on {asked.gpu.name} in dtplan's calibration set: the "
-                          f"cases ran on {names} (`dtplan calibrate` or --hardware with one of "
-                          f"them compares them)",
+                          f"paper cases ran on {names}, the public runs on {gens} (`dtplan "
+                          "calibrate` or --hardware with one of them compares them)",
                   ok=None, data={"hardware": asked.name, "rows": [],
                                  "cases_hardware": [h.name for h in ran_on]}, mode="none"), fmt)
     return True

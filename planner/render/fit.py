@@ -52,10 +52,8 @@ _COLUMNS = (
      True, False),
     ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
     ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
-    # a row's band where its regime is calibrated; a wide band (no runs) is in the notes once
-    ("MFU", lambda x, gib: pct(x.mfu) + (f" ±{x.error_band_pct:g}%"
-                                         if x.error_band_pct and x.error_band_calibrated else ""),
-     True, False),
+    # the band is the regime's (framework / GPU generation), one for every row: in the notes once
+    ("MFU", lambda x, gib: pct(x.mfu), True, False),
     ("bubble", lambda x, gib: pct(x.bubble_fraction), True, True),
     ("comm", lambda x, gib: pct(x.collective_fraction), True, False),
     ("ckpt", lambda x, gib: f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",

@@ -185,7 +185,10 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                                                      "cases_hardware": {
                                                          "type": "array",
                                                          "items": {"type": "string"}},
-                                                     "rows": {"type": "array", "maxItems": 0}}}),
+                                                     "rows": {"type": "array", "maxItems": 0},
+                                                     "notes": STR_LIST,
+                                                     "cross_validation": _dataclass(
+                                                         CrossValidation, d)}}),
                   ("evidence", _evidence), ("profile-fit", _profile_fit)],
     "compare": [("compare", _compare)],
     "models": [("models", _list_of(ModelSpec, "models", {

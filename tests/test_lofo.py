@@ -153,6 +153,20 @@ def test_a_band_never_narrows_when_a_family_is_removed(rms, data):
         assert derived_band(rms[:i] + rms[i + 1:]) >= band
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_removing_a_collected_family_never_narrows_a_regime_band(cv, data):
+    """On the real families: drop any subset of them (their runs leave the data) and no
+    regime's band is narrower; a regime left without families prints the wide band."""
+    fams = list(cv.families)
+    drop = data.draw(st.sets(st.sampled_from([f.family for f in fams]), min_size=1))
+    before = {b.regime: b.band_pct for b in lofo.regime_bands(fams)}
+    after = {b.regime: b.band_pct for b in lofo.regime_bands(
+        [f for f in fams if f.family not in drop])}
+    for regime, band in before.items():
+        assert after.get(regime, WIDE_BAND_PCT) >= band, (regime, drop)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 12), st.floats(0.0, 60.0, allow_nan=False))
 def test_a_band_is_wider_where_families_are_fewer(n, r):

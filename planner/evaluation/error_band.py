@@ -86,7 +86,7 @@ def generation(hw: HardwareProfile) -> str:
     for g in ("GB200", "B200", "H200", "H100", "A100", "MI355X", "MI300X", "L40S"):
         if g in name:
             return g
-    return name.split("-")[0]
+    return hw.name.upper()   # the profile's own name: GPU names carry vendor words and spaces
 
 
 def regime(framework: str, hw: HardwareProfile, lay: Optional[Layout] = None) -> str:

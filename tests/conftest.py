@@ -95,8 +95,9 @@ def _universal(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _as_child(cwd, stdin: str | None):
-    """This process dressed as the child: its environment, directory, argv and streams."""
+def _as_child(cwd, stdin: str | None, warn: str | None = None):
+    """This process dressed as the child: its environment, directory, argv and streams, and
+    Python's warning filters for a script (or one action for every warning: `warn`)."""
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
     env = child_env()
     os.environ.clear()
@@ -109,6 +110,8 @@ def _as_child(cwd, stdin: str | None):
             warnings.resetwarnings()
             for action, category, module in reversed(_PYTHON_FILTERS):
                 warnings.filterwarnings(action, category=category, module=module)
+            if warn:
+                warnings.simplefilter(warn)
             warnings.showwarning = _show_warning
             yield sys.stdout, sys.stderr
     finally:
@@ -122,11 +125,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
-def run_in_process(argv: list[str], cwd=None, stdin: str | None = None) -> Run:
+def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
+                   warn: str | None = None) -> Run:
     """`dtplan` in this process: planner.cli.dispatch.run(argv), as the console script runs it."""
     from planner.cli.dispatch import run
 
-    with _as_child(cwd, stdin) as (out, err):
+    with _as_child(cwd, stdin, warn) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
             code = run(argv)

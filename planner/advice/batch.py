@@ -20,6 +20,7 @@ from typing import Optional
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
+from planner.evaluation.error_band import ranking_band
 from planner.search.blocks import MAX_PRICED, Budget, SpaceTooLarge
 from planner.search.fast import SearchSpace, search
 from planner.search.fit import FitResult
@@ -50,14 +51,15 @@ class BatchAdvice:
     base_mfu: float
     mfu: float
     gain_fraction: float         # mfu / base_mfu − 1
-    threshold_fraction: float    # the gain it had to beat: max(error band, MIN_GAIN_FRACTION)
+    threshold_fraction: float    # the gain it had to beat: max(in-sample spread, MIN_GAIN_FRACTION)
     step_time_s: float
     layout: Layout               # the layout at the advised batch (fit: the search's best)
     tried: dict[str, float]      # factor ("2×") → MFU at that batch
 
 
 def threshold(error_band_pct: Optional[float]) -> float:
-    """The gain a bigger batch must beat: the regime's error band, at least MIN_GAIN_FRACTION."""
+    """The gain a bigger batch must beat: the regime's in-sample spread, at least
+    MIN_GAIN_FRACTION."""
     return max(MIN_GAIN_FRACTION, (error_band_pct or 0.0) / 100.0)
 
 
@@ -153,12 +155,12 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
                 precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout),
                 framework=framework)
-    # the calibrated band only: a wide band for a regime without runs is on the absolute
-    # figures, which a batch change within one regime shares
+    # the regime's in-sample spread (error_band.ranking_band), not the printed band: that one is
+    # on the absolute figures, whose offset a batch change within one regime shares
     spent = r.search_result.priced if r.search_result is not None else 0
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, budget=Budget(max(0, MAX_PRICED - spent)),
-                      error_band_pct=w.error_band_pct if w.error_band_calibrated else None)
+                      error_band_pct=ranking_band(p.hardware, p.fw.name, w.layout))
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
@@ -171,4 +173,4 @@ def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProf
                 framework=framework)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
                            collective=e.collective_fraction,
-                           error_band_pct=e.error_band_pct if e.error_band_calibrated else None)
+                           error_band_pct=ranking_band(p.hardware, p.fw.name, e.layout))

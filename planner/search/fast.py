@@ -105,8 +105,8 @@ def rank_key(results: Ranked, gpus: int, objective: str,
 
 
 def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
-    """Each candidate's error band (per cent, 0 where uncalibrated): the profile's error_bands
-    for its regime, framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
+    """Each candidate's ranking tolerance (per cent, 0 where none; error_band.ranking_band): the
+    profile's error_bands for framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
     bands, fw = p.hardware.efficiency.error_bands, p.fw.name
     data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)

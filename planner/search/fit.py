@@ -18,13 +18,13 @@ from pydantic import Field, PlainValidator
 from pydantic.json_schema import SkipJsonSchema
 
 from planner.evaluation.candidates import Problem
+from planner.evaluation.error_band import band_for, ranking_band
 from planner.evaluation.estimate import Estimate, estimate_problem
 from planner.evaluation.rules import RULE_NAMES, RULE_TEXT, RULES, Figures
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED, Budget
-from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, candidate_bands,
-                                 search, short_of_headroom)
+from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, search, short_of_headroom
 from planner.search.would_fit import what_would_fit
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import FULL, Tuning
@@ -132,6 +132,9 @@ class FitResult:
     min_headroom_bytes: float = 0.0
     # valid layouts on the front short of the headroom rule (flagged, ranked after the rest)
     short_of_headroom: int = 0
+    # the tolerance (per cent) within which the rows after #1 are ordered by headroom: the
+    # profile's in-sample RMS of #1's regime (error_band.ranking_band), 0 when none
+    near_tie_pct: float = 0.0
     empty_space: str = ""            # why nothing was enumerated, when nothing was
     # Its search, for the review's charts and the sweep's count: internal, never output (not
     # dumped, and not in the schema, which has no place for its arrays: taken as given)
@@ -159,7 +162,7 @@ class FitResult:
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []
-    bands = candidate_bands(p, res.candidates)
+    band = band_for(p.hardware, p.fw.name)   # the regime's derived band: framework / generation
     need = p.budget.required_headroom(r.memory.peak)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
@@ -170,8 +173,8 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
             accumulation=float(r.micro_batches[i]),
-            error_band_pct=float(bands[i]) or p.hardware.efficiency.uncalibrated_band,
-            error_band_calibrated=bool(bands[i]),
+            error_band_pct=p.hardware.efficiency.uncalibrated_band if band is None else band,
+            error_band_calibrated=band is not None,
             required_headroom_bytes=float(need[i]),
             short_of_headroom=bool(r.memory.headroom[i] < need[i])))
     return out
@@ -264,7 +267,9 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                      offload_searched=space.allow_offload,
                      min_headroom_fraction=p.budget.min_headroom_fraction,
                      min_headroom_bytes=p.budget.min_headroom_bytes,
-                     short_of_headroom=_short(res), search_result=res)
+                     short_of_headroom=_short(res), search_result=res,
+                     near_tie_pct=(ranking_band(p.hardware, p.fw.name, ranked[0].layout) or 0.0)
+                     if ranked else 0.0)
 
 
 def _empty_space(p: Problem, space: SearchSpace) -> str:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_dtplan
+from planner.evaluation.error_band import band_for, shown_band
+from planner.specs.hardware_toml import load_profile
 
 PLAN = Path(ROOT) / "examples/plans/llama3-70b-256xh100.yaml"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
@@ -40,13 +42,12 @@ def test_summary_comes_first_with_every_question():
                     head)
     assert gap and 10 <= int(gap.group(1)) <= 40
     assert "days for 15.00T tokens" in head and "cost " in head
-    # no "uncalibrated profile": the band and its reason, as fit and estimate print them
+    # no "uncalibrated profile": the band the estimate prints, and which kind it is
     assert "uncalibrated" not in head.lower()
-    assert re.search(r"^\| step time \| .+ \(± 45%\) on 256 GPUs \|$", head, re.M)
-    assert re.search(r"^\| MFU \| [\d.]+% ± 45% \(wide band: no published run of this regime\) \|$",
-                     head, re.M)
-    assert ("wide band ± 45% on step time, tokens/s and MFU: no published run of regime "
-            "megatron/pipeline on h100") in head and "measure the first steps" in head
+    band = shown_band(load_profile("h100"), "megatron")
+    assert re.search(rf"^\| step time \| .+ \(± {band:g}%\) on 256 GPUs \|$", head, re.M)
+    assert re.search(rf"^\| MFU \| [\d.]+% ± {band:g}% \((calibrated band of this regime|wide band: "
+                     r"no published run of this regime)\) \|$", head, re.M)
 
 
 def test_plan_is_row_zero_and_its_gap_matches_the_table():
@@ -139,12 +140,28 @@ def test_first_screen_in_chromium_holds_decision_and_gap(tmp_path):
 
 
 def test_a_calibrated_regime_prints_its_own_band_and_no_wide_band_risk(tmp_path):
-    # the same plan on a100-80g: megatron/pipeline has runs there (band ± 5.5%)
+    # the same plan on a100-80g: megatron has runs there (its band from `dtplan calibrate`)
+    band = band_for(load_profile("a100-80g"), "megatron")
+    assert band is not None and band < load_profile("a100-80g").efficiency.uncalibrated_band
     plan = tmp_path / "a100.yaml"
     plan.write_text(PLAN.read_text().replace("hardware: h100", "hardware: a100-80g"))
     r = run_dtplan("report", plan, "-o", "-")
     assert r.code in (0, 1), r.err
     head = r.out.split("## 1. Inputs and assumptions")[0]
-    assert re.search(r"^\| MFU \| [\d.]+% ± 5.5% \(calibrated band of this regime\) \|$", head, re.M)
-    assert "(± 5.5%) on 256 GPUs" in head
+    assert re.search(rf"^\| MFU \| [\d.]+% ± {band:g}% \(calibrated band of this regime\) \|$",
+                     head, re.M)
+    assert f"(± {band:g}%) on 256 GPUs" in head
     assert "wide band" not in head and "uncalibrated" not in head.lower()
+
+
+def test_a_regime_without_runs_lists_the_wide_band_and_its_reason_among_the_risks(tmp_path):
+    hw = load_profile("rtx4090")
+    assert band_for(hw, "megatron") is None
+    plan = tmp_path / "r.yaml"
+    plan.write_text(PLAN.read_text().replace("hardware: h100", "hardware: rtx4090"))
+    r = run_dtplan("report", plan, "-o", "-")
+    head = r.out.split("## 1. Inputs and assumptions")[0]
+    wide = hw.efficiency.uncalibrated_band
+    assert f"± {wide:g}% (wide band: no published run of this regime)" in head
+    assert f"wide band ± {wide:g}% on step time, tokens/s and MFU" in head
+    assert "measure the first steps" in head and "uncalibrated" not in head.lower()

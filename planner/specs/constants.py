@@ -49,7 +49,7 @@ def hardware_constants(hw: HardwareProfile) -> list[Constant]:
         out.append((dotted, get(hw), hw.provenance.get(dotted, UNSTATED)))
     for key in _efficiency_keys():
         value = getattr(hw.efficiency, key)
-        if value is None:
+        if value is None or isinstance(value, dict):   # unused, or a table (fp8 recipe ceilings)
             continue
         dotted = f"efficiency.{key}"
         prov = hw.provenance.get(dotted) or DEFAULT_PROVENANCE.get(key, UNSTATED)

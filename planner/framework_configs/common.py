@@ -10,6 +10,7 @@ reported together.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,22 @@ TORCHTITAN_TABLES = {"parallelism", "training", "activation_checkpoint", "job", 
 MEGATRON_HINTS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
                   "--micro-batch-size", "--num-layers", "pretrain_gpt")
 ARGS_SUFFIXES = {".sh", ".bash", ".args", ".txt", ".cmd", ""}
+# A torchtitan 0.3 launch: `-m torchtitan.train`, `--module`, `--parallelism.*` (0.3 reads no TOML)
+TITAN_CMDLINE = re.compile(r"torchtitan[./]train|(^|\s)--module[\s=]|(^|\s)--parallelism\.")
 TARGETS = ("deepspeed", "megatron", "torchtitan", "accelerate")
 
 
 # ---- loading and detection ---------------------------------------------------------------------
 
 def load_any(path: str, engine: str | None) -> tuple[str, str, Any]:
-    """(text, format, parsed data); Megatron argument lists are kept as text (format "args")."""
+    """(text, format, parsed data); Megatron argument lists are kept as text (format "args"),
+    and so are torchtitan 0.3 command lines (format "titan-args")."""
     text = read_text(path, what="plan or engine config")
     suffix = Path(path).suffix.lower()
+    if ((engine == "torchtitan" and suffix != ".toml") or (engine is None and suffix in
+                                                           ARGS_SUFFIXES)) \
+            and TITAN_CMDLINE.search(text):
+        return text, "titan-args", None
     if engine == "megatron" or (engine is None and suffix in ARGS_SUFFIXES
                                 and any(h in text for h in MEGATRON_HINTS)):
         return text, "args", None
@@ -58,6 +66,8 @@ def load_any(path: str, engine: str | None) -> tuple[str, str, Any]:
 def detect(path: str, fmt: str, data: Any, text: str) -> str:
     if fmt == "args":
         return "megatron"
+    if fmt == "titan-args":
+        return "torchtitan"
     if isinstance(data, dict):
         if fmt == "json" and DEEPSPEED_KEYS & set(data) and "gpus" not in data:
             return "deepspeed"
@@ -77,6 +87,17 @@ def cli_model(text: str) -> ModelSpec:
     if looks_like_path(text, ".json"):
         return load_hf_config(text, option="--model")
     return get_preset(text)
+
+
+def given_model(opts: CheckOptions) -> ModelSpec:
+    """The model check's flags name: ``--model`` (a preset or config.json), else ``--params N``
+    (the dense shape inferred from N, as fit and export plan it)."""
+    from planner.specs.model import model_from_params
+
+    if opts.model:
+        return cli_model(opts.model)
+    assert opts.params is not None   # callers ask only when one of the two is given
+    return model_from_params(opts.params)
 
 
 def _need(found: Problems, value: Any, option: str, what: str) -> Any:
@@ -189,4 +210,7 @@ def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
     if lay.zero == 1:
         notes.append("FSDP has no ZeRO-1: exported as SHARD_GRAD_OP (ZeRO-2, less memory)")
     shard = lay.shard_group or lay.dp
+    if lay.dp % shard:   # a device mesh of replicate × shard: whole replicas of the group
+        raise _unsupported(target, f"a shard group of {shard} in DP {lay.dp} (replicas of the "
+                           "group must cover DP exactly)")
     return lay.dp // shard, shard, lay.zero >= 3, notes

@@ -16,7 +16,7 @@ from planner.specs.knobs import Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
+from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
                                                      connections_line, counted_layers, expert_rules,
@@ -235,8 +235,8 @@ def _gpus(a: dict, opts: CheckOptions, notes: list[str], found: Problems) -> int
 def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> ModelSpec:
     """--model wins (with rules that the arguments' shape matches it); else the shape flags."""
     shape = _megatron_model(a, where)
-    if opts.model:
-        model = cli_model(opts.model)
+    if opts.model or opts.params:
+        model = given_model(opts)
         if shape:
             for flag, field_ in (("--num-layers", "layers"), ("--hidden-size", "hidden"),
                                  ("--num-attention-heads", "heads")):
@@ -364,6 +364,8 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
               ("--data-parallel-sharding-strategy", "optim_grads" if lay.zero == 2
                else "optim_grads_params"), ("--ckpt-format", "fsdp_dtensor")]
     if lay.shard_group and lay.zero >= 1:   # hybrid sharding: replicas of a sharded group
+        if (lay.dp * lay.cp) % lay.shard_group:   # parallel_state.py:792: DP·CP % R == 0
+            raise _unsupported("megatron", f"shard group {lay.shard_group} in DP·CP {lay.dp * lay.cp}")
         a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
     if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
         a.append(("--bf16", None))

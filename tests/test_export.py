@@ -250,3 +250,13 @@ def test_a_plan_model_without_a_name_is_a_placeholder_in_the_check_line(dtplan, 
                cwd=tmp_path)
     line = next(x for x in r.err.splitlines() if "check it with: " in x)
     assert line.endswith("--hardware h100 --model MODEL"), line
+
+
+def test_check_dir_finds_a_torchtitan_command_line(inp, tmp_path):
+    """`dtplan check DIR` picks up torchtitan 0.3 launches among the shell scripts."""
+    from planner.io.tree import expand
+    (tmp_path / "run.sh").write_text(export("torchtitan", inp).text)
+    (tmp_path / "notes.sh").write_text("echo hello\n")
+    found, skipped = expand([str(tmp_path)])
+    assert [os.path.basename(f) for f in found] == ["run.sh"]
+    assert [os.path.basename(f) for f in skipped] == ["notes.sh"]

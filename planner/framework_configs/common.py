@@ -10,7 +10,6 @@ reported together.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from planner.engine.stages import stage_layers
 from planner.errors import InputError, Problems
 from planner.io.parse import detect_format, parse_text
 from planner.io.read import looks_like_path, read_text
+from planner.io.tree import TITAN_CMDLINE
 from planner.io.validate import MAX_GPUS
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_hardware
@@ -35,8 +35,7 @@ TORCHTITAN_TABLES = {"parallelism", "training", "activation_checkpoint", "job", 
 MEGATRON_HINTS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
                   "--micro-batch-size", "--num-layers", "pretrain_gpt")
 ARGS_SUFFIXES = {".sh", ".bash", ".args", ".txt", ".cmd", ""}
-# A torchtitan 0.3 launch: `-m torchtitan.train`, `--module`, `--parallelism.*` (0.3 reads no TOML)
-TITAN_CMDLINE = re.compile(r"torchtitan[./]train|(^|\s)--module[\s=]|(^|\s)--parallelism\.")
+
 TARGETS = ("deepspeed", "megatron", "torchtitan", "accelerate")
 
 

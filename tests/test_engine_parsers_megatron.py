@@ -49,6 +49,17 @@ def mc() -> ModuleType:
     return module
 
 
+def torchrun(text: str) -> Any:
+    """torchrun's own LaunchConfig for the script's launcher, on node 3 of a head at node-0
+    (torch.distributed.run's parser and config_from_args; nothing starts)."""
+    import torch.distributed.run as trun
+    tokens = shlex.split(text.replace("\\\n", " ").replace('"$NODE_RANK"', "3")
+                         .replace('"$MASTER_ADDR"', "node-0"), comments=True)
+    start = tokens.index("torchrun") + 1
+    args = trun.get_args_parser().parse_args(tokens[start:tokens.index("pretrain_gpt.py") + 1])
+    return args, trun.config_from_args(args)[0]
+
+
 def script_args(text: str) -> tuple[dict[str, Any], dict[str, str], int]:
     """(flags after pretrain_gpt.py, exported variables, torchrun's world) of a launch script."""
     body = text.replace("\\\n", " ")
@@ -163,6 +174,10 @@ def test_megatron_core_builds_each_export_to_the_plans_sizes(mc, name):
     job, lay = w.job, w.job.layout
     a, env, world = script_args(w.text)
     assert world == job.gpus
+    targs, launch = torchrun(w.text)
+    assert launch.nproc_per_node * launch.max_nodes == job.gpus
+    if launch.max_nodes > 1:   # every node its rank, the head's address (as set on node 3)
+        assert (targs.node_rank, targs.master_addr, targs.master_port) == (3, "node-0", 29500)
     if name in REJECTED:
         with pytest.raises((AssertionError, ValueError, RuntimeError), match=REJECTED[name]):
             tc, ddp, _ = configs(mc, a)

@@ -170,6 +170,24 @@ class Export:
     check_args: list[str] = field(default_factory=list)  # what `dtplan check` needs besides the file
 
 
+MASTER_PORT = 29500   # torchrun's default rendezvous port
+
+
+def torchrun_lines(inp: Job, program: str) -> list[str]:
+    """The torchrun command over the job's nodes (ending in a continuation): one node as is;
+    several take each node's rank and the head node's address from the environment
+    (NODE_RANK, MASTER_ADDR, set on every node), as torchrun's static rendezvous needs."""
+    per_node = min(inp.hardware.scale_up.gpus_per_node, inp.gpus)
+    nodes = -(-inp.gpus // per_node)
+    words = f"torchrun --nproc_per_node {per_node} --nnodes {nodes}"
+    if nodes == 1:
+        return [f"{words} {program} \\"]
+    return [f"# {nodes} nodes: run this on every node with NODE_RANK (0..{nodes - 1}) and "
+            "MASTER_ADDR (the head node's address) set",
+            f'{words} --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" '
+            f"--master_port {MASTER_PORT} {program} \\"]
+
+
 def _accumulation(inp: Job) -> int:
     lay = inp.layout
     per_step = lay.micro_batch * lay.dp

@@ -7,7 +7,6 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
-import math
 from typing import cast
 
 from planner.errors import InputError, Problems, validation_message
@@ -16,7 +15,7 @@ from planner.specs.knobs import Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model
+from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
                                                      connections_line, counted_layers, expert_rules,
@@ -384,9 +383,6 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
 def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
     """The torchrun command over the nodes, one flag a line."""
     lay, mod, hw = inp.layout, inp.model, inp.hardware
-    node = hw.scale_up.gpus_per_node
-    per_node = min(node, inp.gpus)
-    nodes = math.ceil(inp.gpus / per_node)
     lines = ["#!/bin/bash",
              f"# dtplan export for {MEGATRON_TARGET}: {mod.name or 'model'} on "
              f"{inp.gpus} x {hw.name}",
@@ -394,7 +390,7 @@ def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
              f"global batch {inp.global_batch} = micro {lay.micro_batch} x accumulation {gas} x DP {lay.dp}",
              "# Add the data, tokenizer, optimizer-schedule and checkpoint flags of your run.",
              connections_line(lay, generation(hw) in ("B200", "GB200")), "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\"]
+             *torchrun_lines(inp, "pretrain_gpt.py")]
     flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
     lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]
     return "\n".join(lines) + "\n"

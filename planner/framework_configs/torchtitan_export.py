@@ -19,7 +19,7 @@ from typing import Any
 
 from planner.specs.job import Job
 from planner.framework_configs.common import (Export, _accumulation, _bf16, _sharding,
-                                              _stage_layers, _unsupported)
+                                              _stage_layers, _unsupported, torchrun_lines)
 
 # The releases an export targets, declared once (the CLI's --torchtitan-version choices).
 TITAN_VERSIONS = {"0.3": "torchtitan 0.3.0", "0.2": "torchtitan 0.2.2"}
@@ -201,8 +201,6 @@ def _v03(inp: Job, tables: dict[str, dict[str, Any]], notes: list[str], summary:
                      f"{mod.name or 'this model'}; write a config_registry function returning its Trainer.Config "
                      "and name it there (torchtitan refuses the placeholders; dtplan check "
                      "needs --model)")
-    per_node = min(hw.scale_up.gpus_per_node, inp.gpus)
-    nodes = -(-inp.gpus // per_node)
     ac = tables["activation_checkpoint"]["mode"]
     words = [f"--module {module} --config {config}"]
     for table, body in tables.items():
@@ -212,9 +210,6 @@ def _v03(inp: Job, tables: dict[str, dict[str, Any]], notes: list[str], summary:
     lines = ["#!/bin/bash",
              f"# dtplan export for {TITAN_VERSIONS['0.3']} (--module/--config and overrides; "
              f"0.3 reads no TOML): {mod.name or 'model'} on {inp.gpus} x {hw.name}",
-             f"# {summary}",
-             "# Multi-node: run on every node with its --node_rank and the head node's "
-             "--rdzv_endpoint.",
-             f"torchrun --nproc_per_node {per_node} --nnodes {nodes} -m torchtitan.train \\"]
+             f"# {summary}", *torchrun_lines(inp, "-m torchtitan.train")]
     lines += [f"  {w} \\" for w in words[:-1]] + [f"  {words[-1]}"]
     return Export("torchtitan", "\n".join(lines) + "\n", notes, ["--gpus", str(inp.gpus)])

@@ -191,10 +191,11 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
     """The step, composed as a list of per-axis terms (_step), and its throughput."""
     comp, cm, t_opt, t_offload, step, bubble = _step(p, c, x, mem, a)
     m, n_layers = x.micro_batches, x.layers[1]
-    t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute), recompute=m * comp.recompute,
+    t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute - comp.offload),
+                 recompute=m * comp.recompute,
                  tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
                  pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
-                 dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload,
+                 dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload + m * comp.offload,
                  tp_total=m * cm.tp, cp_total=m * cm.cp, dp_total=cm.dp, zero3_total=m * cm.zero3,
                  step=step)
     return t, _throughput(p, c, x, comp, cm, t, n_layers, full_recomputed(c, n_layers))

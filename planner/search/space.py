@@ -186,7 +186,8 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
     near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
             if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
-    whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
+    # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
+    whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from planner.engine.divisors import divisors
-from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers
+from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.error_band import band_for
 from planner.evaluation.evaluate import evaluate
@@ -144,9 +144,9 @@ def micro_batch_choices(p: Problem, space: SearchSpace, dp: int) -> list[int]:
 
 def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str, int]]:
     """(schedule, chunks): 1F1B; under PP zero-bubble ZB-H1 and interleaved 1F1B with 2 to
-    max_chunks chunks that split the layers (beyond, chunks of whole equal layer counts), each
-    where the framework runs it. GPipe only when
-    asked for: 1F1B has its bubble with less memory."""
+    max_chunks chunks that split the layers (evenly, a layer short at the ends, or with stated
+    first/last stages; beyond, chunks of whole equal layer counts), each where the framework
+    runs it. GPipe only when asked for: 1F1B has its bubble with less memory."""
     runs = p.fw.time.pipeline_schedules
     out = [("1f1b", 1)]
     if pp > 1 and "zb-h1" in runs:
@@ -155,12 +155,25 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
         out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
                 if (v <= space.max_chunks
-                    and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT)
+                    and (stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT
+                         or uneven_splits(p.model.layers, pp, v)))
                 or (v > space.max_chunks and p.model.layers % (pp * v) == 0)]
     if space.schedule == "interleaved":
         return [("interleaved", space.chunks)] if space.chunks else \
             [(s, v) for s, v in out if v > 1]
     return [(space.schedule, 1)] if space.schedule else out
+
+
+def stage_choices(p: Problem, pp: int, chunks: int) -> list[tuple[int | None, int | None]]:
+    """(first, last) stage layers: None (dtplan's split) where v = 1 or the layers come at most
+    MAX_STAGE_DEFICIT short, then each stated split engine.stages.uneven_splits offers (the
+    default where nothing else is)."""
+    layers = p.model.layers
+    out: list[tuple[int | None, int | None]] = []
+    if chunks == 1 or stage_deficit(layers, pp, chunks) <= MAX_STAGE_DEFICIT:
+        out.append((None, None))
+    out += [(f, l_) for f, l_ in uneven_splits(layers, pp, chunks)]
+    return out or [(None, None)]
 
 
 # A SearchSpace's recompute name as the Layout's mode (a KeyError for another name, as the fast
@@ -181,12 +194,14 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
         for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
-                    for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's work
-                        yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, zero=zero,
-                                   shard_group=group, offload_optimizer=opt,
-                                   offload_params=par, micro_batch=mb, schedule=schedule,
-                                   chunks=chunks, sp=sp, precision=p.precision,
-                                   optimizer=p.optimizer)
+                    for first, last in stage_choices(p, pp, chunks):
+                        for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's
+                            yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, zero=zero,
+                                       shard_group=group, offload_optimizer=opt,
+                                       offload_params=par, micro_batch=mb, schedule=schedule,
+                                       chunks=chunks, first_stage_layers=first,
+                                       last_stage_layers=last, sp=sp, precision=p.precision,
+                                       optimizer=p.optimizer)
 
 
 def price(p: Problem, layouts: list[Layout]) -> list[Priced]:
@@ -212,7 +227,9 @@ def solve_partial(p: Problem, pairs: list[tuple[dict, Priced, Priced]]) -> list[
     tries: list[tuple[int, Layout]] = []
     for j, (knobs, none, full) in enumerate(pairs):
         if none.first_failure == FITS and full.first_failure is None:
-            most = int(max(stage_layers(p.model.layers, knobs["pp"], knobs["chunks"])))
+            most = int(max(stage_layers(p.model.layers, knobs["pp"], knobs["chunks"],
+                                        knobs["first_stage_layers"] or 0,
+                                        knobs["last_stage_layers"] or 0)))
             tries += [(j, Layout(**knobs, recompute="full", recompute_layers=k))
                       for k in range(1, most)]
     smallest: dict[int, Priced] = {}

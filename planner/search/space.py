@@ -4,10 +4,10 @@ A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
-chunk, under PP), sequence parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
-recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
-full recompute of part of each stage is solved from them by the search, search.partial),
-offload when asked.
+chunk, under PP) with its stage splits (stated first/last stages where the layers do not
+divide), sequence parallel on/off (TP > 1), recompute (none, selective where the framework has
+it, full; innermost, so a layout's recompute variants are consecutive rows, from which the
+search solves full recompute of part of each stage, search.partial), offload when asked.
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
@@ -19,8 +19,7 @@ tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table sh
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
 PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
 none of whose rows passes the structural rules is counted by rule without its rows being built
-(blocks.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
-array work, not millions of rows.
+(blocks.verdicts): a 10^7-layer model on 10^7 GPUs is array work, not millions of rows.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
                          Candidates, Problem)
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
-from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from planner.engine.stages import split_choices
 from planner.specs.knobs import KNOB
 
 
@@ -179,22 +178,21 @@ def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.
 
 
 def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
-    """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split (at most
-    MAX_STAGE_DEFICIT short), and beyond max_chunks each v whose chunks hold a whole, equal
-    number of layers (L divisible by PP·v, down to one layer per chunk), as Megatron's
-    --num-layers-per-virtual-pipeline-stage sets it: NVIDIA's MLPerf GPT-3 175B runs use
-    PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
+    """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split
+    (engine.stages.split_choices), beyond max_chunks each v whose chunks hold whole, equal
+    layer counts (L divisible by PP·v), as --num-layers-per-virtual-pipeline-stage sets it:
+    MLPerf GPT-3 175B runs PP 8 × v 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
     near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
-            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
+            if split_choices(layers, pp, v)]
     whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     return near + whole
 
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
-    """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
-    where the layers split, each only where the framework runs it (its profile's
-    pipeline_schedules; a schedule the user fixed is kept). GPipe is never enumerated: 1F1B
-    has its bubble and less memory."""
+    """(schedule code, chunks v, first, last) rows: 1F1B; under PP also ZB-H1 and interleaved v
+    where the layers split, each only where the framework runs it (profile pipeline_schedules;
+    one the user fixed is kept), each with its stage splits (engine.stages.split_choices).
+    GPipe is never enumerated: 1F1B has its bubble and less memory."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
     runs = p.fw.time.pipeline_schedules
     if pp > 1:
@@ -207,7 +205,9 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
             rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
         else:
             rows = [(want, 1)]
-    return _table(rows, ("schedule", "chunks"))
+    return _table([(code, v, f, l_) for code, v in rows
+                   for f, l_ in split_choices(p.model.layers, pp, v) or [(0, 0)]],
+                  ("schedule", "chunks", "first", "last"))
 
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
@@ -259,7 +259,8 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
         "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k, p.fw.time.hybrid_sharding),
                           ("zero", "shard", "offload_opt", "offload_par")),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
-        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k), ("schedule", "chunks")),
+        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
+                            ("schedule", "chunks", "first", "last")),
         "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
                       ("sp",)),
     }

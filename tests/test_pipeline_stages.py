@@ -13,7 +13,8 @@ from planner.api import problem
 from planner.engine.stages import layers_split_valid, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import Candidates
 from planner.evaluation.evaluate import evaluate
-from planner.search.fast import search
+from planner.evaluation.rules import RULE_NAMES
+from planner.search.fast import SearchSpace, search
 from planner.specs.hardware_toml import load_profile
 from planner.specs.knobs import Layout
 from planner.specs.presets import get_preset
@@ -242,3 +243,17 @@ def test_the_search_finds_layouts_at_least_as_fast_as_the_published_ones(case):
     if lay.pp > 1 and p.model.layers % (lay.pp * lay.chunks):
         assert lay.first_stage_layers or lay.last_stage_layers or \
             stage_deficit(p.model.layers, lay.pp, lay.chunks) <= 2
+
+
+def test_the_search_folds_ep_over_tp_with_expert_tp_one():
+    # Qwen3-235B-A22B's published grid: EP 32 over TP 2 × DP 16 with whole experts (ETP 1);
+    # with ETP = TP the expert grid 2 × 32 does not divide TP·CP·DP = 32 (counted, rejected)
+    p = problem(get_preset("qwen3-235b-a22b"), load_profile("h100"), 256, seq_len=4096,
+                global_batch=2048).resolved()
+    res = search(p, SearchSpace(tp=2, pp=8, ep=32, schedule="interleaved", chunks=4),
+                 dominated=True)
+    c = res.candidates
+    shown = [int(i) for i in res.order]
+    assert shown and {int(c.etp[i]) for i in shown} == {1}
+    assert res.rejected[RULE_NAMES.index("expert-grid-folds")] > 0
+    assert res.enumerated == 2 * (res.enumerated // 2)   # ETP TP and 1, row for row

@@ -228,7 +228,7 @@ RULES: tuple[RuleSpec, ...] = (
                    lambda lay: ("--expert-tensor-parallel-size" if lay.etp is not None
                                 else "--expert-model-parallel-size"),
                    "parallelism.expert_parallel_degree"),
-             reads=()),
+             reads=("etp",)),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True),
              "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a "

@@ -5,7 +5,8 @@ knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), t
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
 chunk, under PP) with its stage splits (stated first/last stages where the layers do not
-divide), sequence parallel on/off (TP > 1), recompute (none, selective where the framework has
+divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP over TP·CP·DP),
+recompute (none, selective where the framework has
 it, full; innermost, so a layout's recompute variants are consecutive rows, from which the
 search solves full recompute of part of each stage, search.partial), offload when asked.
 
@@ -40,8 +41,7 @@ from planner.specs.knobs import KNOB
 
 def _upper(name: str) -> int:
     """A layout knob's upper bound (its ``le``)."""
-    le = KNOB[name].le
-    if le is None:
+    if (le := KNOB[name].le) is None:
         raise ValueError(f"layout knob {name}: no upper bound")
     return le
 
@@ -58,15 +58,13 @@ BLOCK_ROWS = 1 << 17  # candidates per block: bounds the cost model's arrays (~1
 # The search prices the structural survivors of consecutive blocks together, at least this many
 # candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
 SCAN_ROWS = 1 << 17
-# Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
-# Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
-# (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
-# kernel partly idle: CP stops there (a bound on the enumeration, not a fitted constant).
+# Ring CP cuts the sequence into 2·CP chunks (Megatron-LM; Dubey et al. 2024, Sec. 3.3.2); a
+# chunk below one 128-token FlashAttention-2 query tile (Dao 2023) leaves the kernel partly idle.
 CP_MIN_CHUNK_TOKENS = 128
 SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
 # The knob tables crossed within a split, in the C order of its rows (recompute innermost,
-# crossed later by with_recomputes): each table is keyed by the one split column it depends on.
-FACTORS = ("states", "mb", "schedule", "sp")
+# crossed later by with_recomputes), each keyed by the one split column it depends on.
+FACTORS = ("states", "mb", "schedule", "sp", "etp")
 
 
 @dataclass(frozen=True)
@@ -88,8 +86,7 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class Factor:
-    """One knob table per split, all splits' tables concatenated: its columns, and per split
-    the first row of its table and its number of rows."""
+    """One knob table per split, all tables concatenated: columns, per split first row, rows."""
 
     cols: dict[str, np.ndarray]
     start: np.ndarray
@@ -149,7 +146,8 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
     else:
         e = np.array([x for x in divisors(mod.experts) if x == 1 or p.fw.time.expert_parallel],
                      dtype=np.int64)
-        at, which = np.nonzero((dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
+        # EP folds over TP·CP·DP (expert-grid-folds rejects ETP = TP where the grid does not)
+        at, which = np.nonzero((tp * dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
         tp, cp, pp, dp, ep = tp[at], cp[at], pp[at], dp[at], e[which]
     return dict(zip(SPLIT_COLUMNS, (tp, cp, pp, dp, ep)))
 
@@ -157,8 +155,8 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
 def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
     """split_arrays as a list of (TP, CP, PP, DP, EP) tuples."""
     a = split_arrays(p, space)
-    return [(int(tp), int(cp), int(pp), int(dp), int(ep))
-            for tp, cp, pp, dp, ep in zip(*(a[k] for k in SPLIT_COLUMNS))]
+    return [(int(t), int(c), int(q), int(d), int(e)) for t, c, q, d, e in
+            zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
 def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.ndarray]:
@@ -263,6 +261,9 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
                             ("schedule", "chunks", "first", "last")),
         "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
                       ("sp",)),
+        # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
+        "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
+                       lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),
     }
     return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 
@@ -291,7 +292,6 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
             at = at + local % n
             local = local // n
         cols.update({name: col[at] for name, col in fac.cols.items()})
-    cols["etp"] = np.zeros(len(owner), dtype=np.int64)   # expert TP = TP: not searched (yet)
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
     return Candidates(**cols), owner

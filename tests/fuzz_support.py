@@ -10,20 +10,19 @@ hostile or careless user types (0, -1, 2^63, 400 digits, nan, '', '[x]', over-lo
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import io
 import os
 import re
 import typing
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 from hypothesis import strategies as st
 
-from planner.cli.dispatch import register, run
+from conftest import run_in_process
+
+from planner.cli.dispatch import register
 from planner.cli.root import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,26 +249,17 @@ _BUILDERS = {name: _memo(getattr(typer.main, name)) for name in ("get_command", 
 
 
 def run_inprocess(argv: list[str], cwd: Path) -> tuple[int, str, str]:
-    """The console script's code path (planner.cli.dispatch.run) in ``cwd`` with captured streams; only
-    the click tree's construction is memoised (see _memo)."""
-    out, err = io.StringIO(), io.StringIO()
-    before = os.getcwd()
+    """conftest.run_in_process with the click tree's construction memoised (see _memo) and every
+    warning shown (the contract allows none; Python's default filter would hide a repeat)."""
     saved = {name: getattr(typer.main, name) for name in _BUILDERS}
-    os.chdir(cwd)
     try:
         for name, fn in _BUILDERS.items():
             setattr(typer.main, name, fn)
-        # every warning printed, as in a fresh process (the default filter shows each place
-        # once per process: the second run hitting it would print nothing)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings():
-            warnings.simplefilter("always")
-            code = run(list(argv))
+        r = run_in_process(list(argv), cwd=cwd, warn="always")
     finally:
         for name, fn in saved.items():
             setattr(typer.main, name, fn)
-        os.chdir(before)
-    return code, out.getvalue(), err.getvalue()
+    return r.code, r.out, r.err
 
 
 CLICK_USAGE = ("Missing option", "Missing argument", "Invalid value", "No such option",

@@ -22,7 +22,7 @@ EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi30
             "h100-96gb-500w",
             # the GPUs people fine-tune on (issue 28): PCIe cards, TP over the host's PCIe
             "rtx3090", "rtx4090", "rtx5090", "rtx-a6000", "rtx6000-ada", "l4", "h100-pcie",
-            "h100-nvl", "h800", "h20", "mi325x", "mi355x", "b300"}
+            "h100-nvl", "h800", "h20", "mi325x", "mi355x", "b300", "a10g", "rtx-pro-6000"}
 CASES = Path("/work/shared/reference/calibration_cases.json")
 
 GOOD = """\
@@ -77,8 +77,10 @@ def test_profile_values_sane(name):
     g, su, so = p.gpu, p.scale_up, p.scale_out
     # the low end of the fine-tuning cards sits below the datacenter ranges as its vendors
     # state it: L4 300 GB/s and 72 W, RTX 3090 71 TFLOPS bf16 (FP32 accumulate)
+    # A10G 70 TFLOPS bf16 derived (80 SMs at the GA102 GeForce tensor rate, a10g.toml)
     low = {"l4": dict(hbm=0.3e12, bf16=100e12, power=72), "rtx3090": dict(hbm=0.5e12,
-                                                                           bf16=71e12, power=200)}
+                                                                           bf16=71e12, power=200),
+           "a10g": dict(hbm=0.5e12, bf16=70e12, power=200)}
     floor = low.get(name, dict(hbm=0.5e12, bf16=100e12, power=200))
     assert 16 * 2**30 <= g.memory_bytes <= 300 * 2**30
     assert floor["hbm"] <= g.hbm_bytes_per_s <= 10e12
@@ -99,6 +101,19 @@ def test_profile_values_sane(name):
     assert p.host.host_memory_bytes > 0 and p.host.pcie_bytes_per_s > 0
     assert p.storage.write_bytes_per_s > 0 and p.storage.read_bytes_per_s > 0
     assert p.notes
+
+
+def test_a10g_and_rtx_pro_6000_as_derived_in_their_files():
+    a10g, pro = load_profile("a10g"), load_profile("rtx-pro-6000")
+    # 80 SMs x 4 tensor cores x 128 FLOP/clk x 1710 MHz; no fp8 on Ampere
+    assert a10g.gpu.peak_flops["bf16"] == pytest.approx(80 * 4 * 128 * 1.71e9, rel=1e-3)
+    assert a10g.gpu.fp8_recipes == () and a10g.gpu.memory_bytes == 24 * 2**30
+    assert a10g.scale_up.gpus_per_node == 8 and a10g.host.host_memory_bytes == 768 * 2**30
+    # 4000 AI TOPS sparse FP4 -> 2000 dense; 4 : 2 : 1 fp4 : fp8 : bf16
+    assert pro.gpu.peak_flops["fp4"] == 2 * pro.gpu.peak_flops["fp8"] == 4 * pro.gpu.peak_flops[
+        "bf16"] == 2000e12
+    assert pro.gpu.memory_bytes == 96 * 2**30 and pro.gpu.hbm_bytes_per_s == 1.792e12
+    assert {"mxfp8", "nvfp4"} <= set(pro.gpu.fp8_recipes) and "blockwise" not in pro.gpu.fp8_recipes
 
 
 def test_units_converted_to_si():
@@ -199,6 +214,8 @@ def test_bad_values_name_the_key(tmp_path, old, new, key, allowed):
     ("memory_gb = 80", "memory_gb = 80\nmemroy_gb = 1", "gpu.memroy_gb", "memory_gb"),
     ("notes = \"test\"", "notse = \"test\"", "notse", "notes"),
     ("fp8 = 1978.9", "fp88 = 1978.9", "gpu.peak_tflops.fp88", "fp8"),
+    ("matmul_ceiling_tflops_bf16 = 794.5", 'matmul_ceiling_tflops_bf16 = 794.5\nfp8_recipes = '
+     '["mxfp9"]', "gpu.fp8_recipes.mxfp9", "mxfp8"),
 ])
 def test_unknown_keys_suggest(tmp_path, old, new, key, suggest):
     path = _write(tmp_path, GOOD.replace(old, new, 1))

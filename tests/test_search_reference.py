@@ -13,12 +13,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planner.api import problem
+from planner.engine import fp8
 from planner.evaluation.candidates import Candidates
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search import fast, reference
 from planner.search.fast import OBJECTIVES, SearchSpace
 from planner.specs.budget import MemoryBudget
+from planner.specs.finetune import Tuning
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.layout import Layout
@@ -37,20 +39,30 @@ FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
 
 
 def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str,
-             headroom_gb: float | None = None):
-    """A question; `headroom_gb` an absolute headroom rule in place of the default share."""
+             headroom_gb: float | None = None, offload: bool = False, in_bwd: bool = False):
+    """A question; `headroom_gb` an absolute headroom rule in place of the default share.
+    `precision` may name a low-precision recipe; on a GPU that cannot run it (a question
+    refused with exit 2, tests/test_fp8_recipes.py) the question is asked in bf16."""
     budget = MemoryBudget() if headroom_gb is None else MemoryBudget(
         min_headroom_fraction=0.0, min_headroom_bytes=headroom_gb * 1e9)
-    p = problem(MODELS[model], load_profile(hw), gpus, seq_len=seq, global_batch=batch,
-                precision=precision, budget=budget)
+    prof = load_profile(hw)
+    recipe = {"fp8": "tensorwise"}.get(precision, precision if precision in fp8.NAMES else "none")
+    if recipe != "none" and recipe not in prof.gpu.fp8_recipes:
+        precision, recipe = "mixed", "none"
+    p = problem(MODELS[model], prof, gpus, seq_len=seq, global_batch=batch,
+                precision=precision if recipe == "none" else "fp8", budget=budget,
+                tuning=Tuning(fp8=recipe, activation_offload=offload,
+                              optimizer_in_backward=in_bwd))
     return dataclasses.replace(p, framework=load_framework(fw))
 
 
 problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from(HARDWARE),
                      st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]),
                      st.sampled_from([512, 2048, 8192]), st.sampled_from([1, 16, 48, 64, 96, 128]),
-                     st.sampled_from(["mixed", "fp8", "bf16-pure"]), st.sampled_from(FRAMEWORKS),
-                     st.sampled_from([None, None, 0.0, 4.0, 30.0]))
+                     st.sampled_from(["mixed", "fp8", "bf16-pure", "rowwise-gw-hp", "nvfp4"]),
+                     st.sampled_from(FRAMEWORKS),
+                     st.sampled_from([None, None, 0.0, 4.0, 30.0]),
+                     st.sampled_from([False, False, True]), st.sampled_from([False, False, True]))
 
 
 def _fixed(*values):

@@ -71,17 +71,24 @@ def scenario(request):
 
 def single_knob_ties(res) -> dict[str, int]:
     """Knob → how many valid rows have a twin differing in that knob alone with bit-equal
-    (step, peak): a knob the space enumerates where it changes nothing."""
+    (step, peak): a knob the space enumerates where it changes nothing. Rows are compared by a
+    64-bit hash of their columns (fixed odd multipliers, wrapping: a linear hash, so a row's hash
+    without knob k is the whole hash minus k's term) -- one 1-D unique per knob instead of a
+    row-wise unique over every column."""
     from planner.search.space import COLUMNS
     c, r = res.candidates.take(res.order), res.results
-    cost = [np.ascontiguousarray(a[res.order], dtype=float).view(np.int64)
+    cost = [np.ascontiguousarray(a[res.order], dtype=float).view(np.uint64)
             for a in (r.time.step, r.memory.peak)]
-    cols = {n: np.asarray(getattr(c, n), dtype=np.int64) for n in COLUMNS}
+    cols = {n: np.asarray(getattr(c, n), dtype=np.int64).view(np.uint64) for n in COLUMNS}
+    odd = np.random.default_rng(0).integers(1, 2**62, size=len(COLUMNS) + 2,
+                                            dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    terms = {n: cols[n] * odd[i] for i, n in enumerate(COLUMNS)}
+    whole = sum(terms.values(), cost[0] * odd[-2] + cost[1] * odd[-1])
     ties = {}
     for k in COLUMNS:
-        rest = np.stack([cols[n] for n in COLUMNS if n != k] + cost, 1)
-        twins = len(np.unique(np.column_stack([rest, cols[k]]), axis=0)) \
-            - len(np.unique(rest, axis=0))
+        rest = whole - terms[k]
+        pairs = np.unique(np.stack([rest, cols[k]], 1).view(np.dtype((np.void, 16))))
+        twins = len(pairs) - len(np.unique(rest))
         if twins:
             ties[k] = twins
     return ties

@@ -127,4 +127,4 @@ def test_fp8_seed():
     assert rate == pytest.approx(1402.6e12)
     f, b = fp8.cast_time(1e6, 1e6, 1e12)
     assert f == pytest.approx(1e-5) and b == pytest.approx(5e-6)
-    assert fp8.linear_time(1e12, 500e12, 1000e12, fp8=True)[1] == pytest.approx(2e-3)
+    assert fp8.linear_time(1e12, 500e12, 1000e12, fp8.RECIPES["tensorwise"])[1] == pytest.approx(2e-3)

@@ -94,6 +94,9 @@ LAYOUT_CASES = {
     "--offload-params": _with(B + ("--zero", "3"), "--offload-params", "cpu"),
     "--precision": _with(B, "--precision", "fp8"),
     "--optimizer": _with(B, "--optimizer", "sgd"),
+    "--fp8": _with(B, "--fp8", "rowwise"),
+    "--activation-offload": _with(B, "--activation-offload"),
+    "--optimizer-in-backward": _with(B, "--optimizer-in-backward"),
     "--finetune": _with(B, "--finetune", "lora"),
     "--lora-rank": _with(B + ("--finetune", "lora"), "--lora-rank", "64"),
     "--lora-alpha": _with(B + ("--finetune", "lora"), "--lora-alpha", "8"),  # printed in the recipe note

@@ -132,8 +132,11 @@ def profiles_show(name: Annotated[str, typer.Argument(help="profile name or alia
     rows = []
     for section in ("gpu", "scale_up", "scale_out", "host", "storage", "efficiency"):
         for k, x in dump(getattr(p, section)).items():
-            rows.append([f"{section}.{k}", ", ".join(f"{a}={b / 1e12:g}T" for a, b in x.items())
-                         if isinstance(x, dict) else f"{x:g}" if isinstance(x, float) else str(x)])
+            rows.append([f"{section}.{k}", ", ".join(  # only peak_flops is in FLOP/s
+                f"{a}={b / 1e12:g}T" if k == "peak_flops" else f"{a}={b:g}" for a, b in x.items())
+                         if isinstance(x, dict) else ", ".join(map(str, x))
+                         if isinstance(x, (tuple, list)) else f"{x:g}"
+                         if isinstance(x, float) else str(x)])
             if k.endswith("memory_bytes") and isinstance(x, (int, float)):
                 rows[-1][1] += f" = {capacity(x)}"
     emit(Document(command="profiles show", title=f"{p.name}: {p.description}",

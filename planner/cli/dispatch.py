@@ -22,23 +22,27 @@ from planner.io.stdout import encodable_streams, say, silence_stdout
 # Importing a command module registers its commands; `dtplan --help` lists them in this order.
 MODULES = ("fit_cmd", "plan_cmds", "catalog", "gate", "report_cmds", "quick", "calibrate",
            "compare", "completion")
-# The module of each command. A run imports only the one its command line names: typer builds
-# the click command of every registered command on each run (~35 ms for all of them, ~2 ms for
-# one); help, completion and a mistyped name import them all.
-COMMANDS = {"fit": "fit_cmd", "estimate": "plan_cmds", "memory": "plan_cmds",
+# The module of each command, in the order `dtplan --help` lists them. A run imports only the
+# one its command line names: typer builds the click command of every registered command on
+# each run (~35 ms for all of them, ~2 ms for one); help, completion and a mistyped name import
+# them all.
+COMMANDS = {"fit": "fit_cmd", "memory": "plan_cmds", "estimate": "plan_cmds",
             "models": "catalog", "profiles": "catalog", "check": "gate", "schema": "gate",
             "report": "report_cmds", "export": "report_cmds", "comm": "quick", "bubble": "quick",
             "batch": "quick", "checkpoint": "quick", "scaling": "quick", "layout": "quick",
             "calibrate": "calibrate", "compare": "compare", "completion": "completion"}
+_ORDER = {name: i for i, name in enumerate(COMMANDS)}
 
 
 def register(argv: list[str]) -> None:
     """Import the module of the command argv names (every command module when it names none
-    or a shell is asking for completions)."""
+    or a shell is asking for completions). The commands are listed in COMMANDS' order whatever
+    order their modules were imported in (a process that ran `check` before `--help`)."""
     name = argv[0] if argv else ""
     one = name in COMMANDS and COMPLETE_VAR not in os.environ
     for module in (COMMANDS[name],) if one else MODULES:
         _load(module)
+    app.registered_commands.sort(key=lambda c: _ORDER.get(c.name or "", len(_ORDER)))
 
 
 def _load(module: str) -> None:  # noqa: C901 - one import statement per command module

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Callable, Optional
 from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
-from planner.cli.knob_options import (BaseFormat, CpSearch, EpSearch, Finetune, LoraAlpha,
+from planner.cli.knob_options import (ActivationOffload, BaseFormat, CpSearch, EpSearch, Finetune,
+                                      Fp8, LoraAlpha, OptimizerInBackward,
                                       LoraDropout, LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
                                       PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
@@ -43,13 +44,13 @@ def fit_cmd(
     gpus: o.GpusList,
     micro_batch: MicroBatchSearch = None,
     precision: Precision = KNOB["precision"].default,
-    optimizer: Optimizer = KNOB["optimizer"].default,
+    optimizer: Optimizer = KNOB["optimizer"].default, fp8: Fp8 = KNOB["fp8"].default,
     finetune: Finetune = FT["finetune"], lora_rank: LoraRank = FT["lora_rank"],
     lora_alpha: LoraAlpha = FT["lora_alpha"], lora_targets: LoraTargets = FT["lora_targets"],
     base_format: BaseFormat = FT["base_format"], lora_dropout: LoraDropout = FT["lora_dropout"],
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
-    zero: ZeroSearch = None,
-    recompute: RecomputeSearch = None,
+    zero: ZeroSearch = None, recompute: RecomputeSearch = None,
+    act_offload: ActivationOffload = False, opt_in_bwd: OptimizerInBackward = False,
     allow_offload: Annotated[bool, switch("--allow-offload", "also consider CPU offload",
                                           LAYOUT)] = False,
     objective: Annotated[str, option("--objective", help="time, headroom, cost or gpus",
@@ -75,11 +76,11 @@ def fit_cmd(
     rank the ones that fit, and say why the rest were rejected. One fit prices at most
     16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
     up front, naming the options that narrow it."""
-    from planner.io import validate as v
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
-    tuning = _tuning(finetune, lora_rank, lora_alpha, lora_targets, base_format, lora_dropout)
+    tuning = _tuning(precision, fp8, finetune, lora_rank, lora_alpha, lora_targets, base_format,
+                     lora_dropout, act_offload, opt_in_bwd)
     counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance,
@@ -88,11 +89,7 @@ def fit_cmd(
     spec = job.model_spec()
     prof = job.hardware_profile()
     s, gbatch, batch_note = job.batch(counts[0] if len(counts) == 1 else None)
-    if recompute is not None:
-        v.choice("--recompute", recompute, ("none", "selective", "full"))
-    if zero is not None:
-        v.zero_stage("--zero", zero)
-    v.positive_int("--top", top, upper=1000)
+    _check_search(recompute, zero, top)
     space = SearchSpace(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         recompute=recompute, allow_offload=allow_offload)
     from planner.search.sweep import fit_counts
@@ -118,6 +115,16 @@ def fit_cmd(
                not show_all and any(r.layouts for r in results))
     emit_job(doc, fmt.value, job)
     return EXIT_OK if doc.ok else EXIT_FAIL
+
+
+def _check_search(recompute: Optional[str], zero: Optional[int], top: int) -> None:
+    """fit's fixed search axes and --top, each bad value named by its option."""
+    from planner.io import validate as v
+    if recompute is not None:
+        v.choice("--recompute", recompute, ("none", "selective", "full"))
+    if zero is not None:
+        v.zero_stage("--zero", zero)
+    v.positive_int("--top", top, upper=1000)
 
 
 def _add_notes(notes: list[str], first: list[str], front: bool) -> None:
@@ -165,15 +172,20 @@ def _counts(gpus: list[str] | str) -> list[int]:
     return counts
 
 
-def _tuning(finetune: str, rank: int, alpha: int, targets: str, base_format: str,
-            dropout: Optional[bool]) -> "Tuning":
-    """The fine-tuning recipe of fit's options (checked as a layout's knobs are)."""
+def _tuning(precision: str, fp8: str, finetune: str, rank: int, alpha: int, targets: str,
+            base_format: str, dropout: Optional[bool], activation_offload: Optional[bool],
+            optimizer_in_backward: Optional[bool]) -> "Tuning":
+    """The fine-tuning and low-precision recipe of fit's options (checked as a layout's knobs
+    are)."""
     from planner.specs.finetune import Tuning
     from planner.specs.knobs import Layout
-    return Tuning.of(Layout(finetune=finetune, lora_rank=rank,  # type: ignore[arg-type]
-                            lora_alpha=alpha, lora_targets=targets,
+    return Tuning.of(Layout(precision=precision, fp8=fp8,  # type: ignore[arg-type]
+                            finetune=finetune,  # type: ignore[arg-type]
+                            lora_rank=rank, lora_alpha=alpha, lora_targets=targets,
                             base_format=base_format,  # type: ignore[arg-type]
-                            lora_dropout=bool(dropout)))
+                            lora_dropout=bool(dropout),
+                            activation_offload=bool(activation_offload),
+                            optimizer_in_backward=bool(optimizer_in_backward)))
 
 
 def _progress(total: int) -> Callable[[int, int], None]:

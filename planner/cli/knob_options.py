@@ -13,7 +13,7 @@ from planner.specs.knobs import KNOB, KNOBS, Knob
 
 _METAVARS = {"schedule": "NAME", "recompute": "MODE", "offload_optimizer": "WHERE",
              "offload_params": "WHERE", "precision": "RECIPE", "optimizer": "NAME",
-             "finetune": "MODE", "lora_targets": "MODULES", "base_format": "FORMAT"}
+             "finetune": "MODE", "fp8": "RECIPE", "lora_targets": "MODULES", "base_format": "FORMAT"}
 
 
 def _panel(k: Knob) -> str:
@@ -44,7 +44,9 @@ KNOB_DEFAULTS: dict[str, Any] = {k.name: str(k.default) if k.cli_auto else k.def
                                  for k in KNOBS if k.cli}
 
 Tp, Pp, Cp, Ep = (KNOB_OPTIONS[n] for n in ("tp", "pp", "cp", "ep"))
-Precision, Optimizer = KNOB_OPTIONS["precision"], KNOB_OPTIONS["optimizer"]
+Precision, Optimizer, Fp8 = (KNOB_OPTIONS[n] for n in ("precision", "optimizer", "fp8"))
+ActivationOffload, OptimizerInBackward = (KNOB_OPTIONS[n] for n in ("activation_offload",
+                                                                    "optimizer_in_backward"))
 Finetune, LoraRank, LoraAlpha, LoraTargets, BaseFormat, LoraDropout = (
     KNOB_OPTIONS[n] for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets", "base_format",
                               "lora_dropout"))

@@ -87,10 +87,14 @@ def deepspeed_buffers(zero: Num, stage_params: Num, layer_params: Num, *,
             out(np.where(z >= 3, live * np.asarray(param_bytes, dtype=float), 0.0)))
 
 
-def fp8_weight_cache(linear_params: Num, *, cached_copies: Num) -> Num:
-    """fp8 weight copies a framework keeps between micro-batches: ψ_linear × copies × 1 byte.
+def fp8_weight_cache(linear_params: Num, *, cached_copies: Num, element_bytes: Num = 1.0) -> Num:
+    """Quantised weight copies a framework keeps between micro-batches: ψ_linear × copies ×
+    the recipe's bytes per element (1 for fp8 with per-tensor scales, 1 + 1/32 MXFP8,
+    0.5 + 1/16 NVFP4; engine.fp8.RECIPES).
 
-    Transformer Engine: 2 (row-wise and the transposed column-wise copy on Hopper); torchao's
-    dynamic tensorwise Float8Linear casts at every use and caches nothing: 0.
+    Transformer Engine: 2 (row-wise and the transposed column-wise copy on Hopper; block-scaled
+    recipes quantise both directions on every GPU); torchao's Float8Linear casts at every use
+    and caches nothing: 0.
     """
-    return out(np.asarray(linear_params, dtype=float) * np.asarray(cached_copies, dtype=float))
+    return out(np.asarray(linear_params, dtype=float) * np.asarray(cached_copies, dtype=float)
+               * np.asarray(element_bytes, dtype=float))

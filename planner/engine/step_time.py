@@ -180,6 +180,17 @@ def offload_time(stage_params: Num, shard: Num, state_bytes: tuple[float, float,
                + local * (k_b + w_b + g_b) * 2.0 / host_update_bytes_per_s)
 
 
+def activation_offload_exposed(layer_saved_bytes: Num, pcie_bytes_per_s: Num, layer_fwd_s: Num,
+                               layer_bwd_s: Num) -> Num:
+    """One layer's PCIe time that its compute does not hide under CPU activation offload: its
+    saved tensors go device-to-host on a side stream while the next layer computes forward,
+    and come back host-to-device (prefetched) while the layer after it computes backward
+    (torchtune OffloadActivations, use_streams=True): max(0, S/B − t_fwd) + max(0, S/B − t_bwd)
+    with S the layer's saved bytes and B the GPU's host link."""
+    move = np.asarray(layer_saved_bytes, dtype=float) / np.asarray(pcie_bytes_per_s, dtype=float)
+    return out(np.maximum(move - layer_fwd_s, 0.0) + np.maximum(move - layer_bwd_s, 0.0))
+
+
 def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
                  per_step: list[Num], zero_bubble: Num = False,
                  compute: Num = 0.0) -> tuple[Num, Num]:

@@ -12,11 +12,13 @@ from typing import Any
 import numpy as np
 
 from planner.engine import activations as act
+from planner.engine.fp8 import RECIPES, Recipe, recipe_peak
+from planner.errors import InputError, named
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, KNOBS, Knob, Layout
 from planner.specs.model import ModelSpec
 from planner.specs.budget import MemoryBudget
-from planner.specs.finetune import FULL, Tuning
+from planner.specs.finetune import FULL, Tuning, fp8_recipe
 from planner.specs.framework import FrameworkProfile, load_framework
 from planner.evaluation.distinct import replaced
 
@@ -167,6 +169,33 @@ class Problem:
     framework: FrameworkProfile | None = None  # None: the default profile (specs.framework)
     tuning: Tuning = FULL  # what trains: full, or LoRA on a frozen (maybe quantised) base
 
+    def __post_init__(self) -> None:
+        """One low-precision recipe: --precision fp8 alone is tensorwise, --fp8 RECIPE makes
+        the precision fp8; refused where the GPU cannot run the recipe."""
+        given = self.tuning.fp8
+        recipe = fp8_recipe(self.precision, given)
+        if recipe != given:
+            object.__setattr__(self, "tuning", replace(self.tuning, fp8=recipe))
+        if recipe != "none":
+            object.__setattr__(self, "precision", "fp8")
+            check_recipe(self.hardware, recipe)
+
+    @property
+    def gather_bytes(self) -> float:
+        """Bytes per parameter a sharded-DP all-gather moves and holds gathered: the
+        framework's gather dtype, or the recipe's stored bytes where the framework casts the
+        shard to fp8 before the all-gather (torchao fsdp_utils.py:28-80; tensorwise only,
+        config.py:300-306; the norms it also gathers are ~0.01 % of a block)."""
+        r = self.recipe
+        if r is not None and r.fsdp_all_gather and self.fw.time.fp8_all_gather:
+            return r.element_bytes
+        return self.fw.time.gather_bytes
+
+    @property
+    def recipe(self) -> Recipe | None:
+        """The low-precision recipe of the linears' GEMMs (None: bf16)."""
+        return None if self.tuning.fp8 == "none" else RECIPES[self.tuning.fp8]
+
     @property
     def fw(self) -> FrameworkProfile:
         """The framework profile whose implementation the time model follows: the one the
@@ -182,6 +211,20 @@ class Problem:
     def flash(self) -> bool:
         """Flash (fused, causal) attention: stated, else on unless the model uses dropout."""
         return (not self.model.dropout) if self.flash_attention is None else self.flash_attention
+
+
+def check_recipe(hardware: HardwareProfile, recipe: str) -> None:
+    """A recipe the GPU's tensor cores run natively (its profile's fp8_recipes, with a rate in
+    its peak_tflops), else one line naming --fp8 (tensorwise is also --precision fp8's) and
+    what the GPU runs."""
+    gpu = hardware.gpu
+    if recipe in gpu.fp8_recipes and recipe_peak(gpu.peak_flops, RECIPES[recipe]) is not None:
+        return
+    runs = ", ".join(r for r in gpu.fp8_recipes if recipe_peak(gpu.peak_flops, RECIPES[r]))
+    what = "tensorwise (--precision fp8)" if recipe == "tensorwise" else recipe
+    raise InputError(named("fp8"), f"{what} is not allowed on {hardware.name} "
+                     f"({gpu.name}): its tensor cores run " + (
+                         f"the fp8 recipes {runs}" if runs else "no fp8 (use none)"))
 
 
 # Precision recipe → the dtype whose peak FLOP/s the GEMMs run at.

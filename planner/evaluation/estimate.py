@@ -8,7 +8,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from planner.engine.fp8 import recipe_peak
+from planner.engine.stages import stage_layers
 from planner.evaluation import tuning as tun
+from planner.evaluation.memory import layer_activation_views, offloaded_activation_bytes
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.error_band import shown_band
@@ -132,7 +135,45 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
             band_note(p.hardware, p.fw.name, lay),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
-            _framework_memory_note(p), budget_note(p.budget)] + [n for n in [tun.note(p)] if n]
+            _framework_memory_note(p), budget_note(p.budget)] + [
+                n for n in [tun.note(p), recipe_note(p), offload_note(p, lay)] if n]
+
+
+def offload_note(p: Problem, lay: Layout) -> str:
+    """The host memory CPU activation offload takes ("" without it). Not in the
+    fits-in-host-memory rule: the structural rules run before the micro-batch and recompute
+    variants the activations depend on exist."""
+    if not p.tuning.activation_offload:
+        return ""
+    c = Candidates.from_layouts([lay])
+    layers = np.asarray(stage_layers(p.model.layers, np.asarray(c.pp, dtype=float),
+                                     np.asarray(c.chunks, dtype=float))[1], dtype=float)
+    host = float(offloaded_activation_bytes(p, c, layer_activation_views(p, c, p.fw), layers)[0])
+    node = host * min(p.gpus, p.hardware.scale_up.gpus_per_node)
+    return (f"Activation offload: {host / 1e9:,.1f} GB of pinned host memory per GPU "
+            f"({node / 1e9:,.1f} GB a node of {p.hardware.host.host_memory_bytes / 1e9:,.0f} GB); "
+            "the fits-in-host-memory rule does not count it: check the host has it beside any "
+            "offloaded optimizer states.")
+
+
+def recipe_note(p: Problem) -> str:
+    """The low-precision recipe as the model prices it, in one line ("" for bf16 GEMMs)."""
+    r = p.recipe
+    if r is None:
+        return ""
+    hw, eff, m = p.hardware, p.hardware.efficiency, p.fw.memory
+    ceil = eff.recipe_ceiling_fractions.get(r.name, eff.fp8_matmul_ceiling_fraction
+                                            or hw.gpu.matmul_ceiling_fraction)
+    gemms = "fprop, dgrad and wgrad" if r.wgrad_low else "fprop and dgrad (wgrad in bf16)"
+    return (f"Low precision {r.name}: the blocks' linear {gemms} at "
+            f"{(recipe_peak(hw.gpu.peak_flops, r) or 0) / 1e12:,.0f} TFLOP/s peak × {ceil:.3g} "
+            f"ceiling; {r.element_bytes:.4g} B per stored element (scales included); casts "
+            f"{r.cast_fwd_act:.3g} / {r.cast_fwd_weight:.3g} B per activation / weight element "
+            f"forward, {r.cast_bwd_act:.3g} / {r.cast_bwd_weight:.3g} backward; "
+            f"{m.fp8_weight_copies:g} cached weight copies; saved GEMM inputs "
+            + ("quantised" if m.fp8_saved_activations else "kept in bf16")
+            + ("; FSDP all-gathers the weights in fp8" if p.gather_bytes < p.fw.time.gather_bytes
+               else "") + ".")
 
 
 def budget_note(b: MemoryBudget, gib: bool = False) -> str:

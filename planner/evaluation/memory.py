@@ -101,7 +101,10 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     shape, common = _activation_inputs(p, c)
     tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
     ffn = shape[-1]
-    fp8_half = p.precision == "fp8" and fw.memory.fp8_saved_activations
+    # Transformer Engine saves the GEMM inputs quantised: the recipe's bytes (scales included)
+    # in place of bf16's 2
+    fp8_share = p.recipe.element_bytes / 2.0 if p.recipe is not None \
+        and fw.memory.fp8_saved_activations else 1.0
 
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
@@ -110,7 +113,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
 
     def total(recompute: int) -> np.ndarray:
-        kept = sum(np.asarray(v) * (0.5 if fp8_half and k in FP8_SAVED_TERMS else 1.0)
+        kept = sum(np.asarray(v) * (fp8_share if k in FP8_SAVED_TERMS else 1.0)
                    * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                    * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
         return np.asarray(kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0))
@@ -149,13 +152,41 @@ def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
     mb = np.asarray(c.mb, dtype=float)
     per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
         p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
-    per_mb = per_mb + np.where(st.has_head, act.output_layer_bytes(
+    head = np.where(st.has_head, act.output_layer_bytes(
         p.seq_len, mb, mod.hidden, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width), 0.0)
+    if p.tuning.activation_offload:  # on the GPU: the layer whose copy is in flight, the head
+        per_mb = np.minimum(per_mb, offload_resident(base, a["full"], k_full, st.layers))
+    per_mb = per_mb + head
     # the layer being recomputed in backward rebuilds what its policy dropped
     transient = np.where(k_full > 0, a["none"] - a["full"],
                          np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                                   a["none"] - a["selective"], 0.0))
     return per_mb, transient
+
+
+def offload_resident(base: Num, full: Num, k_full: Num, layers: Num) -> np.ndarray:
+    """Saved bytes of one micro-batch left on the GPU under CPU activation offload: one layer's
+    (the largest kept, its copy in flight on the side stream; torchtune OffloadActivations
+    holds at most max_fwd_stash_size = 5 of its tensors until their copy completes). The
+    output layer is never offloaded (torchtune's NoOpManager on model.output) and is added by
+    the caller."""
+    whole = np.asarray(layers, dtype=float) > np.asarray(k_full, dtype=float)
+    return np.where(whole, np.asarray(base, dtype=float), np.asarray(full, dtype=float))
+
+
+def offloaded_activation_bytes(p: Any, c: Any, views: dict[str, Num],
+                               layers: np.ndarray) -> np.ndarray:
+    """Host bytes one GPU's offloaded activations take: a micro-batch's saved layers (the
+    recompute policy's) but the resident one, times the micro-batches a 1F1B stage keeps in
+    flight (min(PP, m)); 0 without activation offload."""
+    if not p.tuning.activation_offload:
+        return 0.0 * np.asarray(c.tp, dtype=float)
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, views["selective"], views["none"])
+    k_full = full_recomputed(c, layers)
+    per_mb = (layers - k_full) * base + k_full * views["full"]
+    resident = offload_resident(base, views["full"], k_full, layers)
+    m = p.global_batch / (np.asarray(c.mb, dtype=float) * np.asarray(c.dp, dtype=float))
+    return np.maximum(per_mb - resident, 0.0) * np.minimum(np.asarray(c.pp, dtype=float), m)
 
 
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
@@ -187,11 +218,17 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
                      0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
-    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies
-                                 if p.precision == "fp8" else 0.0)
+    # optimizer in backward: each gradient freed once applied, the step run parameter by
+    # parameter: one layer's gradients and step temporaries live, not the model's
+    layer_share = np.minimum(np.asarray(st.layer_params, dtype=float) / np.maximum(local, 1.0),
+                             1.0) if p.tuning.optimizer_in_backward else 1.0
+    grads = np.asarray(grads) * layer_share
+    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
+                                 element_bytes=0.0 if p.recipe is None
+                                 else p.recipe.element_bytes)
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
-        * fw.memory.optimizer_temp_bytes
+        * fw.memory.optimizer_temp_bytes * layer_share
     return {"weights": weights, "gradients": grads, "optimizer": optim,
             "fp8_weight_cache": cache + 0.0 * local, "frozen_weights": frozen + 0.0 * local,
             "optimizer_temp": opt_temp, "fsdp": fsdp,
@@ -203,7 +240,7 @@ def _framework_buffers(p: Any, c: Any, fw: Any, st: Stage, fsdp: np.ndarray
     """Gathered parameters and gradient buffers at forward, first and later backward."""
     pp = np.asarray(c.pp)
     zero = np.asarray(c.zero)
-    gather_b = fw.time.gather_bytes
+    gather_b = p.gather_bytes
     pp_keeps_gathered = not fw.time.regathers_in_backward(pp=2)  # the profile's under-PP rule
     keep = fsdp & ((zero == 2) | ((pp > 1) & pp_keeps_gathered))
     gathered = np.where(fsdp, fwm.fsdp_gathered_params(

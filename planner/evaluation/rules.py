@@ -145,6 +145,16 @@ def host_bytes_per_node(p: Problem, c: Candidates) -> np.ndarray:
     return p.model.param_count() * per_param * replicas / nodes
 
 
+def _optimizer_in_backward(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
+    """The optimizer steps in backward only where the framework does it and every step is one
+    micro-batch: torchtune's recipes refuse gradient accumulation with optimizer_in_bwd
+    (recipes/full_finetune_single_device.py:151-160; a parameter's step fires once its
+    gradient is final)."""
+    if not p.tuning.optimizer_in_backward:
+        return True
+    return (m == 1) & p.fw.memory.optimizer_in_backward
+
+
 def _host(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     return host_bytes_per_node(p, c) <= p.hardware.host.host_memory_bytes
 
@@ -206,6 +216,16 @@ RULES: tuple[RuleSpec, ...] = (
                                 "whole number ≥ 1"),
              _keys(megatron="--global-batch-size", torchtitan="training.global_batch_size",
                    deepspeed="train_batch_size"),
+             reads=("mb",)),
+    RuleSpec("optimizer-in-backward", _optimizer_in_backward,
+             "the optimizer steps in backward only without gradient accumulation, in a "
+             "framework that runs it (its profile's optimizer_in_backward)",
+             lambda p, lay, f: ((f"on, {f.micro_batches:g} micro-batch(es) a step, {p.fw.name}",
+                                 "1 micro-batch, " + ("supported" if p.fw.memory.optimizer_in_backward
+                                                      else f"none: {p.fw.name} has no optimizer in "
+                                                      "backward"))
+                                if p.tuning.optimizer_in_backward else ("off", "any")),
+             _keys("layout.optimizer_in_backward"),
              reads=("mb",)),
     RuleSpec("sequence-divisible", _sequence,
              "sequence must divide by 2·CP (and by TP under sequence parallel)",

@@ -127,16 +127,18 @@ def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
 
 def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = False
           ) -> tuple["terms.Compute", "terms.Comm"]:
-    """comp and cm on the stage that paces the pipeline (stage_balance.pace); the per-micro-batch terms that
-    grow with the stage's layers scaled, the edge added to the compute, PP's sends as they are.
+    """comp and cm on the stage that paces the pipeline (stage_balance.pace): the per-micro-batch
+    terms that grow with the stage's layers scaled, the edge added to the compute, PP's sends as
+    they are.
     `floor`: paced on the compute and the TP, CP and EP terms alone (step_floor). The
     `heaviest` compute of any stage is what ZB-H1's bubble is priced on, the same in the floor
     and the step whatever paces them."""
-    scale, edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep]
+    scale, edge = pace(x, comp.embed, comp.head,
+                       [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep]
                        + ([] if floor else [cm.zero3_exposed]))
     c_scale, c_edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch])
     comp = replace(comp, per_micro_batch=comp.per_micro_batch * scale + edge,
-                   recompute=comp.recompute * scale,
+                   recompute=comp.recompute * scale, offload=comp.offload * scale,
                    heaviest=comp.per_micro_batch * c_scale + c_edge)
     return comp, replace(cm, **{k: getattr(cm, k) * scale for k in (
         "tp", "tp_exposed", "cp", "cp_exposed", "ep", "zero3", "zero3_exposed")})
@@ -215,10 +217,11 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
     """The step, composed as a list of per-axis terms (_step), and its throughput."""
     comp, cm, t_opt, t_offload, step, bubble = _step(p, c, x, mem, a)
     m, n_layers = x.micro_batches, x.layers[1]
-    t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute), recompute=m * comp.recompute,
+    t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute - comp.offload),
+                 recompute=m * comp.recompute,
                  tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
                  pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
-                 dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload,
+                 dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload + m * comp.offload,
                  tp_total=m * cm.tp, cp_total=m * cm.cp, dp_total=cm.dp, zero3_total=m * cm.zero3,
                  step=step)
     return t, _throughput(p, c, x, comp, cm, t, n_layers, full_recomputed(c, n_layers))

@@ -55,22 +55,28 @@ class Compute:
     attn_fwd: np.ndarray           # seconds of the s×s part forward
     rate: np.ndarray
     peak_flops: float
+    offload: np.ndarray            # CPU activation offload's exposed PCIe time (in per_micro_batch)
     heaviest: np.ndarray | None = None   # the most compute of any stage (timing._paced)
 
 
 def _rates(p: Problem, x: Shape, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """(bf16 GEMM rate, linear-layer rate — fp8 where the recipe is fp8 —, MFU peak)."""
+    """(bf16 GEMM rate, linear-layer rate — the low-precision recipe's where there is one —, MFU
+    peak: the recipe's peak under a recipe). A recipe runs at its peak (engine.fp8.recipe_peak) × its measured ceiling (the
+    profile's recipe_ceiling_fractions, else the fp8 MAMF share)."""
     hw, eff, h = p.hardware, p.hardware.efficiency, p.model.hidden
     peak = hw.gpu.peak_flops.get(COMPUTE_DTYPE[p.precision], hw.gpu.peak_flops["bf16"])
     bf16 = hw.gpu.peak_flops["bf16"]
     shape = cmp.shape_efficiency(h / x.tp, eff.matmul_half_hidden) * cmp.shape_efficiency(
         tokens, eff.matmul_half_tokens)
     rate = bf16 * hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction * shape
-    if p.precision != "fp8" or "fp8" not in hw.gpu.peak_flops:
+    recipe = p.recipe
+    low_peak = None if recipe is None else f8.recipe_peak(hw.gpu.peak_flops, recipe)
+    if recipe is None or low_peak is None:
         return array(rate), array(rate), peak
-    ceil8 = eff.fp8_matmul_ceiling_fraction or hw.gpu.matmul_ceiling_fraction
-    return array(rate), array(f8.fp8_gemm_rate(hw.gpu.peak_flops["fp8"], ceil8,
-                                               eff.sustained_matmul_fraction, shape)), peak
+    ceil8 = eff.recipe_ceiling_fractions.get(recipe.name, eff.fp8_matmul_ceiling_fraction
+                                             or hw.gpu.matmul_ceiling_fraction)
+    return array(rate), array(f8.fp8_gemm_rate(low_peak, ceil8, eff.sustained_matmul_fraction,
+                                               shape)), low_peak
 
 
 def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
@@ -110,9 +116,9 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
             eff.grouped_gemm_fraction, hbm, x.act_bytes))
         t_exp_f, t_exp_b = moe_share * e_f, moe_share * e_b
     cast_f, cast_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
-    if p.precision == "fp8":
+    if p.recipe is not None:
         act_elems = tokens * (2.0 * h + mod.attn_dim + mod.ffn) / x.tp
-        cast_f, cast_b = map(array, f8.cast_time(act_elems, dense_matmul / x.tp, hbm))
+        cast_f, cast_b = map(array, f8.cast_time(act_elems, dense_matmul / x.tp, hbm, p.recipe))
     a_none, a_sel = a[act.RECOMPUTE_NONE], a[act.RECOMPUTE_SELECTIVE]
     passes = eff.memory_passes * KERNEL_MEMORY_FACTOR[fw.kernel_class]
     mem_fwd = cmp.memory_bound_time(passes * a_none, hbm)
@@ -123,7 +129,9 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
         bf16, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction, r, tokens,
         eff.matmul_half_hidden, eff.matmul_half_tokens))
     t_fwd = t_lin + t_attn + t_exp_f + mem_fwd + cast_f + t_adapt + t_dq
-    t_bwd = bwd_gemm * t_lin + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b + 2.0 * t_adapt + t_dq
+    # the weight gradient at the recipe's rate, or at bf16 where the recipe keeps it there
+    t_wgrad = t_lin if p.recipe is None or p.recipe.wgrad_low else f_lin / rate
+    t_bwd = t_lin + (bwd_gemm - 1.0) * t_wgrad + t_attn_b + t_exp_b + 2.0 * mem_fwd + cast_b + 2.0 * t_adapt + t_dq
     if fw.selective_recompute == "op-save-list":   # torchtitan: every second matmul + elementwise
         sel = fw.selective_matmul_share * (t_lin + t_exp_f) + mem_fwd + cast_f
     else:                                            # Megatron's core attention
@@ -132,9 +140,10 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                             np.where(c.recompute == act.RECOMPUTE_FULL,
                                      t_fwd * k_full / np.maximum(n_layers, 1), 0.0))
     recompute_t = n_layers * per_layer_re
+    offload = tun.activation_offload(p, c, a, n_layers, k_full, t_fwd, t_bwd + per_layer_re)
     head, embed = stage_edges(p, x, tokens, rate, lin_rate)
-    return Compute(per_micro_batch=n_layers * (t_fwd + t_bwd) + recompute_t,
-                   recompute=recompute_t, head=head, embed=embed, layer_fwd=t_fwd,
+    return Compute(per_micro_batch=n_layers * (t_fwd + t_bwd) + recompute_t + offload,
+                   recompute=recompute_t, offload=offload, head=head, embed=embed, layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)
@@ -203,7 +212,7 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
     # a fine-tune reduces (and re-gathers after the update) its adapters' gradients alone, and
     # gathers its frozen base in the base's format
-    trained, gather_b, reduce_b = stage_params, fw.gather_bytes, fw.reduce_bytes
+    trained, gather_b, reduce_b = stage_params, p.gather_bytes, fw.reduce_bytes
     if p.tuning.frozen:
         trained = x.layers[1] * tun.adapter_params_per_layer(p) / x.tp
         gather_b, reduce_b = tun.base_bytes(p), reduce_b * trained / np.maximum(stage_params, 1.0)

@@ -1,7 +1,8 @@
-"""A fine-tune's share of the memory and time model (engine/finetune.py's formulas on a Problem):
+"""A recipe's share of the memory and time model (engine/finetune.py's formulas on a Problem):
 which parameters train (the LoRA adapters) and which are frozen (the base, in its storage
 format), what the frozen linears do not save for backward, QLoRA's dequantised working copy and
-dequantisation passes. Full fine-tuning passes through every function unchanged.
+dequantisation passes; last, CPU activation offload's exposed PCIe time. Full fine-tuning
+without offload passes through every function unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from planner.engine import activations as act
 from planner.engine import finetune as ft
+from planner.engine import step_time as st
 from planner.engine import optimizer as opt
 from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
                                     largest_linear, layer_linears)
@@ -153,3 +156,17 @@ def muon_flops_per_layer(p: Any) -> float:
                          for d_in, d_out in adapter_pairs(p.model, p.tuning)))
     return float(sum(n * opt.newton_schulz_flops(d_in, d_out)
                      for d_in, d_out, n in layer_linears(p.model).values()))
+
+
+def activation_offload(p: Any, c: Any, a: dict[int, np.ndarray], n_layers: np.ndarray,
+                       k_full: np.ndarray, t_fwd: np.ndarray, t_bwd: np.ndarray) -> np.ndarray:
+    """The stage's exposed activation-offload PCIe seconds per micro-batch: each layer's saved
+    bytes under its recompute policy (engine.step_time.activation_offload_exposed); 0 off."""
+    if not p.tuning.activation_offload:
+        return 0.0 * t_fwd
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a[act.RECOMPUTE_SELECTIVE],
+                    a[act.RECOMPUTE_NONE])
+    pcie = p.hardware.host.pcie_bytes_per_s
+    kept = (n_layers - k_full) * np.asarray(st.activation_offload_exposed(base, pcie, t_fwd, t_bwd))
+    return kept + k_full * np.asarray(st.activation_offload_exposed(a[act.RECOMPUTE_FULL], pcie,
+                                                                    t_fwd, t_bwd))

@@ -107,18 +107,22 @@ def _open_regular(path: str, what: str, option: Optional[str],
 
 
 STDIN = "-"
-_stdin_used: list[str] = []   # who read standard input in this process (it can be read once)
+# The stream already read and who read it: a stream can be read once (a second `-` in one
+# command line gets nothing). Keyed on the stream, so a caller that gives this process a new
+# standard input (a test, an embedding program) can read that one.
+_stdin_read: list[tuple[object, str]] = []
 
 
 def _read_stdin(what: str, option: Optional[str], max_bytes: int) -> tuple[str, bytes]:
     """(``-``, bytes) of standard input, bounded like a file; a second reading is refused."""
-    if _stdin_used:
-        raise _error(option, STDIN, f"standard input was already read for {_stdin_used[0]}; "
-                                    f"give a file path for the {what}")
-    _stdin_used.append(option or "the file argument")
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise _error(option, STDIN, f"no standard input to read; expected a {what}")
+    for read, reader in _stdin_read:
+        if read is stream:
+            raise _error(option, STDIN, f"standard input was already read for {reader}; "
+                                        f"give a file path for the {what}")
+    _stdin_read[:] = [(stream, option or "the file argument")]
     try:
         raw = stream.read(max_bytes + 1)
     except (OSError, ValueError) as e:   # closed, or not readable here (a captured test run)

@@ -366,7 +366,8 @@ def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]
             out.append(f"--seq-len {s}: a shorter sequence (same tokens per batch) fits")
             break
     for prof in sorted(list_profiles(), key=lambda x: x.gpu.memory_bytes):
-        if prof.gpu.memory_bytes > p.hardware.gpu.memory_bytes and \
+        runs = p.tuning.fp8 == "none" or p.tuning.fp8 in prof.gpu.fp8_recipes
+        if prof.gpu.memory_bytes > p.hardware.gpu.memory_bytes and runs and \
                 _first_fit(Problem(**{**p.__dict__, "hardware": prof}), space):
             out.append(f"--hardware {prof.name}: {prof.gpu.memory_bytes / 2**30:.0f} GiB GPUs fit")
             break
@@ -382,7 +383,10 @@ def _finetune_fixes(p: Problem, space: SearchSpace) -> list[str]:
     if p.tuning.frozen:
         return []
     for mode in ("lora", "qlora"):
-        if _first_fit(replace(p, tuning=Tuning.of(Layout(finetune=mode))), space):
+        lora = Tuning.of(Layout(finetune=mode, **{
+            k: getattr(p.tuning, k) for k in ("fp8", "activation_offload",
+                                              "optimizer_in_backward")}))
+        if _first_fit(replace(p, tuning=lora), space):
             return [f"--finetune {mode}: LoRA adapters on a frozen "
                     f"{'4-bit ' if mode == 'qlora' else ''}base fit, if this job is a fine-tune"]
     return []

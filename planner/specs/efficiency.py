@@ -51,6 +51,10 @@ class Efficiency:
     # Measured max achievable fp8 matmul ÷ fp8 peak (MAMF table of stas00/ml-engineering
     # compute/accelerator/README.md); None: no fp8.
     fp8_matmul_ceiling_fraction: Annotated[Optional[float], Field(gt=0, le=1)] = None
+    # A recipe's own measured ceiling (recipe name -> max achievable ÷ its peak) where a public
+    # kernel benchmark of its GEMM exists (e.g. DeepGEMM's block-scaled fp8 on Hopper); absent,
+    # the recipe runs at fp8_matmul_ceiling_fraction.
+    recipe_ceiling_fractions: dict[str, float] = field(default_factory=dict)
     # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
     # same total size: each expert's token count is small and uneven.
     grouped_gemm_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from planner.engine import fp8
 from planner.engine.finetune import BASE_FORMATS
 from planner.errors import InputError, named
 from planner.specs.model import ModelSpec
@@ -44,10 +45,28 @@ def _default_format(mode: str) -> str:
     return "nf4-dq" if mode == "qlora" else "bf16"
 
 
+def fp8_recipe(precision: str | None, recipe: str) -> str:
+    """The low-precision recipe a layout states: --fp8 as given; --precision fp8 alone is
+    tensorwise (the dynamic per-tensor scaling the engine priced before recipes had names);
+    a recipe needs 16-bit mixed precision around its GEMMs (precision mixed or fp8)."""
+    if recipe not in ("none",) + fp8.NAMES:
+        raise InputError(named("fp8"), f"{recipe!r} is not allowed; one of none, "
+                                       f"{', '.join(fp8.NAMES)}")
+    if recipe == "none":
+        return "tensorwise" if precision == "fp8" else "none"
+    if precision not in (None, "mixed", "fp8"):
+        raise InputError(named("fp8"), f"{recipe} runs beside 16-bit mixed precision; "
+                                       f"--precision {precision} is not allowed with it "
+                                       "(use mixed or fp8)")
+    return recipe
+
+
 @dataclass(frozen=True)
 class Tuning:
-    """The fine-tuning recipe: mode, LoRA rank / alpha / targets and the frozen base's format
-    (resolved: never "auto")."""
+    """The recipe knobs fixed for a whole fit beside precision and optimizer: the fine-tuning
+    mode, LoRA rank / alpha / targets and the frozen base's format (resolved: never "auto"),
+    the low-precision GEMM recipe (`fp8`, "none" for bf16 GEMMs), CPU activation offload and
+    the optimizer step in backward."""
 
     mode: str = "full"
     rank: int = 16
@@ -55,6 +74,9 @@ class Tuning:
     targets: tuple[str, ...] = LINEARS
     base_format: str = "bf16"
     dropout: bool = False
+    fp8: str = "none"
+    activation_offload: bool = False
+    optimizer_in_backward: bool = False
 
     @property
     def frozen(self) -> bool:
@@ -86,7 +108,11 @@ class Tuning:
         return cls(mode=mode, rank=int(getattr(layout, "lora_rank", 16)),
                    alpha=int(getattr(layout, "lora_alpha", 32)),
                    targets=parse_targets(getattr(layout, "lora_targets", "all-linear")),
-                   base_format=resolved, dropout=bool(getattr(layout, "lora_dropout", False)))
+                   base_format=resolved, dropout=bool(getattr(layout, "lora_dropout", False)),
+                   fp8=fp8_recipe(getattr(layout, "precision", None),
+                                  getattr(layout, "fp8", "none")),
+                   activation_offload=bool(getattr(layout, "activation_offload", False)),
+                   optimizer_in_backward=bool(getattr(layout, "optimizer_in_backward", False)))
 
     def layout_fields(self) -> dict[str, Any]:
         """The Layout knobs that state this recipe (a searched layout carries them back)."""
@@ -94,7 +120,9 @@ class Tuning:
                      ",".join(self.targets))
         fmt = "auto" if self.base_format == _default_format(self.mode) else self.base_format
         return dict(finetune=self.mode, lora_rank=self.rank, lora_alpha=self.alpha,
-                    lora_targets=names, base_format=fmt, lora_dropout=self.dropout)
+                    lora_targets=names, base_format=fmt, lora_dropout=self.dropout,
+                    fp8=self.fp8, activation_offload=self.activation_offload,
+                    optimizer_in_backward=self.optimizer_in_backward)
 
     def describe(self) -> str:
         if not self.frozen:

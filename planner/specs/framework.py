@@ -42,6 +42,10 @@ class TimeBehaviour:
         description="dtype of the data-parallel gradient reduction")]
     param_gather_dtype: Annotated[Dtype, Field(
         description="dtype of sharded-DP parameter all-gathers")]
+    fp8_all_gather: Annotated[bool, Field(
+        description="under an fp8 recipe that allows it (tensorwise), FSDP all-gathers the "
+                    "blocks' linear weights cast to fp8 (torchao enable_fsdp_float8_all_gather)"
+    )] = False
     sharded_gather: Annotated[Literal["per-layer", "per-module", "per-bucket"], Field(
         description="unit a sharded-DP all-gather / reduce-scatter covers")]
     bucket_params: Annotated[float, Field(
@@ -173,6 +177,9 @@ class MemoryBehaviour:
         ge=0, description="ZeRO-3 cap on gathered parameters")] = 1e9
     expandable_segments: Annotated[bool, Field(
         description="PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default")] = False
+    optimizer_in_backward: Annotated[bool, Field(
+        description="the framework can step the optimizer per parameter in backward, freeing "
+                    "each gradient once applied (torchtune optimizer_in_bwd)")] = False
     offload_moves_gradients: Annotated[bool, Field(
         description="with the optimizer offloaded to CPU, the gradient partitions live in host "
                     "memory too (only the reduce buckets stay on the GPU)")] = False

@@ -31,7 +31,9 @@ TFLOP = 1e12
 US = 1e-6
 
 # Precisions a profile may list under peak_tflops.
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
+# "mxfp8": block-scaled fp8 where its rate differs from plain fp8 (RTX Blackwell runs MXFP8 with
+# fp32 accumulation at twice the plain-fp8 rate); absent, MXFP8 runs at the fp8 peak.
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "fp6", "fp4", "int8")
 
 
 def _peaks(v: dict[str, float]) -> dict[str, float]:
@@ -64,6 +66,10 @@ class GPUSpec:
     power_w: Positive
     # Measured max achievable bf16 matmul FLOP/s ÷ bf16 peak (stas00's MAMF); a ceiling for MFU.
     matmul_ceiling_fraction: Fraction
+    # Low-precision training recipes the tensor cores run natively (engine.fp8.NAMES; empty:
+    # no fp8). Hopper has no MX / NVFP4 tensor cores, Ada and Hopper no block-scaled MMA,
+    # Ampere no fp8 (TE quantization.py:148-188 checks; research/finetune fp8.md §3).
+    fp8_recipes: tuple[str, ...] = ()
 
     @property
     def matmul_ceiling_flops(self) -> float:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Collection, Optional
 
+from planner.engine import fp8
 from planner.errors import InputError, named
 from planner.specs.efficiency import Efficiency
 from planner.specs.hardware import (GB, GBIT, GIB, PRECISIONS, TB, TFLOP, US, GPUSpec,
@@ -44,7 +45,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
          "efficiency": (_TABLE, False)},
     "gpu": {"name": (_STR, True), "memory_gb": (_POS, True), "hbm_tbps": (_POS, True),
             "peak_tflops": (_PEAKS, True), "power_w": (_POS, True),
-            "matmul_ceiling_tflops_bf16": (_POS, True)},
+            "matmul_ceiling_tflops_bf16": (_POS, True), "fp8_recipes": (_STRLIST, False)},
     "scale_up": {"gpus_per_domain": (_POSINT, True), "gpus_per_node": (_POSINT, True),
                  "bandwidth_gbps_uni": (_POS, True), "latency_us": (_NONNEG, True),
                  "bus_efficiency": (_FRAC, True), "nvls": (_BOOL, False)},
@@ -61,6 +62,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
                    "fa3_attention_fraction": (_FRAC, False),
                    "attention_half_seq": (_POS, False),
                    "fp8_matmul_ceiling_fraction": (_FRAC, False),
+                   "recipe_ceiling_fractions": (_TABLE, False),
                    "grouped_gemm_fraction": (_FRAC, False),
                    "software_stack": (_STR, False), "calibrated_on": (_STR, False),
                    "error_bands": (_TABLE, False)},
@@ -118,8 +120,25 @@ def _check(raw: dict, path: str) -> None:
                 if "bf16" not in v:
                     raise InputError(path, f"{where}{key}.bf16: missing; must be a number > 0")
     g = raw["gpu"]
+    _check_recipes(path, g.get("fp8_recipes", []),
+                   raw.get("efficiency", {}).get("recipe_ceiling_fractions", {}))
     if g["matmul_ceiling_tflops_bf16"] > g["peak_tflops"]["bf16"]:
         raise InputError(path, "gpu.matmul_ceiling_tflops_bf16: must be <= gpu.peak_tflops.bf16")
+
+
+def _check_recipes(path: str, recipes: list[str], ceilings: dict[str, Any]) -> None:
+    """gpu.fp8_recipes names known recipes; efficiency.recipe_ceiling_fractions maps one of
+    them to a share in (0, 1]."""
+    for name in recipes:
+        if name not in fp8.NAMES:
+            raise InputError(path, _unknown("gpu.fp8_recipes.", name, fp8.NAMES))
+    for name, x in ceilings.items():
+        if name not in fp8.NAMES:
+            raise InputError(path, _unknown("efficiency.recipe_ceiling_fractions.", name,
+                                            fp8.NAMES))
+        if not _ok(_FRAC, x):
+            raise InputError(path, f"efficiency.recipe_ceiling_fractions.{name}: must be "
+                                   f"{_ALLOWED[_FRAC]}, got {x!r}")
 
 
 def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
@@ -138,6 +157,7 @@ def _from_raw(raw: dict, source: Optional[str]) -> HardwareProfile:
             peak_flops={k: float(v) * TFLOP for k, v in g["peak_tflops"].items()},
             power_w=float(g["power_w"]),
             matmul_ceiling_fraction=g["matmul_ceiling_tflops_bf16"] / g["peak_tflops"]["bf16"],
+            fp8_recipes=tuple(g.get("fp8_recipes", ())),
         ),
         scale_up=ScaleUp(
             gpus_per_domain=su["gpus_per_domain"],

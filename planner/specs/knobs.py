@@ -25,6 +25,9 @@ Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 Finetune = Literal["full", "lora", "qlora"]
 BaseFormat = Literal["auto", "bf16", "int8", "nf4", "nf4-dq"]
+# engine.fp8.NAMES with "none" (tests/test_fp8_recipes.py holds them equal)
+Fp8Recipe = Literal["none", "tensorwise", "delayed", "rowwise", "rowwise-gw-hp", "blockwise",
+                    "mxfp8", "nvfp4"]
 
 
 def knob(default: Any, help: str, unit: str = "", *, ge: int | None = None,
@@ -105,6 +108,25 @@ class Layout:
                           "bf16-pure", plan_optional=True)
     optimizer: str = knob("adam", "optimizer: adam, adamw, sgd-momentum, sgd, adam-8bit, "
                           "adafactor, paged-adamw, paged-adamw-8bit, muon", plan_optional=True)
+    fp8: Fp8Recipe = knob(
+        "none", "low-precision recipe of the transformer blocks' linear GEMMs: none (bf16), "
+        "tensorwise (one scale per tensor; what --precision fp8 alone means), delayed (TE amax "
+        "history), rowwise, rowwise-gw-hp (weight gradient in bf16), blockwise (DeepSeek 1x128 / "
+        "128x128), mxfp8 (32-element E8M0 blocks), nvfp4 (4-bit, 16-element E4M3 blocks); "
+        "refused where the GPU cannot run it",
+        cli_help="low-precision GEMM recipe: none, tensorwise, delayed, rowwise, rowwise-gw-hp, "
+        "blockwise, mxfp8 or nvfp4 (--precision fp8 alone = tensorwise)")
+    activation_offload: bool = knob(
+        False, "CPU activation offload: every tensor saved for backward but the output layer's "
+        "goes to pinned host memory on a side stream in forward and comes back in backward "
+        "(torchtune OffloadActivations; HF gradient_checkpointing offload); PCIe time beyond "
+        "what the compute hides is added, host memory counted",
+        cli_help="offload saved activations to host memory over PCIe")
+    optimizer_in_backward: bool = knob(
+        False, "optimizer step in backward: each parameter is updated and its gradient freed "
+        "as soon as it is reduced (torchtune optimizer_in_bwd); no whole-model gradient buffer; "
+        "no gradient accumulation", cli_help="step the optimizer in backward (no gradient "
+        "buffer; needs one micro-batch per step)")
     # What is trained (not search axes: fixed for a whole fit, like precision and optimizer).
     finetune: Finetune = knob("full", "what trains: full (every weight), lora (LoRA adapters on a "
                               "frozen 16-bit base) or qlora (adapters on a frozen 4-bit base)",

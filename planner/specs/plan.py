@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.io import validate as v
 from planner.io.bounds import YamlWord
-from planner.specs.knobs import KNOB, BaseFormat, Finetune, Offload, Recompute, Schedule
+from planner.specs.knobs import KNOB, BaseFormat, Finetune, Fp8Recipe, Offload, Recompute, Schedule
 
 
 def _is_bool(f: Any) -> bool:
@@ -126,6 +126,9 @@ class LayoutSection(_Strict):
     offload_params: Offload = _knob("offload_params")
     precision: Optional[str] = _knob("precision")
     optimizer: Optional[str] = _knob("optimizer")
+    fp8: Fp8Recipe = _knob("fp8")
+    activation_offload: bool = _knob("activation_offload")
+    optimizer_in_backward: bool = _knob("optimizer_in_backward")
     finetune: Finetune = _knob("finetune")
     lora_rank: int = _knob("lora_rank")
     lora_alpha: int = _knob("lora_alpha")

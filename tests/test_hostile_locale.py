@@ -1,11 +1,15 @@
-"""Must show 4 of issue 29: output under LC_ALL=C and a Latin-1 or ASCII stream encoding (no
-en_US.ISO-8859-1 locale on the test machines, so PYTHONIOENCODING=latin-1 / ascii stands for
-it) is the same exit code as under UTF-8, never a UnicodeEncodeError (exit 3): characters the
-encoding cannot hold ("—", "≥", "→") are written as their ASCII fallbacks."""
+"""Must show 4 of issue 29: output under LC_ALL=C and a Latin-1 or ASCII stream encoding is the
+same exit code as under UTF-8, never a UnicodeEncodeError (exit 3): characters the encoding
+cannot hold ("—", "≥", "→") are written as their ASCII fallbacks. The Latin-1 locale itself
+(LC_ALL=en_US.ISO-8859-1) is built with localedef into a temporary LOCPATH where the machine
+can (none is installed on the test machines; skipped where it cannot be built);
+PYTHONIOENCODING=latin-1 / ascii stand for it everywhere."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +49,47 @@ def test_every_output_is_encodable_in_the_stream_encoding(args):
         if encoding != "utf-8":
             assert "—" not in out and "≥" not in out
             assert len(out.splitlines()) == len(utf8.stdout.decode().splitlines()), env
+
+
+LATIN1 = "en_US.ISO-8859-1"
+
+
+@pytest.fixture(scope="module")
+def latin1_env(tmp_path_factory) -> dict[str, str]:
+    """The environment of a real Latin-1 locale: LC_ALL=en_US.ISO-8859-1 over a LOCPATH that
+    localedef builds (glibc's en_US source and ISO-8859-1 charmap), nothing overriding it
+    (PYTHONIOENCODING, PYTHONUTF8, other LC_ variables dropped); skipped where it cannot be
+    built or Python does not take it up."""
+    if shutil.which("localedef") is None:
+        pytest.skip("no localedef: the Latin-1 locale cannot be built")
+    where = tmp_path_factory.mktemp("locale")
+    made = subprocess.run(["localedef", "-i", "en_US", "-f", "ISO-8859-1", str(where / LATIN1)],
+                          capture_output=True, timeout=120)
+    if not (where / LATIN1).is_dir():
+        pytest.skip(f"localedef could not build {LATIN1}: {made.stderr[-200:]!r}")
+    env = {k: v for k, v in child_env().items()
+           if not k.startswith("LC_") and k not in ("LANG", "LANGUAGE", "PYTHONIOENCODING",
+                                                    "PYTHONUTF8")}
+    env.update(LOCPATH=str(where), LC_ALL=LATIN1)
+    took = subprocess.run([sys.executable, "-c", "import sys; print(sys.stdout.encoding)"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    if took.stdout.strip().lower() not in ("iso8859-1", "iso-8859-1", "latin-1"):
+        pytest.skip(f"Python does not take up {LATIN1}: stdout encoding {took.stdout.strip()!r}")
+    return env
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:3]))
+def test_every_output_is_encodable_under_a_real_latin1_locale(args, latin1_env):
+    utf8 = _run(args)
+    r = subprocess.run(_command() + list(args), capture_output=True, timeout=120,
+                       env=latin1_env, cwd=ROOT)
+    assert r.returncode == utf8.returncode, r.stderr[-300:]
+    err = r.stderr.decode("latin-1")
+    assert "UnicodeEncodeError" not in err and "internal error" not in err, err
+    # Latin-1 bytes, not UTF-8 let through: no multi-byte "—", "≥", "→", "·" sequences
+    for stream in (r.stdout, r.stderr):
+        assert b"\xe2\x80" not in stream and b"\xe2\x89" not in stream and b"\xe2\x86" not in stream
+    out = r.stdout.decode("latin-1")
+    assert len(out.splitlines()) == len(utf8.stdout.decode().splitlines())
+    if "×" in utf8.stdout.decode():   # what Latin-1 holds is written in Latin-1 (0xD7)
+        assert "×" in out

@@ -120,11 +120,13 @@ def test_a_floor_in_gb_replaces_the_share(dtplan):
 
 def test_the_title_says_how_near_ties_are_ordered(dtplan):
     out = dtplan("fit", "--model", "llama2-13b", "--gpus", "32", "--hardware", "a100-80g").out
-    assert "ranked by step time; within ±3.5% of #1 (its error band) by headroom" in \
-        " ".join(out.split())
+    # the ordering tolerance is the regime's in-sample spread (a100-80g megatron/data 3.5 %), not
+    # the printed band (the leave-one-family-out one, on absolute figures)
+    assert "ranked by step time; within ±3.5% of #1 (its regime's in-sample spread) by " \
+        "headroom" in " ".join(out.split())
     assert "FITS: best layout TP 1 × PP 1 × DP 32, ZeRO-2" in " ".join(out.split())
     plain = dtplan("fit", "--model", "llama3-8b", "--gpus", "8").out
-    assert plain.splitlines()[1].endswith("ranked by step time")  # h100: uncalibrated, no band
+    assert plain.splitlines()[1].endswith("ranked by step time")  # h100: no in-sample spread
 
 
 def test_the_rule_is_the_budgets_and_declared_once():

@@ -172,9 +172,14 @@ def test_profiles_list_capacity_as_the_vendor_states_it():
 
 
 def test_calibrate_never_compares_other_gpus_runs():
+    # h100 has the MLPerf runs (calibration_runs.json): their families only, no other GPU's rows
     r = run("calibrate", "--hardware", "h100", columns="200")
     assert r.returncode == 0, r.stderr
-    assert "No published run on H100-SXM5-80GB" in r.stdout and "%" not in r.stdout
+    assert "mlperf-nvidia/megatron/H100" in r.stdout
+    assert "/A100" not in r.stdout and "/B200" not in r.stdout and "korthikanti" not in r.stdout
+    r = run("calibrate", "--hardware", "mi300x", columns="200")        # no run on its GPU at all
+    assert r.returncode == 0, r.stderr
+    assert "No published run on MI300X" in r.stdout and "%" not in r.stdout
     r = run("calibrate", "--hardware", "a100", columns="200")          # an alias of the cases' GPU
     assert r.returncode == 0 and "Median |error|" in r.stdout
 

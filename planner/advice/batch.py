@@ -20,6 +20,8 @@ from typing import Optional
 
 from planner.evaluation.candidates import Problem
 from planner.evaluation.estimate import Estimate, estimate_problem
+from planner.evaluation.error_band import ranking_band
+from planner.search.blocks import MAX_PRICED, Budget, SpaceTooLarge
 from planner.search.fast import SearchSpace, search
 from planner.search.fit import FitResult
 from planner.specs.budget import MemoryBudget
@@ -49,14 +51,15 @@ class BatchAdvice:
     base_mfu: float
     mfu: float
     gain_fraction: float         # mfu / base_mfu − 1
-    threshold_fraction: float    # the gain it had to beat: max(error band, MIN_GAIN_FRACTION)
+    threshold_fraction: float    # the gain it had to beat: max(in-sample spread, MIN_GAIN_FRACTION)
     step_time_s: float
     layout: Layout               # the layout at the advised batch (fit: the search's best)
     tried: dict[str, float]      # factor ("2×") → MFU at that batch
 
 
 def threshold(error_band_pct: Optional[float]) -> float:
-    """The gain a bigger batch must beat: the regime's error band, at least MIN_GAIN_FRACTION."""
+    """The gain a bigger batch must beat: the regime's in-sample spread, at least
+    MIN_GAIN_FRACTION."""
     return max(MIN_GAIN_FRACTION, (error_band_pct or 0.0) / 100.0)
 
 
@@ -93,15 +96,24 @@ def _scaled(p: Problem, factor: int) -> Problem:
 
 
 def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, collective: float,
-               error_band_pct: Optional[float] = None) -> Optional[BatchAdvice]:
+               error_band_pct: Optional[float] = None,
+               budget: Budget | None = None) -> Optional[BatchAdvice]:
     """fit: search the job again at each factor × the batch (same GPUs, same fixed knobs) and
-    keep the fastest layout's MFU; advice when the best beats the threshold."""
+    keep the fastest layout's MFU; advice when the best beats the threshold. Each search
+    spends from `budget` (what the fit left of blocks.MAX_PRICED): one over what is left is
+    refused before it runs (the next, smaller factor is tried)."""
     need = threshold(error_band_pct)
     if not _worth_trying(bubble, collective, need):
         return None
     figures = {}
+    budget = Budget(MAX_PRICED) if budget is None else budget
     for k in BATCH_FACTORS:
-        res = search(_scaled(p, k), space, "time")
+        try:
+            res = search(_scaled(p, k), space, "time", limit=budget.left)
+        except SpaceTooLarge:   # over what is left: the smaller factor may not be
+            budget.short = True
+            continue
+        budget.take(res.priced)
         if not len(res.order):
             break
         i = int(res.order[0])
@@ -143,11 +155,12 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     p = problem(model, hardware, r.gpus, seq_len=r.seq_len, global_batch=r.global_batch,
                 precision=precision, optimizer=optimizer, tuning=Tuning.of(w.layout),
                 framework=framework)
-    # the calibrated band only: a wide band for a regime without runs is on the absolute
-    # figures, which a batch change within one regime shares
+    # the regime's in-sample spread (error_band.ranking_band), not the printed band: that one is
+    # on the absolute figures, whose offset a batch change within one regime shares
+    spent = r.search_result.priced if r.search_result is not None else 0
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
-                      collective=w.collective_fraction,
-                      error_band_pct=w.error_band_pct if w.error_band_calibrated else None)
+                      collective=w.collective_fraction, budget=Budget(max(0, MAX_PRICED - spent)),
+                      error_band_pct=ranking_band(p.hardware, p.fw.name, w.layout))
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
@@ -160,4 +173,4 @@ def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProf
                 framework=framework)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
                            collective=e.collective_fraction,
-                           error_band_pct=e.error_band_pct if e.error_band_calibrated else None)
+                           error_band_pct=ranking_band(p.hardware, p.fw.name, e.layout))

@@ -119,16 +119,18 @@ def _largest(job: Job) -> int:
 
 
 def _more_nodes(job: Job) -> Optional[Fix]:
-    """The fewest added nodes with some layout that fits (search.any_fits), same batch."""
+    """The fewest added nodes with some layout that fits (search.any_fits), same batch; the
+    counts tried price at most blocks.MAX_PRICED layouts together (a count past it: not tried)."""
     from planner.evaluation.train import problem
+    from planner.search.blocks import MAX_PRICED, Budget
     from planner.search.fast import any_fits
 
-    lay = job.layout
+    lay, left = job.layout, Budget(MAX_PRICED)
     for extra, n in _counts(job):
         p = problem(job.model, job.hardware, n, seq_len=job.seq_len,
                     global_batch=job.global_batch, precision=lay.precision,
                     optimizer=lay.optimizer, budget=job.budget, framework=job.framework)
-        if any_fits(p):
+        if any_fits(p, budget=left):
             return Fix(kind="more-nodes", summary=f"needs {extra} more node"
                        f"{'s' if extra > 1 else ''} ({n} GPUs): the smallest count tried with a "
                        "layout that fits (`dtplan fit --gpus "

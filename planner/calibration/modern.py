@@ -7,9 +7,10 @@ calibrate` evaluates the same rows wherever dtplan is installed.
 
 Every calibration row belongs to a regime: framework × GPU generation × layout family
 (`family`: "data" = data parallel / FSDP only, "tensor" = with TP, "pipeline" = with PP). The
-spread of a regime's throughput residuals, RMS of the per-row errors, is its error band; the
-bands are stored in the hardware profile ([efficiency] error_bands, tests/test_calibration_modern.py
-checks they equal what calibrate computes) and printed with every step time, tokens/s and MFU.
+spread of a regime's throughput residuals, RMS of the per-row errors, is its in-sample spread,
+stored in the hardware profile ([efficiency] error_bands, tests/test_calibration_modern.py checks
+they equal what calibrate computes): the search's near-tie tolerance. The band printed with every
+step time, tokens/s and MFU is the leave-one-family-out one (planner/calibration/lofo.py).
 """
 
 from __future__ import annotations

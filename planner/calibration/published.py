@@ -284,7 +284,7 @@ def bar(case: str) -> float:
     return FSDP_TOLERANCE_PCT if case.startswith("torchtitan-") else TOLERANCE_PCT
 
 
-def _rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
+def paper_rows(hw: HardwareProfile) -> tuple[list[CalibrationRow], dict[str, str]]:
     """The shipped cases (Megatron-LM papers, torchtitan A100) evaluated on `hw`."""
     rows: list[CalibrationRow] = []
     skipped: dict[str, str] = {}
@@ -324,7 +324,7 @@ def calibrate(hardware: HardwareProfile | str | None = None,
     skipped: dict[str, str] = {}
     memory: list[CalibrationRow] = []
     if given is None or not own or given.name == DEFAULT_PROFILE:
-        rows, skipped = _rows(given if given is not None else load_profile(DEFAULT_PROFILE))
+        rows, skipped = paper_rows(given if given is not None else load_profile(DEFAULT_PROFILE))
     if given is None or not own or given.name == MODERN_PROFILE:
         modern, memory = modern_calibration_rows(given, _describe)
         rows += modern

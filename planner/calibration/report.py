@@ -59,3 +59,84 @@ class CalibrationReport:
     # modern max-reserved rows (the memory model, #13)
     memory_rows: Annotated[list[CalibrationRow], Field(json_schema_extra={"default": []})] = \
         field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConstantUse:
+    """A constant a family's predictions used: its value, where it comes from, of what kind."""
+
+    key: str
+    value: float
+    source: str
+    kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResidual:
+    """One run predicted with the constants refitted without its family."""
+
+    run: str
+    hardware: str
+    measured_step_s: float
+    predicted_step_s: float
+    error_pct: float          # (predicted − measured) / measured × 100, step time
+
+
+@dataclass(frozen=True, kw_only=True)
+class FamilyResidual:
+    """Leave-one-family-out residuals of one family (source × framework × GPU generation)."""
+
+    family: str
+    source: str
+    runs: int
+    median_abs_error_pct: float
+    worst_abs_error_pct: float
+    worst_run: str
+    rms_error_pct: float
+    constants: list[ConstantUse]
+    residuals: list[RunResidual]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegimeBand:
+    """The band a regime (framework / GPU generation) prints, and what it rests on."""
+
+    regime: str
+    band_pct: float
+    families: list[str]
+    rms_error_pct: float      # RMS over its families of each family's RMS residual
+    basis: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryResidual:
+    """A measured peak against dtplan's peak of the same stage and statistic."""
+
+    run: str
+    hardware: str
+    measured_gib: float
+    predicted_gib: float
+    error_pct: float
+    statistic: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossValidation:
+    """`dtplan calibrate`'s leave-one-family-out report over every public run dtplan expresses."""
+
+    runs: int
+    families: list[FamilyResidual]
+    generations: list[str]
+    median_abs_error_pct: float
+    worst_abs_error_pct: float
+    worst_run: str
+    target_median_pct: float
+    target_worst_pct: float
+    refit: str                # the constant refitted per fold, and how
+    fitted_all: dict[str, float]   # profile -> its value fitted on every family
+    bands: list[RegimeBand]
+    memory: list[MemoryResidual]
+    memory_target_pct: float  # issue #30: every measured peak within ±10 %
+    memory_within: int        # memory rows within it
+    not_expressible: dict[str, str]
+    notes: list[str]

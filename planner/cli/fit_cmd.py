@@ -73,9 +73,9 @@ def fit_cmd(
     fmt: o.Fmt = Format.table,
 ) -> int:
     """Search every DP x TP x PP x CP x EP x ZeRO x micro-batch x schedule x recompute layout,
-    rank the ones that fit, and say why the rest were rejected. One fit prices at most
-    16,000,000 structurally valid layouts over all its GPU counts; a larger space is refused
-    up front, naming the options that narrow it."""
+    rank the ones that fit, and say why the rest were rejected. One fit prices at most 16,000,000
+    structurally valid layouts in all (600,000 with --all, which keeps each); a larger space
+    is refused up front, naming the options that narrow it."""
     from planner.render.fit import fit_doc
     from planner.search.fast import SearchSpace
 
@@ -144,7 +144,7 @@ def _offload_framework(job: Flags, allow_offload: bool) -> tuple[Flags, str]:
         return job, ""
     import dataclasses
 
-    from planner.search.fit import OFFLOAD_FRAMEWORK
+    from planner.search.would_fit import OFFLOAD_FRAMEWORK
     return dataclasses.replace(job, framework=OFFLOAD_FRAMEWORK), (
         f"Framework {OFFLOAD_FRAMEWORK}: --allow-offload without --framework plans "
         "ZeRO-Offload / ZeRO-Infinity on DeepSpeed, which moves the optimizer states, the "

@@ -52,10 +52,8 @@ _COLUMNS = (
      True, False),
     ("step s", lambda x, gib: f"{x.step_time_s:.3f}", True, False),
     ("tok/s", lambda x, gib: count(x.tokens_per_s), False, False),
-    # a row's band where its regime is calibrated; a wide band (no runs) is in the notes once
-    ("MFU", lambda x, gib: pct(x.mfu) + (f" ±{x.error_band_pct:g}%"
-                                         if x.error_band_pct and x.error_band_calibrated else ""),
-     True, False),
+    # the band is the regime's (framework / GPU generation), one for every row: in the notes once
+    ("MFU", lambda x, gib: pct(x.mfu), True, False),
     ("bubble", lambda x, gib: pct(x.bubble_fraction), True, True),
     ("comm", lambda x, gib: pct(x.collective_fraction), True, False),
     ("ckpt", lambda x, gib: f"{x.checkpoint_interval_s / 60:.0f}m" if x.checkpoint_interval_s else "",
@@ -175,16 +173,16 @@ def why_none(r: FitResult) -> str:
 
 def ranking_text(r: FitResult) -> str:
     """How the table is ordered, as its title says it: the objective; for time and cost with an
-    error band on #1, that the layouts within the band of #1 are ordered by headroom; the
+    ordering tolerance on #1, that the layouts within it of #1 are ordered by headroom; the
     layouts short of the headroom rule last."""
     text = {"time": "ranked by step time", "cost": "ranked by GPU cost",
             "headroom": "ranked by headroom", "gpus": "ranked by GPU count, then step time"}.get(
         r.objective, f"ranked by {r.objective}")
-    # the search orders near-ties by headroom within a calibrated band only (a wide band for a
-    # regime without runs is on absolute figures, which the layouts of one regime share)
-    band = r.layouts[0].error_band_pct if r.layouts and r.layouts[0].error_band_calibrated else None
+    # the search orders near-ties by headroom within the regime's in-sample spread only (the
+    # printed band is on absolute figures, whose offset the layouts of one regime share)
+    band = r.near_tie_pct
     if band and r.objective in ("time", "cost") and len(r.layouts) > 1:
-        text += f"; within ±{band:g}% of #1 (its error band) by headroom"
+        text += f"; within ±{band:g}% of #1 (its regime's in-sample spread) by headroom"
     if r.short_of_headroom:
         text += "; short of the headroom rule (!) last"
     return text

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from planner.advice.batch import BatchAdvice
 from planner.advice.shrink import ShrinkResult
 from planner.calibration.fit_links import ConstantFit
-from planner.calibration.report import CalibrationReport
+from planner.calibration.report import CalibrationReport, CrossValidation
 from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                                             ScalingResult, StateMemoryResult)
 from planner.evaluation.estimate import Estimate
@@ -177,14 +177,18 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
     "memory": [("budget", _estimate),
                ("states", lambda d: _object(StateMemoryResult, defs=d,
                                             extra={"ok": OK, "notes": STR_LIST}))],
-    "calibrate": [("calibrate", lambda d: _object(CalibrationReport, defs=d,
-                                                  extra={"ok": OK, "notes": STR_LIST})),
+    # cross_validation: without --hardware (the leave-one-family-out report)
+    "calibrate": [("calibrate", lambda d: _object(CalibrationReport, defs=d, extra={
+        "ok": OK, "notes": STR_LIST, "cross_validation": _dataclass(CrossValidation, d)})),
                   ("none", lambda d: {"type": "object", "required": ["hardware", "rows"],
                                       "properties": {"hardware": {"type": "string"},
                                                      "cases_hardware": {
                                                          "type": "array",
                                                          "items": {"type": "string"}},
-                                                     "rows": {"type": "array", "maxItems": 0}}}),
+                                                     "rows": {"type": "array", "maxItems": 0},
+                                                     "notes": STR_LIST,
+                                                     "cross_validation": _dataclass(
+                                                         CrossValidation, d)}}),
                   ("evidence", _evidence), ("profile-fit", _profile_fit)],
     "compare": [("compare", _compare)],
     "models": [("models", _list_of(ModelSpec, "models", {

@@ -32,27 +32,70 @@ from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, bloc
 # (left-out rule, its rows with the recompute knob, the rule's first candidate or None)
 Left = list[tuple[int, int, Candidates | None]]
 
-# The structurally valid candidates one search prices, at most: the cost model prices ~1 M per
-# CPU second (benchmarks/fit_speed.py) after its floors, so this bounds a search near 10-20 s.
-# Only huge global batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch has
-# 7.3 M; 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and
-# the search then says so up front instead of running for minutes.
+# The structurally valid candidates one search prices, at most: the cost model prices ~1-2 M per
+# CPU second after its floors (benchmarks/fit_speed.py; 11.0 M for Mixtral on 8,192 GPUs with a
+# 10^9-sequence batch: 6.5 CPU s, 354 MB, benchmarks/bounds.py), so this bounds a search near
+# 10 s. Only huge global batches reach it (Llama 3 70B on 10^7 GPUs with a 10^9-sequence batch
+# has 7.3 M; 8,648,640 GPUs with 518,918,400 sequences 53.7 M: every divisor a micro-batch), and
+# the search then says so up front instead of running for minutes. It is the budget of a whole
+# fit: its GPU counts (search.sweep) and its follow-up searches (what would fit, a bigger batch)
+# share it (Budget).
 MAX_PRICED = 16_000_000
+# With --all (search(dominated=True)) every valid row is kept and evaluated in full at the end,
+# so the bound is memory, not time: ~0.9 KB of arrays held per row (evaluate.Evaluation and its
+# candidates), ~1.4 KB at the evaluation's peak (measured as the peak RSS of one child,
+# benchmarks/bounds.py): Mixtral 8x7B on 256 GPUs, 568,386 layouts: 793 MB and 2.6 CPU s;
+# on 8,192 GPUs on Megatron, 1.09 M: 1.76 GB and 6.5 CPU s. 600,000 keeps one fit --all
+# under ~0.9 GB and a few CPU s, and admits the ordinary questions (70B on 1,024 GPUs: 218,865).
+MAX_PRICED_ALL = 600_000
+
+
+def price_limit(dominated: bool) -> int:
+    """The structurally valid candidates one fit prices at most: MAX_PRICED_ALL where it keeps
+    every valid row (--all), MAX_PRICED where it keeps the front."""
+    return MAX_PRICED_ALL if dominated else MAX_PRICED
 
 
 class SpaceTooLarge(InputError):
-    """A search refused before it starts: more structurally valid candidates than MAX_PRICED."""
+    """A search refused before it starts: more structurally valid candidates than its bound."""
 
 
-def check_priced(priced: int, limit: int | None) -> None:
-    """Refuse a space with more than `limit` structurally valid candidates, naming the knobs
-    that narrow it."""
-    if limit is not None and priced > limit:
-        bound = (f"the {limit:,} one search prices" if limit >= MAX_PRICED else
-                 f"the {limit:,} left of the {MAX_PRICED:,} one fit prices over all its GPU counts")
-        raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price, over "
-                            f"{bound}; fix some of --tp, --pp, --cp, --ep, --zero, --micro-batch, "
-                            "or ask for a smaller --global-batch (or fewer GPU counts)")
+NARROW = "fix some of --tp, --pp, --cp, --ep, --zero, --micro-batch"
+
+
+def check_priced(priced: int, limit: int | None, dominated: bool = False) -> None:
+    """Refuse a space with more than `limit` structurally valid candidates (the search's own
+    count, verdicts), naming the options that narrow it; `dominated`: the search keeps every
+    valid row (--all), whose bound is price_limit(True)."""
+    if limit is None or priced <= limit:
+        return
+    full, one = price_limit(dominated), "one fit --all keeps" if dominated else "one search prices"
+    bound = (f"the {limit:,} {one}" if limit >= full else
+             f"the {limit:,} left of the {full:,} {one.replace('search', 'fit')} over all its "
+             "GPU counts")
+    keep, drop = (" and keep (--all keeps every valid one)", "drop --all (the front alone is "
+                  "kept), ") if dominated else ("", "")
+    raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price{keep}, "
+                        f"over {bound}; {drop}{NARROW}, or ask for a smaller --global-batch (or "
+                        "fewer GPU counts)")
+
+
+@dataclass
+class Budget:
+    """Structurally valid candidates a fit's follow-up searches may still price (what would fit,
+    a bigger batch): what its own search left of MAX_PRICED. `short`: a search stopped (or
+    was not run) for want of it."""
+
+    left: int
+    short: bool = False
+
+    def take(self, rows: int) -> bool:
+        """Spend `rows` if that many are left (True); else spend nothing, note it (False)."""
+        if rows > self.left:
+            self.short = True
+            return False
+        self.left -= rows
+        return True
 
 
 @dataclass(frozen=True)
@@ -153,21 +196,23 @@ def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
 
 
 def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
-                  limit: int | None = None) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
+                  limit: int | None = None, dominated: bool = False
+                  ) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
     """space.candidate_blocks before the recompute knob is crossed (every row holds the first
     recompute row; space.with_recomputes crosses it), in the same blocks, with the splits
     that have no structurally valid row left out: per block (its layouts, Left: per rule the
     rows of the splits left out since the block before, with the rule's first candidate where
     it lies in one of them, and per rule the layouts' rows first failing it, from verdicts).
     Consecutive blocks of left-out splits only come as one. With
-    `limit`, a space of more structurally valid candidates is refused before any is built."""
+    `limit`, a space of more structurally valid candidates is refused before any is built
+    (`dominated`: the search keeps every valid row, check_priced's wording)."""
     rows = rows or BLOCK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)
     if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
         return
     counts, valid = verdicts(p, s)
-    check_priced(int(valid.sum()) * n_rec, limit)
+    check_priced(int(valid.sum()) * n_rec, limit, dominated)
     built = built_splits(valid)
     unbuilt = np.concatenate([np.zeros((1, counts.shape[1]), dtype=np.int64),
                               np.cumsum(counts * ~built[:, None], axis=0)])

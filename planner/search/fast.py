@@ -27,13 +27,11 @@ from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search.partial import pairs, solve, stage_memory, to_solve
 from planner.search.settle import Anchors, settle
-from planner.search.blocks import MAX_PRICED, Left, first_failures, layout_blocks, passes
+from planner.search.blocks import Budget, Left, first_failures, layout_blocks, passes, price_limit
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
-from planner.search.space import (BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes,
-                    with_recomputes)
+from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search",
-           "short_of_headroom"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search", "short_of_headroom"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
@@ -107,8 +105,8 @@ def rank_key(results: Ranked, gpus: int, objective: str,
 
 
 def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
-    """Each candidate's error band (per cent, 0 where uncalibrated): the profile's error_bands
-    for its regime, framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
+    """Each candidate's ranking tolerance (per cent, 0 where none; error_band.ranking_band): the
+    profile's error_bands for framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
     bands, fw = p.hardware.efficiency.error_bands, p.fw.name
     data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
     return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
@@ -337,13 +335,16 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
-def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
-    """Whether some layout of the space fits: the same rules and cost model as `search`, block
-    by block, stopping at the first block with a valid row (what "what would fit" asks)."""
+def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | None = None) -> bool:
+    """Whether some layout of the space fits (what "what would fit" asks): `search`'s rules and
+    cost model block by block, to the first block with a valid row, each block's structurally
+    valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
     p = p.resolved()
     rec = recomputes(p, space)
     for lay, _, _ in layout_blocks(p, space):
         ok = _structural(p, lay).all(axis=0)
+        if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
+            return False
         if ok.any():
             parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
             cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
@@ -354,17 +355,17 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace()) -> bool:
 
 
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
-           dominated: bool = False, limit: int = MAX_PRICED) -> SearchResult:
-    """The whole space, block by block; the valid rows ranked (Pareto-clean unless
-    `dominated`) and each rejection attributed to the first rule it fails. A space of more
-    than `limit` structurally valid candidates is refused before any is built
-    (blocks.SpaceTooLarge)."""
+           dominated: bool = False, limit: int | None = None) -> SearchResult:
+    """The whole space, block by block; the valid rows ranked (Pareto-clean unless `dominated`),
+    each rejection attributed to the first rule it fails. Over `limit` structurally valid
+    candidates (None: blocks.price_limit) it is refused before any is built (SpaceTooLarge)."""
     asked, p = p, p.resolved()
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
     pending: list[Candidates] = []  # structural survivors of blocks not yet priced
-    for lay, left, counts in layout_blocks(p, space, limit=limit):
+    for lay, left, counts in layout_blocks(p, space, limit=price_limit(dominated) if limit is None
+                                           else limit, dominated=dominated):
         survivors = _count_structural(p, t, lay, left, counts, rec)
         if len(survivors):
             pending.append(survivors)

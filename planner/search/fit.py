@@ -18,18 +18,18 @@ from pydantic import Field, PlainValidator
 from pydantic.json_schema import SkipJsonSchema
 
 from planner.evaluation.candidates import Problem
+from planner.evaluation.error_band import band_for, ranking_band
 from planner.evaluation.estimate import Estimate, estimate_problem
 from planner.evaluation.rules import RULE_NAMES, RULE_TEXT, RULES, Figures
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
-from planner.search.blocks import MAX_PRICED
-from planner.search.fast import (OBJECTIVES, SearchResult, SearchSpace, any_fits, candidate_bands,
-                                 search, short_of_headroom)
+from planner.search.blocks import MAX_PRICED, Budget
+from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, search, short_of_headroom
+from planner.search.would_fit import what_would_fit
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import FULL, Tuning
-from planner.specs.framework import FrameworkProfile, load_framework
+from planner.specs.framework import FrameworkProfile
 from planner.specs.hardware import HardwareProfile
-from planner.specs.hardware_toml import list_profiles
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 from planner.specs.records import INTERNAL
@@ -132,6 +132,9 @@ class FitResult:
     min_headroom_bytes: float = 0.0
     # valid layouts on the front short of the headroom rule (flagged, ranked after the rest)
     short_of_headroom: int = 0
+    # the tolerance (per cent) within which the rows after #1 are ordered by headroom: the
+    # profile's in-sample RMS of #1's regime (error_band.ranking_band), 0 when none
+    near_tie_pct: float = 0.0
     empty_space: str = ""            # why nothing was enumerated, when nothing was
     # Its search, for the review's charts and the sweep's count: internal, never output (not
     # dumped, and not in the schema, which has no place for its arrays: taken as given)
@@ -159,7 +162,7 @@ class FitResult:
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []
-    bands = candidate_bands(p, res.candidates)
+    band = band_for(p.hardware, p.fw.name)   # the regime's derived band: framework / generation
     need = p.budget.required_headroom(r.memory.peak)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)
@@ -170,8 +173,8 @@ def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
             mfu=float(r.throughput.mfu[i]), bubble_fraction=float(r.throughput.bubble_fraction[i]),
             collective_fraction=float(r.throughput.collective_fraction[i]),
             accumulation=float(r.micro_batches[i]),
-            error_band_pct=float(bands[i]) or p.hardware.efficiency.uncalibrated_band,
-            error_band_calibrated=bool(bands[i]),
+            error_band_pct=p.hardware.efficiency.uncalibrated_band if band is None else band,
+            error_band_calibrated=band is not None,
             required_headroom_bytes=float(need[i]),
             short_of_headroom=bool(r.memory.headroom[i] < need[i])))
     return out
@@ -220,21 +223,19 @@ def short_label(lay: Layout) -> str:
     return s
 
 
-# the framework offload is planned on when the question's own cannot offload enough
-OFFLOAD_FRAMEWORK = "deepspeed"
-
-
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
         tuning: Tuning = FULL,
         objective: str = "time", top: int = 10, suggest: bool = True, dominated: bool = False,
-        explain: bool = True, limit: int = MAX_PRICED,
+        explain: bool = True, limit: int | None = None,
         framework: FrameworkProfile | None = None) -> FitResult:
-    """Search every layout (refused over `limit` structurally valid ones); return the best
-    `top`, the winner's full estimate (unless not `explain`: a sweep shows one row per count)
-    and the rejections; when nothing fits and `suggest`, what would (more GPUs, offload, a
-    shorter sequence, a bigger GPU). It keeps its search (``search_result``, not in JSON)."""
+    """Search every layout (refused over `limit` structurally valid ones, None: the bound of
+    blocks.price_limit); return the best `top`, the winner's full estimate (unless not
+    `explain`: a sweep shows one row per count) and the rejections; when nothing fits and
+    `suggest`, what would (more GPUs, offload, a shorter sequence, a bigger GPU), its searches
+    pricing what this one left of blocks.MAX_PRICED. It keeps its search (``search_result``,
+    not in JSON)."""
     v.choice("objective", objective, OBJECTIVES)
     v.recipe(precision, optimizer)
     p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
@@ -255,7 +256,7 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     best = estimate_problem(p, ranked[0].layout) if ranked and explain else None
     # no split at all: no other GPU count, batch or GPU can be ranked
     empty = "" if res.enumerated else _empty_space(p, space)
-    suggestions = _what_would_fit(p, space, objective) if (
+    suggestions = what_would_fit(p, space, Budget(max(0, MAX_PRICED - res.priced))) if (
         res.enumerated and not ranked and suggest) else []
     return FitResult(model=model.name or "model", model_description=model.describe(),
                      params=model.param_count(), active_params=model.active_param_count(),
@@ -266,7 +267,9 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                      offload_searched=space.allow_offload,
                      min_headroom_fraction=p.budget.min_headroom_fraction,
                      min_headroom_bytes=p.budget.min_headroom_bytes,
-                     short_of_headroom=_short(res), search_result=res)
+                     short_of_headroom=_short(res), search_result=res,
+                     near_tie_pct=(ranking_band(p.hardware, p.fw.name, ranked[0].layout) or 0.0)
+                     if ranked else 0.0)
 
 
 def _empty_space(p: Problem, space: SearchSpace) -> str:
@@ -280,115 +283,3 @@ def _empty_space(p: Problem, space: SearchSpace) -> str:
                 f"divide {p.gpus} GPUs (TP × CP × PP × DP must equal the GPU count)")
     return (f"Nothing enumerated: no TP × CP × PP × DP split of {p.gpus} GPUs is within the "
             "search's bounds")
-
-
-def _first_fit(p: Problem, space: SearchSpace) -> bool:
-    return any_fits(p, space)
-
-
-def _batch_fixes(p: Problem, space: SearchSpace, tries: int = 6) -> list[str]:
-    """When B = b × a × DP is what fails: the nearest batches (±25 %) and the nearest smaller
-    GPU counts (≥ 75 %) that fit, most data-parallel degrees first (the largest gcd with the
-    count, as engine.batch.dp_friendly_batch), then the nearest."""
-    from planner.engine.divisors import top_by_gcd  # closed form: a batch of 10^9 or 10^7 GPUs
-    b0, n0, node = p.global_batch, p.gpus, p.hardware.scale_up.gpus_per_node  # is no scan
-    batches = top_by_gcd(n0, max(1, int(b0 * 0.75)), min(int(b0 * 1.25), v.MAX_GLOBAL_BATCH),
-                         tries, b0)
-    ok_b = sorted([b for b in batches if b != b0
-                   and _first_fit(Problem(**{**p.__dict__, "global_batch": b}), space)][:2])
-    lo, hi = max(0, int(n0 * 0.75)) + 1, n0 - 1  # whole nodes, or fewer GPUs than one node
-    counts = sorted(top_by_gcd(b0, lo, hi, tries // 2, hi, lambda d: math.lcm(d, node))
-                    + top_by_gcd(b0, lo, min(hi, node - 1), tries // 2, hi),
-                    key=lambda m: (-math.gcd(b0, m), -m))
-    ok_n = sorted([m for m in counts[:tries // 2]
-                   if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space)][:2], reverse=True)
-    out = []
-    if ok_b:
-        out.append(f"--global-batch {' or '.join(map(str, ok_b))}: the nearest batches that the "
-                   f"data-parallel degrees of {n0} GPUs divide fit (batch divisibility is what fails "
-                   f"with {b0})")
-    if ok_n:
-        out.append(f"{' or '.join(map(str, ok_n))} GPUs: the nearest smaller counts whose "
-                   f"data-parallel degrees divide the batch of {b0}")
-    return out
-
-
-def _fewer_gpus(p: Problem, space: SearchSpace) -> list[str]:
-    """The largest power of two below the count (whole nodes) that fits, when more GPUs never
-    do: the batch caps DP (1000 sequences leave 10^7 GPUs idle), so fewer GPUs is the answer."""
-    node, n = p.hardware.scale_up.gpus_per_node, 1 << (p.gpus - 1).bit_length()
-    while n > 1:
-        n //= 2
-        m = n // node * node if n >= node else n
-        if _first_fit(Problem(**{**p.__dict__, "gpus": m}), space):
-            return [f"{m} GPUs: the largest power-of-two count below {p.gpus} with a layout "
-                    "that fits"]
-    return []
-
-
-def _offload_fix(p: Problem, space: SearchSpace) -> list[str]:
-    """CPU offload where it makes the question fit: on this framework, else on DeepSpeed (the
-    home of ZeRO-Offload / ZeRO-Infinity, which moves gradients and parameters too)."""
-    if space.allow_offload:
-        return []
-    wide = replace(space, allow_offload=True)
-    if _first_fit(p, wide):
-        return ["--allow-offload: ZeRO-Offload of the optimizer (and parameters) to CPU fits"]
-    if p.fw.name != OFFLOAD_FRAMEWORK and _first_fit(
-            replace(p, framework=load_framework(OFFLOAD_FRAMEWORK)), wide):
-        return [f"--allow-offload --framework {OFFLOAD_FRAMEWORK}: ZeRO-Offload / ZeRO-Infinity "
-                f"(optimizer, gradients and parameters in host memory) fits; {p.fw.name} "
-                "offloads less"]
-    return []
-
-
-def _what_would_fit(p: Problem, space: SearchSpace, objective: str) -> list[str]:
-    # offload first: it needs no other GPU, count or batch
-    out = _offload_fix(p, space) + _batch_fixes(p, space)
-    node = p.hardware.scale_up.gpus_per_node
-    n, more = p.gpus, False
-    for _ in range(12):  # up to 4096× more GPUs, within the range --gpus allows
-        n = max(2 * n, node)
-        if n > v.MAX_GPUS:
-            break
-        q = Problem(**{**p.__dict__, "gpus": n})
-        if _first_fit(q, space):
-            out.append(f"{n} GPUs: the smallest power-of-two count (from {p.gpus}) with a layout that fits")
-            more = True
-            break
-    if not more:
-        out += _fewer_gpus(p, space)
-    s = p.seq_len
-    while s > 512:
-        s //= 2
-        q = Problem(**{**p.__dict__, "seq_len": s, "global_batch": max(1, p.global_batch * p.seq_len // s)})
-        if _first_fit(q, space):
-            out.append(f"--seq-len {s}: a shorter sequence (same tokens per batch) fits")
-            break
-    for prof in sorted(list_profiles(), key=lambda x: x.gpu.memory_bytes):
-        runs = p.tuning.fp8 == "none" or p.tuning.fp8 in prof.gpu.fp8_recipes
-        if prof.gpu.memory_bytes > p.hardware.gpu.memory_bytes and runs and \
-                _first_fit(Problem(**{**p.__dict__, "hardware": prof}), space):
-            out.append(f"--hardware {prof.name}: {prof.gpu.memory_bytes / 2**30:.0f} GiB GPUs fit")
-            break
-    out += _finetune_fixes(p, space)
-    if not out:
-        out.append("nothing tried fits: more GPUs, offload, shorter sequences and bigger GPUs all fail")
-    return out
-
-
-def _finetune_fixes(p: Problem, space: SearchSpace) -> list[str]:
-    """When every weight trains: whether LoRA (then QLoRA) on a frozen base fits, for a job that
-    is a fine-tune (the adapters' states instead of the model's)."""
-    if p.tuning.frozen:
-        return []
-    for mode in ("lora", "qlora"):
-        lora = Tuning.of(Layout(finetune=mode, **{
-            k: getattr(p.tuning, k) for k in ("fp8", "activation_offload",
-                                              "optimizer_in_backward")}))
-        if _first_fit(replace(p, tuning=lora), space):
-            return [f"--finetune {mode}: LoRA adapters on a frozen "
-                    f"{'4-bit ' if mode == 'qlora' else ''}base fit, if this job is a fine-tune"]
-    return []
-
-

@@ -42,7 +42,7 @@ from typing import Iterator
 from planner.engine.divisors import divisors
 from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
-from planner.evaluation.error_band import band_for
+from planner.evaluation.error_band import ranking_band
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import CP_MIN_CHUNK_TOKENS, MAX_MICRO_BATCH, SearchSpace
@@ -283,7 +283,7 @@ def rank(p: Problem, rows: list[Priced], objective: str) -> list[Priced]:
         if not group or objective not in ("time", "cost"):
             continue
         first = min(group, key=lambda i: (key(rows[i]), rows[i].peak))
-        band = (band_for(p.hardware, p.fw.name, rows[first].layout) or 0.0) / 100.0
+        band = (ranking_band(p.hardware, p.fw.name, rows[first].layout) or 0.0) / 100.0
         if band > 0:
             least = key(rows[first])
             for i in group:

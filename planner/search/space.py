@@ -176,13 +176,13 @@ def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.
 
 
 def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
-    """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split
-    (engine.stages.split_choices), beyond max_chunks each v whose chunks hold whole, equal
-    layer counts (L divisible by PP·v), as --num-layers-per-virtual-pipeline-stage sets it:
-    MLPerf GPT-3 175B runs PP 8 × v 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
+    """Interleaved chunks v ≥ 2: 2…max_chunks where the layers split (stages.split_choices),
+    beyond, each v with whole, equal chunks (L divisible by PP·v; MLPerf GPT-3 175B runs PP 8 ×
+    v 12, mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
     near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
             if split_choices(layers, pp, v)]
-    whole = [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
+    # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
+    whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole
 
 

@@ -8,13 +8,14 @@ from typing import Any, Callable
 def fit_counts(model: Any, hardware: Any, counts: list[int], *,
                progress: Callable[[int, int], None] | None = None, **kw: Any) -> list[Any]:
     """api.fit at each count (a single count also explains its winner and suggests what would
-    fit); the searches together price at most blocks.MAX_PRICED layouts, each getting what the
-    counts before it left (blocks.SpaceTooLarge names the spent budget)."""
+    fit); the searches together price at most blocks.price_limit layouts (MAX_PRICED_ALL with
+    --all: every count's valid rows are kept), each getting what the counts before it left
+    (blocks.SpaceTooLarge names the spent budget)."""
     from planner.search import blocks
     from planner.search.fit import fit
 
     one = len(counts) == 1
-    results, left = [], blocks.MAX_PRICED
+    results, left = [], blocks.price_limit(bool(kw.get("dominated")))
     for i, n in enumerate(counts):
         if progress is not None:
             progress(i, n)

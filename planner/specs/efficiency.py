@@ -62,12 +62,14 @@ class Efficiency:
     # the estimate says "uncalibrated").
     software_stack: str = ""
     calibrated_on: str = ""
-    # Error band per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan
-    # calibrate`'s residuals for that regime on this GPU, per cent. Absent: uncalibrated.
+    # In-sample spread per regime "framework/family" (data, tensor, pipeline): RMS of `dtplan
+    # calibrate`'s residuals for that regime on this GPU, per cent: the search's near-tie
+    # tolerance (evaluation/error_band.py ranking_band). Absent: layouts ordered by time alone.
+    # The band printed on figures is the leave-one-family-out one (planner/data/error_bands.json).
     error_bands: dict[str, float] = field(default_factory=dict)
     # The band (per cent) printed for a regime without calibration runs on this profile: how far
     # dtplan's own uncalibrated constants disagree with each other, the MFU of one Llama-3-8B
     # layout across the bundled framework × H100 profiles spanning 37.6-58.7 % (a 44 % range
     # about its mean, issue #30), rounded up. Kind: judgement on dtplan's own outputs (no
-    # measured run behind it), not fitted; a calibrated regime's band (error_bands) replaces it.
+    # measured run behind it), not fitted; a regime with runs prints its derived band instead.
     uncalibrated_band: Annotated[float, Field(gt=0, le=100)] = 45.0

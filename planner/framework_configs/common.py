@@ -200,7 +200,9 @@ def _accumulation(inp: Job) -> int:
 def _stage_layers(inp: Job) -> tuple[int, int, int]:
     """(first, full, last) layers per (virtual) stage: engine.stages, the split the estimate
     uses."""
-    first, full, last = stage_layers(inp.model.layers, inp.layout.pp, inp.layout.chunks)
+    lay = inp.layout
+    first, full, last = stage_layers(inp.model.layers, lay.pp, lay.chunks,
+                                     lay.first_stage_layers or 0, lay.last_stage_layers or 0)
     return int(first), int(full), int(last)
 
 

@@ -22,7 +22,7 @@ def stage_edges(p: Problem, x: Shape, tokens: np.ndarray, rate: np.ndarray,
     2.2); the MTP module's transformer layer is priced as a layer of the stage (pace).
     First: the embedding lookup, memory-bound: its rows read and written forward, the gradient
     read and scatter-added backward (5 passes over tokens·h)."""
-    mod, h = p.model, p.model.hidden
+    h = p.model.hidden
     f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
     passes = 2.0 if p.tuning.frozen else 3.0  # a frozen output layer: no weight gradient
     mtp_proj = 3.0 * 2.0 * tokens * 2.0 * h * h / x.tp / lin_rate

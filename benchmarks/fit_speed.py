@@ -13,8 +13,8 @@ time is the steadier), and two rates per CPU second:
 - evaluated/CPU s: structurally valid candidates priced per CPU second, the figure issue #15
   must-show 2 asks for (at least 1,000,000 on the 70B/256 space);
 - fit/CPU s: the stricter count, candidates that fit in memory (solved partial-recompute
-  layouts included) per CPU second. For Llama 3.1 405B it also
-says whether Meta's published layouts are among the valid candidates. `--profile N` adds, per
+  layouts included) per CPU second. For Llama 3.1 405B, DeepSeek-V3 and Qwen3-235B it also
+says whether the published layouts are among the valid candidates. `--profile N` adds, per
 scenario, the N functions with the most own time in one more search under cProfile (whose
 overhead inflates them; read them as shares). Asserts nothing.
 
@@ -34,15 +34,24 @@ from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
 
-H100 = load_profile("h100")
-# (name, model, GPUs, sequence, global batch, Meta's (TP, PP, CP) for the check or None)
+H100, H800 = load_profile("h100"), load_profile("h800")
+# (name, model, hardware, GPUs, sequence, global batch, precision, the published (TP, PP, CP)
+# for the check or None)
 SCENARIOS = [
-    ("70B (inferred) on 256 H100, 4K, 4M tokens", model_from_params(70e9), 256, 4096, 1024, None),
-    ("Llama-3.1-405B on 16,384 H100, 8K, 16M tokens", get_preset("llama3.1-405b"), 16384, 8192,
-     2048, (8, 16, 1)),
-    ("Llama-3.1-405B on 16,384 H100, 128K, 16M tokens", get_preset("llama3.1-405b"), 16384,
-     131072, 128, (8, 16, 16)),
-    ("Mixtral-8x22B on 1,024 H100, 4K, EP", get_preset("mixtral-8x22b"), 1024, 4096, 1024, None),
+    ("70B (inferred) on 256 H100, 4K, 4M tokens", model_from_params(70e9), H100, 256, 4096, 1024,
+     "mixed", None),
+    ("Llama-3.1-405B on 16,384 H100, 8K, 16M tokens", get_preset("llama3.1-405b"), H100, 16384,
+     8192, 2048, "mixed", (8, 16, 1)),
+    ("Llama-3.1-405B on 16,384 H100, 128K, 16M tokens", get_preset("llama3.1-405b"), H100,
+     16384, 131072, 128, "mixed", (8, 16, 16)),
+    ("Mixtral-8x22B on 1,024 H100, 4K, EP", get_preset("mixtral-8x22b"), H100, 1024, 4096, 1024,
+     "mixed", None),
+    # DeepSeek-V3 report Sec. 3.2-3.3: 2,048 H800, FP8, 4K sequences, batch 15,360; no TP, PP 16
+    ("DeepSeek-V3 on 2,048 H800, 4K, FP8, batch 15,360", get_preset("deepseek-v3"), H800, 2048,
+     4096, 15360, "fp8", (1, 16, 1)),
+    # Megatron-MoE-ModelZoo's Qwen3-235B-A22B run: 32 H100 nodes, TP 2, PP 8, batch 2,048 of 4K
+    ("Qwen3-235B-A22B on 256 H100, 4K, batch 2,048", get_preset("qwen3-235b-a22b"), H100, 256,
+     4096, 2048, "mixed", (2, 8, 1)),
 ]
 
 
@@ -58,8 +67,8 @@ def main() -> None:
             "wall s", "CPU s", "evaluated/CPU s", "fit/CPU s")
     print(f"{head[0]:50} " + " ".join(f"{h:>10}" for h in head[1:-2])
           + f" {head[-2]:>15} {head[-1]:>10}")
-    for name, model, gpus, seq, gb, meta in SCENARIOS:
-        p = problem(model, H100, gpus, seq_len=seq, global_batch=gb)
+    for name, model, hw, gpus, seq, gb, precision, meta in SCENARIOS:
+        p = problem(model, hw, gpus, seq_len=seq, global_batch=gb, precision=precision)
         search(p)  # warm-up: first-call imports and caches
         walls, cpus = [], []
         for _ in range(args.repeats):
@@ -79,7 +88,7 @@ def main() -> None:
         if meta:
             tp, pp, cp = meta
             mine = search(p, SearchSpace(tp=tp, pp=pp, cp=cp), dominated=True)
-            print(f"    Meta's TP{tp} PP{pp} CP{cp} DP{gpus // (tp * pp * cp)}: "
+            print(f"    published TP{tp} PP{pp} CP{cp} DP{gpus // (tp * pp * cp)}: "
                   f"{mine.valid + mine.solved} valid variants"
                   + (f", best {mine.results.time.step[mine.order[0]]:.2f} s/step vs the "
                      f"search's best {res.results.time.step[res.order[0]]:.2f} s"

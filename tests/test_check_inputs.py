@@ -287,7 +287,7 @@ def test_yaml_1_1_words_are_text_in_string_fields_and_bools_in_bool_fields(tmp_p
 
 
 def test_export_converts_an_engine_config(tmp_path):
-    out = tmp_path / "job.toml"
+    out = tmp_path / "job.sh"   # torchtitan 0.3's command line
     r = dtplan("export", ENGINES / "megatron-llama3-70b-256gpu.sh", "--to", "torchtitan",
                "-o", out)
     assert r.code == 0, r

@@ -46,7 +46,7 @@ def test_check_points_at_the_line_of_the_value_used(tmp_path):
 
 
 @pytest.mark.parametrize("command, out", [(("report",), "out.md"),
-                                          (("export", "--to", "torchtitan"), "out.toml")])
+                                          (("export", "--to", "torchtitan"), "out.sh")])
 def test_report_and_export_say_it_once_too(tmp_path, command, out):
     r = run_dtplan(command[0], _script(tmp_path, "--seq-length 4096"), *command[1:],
                    "-o", str(tmp_path / out))

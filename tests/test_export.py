@@ -13,7 +13,8 @@ from conftest import run_dtplan
 import yaml
 
 from planner.errors import InputError
-from planner.framework_configs import export
+from planner.framework_configs import export, read_engine
+from planner.specs.job import CheckOptions
 from planner.review.build import inputs_from_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,8 +87,54 @@ def test_megatron_uneven_and_interleaved(inp):
     assert "--num-layers-per-virtual-pipeline-stage 10" in text
 
 
+def test_torchtitan_03_command_line(inp):
+    """torchtitan 0.3 reads no TOML: --module/--config naming its Llama 3 70B config, every
+    setting an override, AC as the subcommand token last; dtplan check reads it back."""
+    text = export("torchtitan", inp).text
+    assert "torchtitan 0.3.0" in text and "-m torchtitan.train" in text
+    assert "--module llama3 --config llama3_70b" in text
+    for flag in ("--parallelism.tensor-parallel-degree 8", "--parallelism.pipeline-parallel-degree 4",
+                 "--training.global-batch-size 1024", "--training.seq-len 8192",
+                 "--training.disable-cuda-graphs", "--compile.enable"):
+        assert flag in text, flag
+    assert text.rstrip().endswith("activation-checkpoint:selective")
+    back = read_engine("torchtitan", "run.sh", text, None, CheckOptions(gpus=256, hardware="h100"))
+    assert (back.layout.tp, back.layout.pp, back.layout.dp, back.global_batch) == (8, 4, 8, 1024)
+    assert back.model.layers == 80 and not [r for r in back.rules if r.status == "fail"]
+    # torchtitan 0.3 refuses PP under CUDA graphs (trainer.py _validate_cuda_graphs)
+    graphs = read_engine("torchtitan", "run.sh", text.replace("--training.disable-cuda-graphs",
+                                                              ""),
+                         None, CheckOptions(gpus=256, hardware="h100"))
+    assert [r.name for r in graphs.rules if r.status == "fail"] == ["torchtitan-cuda-graphs"]
+
+
+def test_torchtitan_model_without_a_config_gets_placeholders_it_refuses(inp):
+    """Never torchtitan's debug model: a model it has no config for is named by placeholders."""
+    other = dataclasses.replace(inp, model=dataclasses.replace(inp.model, name="Qwen2-72B"))
+    assert "--module MODULE --config CONFIG" in export("torchtitan", other).text
+    toml = tomllib.loads(export("torchtitan", other, "0.2").text)
+    assert toml["model"] == {"name": "MODEL", "flavor": "FLAVOR"}
+
+
+def test_accelerate_multi_node_fields(inp):
+    """Several nodes: Accelerate's head address and port, each node's rank (a placeholder and
+    a note), num_processes an exact multiple of the nodes (it starts processes // machines)."""
+    lay = dataclasses.replace(inp.layout, pp=1, tp=1, dp=256, zero=3, recompute="full")
+    out = export("accelerate", dataclasses.replace(inp, layout=lay))
+    cfg = yaml.safe_load(out.text)
+    assert (cfg["num_machines"], cfg["machine_rank"], cfg["main_process_ip"],
+            cfg["main_process_port"]) == (32, 0, "HEAD_NODE_IP", 29500)
+    assert any("machine_rank" in n for n in out.notes)
+    one = dataclasses.replace(inp, gpus=8, layout=dataclasses.replace(lay, dp=8))
+    assert "main_process_ip" not in yaml.safe_load(export("accelerate", one).text)
+    odd = dataclasses.replace(inp, gpus=9, global_batch=900,
+                              layout=dataclasses.replace(lay, dp=9))
+    with pytest.raises(InputError, match="same number of processes"):
+        export("accelerate", odd)
+
+
 def test_torchtitan_keys(inp):
-    cfg = tomllib.loads(export("torchtitan", inp).text)
+    cfg = tomllib.loads(export("torchtitan", inp, "0.2").text)
     p, t = cfg["parallelism"], cfg["training"]
     assert p["tensor_parallel_degree"] == 8 and p["pipeline_parallel_degree"] == 4
     assert p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"] == 8
@@ -145,7 +192,13 @@ def test_round_trip_fail_same_rule(tmp_path):
 
 def test_export_stdout_force_and_errors(tmp_path):
     p = run("export", PLAN, "--to", "torchtitan", "-o", "-")
+    assert p.returncode == 0 and "--parallelism.tensor-parallel-degree 8" in p.stdout
+    p = run("export", PLAN, "--to", "torchtitan", "--torchtitan-version", "0.2", "-o", "-")
     assert p.returncode == 0 and "[parallelism]" in p.stdout
+    p = run("export", PLAN, "--to", "torchtitan", "-o", tmp_path / "job.toml")
+    assert p.returncode == 2 and "--torchtitan-version 0.2" in p.stderr
+    p = run("export", PLAN, "--to", "torchtitan", "--torchtitan-version", "0.4")
+    assert p.returncode == 2 and "0.3, 0.2" in p.stderr
     out = tmp_path / "run.sh"   # (DeepSpeed refuses this plan's selective recompute)
     assert run("export", PLAN, "--to", "megatron", "-o", out).returncode == 0
     p = run("export", PLAN, "--to", "megatron", "-o", out)
@@ -197,3 +250,13 @@ def test_a_plan_model_without_a_name_is_a_placeholder_in_the_check_line(dtplan, 
                cwd=tmp_path)
     line = next(x for x in r.err.splitlines() if "check it with: " in x)
     assert line.endswith("--hardware h100 --model MODEL"), line
+
+
+def test_check_dir_finds_a_torchtitan_command_line(inp, tmp_path):
+    """`dtplan check DIR` picks up torchtitan 0.3 launches among the shell scripts."""
+    from planner.io.tree import expand
+    (tmp_path / "run.sh").write_text(export("torchtitan", inp).text)
+    (tmp_path / "notes.sh").write_text("echo hello\n")
+    found, skipped = expand([str(tmp_path)])
+    assert [os.path.basename(f) for f in found] == ["run.sh"]
+    assert [os.path.basename(f) for f in skipped] == ["notes.sh"]

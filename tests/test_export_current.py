@@ -2,7 +2,7 @@
 round trip export → check cannot hide a difference (issue 26): Megatron-LM core_v0.15.3's
 validate_args (Megatron-FSDP's environment and checkpoint format, no nonexistent flags,
 recompute counted per model chunk) and DeepSpeed 0.19.8's removed keys (no MiCS: hybrid sharding
-refused). The same files are loaded into the engines' own parsers in test_engine_parsers.py."""
+refused). The same files are loaded into the engines' own parsers in test_engine_parsers_*.py."""
 
 from __future__ import annotations
 

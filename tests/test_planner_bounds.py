@@ -50,11 +50,12 @@ def test_the_issues_mixtral_fit_all_with_offload_on_8192_gpus_answers(mixtral):
 
 
 def test_fit_all_over_its_bound_is_refused_in_one_line_naming_the_options(mixtral):
-    # on Megatron the same question has 1,088,928 structurally valid layouts: --all would keep
-    # and evaluate each (1.76 GB measured before the bound); refused before any is priced
+    # on Megatron the same question has 2,085,888 structurally valid layouts (1,088,928 before
+    # uneven stage splits and expert TP joined the space): --all would keep and evaluate each
+    # (1.76 GB measured at the smaller count, before the bound); refused before any is priced
     r = run_dtplan("fit", "--all", "--allow-offload", "--gpus", "8192", "--model-config",
                    mixtral, "--framework", "megatron", "-f", "json")
-    line = one_input_error(r, "dtplan: error: layout space: ", "1,088,928 structurally valid",
+    line = one_input_error(r, "dtplan: error: layout space: ", "2,085,888 structurally valid",
                            f"over the {blocks.MAX_PRICED_ALL:,} one fit --all keeps",
                            "drop --all", "--tp", "--pp", "--ep", "--micro-batch",
                            "--global-batch")
@@ -192,11 +193,12 @@ def test_batch_advice_tries_the_smaller_factor_when_the_larger_is_over_the_budge
 @given(st.integers(1, 5000), st.integers(1, 64), st.integers(1, 16))
 def test_interleave_choices_equal_the_scan_of_every_chunk_count(layers, pp, max_chunks):
     # whole-layer chunks from the divisors of L / PP: the scan of every v up to L / PP, which
-    # made fit --layers 10^7 --gpus 10^7 run for minutes, gives the same list
-    from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+    # made fit --layers 10^7 --gpus 10^7 run for minutes, gives the same list (up to the
+    # search's max_chunks, every v with a split: dtplan's default or a stated uneven one)
+    from planner.engine.stages import split_choices
     from planner.search.space import interleave_choices
     scan = [v for v in range(2, min(max_chunks, layers // pp) + 1)
-            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT] + \
+            if split_choices(layers, pp, v)] + \
         [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     assert interleave_choices(layers, pp, max_chunks) == scan
 

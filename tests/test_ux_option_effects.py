@@ -85,6 +85,11 @@ LAYOUT_CASES = {
     "--sp": _with(B + ("--tp", "2"), "--no-sp"),
     "--recompute": _with(B, "--recompute", "selective"),
     "--recompute-layers": _with(B + ("--recompute", "full"), "--recompute-layers", "4"),
+    # 32 layers on PP 4: 9 on the first stage, 7 on the last (the output layer's stage)
+    "--first-stage-layers": _with(B + ("--pp", "4", "--last-stage-layers", "7"),
+                                  "--first-stage-layers", "9"),
+    "--last-stage-layers": _with(B + ("--pp", "4", "--first-stage-layers", "9"),
+                                 "--last-stage-layers", "7"),
     "--offload-optimizer": _with(B + ("--zero", "1"), "--offload-optimizer", "cpu"),
     "--offload-params": _with(B + ("--zero", "3"), "--offload-params", "cpu"),
     "--precision": _with(B, "--precision", "fp8"),

@@ -15,6 +15,7 @@ from planner.cli.options import GateFormat, switch
 from planner.cli.root import EXIT_OK, LAYOUT, OUTPUT, command
 from planner.errors import InputError, Problems
 from planner.io import validate as v
+from planner.io.numbers import parse_number
 from planner.io.stdout import say, write_stdout
 from planner.render.terminal import width
 from planner.specs.knobs import KNOB
@@ -55,6 +56,7 @@ def check_cmd(
         "plan and engine files under it; - for stdin")],
     model: o.Model = None,
     model_config: o.ModelConfig = None,
+    params: o.Params = None,
     gpus: o.GpusCheck = None,
     hardware: o.HardwarePlan = None,
     seq_len: o.SeqLenCheck = None,
@@ -80,10 +82,13 @@ def check_cmd(
     from planner.render.gate import (file_document, render_github, render_json_verdict,
                                render_markdown_verdict, skipped_line)
 
-    if model is not None and model_config is not None:
-        raise InputError("--model-config", "give --model PRESET or --model-config PATH, not both")
+    named = [f for f, x in (("--model", model), ("--model-config", model_config),
+                            ("--params", params)) if x is not None]
+    if len(named) > 1:
+        raise InputError(named[1], f"give one of --model, --model-config and --params, not "
+                         f"{' and '.join(named)}")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                    model=model_config or model, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
+                    model=model_config or model, params=params, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
                     micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                     precision=precision)
     verdict = check_paths(files, CheckOptions(**opts))
@@ -105,6 +110,11 @@ def check_cmd(
     return verdict.exit_code
 
 
+def _params(text: str) -> float:
+    """--params N (K/M/B/T suffixes), as fit reads it."""
+    return v.positive("--params", parse_number("--params", text), upper=v.MAX_PARAMS)
+
+
 def _options(**given: Any) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
     found = Problems()
@@ -113,6 +123,8 @@ def _options(**given: Any) -> dict:
             found.run(v.positive_int, "--" + name.replace("_", "-"), given[name],
                       upper=v.MAX_SEQ_LEN if name == "seq_len" else v.MAX_GLOBAL_BATCH
                       if name == "global_batch" else v.MAX_GPUS)
+    if given["params"] is not None:
+        given["params"] = found.run(_params, given["params"])
     if given["recompute"] is not None:
         found.run(v.choice, "--recompute", given["recompute"], KNOB["recompute"].choices)
     if given["precision"] is not None:

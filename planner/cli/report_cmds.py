@@ -40,6 +40,8 @@ def _model_words(job: Flags, plan: Optional[str], name: Optional[str]) -> list[s
     shape has none, so MODEL stands for it (as FILE for stdout)."""
     if plan is None and job.model_config is not None:
         return ["--model-config", job.model_config]
+    if plan is None and job.params is not None:   # the inferred shape: check infers the same
+        return ["--params", job.params]
     return ["--model", name if name is not None else "MODEL"]
 
 
@@ -147,7 +149,7 @@ def report_cmd(
 
 
 @command("export", "dtplan export plan.yaml --to deepspeed -o ds_config.json",
-         "dtplan export --model llama3-8b --gpus 64 --to torchtitan -o train.toml")
+         "dtplan export --model llama3-8b --gpus 64 --to torchtitan -o train.sh")
 @JOB
 def export_cmd(
     job: Flags,
@@ -156,19 +158,30 @@ def export_cmd(
     plan: Plan = None,
     allow_failing: Annotated[bool, switch("--allow-failing", "export a plan that fails a rule "
                                           "(it will fail check too)")] = False,
+    torchtitan_version: Annotated[str, option(
+        "--torchtitan-version", help="the torchtitan release to write for: 0.3 (a command "
+        "line: --module/--config and overrides) or 0.2 (a job TOML)",
+        metavar="0.3|0.2")] = "0.3",
     gpus: o.GpusPlan = None,
     precision: Precision = KNOB["precision"].default,
     optimizer: Optimizer = KNOB["optimizer"].default,
     output: o.Output = "-", force: o.Force = False,
 ) -> int:
-    """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan TOML,
-    Accelerate YAML) for a plan's layout or the search's winner; `dtplan check` reads it back
-    to the same verdict."""
-    from planner.framework_configs import TARGETS, export
+    """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan 0.3 command
+    line or v0.2 TOML, Accelerate YAML) for a plan's layout or the search's winner; `dtplan
+    check` reads it back to the same verdict."""
+    from planner.framework_configs import TARGETS, TITAN_VERSIONS, export
     from planner.gate.check import evaluate_inputs
 
     if to not in TARGETS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {to!r}")
+    if torchtitan_version not in TITAN_VERSIONS:
+        raise InputError("--torchtitan-version", f"must be one of {', '.join(TITAN_VERSIONS)}, "
+                         f"got {torchtitan_version!r}")
+    if to == "torchtitan" and torchtitan_version != "0.2" and output.lower().endswith(".toml"):
+        raise InputError("--output", f"torchtitan {torchtitan_version} reads no TOML (it takes a "
+                         "command line: write .sh); for a v0.2.x job TOML pass "
+                         "--torchtitan-version 0.2")
     files.check_targets([output], force=force)
     inp, source, res = _inputs(plan, job, gpus, precision, optimizer)
     if inp is None:
@@ -176,7 +189,7 @@ def export_cmd(
         sys.stderr.write(f"dtplan: error: no layout of {res.gpus} GPUs fits; nothing to export "
                          "(see dtplan fit)\n")
         return EXIT_FAIL
-    result = export(to, inp)   # what the engine cannot express is refused first
+    result = export(to, inp, torchtitan_version)   # what the engine cannot express is refused first
     # Judged as the engine will run it: under the target's framework profile, as `dtplan check`
     # of the written file judges it (Accelerate runs PyTorch FSDP2).
     from dataclasses import replace

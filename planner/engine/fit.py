@@ -10,6 +10,8 @@ between, which no single α–β line follows. A coarse log grid, then finer one
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -37,7 +39,10 @@ def link_times(kind: str, sizes: FloatArray, n: float, per_domain: float, fab: F
                domain: str, raw_bw: float, eff: float, lat: float,
                oversub: float = 1.0) -> FloatArray:
     """Predicted time (s) of each message size with the `domain` link set to (eff, lat)."""
-    f = _fabric(fab, domain, raw_bw, np.float64(eff), np.float64(lat), oversub)
+    # numpy scalars (inf, not ZeroDivisionError, downstream); the cast because numpy < 2's stubs
+    # (the engines extra pins numpy 1.26 for megatron-core 0.15) do not make float64 a float
+    f = _fabric(fab, domain, raw_bw, cast(Num, np.float64(eff)), cast(Num, np.float64(lat)),
+                oversub)
     return np.asarray(topo_collective_time(kind, np.asarray(sizes, float), n, per_domain, f))
 
 

@@ -49,7 +49,7 @@ RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
 LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
-                             "recompute_layers", "offload_opt", "offload_par")
+                             "recompute_layers", "offload_opt", "offload_par", "first", "last")
 
 
 def _codes(name: str) -> dict[str, int]:
@@ -83,6 +83,8 @@ class Candidates:
     mb: np.ndarray
     schedule: np.ndarray
     chunks: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
     sp: np.ndarray
     recompute: np.ndarray
     recompute_layers: np.ndarray
@@ -245,10 +247,16 @@ class Shape:
     v: np.ndarray
     micro_batches: np.ndarray   # m = B / (b · DP), fractional where the batch does not divide
     layers: tuple[np.ndarray, np.ndarray, np.ndarray]   # (first, middle, last) stage
+    mtp: float                  # MTP modules, each a layer more on the last stage
     shard: np.ndarray           # ZeRO sharding degree
     vocab_padded: np.ndarray
     state_bytes: tuple[float, float, float]   # (weight, gradient, K) bytes per parameter
     act_bytes: float
+
+    def held_layers(self, stage: int) -> np.ndarray:
+        """Layers whose activations stage 0 (first), 1 (middle) or 2 (last) keeps: its
+        transformer layers, and on the last stage one per MTP module (priced as a layer)."""
+        return self.layers[stage] + self.mtp if stage == 2 else self.layers[stage]
 
 
 def shape(p: Problem, c: Candidates) -> Shape:
@@ -261,11 +269,11 @@ def shape(p: Problem, c: Candidates) -> Shape:
     f64 = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, pp, dp, cp, ep, mb, v = (f64(x) for x in (c.tp, c.pp, c.dp, c.cp, c.ep, c.mb, c.chunks))
     etp = np.where(c.etp > 0, f64(c.etp), tp)
-    first, middle, last = stage_layers(p.model.layers, pp, v)
+    first, middle, last = stage_layers(p.model.layers, pp, v, c.first, c.last)
     return Shape(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp,
                  expert_dp=np.maximum(tp * cp * dp / (etp * ep), 1.0), mb=mb, v=v,
                  micro_batches=p.global_batch / (mb * dp),
-                 layers=(f64(first), f64(middle), f64(last)),
+                 layers=(f64(first), f64(middle), f64(last)), mtp=float(p.model.mtp_layers),
                  shard=np.where(c.shard > 0, f64(c.shard), dp * cp),
                  vocab_padded=f64(padded_vocab(p.model.vocab, tp)),
                  state_bytes=optimizer_bytes_per_param(p.precision, p.optimizer),

@@ -19,7 +19,7 @@ from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS
 from planner.engine import activations as act
 from planner.engine import budget as bud
 from planner.engine.arrays import FloatArray, Num, array
-from planner.engine.params import mlp_params
+from planner.engine.params import mlp_params, norm_params
 from planner.engine.pipeline import micro_batches_in_flight
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.memory import (ITEMS, Stage, activation_terms, layer_activation_views,
@@ -192,9 +192,33 @@ def _stage_shape(p: Problem, x: Shape, par: _Params, stage: str) -> Stage:
     dense_p, expert_p = bud.stage_params(n_layers, par.dense_per_layer - repl,
                                          par.expert_per_layer, tp, x.ep, etp=x.etp)
     dense_p = dense_p + n_layers * repl + emb + head
+    if stage == "last" and x.mtp:
+        dense_p, expert_p = dense_p + _mtp_dense(p, x), expert_p + _mtp_experts(p, x)
     return Stage(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                  layer_params=(par.largest_layer - repl) / tp + repl, root_params=emb + head,
                  head_params=head, has_embedding=has_emb, has_head=has_head)
+
+
+def _mtp_dense(p: Problem, x: Shape) -> np.ndarray:
+    """Dense parameters of the MTP modules on one GPU of the last stage (Megatron-Core builds
+    them there, multi_token_prediction.py:345-353): per module its block outside the experts,
+    the h×2h projection and three norms (model_parts.mtp_params), and, where the pipeline has
+    more than one stage, a copy of the embedding the modules read (gpt_model.py:142)."""
+    mod, h = p.model, p.model.hidden
+    block = (mod.moe_layer_params() - mod.experts * mod.expert_mlp_params()
+             if mod.is_moe else mod.layer_params())
+    per = (block + 2.0 * h * h) / x.tp + 3.0 * norm_params(h, mod.norm_bias)
+    embedding = np.where(x.pp > 1, x.vocab_padded * h / x.tp, 0.0)
+    return array(x.mtp * per + embedding)
+
+
+def _mtp_experts(p: Problem, x: Shape) -> np.ndarray:
+    """The MTP modules' routed experts on one GPU: E expert MLPs over EP·ETP per module (an MoE
+    block where the model's layers are)."""
+    mod = p.model
+    if not mod.is_moe:
+        return np.zeros_like(x.tp)
+    return array(x.mtp * mod.experts * float(mod.expert_mlp_params()) / (x.ep * x.etp))
 
 
 def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
@@ -224,7 +248,8 @@ def _activation_part(p: Problem, u: Candidates,
     out = {}
     for i, name in enumerate(STAGES):
         has_emb, has_head = _edges(x, name)
-        st = SimpleNamespace(layers=x.layers[i], has_embedding=has_emb, has_head=has_head)
+        st = SimpleNamespace(layers=x.held_layers(i), has_embedding=has_emb,
+                             has_head=has_head)
         out[name] = stage_activations(p, u, p.fw, st, views)
     return {"stages": out, "per_mode": layer["per_mode"]}
 
@@ -277,13 +302,13 @@ def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
     has computed already)."""
     st = {name: (known or {}).get(name) or _stage(p, x.micro_batches, layers, states[name],
                                                   acts["stages"][name], flight[name], detail)
-          for name, layers in zip(STAGES, x.layers)}
+          for name, layers in zip(STAGES, (x.held_layers(i) for i in range(3)))}
     capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
     middle = np.where(has_middle, st["middle"].total, 0.0)
     peak = np.maximum(np.maximum(st["first"].total, st["last"].total), middle)
     return Memory(**st, has_middle=has_middle,
-                  uneven_stages=x.layers[1] * x.pp - p.model.layers > 0,
+                  uneven_stages=(x.layers[0] != x.layers[1]) | (x.layers[2] != x.layers[1]),
                   peak=peak, peak_stage=np.select([peak == st["first"].total, peak == middle],
                                                   [0, 1], 2),
                   usable=np.full_like(x.tp, usable), capacity=np.full_like(x.tp, capacity),

@@ -75,6 +75,19 @@ def _shard(c: Candidates) -> np.ndarray:
     return np.where(c.shard > 0, c.shard, _dpcp(c))
 
 
+def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
+    """(value, allowed) of the layer-split rule: stated first/last stages as Megatron-Core checks
+    them (transformer_config.py:1083-1135), else L over PP × v."""
+    first, last = lay.first_stage_layers, lay.last_stage_layers
+    if first is None and last is None:
+        return f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})", "whole number"
+    others = lay.pp - (first is not None) - (last is not None)
+    return (f"{p.model.layers} layers, first {first or '-'}, last {last or '-'}, "
+            f"{others} other stages, PP {lay.pp}, v {lay.chunks}",
+            "PP > 1, stated stages multiples of v, the rest ≥ v and a multiple of v per other "
+            "stage")
+
+
 def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     # Megatron-Core interleaved 1F1B needs a micro-batch group N with PP ≤ N ≤ M (and a remainder
     # M mod N of 0 or ≥ PP): N = M always works, so M ≥ PP suffices (pipeline_parallel/
@@ -180,12 +193,11 @@ RULES: tuple[RuleSpec, ...] = (
                                 "multiple or divisor"),
              TP_KEYS,
              reads=()),
-    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(p.model.layers, c.pp,
-                                                                          c.chunks),
+    RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(
+                 p.model.layers, c.pp, c.chunks, c.first, c.last),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
-             "layer fewer)",
-             lambda p, lay, f: (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
-                                "whole number"),
+             "layer fewer, or the layers stated for them)",
+             _split_detail,
              _keys("layout.pp", "--pipeline-model-parallel-size",
                    "parallelism.pipeline_parallel_degree"),
              reads=("schedule",)),
@@ -236,7 +248,7 @@ RULES: tuple[RuleSpec, ...] = (
                    lambda lay: ("--expert-tensor-parallel-size" if lay.etp is not None
                                 else "--expert-model-parallel-size"),
                    "parallelism.expert_parallel_degree"),
-             reads=()),
+             reads=("etp",)),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True),
              "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a "

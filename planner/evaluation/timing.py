@@ -10,7 +10,7 @@ engine/step_time.py (its inputs gathered under the framework profile in timing_t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from planner.engine import compute as cmp
 from planner.engine import step_time as st
 from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
+from planner.evaluation.stage_balance import pace
 from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import SCHEDULE_CODES
 
@@ -124,6 +125,25 @@ def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
 
 
+def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = False
+          ) -> tuple["terms.Compute", "terms.Comm"]:
+    """comp and cm on the stage that paces the pipeline (stage_balance.pace): the per-micro-batch
+    terms that grow with the stage's layers scaled, the edge added to the compute, PP's sends as
+    they are.
+    `floor`: paced on the compute and the TP, CP and EP terms alone (step_floor). The
+    `heaviest` compute of any stage is what ZB-H1's bubble is priced on, the same in the floor
+    and the step whatever paces them."""
+    scale, edge = pace(x, comp.embed, comp.head,
+                       [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep]
+                       + ([] if floor else [cm.zero3_exposed]))
+    c_scale, c_edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch])
+    comp = replace(comp, per_micro_batch=comp.per_micro_batch * scale + edge,
+                   recompute=comp.recompute * scale, offload=comp.offload * scale,
+                   heaviest=comp.per_micro_batch * c_scale + c_edge)
+    return comp, replace(cm, **{k: getattr(cm, k) * scale for k in (
+        "tp", "tp_exposed", "cp", "cp_exposed", "ep", "zero3", "zero3_exposed")})
+
+
 def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[int, np.ndarray],
           groups: "terms.Groups" = terms.Groups(), comp: "terms.Compute | None" = None
           ) -> tuple[terms.Compute, terms.Comm, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -132,7 +152,7 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
     rows' compute_terms where the caller has them."""
     n_layers = x.layers[1]
     comp = compute_terms(p, c, x, a, groups) if comp is None else comp
-    cm = terms.communication(p, c, x, mem, comp, n_layers, groups)
+    comp, cm = _paced(x, comp, terms.communication(p, c, x, mem, comp, n_layers, groups))
     t_opt, t_offload = _optimizer(p, c, x, mem)
     per_micro_batch = [comp.per_micro_batch,  # GEMMs, attention, memory-bound work, recompute
                        cm.tp_exposed,         # TP all-reduces (SP: gather + reduce-scatter)
@@ -150,9 +170,11 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
 def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
              per_step: list) -> tuple[np.ndarray, np.ndarray]:
     """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
-    compose_step; ZB-H1 rows' bubble from their compute)."""
+    compose_step; ZB-H1 rows' bubble from the compute of the stage with the most)."""
     step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
-                                   c.schedule == SCHEDULE_CODES["zb-h1"], comp.per_micro_batch)
+                                   c.schedule == SCHEDULE_CODES["zb-h1"],
+                                   comp.per_micro_batch if comp.heaviest is None
+                                   else comp.heaviest)
     return array(step), array(bubble)
 
 
@@ -169,10 +191,14 @@ def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     caller has them."""
     n_layers = x.layers[1]
     comp = compute_terms(p, c, x, a, groups) if comp is None else comp
+    zero = np.zeros_like(x.tp)
+    ax = terms.axis_terms(p, c, comp, n_layers, groups) if axes else \
+        dict(tp=zero, tp_exposed=zero, cp=zero, cp_exposed=zero, ep=zero, pp=zero)
+    comp, cm = _paced(x, comp, terms.Comm(**ax, zero3=zero, zero3_exposed=zero, dp=zero,
+                                          dp_exposed=zero), floor=True)
     per_mb = [comp.per_micro_batch]
     if axes:
-        ax = terms.axis_terms(p, c, comp, n_layers, groups)
-        per_mb += [ax["tp_exposed"], ax["cp_exposed"], ax["ep"], ax["pp"]]
+        per_mb += [cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp]
     return _compose(c, x, comp, per_mb, [])[0] * (1.0 - STEP_FLOOR_MARGIN)
 
 

@@ -19,6 +19,7 @@ from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_CO
                          Shape, full_recomputed, shape)
 from planner.evaluation import tuning as tun
 from planner.evaluation.distinct import on_distinct
+from planner.evaluation.stage_balance import stage_edges
 from planner.engine import activations as act
 from planner.engine import attention as attn
 from planner.engine import compute as cmp
@@ -43,8 +44,10 @@ KERNEL_MEMORY_FACTOR = {"fused": 1.0, "compiled": 1.0, "eager": 2.5}
 class Compute:
     """Compute of one micro-batch on the fullest stage, and the pieces the other terms reuse."""
 
-    per_micro_batch: np.ndarray    # forward + backward + recompute + output layer
+    per_micro_batch: np.ndarray    # forward + backward + recompute of the fullest stage's layers
     recompute: np.ndarray
+    head: np.ndarray               # the last stage's edge: output layer + loss, MTP's projection
+    embed: np.ndarray              # the first stage's edge: the embedding lookup and its gradient
     layer_fwd: np.ndarray          # one layer's forward seconds
     layer_bwd: np.ndarray          # one layer's backward seconds (with its share of recompute)
     layer_flops: np.ndarray        # one layer's forward FLOPs (per GPU)
@@ -53,6 +56,7 @@ class Compute:
     rate: np.ndarray
     peak_flops: float
     offload: np.ndarray            # CPU activation offload's exposed PCIe time (in per_micro_batch)
+    heaviest: np.ndarray | None = None   # the most compute of any stage (timing._paced)
 
 
 def _rates(p: Problem, x: Shape, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -136,12 +140,10 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                             np.where(c.recompute == act.RECOMPUTE_FULL,
                                      t_fwd * k_full / np.maximum(n_layers, 1), 0.0))
     recompute_t = n_layers * per_layer_re
-    f_head = 2.0 * x.vocab_padded * h * tokens / x.tp
-    head_passes = 2.0 if p.tuning.frozen else 3.0  # a frozen output layer: no weight gradient
     offload = tun.activation_offload(p, c, a, n_layers, k_full, t_fwd, t_bwd + per_layer_re)
-    per_mb = n_layers * (t_fwd + t_bwd) + recompute_t + head_passes * f_head / rate + offload
-    return Compute(per_micro_batch=per_mb, recompute=recompute_t, offload=offload,
-                   layer_fwd=t_fwd,
+    head, embed = stage_edges(p, x, tokens, rate, lin_rate)
+    return Compute(per_micro_batch=n_layers * (t_fwd + t_bwd) + recompute_t + offload,
+                   recompute=recompute_t, offload=offload, head=head, embed=embed, layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
                    attn_fwd=t_attn, rate=rate, peak_flops=peak)

@@ -1,6 +1,7 @@
 """Engine configs, one module per engine with its reader and writer side by side, so the round trip
 ``dtplan export`` → ``dtplan check`` lives in one file: ``deepspeed`` (JSON), ``megatron``
-(launch-script flags), ``torchtitan`` (job TOML), ``accelerate`` (config YAML, writer only).
+(launch-script flags), ``torchtitan`` (0.3 command line or v0.2 job TOML; the writer in
+``torchtitan_export``), ``accelerate`` (config YAML, writer only).
 
 Each reader maps the engine's keys onto a Layout, batch and model, and applies the engine's own
 assertions as rules whose ``key`` is the engine's spelling, so annotations point at the line.
@@ -19,11 +20,13 @@ from planner.specs.finetune import Tuning
 from planner.specs.framework import framework_names, load_framework
 from planner.specs.job import CheckOptions, Job
 from planner.framework_configs.accelerate import to_accelerate
-from planner.framework_configs.common import ENGINES, TARGETS, Export, cli_model, detect, load_any
+from planner.framework_configs.common import (ENGINES, TARGETS, Export, cli_model, detect,
+                                              given_model, load_any)
 from planner.framework_configs.deepspeed import read_deepspeed, to_deepspeed
 from planner.framework_configs.megatron import read_megatron, to_megatron
 from planner.framework_configs.megatron_args import parse_megatron_args
-from planner.framework_configs.torchtitan import read_torchtitan, to_torchtitan
+from planner.framework_configs.torchtitan import read_torchtitan, titan_cmdline
+from planner.framework_configs.torchtitan_export import TITAN_DEFAULT, TITAN_VERSIONS, to_torchtitan
 
 
 def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions) -> Job:
@@ -34,7 +37,7 @@ def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions)
     elif kind == "megatron":
         job = read_megatron(where, text, opts)
     elif kind == "torchtitan":
-        job = read_torchtitan(where, data, opts)
+        job = read_torchtitan(where, titan_cmdline(text, where) if data is None else data, opts)
     else:
         raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
     if kind in framework_names():
@@ -60,16 +63,19 @@ WRITERS = {"deepspeed": to_deepspeed, "megatron": to_megatron, "torchtitan": to_
            "accelerate": to_accelerate}
 
 
-def export(target: str, inp: Job) -> Export:
+def export(target: str, inp: Job, torchtitan_version: str = TITAN_DEFAULT) -> Export:
+    """The engine config for ``inp`` (torchtitan: the release ``torchtitan_version`` runs)."""
     if target not in WRITERS:
         raise InputError("--to", f"must be one of {', '.join(TARGETS)}, got {target!r}")
     tuning = Tuning.of(inp.layout)
     peft.refuse(target, tuning)
-    written = WRITERS[target](inp)
+    written = to_torchtitan(inp, torchtitan_version) if target == "torchtitan" \
+        else WRITERS[target](inp)
     if tuning.frozen:
         written.notes.append(peft.peft_note(tuning))
     return written
 
 
-__all__ = ["ENGINES", "TARGETS", "Export", "cli_model", "detect", "export", "load_any",
+__all__ = ["ENGINES", "TARGETS", "TITAN_DEFAULT", "TITAN_VERSIONS", "Export", "cli_model", "detect",
+           "export", "given_model", "load_any",
            "parse_megatron_args", "read_engine"]

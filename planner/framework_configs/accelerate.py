@@ -1,5 +1,11 @@
 """Accelerate config YAML for FSDP2 (ECOSYSTEM.md §4: the config YAML and the FSDP ↔ ZeRO mapping);
-TP and CP through ``parallelism_config``. Writer only: ``dtplan check`` reads no Accelerate file.
+TP and CP through ``parallelism_config``; several nodes with the fields ``accelerate launch``
+passes to torchrun. Writer only: ``dtplan check`` reads no Accelerate file.
+
+Written for Accelerate 1.15.0: ``commands/config/config_args.py`` (ClusterConfig: unknown
+top-level keys rejected), ``commands/launch.py`` and ``utils/launch.py::prepare_multi_gpu_env``
+(nproc_per_node = num_processes // num_machines; same_network → torchrun master_addr =
+main_process_ip, master_port = main_process_port, node_rank = machine_rank).
 """
 
 from __future__ import annotations
@@ -9,6 +15,12 @@ import math
 from planner.specs.job import Job
 from planner.framework_configs.common import Export, _accumulation, _bf16, _sharding, _unsupported
 
+
+ACCELERATE_TARGET = "Accelerate 1.15.0"
+# What each node's copy must say: the head node's address (torchrun's master_addr), and its own
+# rank. A placeholder no resolver accepts, so a file left unfilled fails at launch, loudly.
+HEAD_NODE_IP = "HEAD_NODE_IP"
+MAIN_PROCESS_PORT = 29500   # torchrun's and Accelerate's default master port
 
 LAYER_CLASSES = {"llama": "LlamaDecoderLayer", "mixtral": "MixtralDecoderLayer",
                  "qwen2": "Qwen2DecoderLayer", "mistral": "MistralDecoderLayer", "gpt2": "GPT2Block"}
@@ -29,12 +41,22 @@ def to_accelerate(inp: Job) -> Export:
     gas = _accumulation(inp)
     notes: list[str] = []
     per_node = min(hw.scale_up.gpus_per_node, inp.gpus)
+    machines = math.ceil(inp.gpus / per_node)
+    if inp.gpus % machines:   # Accelerate starts num_processes // num_machines per node
+        raise _unsupported("accelerate", f"{inp.gpus} GPUs over {machines} nodes of "
+                           f"{per_node}: it starts the same number of processes on every node",
+                           f"plan a multiple of {machines} GPUs")
     cfg: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False,
                  "machine_rank": 0, "main_training_function": "main",
                  "mixed_precision": ("fp8" if lay.precision == "fp8" else
                                      "bf16" if _bf16(lay.precision) else "no"),
-                 "num_machines": math.ceil(inp.gpus / per_node), "num_processes": inp.gpus,
+                 "num_machines": machines, "num_processes": inp.gpus,
                  "rdzv_backend": "static", "same_network": True, "use_cpu": False}
+    if machines > 1:
+        cfg.update(main_process_ip=HEAD_NODE_IP, main_process_port=MAIN_PROCESS_PORT)
+        notes.append(f"{machines} nodes: on each node set machine_rank (0 on the head node, "
+                     f"1..{machines - 1} on the others) and main_process_ip ({HEAD_NODE_IP} is a "
+                     "placeholder: the head node's address, reachable from every node)")
     simple_ddp = lay.zero == 0 and lay.tp == lay.cp == 1
     if simple_ddp:
         cfg["distributed_type"] = "MULTI_GPU"
@@ -61,9 +83,13 @@ def to_accelerate(inp: Job) -> Export:
     if lay.recompute == "selective":
         notes.append("Accelerate's activation checkpointing is whole-layer; selective recompute "
                      "is not expressible and is left off")
-    header = [f"# dtplan export (Accelerate config YAML): {mod.name or 'model'} on {inp.gpus} GPUs",
+    header = [f"# dtplan export for {ACCELERATE_TARGET} (config YAML): {mod.name or 'model'} on "
+              f"{inp.gpus} GPUs, {machines} node(s) of {inp.gpus // machines} processes",
               f"# The training script sets the batch: per-device batch {lay.micro_batch}, "
               f"gradient_accumulation_steps {gas}, global batch {inp.global_batch}, "
               f"sequence length {inp.seq_len}.", "# Run with: accelerate launch --config_file <this file> train.py"]
+    if machines > 1:
+        header.append(f"# On every node: a copy with its machine_rank and main_process_ip = the "
+                      f"head node's address (replace {HEAD_NODE_IP})")
     body = yaml.safe_dump(cfg, sort_keys=True, default_flow_style=False)
     return Export("accelerate", "\n".join(header) + "\n" + body, notes, [])

@@ -18,6 +18,7 @@ from planner.engine.stages import stage_layers
 from planner.errors import InputError, Problems
 from planner.io.parse import detect_format, parse_text
 from planner.io.read import looks_like_path, read_text
+from planner.io.tree import TITAN_CMDLINE
 from planner.io.validate import MAX_GPUS
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_hardware
@@ -34,15 +35,21 @@ TORCHTITAN_TABLES = {"parallelism", "training", "activation_checkpoint", "job", 
 MEGATRON_HINTS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
                   "--micro-batch-size", "--num-layers", "pretrain_gpt")
 ARGS_SUFFIXES = {".sh", ".bash", ".args", ".txt", ".cmd", ""}
+
 TARGETS = ("deepspeed", "megatron", "torchtitan", "accelerate")
 
 
 # ---- loading and detection ---------------------------------------------------------------------
 
 def load_any(path: str, engine: str | None) -> tuple[str, str, Any]:
-    """(text, format, parsed data); Megatron argument lists are kept as text (format "args")."""
+    """(text, format, parsed data); Megatron argument lists are kept as text (format "args"),
+    and so are torchtitan 0.3 command lines (format "titan-args")."""
     text = read_text(path, what="plan or engine config")
     suffix = Path(path).suffix.lower()
+    if ((engine == "torchtitan" and suffix != ".toml") or (engine is None and suffix in
+                                                           ARGS_SUFFIXES)) \
+            and TITAN_CMDLINE.search(text):
+        return text, "titan-args", None
     if engine == "megatron" or (engine is None and suffix in ARGS_SUFFIXES
                                 and any(h in text for h in MEGATRON_HINTS)):
         return text, "args", None
@@ -58,6 +65,8 @@ def load_any(path: str, engine: str | None) -> tuple[str, str, Any]:
 def detect(path: str, fmt: str, data: Any, text: str) -> str:
     if fmt == "args":
         return "megatron"
+    if fmt == "titan-args":
+        return "torchtitan"
     if isinstance(data, dict):
         if fmt == "json" and DEEPSPEED_KEYS & set(data) and "gpus" not in data:
             return "deepspeed"
@@ -77,6 +86,17 @@ def cli_model(text: str) -> ModelSpec:
     if looks_like_path(text, ".json"):
         return load_hf_config(text, option="--model")
     return get_preset(text)
+
+
+def given_model(opts: CheckOptions) -> ModelSpec:
+    """The model check's flags name: ``--model`` (a preset or config.json), else ``--params N``
+    (the dense shape inferred from N, as fit and export plan it)."""
+    from planner.specs.model import model_from_params
+
+    if opts.model:
+        return cli_model(opts.model)
+    assert opts.params is not None   # callers ask only when one of the two is given
+    return model_from_params(opts.params)
 
 
 def _need(found: Problems, value: Any, option: str, what: str) -> Any:
@@ -150,6 +170,24 @@ class Export:
     check_args: list[str] = field(default_factory=list)  # what `dtplan check` needs besides the file
 
 
+MASTER_PORT = 29500   # torchrun's default rendezvous port
+
+
+def torchrun_lines(inp: Job, program: str) -> list[str]:
+    """The torchrun command over the job's nodes (ending in a continuation): one node as is;
+    several take each node's rank and the head node's address from the environment
+    (NODE_RANK, MASTER_ADDR, set on every node), as torchrun's static rendezvous needs."""
+    per_node = min(inp.hardware.scale_up.gpus_per_node, inp.gpus)
+    nodes = -(-inp.gpus // per_node)
+    words = f"torchrun --nproc_per_node {per_node} --nnodes {nodes}"
+    if nodes == 1:
+        return [f"{words} {program} \\"]
+    return [f"# {nodes} nodes: run this on every node with NODE_RANK (0..{nodes - 1}) and "
+            "MASTER_ADDR (the head node's address) set",
+            f'{words} --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" '
+            f"--master_port {MASTER_PORT} {program} \\"]
+
+
 def _accumulation(inp: Job) -> int:
     lay = inp.layout
     per_step = lay.micro_batch * lay.dp
@@ -162,7 +200,9 @@ def _accumulation(inp: Job) -> int:
 def _stage_layers(inp: Job) -> tuple[int, int, int]:
     """(first, full, last) layers per (virtual) stage: engine.stages, the split the estimate
     uses."""
-    first, full, last = stage_layers(inp.model.layers, inp.layout.pp, inp.layout.chunks)
+    lay = inp.layout
+    first, full, last = stage_layers(inp.model.layers, lay.pp, lay.chunks,
+                                     lay.first_stage_layers or 0, lay.last_stage_layers or 0)
     return int(first), int(full), int(last)
 
 
@@ -189,4 +229,7 @@ def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
     if lay.zero == 1:
         notes.append("FSDP has no ZeRO-1: exported as SHARD_GRAD_OP (ZeRO-2, less memory)")
     shard = lay.shard_group or lay.dp
+    if lay.dp % shard:   # a device mesh of replicate × shard: whole replicas of the group
+        raise _unsupported(target, f"a shard group of {shard} in DP {lay.dp} (replicas of the "
+                           "group must cover DP exactly)")
     return lay.dp // shard, shard, lay.zero >= 3, notes

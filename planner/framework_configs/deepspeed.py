@@ -16,7 +16,7 @@ from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Layout, Offload, Recompute
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, cli_model
+from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, given_model
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -36,7 +36,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     gpus = _need(found, opts.gpus, "--gpus", "a DeepSpeed config does not state the GPU count")
     seq_len = _need(found, opts.seq_len, "--seq-len", "a DeepSpeed config does not state the "
                                                       "sequence length")
-    model = (found.run(cli_model, opts.model) if opts.model else
+    model = (found.run(given_model, opts) if opts.model or opts.params else
              _need(found, None, "--model", "a DeepSpeed config does not describe the model"))
     hw = found.run(_hardware, opts, notes)
     keys = found.run(_batch_keys, o, opts, notes)

@@ -7,7 +7,6 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
-import math
 from typing import cast
 
 from planner.errors import InputError, Problems, validation_message
@@ -16,12 +15,12 @@ from planner.specs.knobs import Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, cli_model
+from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, counted_layers, expert_rules,
-                                                     interleaved_split, launch_rules,
+                                                     connections_line, expert_rules, launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
+from planner.framework_configs.megatron_pipeline import pipeline_flags, read_pipeline
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -58,51 +57,8 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
         notes.append(f"--global-batch-size not given: Megatron uses micro × DP = {gbs}")
     layers = model.layers
 
-    # virtual pipeline (interleaved schedule)
-    lpv = a.get("--num-layers-per-virtual-pipeline-stage")
-    vsr = a.get("--num-virtual-stages-per-pipeline-rank")
-    chunks = 1
-    if lpv is not None and vsr is not None:
-        raise InputError(f"{where}: --num-virtual-stages-per-pipeline-rank",
-                         "give at most one of it and --num-layers-per-virtual-pipeline-stage")
-    if lpv is not None:
-        counted = counted_layers(a, layers)   # with the embedding / loss counted as layers
-        per_rank = counted // pp if counted % pp == 0 else None
-        ok = per_rank is not None and per_rank % lpv == 0
-        rules.append(make_rule("megatron-vpp-layers", ok,
-                               f"({counted} layers / PP {pp}) / {lpv} layers per virtual stage",
-                               "whole numbers", "number of layers per pipeline rank must be "
-                               "divisible by --num-layers-per-virtual-pipeline-stage",
-                               key="--num-layers-per-virtual-pipeline-stage"))
-        chunks = max(1, (per_rank or lpv) // lpv)
-    elif vsr is not None:
-        chunks = vsr
+    chunks, first, last = read_pipeline(a, layers, pp, where, rules)
     interleaved = chunks > 1
-    if interleaved:   # p2p overlap is on unless --no-overlap-p2p-communication (:556-560)
-        need = 2 if a.get("--no-overlap-p2p-communication") else 1
-        rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
-                               "the interleaved schedule needs pipeline-model-parallel size > 1 "
-                               "(> 2 with --no-overlap-p2p-communication)",
-                               key="--pipeline-model-parallel-size"))
-    elif lpv is None and ("--decoder-first-pipeline-num-layers" in a
-                          or "--decoder-last-pipeline-num-layers" in a):
-        # Uneven stages: the first/last stage take the given layers, the rest split evenly.
-        first = a.get("--decoder-first-pipeline-num-layers")
-        last = a.get("--decoder-last-pipeline-num-layers")
-        rest = layers - (first or 0) - (last or 0)
-        stages = pp - (first is not None) - (last is not None)
-        rules.append(make_rule("megatron-layers-divisible", stages > 0 and rest > 0
-                               and rest % stages == 0,
-                               f"({layers} − first {first or 0} − last {last or 0}) layers over "
-                               f"{stages} middle stages", "whole number",
-                               "the layers left after the first and last stages must divide "
-                               "evenly across the other stages",
-                               key="--decoder-first-pipeline-num-layers"))
-    elif lpv is None:
-        rules.append(make_rule("megatron-layers-divisible", layers % pp == 0,
-                               f"{layers} layers % PP {pp}", "= 0", "Number of layers should be "
-                               "divisible by the pipeline-model-parallel size",
-                               key="--pipeline-model-parallel-size"))
     rules.append(make_rule("megatron-global-batch", gbs % (mbs * dp) == 0 and gbs >= mbs * dp,
                            f"{gbs} % ({mbs} × DP {dp})", "= 0", "global batch size is not "
                            "divisible by micro batch size times data parallel size "
@@ -210,6 +166,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, micro_batch=mbs,
                     shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
+                    first_stage_layers=first, last_stage_layers=last,
                     schedule="interleaved" if interleaved else "1f1b", recompute=cast(Recompute, gran or "none"),
                     recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
@@ -235,8 +192,8 @@ def _gpus(a: dict, opts: CheckOptions, notes: list[str], found: Problems) -> int
 def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> ModelSpec:
     """--model wins (with rules that the arguments' shape matches it); else the shape flags."""
     shape = _megatron_model(a, where)
-    if opts.model:
-        model = cli_model(opts.model)
+    if opts.model or opts.params:
+        model = given_model(opts)
         if shape:
             for flag, field_ in (("--num-layers", "layers"), ("--hidden-size", "hidden"),
                                  ("--num-attention-heads", "heads")):
@@ -285,17 +242,9 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
                     notes: list[str]) -> list[tuple[str, object]]:
     """TP, PP (interleaved or uneven stages), SP, CP and the experts' flags."""
     lay, mod = inp.layout, inp.model
-    first, full, last = stage_layers
     a: list[tuple[str, object]] = [
-        ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp)]
-    if lay.schedule == "interleaved":
-        flags, per_chunk = interleaved_split(mod.layers, lay.pp, lay.chunks)
-        a += [*flags, ("--num-layers-per-virtual-pipeline-stage", per_chunk)]
-    elif first != full or last != full:
-        a += [("--decoder-first-pipeline-num-layers", first),
-              ("--decoder-last-pipeline-num-layers", last)]
-        notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
-                     f"{full} on the others")
+        ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
+        *pipeline_flags(lay, mod.layers, stage_layers, notes)]
     if lay.sequence_parallel:
         a.append(("--sequence-parallel", None))
     if lay.cp > 1:
@@ -364,6 +313,8 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
               ("--data-parallel-sharding-strategy", "optim_grads" if lay.zero == 2
                else "optim_grads_params"), ("--ckpt-format", "fsdp_dtensor")]
     if lay.shard_group and lay.zero >= 1:   # hybrid sharding: replicas of a sharded group
+        if (lay.dp * lay.cp) % lay.shard_group:   # parallel_state.py:792: DP·CP % R == 0
+            raise _unsupported("megatron", f"shard group {lay.shard_group} in DP·CP {lay.dp * lay.cp}")
         a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
     if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
         a.append(("--bf16", None))
@@ -382,9 +333,6 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
 def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
     """The torchrun command over the nodes, one flag a line."""
     lay, mod, hw = inp.layout, inp.model, inp.hardware
-    node = hw.scale_up.gpus_per_node
-    per_node = min(node, inp.gpus)
-    nodes = math.ceil(inp.gpus / per_node)
     lines = ["#!/bin/bash",
              f"# dtplan export for {MEGATRON_TARGET}: {mod.name or 'model'} on "
              f"{inp.gpus} x {hw.name}",
@@ -392,7 +340,7 @@ def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
              f"global batch {inp.global_batch} = micro {lay.micro_batch} x accumulation {gas} x DP {lay.dp}",
              "# Add the data, tokenizer, optimizer-schedule and checkpoint flags of your run.",
              connections_line(lay, generation(hw) in ("B200", "GB200")), "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {nodes} pretrain_gpt.py \\"]
+             *torchrun_lines(inp, "pretrain_gpt.py")]
     flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
     lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]
     return "\n".join(lines) + "\n"

@@ -1,14 +1,15 @@
-"""torchtitan v0.2.x job TOML: the reader (parallel_dims / train.py / parallelize rules) and the writer
-(a job TOML consistent with them), side by side.
+"""torchtitan: the reader of a v0.2.x job TOML and of a 0.3 command line (``--module``/``--config``
+and tyro overrides, read into the same tables), with each release's parallel_dims / trainer rules.
+The writer is ``torchtitan_export``.
 
 Sources (ECOSYSTEM.md §3): v0.2.2 ``job_config.py``, ``parallel_dims.py::_validate``, ``train.py``,
-``parallelize.py``.
+``parallelize.py``; 0.3.0 ``config/manager.py``, ``trainer.py``, ``distributed/parallel_dims.py``.
 """
 
 from __future__ import annotations
 
-import json
 import re
+import shlex
 from typing import Any
 
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
@@ -18,8 +19,9 @@ from planner.specs.knobs import Layout, Offload, Recompute, Schedule
 from planner.evaluation.rules import config_keys
 from planner.specs.model import ModelSpec
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import (Export, _Obj, _accumulation, _bf16, _hardware, _need, _sharding,
-                     _stage_layers, _unsupported, cli_model)
+from planner.framework_configs.common import _Obj, _hardware, _need, given_model
+from planner.framework_configs.megatron_args import _shell_lines
+from planner.framework_configs.torchtitan_export import TITAN_V03_PRESETS
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -33,9 +35,11 @@ TITAN_AC: dict[str, Recompute] = {"none": "none", "selective": "selective", "ful
 
 
 def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
-    """A torchtitan v0.2.x job TOML, with parallel_dims / train.py / parallelize rules (§3.1)."""
+    """A torchtitan v0.2.x job TOML, or a 0.3 command line read into the same tables
+    (``titan_cmdline``), with that release's parallel_dims / trainer rules (§3.1)."""
     notes: list[str] = []
     rules: list[GateRule] = []
+    release = data.pop(RELEASE, "0.2") if isinstance(data, dict) else "0.2"
     data = _overridden(data, opts, notes) if isinstance(data, dict) else data
     o = _Obj(where, data)
     par, tr, ac, mo = o.sub("parallelism"), o.sub("training"), o.sub("activation_checkpoint"), \
@@ -44,7 +48,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     gpus = _need(found, opts.gpus, "--gpus", "a torchtitan config does not state the GPU count "
                                              "(WORLD_SIZE)")
     hw = found.run(_hardware, opts, notes)
-    model = found.run(_model, mo, opts, notes)
+    model = found.run(_model, mo, opts, notes, release)
     found.check()
     # found.check() raised if any of these failed to read: each is present from here on
     assert model is not None and hw is not None
@@ -65,10 +69,6 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
                            f"{rep} × {shard} × {cp} × {tp} × {pp} = {world}", f"= {gpus}",
                            "Invalid parallel dims: dp_replicate * dp_shard * cp * tp * pp != "
                            "WORLD_SIZE", key="parallelism.data_parallel_shard_degree"))
-    if ep > 1:
-        rules.append(make_rule("torchtitan-etp", etp in (tp, 1), f"ETP {etp}, TP {tp}",
-                               "ETP = TP or 1", "Currently we only support ETP=TP or ETP=1",
-                               key="parallelism.expert_tensor_parallel_degree"))
     if rep > 1 and shard == 1:
         rules.append(make_rule("torchtitan-ddp-1d", tp == pp == cp == 1,
                                f"DDP with TP {tp}, PP {pp}, CP {cp}", "no other parallelism",
@@ -91,11 +91,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     seq = tr.int("seq_len", 2048, high=MAX_SEQ_LEN)
     if opts.seq_len and opts.seq_len != seq:
         raise InputError("--seq-len", f"{opts.seq_len} conflicts with training.seq_len = {seq}")
-    # parallelize.py asserts it for every job (the divisor is 2 when tp = cp = 1)
-    rules.append(make_rule("torchtitan-seq-divisor", seq % (tp * 2 * cp) == 0,
-                           f"seq_len {seq} % (TP {tp} × 2 × CP {cp})", "= 0",
-                           "seq_len must divide by tp·2·cp (ParallelDims.seq_len_divisor)",
-                           key="training.seq_len"))
+    etp = _release_rules(release, o, (shard, tp, pp, cp, ep, etp), seq, rules)
     schedule_name = par.str("pipeline_parallel_schedule", "1F1B")
     sched_key = schedule_name.lower()
     pp_mb = par.int("pipeline_parallel_microbatch_size", 1)
@@ -153,7 +149,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     mp = tr.str("mixed_precision_param", "bfloat16")
     precision = opts.precision or ("fp32" if mp == "float32" else "mixed")
     offload: Offload = "cpu" if tr.bool("enable_cpu_offload") else "none"
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp if ep > 1 else None, zero=zero,
                     shard_group=shard if (rep > 1 and shard > 1) else None, micro_batch=micro,
                     schedule=schedule, chunks=chunks, sp=tp > 1, recompute=TITAN_AC[mode],
                     offload_optimizer=offload if zero else "none",
@@ -164,17 +160,65 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
                rules=rules, notes=notes)
 
 
-def _model(mo: _Obj, opts: CheckOptions, notes: list[str]) -> ModelSpec:
-    """--model wins; else [model] name and flavor as torchtitan's llama3 presets."""
-    if opts.model:
-        return cli_model(opts.model)
+def _release_rules(release: str, o: _Obj, dims: tuple[int, int, int, int, int, int], seq: int,
+                   rules: list[GateRule]) -> int:
+    """The rules that differ between releases; returns the expert TP the release runs.
+    v0.2.2: ETP is TP or 1 (parallel_dims.py:35-59) and seq_len divides by tp·2·cp for every job
+    (parallelize.py). 0.3.0: no ETP (EP borrows from dp_shard·cp·tp, so that product divides
+    by EP: parallel_dims.py build_mesh), seq_len divides by (tp if SP)·(2·cp if cp > 1)
+    (trainer.py), and PP or EP needs CUDA graphs off (trainer.py _validate_cuda_graphs)."""
+    shard, tp, pp, cp, ep, etp = dims
+    par, tr = o.sub("parallelism"), o.sub("training")
+    if release == "0.2":
+        if ep > 1:
+            rules.append(make_rule("torchtitan-etp", etp in (tp, 1), f"ETP {etp}, TP {tp}",
+                                   "ETP = TP or 1", "Currently we only support ETP=TP or ETP=1",
+                                   key="parallelism.expert_tensor_parallel_degree"))
+        rules.append(make_rule("torchtitan-seq-divisor", seq % (tp * 2 * cp) == 0,
+                               f"seq_len {seq} % (TP {tp} × 2 × CP {cp})", "= 0",
+                               "seq_len must divide by tp·2·cp (ParallelDims.seq_len_divisor)",
+                               key="training.seq_len"))
+        return etp
+    sp = par.bool("enable_sequence_parallel", True)
+    divisor = (tp if sp else 1) * (2 * cp if cp > 1 else 1)
+    rules.append(make_rule("torchtitan-seq-divisor", seq % divisor == 0,
+                           f"seq_len {seq} % {divisor}", "= 0", "seq_len must divide by "
+                           "(tp if sequence parallel) · (2·cp if cp > 1) (trainer.py)",
+                           key="training.seq_len"))
+    if ep > 1:
+        rules.append(make_rule("torchtitan-ep-borrows", (shard * cp * tp) % ep == 0,
+                               f"dp_shard {shard} × CP {cp} × TP {tp} % EP {ep}", "= 0",
+                               "EP borrows from dp_shard·cp·tp (parallel_dims.py build_mesh)",
+                               key="parallelism.expert_parallel_degree"))
+    rules.append(make_rule("torchtitan-cuda-graphs", (pp == 1 and ep == 1)
+                           or tr.bool("disable_cuda_graphs"), f"PP {pp}, EP {ep}",
+                           "--training.disable-cuda-graphs when PP or EP > 1",
+                           "CUDA graphs do not support pipeline parallelism (or a synchronising "
+                           "expert dispatch) yet. Set --training.disable_cuda_graphs.",
+                           key="training.disable_cuda_graphs"))
+    return 1
+
+
+def _model(mo: _Obj, opts: CheckOptions, notes: list[str], release: str) -> ModelSpec:
+    """--model wins; else [model] name and flavor as torchtitan's llama3 presets (v0.2), or
+    --module/--config as torchtitan's config functions (0.3)."""
+    from planner.specs.presets import get_preset
+    if opts.model or opts.params:
+        return given_model(opts)
+    if release == "0.3":
+        module, config = mo.str("module") or "", mo.str("config") or ""
+        known = TITAN_V03_PRESETS.get((module, config))
+        if known is None:
+            raise mo.fail("config", f"{module!r} {config!r} is not a torchtitan 0.3 config "
+                          "dtplan knows; pass --model")
+        notes.append(f"--module {module} --config {config} read as the {known} preset")
+        return get_preset(known)
     raw_name, raw_flavor = mo.str("name") or "", mo.str("flavor") or ""
     name, flavor = raw_name.lower(), raw_flavor.lower()
     preset = TITAN_FLAVORS.get((name, flavor))
     if preset is None:   # named by the key, as written (the lookup alone ignores case)
         raise mo.fail("flavor", f"{raw_flavor!r} of model {raw_name or '?'!r} is not a known "
                                 "torchtitan shape; pass --model")
-    from planner.specs.presets import get_preset
     notes.append(f"[model] {name} {flavor} read as the {preset} preset")
     return get_preset(preset)
 
@@ -204,89 +248,46 @@ def _overridden(data: dict, opts: CheckOptions, notes: list[str]) -> dict:
     return out
 
 
-# ---- writer -----------------------------------------------------------------------------------
+# ---- a torchtitan 0.3 command line ------------------------------------------------------------
+RELEASE = "__release__"    # the key titan_cmdline adds: which release's rules apply
+_INT = re.compile(r"^-?\d+$")
 
 
-# torchtitan's llama3 flavors (torchtitan/models/llama3/__init__.py@v0.2.2), keyed by the model
-# name with punctuation dropped ("Llama-3-70B" → "llama370b").
-TITAN_MODELS = {"llama38b": ("llama3", "8B"), "llama3.18b": ("llama3", "8B"),
-                "llama370b": ("llama3", "70B"), "llama3.170b": ("llama3", "70B"),
-                "llama3.1405b": ("llama3", "405B")}
-
-
-def _toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return json.dumps(str(v))
-
-
-def to_torchtitan(inp: Job) -> Export:
-    """torchtitan v0.2.x job TOML (§3), consistent with parallel_dims / train.py rules (§3.1)."""
-    lay, mod = inp.layout, inp.model
-    gas = _accumulation(inp)
-    rep, shard, reshard, notes = _sharding(inp, "torchtitan")
-    if lay.offload_optimizer == "nvme" or lay.offload_params == "nvme":
-        raise _unsupported("torchtitan", "offload to NVMe (FSDP offloads to CPU only)")
-    if inp.seq_len % (lay.tp * 2 * lay.cp):
-        raise _unsupported("torchtitan", f"seq_len {inp.seq_len} with TP {lay.tp} × CP {lay.cp}: "
-                           "it must divide by tp·2·cp")
-    if lay.expert_tp not in (lay.tp, 1):   # parallel_dims.py:35-59 (v0.2.2): ETP is TP or 1
-        raise _unsupported("torchtitan", f"expert TP {lay.expert_tp} with TP {lay.tp} "
-                           "(it runs ETP = TP or 1)")
-    first, full, last = _stage_layers(inp)
-    par: dict = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": shard,
-                 "fsdp_reshard_after_forward": "always" if reshard else "never",
-                 "tensor_parallel_degree": lay.tp, "context_parallel_degree": lay.cp,
-                 "expert_parallel_degree": lay.ep, "pipeline_parallel_degree": lay.pp}
-    if lay.expert_tp != lay.tp:
-        par["expert_tensor_parallel_degree"] = lay.expert_tp
-    if lay.pp > 1:
-        if lay.schedule == "zb-h1":   # torch.distributed.pipelining's zero-bubble ones are looped
-            raise _unsupported("torchtitan", "ZB-H1 with one stage per rank")
-        schedule = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}[lay.schedule]
-        per_stage = full // lay.chunks
-        par.update(pipeline_parallel_schedule=schedule,
-                   pipeline_parallel_microbatch_size=lay.micro_batch,
-                   pipeline_parallel_layers_per_stage=per_stage,
-                   pipeline_parallel_first_stage_less_layers=full - first,
-                   pipeline_parallel_last_stage_less_layers=full - last)
-        local = lay.micro_batch * gas      # every micro-batch of the step goes through the pipeline
-    else:
-        local = lay.micro_batch            # global ÷ (local × dp) micro-steps of accumulation
-    training = {"local_batch_size": local, "global_batch_size": inp.global_batch,
-                "seq_len": inp.seq_len,
-                "mixed_precision_param": "bfloat16" if _bf16(lay.precision) else "float32",
-                "mixed_precision_reduce": "float32",
-                "enable_cpu_offload": lay.offload_optimizer != "none" or lay.offload_params != "none"}
-    if training["enable_cpu_offload"] and lay.offload_params == "none":
-        notes.append("FSDP CPU offload moves parameters, gradients and optimizer state together")
-    ac: dict = {"mode": lay.recompute}
-    if lay.recompute == "selective":
-        ac["selective_ac_option"] = "op"
-    if lay.recompute == "full" and lay.recompute_layers is not None:
-        notes.append("torchtitan's full AC covers every layer; the plan recomputes "
-                     f"{lay.recompute_layers} per stage")
-    model = TITAN_MODELS.get(re.sub(r"[^a-z0-9.]", "", (mod.name or "").lower()))
-    sections: list[tuple[str, dict[str, Any]]] = [
-        ("job", {"description": f"dtplan export: {mod.name or 'model'} on {inp.gpus} GPUs"})]
-    model_keys: dict = {"name": model[0], "flavor": model[1]} if model else {}
-    if not model:
-        notes.append(f"[model] name/flavor: {mod.name or 'this model'} has no torchtitan flavor "
-                     "here; set them (dtplan check needs --model)")
-    if lay.precision == "fp8":
-        model_keys["converters"] = ["quantize.linear.float8"]
-    if model_keys:
-        sections.append(("model", model_keys))
-    sections += [("training", training), ("parallelism", par), ("activation_checkpoint", ac)]
-    lines = [f"# dtplan export (torchtitan v0.2.x TOML): {lay.dp} data-parallel ranks "
-             f"(replicate {rep} x shard {shard}), global batch {inp.global_batch} = "
-             f"local {local} x DP {lay.dp} x accumulation {inp.global_batch // (local * lay.dp)}",
-             "# Run with: --job.config_file <this file>"]
-    for name, body in sections:
-        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in body.items()]
-    check = ["--gpus", str(inp.gpus)] + ([] if model else ["--model", mod.name or "?"])
-    return Export("torchtitan", "\n".join(lines) + "\n", notes, check)
+def titan_cmdline(text: str, where: str) -> dict[str, Any]:
+    """A torchtitan 0.3 command line as the tables of its Trainer.Config: ``--table.key value``
+    (dashes or underscores), tyro's ``--table.key`` / ``--table.no-key`` booleans, the
+    ``activation-checkpoint:MODE`` subcommand, ``--module``/``--config`` as [model]. Everything
+    before ``torchtitan.train`` (torchrun's own flags) is the launcher's."""
+    tokens: list[str] = []
+    for line in _shell_lines(text):
+        try:
+            tokens += shlex.split(line, comments=True)
+        except ValueError as e:
+            raise InputError(where, f"cannot split shell line ({e}): {line.strip()[:60]}") from None
+    start = next((i + 1 for i, t in enumerate(tokens) if re.search(r"torchtitan[./]train", t)), 0)
+    tables: dict[str, Any] = {RELEASE: "0.3"}
+    i, tokens = 0, tokens[start:]
+    while i < len(tokens):
+        tok, i = tokens[i], i + 1
+        if tok.startswith("activation-checkpoint:"):
+            tables.setdefault("activation_checkpoint", {})["mode"] = \
+                tok.split(":", 1)[1].replace("-", "_")
+            continue
+        if not tok.startswith("--"):
+            continue
+        name, eq, inline = tok[2:].partition("=")
+        table, _, key = name.partition(".")
+        has_value = eq or (i < len(tokens) and not tokens[i].startswith("--")
+                           and ":" not in tokens[i])
+        value: Any = inline if eq else tokens[i] if has_value else True
+        i += 1 if has_value and not eq else 0
+        if not key:   # --module / --config
+            tables.setdefault("model", {})[table] = value
+            continue
+        key = key.replace("-", "_")
+        if value is True and key.startswith("no_"):
+            key, value = key[3:], False
+        elif isinstance(value, str) and _INT.match(value):
+            value = int(value)
+        tables.setdefault(table.replace("-", "_"), {})[key] = value
+    return tables

@@ -3,8 +3,8 @@
 Walked recursively (hidden directories such as .git skipped, symbolic links not followed),
 a file is checked when its suffix is one of ``SUFFIXES`` and a bounded read of its text shows
 what it is: a plan (a top-level ``gpus`` key), a DeepSpeed config (one of its batch / ZeRO
-keys), a torchtitan job (a ``[parallelism]`` or ``[training]`` table) or a Megatron-LM launch
-(one of its parallelism flags). Everything else (a model's config.json, a CI workflow, a README)
+keys), a torchtitan job (a ``[parallelism]`` or ``[training]`` table, or a 0.3 command line) or a
+Megatron-LM launch (one of its parallelism flags). Everything else (a model's config.json, a CI workflow, a README)
 is listed as skipped. A directory with nothing to check is bad input (exit 2). Paths given as
 files (and ``-`` for stdin) are always checked.
 """
@@ -28,6 +28,8 @@ _DEEPSPEED = re.compile(r'"(?:train_batch_size|train_micro_batch_size_per_gpu|'
 _TORCHTITAN = re.compile(r"^\s*\[(?:parallelism|training)\]", re.M)
 _MEGATRON = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
              "--micro-batch-size", "pretrain_gpt")
+# A torchtitan 0.3 launch: `-m torchtitan.train`, `--module`, `--parallelism.*` (0.3 reads no TOML)
+TITAN_CMDLINE = re.compile(r"torchtitan[./]train|(^|\s)--module[\s=]|(^|\s)--parallelism\.")
 
 
 def _looks_checkable(path: Path) -> bool:
@@ -39,7 +41,7 @@ def _looks_checkable(path: Path) -> bool:
         return True
     suffix = path.suffix.lower()
     if suffix in (".sh", ".bash", ".args"):
-        return any(flag in text for flag in _MEGATRON)
+        return any(flag in text for flag in _MEGATRON) or bool(TITAN_CMDLINE.search(text))
     if _PLAN.search(text):
         return True
     if suffix == ".json":

@@ -7,7 +7,7 @@ from pathlib import Path
 from planner.calibration.closed_loop import Calibration
 from planner.calibration.compare import Comparison
 from planner.evidence.model import Evidence, TraceSummary
-from planner.render.document import Document, Table
+from planner.render.document import Table
 
 # What each kind of evidence lets `calibrate` fit once it knows the job's layout.
 FITS = {"nccl-tests": "link bus efficiency and per-step latency for this group shape "

@@ -370,7 +370,7 @@ def resolve_file(path: str, opts: CheckOptions,
         return job, text, kind
     plan = validate_plan(data, where, text)
     found = Problems()
-    model = found.run(ec.cli_model, opts.model) if opts.model else None
+    model = found.run(ec.given_model, opts) if opts.model or opts.params else None
     if hardware is None and opts.hardware:
         hardware = found.run(load_hardware, opts.hardware)
     found.check()

@@ -87,8 +87,9 @@ class MemoryParts:
         once per distinct tuple (states, activations) and combined on the rows."""
         b, fw = p.budget, p.fw
         pp, v = self.c.pp.take(idx), self.c.chunks.take(idx)
-        layers = dict(zip(STAGES, stage_layers(p.model.layers, pp.astype(float),
-                                                v.astype(float))))
+        first, mid, last = stage_layers(p.model.layers, pp.astype(float), v.astype(float),
+                                        self.c.first.take(idx), self.c.last.take(idx))
+        layers = dict(zip(STAGES, (first, mid, np.asarray(last) + p.model.mtp_layers)))
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
@@ -137,7 +138,7 @@ class MemoryParts:
         x = shape(p, self.c)
 
         def total(stage: str, at: np.ndarray | None) -> np.ndarray:
-            layers, m = x.layers[STAGES.index(stage)], x.micro_batches
+            layers, m = x.held_layers(STAGES.index(stage)), x.micro_batches
             v = stage_memory(p, p.fw, layers if at is None else layers.take(at),
                              self.states.rows(at, pick=lambda t: t[stage]),
                              self.acts.rows(at, pick=lambda t: t["stages"][stage]),

@@ -6,12 +6,13 @@ The question is a Problem (a model, a hardware profile, a GPU count, a sequence 
 global batch, a precision recipe, an optimizer, a framework) and the knobs the user fixed (a
 SearchSpace). The answer:
 
-1. Every layout. A split is TP × CP × PP × DP = GPUs (EP, on a mixture-of-experts model, taken
-   inside DP × CP). For each split every knob that can change what the layout costs: ZeRO stage
-   and hybrid-shard group, offload (when asked), micro-batch, pipeline schedule and its chunks,
-   sequence parallel, recompute. Knobs that cannot change the cost (sequence parallel at TP 1,
-   ZeRO without a data-parallel group, interleaving without PP, EP on a dense model) and what
-   the framework does not run are not crossed; planner.search.space says why, bound by bound.
+1. Every layout. A split is TP × CP × PP × DP = GPUs (EP, on a mixture-of-experts model, folded
+   over TP × CP × DP). For each split every knob that can change what the layout costs: ZeRO
+   stage and hybrid-shard group, offload (when asked), micro-batch, pipeline schedule, its chunks
+   and stage split, sequence parallel, expert TP, recompute. Knobs that cannot change the cost
+   (sequence parallel at TP 1, ZeRO without a data-parallel group, interleaving without PP, EP
+   on a dense model) and what the framework does not run are not crossed; planner.search.space
+   says why, bound by bound.
 2. Each layout priced by the ordinary evaluation (planner.evaluation.evaluate: memory per
    stage, step time, throughput, rules) and checked against the rules in their order; a layout
    that fails one is counted against the first it fails, and the layout that fits best of those
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from planner.engine.divisors import divisors
-from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers
+from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.error_band import ranking_band
 from planner.evaluation.evaluate import evaluate
@@ -79,7 +80,7 @@ def splits(p: Problem, space: SearchSpace) -> Iterator[tuple[int, int, int, int,
     """(TP, CP, PP, DP, EP) with TP·CP·PP·DP = GPUs, ascending TP, then CP, PP and EP. TP up to
     twice the NVLink domain; CP where every one of its 2·CP sequence chunks holds a
     flash-attention tile; PP up to the layer count, and only where the framework runs a pipeline
-    schedule; EP dividing the experts and DP·CP on an MoE model where the framework has EP."""
+    schedule; EP dividing the experts and TP·CP·DP on an MoE model where the framework has EP."""
     fw, gpus = p.fw.time, p.gpus
     domain = p.hardware.scale_up.gpus_per_domain
     for tp in divisors(gpus):
@@ -97,15 +98,16 @@ def splits(p: Problem, space: SearchSpace) -> Iterator[tuple[int, int, int, int,
                 if not space.pp and (pp > p.model.layers or (pp > 1 and not fw.pipeline_schedules)):
                     continue
                 dp = gpus // (tp * cp * pp)
-                for ep in _expert_degrees(p, space, dp * cp):
+                for ep in _expert_degrees(p, space, tp * dp * cp):
                     yield tp, cp, pp, dp, ep
 
 
-def _expert_degrees(p: Problem, space: SearchSpace, dp_cp: int) -> list[int]:
+def _expert_degrees(p: Problem, space: SearchSpace, folded: int) -> list[int]:
+    """EP dividing the experts and TP·CP·DP (`folded`: the GPUs of a stage EP folds over)."""
     if space.ep or not p.model.is_moe:
         return [space.ep or 1]
     return [e for e in divisors(p.model.experts)
-            if dp_cp % e == 0 and (e == 1 or p.fw.time.expert_parallel)]
+            if folded % e == 0 and (e == 1 or p.fw.time.expert_parallel)]
 
 
 def state_choices(space: SearchSpace, dp_cp: int,
@@ -144,9 +146,9 @@ def micro_batch_choices(p: Problem, space: SearchSpace, dp: int) -> list[int]:
 
 def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str, int]]:
     """(schedule, chunks): 1F1B; under PP zero-bubble ZB-H1 and interleaved 1F1B with 2 to
-    max_chunks chunks that split the layers (beyond, chunks of whole equal layer counts), each
-    where the framework runs it. GPipe only when
-    asked for: 1F1B has its bubble with less memory."""
+    max_chunks chunks that split the layers (evenly, a layer short at the ends, or with stated
+    first/last stages; beyond, chunks of whole equal layer counts), each where the framework
+    runs it. GPipe only when asked for: 1F1B has its bubble with less memory."""
     runs = p.fw.time.pipeline_schedules
     out = [("1f1b", 1)]
     if pp > 1 and "zb-h1" in runs:
@@ -155,12 +157,30 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
         out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
                 if (v <= space.max_chunks
-                    and stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT)
+                    and (stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT
+                         or uneven_splits(p.model.layers, pp, v)))
                 or (v > space.max_chunks and p.model.layers % (pp * v) == 0)]
     if space.schedule == "interleaved":
         return [("interleaved", space.chunks)] if space.chunks else \
             [(s, v) for s, v in out if v > 1]
     return [(space.schedule, 1)] if space.schedule else out
+
+
+def stage_choices(p: Problem, pp: int, chunks: int) -> list[tuple[int | None, int | None]]:
+    """(first, last) stage layers: None (dtplan's split) where v = 1 or the layers come at most
+    MAX_STAGE_DEFICIT short, then each stated split engine.stages.uneven_splits offers (the
+    default where nothing else is)."""
+    layers = p.model.layers
+    out: list[tuple[int | None, int | None]] = []
+    if chunks == 1 or stage_deficit(layers, pp, chunks) <= MAX_STAGE_DEFICIT:
+        out.append((None, None))
+    out += [(f, l_) for f, l_ in uneven_splits(layers, pp, chunks)]
+    return out or [(None, None)]
+
+
+def expert_tp_choices(p: Problem, tp: int) -> list[int | None]:
+    """Expert TP: TP (None), and 1 on a mixture of experts under TP."""
+    return [None] + ([1] if p.model.is_moe and tp > 1 else [])
 
 
 # A SearchSpace's recompute name as the Layout's mode (a KeyError for another name, as the fast
@@ -181,12 +201,16 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
         for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
-                    for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's work
-                        yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, zero=zero,
-                                   shard_group=group, offload_optimizer=opt,
-                                   offload_params=par, micro_batch=mb, schedule=schedule,
-                                   chunks=chunks, sp=sp, precision=p.precision,
-                                   optimizer=p.optimizer)
+                    for first, last in stage_choices(p, pp, chunks):
+                        for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's
+                            for etp in expert_tp_choices(p, tp):
+                                yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
+                                           zero=zero, shard_group=group,
+                                           offload_optimizer=opt, offload_params=par,
+                                           micro_batch=mb, schedule=schedule, chunks=chunks,
+                                           first_stage_layers=first, last_stage_layers=last,
+                                           sp=sp, precision=p.precision,
+                                           optimizer=p.optimizer)
 
 
 def price(p: Problem, layouts: list[Layout]) -> list[Priced]:
@@ -212,7 +236,9 @@ def solve_partial(p: Problem, pairs: list[tuple[dict, Priced, Priced]]) -> list[
     tries: list[tuple[int, Layout]] = []
     for j, (knobs, none, full) in enumerate(pairs):
         if none.first_failure == FITS and full.first_failure is None:
-            most = int(max(stage_layers(p.model.layers, knobs["pp"], knobs["chunks"])))
+            most = int(max(stage_layers(p.model.layers, knobs["pp"], knobs["chunks"],
+                                        knobs["first_stage_layers"] or 0,
+                                        knobs["last_stage_layers"] or 0)))
             tries += [(j, Layout(**knobs, recompute="full", recompute_layers=k))
                       for k in range(1, most)]
     smallest: dict[int, Priced] = {}

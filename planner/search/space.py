@@ -4,10 +4,11 @@ A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
-chunk, under PP), sequence parallel on/off (TP > 1), recompute (none, selective where the framework has it, full;
-recompute is the innermost knob, so each layout's recompute variants are consecutive rows, and
-full recompute of part of each stage is solved from them by the search, search.partial),
-offload when asked.
+chunk, under PP) with its stage splits (stated first/last stages where the layers do not
+divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP over TP·CP·DP),
+recompute (none, selective where the framework has
+it, full; innermost, so a layout's recompute variants are consecutive rows, from which the
+search solves full recompute of part of each stage, search.partial), offload when asked.
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
@@ -19,8 +20,7 @@ tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table sh
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
 PP beyond the layer count. Everything else a rule rejects is enumerated and counted: a split
 none of whose rows passes the structural rules is counted by rule without its rows being built
-(blocks.verdicts), so a 10^7-layer model on 10^7 GPUs is tens of thousands of splits of
-array work, not millions of rows.
+(blocks.verdicts): a 10^7-layer model on 10^7 GPUs is array work, not millions of rows.
 """
 
 from __future__ import annotations
@@ -35,14 +35,13 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
                          Candidates, Problem)
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
-from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit
+from planner.engine.stages import split_choices
 from planner.specs.knobs import KNOB
 
 
 def _upper(name: str) -> int:
     """A layout knob's upper bound (its ``le``)."""
-    le = KNOB[name].le
-    if le is None:
+    if (le := KNOB[name].le) is None:
         raise ValueError(f"layout knob {name}: no upper bound")
     return le
 
@@ -59,15 +58,13 @@ BLOCK_ROWS = 1 << 17  # candidates per block: bounds the cost model's arrays (~1
 # The search prices the structural survivors of consecutive blocks together, at least this many
 # candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
 SCAN_ROWS = 1 << 17
-# Load-balanced ring CP cuts the sequence into 2·CP chunks (Megatron-LM's context parallel;
-# Dubey et al. 2024, Sec. 3.3.2); FlashAttention-2 tiles queries in blocks of 64-128 tokens
-# (Dao 2023, the block sizes it tunes), so a chunk shorter than one 128-token tile leaves the
-# kernel partly idle: CP stops there (a bound on the enumeration, not a fitted constant).
+# Ring CP cuts the sequence into 2·CP chunks (Megatron-LM; Dubey et al. 2024, Sec. 3.3.2); a
+# chunk below one 128-token FlashAttention-2 query tile (Dao 2023) leaves the kernel partly idle.
 CP_MIN_CHUNK_TOKENS = 128
 SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
 # The knob tables crossed within a split, in the C order of its rows (recompute innermost,
-# crossed later by with_recomputes): each table is keyed by the one split column it depends on.
-FACTORS = ("states", "mb", "schedule", "sp")
+# crossed later by with_recomputes), each keyed by the one split column it depends on.
+FACTORS = ("states", "mb", "schedule", "sp", "etp")
 
 
 @dataclass(frozen=True)
@@ -89,8 +86,7 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class Factor:
-    """One knob table per split, all splits' tables concatenated: its columns, and per split
-    the first row of its table and its number of rows."""
+    """One knob table per split, all tables concatenated: columns, per split first row, rows."""
 
     cols: dict[str, np.ndarray]
     start: np.ndarray
@@ -150,7 +146,8 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
     else:
         e = np.array([x for x in divisors(mod.experts) if x == 1 or p.fw.time.expert_parallel],
                      dtype=np.int64)
-        at, which = np.nonzero((dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
+        # EP folds over TP·CP·DP (expert-grid-folds rejects ETP = TP where the grid does not)
+        at, which = np.nonzero((tp * dp * cp)[:, None] % e[None, :] == 0)  # row-major: split, EP
         tp, cp, pp, dp, ep = tp[at], cp[at], pp[at], dp[at], e[which]
     return dict(zip(SPLIT_COLUMNS, (tp, cp, pp, dp, ep)))
 
@@ -158,8 +155,8 @@ def split_arrays(p: Problem, space: SearchSpace) -> dict[str, np.ndarray]:
 def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int]]:
     """split_arrays as a list of (TP, CP, PP, DP, EP) tuples."""
     a = split_arrays(p, space)
-    return [(int(tp), int(cp), int(pp), int(dp), int(ep))
-            for tp, cp, pp, dp, ep in zip(*(a[k] for k in SPLIT_COLUMNS))]
+    return [(int(t), int(c), int(q), int(d), int(e)) for t, c, q, d, e in
+            zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
 def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.ndarray]:
@@ -179,23 +176,21 @@ def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.
 
 
 def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
-    """Interleaved chunks v ≥ 2 the search offers: 2…max_chunks where the layers split (at most
-    MAX_STAGE_DEFICIT short), and beyond max_chunks each v whose chunks hold a whole, equal
-    number of layers (L divisible by PP·v, down to one layer per chunk), as Megatron's
-    --num-layers-per-virtual-pipeline-stage sets it: NVIDIA's MLPerf GPT-3 175B runs use
-    PP 8 with v = 12 (mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
+    """Interleaved chunks v ≥ 2: 2…max_chunks where the layers split (stages.split_choices),
+    beyond, each v with whole, equal chunks (L divisible by PP·v; MLPerf GPT-3 175B runs PP 8 ×
+    v 12, mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
     near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
-            if stage_deficit(layers, pp, v) <= MAX_STAGE_DEFICIT]
+            if split_choices(layers, pp, v)]
     # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
     whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole
 
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
-    """(schedule code, chunks v) rows: 1F1B; under PP also zero-bubble ZB-H1 and interleaved v
-    where the layers split, each only where the framework runs it (its profile's
-    pipeline_schedules; a schedule the user fixed is kept). GPipe is never enumerated: 1F1B
-    has its bubble and less memory."""
+    """(schedule code, chunks v, first, last) rows: 1F1B; under PP also ZB-H1 and interleaved v
+    where the layers split, each only where the framework runs it (profile pipeline_schedules;
+    one the user fixed is kept), each with its stage splits (engine.stages.split_choices).
+    GPipe is never enumerated: 1F1B has its bubble and less memory."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
     runs = p.fw.time.pipeline_schedules
     if pp > 1:
@@ -208,7 +203,9 @@ def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]
             rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
         else:
             rows = [(want, 1)]
-    return _table(rows, ("schedule", "chunks"))
+    return _table([(code, v, f, l_) for code, v in rows
+                   for f, l_ in split_choices(p.model.layers, pp, v) or [(0, 0)]],
+                  ("schedule", "chunks", "first", "last"))
 
 
 def recomputes(p: Problem, space: SearchSpace) -> np.ndarray:
@@ -260,9 +257,13 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
         "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k, p.fw.time.hybrid_sharding),
                           ("zero", "shard", "offload_opt", "offload_par")),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
-        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k), ("schedule", "chunks")),
+        "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
+                            ("schedule", "chunks", "first", "last")),
         "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
                       ("sp",)),
+        # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
+        "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
+                       lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),
     }
     return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 
@@ -291,7 +292,6 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
             at = at + local % n
             local = local // n
         cols.update({name: col[at] for name, col in fac.cols.items()})
-    cols["etp"] = np.zeros(len(owner), dtype=np.int64)   # expert TP = TP: not searched (yet)
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
     return Candidates(**cols), owner

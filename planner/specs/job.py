@@ -63,6 +63,7 @@ class CheckOptions:
     gpus: int | None = None
     hardware: str | None = None
     model: str | None = None
+    params: float | None = None        # --params N: the inferred dense shape fit and export plan
     seq_len: int | None = None
     tp: int | None = None
     pp: int | None = None

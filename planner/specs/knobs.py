@@ -75,6 +75,15 @@ class Layout:
     chunks: int = knob(1, "interleaved model chunks per device (v)", "chunks", ge=1,
                        le=v.MAX_GPUS, column="chunks", cli_auto=True,
                        cli_help="interleaved chunks per device v")
+    first_stage_layers: int | None = knob(
+        None, "layers on the first pipeline stage (Megatron-Core's --decoder-first-pipeline-"
+        "num-layers); None = the even split", "layers", ge=1, le=v.MAX_GPUS, column="first",
+        none_code=0, cli_help="layers on the first pipeline stage (default: even split)")
+    last_stage_layers: int | None = knob(
+        None, "layers on the last pipeline stage, which also runs the output layer, the loss "
+        "and any MTP modules (--decoder-last-pipeline-num-layers); None = the even split",
+        "layers", ge=1, le=v.MAX_GPUS, column="last", none_code=0,
+        cli_help="layers on the last pipeline stage (default: even split)")
     sp: bool | None = knob(None, "sequence parallel; None = on whenever TP > 1", column="sp",
                            source="sequence_parallel",
                            cli_help="sequence parallel (default: on when TP > 1)")

@@ -117,6 +117,8 @@ class LayoutSection(_Strict):
     micro_batch: Optional[int] = _knob("micro_batch")
     schedule: Schedule = _knob("schedule")
     chunks: int = _knob("chunks")
+    first_stage_layers: Optional[int] = _knob("first_stage_layers")
+    last_stage_layers: Optional[int] = _knob("last_stage_layers")
     sp: Optional[bool] = _knob("sp")
     recompute: Recompute = _knob("recompute")
     recompute_layers: Optional[int] = _knob("recompute_layers")

@@ -1,0 +1,114 @@
+"""Megatron-LM's pipeline split, read and written: interleaving (--num-layers-per-virtual-
+pipeline-stage or --num-virtual-stages-per-pipeline-rank), the embedding and the loss counted
+as layers (--account-for-{embedding,loss}-in-pipeline-split) and stated first/last stages
+(--decoder-first/last-pipeline-num-layers), with the checks of core_v0.15.3 (arguments.py:
+530-600, transformer_config.py:1018-1028 and 1083-1135). Beside ``megatron.py`` to keep that
+module under the size limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.engine.stages import layers_split_valid
+from planner.errors import InputError
+from planner.framework_configs.megatron_args import (ACCOUNT_FLAGS, counted_layers,
+                                                     interleaved_split)
+from planner.specs.knobs import Layout
+from planner.specs.verdict import make_rule
+
+FIRST, LAST = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
+
+
+def read_pipeline(a: dict[str, Any], layers: int, pp: int, where: str, rules: list
+                  ) -> tuple[int, int | None, int | None]:
+    """(chunks v, first-stage layers, last-stage layers) of the arguments, with their rules."""
+    lpv = a.get("--num-layers-per-virtual-pipeline-stage")
+    vsr = a.get("--num-virtual-stages-per-pipeline-rank")
+    first, last = a.get(FIRST), a.get(LAST)
+    stated = first is not None or last is not None
+    chunks = 1
+    if lpv is not None and vsr is not None:
+        raise InputError(f"{where}: --num-virtual-stages-per-pipeline-rank",
+                         "give at most one of it and --num-layers-per-virtual-pipeline-stage")
+    if lpv is not None:
+        if stated:   # arguments.py:558-560
+            rules.append(make_rule("megatron-uneven-vpp", False, f"{FIRST} / {LAST} with "
+                                   "--num-layers-per-virtual-pipeline-stage",
+                                   "--num-virtual-stages-per-pipeline-rank", "please use "
+                                   "--num-virtual-stages-per-pipeline-rank to specify virtual "
+                                   "pipeline parallel degree when enable uneven pipeline "
+                                   "parallelism", key="--num-layers-per-virtual-pipeline-stage"))
+        counted = counted_layers(a, layers)   # with the embedding / loss counted as layers
+        per_rank = counted // pp if counted % pp == 0 else None
+        ok = per_rank is not None and per_rank % lpv == 0
+        rules.append(make_rule("megatron-vpp-layers", ok,
+                               f"({counted} layers / PP {pp}) / {lpv} layers per virtual stage",
+                               "whole numbers", "number of layers per pipeline rank must be "
+                               "divisible by --num-layers-per-virtual-pipeline-stage",
+                               key="--num-layers-per-virtual-pipeline-stage"))
+        chunks = max(1, (per_rank or lpv) // lpv)
+    elif vsr is not None:
+        chunks = vsr
+    if chunks > 1:   # p2p overlap is on unless --no-overlap-p2p-communication (:556-560)
+        need = 2 if a.get("--no-overlap-p2p-communication") else 1
+        rules.append(make_rule("megatron-vpp-needs-pp", pp > need, f"PP {pp}", f"> {need}",
+                               "the interleaved schedule needs pipeline-model-parallel size > 1 "
+                               "(> 2 with --no-overlap-p2p-communication)",
+                               key="--pipeline-model-parallel-size"))
+    if stated:
+        _stated_rules(a, layers, pp, chunks, first, last, rules)
+    elif lpv is None:
+        rules.append(make_rule("megatron-layers-divisible", layers % pp == 0,
+                               f"{layers} layers % PP {pp}", "= 0", "Number of layers should be "
+                               "divisible by the pipeline-model-parallel size",
+                               key="--pipeline-model-parallel-size"))
+    return chunks, first, last
+
+
+def _stated_rules(a: dict[str, Any], layers: int, pp: int, v: int, first: int | None,
+                  last: int | None, rules: list) -> None:
+    """Stated first/last stages: not with the embedding or loss counted as layers
+    (transformer_config.py:1018-1028); each stated stage > 0 and a multiple of v, the rest a
+    whole multiple of v on every other stage (:1083-1135)."""
+    counted = [f for f in ACCOUNT_FLAGS if a.get(f)]
+    if counted:
+        rules.append(make_rule("megatron-uneven-account", False, f"{FIRST} / {LAST} with "
+                               f"{counted[0]}", "one of the two", "num_layers_in_first_pipeline_"
+                               "stage and num_layers_in_last_pipeline_stage cannot be set at the "
+                               "same time with account_for_embedding_in_pipeline_split and "
+                               "account_for_loss_in_pipeline_split", key=counted[0]))
+    others = pp - (first is not None) - (last is not None)
+    ok = bool(layers_split_valid(layers, pp, v, first or 0, last or 0))
+    rules.append(make_rule("megatron-layers-divisible", ok,
+                           f"({layers} − first {first or 0} − last {last or 0}) layers over "
+                           f"{others} other stages × v {v}", "whole multiple of v per stage",
+                           "number of layers at middle stage must be divisible by the middle "
+                           "pipeline model parallel size (and by the virtual pipeline degree)",
+                           key=FIRST if first is not None else LAST))
+
+
+def pipeline_flags(lay: Layout, layers: int, split: tuple[int, int, int],
+                   notes: list[str]) -> list[tuple[str, object]]:
+    """The flags of the layout's split: stated first/last stages as --decoder-first/last-
+    pipeline-num-layers (with --num-virtual-stages-per-pipeline-rank under interleaving, the one
+    virtual-pipeline flag Megatron accepts with them); else interleaving with the embedding
+    and loss counted where a chunk is short; else dtplan's uneven ends as stated stages."""
+    first, full, last = split
+    out: list[tuple[str, object]] = []
+    stated = lay.first_stage_layers is not None or lay.last_stage_layers is not None
+    if stated:
+        out += [(f, n) for f, n in ((FIRST, lay.first_stage_layers),
+                                    (LAST, lay.last_stage_layers)) if n is not None]
+        if lay.schedule == "interleaved":
+            out.append(("--num-virtual-stages-per-pipeline-rank", lay.chunks))
+        notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
+                     f"{full} on the others")
+    elif lay.schedule == "interleaved":
+        flags, per_chunk = interleaved_split(layers, lay.pp, lay.chunks)
+        out += [*flags, ("--num-layers-per-virtual-pipeline-stage", per_chunk)]
+    elif first != full or last != full:
+        out += [(FIRST, first), (LAST, last)]
+        notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
+                     f"{full} on the others")
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -59,7 +60,7 @@ def child_env() -> dict[str, str]:
 
 
 # How the tests run `dtplan`. In-process by default: the console script's own function
-# (planner.cli.dispatch.run, which `main` calls) on the argv, with the child's environment,
+# (planner.cli:main) on the argv, with the child's environment,
 # working directory, stdin and fresh stdout/stderr swapped in -- the same parsing, rendering
 # and exit codes without a Python start-up per run (~0.35 s each, most of the suite's time).
 # DTPLAN_TEST_SUBPROCESS=1 runs every call as a real `dtplan` process instead; tests of
@@ -127,17 +128,27 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
                    warn: str | None = None) -> Run:
-    """`dtplan` in this process: planner.cli.dispatch.run(argv), as the console script runs it."""
-    from planner.cli.dispatch import run
+    """`dtplan` in this process: the console script's function (planner.cli:main, what
+    [project.scripts] names) on sys.argv, its exit status taken as the interpreter takes it.
+    main() leaves its process-wide settings behind (the collector frozen and re-enabled, the
+    console-script flag): undone here, so the next test's process is the test runner's again."""
+    import planner.cli
+    from planner.cli import main
 
+    collecting = gc.isenabled()
     with _as_child(cwd, stdin, warn) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
-            code = run(argv)
+            main()
+            code = 0
         except SystemExit as e:   # as the interpreter turns sys.exit(x) into an exit status
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if e.code is not None and not isinstance(e.code, int):
                 err.write(f"{e.code}\n")
+        finally:
+            planner.cli._CLI_PROCESS = False
+            gc.unfreeze()
+            (gc.enable if collecting else gc.disable)()
     return Run(code, _universal(out.getvalue()), _universal(err.getvalue()))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, _command, child_env
+from conftest import ROOT, _command, child_env, run_in_process
 
 PLAN = Path(ROOT) / "examples" / "plans" / "llama3-70b-256xh100.yaml"
 COMMANDS = [
@@ -38,17 +38,19 @@ def _run(args: tuple[str, ...], **env: str) -> subprocess.CompletedProcess[bytes
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:3]))
 def test_every_output_is_encodable_in_the_stream_encoding(args):
-    utf8 = _run(args)
-    assert utf8.returncode in (0, 1, 2), utf8.stderr[-300:]
+    # the UTF-8 reference in-process (byte-identical to a real process: test_cli_in_process);
+    # each encoding under test is a real process, as the interpreter sets its streams up
+    utf8 = run_in_process(list(args))
+    assert utf8.code in (0, 1, 2), utf8.err[-300:]
     for env, encoding in (({"LC_ALL": "C"}, "utf-8"), ({"PYTHONIOENCODING": "latin-1"}, "latin-1"),
                           ({"PYTHONIOENCODING": "ascii"}, "ascii")):
         r = _run(args, **env)
-        assert r.returncode == utf8.returncode, (env, r.stderr[-300:])
+        assert r.returncode == utf8.code, (env, r.stderr[-300:])
         out, err = r.stdout.decode(encoding), r.stderr.decode(encoding)   # encodable: decodes
         assert "UnicodeEncodeError" not in err and "internal error" not in err, (env, err)
         if encoding != "utf-8":
             assert "—" not in out and "≥" not in out
-            assert len(out.splitlines()) == len(utf8.stdout.decode().splitlines()), env
+            assert len(out.splitlines()) == len(utf8.out.splitlines()), env
 
 
 LATIN1 = "en_US.ISO-8859-1"
@@ -80,16 +82,16 @@ def latin1_env(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:3]))
 def test_every_output_is_encodable_under_a_real_latin1_locale(args, latin1_env):
-    utf8 = _run(args)
+    utf8 = run_in_process(list(args))
     r = subprocess.run(_command() + list(args), capture_output=True, timeout=120,
                        env=latin1_env, cwd=ROOT)
-    assert r.returncode == utf8.returncode, r.stderr[-300:]
+    assert r.returncode == utf8.code, r.stderr[-300:]
     err = r.stderr.decode("latin-1")
     assert "UnicodeEncodeError" not in err and "internal error" not in err, err
     # Latin-1 bytes, not UTF-8 let through: no multi-byte "—", "≥", "→", "·" sequences
     for stream in (r.stdout, r.stderr):
         assert b"\xe2\x80" not in stream and b"\xe2\x89" not in stream and b"\xe2\x86" not in stream
     out = r.stdout.decode("latin-1")
-    assert len(out.splitlines()) == len(utf8.stdout.decode().splitlines())
-    if "×" in utf8.stdout.decode():   # what Latin-1 holds is written in Latin-1 (0xD7)
+    assert len(out.splitlines()) == len(utf8.out.splitlines())
+    if "×" in utf8.out:   # what Latin-1 holds is written in Latin-1 (0xD7)
         assert "×" in out

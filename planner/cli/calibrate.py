@@ -11,7 +11,7 @@ from planner.cli.options import Format, option
 from planner.cli.root import EXIT_OK, command
 
 if TYPE_CHECKING:
-    from planner.calibration.report import CalibrationReport, CalibrationRow, CrossValidation
+    from planner.calibration.report import CalibrationReport, CrossValidation
     from planner.specs.hardware import HardwareProfile
     from planner.render import Table
 

@@ -92,8 +92,8 @@ def check_cmd(
                     micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                     precision=precision)
     verdict = check_paths(files, CheckOptions(**opts))
-    for v in verdict.files:
-        for line in v.errors or ([v.error] if v.error else []):
+    for judged in verdict.files:
+        for line in judged.errors or ([judged.error] if judged.error else []):
             say("error", line)
     if fmt is GateFormat.json:
         write_stdout(render_json_verdict(verdict) + "\n")
@@ -102,9 +102,9 @@ def check_cmd(
     elif fmt is GateFormat.markdown:
         write_stdout(render_markdown_verdict(verdict, gib=gib) + "\n")
     else:
-        for v in verdict.files:
-            if not v.error:
-                emit(file_document(v, gib=gib, width=width()), "table")
+        for judged in verdict.files:
+            if not judged.error:
+                emit(file_document(judged, gib=gib, width=width()), "table")
         if verdict.skipped:
             write_stdout(skipped_line(verdict) + "\n")
     return verdict.exit_code

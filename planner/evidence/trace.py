@@ -17,7 +17,7 @@ import math
 import re
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 

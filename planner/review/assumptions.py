@@ -13,7 +13,7 @@ from planner.specs.framework import FrameworkProfile, load_framework
 from planner.specs.constants import framework_constants, hardware_constants
 from planner.specs.hardware import HardwareProfile
 from planner.specs.job import Job
-from planner.specs.records import descriptions, dump
+from planner.specs.records import descriptions
 from planner.evaluation.timing import ASSUMPTIONS as TIME_ASSUMPTIONS
 
 

@@ -44,7 +44,7 @@ def stage_layers(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0,
     auto_first = np.where(p > 1, full - np.ceil(deficit / 2), layers)
     auto_last = np.where(p > 1, full - np.floor(deficit / 2), layers)
     stated = (f > 0) | (l_ > 0)
-    others = p - (f > 0) - (l_ > 0)
+    others: np.ndarray = p - (f > 0).astype(float) - (l_ > 0).astype(float)
     rest = np.asarray(layers, dtype=float) - f - l_
     mid = np.where(others > 0, rest / np.maximum(others, 1.0), np.maximum(f, l_))
     first_n = np.where(stated & (p > 1), np.where(f > 0, f, mid), auto_first)
@@ -70,7 +70,7 @@ def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0
     f, l_ = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
     auto = (np.asarray(stage_deficit(layers, stages, chunks)) <= MAX_STAGE_DEFICIT) \
         & (p * v <= layers)
-    others = p - (f > 0) - (l_ > 0)
+    others: np.ndarray = p - (f > 0).astype(float) - (l_ > 0).astype(float)
     rest = np.asarray(layers, dtype=float) - f - l_
     per = rest / np.maximum(others, 1.0)
     whole = np.where(others > 0, (per >= v) & (np.mod(per, v) == 0) & (np.mod(rest, np.maximum(

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import cast
 
 from planner.errors import InputError, Problems, validation_message
+from planner.specs.finetune import fp8_recipe
 from planner.specs.job import CheckOptions, Job
-from planner.specs.knobs import Layout, Recompute
+from planner.specs.knobs import Fp8Recipe, Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
@@ -163,12 +164,16 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                 "optim_grads_params": 3}.get(strategy or "optim_grads_params", 3)
     # Megatron keeps fp32 main gradients by default (DESIGN.md: 18 bytes/param with Adam).
     precision = opts.precision or ("mixed-fp32-grads" if (bf16 or fp16) else "fp32")
+    fp8 = _read_fp8(a, rules)
+    if fp8 != "none" and opts.precision is None:
+        precision = "fp8"
     optimizer = {"adam": "adam", "sgd": "sgd-momentum"}.get(a.get("--optimizer", "adam"), "adam")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, micro_batch=mbs,
                     shard_group=shard if zero >= 1 else None, chunks=chunks, sp=sp,
                     first_stage_layers=first, last_stage_layers=last,
                     schedule="interleaved" if interleaved else "1f1b", recompute=cast(Recompute, gran or "none"),
-                    recompute_layers=rec_layers, precision=precision, optimizer=optimizer)
+                    recompute_layers=rec_layers, precision=precision, optimizer=optimizer,
+                    fp8=fp8 if precision in ("mixed", "fp8") else "none")
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes)
@@ -293,6 +298,22 @@ def _model_flags(inp: Job) -> list[tuple[str, object]]:
     return a
 
 
+# --fp8-recipe's choices (core_v0.15.3 arguments.py:1318-1321; its default is delayed)
+MEGATRON_FP8 = ("tensorwise", "delayed", "mxfp8", "blockwise")
+
+
+def _read_fp8(a: dict, rules: list[GateRule]) -> Fp8Recipe:
+    """The fp8 recipe a Megatron command line runs: none without --fp8-format, else its
+    --fp8-recipe (delayed when absent, Megatron's default); a recipe argparse refuses fails."""
+    if not a.get("--fp8-format"):
+        return "none"
+    recipe = str(a.get("--fp8-recipe", "delayed"))
+    rules.append(make_rule("megatron-fp8-recipe", recipe in MEGATRON_FP8, f"--fp8-recipe {recipe}",
+                           ", ".join(MEGATRON_FP8), "--fp8-recipe must be one of "
+                           + ", ".join(MEGATRON_FP8), key="--fp8-recipe"))
+    return cast(Fp8Recipe, recipe) if recipe in MEGATRON_FP8 else "none"
+
+
 def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, object]]:
     """Recompute, ZeRO (distributed optimizer / Megatron FSDP), precision and optimizer."""
     a: list[tuple[str, object]] = []
@@ -318,8 +339,12 @@ def _recipe_flags(lay: Layout, full: int, notes: list[str]) -> list[tuple[str, o
         a.append(("--num-distributed-optimizer-instances", lay.dp * lay.cp // lay.shard_group))
     if lay.precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8"):
         a.append(("--bf16", None))
-    if lay.precision == "fp8":
-        a.append(("--fp8-format", "hybrid"))
+    recipe = fp8_recipe(lay.precision, lay.fp8)
+    if recipe != "none":
+        if recipe not in MEGATRON_FP8:
+            raise _unsupported("megatron", f"the {recipe} fp8 recipe", f"{MEGATRON_TARGET}'s "
+                               f"--fp8-recipe is one of {', '.join(MEGATRON_FP8)}")
+        a += [("--fp8-format", "hybrid"), ("--fp8-recipe", recipe)]
     if lay.precision in ("mixed", "bf16-pure"):
         notes.append("Megatron keeps fp32 main gradients (18 bytes/param with Adam); "
                      "dtplan check counts that recipe")

@@ -81,17 +81,6 @@ def _kind(annotation) -> tuple[str, list[str]]:
     return {int: "int", float: "float", bool: "bool"}.get(annotation, "str"), []
 
 
-def _annotations(group: typer.Typer, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict]:
-    """Each command path -> its callback's parameter annotations, read from the typer app (what
-    the click tree was built from; the same on every typer release dtplan supports)."""
-    out: dict[tuple[str, ...], dict] = {}
-    for info in group.registered_commands:
-        out[path + (info.name,)] = typing.get_type_hints(info.callback)
-    for sub in group.registered_groups:
-        out.update(_annotations(sub.typer_instance, path + (sub.name,)))
-    return out
-
-
 def _help_choices(help_text: str | None) -> list[str]:
     """Choices a help text lists: 'none, selective or full' -> [none, selective, full]."""
     m = re.match(r"^\s*(?:[\w ]+: )?([\w.-]+(?:, [\w.-]+)*,? or [\w.-]+)\b", help_text or "")
@@ -112,7 +101,7 @@ def commands() -> list[Command]:
         for p in cmd.params:
             if "--help" in p.opts:
                 continue
-            kind, choices = _kind(hints[tuple(path)][p.name])
+            kind, choices = _kind(p.type_descriptor.annotation)
             params.append(Param(p.name, list(p.opts), list(p.secondary_opts), kind,
                                 p.param_type_name == "argument", bool(p.required),
                                 bool(getattr(p, "is_flag", False)),
@@ -120,7 +109,6 @@ def commands() -> list[Command]:
         out.append(Command(path, params))
 
     register([])   # an argv that names no command registers them all
-    hints = _annotations(app)
     walk(typer.main.get_group(app), [])
     return out
 

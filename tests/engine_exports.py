@@ -149,6 +149,18 @@ def written(target: str, torchtitan_version: str = "0.3") -> tuple[Written, ...]
     return tuple(out)
 
 
+def written_as_expected(target: str, name: str, refused: dict[str, str],
+                        torchtitan_version: str = "0.3") -> Written | None:
+    """The export of job `name` to `target`; None when the exporter refused it, which it must
+    do for exactly the names in `refused`, with the reason `refused` gives."""
+    w = next(x for x in written(target, torchtitan_version) if x.name == name)
+    if w.text is None:
+        assert name in refused and refused[name] in str(w.refusal), w.refusal
+        return None
+    assert name not in refused, f"{name} was written; the exporter refused it before"
+    return w
+
+
 def accumulation(job: Job) -> int:
     lay = job.layout
     return job.global_batch // (lay.micro_batch * lay.dp)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from types import ModuleType
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
-from engine_exports import accumulation, names, written
+from engine_exports import accumulation, names, written, written_as_expected
 from planner.engine.stages import stage_layers
 from planner.framework_configs.megatron_args import MEGATRON_TARGET
 
@@ -166,11 +166,9 @@ def test_the_release_the_writer_targets(mc):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_megatron_core_builds_each_export_to_the_plans_sizes(mc, name):
-    w = next(x for x in written("megatron") if x.name == name)
-    if w.text is None:
-        assert name in REFUSED and REFUSED[name] in str(w.refusal), w.refusal
+    w = written_as_expected("megatron", name, REFUSED)
+    if w is None:
         return
-    assert name not in REFUSED, f"{name} was written; the exporter refused it before"
     job, lay = w.job, w.job.layout
     a, env, world = script_args(w.text)
     assert world == job.gpus

@@ -62,6 +62,15 @@ def renamed(**names: str) -> ContextManager[None]:
     return naming(lambda p: outer(names.get(p, p)))
 
 
+def keyed(key: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, its InputError relabelled ``key``: one call whose inputs all came from
+    the one place its caller names (a plan key, an engine flag at file:line)."""
+    try:
+        return fn(*args)
+    except InputError as e:
+        raise InputError(key, e.message) from None
+
+
 class InputError(ValueError):
     """Bad input. The CLI prints ``dtplan: error: <field>: <message>`` and exits 2."""
 

@@ -69,6 +69,36 @@ def test_precision_fp8_is_tensorwise_and_refused_where_tensorwise_is(dtplan):
     assert a.layout.precision == "fp8" and any("Low precision tensorwise" in n for n in a.notes)
 
 
+PLAN = "model: llama3-8b\ngpus: 8\nseq_len: 4096\nhardware: {hw}\n{tail}"
+MEGATRON = ("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n  --num-layers 32 --hidden-size 4096"
+            " --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 \\\n"
+            "  --micro-batch-size 1 --global-batch-size 64 --bf16 --vocab-size 128256 \\\n"
+            "  --fp8-format hybrid \\\n  --fp8-recipe {recipe}\n")
+
+
+@pytest.mark.parametrize("name,text,args,where", [
+    ("plan.yaml", PLAN.format(hw="h100", tail="layout:\n  tp: 1\n  fp8: mxfp8\n"), [],
+     "plan.yaml:7: layout.fp8: mxfp8 is not allowed on h100"),
+    ("plan.yaml", PLAN.format(hw="a100-80g", tail="precision: fp8\n"), [],
+     "plan.yaml:5: precision: tensorwise"),
+    ("plan.yaml", PLAN.format(hw="a100-80g", tail=""), ["--precision", "fp8"],
+     "--precision: tensorwise"),
+    ("train.sh", MEGATRON.format(recipe="mxfp8"), ["--hardware", "h100"],
+     "train.sh:5: --fp8-recipe: mxfp8 is not allowed on h100"),
+    ("train.sh", MEGATRON.format(recipe="blockwise"), ["--hardware", "a100-80g"],
+     "train.sh:5: --fp8-recipe: blockwise is not allowed on a100-80g"),
+])
+def test_a_file_whose_recipe_the_gpu_cannot_run_is_refused_at_its_line(dtplan, tmp_path, name,
+                                                                        text, args, where):
+    """The refusal names the file's line and key (or the flag that set it), as every other bad
+    input in a file does; it used to name the library's parameter, `fp8`."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    one_input_error(dtplan("check", name, *args, cwd=tmp_path), where)
+    # `check DIR` reports the same line among the directory's files
+    r = dtplan("check", ".", *args, cwd=tmp_path)
+    assert r.code == 2 and where in r.err, r
+
+
 def test_a_recipe_needs_mixed_precision_around_it(dtplan):
     one_input_error(dtplan("estimate", "--model", "llama3-8b", "--gpus", "8", "--fp8",
                            "rowwise", "--precision", "fp32"), "--fp8", "fp32")

@@ -35,9 +35,15 @@ SOURCES = (example_files("plans/*.yaml") + example_files("engines/*")
            + sorted(str(p) for p in (ROOT / "framework_profiles").glob("*.toml")))
 
 
-@pytest.fixture(scope="module")
-def tmp(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("fuzz")
+@pytest.fixture
+def tmp(tmp_path_factory, request) -> Path:
+    """Each fuzz test's own directory, and its working directory one level down: a drawn `..`
+    (`check ..`) then reaches only what this test wrote, never the other tests' directories,
+    whose contents depend on which tests ran first on the worker. (One directory per test
+    function, not per example: hypothesis draws every example into the same one.)"""
+    root = tmp_path_factory.mktemp(f"fuzz-{request.node.name[:40]}")
+    (root / "cwd").mkdir()
+    return root / "cwd"
 
 
 def _names(cmd: Command) -> set[str]:

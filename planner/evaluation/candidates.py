@@ -173,12 +173,11 @@ class Problem:
         """One low-precision recipe: --precision fp8 alone is tensorwise, --fp8 RECIPE makes
         the precision fp8; refused where the GPU cannot run the recipe."""
         given = self.tuning.fp8
-        recipe = fp8_recipe(self.precision, given)
+        recipe = usable_recipe(self.hardware, self.precision, given)
         if recipe != given:
             object.__setattr__(self, "tuning", replace(self.tuning, fp8=recipe))
         if recipe != "none":
             object.__setattr__(self, "precision", "fp8")
-            check_recipe(self.hardware, recipe)
 
     @property
     def gather_bytes(self) -> float:
@@ -211,6 +210,16 @@ class Problem:
     def flash(self) -> bool:
         """Flash (fused, causal) attention: stated, else on unless the model uses dropout."""
         return (not self.model.dropout) if self.flash_attention is None else self.flash_attention
+
+
+def usable_recipe(hardware: HardwareProfile, precision: str | None, fp8: str) -> str:
+    """The recipe a layout states (specs.finetune.fp8_recipe: --fp8, or tensorwise for
+    --precision fp8 alone), refused where the GPU cannot run it; the readers of plan files and
+    engine configs call it at the key that gave the recipe, before anything is estimated."""
+    recipe = fp8_recipe(precision, fp8)
+    if recipe != "none":
+        check_recipe(hardware, recipe)
+    return recipe
 
 
 def check_recipe(hardware: HardwareProfile, recipe: str) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from planner.errors import InputError, Problems, validation_message
+from planner.errors import InputError, Problems, keyed, validation_message
+from planner.evaluation.candidates import usable_recipe
+from planner.io.lines import at_line
 from planner.specs.finetune import fp8_recipe
 from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Fp8Recipe, Layout, Recompute
@@ -174,6 +176,10 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                     schedule="interleaved" if interleaved else "1f1b", recompute=cast(Recompute, gran or "none"),
                     recompute_layers=rec_layers, precision=precision, optimizer=optimizer,
                     fp8=fp8 if precision in ("mixed", "fp8") else "none")
+    # a recipe the GPU cannot run, refused at the flag that named it (file:line)
+    flag = ("--precision" if fp8 == "none" else at_line(where, "--fp8-recipe" if "--fp8-recipe"
+                                                         in a else "--fp8-format", text))
+    keyed(flag, usable_recipe, hw, precision, layout.fp8)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes)

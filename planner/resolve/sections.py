@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.errors import InputError, Problems, validation_message
+from planner.errors import InputError, Problems, keyed, validation_message
 from planner.io.lines import with_lines
 from planner.io.read import safe_reference
 from planner.resolve.plan_file import plan_framework
+from planner.evaluation.candidates import usable_recipe
 from planner.evaluation.rules import config_keys
 from planner.specs.hardware import DEFAULT_PROFILE, HardwareProfile
 from planner.specs.hardware_toml import load_profile, load_profile_file, with_overrides
@@ -32,29 +33,21 @@ INLINE_DEFAULTS = {"mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
                    "tied_embeddings": False}
 
 
-def _keyed(key: str, fn: Any, *args: Any) -> Any:
-    """fn(*args), its InputError relabelled with the plan key the value came from."""
-    try:
-        return fn(*args)
-    except InputError as e:
-        raise InputError(key, e.message) from None
-
-
 def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
     """A plan's ``model:`` (a preset name, or preset / config.json / inline shape with overrides)."""
     from planner.specs.hf_config import load_hf_config
     from planner.specs.presets import get_preset
 
     if isinstance(section, str):
-        return _keyed(f"{where}: model", get_preset, section)
+        return keyed(f"{where}: model", get_preset, section)
     if section.preset is not None and section.config is not None:
         raise InputError(f"{where}: model", "give preset or config, not both")
     inline = {k: getattr(section, k) for k in MODEL_FIELDS if getattr(section, k) is not None}
     if section.preset is not None:
-        base = dump(_keyed(f"{where}: model.preset", get_preset, section.preset))
+        base = dump(keyed(f"{where}: model.preset", get_preset, section.preset))
     elif section.config is not None:
         path = safe_reference(section.config, base_dir, f"{where}: model.config", "config.json")
-        base = dump(_keyed(f"{where}: model.config", load_hf_config, path))
+        base = dump(keyed(f"{where}: model.config", load_hf_config, path))
     else:
         base = {**INLINE_DEFAULTS, "source": "inline shape in the plan file"}
         missing = [k for k in ("layers", "hidden", "heads", "ffn", "vocab") if k not in inline]
@@ -75,7 +68,7 @@ def model_from_section(section: Any, base_dir: Path, where: str) -> ModelSpec:
 def hardware_from_section(section: Any, base_dir: Path, where: str) -> HardwareProfile:
     """A plan's ``hardware:`` (a profile name, or profile / file with what-if overrides)."""
     if isinstance(section, str):
-        return _keyed(f"{where}: hardware", load_profile, section)
+        return keyed(f"{where}: hardware", load_profile, section)
     if section.profile is not None and section.file is not None:
         raise InputError(f"{where}: hardware", "give profile or file, not both")
     try:
@@ -141,6 +134,7 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
         keys["world-size"] = "layout.dp"
     layout = Layout(**{k.name: getattr(lay, k.name) for k in KNOBS if not k.plan_optional},
                     dp=dp, micro_batch=micro, precision=precision, optimizer=optimizer)
+    keyed(_fp8_key(plan, where, overrides), usable_recipe, hw, precision, lay.fp8)
     b = plan.batch
     if b.global_batch is not None and b.tokens_per_batch is not None:
         raise InputError(f"{where}: batch.tokens_per_batch", "give global_batch or "
@@ -173,6 +167,16 @@ def _resolve(plan: Plan, base_dir: Path, where: str, model: ModelSpec | None,
                   global_batch=g, accumulation=accumulation, budget=budget,
                   thresholds=plan.thresholds, checkpoint=plan.checkpoint, keys=keys, rules=rules,
                   notes=notes, framework=plan_framework(plan, where))
+
+
+def _fp8_key(plan: Plan, where: str, overrides: CheckOptions | None) -> str:
+    """Where the plan's fp8 recipe was given: layout.fp8, else the precision key that made it
+    tensorwise (or --precision when the check command's flag set it)."""
+    if plan.layout.fp8 != "none":
+        return f"{where}: layout.fp8"
+    if overrides is not None and overrides.precision is not None:
+        return "--precision"
+    return f"{where}: {'precision' if plan.precision is not None else 'layout.precision'}"
 
 
 def budget_from_section(section: Any) -> Any:

@@ -18,7 +18,7 @@ from planner.engine.batch import batch_divides
 from planner.engine.arrays import Mask
 from planner.engine.memory import optimizer_bytes_per_param
 from planner.engine.ranks import inside_domain
-from planner.engine.stages import layers_split_valid
+from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
 from planner.specs.layout import Rule, Status
 
@@ -80,7 +80,8 @@ def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
     them (transformer_config.py:1083-1135), else L over PP × v."""
     first, last = lay.first_stage_layers, lay.last_stage_layers
     if first is None and last is None:
-        return f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})", "whole number"
+        return (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
+                f"whole number, or up to {MAX_STAGE_DEFICIT} short at the first and last chunk")
     others = lay.pp - (first is not None) - (last is not None)
     return (f"{p.model.layers} layers, first {first or '-'}, last {last or '-'}, "
             f"{others} other stages, PP {lay.pp}, v {lay.chunks}",

@@ -155,7 +155,8 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
         out.append(("zb-h1", 1))
     if pp > 1 and "interleaved" in runs:
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
-        out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
+        reach = (p.model.layers + MAX_STAGE_DEFICIT) // pp   # the end chunks may hold none
+        out += [("interleaved", v) for v in range(2, reach + 1)
                 if (v <= space.max_chunks
                     and (stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT
                          or uneven_splits(p.model.layers, pp, v)))

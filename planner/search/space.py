@@ -35,7 +35,7 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
                          Candidates, Problem)
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
-from planner.engine.stages import split_choices
+from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices
 from planner.specs.knobs import KNOB
 
 
@@ -179,7 +179,8 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     """Interleaved chunks v ≥ 2: 2…max_chunks where the layers split (stages.split_choices),
     beyond, each v with whole, equal chunks (L divisible by PP·v; MLPerf GPT-3 175B runs PP 8 ×
     v 12, mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
-    near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
+    # at most the first and last chunk without a layer (stages.layers_split_valid)
+    near = [v for v in range(2, min(max_chunks, (layers + MAX_STAGE_DEFICIT) // pp) + 1)
             if split_choices(layers, pp, v)]
     # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
     whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []

@@ -200,7 +200,8 @@ def test_interleave_choices_equal_the_scan_of_every_chunk_count(layers, pp, max_
     from planner.search.space import interleave_choices
     scan = [v for v in range(2, max_chunks + 1)
             if layers_split_valid(layers, pp, v)
-            or any(layers_split_valid(layers, pp, v, f, l_) for f, l_ in uneven_splits(layers, pp, v))] + \
+            or any(layers_split_valid(layers, pp, v, f, l_)
+                   for f, l_ in uneven_splits(layers, pp, v))] + \
         [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     assert interleave_choices(layers, pp, max_chunks) == scan
 

@@ -38,7 +38,8 @@ def bubble_fraction(stages: Num, micro_batches: Num, chunks: Num = 1) -> Num:
 
 
 def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stage_index: Num = 0,
-                            chunks: Num = 1) -> Num:
+                            chunks: Num = 1, stage_layers: Num | None = None,
+                            short_chunk: Num = 0) -> Num:
     """Micro-batches whose activations a stage holds at its peak (Korthikanti Sec. 4.2.3).
 
     GPipe runs all m forwards first: m. 1F1B: stage i (0-based) holds min(p − i, m).
@@ -46,7 +47,9 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     2·(p − i − 1) + (v − 1)·p warm-up chunk forwards on stage i, then one more before its first
     backward, so it holds min(2(p − i − 1) + (v − 1)p + 1, m·v) chunks, ÷v in stage units; on the
     first stage that is p·(1 + (p−1)/(p·v)) (Korthikanti Eq. 6), on the last ((v−1)p + 1)/v
-    (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches).
+    (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches); with
+    `stage_layers` (the stage's layers, one chunk `short_chunk` short of the others) the chunks
+    are counted one by one (interleaved_in_flight).
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)
@@ -57,6 +60,38 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     if schedule == "gpipe":
         return out(m + 0.0 * p)
     if schedule == "interleaved":
-        chunks_held = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0, m * v)
-        return out(chunks_held / v)
+        return interleaved_in_flight(p, m, i, v, v if stage_layers is None else stage_layers,
+                                     short_chunk)
     return out(one_f_one_b)
+
+
+def interleaved_in_flight(stages: Num, micro_batches: Num, stage_index: Num, chunks: Num,
+                          stage_layers: Num, short_chunk: Num) -> Num:
+    """micro_batches_in_flight("interleaved", …) where one chunk of the stage holds fewer layers
+    than the others: the layers whose activations the stage holds, ÷ its layers, in the same
+    "full stage for one micro-batch" units.
+
+    The stage's L_s layers sit in v chunks of c = ceil(L_s/v) layers but one, short by
+    v·c − L_s: Megatron's first chunk of the first stage and last chunk of the last stage where
+    the embedding and the loss count as layers (stages.layers_split_valid), `short_chunk` the
+    index of that chunk (0 or v − 1). Megatron's schedule table (core_v0.15.3
+    schedules.py:753-790, get_schedule_table) runs forwards in groups of N = PP micro-batches
+    (microbatch_group_size_per_vp_stage's default), chunk 0 for the group, then chunk 1, …;
+    the F = min(2(p − i − 1) + (v − 1)·N + 1, m·v) forwards before stage i's first backward
+    (get_pp_rank_microbatches, :728-729) leave chunk k with n_k = ⌊F/(vN)⌋·N +
+    clip(F mod vN − k·N, 0, N) micro-batches, capped at m (Σ n_k = F where N divides m). Held
+    layers Σ n_k·c_k = c·F − short·n_short, over L_s. With equal chunks this is F/v,
+    micro_batches_in_flight's count; on Llama 3 405B's first stage (p 16, v 8, m 32, chunk 0
+    empty) it is 112/7 = 16 where equal chunks give 17.875."""
+    p = np.asarray(stages, dtype=float)
+    m = np.asarray(micro_batches, dtype=float)
+    v = np.asarray(chunks, dtype=float)
+    layers = np.asarray(stage_layers, dtype=float)
+    i = np.asarray(stage_index, dtype=float)
+    f = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0, m * v)
+    c = np.ceil(layers / np.maximum(v, 1.0))
+    short = v * c - layers
+    group = v * p
+    n_short = np.minimum(np.floor(f / group) * p + np.clip(
+        np.mod(f, group) - np.asarray(short_chunk, dtype=float) * p, 0.0, p), m)
+    return out((c * f - short * n_short) / np.maximum(layers, 1.0))

@@ -37,7 +37,7 @@ def _without(*names: str) -> tuple[str, ...]:
 # collectives ignore micro-batch, schedule, SP and recompute; a micro-batch's activations ignore
 # DP, EP, ZeRO, sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
 # ignores ZeRO, sharding, offload and the schedule; the micro-batches in flight depend on the
-# schedule, PP, interleaving and m = B / (mb · DP) alone.
+# schedule, PP, interleaving, the stage split and m = B / (mb · DP) alone.
 STATE_COLUMNS = _without("mb", "schedule", "sp", "recompute", "recompute_layers")
 ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_opt",
                               "offload_par")
@@ -49,7 +49,7 @@ RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
 LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
-                             "recompute_layers", "offload_opt", "offload_par", "first", "last")
+                             "recompute_layers", "offload_opt", "offload_par")
 
 
 def _codes(name: str) -> dict[str, int]:

@@ -151,12 +151,16 @@ def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]
     return {mode: array(act.terms_total(t)) for mode, t in terms.items()}
 
 
-def _in_flight(c: Candidates, x: Shape, stage_index: Num) -> np.ndarray:
-    """Micro-batches whose activations a stage holds at once, by schedule."""
+def _in_flight(c: Candidates, x: Shape, stage: str) -> np.ndarray:
+    """Micro-batches whose activations a stage holds at once, by schedule; under interleaving
+    chunk by chunk, the first stage's first chunk and the last stage's last one being where a
+    layer is short (engine.stages.stage_layers)."""
     names = {code: name for name, code in SCHEDULE_CODES.items()}
+    short_chunk = x.v - 1.0 if stage == "last" else 0.0
     return np.select([c.schedule == code for code in names],
-                     [np.asarray(micro_batches_in_flight(name, x.pp, x.micro_batches, stage_index,
-                                                         x.v), dtype=float)
+                     [np.asarray(micro_batches_in_flight(
+                         name, x.pp, x.micro_batches, _stage_index(x, stage), x.v,
+                         x.layers[STAGES.index(stage)], short_chunk), dtype=float)
                       for code, name in names.items()])
 
 
@@ -256,7 +260,7 @@ def _activation_part(p: Problem, u: Candidates,
 
 def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
     x = shape(p, u)
-    return {name: _in_flight(u, x, _stage_index(x, name)) for name in STAGES}
+    return {name: _in_flight(u, x, name) for name in STAGES}
 
 
 def _full(v: Num, n: int) -> np.ndarray:

@@ -179,9 +179,8 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     """Interleaved chunks v ≥ 2: 2…max_chunks where the layers split (stages.split_choices),
     beyond, each v with whole, equal chunks (L divisible by PP·v; MLPerf GPT-3 175B runs PP 8 ×
     v 12, mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
-    # at most the first and last chunk without a layer (stages.layers_split_valid)
     near = [v for v in range(2, min(max_chunks, (layers + MAX_STAGE_DEFICIT) // pp) + 1)
-            if split_choices(layers, pp, v)]
+            if split_choices(layers, pp, v)]   # the end chunks may hold none (layers_split_valid)
     # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
     whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole

@@ -44,8 +44,9 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
 
     GPipe runs all m forwards first: m. 1F1B: stage i (0-based) holds min(p − i, m).
     Interleaved 1F1B (v chunks of L/(p·v) layers): Megatron's schedule runs
-    2·(p − i − 1) + (v − 1)·p warm-up chunk forwards on stage i, then one more before its first
-    backward, so it holds min(2(p − i − 1) + (v − 1)p + 1, m·v) chunks, ÷v in stage units; on the
+    2·(p − i − 1) + (v − 1)·N warm-up chunk forwards on stage i (N = vp_group_size, p where p
+    divides m), then one more before its first backward, so it holds
+    min(2(p − i − 1) + (v − 1)N + 1, m·v) chunks, ÷v in stage units; with N = p on the
     first stage that is p·(1 + (p−1)/(p·v)) (Korthikanti Eq. 6), on the last ((v−1)p + 1)/v
     (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches); with
     `stage_layers` (the stage's layers, one chunk `short_chunk` short of the others) the chunks
@@ -65,6 +66,25 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     return out(one_f_one_b)
 
 
+def vp_group_size(stages: Num, micro_batches: Num) -> Num:
+    """Megatron's micro-batch group N per virtual stage: the pipeline size p, its default
+    (core_v0.15.3 model_parallel_config.py:395-396), where that is valid, else the smallest
+    valid one, which --microbatch-group-size-per-virtual-pipeline-stage must then state: the
+    interleaved schedule wants p ≤ N ≤ m and m mod N either 0 or ≥ p (schedules.py:975-995).
+    N = m always qualifies; m < p (no valid N, the interleaving rule refuses it) gives p."""
+    p = np.asarray(stages, dtype=float)
+    m = np.asarray(micro_batches, dtype=float)
+    n = np.broadcast_to(p, np.broadcast_shapes(p.shape, m.shape)).copy()
+    def done(g: np.ndarray) -> np.ndarray:
+        r = np.mod(m, g)
+        return (r == 0) | (r >= p) | (g >= m)
+    ok = done(n)
+    while not np.all(ok):   # ends by N = m; in practice a few steps past p
+        n = np.where(ok, n, n + 1.0)
+        ok = done(n)
+    return out(n)
+
+
 def interleaved_in_flight(stages: Num, micro_batches: Num, stage_index: Num, chunks: Num,
                           stage_layers: Num, short_chunk: Num) -> Num:
     """micro_batches_in_flight("interleaved", …) where one chunk of the stage holds fewer layers
@@ -75,23 +95,24 @@ def interleaved_in_flight(stages: Num, micro_batches: Num, stage_index: Num, chu
     v·c − L_s: Megatron's first chunk of the first stage and last chunk of the last stage where
     the embedding and the loss count as layers (stages.layers_split_valid), `short_chunk` the
     index of that chunk (0 or v − 1). Megatron's schedule table (core_v0.15.3
-    schedules.py:753-790, get_schedule_table) runs forwards in groups of N = PP micro-batches
-    (microbatch_group_size_per_vp_stage's default), chunk 0 for the group, then chunk 1, …;
-    the F = min(2(p − i − 1) + (v − 1)·N + 1, m·v) forwards before stage i's first backward
-    (get_pp_rank_microbatches, :728-729) leave chunk k with n_k = ⌊F/(vN)⌋·N +
-    clip(F mod vN − k·N, 0, N) micro-batches, capped at m (Σ n_k = F where N divides m). Held
-    layers Σ n_k·c_k = c·F − short·n_short, over L_s. With equal chunks this is F/v,
-    micro_batches_in_flight's count; on Llama 3 405B's first stage (p 16, v 8, m 32, chunk 0
-    empty) it is 112/7 = 16 where equal chunks give 17.875."""
+    schedules.py:753-780, get_schedule_table) runs forwards in groups of N micro-batches
+    (vp_group_size), chunk 0 for the group, then chunk 1, …; the F = min(2(p − i − 1) +
+    (v − 1)·N + 1, m·v) forwards before stage i's first backward (get_pp_rank_microbatches,
+    :728-729) leave chunk k with n_k = ⌊F/(vN)⌋·N + clip(F mod vN − k·N, 0, N) micro-batches
+    (F passes the first group by at most 2p − 1 − N < p forwards, all of chunk 0), or m each
+    when F = m·v. Held layers Σ n_k·c_k = c·F − short·n_short, over L_s. With equal chunks
+    this is F/v; on Llama 3 405B's first stage (p 16, v 8, m 32, chunk 0 empty) 112/7 = 16
+    where equal chunks give 17.875."""
     p = np.asarray(stages, dtype=float)
     m = np.asarray(micro_batches, dtype=float)
     v = np.asarray(chunks, dtype=float)
     layers = np.asarray(stage_layers, dtype=float)
     i = np.asarray(stage_index, dtype=float)
-    f = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0, m * v)
+    n = np.asarray(vp_group_size(p, m), dtype=float)
+    f = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * n + 1.0, m * v)
     c = np.ceil(layers / np.maximum(v, 1.0))
     short = v * c - layers
-    group = v * p
-    n_short = np.minimum(np.floor(f / group) * p + np.clip(
-        np.mod(f, group) - np.asarray(short_chunk, dtype=float) * p, 0.0, p), m)
+    group = v * n
+    n_short = np.where(f >= m * v, m, np.floor(f / group) * n + np.clip(
+        np.mod(f, group) - np.asarray(short_chunk, dtype=float) * n, 0.0, n))
     return out((c * f - short * n_short) / np.maximum(layers, 1.0))

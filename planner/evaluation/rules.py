@@ -92,7 +92,9 @@ def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
 def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     # Megatron-Core interleaved 1F1B needs a micro-batch group N with PP ≤ N ≤ M (and a remainder
     # M mod N of 0 or ≥ PP): N = M always works, so M ≥ PP suffices (pipeline_parallel/
-    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M.
+    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M. The
+    # memory counts the smallest valid N (engine.pipeline.vp_group_size), which the Megatron
+    # export states where it is not PP.
     return np.where(c.schedule == SCHEDULE_CODES["interleaved"],
                     (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
 

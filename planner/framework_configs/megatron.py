@@ -23,7 +23,8 @@ from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
                                                      connections_line, expert_rules, launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
-from planner.framework_configs.megatron_pipeline import pipeline_flags, read_pipeline
+from planner.framework_configs.megatron_pipeline import (group_flags, group_rule, pipeline_flags,
+                                                         read_pipeline)
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -68,12 +69,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                            "(num_microbatches_calculator)", key="--global-batch-size"
                            if "--global-batch-size" in a else "--micro-batch-size"))
     if interleaved and gbs % (mbs * dp) == 0:
-        m = gbs // (mbs * dp)
-        rules.append(make_rule("megatron-vpp-microbatches", m % pp == 0 and m >= pp,
-                               f"{m} micro-batches, PP {pp}", "multiple of PP and ≥ PP",
-                               "with the default microbatch group size, the interleaved "
-                               "schedule needs micro-batches a multiple of PP (schedules.py)",
-                               key="--global-batch-size"))
+        rules.append(group_rule(a, pp, gbs // (mbs * dp), notes))
     rules.append(make_rule("megatron-heads-tp", model.heads % tp == 0,
                            f"{model.heads} heads % TP {tp}", "= 0",
                            "num_attention_heads must be a multiple of tensor_model_parallel_size",
@@ -255,7 +251,8 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
     lay, mod = inp.layout, inp.model
     a: list[tuple[str, object]] = [
         ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
-        *pipeline_flags(lay, mod.layers, stage_layers, notes)]
+        *pipeline_flags(lay, mod.layers, stage_layers, notes),
+        *group_flags(lay, inp.global_batch // (lay.micro_batch * lay.dp))]
     if lay.sequence_parallel:
         a.append(("--sequence-parallel", None))
     if lay.cp > 1:

@@ -63,8 +63,15 @@ def trainable_fraction(p: Any, stage_params: np.ndarray, adapters: np.ndarray) -
 
 
 def saved_term_scale(p: Any, name: str) -> float:
-    """1 where a saved tensor is kept, 0 where only a frozen linear's weight gradient needed it."""
+    """1 where a saved tensor is kept, 0 where only a frozen linear's weight gradient needed it.
+    A 4-bit base under bitsandbytes < 0.43.2 keeps every linear's input all the same: MatMul4Bit
+    stored ctx.tensors = (A, B) whenever the input needed a gradient (0.41.0 and 0.43.1
+    autograd/_functions.py:522-523 / 515-516); 0.43.2 stores (None, B) (commit 9e75374, #1270
+    "delete useless buffered activation"). The framework profile's
+    memory.quantised_linear_saves_input."""
     if not p.tuning.frozen or name not in WGRAD_ONLY_INPUTS:
+        return 1.0
+    if p.tuning.quantised and p.fw.memory.quantised_linear_saves_input:
         return 1.0
     if name == "proj_in" and p.flash:
         return 1.0

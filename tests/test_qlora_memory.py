@@ -1,0 +1,52 @@
+"""QLoRA memory mechanisms (issue 28): what a 4-bit base keeps for backward by bitsandbytes
+version, exact against the saved-tensor formulas."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import planner
+from planner.specs.framework import FrameworkProfile, load_framework
+from planner.specs.knobs import Layout
+
+
+def old_bitsandbytes(fw: FrameworkProfile) -> FrameworkProfile:
+    """The same trainer with bitsandbytes < 0.43.2 (litgpt pinned 0.41.1, then 0.42.0)."""
+    return dataclasses.replace(fw, memory=dataclasses.replace(
+        fw.memory, quantised_linear_saves_input=True))
+
+
+def _activations(fw: FrameworkProfile, finetune: str, targets: str = "q,v",
+                 recompute: str = "none") -> float:
+    lay = Layout(finetune=finetune, lora_targets=targets, lora_rank=8, precision="bf16-pure",
+                 optimizer="adamw", micro_batch=1, recompute=recompute)
+    e = planner.estimate(planner.get_preset("llama2-7b"), planner.load_profile("a100-80g"), 1,
+                         lay, seq_len=1304, global_batch=1, framework=fw)
+    return float(e.stages[0].items["activations"])
+
+
+def test_bitsandbytes_before_0_43_2_keeps_every_4bit_linear_input():
+    # q and v adapted: the QKV input is kept anyway and flash attention keeps the output
+    # projection's input; the MLP's input (h) and the down projection's input (f) were kept
+    # only by the old MatMul4Bit, 2 bytes each, per token and layer
+    fw = load_framework("fsdp")
+    m = planner.get_preset("llama2-7b")
+    extra = _activations(old_bitsandbytes(fw), "qlora") - _activations(fw, "qlora")
+    assert extra == pytest.approx(m.layers * 1304 * (m.hidden + m.ffn) * 2.0, rel=1e-9)
+    # every linear adapted: LoRA's trained path needs those inputs anyway, nothing changes
+    assert _activations(old_bitsandbytes(fw), "qlora", "all-linear") == \
+        pytest.approx(_activations(fw, "qlora", "all-linear"))
+
+
+def test_old_bitsandbytes_changes_nothing_without_a_quantised_base_or_under_full_recompute():
+    fw = load_framework("fsdp")
+    assert _activations(old_bitsandbytes(fw), "lora") == _activations(fw, "lora")
+    assert _activations(old_bitsandbytes(fw), "qlora", recompute="full") == \
+        pytest.approx(_activations(fw, "qlora", recompute="full"))
+
+
+def test_bundled_profiles_run_a_current_bitsandbytes():
+    for name in ("fsdp", "torchtune", "deepspeed", "megatron", "torchtitan"):
+        assert load_framework(name).memory.quantised_linear_saves_input is False

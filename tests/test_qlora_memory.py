@@ -50,3 +50,21 @@ def test_old_bitsandbytes_changes_nothing_without_a_quantised_base_or_under_full
 def test_bundled_profiles_run_a_current_bitsandbytes():
     for name in ("fsdp", "torchtune", "deepspeed", "megatron", "torchtitan"):
         assert load_framework(name).memory.quantised_linear_saves_input is False
+
+
+def test_an_eager_swiglu_keeps_silu_of_the_gate_for_memory_not_for_time():
+    """F.silu(gate) * up (HF LlamaMLP, lit-gpt LLaMAMLP, torchtitan FeedForward without
+    torch.compile): the product's backward needs SiLU(gate) for up's gradient, f more bytes a
+    token than a fused SwiGLU; the time model's memory-pass factor was fitted without it."""
+    import numpy as np
+
+    from planner.engine import activations as act
+    args = (4096, 1, 4096, 32, 8, 128, 14336)
+    fused = act.layer_activation_terms(*args, mlp="swiglu", flash=True)
+    eager = act.layer_activation_terms(*args, mlp="swiglu", flash=True, fused_swiglu=False)
+    assert set(eager) - set(fused) == {"swiglu_silu_out"}
+    assert float(np.asarray(eager["swiglu_silu_out"])) == 4096 * 14336 * 2
+    assert "swiglu_silu_out" in act.MEMORY_ONLY_TERMS
+    full = act.layer_activation_terms(*args, mlp="swiglu", flash=True, fused_swiglu=False,
+                                      recompute=act.RECOMPUTE_FULL)
+    assert float(np.asarray(full["swiglu_silu_out"])) == 0.0

@@ -81,7 +81,8 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
              mod.head_dim, mod.activation_ffn())
     latent = (mod.q_lora_rank or 0) + mod.kv_lora_rank if mod.is_mla else 0.0
     return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
-                       bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent)
+                       bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent,
+                       fused_swiglu=p.fw.time.kernel_class != "eager")
 
 
 def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:

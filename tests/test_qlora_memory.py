@@ -68,3 +68,29 @@ def test_an_eager_swiglu_keeps_silu_of_the_gate_for_memory_not_for_time():
     full = act.layer_activation_terms(*args, mlp="swiglu", flash=True, fused_swiglu=False,
                                       recompute=act.RECOMPUTE_FULL)
     assert float(np.asarray(full["swiglu_silu_out"])) == 0.0
+
+
+def _frozen(fw: FrameworkProfile, finetune: str) -> float:
+    lay = Layout(finetune=finetune, lora_targets="q,v", lora_rank=8, optimizer="adamw")
+    e = planner.estimate(planner.get_preset("llama3-8b"), planner.load_profile("h100"), 1, lay,
+                         seq_len=1024, global_batch=1, framework=fw)
+    return float(e.stages[0].items["frozen_weights"])
+
+
+def test_peft_kbit_preparation_keeps_the_unquantised_parameters_in_fp32():
+    """prepare_model_for_kbit_training casts the embeddings, the untied head and the final norm
+    (2 × 128,256 × 4,096 + 4,096 for Llama-3-8B) from bf16 to fp32: 2 bytes a parameter more,
+    under a quantised base only; torchtune (torchao NF4, no such cast) keeps them in bf16."""
+    fsdp, tune = load_framework("fsdp"), load_framework("torchtune")
+    assert fsdp.memory.quantised_base_rest_fp32 and load_framework("deepspeed").memory.\
+        quantised_base_rest_fp32 and not tune.memory.quantised_base_rest_fp32
+    plain = dataclasses.replace(fsdp, memory=dataclasses.replace(
+        fsdp.memory, quantised_base_rest_fp32=False))
+    assert _frozen(fsdp, "qlora") - _frozen(plain, "qlora") == \
+        pytest.approx((2 * 128_256 * 4096 + 4096) * 2.0, rel=1e-9)
+    assert _frozen(fsdp, "lora") == _frozen(plain, "lora")   # a bf16 base is not prepared
+
+
+def test_the_deepspeed_export_names_the_kbit_preparation(dtplan):
+    r = dtplan("export", "examples/plans/pass-qlora-llama3-8b-rtx4090.yaml", "--to", "deepspeed")
+    assert r.code == 0 and "prepare_model_for_kbit_training" in r.err

@@ -38,18 +38,27 @@ def base_bytes(p: Any) -> float:
     return float(ft.base_weight_bytes_per_param(p.tuning.base_format, p.model.hidden))
 
 
+def root_bytes(p: Any) -> float:
+    """Bytes per parameter of the unquantised embedding and output layer: 2 (bf16), or 4 under
+    a quantised base where the framework's recipe calls HF PEFT's prepare_model_for_kbit_training,
+    which casts every fp16/bf16 parameter that is not a Params4bit to fp32 (peft v0.20.0
+    src/peft/utils/other.py:197-202; its profile's memory.quantised_base_rest_fp32)."""
+    return 4.0 if p.tuning.quantised and p.fw.memory.quantised_base_rest_fp32 else 2.0
+
+
 def split_stage(p: Any, tp: np.ndarray, st: Any, sharding: np.ndarray, shard: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(trainable adapter parameters on this GPU, frozen base bytes on this GPU).
 
     Adapters: layers·ψ_lora/t (split over TP with the linears they adapt). Frozen: the stage's
     linears in the base format and the embedding / output layer in 16 bits (bitsandbytes and HF
-    keep lm_head and embeddings unquantised), sharded over the ZeRO group from stage 3 (FSDP and
-    ZeRO-3 shard frozen parameters as they shard trained ones).
+    keep lm_head and embeddings unquantised), or in fp32 under a quantised base where the
+    framework's recipe casts them (root_bytes), sharded over the ZeRO group from stage 3 (FSDP
+    and ZeRO-3 shard frozen parameters as they shard trained ones).
     """
     stage = np.asarray(st.dense_params, dtype=float) + np.asarray(st.expert_params, dtype=float)
     root = np.asarray(st.root_params, dtype=float)
-    frozen = (stage - root) * base_bytes(p) + root * 2.0
+    frozen = (stage - root) * base_bytes(p) + root * root_bytes(p)
     frozen = frozen / np.where(np.asarray(sharding) >= 3, shard, 1.0)
     adapters = np.asarray(st.layers, dtype=float) * adapter_params_per_layer(p) / tp
     return adapters, frozen
@@ -144,7 +153,8 @@ def note(p: Any) -> str:
             f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
             f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
-            "embeddings and head in bf16, no gradients or optimizer state; backward runs no "
+            f"embeddings and head in {'fp32' if root_bytes(p) == 4.0 else 'bf16'}, no gradients "
+            "or optimizer state; backward runs no "
             "weight-gradient GEMM for the base (4ψ instead of 6ψ FLOPs per token), and the "
             "inputs only a frozen linear's weight gradient needed are not saved")
     if t.quantised:

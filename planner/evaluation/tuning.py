@@ -13,6 +13,7 @@ import numpy as np
 
 from planner.engine import activations as act
 from planner.engine import finetune as ft
+from planner.engine import memory as mem
 from planner.engine import step_time as st
 from planner.engine import optimizer as opt
 from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
@@ -62,6 +63,29 @@ def split_stage(p: Any, tp: np.ndarray, st: Any, sharding: np.ndarray, shard: np
     frozen = frozen / np.where(np.asarray(sharding) >= 3, shard, 1.0)
     adapters = np.asarray(st.layers, dtype=float) * adapter_params_per_layer(p) / tp
     return adapters, frozen
+
+
+def trained_param_count(p: Any) -> float:
+    """Parameters that train in the whole model: all of them, or the LoRA adapters."""
+    if not p.tuning.frozen:
+        return float(p.model.param_count())
+    return p.model.layers * adapter_params_per_layer(p)
+
+
+def paged_fraction(p: Any) -> float:
+    """The share of the trained parameters whose moments a paged optimizer pages: those in
+    tensors of at least PAGED_MIN_ELEMENTS elements (every weight matrix of a full fine-tune; of
+    LoRA's A (r × d_in) and B (d_out × r), those r·d reaches: none at r 16 on a 4096-wide
+    model)."""
+    if not p.tuning.frozen:
+        return 1.0
+    r, big = float(p.tuning.rank), mem.PAGED_MIN_ELEMENTS
+    total = paged = 0.0
+    for name, (d_in, d_out, n) in layer_linears(p.model).items():
+        if name in p.tuning.targets:
+            total += n * r * (d_in + d_out)
+            paged += n * r * (d_in * (r * d_in >= big) + d_out * (r * d_out >= big))
+    return paged / total if total else 0.0
 
 
 def trainable_fraction(p: Any, stage_params: np.ndarray, adapters: np.ndarray) -> np.ndarray:

@@ -109,8 +109,11 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
     if p.optimizer in PAGED_STATES:  # paged to the host: the moments cross PCIe twice a step
         return t_opt, array(st.paged_optimizer_time(paged_host_bytes(p, c),
                                                     p.hardware.host.pcie_bytes_per_s))
+    # under a frozen base only the adapters' states and gradients are offloaded: the fuller
+    # stage's parameters × the model's trained share
+    trained = tun.trained_param_count(p) / p.model.param_count()
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
-        np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
+        np.maximum(mem.first.params, mem.last.params) * trained, x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
     return t_opt, t_offload
 

@@ -180,6 +180,13 @@ def offload_time(stage_params: Num, shard: Num, state_bytes: tuple[float, float,
                + local * (k_b + w_b + g_b) * 2.0 / host_update_bytes_per_s)
 
 
+def paged_optimizer_time(paged_bytes: Num, pcie_bytes_per_s: Num) -> Num:
+    """A paged optimizer's states paged to the host: each step brings them to the GPU for the
+    update (bitsandbytes prefetch_state) and the driver evicts them again under pressure, twice
+    their bytes over the GPU's host link; the update itself runs on the GPU (optimizer_time)."""
+    return out(2.0 * np.asarray(paged_bytes, dtype=float) / np.asarray(pcie_bytes_per_s, dtype=float))
+
+
 def activation_offload_exposed(layer_saved_bytes: Num, pcie_bytes_per_s: Num, layer_fwd_s: Num,
                                layer_bwd_s: Num) -> Num:
     """One layer's PCIe time that its compute does not hide under CPU activation offload: its

@@ -147,8 +147,11 @@ def _params(p: Problem, x: Shape) -> _Params:
 
 def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]:
     """Stored activation bytes of one layer for one micro-batch, per recompute mode, from
-    memory_model.activation_terms (engine.activations.layer_activation_bytes)."""
-    return {mode: array(act.terms_total(t)) for mode, t in terms.items()}
+    memory_model.activation_terms (engine.activations.layer_activation_bytes), for the time
+    model: without act.MEMORY_ONLY_TERMS, which its memory-pass proxy was not fitted with."""
+    return {mode: array(act.terms_total({k: v for k, v in t.items()
+                                         if k not in act.MEMORY_ONLY_TERMS}))
+            for mode, t in terms.items()}
 
 
 def _in_flight(c: Candidates, x: Shape, stage: str) -> np.ndarray:

@@ -23,6 +23,8 @@ from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.stage_balance import pace
 from planner.evaluation import tuning as tun
+from planner.evaluation.rules import paged_host_bytes
+from planner.engine.memory import PAGED_STATES
 from planner.evaluation.candidates import SCHEDULE_CODES
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
@@ -104,8 +106,14 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
     if p.optimizer == "muon":  # Newton–Schulz on the fullest stage's matrices, split over TP·DP
         t_opt = t_opt + x.layers[1] * tun.muon_flops_per_layer(p) / (x.tp * x.dp * x.cp) \
             / (p.hardware.gpu.peak_flops["bf16"] * p.hardware.gpu.matmul_ceiling_fraction)
+    if p.optimizer in PAGED_STATES:  # paged to the host: the moments cross PCIe twice a step
+        return t_opt, array(st.paged_optimizer_time(paged_host_bytes(p, c),
+                                                    p.hardware.host.pcie_bytes_per_s))
+    # under a frozen base only the adapters' states and gradients are offloaded: the fuller
+    # stage's parameters × the model's trained share
+    trained = tun.trained_param_count(p) / p.model.param_count()
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
-        np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
+        np.maximum(mem.first.params, mem.last.params) * trained, x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
     return t_opt, t_offload
 

@@ -6,9 +6,9 @@ group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every d
 per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
 chunk, under PP) with its stage splits (stated first/last stages where the layers do not
 divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP over TP·CP·DP),
-recompute (none, selective where the framework has
-it, full; innermost, so a layout's recompute variants are consecutive rows, from which the
-search solves full recompute of part of each stage, search.partial), offload when asked.
+recompute (none, selective where the framework has it, full; innermost, so a layout's recompute
+variants are consecutive rows, from which the search solves full recompute of part of each
+stage, search.partial), offload when asked (a paged optimizer's at ZeRO-0 too).
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
@@ -36,6 +36,7 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
 from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices
+from planner.engine.memory import PAGED_STATES
 from planner.specs.knobs import KNOB
 
 
@@ -159,15 +160,16 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
             zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
-def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.ndarray]:
-    """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP (``hybrid``)."""
+def _states(p: Problem, space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
+    """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP."""
+    hybrid, paged = p.fw.time.hybrid_sharding, p.optimizer in PAGED_STATES
     alone = space.zero is None and dpcp == 1   # no data-parallel group: ZeRO only to offload
     zeros = [space.zero] if space.zero is not None else (
         [0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
     rows = []
     for z in zeros:
         shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 and hybrid else [])
-        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
+        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and (z >= 1 or paged) else []) \
             + ([(1, 1)] if space.allow_offload and z == 3 else [])
         if alone and z:  # one replica: ZeRO-Offload (stage 2) and ZeRO-Infinity (stage 3)
             offs = [(1, 0)] if z == 2 else [(1, 1)]
@@ -254,13 +256,12 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     s = split_arrays(p, space)
     rec = recomputes(p, space)
     factors = {
-        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k, p.fw.time.hybrid_sharding),
+        "states": _factor(s["dp"] * s["cp"], lambda k: _states(p, space, k),
                           ("zero", "shard", "offload_opt", "offload_par")),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
         "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
                             ("schedule", "chunks", "first", "last")),
-        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
-                      ("sp",)),
+        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)), ("sp",)),
         # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
         "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
                        lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),
@@ -328,8 +329,7 @@ class _Lazy:
 
 
 def _crossed_take(self: Candidates, idx: ArrayLike) -> Candidates:
-    """The rows idx (or a boolean mask), still lazy: the layouts' row of each and its recompute
-    columns."""
+    """The rows idx (or a boolean mask), still lazy: each one's layout row and recompute columns."""
     d = self.__dict__
     if "_at" not in d:  # rebuilt with every column (distinct.replaced): a plain row subset
         return Candidates.take(self, idx)

@@ -188,6 +188,13 @@ class MemoryBehaviour:
     offload_moves_gradients: Annotated[bool, Field(
         description="with the optimizer offloaded to CPU, the gradient partitions live in host "
                     "memory too (only the reduce buckets stay on the GPU)")] = False
+    quantised_linear_saves_input: Annotated[bool, Field(
+        description="a 4-bit base linear saves its input for backward although no weight "
+                    "gradient needs it (bitsandbytes < 0.43.2 MatMul4Bit; fixed in 0.43.2)")] = False
+    quantised_base_rest_fp32: Annotated[bool, Field(
+        description="under a quantised base, the parameters left unquantised (embeddings, "
+                    "output layer, norms) are cast to fp32 (HF PEFT "
+                    "prepare_model_for_kbit_training)")] = False
 
 
 @dataclass(frozen=True, kw_only=True)

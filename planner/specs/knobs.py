@@ -96,7 +96,9 @@ class Layout:
         None, "full recompute on this many layers per stage; None = all", "layers", ge=0,
         le=v.MAX_GPUS, column="recompute_layers", none_code=-1,
         cli_help="full recompute on this many layers per stage")
-    offload_optimizer: Offload = knob("none", "optimizer-state offload: none, cpu or nvme",
+    offload_optimizer: Offload = knob("none", "optimizer-state offload: none, cpu or nvme (ZeRO-Offload, "
+                                      "ZeRO >= 1); with a paged optimizer, cpu pages its "
+                                      "moments to host memory at any ZeRO stage",
                                       column="offload_opt",
                                       codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
                                              "nvme": bud.OFFLOAD_NVME})

@@ -10,14 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine.arrays import Num, out
-from planner.engine.schedules import BACKWARD_FORWARD_RATIO, bubble_time
+from planner.engine.schedules import (BACKWARD_FORWARD_RATIO, DUALPIPE_HALVES, SPLIT_BACKWARD,
+                                      bubble_time)
 
 
 def bubble_slots(stages: Num, chunks: Num = 1, schedule: str = "1f1b") -> Num:
     """Idle micro-batch slots per step, the bubble itself: (p−1)/v (0 for one stage) for 1F1B,
-    GPipe and interleaved; for ZB-H1 schedules.bubble_time in slots of t_f + t_b with
-    t_b = 2·t_f, (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 (Qi et al. 2023, Sec. 3.1)."""
-    if schedule == "zb-h1":
+    GPipe and interleaved; for ZB-H1, DualPipe and DualPipeV schedules.bubble_time in slots of
+    t_f + t_b with t_b = 2·t_f: ZB-H1 (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 (Qi et al. 2023,
+    Sec. 3.1), DualPipe (p/2 − 1)·(1 + 2r − 3·s·r)/(1 + r) = (p − 2)/3, DualPipeV (p − 1)/3."""
+    if schedule in SPLIT_BACKWARD:
         r = np.asarray(BACKWARD_FORWARD_RATIO, dtype=float)
         return out(np.asarray(bubble_time(schedule, stages, 1.0, r)) / (1.0 + r))
     return out((np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float))
@@ -47,6 +49,8 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     backward, so it holds min(2(p − i − 1) + (v − 1)p + 1, m·v) chunks, ÷v in stage units; on the
     first stage that is p·(1 + (p−1)/(p·v)) (Korthikanti Eq. 6), on the last ((v−1)p + 1)/v
     (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches).
+    DualPipe: p + 1 on every rank, DualPipeV: 2p + 1 chunks of half a rank's layers, p + 1/2
+    (deepseek-ai/DualPipe README table; schedules.py here) -- both need m ≥ 2p (the rules).
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)
@@ -59,4 +63,8 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     if schedule == "interleaved":
         chunks_held = np.minimum(2.0 * (p - i - 1.0) + (v - 1.0) * p + 1.0, m * v)
         return out(chunks_held / v)
+    if schedule == "dualpipe":
+        return out(p + 1.0 + 0.0 * i)
+    if schedule == "dualpipev":
+        return out(p + 1.0 / DUALPIPE_HALVES + 0.0 * i)
     return out(one_f_one_b)

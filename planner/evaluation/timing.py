@@ -18,6 +18,7 @@ from planner.evaluation.candidates import ACTIVATION_COLUMNS, Candidates, Proble
 from planner.evaluation.distinct import on_distinct
 from planner.engine import activations as act
 from planner.engine import compute as cmp
+from planner.engine import schedules as sched
 from planner.engine import step_time as st
 from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
@@ -170,10 +171,11 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
 def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
              per_step: list) -> tuple[np.ndarray, np.ndarray]:
     """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
-    compose_step; ZB-H1 rows' bubble from the compute of the stage with the most)."""
+    compose_step; ZB-H1, DualPipe and DualPipeV rows' bubble from the compute of the stage
+    with the most)."""
+    split = {name: c.schedule == SCHEDULE_CODES[name] for name in sched.SPLIT_BACKWARD}
     step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
-                                   c.schedule == SCHEDULE_CODES["zb-h1"],
-                                   comp.per_micro_batch if comp.heaviest is None
+                                   split, comp.per_micro_batch if comp.heaviest is None
                                    else comp.heaviest)
     return array(step), array(bubble)
 

@@ -46,6 +46,16 @@ WEIGHT_GRAD_SHARE = 0.5
 BACKWARD_FORWARD_RATIO = 2.0
 
 
+def dualpipe_choices(layers: int, pp: int, runs: tuple[str, ...] | list[str]) -> list[str]:
+    """DualPipe (PP even) and DualPipeV under PP > 1 where the framework runs them, each only
+    where the layers split into whole, equal stages (DualPipe p of them, DualPipeV 2p: the V
+    puts the first and the last stage on one rank, so a short first or last stage would not be
+    the stage dtplan prices as first or last)."""
+    out = ["dualpipe"] if pp > 1 and pp % 2 == 0 and layers % pp == 0 else []
+    out += ["dualpipev"] if pp > 1 and layers % (2 * pp) == 0 else []
+    return [s for s in out if s in runs]
+
+
 def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num = 1,
                 weight_grad_share: Num = WEIGHT_GRAD_SHARE) -> Num:
     """Idle time of the slowest stage per step for `schedule` (0 when p = 1)."""

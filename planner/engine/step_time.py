@@ -21,8 +21,6 @@ often it runs, less what computation hides (overlap.py); evaluation/timing.py li
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from planner.engine import overlap as ov
@@ -194,7 +192,7 @@ def activation_offload_exposed(layer_saved_bytes: Num, pcie_bytes_per_s: Num, la
 
 
 def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
-                 per_step: list[Num], split_backward: Mapping[str, Num] | None = None,
+                 per_step: list[Num], split_backward: dict[str, Num] | None = None,
                  compute: Num = 0.0) -> tuple[Num, Num]:
     """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
     Σ per-step terms (Narayanan Eq. 1), summed in the order given. `split_backward` maps a

@@ -288,3 +288,11 @@ def test_the_model_flags_carry_the_mtp_modules():
              "--vocab-size": 1000, "--position-embedding-type": "rope"}
     assert "mtp_layers" not in _megatron_model(flags, "x.sh")
     assert _megatron_model({**flags, "--mtp-num-layers": 2}, "x.sh")["mtp_layers"] == 2
+
+
+def test_the_report_states_the_schedules_own_bubble(dtplan, tmp_path):
+    plan, out = tmp_path / "plan.yaml", tmp_path / "r.md"
+    plan.write_text(PLAN.format(schedule="dualpipev"))   # p = 4, m = 16: s = 1, 1/17
+    assert dtplan("report", plan, "-o", out).code == 0
+    assert "s/(m + s), s = 1 idle micro-batch slots = **5.88%** (deepseek-ai/DualPipe README" \
+        in out.read_text()

@@ -7,6 +7,7 @@ Also Megatron's --mtp-num-layers, written for a model with MTP modules and read 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +17,9 @@ from planner.api import problem
 from planner.engine.pipeline import bubble_slots, micro_batches_in_flight
 from planner.engine.schedules import bubble_time, dualpipe_choices
 from planner.evaluation.calculators import bubble
-from planner.evaluation.candidates import Candidates
+from planner.evaluation.candidates import Candidates, shape
 from planner.evaluation.evaluate import evaluate
+from planner.evaluation.stage_balance import pace
 from planner.framework_configs.megatron_args import _megatron_model
 from planner.search.fast import SearchSpace, search
 from planner.specs.framework import load_framework
@@ -296,3 +298,25 @@ def test_the_report_states_the_schedules_own_bubble(dtplan, tmp_path):
     assert dtplan("report", plan, "-o", out).code == 0
     assert "s/(m + s), s = 1 idle micro-batch slots = **5.88%** (deepseek-ai/DualPipe README" \
         in out.read_text()
+
+
+def test_dualpipe_paces_by_the_edge_ranks_mean_of_the_first_and_last_stage():
+    # ranks 0 and p−1 each run stage 0 for one direction's half of the micro-batches and stage
+    # p−1 for the other's: they are paced by the mean of the two, the middle ranks by theirs
+    p = problem(get_preset("llama3-8b"), load_profile("h100"), 16, seq_len=4096,
+                global_batch=64).resolved()
+
+    def paced(first: int, last: int) -> tuple[list[float], list[float]]:
+        rows = Candidates.from_layouts([Layout(tp=1, pp=4, dp=4, micro_batch=1, schedule=s,
+                                               first_stage_layers=first, last_stage_layers=last)
+                                        for s in ("1f1b", "dualpipe")])
+        x = shape(p, rows)
+        n = x.layers[1]                        # a layer's time 1: the middle's terms are n
+        scale, edge = pace(x, np.full(2, 0.5), np.full(2, 1.0), [n],
+                           mirrored=np.array([False, True]))
+        return list(scale * n), list(edge)     # the paced stage's layers and its edge
+    # 9 + 8 + 8 + 7: 1F1B by the first stage (9 layers + embedding 0.5 = 9.5 > last 8.0);
+    # DualPipe by (9.5 + 8.0)/2 = 8.75 > the middle's 8
+    assert paced(9, 7) == ([9.0, 8.0], [0.5, 0.75])
+    # 7 + 9 + 9 + 7: the middle paces both (DualPipe's ends: (7.5 + 8)/2 < 9)
+    assert paced(7, 7) == ([9.0, 9.0], [0.0, 0.0])

@@ -7,6 +7,8 @@ Also Megatron's --mtp-num-layers, written for a model with MTP modules and read 
 
 from __future__ import annotations
 
+import typing
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,16 +17,17 @@ from hypothesis import strategies as st
 from conftest import one_input_error
 from planner.api import problem
 from planner.engine.pipeline import bubble_slots, micro_batches_in_flight
-from planner.engine.schedules import bubble_time, dualpipe_choices
+from planner.engine.schedules import SCHEDULES, bubble_time, dualpipe_choices
 from planner.evaluation.calculators import bubble
 from planner.evaluation.candidates import Candidates, shape
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.stage_balance import pace
 from planner.framework_configs.megatron_args import _megatron_model
 from planner.search.fast import SearchSpace, search
+from planner.specs.framework import SCHEDULES as FRAMEWORK_SCHEDULES
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
-from planner.specs.knobs import Layout
+from planner.specs.knobs import Layout, Schedule
 from planner.specs.presets import get_preset
 
 
@@ -320,3 +323,7 @@ def test_dualpipe_paces_by_the_edge_ranks_mean_of_the_first_and_last_stage():
     assert paced(9, 7) == ([9.0, 8.0], [0.5, 0.75])
     # 7 + 9 + 9 + 7: the middle paces both (DualPipe's ends: (7.5 + 8)/2 < 9)
     assert paced(7, 7) == ([9.0, 9.0], [0.0, 0.0])
+
+
+def test_the_capabilities_line_names_every_schedule_the_knob_has():
+    assert set(FRAMEWORK_SCHEDULES) == set(typing.get_args(Schedule)) == set(SCHEDULES)

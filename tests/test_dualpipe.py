@@ -327,3 +327,10 @@ def test_dualpipe_paces_by_the_edge_ranks_mean_of_the_first_and_last_stage():
 
 def test_the_capabilities_line_names_every_schedule_the_knob_has():
     assert set(FRAMEWORK_SCHEDULES) == set(typing.get_args(Schedule)) == set(SCHEDULES)
+
+
+def test_the_bubble_calculator_refuses_an_odd_dualpipe(dtplan):
+    one_input_error(dtplan("bubble", "--stages", "3", "--micro-batches", "8", "--schedule",
+                           "dualpipe"), "--stages", "must be even")
+    assert dtplan("bubble", "--stages", "3", "--micro-batches", "8", "--schedule",
+                  "dualpipev").code == 0

@@ -188,6 +188,9 @@ def bubble(stages: int, micro_batches: Sequence[float], schedule: str = "1f1b",
         raise InputError(named("chunks"), f"is only meaningful with {named('schedule')} interleaved")
     if schedule == "interleaved" and c < 2:
         raise InputError(named("chunks"), f"must be at least 2 with {named('schedule')} interleaved")
+    if schedule == "dualpipe" and p % 2:   # DualPipe.step asserts an even rank count
+        raise InputError(named("stages"), f"must be even with {named('schedule')} dualpipe "
+                         f"(half the ranks per direction), got {p}")
     rows = []
     for m in micro_batches:
         m = v.positive_int("micro_batches", m)

@@ -51,6 +51,8 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches).
     DualPipe: p + 1 on every rank, DualPipeV: 2p + 1 chunks of half a rank's layers, p + 1/2
     (deepseek-ai/DualPipe README table; schedules.py here) -- both need m ≥ 2p (the rules).
+    Priced on the rank's own stage: DualPipe's last rank in fact holds p of them of stage 0,
+    which it runs for the reverse direction (dualpipe.py:67-75), one of its own.
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)

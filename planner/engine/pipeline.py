@@ -52,7 +52,7 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     DualPipe: p + 1 on every rank, DualPipeV: 2p + 1 chunks of half a rank's layers, p + 1/2
     (deepseek-ai/DualPipe README table; schedules.py here) -- both need m ≥ 2p (the rules).
     Priced on the rank's own stage: DualPipe's last rank in fact holds p of them of stage 0,
-    which it runs for the reverse direction (dualpipe.py:67-75), one of its own.
+    which it runs for the reverse direction (dualpipe.py:67-77), one of its own.
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)

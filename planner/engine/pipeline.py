@@ -10,14 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine.arrays import Num, out
-from planner.engine.schedules import BACKWARD_FORWARD_RATIO, bubble_time
+from planner.engine.schedules import (BACKWARD_FORWARD_RATIO, DUALPIPE_HALVES, SPLIT_BACKWARD,
+                                      bubble_time)
 
 
 def bubble_slots(stages: Num, chunks: Num = 1, schedule: str = "1f1b") -> Num:
     """Idle micro-batch slots per step, the bubble itself: (p−1)/v (0 for one stage) for 1F1B,
-    GPipe and interleaved; for ZB-H1 schedules.bubble_time in slots of t_f + t_b with
-    t_b = 2·t_f, (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 (Qi et al. 2023, Sec. 3.1)."""
-    if schedule == "zb-h1":
+    GPipe and interleaved; for ZB-H1, DualPipe and DualPipeV schedules.bubble_time in slots of
+    t_f + t_b with t_b = 2·t_f: ZB-H1 (p−1)·(1 + r − 2·s·r)/(1 + r) = (p−1)/3 (Qi et al. 2023,
+    Sec. 3.1), DualPipe (p/2 − 1)·(1 + 2r − 3·s·r)/(1 + r) = (p − 2)/3, DualPipeV (p − 1)/3."""
+    if schedule in SPLIT_BACKWARD:
         r = np.asarray(BACKWARD_FORWARD_RATIO, dtype=float)
         return out(np.asarray(bubble_time(schedule, stages, 1.0, r)) / (1.0 + r))
     return out((np.asarray(stages, dtype=float) - 1.0) / np.asarray(chunks, dtype=float))
@@ -51,6 +53,10 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches); with
     `stage_layers` (the stage's layers, one chunk `short_chunk` short of the others) the chunks
     are counted one by one (interleaved_in_flight).
+    DualPipe: p + 1 on every rank, DualPipeV: 2p + 1 chunks of half a rank's layers, p + 1/2
+    (deepseek-ai/DualPipe README table; schedules.py here) -- both need m ≥ 2p (the rules).
+    Priced on the rank's own stage: DualPipe's last rank in fact holds p of them of stage 0,
+    which it runs for the reverse direction (dualpipe.py:67-77), one of its own.
     Returned in units of "a full stage's layers for one micro-batch".
     """
     p = np.asarray(stages, dtype=float)
@@ -63,6 +69,10 @@ def micro_batches_in_flight(schedule: str, stages: Num, micro_batches: Num, stag
     if schedule == "interleaved":
         return interleaved_in_flight(p, m, i, v, v if stage_layers is None else stage_layers,
                                      short_chunk)
+    if schedule == "dualpipe":
+        return out(p + 1.0 + 0.0 * i)
+    if schedule == "dualpipev":
+        return out(p + 1.0 / DUALPIPE_HALVES + 0.0 * i)
     return out(one_f_one_b)
 
 

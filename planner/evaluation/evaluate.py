@@ -8,7 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -232,7 +232,30 @@ def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
     """Per stage, memory_model.stage_states (the STATE_COLUMNS part)."""
     x = shape(p, u)
     par = _params(p, x)
-    return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
+    shapes = _dualpipe_copies(u, {name: _stage_shape(p, x, par, name) for name in STAGES})
+    return {name: stage_states(p, u, p.fw, st) for name, st in shapes.items()}
+
+
+MIRROR = {"first": "last", "middle": "middle", "last": "first"}
+
+
+def _dualpipe_copies(u: Candidates, shapes: dict[str, Stage]) -> dict[str, Stage]:
+    """Under DualPipe rank i holds stage i and its mirror p−1−i, one per direction (deepseek-ai/
+    DualPipe @3da1bbe README: 2× parameters per device; dualpipe/dualpipe.py:13-22 takes two
+    modules): the first and last ranks both hold the first and the last stage, a middle rank
+    two middle stages; each copy with its own gradients and optimizer state."""
+    rows = u.schedule == SCHEDULE_CODES["dualpipe"]
+    if not np.any(rows):
+        return shapes
+
+    def both(name: str) -> Stage:
+        a, b = shapes[name], shapes[MIRROR[name]]
+        add = {k: np.where(rows, getattr(a, k) + getattr(b, k), getattr(a, k)) for k in (
+            "layers", "dense_params", "expert_params", "root_params", "head_params")}
+        return replace(a, **add, has_embedding=np.where(rows, a.has_embedding | b.has_embedding,
+                                                        a.has_embedding),
+                       has_head=np.where(rows, a.has_head | b.has_head, a.has_head))
+    return {name: both(name) for name in shapes}
 
 
 def _layer_part(p: Problem, u: Candidates) -> dict:

@@ -101,6 +101,27 @@ def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
                     (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
 
 
+def _dualpipe(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # deepseek-ai/DualPipe @3da1bbe: DualPipe.step asserts num_ranks % 2 == 0 and num_chunks even
+    # and ≥ 2·num_ranks (dualpipe/dualpipe.py:332-333: half the micro-batches enter at each end);
+    # DualPipeV.step asserts num_chunks ≥ 2·num_ranks (dualpipe/dualpipev.py:318), as does
+    # torch.distributed.pipelining's ScheduleDualPipeV (m ≥ its 2·PP stages).
+    mb = np.round(m)
+    dual = c.schedule == SCHEDULE_CODES["dualpipe"]
+    v_shape = c.schedule == SCHEDULE_CODES["dualpipev"]
+    return np.where(dual, (c.pp % 2 == 0) & (mb % 2 == 0) & (mb >= 2 * c.pp),
+                    np.where(v_shape, mb >= 2 * c.pp, True))
+
+
+def _dualpipe_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
+    measured = f"{lay.schedule}, PP {lay.pp}, m = {f.micro_batches:g}"
+    if lay.schedule == "dualpipe":
+        return measured, f"PP even, m even and ≥ 2 × PP = {2 * lay.pp}"
+    if lay.schedule == "dualpipev":
+        return measured, f"m ≥ 2 × PP = {2 * lay.pp}"
+    return measured, "any"
+
+
 def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     return (np.where(c.cp > 1, p.seq_len % (2 * c.cp) == 0, True)
             & np.where(c.sp > 0, (p.seq_len // c.cp) % c.tp == 0, True))
@@ -235,6 +256,12 @@ RULES: tuple[RuleSpec, ...] = (
              _keys(lambda lay: "layout.chunks" if lay.schedule == "interleaved" else "layout.schedule",
                    "--num-layers-per-virtual-pipeline-stage",
                    "parallelism.pipeline_parallel_schedule"),
+             reads=("mb", "schedule")),
+    RuleSpec("dualpipe-valid", _dualpipe,
+             "DualPipe needs an even PP and an even number of micro-batches, at least 2 × PP; "
+             "DualPipeV at least 2 × PP micro-batches",
+             _dualpipe_detail,
+             _keys("layout.schedule", torchtitan="parallelism.pipeline_parallel_schedule"),
              reads=("mb", "schedule")),
     RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
              "global batch must be a multiple of micro-batch × DP",

@@ -7,6 +7,7 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import cast
 
 from planner.errors import InputError, Problems, keyed, validation_message
@@ -208,7 +209,7 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
                                        f"{flag} {a[flag]}", f"= {getattr(model, field_)} "
                                        f"({model.name})", f"the arguments' {field_} must match "
                                        "--model", key=flag))
-        return model
+        return _with_mtp(model, a)
     if not shape:
         raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
                                     "--hidden-size, --num-attention-heads); pass --model")
@@ -219,6 +220,13 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
         return validate_model(shape)
     except Exception as e:
         raise InputError(f"{where}: model flags", validation_message(e)) from None
+
+
+def _with_mtp(model: ModelSpec, a: dict) -> ModelSpec:
+    """The model with the MTP modules the arguments build: Megatron builds --mtp-num-layers of
+    them (core_v0.15.3 arguments.py:1666, default none), whatever the model was published with."""
+    mtp = a.get("--mtp-num-layers") or 0
+    return model if model.mtp_layers == mtp else dataclasses.replace(model, mtp_layers=mtp)
 
 
 # ---- writer -----------------------------------------------------------------------------------
@@ -236,13 +244,16 @@ def to_megatron(inp: Job) -> Export:
 
 
 def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
-    """What Megatron-LM cannot run: offload, GPipe/ZB-H1, ALiBi."""
+    """What Megatron-LM cannot run: offload, GPipe/ZB-H1/DualPipe(V), ALiBi."""
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
-    if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
+    if lay.schedule not in ("1f1b", "interleaved") and lay.pp > 1:
         raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
+    if mod.mtp_layers and mod.position not in ("rope", "none"):   # arguments.py:1186-1191
+        raise _unsupported("megatron", f"MTP modules with {mod.position} position embeddings "
+                           "(Megatron's MTP runs with rope or none)")
 
 
 def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
@@ -298,6 +309,8 @@ def _model_flags(inp: Job) -> list[tuple[str, object]]:
             a.append(("--add-qkv-bias", None))
     if not mod.dropout:
         a += [("--attention-dropout", 0), ("--hidden-dropout", 0)]
+    if mod.mtp_layers:   # core_v0.15.3 arguments.py:1666: D sequential MTP modules
+        a.append(("--mtp-num-layers", mod.mtp_layers))
     return a
 
 

@@ -41,6 +41,7 @@ from typing import Iterator
 
 from planner.engine.divisors import divisors
 from planner.engine.memory import PAGED_STATES
+from planner.engine.schedules import dualpipe_choices
 from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.error_band import ranking_band
@@ -155,6 +156,7 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
     out = [("1f1b", 1)]
     if pp > 1 and "zb-h1" in runs:
         out.append(("zb-h1", 1))
+    out += [(s, 1) for s in dualpipe_choices(p.model.layers, pp, runs)]
     if pp > 1 and "interleaved" in runs:
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
         reach = (p.model.layers + MAX_STAGE_DEFICIT) // pp   # the end chunks may hold none

@@ -3,12 +3,12 @@
 A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
-per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
-chunk, under PP) with its stage splits (stated first/last stages where the layers do not
-divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP over TP·CP·DP),
-recompute (none, selective where the framework has it, full; innermost, so a layout's recompute
-variants are consecutive rows, from which the search solves full recompute of part of each
-stage, search.partial), offload when asked (a paged optimizer's at ZeRO-0 too).
+per-replica batch), schedule (1F1B; ZB-H1, DualPipe(V) and interleaved v = 2…max_chunks, or
+whole layers per chunk, under PP) with its stage splits (stated first/last stages where the
+layers do not divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP
+over TP·CP·DP), recompute (none, selective where the framework has it, full; innermost, so a
+layout's recompute variants are consecutive rows, from which the search solves full recompute
+of part of each stage, search.partial), offload when asked (a paged optimizer's at ZeRO-0 too).
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
@@ -35,6 +35,7 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
                          Candidates, Problem)
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
+from planner.engine.schedules import dualpipe_choices
 from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices
 from planner.engine.memory import PAGED_STATES
 from planner.specs.knobs import KNOB
@@ -189,22 +190,21 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
 
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
-    """(schedule code, chunks v, first, last) rows: 1F1B; under PP also ZB-H1 and interleaved v
-    where the layers split, each only where the framework runs it (profile pipeline_schedules;
-    one the user fixed is kept), each with its stage splits (engine.stages.split_choices).
-    GPipe is never enumerated: 1F1B has its bubble and less memory."""
+    """(schedule code, chunks v, first, last) rows: 1F1B; under PP ZB-H1, DualPipe(V) (schedules.
+    dualpipe_choices) and interleaved v where the layers split, where the framework runs each
+    (profile pipeline_schedules; one the user fixed is kept), each with its stage splits (engine.
+    stages.split_choices). GPipe is never enumerated: 1F1B has its bubble and less memory."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
     runs = p.fw.time.pipeline_schedules
     if pp > 1:
-        rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
+        rows += [(SCHEDULE_CODES[s], 1) for s in ["zb-h1"] * ("zb-h1" in runs)
+                 + dualpipe_choices(p.model.layers, pp, runs)]
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in interleave_choices(
             p.model.layers, pp, space.max_chunks) if "interleaved" in runs]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
-        if space.schedule == "interleaved":
-            rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
-        else:
-            rows = [(want, 1)]
+        rows = ([(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]) \
+            if space.schedule == "interleaved" else [(want, 1)]
     return _table([(code, v, f, l_) for code, v in rows
                    for f, l_ in split_choices(p.model.layers, pp, v) or [(0, 0)]],
                   ("schedule", "chunks", "first", "last"))

@@ -18,12 +18,12 @@ from typing import Callable
 
 import numpy as np
 
-from planner.evaluation.candidates import Candidates, Problem, shape
-from planner.evaluation.distinct import gather
+from planner.evaluation.candidates import STEP_FLOOR_COLUMNS, Candidates, Problem, shape
+from planner.evaluation.distinct import WORTH_IT, distinct_rows
 from planner.search.pareto import pareto_front, surely_dominated
 from planner.evaluation.evaluate import Memory, usable_bytes
 from planner.search.bounds import MemoryParts
-from planner.evaluation.timing import compute_terms, step_floor, step_seconds
+from planner.evaluation.timing import step_floor, step_seconds
 
 
 class Anchors:
@@ -109,33 +109,50 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
 
 
 class _Rows:
-    """The timing inputs of the rows cand (`rows`) built once, on every row, and gathered to
-    the rows each bound or the exact step is asked of: the shape and the compute terms
-    (timing.compute_terms) are alike in the compute-only floor, the step floor and the exact
-    step, and elementwise, so a row's are the same whichever rows they were computed with."""
+    """The timing inputs of the rows cand (`rows`), each bound or exact step computed on the
+    rows it is asked of alone: the shape, the compute terms (timing.compute_terms) and the step
+    floor are elementwise, so a row's are the same whichever rows they are computed with. The
+    step floor reads STEP_FLOOR_COLUMNS alone (not the ZeRO states a layout's rows differ in
+    most), so it is computed once per distinct tuple of them and gathered to the rows."""
 
     def __init__(self, p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
                  per_mode: dict) -> None:
         self.p, self.parts, self.cand, self.rows, self.per_mode = p, parts, cand, rows, per_mode
-        self.x = shape(p, rows)
-        self.comp = compute_terms(p, rows, self.x, per_mode, parts.groups(cand))
 
     def _of(self, idx: np.ndarray) -> tuple:
-        """(rows, shape, compute, per-mode activations, positions in cand) of the rows idx
-        (every row: no copy)."""
+        """(rows, shape, per-mode activations, positions in cand) of the rows idx (every row:
+        no copy)."""
         if len(idx) == len(self.cand):
-            return self.rows, self.x, self.comp, self.per_mode, self.cand
-        n = len(self.cand)
-        return (self.rows.take(idx), gather(self.x, idx, n), gather(self.comp, idx, n),
-                {m: v.take(idx) for m, v in self.per_mode.items()}, self.cand[idx])
+            sub, a, at = self.rows, self.per_mode, self.cand
+        else:
+            sub, a, at = self.rows.take(idx), {m: v.take(idx) for m, v in
+                                               self.per_mode.items()}, self.cand[idx]
+        return sub, shape(self.p, sub), a, at
 
     def floor(self, idx: np.ndarray, axes: bool) -> np.ndarray:
-        """timing.step_floor of the rows idx (the compute alone without `axes`)."""
-        sub, x, comp, a, at = self._of(idx)
-        return step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes, comp=comp)
+        """timing.step_floor of the rows idx (the compute alone without `axes`), once per
+        distinct STEP_FLOOR_COLUMNS tuple of them (on the rows themselves where most are
+        distinct)."""
+        found = distinct_rows(self._floor_key(idx), at_most=int(WORTH_IT * len(idx)),
+                              runs=True) if len(idx) > 1 else None
+        first = idx if found is None else idx.take(found[0])
+        sub, x, a, at = self._of(first)
+        least = step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes)
+        return least if found is None else least.take(found[1])
+
+    def _floor_key(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Columns whose tuples on the rows idx name their STEP_FLOOR_COLUMNS tuples: the
+        activations' tuple (ACTIVATION_COLUMNS) with DP, EP and the schedule where the parts
+        know it, else the columns themselves."""
+        acts, c = self.parts.acts, self.parts.c
+        if acts.index is None:
+            sub = self.rows.take(idx)
+            return [getattr(sub, k) for k in STEP_FLOOR_COLUMNS]
+        at = self.cand.take(idx)
+        return [acts.index.take(at)] + [getattr(c, k).take(at) for k in ("dp", "ep", "schedule")]
 
     def step(self, idx: np.ndarray) -> np.ndarray:
         """timing.step_seconds of the rows idx, from their states alone."""
-        sub, x, comp, a, at = self._of(idx)
+        sub, x, a, at = self._of(idx)
         return step_seconds(self.p, sub, x, self.parts.states_memory(at), a,
-                            self.parts.groups(at), comp=comp)
+                            self.parts.groups(at))

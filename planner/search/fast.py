@@ -26,7 +26,7 @@ from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search.partial import pairs, solve, stage_memory, to_solve
-from planner.search.settle import Anchors, settle
+from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Budget, Left, first_failures, layout_blocks, passes, price_limit
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
@@ -307,15 +307,18 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     for group in _groups([len(e[0]) for e in t.to_solve]):
         block = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
         # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
-        rows, ok, parts, peak = solve(p, _concat([t.to_solve[i][0] for i in group]),
-                                      np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                      np.concatenate([t.to_solve[i][2] for i in group]),
-                                      concat_parts([t.to_solve[i][3] for i in group]),
-                                      concat_parts([t.to_solve[i][4] for i in group]))
+        # a layout the anchors put off the front whatever count it gets is only counted
+        rows, ok, parts, peak, counted = solve(
+            p, _concat([t.to_solve[i][0] for i in group]),
+            np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+            np.concatenate([t.to_solve[i][2] for i in group]),
+            concat_parts([t.to_solve[i][3] for i in group]),
+            concat_parts([t.to_solve[i][4] for i in group]),
+            None if dominated else beaten_by(p, t.anchors))
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]
-        t.solved += int(fit.sum())
+        t.solved += int(fit.sum()) + counted
         rows, block = rows.take(keep), block[ok][keep]
         solved += [rows.take(np.flatnonzero(block == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]

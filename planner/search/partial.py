@@ -16,15 +16,21 @@ is found by bisection. planner.search.reference scans every k.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
-from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
 from planner.evaluation.distinct import Part, gather
 from planner.evaluation.evaluate import Memory
 from planner.search.bounds import MemoryParts, memory_parts
 
 __all__ = ["pairs", "solve", "stage_memory", "to_solve"]
+
+# Which rows solve need not solve, only count: from their memory parts at one recomputed layer
+# and a floor on their peak at any count (settle.beaten).
+Beaten = Callable[[MemoryParts, np.ndarray], np.ndarray]
 
 # solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
 SECANT_MARGIN = 1e-9
@@ -51,15 +57,39 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
-          states: Part | None = None, flight: Part | None = None
-          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+          states: Part | None = None, flight: Part | None = None,
+          beaten: Beaten | None = None
+          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
     parts where the caller has them): the solved rows, which of `rows` they come from, their
     memory parts (the states and micro-batches in flight are those of `rows`: only the
-    activations read the layer count) and their exact peak memory. A layout needing every
-    layer is its full row already."""
+    activations read the layer count), their exact peak memory, and how many solved rows
+    were counted without being returned. A layout needing every layer is its full row
+    already. `beaten(parts, least)`: which rows (their parts at one layer, a floor on their
+    peak at any count) are off the front whatever count they get; such a row is only
+    counted, where one layer fewer than its fullest stage's fits (the peak does not increase
+    as layers are recomputed, so then and only then does a smaller count fit)."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
+    counted, live = 0, None
+    if beaten is not None and len(rows):
+        # the peak at any count is at least the full row's (M(n)), the largest stage of mn
+        off = beaten(parts, mn.max(axis=0))
+        most = np.stack(shape(p, parts.c).layers).max(axis=0)
+        idx = np.flatnonzero(off & (most >= 2.0))
+        counted = int((_peak_at(p, parts, rows, idx, most[idx] - 1.0) <= usable[idx]).sum())
+        live = np.flatnonzero(~off)
+        if len(live) < len(rows):
+            rows, mn, usable = rows.take(live), mn[:, live], usable[live]
+            parts = parts.take(live, parts.c.take(live))
+    solved, found, parts, peak = _smallest(p, rows, mn, usable, parts)
+    return solved, found if live is None else live[found], parts, peak, counted
+
+
+def _smallest(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
+              parts: MemoryParts) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+    """solve's smallest k of each of `rows` from their parts at one layer, by the chord, the
+    secant and bisection (module docstring)."""
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     most = n.max(axis=0)

@@ -23,7 +23,8 @@ from planner.evaluation.distinct import WORTH_IT, distinct_rows
 from planner.search.pareto import pareto_front, surely_dominated
 from planner.evaluation.evaluate import Memory, usable_bytes
 from planner.search.bounds import MemoryParts
-from planner.evaluation.timing import step_floor, step_seconds
+from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor, step_seconds
+from planner.search.partial import Beaten
 
 
 class Anchors:
@@ -106,6 +107,30 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     prior.add(step[at], ceiling[at])
     off[rest] = surely_dominated(prior.step, prior.ceiling, step[rest], floor[rest])
     return step, off
+
+
+def beaten_by(p: Problem, anchors: Anchors) -> Beaten | None:
+    """partial.solve's `beaten`: the full-recompute rows whose solved row, whatever count of
+    layers it recomputes, `anchors` surely put off the front (search.pareto.surely_dominated),
+    on the step floor at one recomputed layer (timing.step_floor, times 1 − STEP_FLOOR_MARGIN
+    more for rounding) and the floor given on the peak. The floor does not decrease as
+    layers are recomputed: each term it sums grows with the count (the recompute seconds, the
+    TP passes) or does not read it, and the stage that paces is the one with the most of
+    them. Not so where activations are offloaded (fewer layers offload as more recompute):
+    None there, every row solved."""
+    if p.tuning.activation_offload or not len(anchors.step):
+        return None
+
+    def off(parts: MemoryParts, least: np.ndarray) -> np.ndarray:
+        cand = np.arange(len(parts.c))
+        rows = _Rows(p, parts, cand, parts.c, parts.acts.rows(cand, pick=lambda t: t["per_mode"]))
+        out, rest = np.zeros(len(cand), dtype=bool), cand
+        for axes in (False, True):
+            step = rows.floor(rest, axes) * (1.0 - STEP_FLOOR_MARGIN)
+            out[rest] = surely_dominated(anchors.step, anchors.ceiling, step, least[rest])
+            rest = np.flatnonzero(~out)
+        return out
+    return off
 
 
 class _Rows:

@@ -27,7 +27,7 @@ from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
 from planner.search.partial import pairs, solve, stage_memory, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
-from planner.search.blocks import Budget, Left, first_failures, layout_blocks, passes, price_limit
+from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
@@ -185,14 +185,14 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 
 
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      rec: np.ndarray) -> Candidates:
+                      ok: np.ndarray, rec: np.ndarray) -> Candidates:
     """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
     knob, which no structural rule reads; `left`, the splits left out as none passes, counted
     by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
     failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
-    the layouts that pass (not yet crossed with their recompute rows). Each row's first
-    failing rule (blocks.first_failures) is read only where a rule still needs its example,
-    else only whether it passes them all (blocks.passes)."""
+    the layouts that pass (`ok`, blocks.structural_passes; not yet crossed with their
+    recompute rows). Each row's first failing rule (blocks.first_failures) is read only where
+    a rule still needs its example."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
@@ -203,7 +203,7 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
     if not new:
-        return lay.take(np.flatnonzero(passes(p, lay, STRUCTURAL_RULES)))
+        return lay.take(np.flatnonzero(ok))
     first = first_failures(p, lay, STRUCTURAL_RULES)
     for rule in new:
         t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
@@ -344,8 +344,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | No
     valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
     p = p.resolved()
     rec = recomputes(p, space)
-    for lay, _, _ in layout_blocks(p, space):
-        ok = _structural(p, lay).all(axis=0)
+    for lay, _, _, ok in layout_blocks(p, space):
         if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
             return False
         if ok.any():
@@ -367,9 +366,10 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
     pending: list[Candidates] = []  # structural survivors of blocks not yet priced
-    for lay, left, counts in layout_blocks(p, space, limit=price_limit(dominated) if limit is None
-                                           else limit, dominated=dominated):
-        survivors = _count_structural(p, t, lay, left, counts, rec)
+    for lay, left, counts, ok in layout_blocks(
+            p, space, limit=price_limit(dominated) if limit is None else limit,
+            dominated=dominated):
+        survivors = _count_structural(p, t, lay, left, counts, ok, rec)
         if len(survivors):
             pending.append(survivors)
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors

@@ -268,12 +268,13 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 
 
-def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
-            ) -> tuple[Candidates, np.ndarray]:
+def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
+            positions: dict[str, np.ndarray] | None = None) -> tuple[Candidates, np.ndarray]:
     """The rows of splits `idx`, crossing the tables `over` (C order, FACTORS order), every
     other table at its first row, recompute at its first row: the candidates and, per row,
     its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
-    len_t, the stride being the product of the later crossed tables' sizes."""
+    len_t, the stride being the product of the later crossed tables' sizes; that row of each
+    table crossed is written to `positions` where given."""
     idx = np.asarray(idx, dtype=np.int64)
     one = np.ones(len(idx), dtype=np.int64)
     sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
@@ -289,8 +290,11 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
         at = fac.start[split]
         if f in over:
             n = size[owner]
-            at = at + local % n
+            row = local % n
+            at = at + row
             local = local // n
+            if positions is not None:
+                positions[f] = row
         cols.update({name: col[at] for name, col in fac.cols.items()})
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)

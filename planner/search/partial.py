@@ -77,7 +77,7 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         off = beaten(parts, mn.max(axis=0))
         most = np.stack(shape(p, parts.c).layers).max(axis=0)
         idx = np.flatnonzero(off & (most >= 2.0))
-        counted = int((_peak_at(p, parts, rows, idx, most[idx] - 1.0) <= usable[idx]).sum())
+        counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])
         live = np.flatnonzero(~off)
         if len(live) < len(rows):
             rows, mn, usable = rows.take(live), mn[:, live], usable[live]
@@ -132,6 +132,19 @@ def _smallest(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
             and np.array_equal(c.take(on_chord), hi[found]):   # the chord's rows' parts
         return solved, found, _take_rows(parts_c, on_chord, solved), peak[found]
     return solved, found, _parts_at(p, parts, found, solved), peak[found]
+
+
+def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
+                    k: np.ndarray, usable: np.ndarray) -> int:
+    """How many of the rows idx of `rows` fit with k[i] layers recomputed, k a function of
+    the row's layer tuple (one fewer than its fullest stage's), from `parts`, the rows' parts
+    at one layer: within the ceiling (MemoryParts.ceiling, never below the peak) a row fits,
+    the exact peak decides the rest. The activations are computed once per tuple."""
+    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    at = parts.take(idx, sub).with_acts(p, sub)
+    sure = at.ceiling(p, np.arange(len(idx))) <= usable
+    rest = np.flatnonzero(~sure)
+    return int(sure.sum()) + int((at.take(rest, sub.take(rest)).peak(p) <= usable[rest]).sum())
 
 
 def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:

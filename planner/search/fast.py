@@ -23,9 +23,9 @@ import numpy as np
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
-from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
+from planner.evaluation.evaluate import Evaluation, Memory, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
-from planner.search.partial import pairs, solve, stage_memory, to_solve
+from planner.search.partial import solve, stage_memory, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
@@ -163,7 +163,7 @@ def _order(p: Problem, ev: Ranked, c: Candidates, objective: str) -> np.ndarray:
 class _Tally:
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
     block: the rows that fit, then its solved rows) and the layouts to solve at the end (block
-    by block, with their per-stage memory and usable memory)."""
+    by block, with their per-stage memory where known and a floor on their peak)."""
 
     enumerated: int
     valid: int
@@ -172,7 +172,7 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    # (rows, per-stage memory, usable memory, states part, in-flight part)
+    # (rows, per-stage memory or NaN, floor on the peak, states part, in-flight part)
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = field(default_factory=list)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
@@ -218,8 +218,9 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     recompute queued for solving; kept rows and layouts to solve recorded block by block, in
     the order a block-by-block scan gives them. Below the floor (MemoryParts.floor, never
     above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
-    needs it, for the misses that could be the closest one and for the layouts partial
-    recompute may solve (their memory is read then)."""
+    needs it, for the misses that could be the closest one. Kept for the layouts partial
+    recompute may solve: their floor, and their per-stage memory where it was computed
+    (NaN elsewhere: the solve computes it for the layouts it solves)."""
     n_rec = len(rec)
     lay = lays[0] if len(lays) == 1 else _concat(lays)
     ends = np.cumsum([len(x) * n_rec for x in lays])
@@ -229,13 +230,7 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0)
     rows = surv.take(cand)
-
-    def may_solve(sure: np.ndarray) -> np.ndarray:
-        known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
-        known[cand[sure]], maybe[cand] = True, True
-        return np.isin(cand, pairs(surv, known, maybe, n_rec), assume_unique=True)
-    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
-                                anchors=t.anchors)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += len(surv) - int(fit.sum())
@@ -243,13 +238,23 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
     base = to_solve(surv, fits, n_rec)
-    at = np.searchsorted(cand[ex], base)
-    stages, usable = stage_memory(mem)[:, at], mem.usable[at]
+    stages = _known_stages(mem, cand[ex], base)
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
-        t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
+        t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
         t.kept.append(materialize(rows, kept[b]))
+
+
+def _known_stages(mem: Memory, evaluated: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per-stage memory (3 × rows, partial.stage_memory) of the rows `rows` that are among
+    `evaluated` (sorted; `mem` theirs), NaN for the others."""
+    out = np.full((3, len(rows)), np.nan)
+    if len(evaluated) and len(rows):
+        at = np.minimum(np.searchsorted(evaluated, rows), len(evaluated) - 1)
+        known = evaluated[at] == rows
+        out[:, known] = stage_memory(mem)[:, at[known]]
+    return out
 
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
@@ -311,10 +316,11 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         rows, ok, parts, peak, counted = solve(
             p, _concat([t.to_solve[i][0] for i in group]),
             np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-            np.concatenate([t.to_solve[i][2] for i in group]),
+            np.full(len(block), usable_bytes(p)),
             concat_parts([t.to_solve[i][3] for i in group]),
             concat_parts([t.to_solve[i][4] for i in group]),
-            None if dominated else beaten_by(p, t.anchors))
+            None if dominated else beaten_by(p, t.anchors),
+            np.concatenate([t.to_solve[i][2] for i in group]))
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]

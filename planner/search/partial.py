@@ -58,7 +58,7 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None,
-          beaten: Beaten | None = None
+          beaten: Beaten | None = None, least: np.ndarray | None = None
           ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
@@ -69,12 +69,15 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     already. `beaten(parts, least)`: which rows (their parts at one layer, a floor on their
     peak at any count) are off the front whatever count they get; such a row is only
     counted, where one layer fewer than its fullest stage's fits (the peak does not increase
-    as layers are recomputed, so then and only then does a smaller count fit)."""
+    as layers are recomputed, so then and only then does a smaller count fit). mn is NaN
+    where the caller has not computed it (computed here for the rows solved); `least`, a
+    floor on the full row's peak, stands for it in `beaten`'s floor there."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
     counted, live = 0, None
     if beaten is not None and len(rows):
         # the peak at any count is at least the full row's (M(n)), the largest stage of mn
-        off = beaten(parts, mn.max(axis=0))
+        full = mn.max(axis=0)
+        off = beaten(parts, full if least is None else np.where(np.isnan(full), least, full))
         most = np.stack(shape(p, parts.c).layers).max(axis=0)
         idx = np.flatnonzero(off & (most >= 2.0))
         counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])
@@ -82,6 +85,10 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         if len(live) < len(rows):
             rows, mn, usable = rows.take(live), mn[:, live], usable[live]
             parts = parts.take(live, parts.c.take(live))
+    miss = np.flatnonzero(np.isnan(mn).any(axis=0))
+    if len(miss):   # the full rows' per-stage memory the caller did not compute
+        mn = mn.copy()
+        mn[:, miss] = stage_memory(_parts_at(p, parts, miss, rows.take(miss)).rows(p)[2])
     solved, found, parts, peak = _smallest(p, rows, mn, usable, parts)
     return solved, found if live is None else live[found], parts, peak, counted
 

@@ -14,8 +14,6 @@ exactly, bit for bit (tests/test_search_floor.py)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from planner.evaluation.candidates import STEP_FLOOR_COLUMNS, Candidates, Problem, shape
@@ -47,8 +45,7 @@ class Anchors:
 
 
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
-           floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors,
+           floor: np.ndarray, dominated: bool, *, anchors: Anchors,
            peak: np.ndarray | None = None) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
@@ -56,13 +53,13 @@ def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     the exact peak) a row surely fits; a row that a surely fitting row (of this block, or of
     `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
     higher than its floor (search.pareto.surely_dominated) is off the front (_timed), and left
-    out of the front returned. `need(sure)` marks more rows to evaluate; `peak`, the rows'
+    out of the front returned. `peak`, the rows'
     exact peaks where the caller has them all, stands for both bounds and the five-phase model.
     Returns (the positions in cand evaluated, their memory, which rows fit, the positions
     kept)."""
     ceiling = parts.ceiling(p, cand) if peak is None else peak
     sure = ceiling <= usable_bytes(p)
-    want = ~sure if need is None else ~sure | need(sure)
+    want = ~sure
     if not dominated:
         step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
         want |= ~pruned

@@ -146,11 +146,13 @@ def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.nd
     """How many of the rows idx of `rows` fit with k[i] layers recomputed, k a function of
     the row's layer tuple (one fewer than its fullest stage's), from `parts`, the rows' parts
     at one layer: within the ceiling (MemoryParts.ceiling, never below the peak) a row fits,
-    the exact peak decides the rest. The activations are computed once per tuple."""
+    above the floor (MemoryParts.floor, never above it) it does not, the exact peak decides
+    the rest. The activations are computed once per tuple."""
     sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
     at = parts.take(idx, sub).with_acts(p, sub)
     sure = at.ceiling(p, np.arange(len(idx))) <= usable
     rest = np.flatnonzero(~sure)
+    rest = rest[at.take(rest, sub.take(rest)).floor(p) <= usable[rest]]
     return int(sure.sum()) + int((at.take(rest, sub.take(rest)).peak(p) <= usable[rest]).sum())
 
 

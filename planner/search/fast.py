@@ -23,9 +23,9 @@ import numpy as np
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
-from planner.evaluation.evaluate import Evaluation, Memory, evaluate, usable_bytes
+from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
-from planner.search.partial import solve, stage_memory, to_solve
+from planner.search.partial import known_stages, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES, structural_predicates
@@ -238,23 +238,12 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
     base = to_solve(surv, fits, n_rec)
-    stages = _known_stages(mem, cand[ex], base)
+    stages = known_stages(mem, cand[ex], base)
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
         t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
         t.kept.append(materialize(rows, kept[b]))
-
-
-def _known_stages(mem: Memory, evaluated: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Per-stage memory (3 × rows, partial.stage_memory) of the rows `rows` that are among
-    `evaluated` (sorted; `mem` theirs), NaN for the others."""
-    out = np.full((3, len(rows)), np.nan)
-    if len(evaluated) and len(rows):
-        at = np.minimum(np.searchsorted(evaluated, rows), len(evaluated) - 1)
-        known = evaluated[at] == rows
-        out[:, known] = stage_memory(mem)[:, at[known]]
-    return out
 
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:

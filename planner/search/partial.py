@@ -26,7 +26,7 @@ from planner.evaluation.distinct import Part, gather
 from planner.evaluation.evaluate import Memory
 from planner.search.bounds import MemoryParts, memory_parts
 
-__all__ = ["pairs", "solve", "stage_memory", "to_solve"]
+__all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
 
 # Which rows solve need not solve, only count: from their memory parts at one recomputed layer
 # and a floor on their peak at any count (settle.beaten).
@@ -39,6 +39,17 @@ SECANT_MARGIN = 1e-9
 def stage_memory(m: Memory) -> np.ndarray:
     """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
+
+
+def known_stages(mem: Memory, evaluated: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per-stage memory (3 × rows, stage_memory) of the rows `rows` that are among
+    `evaluated` (sorted; `mem` theirs), NaN for the others."""
+    out = np.full((3, len(rows)), np.nan)
+    if len(evaluated) and len(rows):
+        at = np.minimum(np.searchsorted(evaluated, rows), len(evaluated) - 1)
+        known = evaluated[at] == rows
+        out[:, known] = stage_memory(mem)[:, at[known]]
+    return out
 
 
 def to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:

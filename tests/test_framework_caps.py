@@ -14,11 +14,14 @@ from planner.specs.framework import load_framework
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {
-    "megatron": "pipeline schedules 1f1b, interleaved (not gpipe, zb-h1), ZeRO ≤ 3 with PP; "
+    "megatron": "pipeline schedules 1f1b, interleaved (not gpipe, zb-h1, dualpipe, dualpipev), "
+                "ZeRO ≤ 3 with PP; "
                 "ring context parallel; expert parallel; selective recompute (core-attention).",
-    "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe (not zb-h1), ZeRO ≤ 3 with PP; "
+    "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
+                  "dualpipe), ZeRO ≤ 3 with PP; "
                   "ring context parallel; expert parallel; selective recompute (op-save-list).",
-    "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1), ZeRO ≤ 1 with PP; "
+    "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1, dualpipe, dualpipev), "
+                 "ZeRO ≤ 1 with PP; "
                  "no ring context parallel; expert parallel; no selective recompute (none or "
                  "full only).",
     "fsdp": "no pipeline parallel; ring context parallel; no expert parallel (experts "
@@ -56,7 +59,7 @@ def test_report_prints_the_framework_capabilities(dtplan, tmp_path):
     r = dtplan("report", ROOT / "examples/plans/llama3-70b-256xh100.yaml", "-o", out)
     assert r.code == 0, r
     assert "Framework megatron runs (its profile" in out.read_text()
-    assert "(not gpipe, zb-h1)" in out.read_text()
+    assert "(not gpipe, zb-h1, dualpipe, dualpipev)" in out.read_text()
 
 
 def test_an_edited_profile_changes_the_line(dtplan, tmp_path):
@@ -69,7 +72,7 @@ def test_an_edited_profile_changes_the_line(dtplan, tmp_path):
     r = dtplan("fit", "--params", "8e9", "--gpus", "8", "--framework", edited, "-f", "json")
     assert r.code == 0, r
     line = next(n for n in r.json()["notes"] if " runs (its profile" in n)
-    assert "pipeline schedules 1f1b, zb-h1 (not interleaved, gpipe)" in line
+    assert "pipeline schedules 1f1b, zb-h1 (not interleaved, gpipe, dualpipe, dualpipev)" in line
     assert "; no ring context parallel;" in line
 
 

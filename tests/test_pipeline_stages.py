@@ -128,12 +128,12 @@ def test_mtp_modules_and_their_embedding_sit_on_the_last_stage():
 
 # ---- Must show 2 through `dtplan` ----------------------------------------------------------
 # DeepSeek-V3 (report Sec. 3.2-3.3: 2,048 H800, no TP, PP 16, EP 64 over 8 nodes, ZeRO-1, FP8,
-# sequences of 4,096, batch ramped to 15,360), its 61 layers split 4 + 14 × 4 + 1 as Megatron
-# runs it (Megatron-MoE-ModelZoo runtime.conf PP_FIRST 4 / PP_LAST 1); full recompute stands in
-# for the report's recomputed norms and MLA up-projections with FP8-cached activations, which
-# dtplan does not model.
+# sequences of 4,096, batch ramped to 15,360, the DualPipe schedule of Sec. 3.2.1), its 61
+# layers split 4 + 14 × 4 + 1 as Megatron runs it (Megatron-MoE-ModelZoo runtime.conf PP_FIRST 4
+# / PP_LAST 1); full recompute stands in for the report's recomputed norms and MLA
+# up-projections with FP8-cached activations, which dtplan does not model.
 DEEPSEEK_V3 = ("--model", "deepseek-v3", "--hardware", "h800", "--gpus", "2048", "--pp", "16",
-               "--ep", "64", "--zero", "1", "--first-stage-layers", "4",
+               "--ep", "64", "--zero", "1", "--schedule", "dualpipe", "--first-stage-layers", "4",
                "--last-stage-layers", "1", "--seq-len", "4096", "--global-batch", "15360",
                "--precision", "fp8", "--recompute", "full")
 # Qwen3-235B-A22B as Megatron-MoE-ModelZoo runs it on 32 H100 nodes (runtime.conf and
@@ -229,8 +229,8 @@ def _published(model: str, hardware: str, gpus: int, batch: int, precision: str,
 def test_the_search_finds_layouts_at_least_as_fast_as_the_published_ones(case):
     if case == "deepseek-v3":
         p, published = _published("deepseek-v3", "h800", 2048, 15360, "fp8", Layout(
-            tp=1, pp=16, dp=128, ep=64, zero=1, micro_batch=1, first_stage_layers=4,
-            last_stage_layers=1, recompute="full", precision="fp8"))
+            tp=1, pp=16, dp=128, ep=64, zero=1, micro_batch=1, schedule="dualpipe",
+            first_stage_layers=4, last_stage_layers=1, recompute="full", precision="fp8"))
     else:
         p, published = _published("qwen3-235b-a22b", "h100", 256, 2048, "mixed", Layout(
             tp=2, pp=8, dp=16, ep=32, etp=1, zero=1, micro_batch=1, schedule="interleaved",

@@ -194,11 +194,14 @@ def test_batch_advice_tries_the_smaller_factor_when_the_larger_is_over_the_budge
 def test_interleave_choices_equal_the_scan_of_every_chunk_count(layers, pp, max_chunks):
     # whole-layer chunks from the divisors of L / PP: the scan of every v up to L / PP, which
     # made fit --layers 10^7 --gpus 10^7 run for minutes, gives the same list (up to the
-    # search's max_chunks, every v with a split: dtplan's default or a stated uneven one)
-    from planner.engine.stages import split_choices
+    # search's max_chunks, every v the layer rule admits: dtplan's default split, the end chunks
+    # possibly empty, or a stated uneven one)
+    from planner.engine.stages import layers_split_valid, uneven_splits
     from planner.search.space import interleave_choices
-    scan = [v for v in range(2, min(max_chunks, layers // pp) + 1)
-            if split_choices(layers, pp, v)] + \
+    scan = [v for v in range(2, max_chunks + 1)
+            if layers_split_valid(layers, pp, v)
+            or any(layers_split_valid(layers, pp, v, f, l_)
+                   for f, l_ in uneven_splits(layers, pp, v))] + \
         [v for v in range(max_chunks + 1, layers // pp + 1) if layers % (pp * v) == 0]
     assert interleave_choices(layers, pp, max_chunks) == scan
 

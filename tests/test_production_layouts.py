@@ -122,6 +122,20 @@ LAYOUTS = [
     Published("llama3-405b-16384xh100-seq128k", "Llama 3 paper Table 4 (layout columns)",
               ("--model", "llama3.1-405b"), "h100", 16384, 131072, 128, tp=8, pp=16, cp=16,
               zero=2, unverified="V and recompute: 1F1B and none taken"),
+    # The interleaving Meta ran, from Sec. 3.3.2's text: "the first model chunk on the first
+    # stage has only the embedding, and the last model chunk on the last stage has only output
+    # projection and loss" after one layer is taken from each end, so PP·V = 126 + 2 chunks of
+    # one layer: V = 8 (Megatron: the embedding and the loss counted as layers); "we could
+    # pretrain Llama 3 on sequences of 8K tokens without activation checkpointing".
+    Published("llama3-405b-16384xh100-seq8k-v8", "Llama 3 paper Table 4 (layout columns) and "
+              "Sec. 3.3.2 (V = 8 from the layer split, no activation checkpointing at 8K)",
+              ("--model", "llama3.1-405b"), "h100", 16384, 8192, 2048, tp=8, pp=16, zero=2,
+              chunks=8, unverified="V = 8 inferred from the split, not stated as a number"),
+    Published("llama3-405b-16384xh100-seq128k-v8", "Llama 3 paper Table 4 (layout columns) and "
+              "Sec. 3.3.2 (V = 8 from the layer split)",
+              ("--model", "llama3.1-405b"), "h100", 16384, 131072, 128, tp=8, pp=16, cp=16,
+              zero=2, chunks=8, unverified="V = 8 inferred; recompute at 128K not stated: none "
+              "taken, as at 8K (CP 16 leaves 8K tokens a rank)"),
     Published("megascale-175b-12288xa100", "MegaScale (NSDI'24) layout table",
               GPT3, "a100-80g", 12288, 2048, 6144, tp=8, pp=8,
               unverified="recompute not stated: none taken; mbs 1"),

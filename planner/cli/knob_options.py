@@ -86,8 +86,8 @@ PrecisionOverride = _override("precision", str, "RECIPE")
 # bubble: the formulas take a number of chunks (no auto) and four schedules
 ChunksBubble = Annotated[int, whole("--chunks", "interleaved model chunks per device v (a "
                                     "number: the formula takes no auto)", LAYOUT)]
-ScheduleBubble = knob_option(KNOB["schedule"], "1f1b, gpipe, interleaved or zb-h1 (the bubble "
-                                               "formulas' four)")
+ScheduleBubble = knob_option(KNOB["schedule"], "1f1b, gpipe, interleaved, zb-h1, dualpipe or "
+                                               "dualpipev (the bubble formulas' six)")
 # batch: required, the b of B = b x a x DP
 MicroBatchBatch = Annotated[int, whole("--micro-batch", "samples per GPU per micro-step (b)",
                                        BATCH)]

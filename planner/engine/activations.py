@@ -46,6 +46,11 @@ LSE_BYTES = 4.0  # flash attention keeps its softmax log-sum-exp in fp32
 # The tensor a fully recomputed layer keeps: its input, which is also the first norm's input.
 LAYER_INPUT = "attn_norm_in"
 
+# Saved tensors the memory model counts but the time model's memory-pass proxy leaves out: its
+# eager-kernel factor (evaluation/timing_terms.py KERNEL_MEMORY_FACTOR) was fitted on the fused
+# tensor set, and already prices eager PyTorch's extra reads and writes.
+MEMORY_ONLY_TERMS = ("swiglu_silu_out",)
+
 # What each stored tensor is ("width" is the activation byte width, 2 for 16-bit):
 # - attn_norm_in: attention LayerNorm/RMSNorm input = layer input: h × width
 # - qkv_in: QKV projection input (norm output): h × width
@@ -65,6 +70,7 @@ LAYER_INPUT = "attn_norm_in"
 # - gelu_out: GeLU output = fc2 input: f × width, ÷t
 # - swiglu_gate: gate projection output (SiLU input): f × width, ÷t
 # - swiglu_up: up projection output: f × width, ÷t
+# - swiglu_silu_out: SiLU(gate), kept by an eager (unfused) SwiGLU's product: f × width, ÷t
 # - swiglu_product: SiLU(gate)·up = down-projection input: f × width, ÷t
 # - mlp_dropout_mask: dropout mask after the MLP: h × 1 byte
 
@@ -78,7 +84,7 @@ class _Op(NamedTuple):
 
 def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, key_len: Num,
               *, mlp: Mlp, dropout: bool, flash: bool, width: Num, v_dim: Num | None = None,
-              latent: Num = 0.0) -> list[_Op]:
+              latent: Num = 0.0, fused_swiglu: bool = True) -> list[_Op]:
     """The tensors one transformer layer stores for backward, in forward order.
 
     Multi-head latent attention (DeepSeek-V2/V3) passes ``v_dim`` (d_v: V and the attention
@@ -130,12 +136,15 @@ def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, k
         ]
     elif mlp == "swiglu":
         # A fused SwiGLU keeps gate and up (its inputs) and the down projection keeps the
-        # product; an unfused one would also keep SiLU(gate), one more f.
+        # product; an eager one (F.silu(gate) * up) also keeps SiLU(gate), the product's
+        # operand for up's gradient: one more f.
         ops += [
             _Op("swiglu_gate", width * f, "tp", False),
             _Op("swiglu_up", width * f, "tp", False),
-            _Op("swiglu_product", width * f, "tp", False),
         ]
+        if not fused_swiglu:
+            ops.append(_Op("swiglu_silu_out", width * f, "tp", False))
+        ops.append(_Op("swiglu_product", width * f, "tp", False))
     else:
         raise ValueError(f"mlp must be 'gelu' or 'swiglu', not {mlp!r}")
     if dropout:
@@ -148,7 +157,7 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
                            recompute: Num = RECOMPUTE_NONE, bytes_per_elem: Num = 2,
                            v_head_dim: Num | None = None,
-                           latent: Num = 0.0) -> dict[str, Num]:
+                           latent: Num = 0.0, fused_swiglu: bool = True) -> dict[str, Num]:
     """Bytes one layer stores for one micro-batch on one GPU, per stored tensor (the tensors listed above).
 
     term = (s/c)·b·bytes_per_token / divisor, divisor t ("tp"), min(t, k) ("kv"), t if sp
@@ -171,7 +180,7 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                       np.asarray(kv_heads, dtype=float), np.asarray(head_dim, dtype=float),
                       np.asarray(ffn, dtype=float), s, mlp=mlp, dropout=dropout, flash=flash,
                       width=np.asarray(bytes_per_elem, dtype=float), v_dim=v_head_dim,
-                      latent=latent)
+                      latent=latent, fused_swiglu=fused_swiglu)
     raw = {}
     for op in table:
         kept: Num

@@ -33,9 +33,9 @@ BNB_8BIT_BLOCK = 256
 # Adam/AdamW: m and v (4 + 4). SGD with momentum: one buffer (4). 8-bit Adam (bitsandbytes
 # AdamW8bit): two 1-byte moments + an fp32 absmax per 256-element block of each, 2 + 8/256 =
 # 2.03125. Paged AdamW (32- or 8-bit, bitsandbytes PagedAdamW*): the same bytes in CUDA managed
-# memory that the driver may evict to host under pressure; priced as resident (a fit that needs
-# the eviction pays PCIe traffic every step, which is not modelled), and invisible to
-# torch.cuda.max_memory_allocated. Adafactor without momentum: factored second moment,
+# memory that the driver evicts to host under pressure, invisible to
+# torch.cuda.max_memory_allocated; resident on the GPU unless the layout pages them to the host
+# (--offload-optimizer cpu, at any ZeRO stage: PAGED_STATES below). Adafactor without momentum: factored second moment,
 # O(rows + cols) per matrix, counted as 0 per parameter. Muon (KellerJordan/Muon, torch.optim.
 # Muon): one momentum buffer for the hidden matrices (4); the embeddings and head it leaves to
 # AdamW hold 4 more (evaluation/memory.py adds them: MUON_ADAMW_EXTRA).
@@ -50,6 +50,14 @@ OPTIMIZER_STATE_BYTES: dict[str, float] = {
     "paged-adamw-8bit": 2.0 + 2.0 * 4.0 / BNB_8BIT_BLOCK,
     "muon": 4.0,
 }
+# bitsandbytes paged optimizers (0.49.2 optim/optimizer.py:363-381): the moment buffers of a
+# parameter with at least 1e5 elements are allocated in CUDA managed memory (functional.py:134
+# get_paged), the rest with torch.zeros_like on the GPU; each paged buffer is prefetched to the
+# GPU before its parameter's update. Paged to the host (offload_optimizer = cpu), the moments
+# cross PCIe twice a step (in for the update, out again under pressure); the fp32 master copy
+# and the gradients are ordinary tensors and stay on the GPU, and the update runs on the GPU.
+PAGED_STATES = ("paged-adamw", "paged-adamw-8bit")
+PAGED_MIN_ELEMENTS = 1e5
 # Optimizers whose states are 8-bit codes whatever the parameters' dtype.
 EIGHT_BIT_STATES = ("adam-8bit", "paged-adamw-8bit")
 # Muon's embedding and output-layer parameters run AdamW: its second moment beyond Muon's one.
@@ -67,6 +75,15 @@ def optimizer_bytes_per_param(precision: str, optimizer: str) -> tuple[float, fl
     if precision == "bf16-pure" and optimizer not in EIGHT_BIT_STATES:
         moments /= 2.0
     return w, g, master + moments
+
+
+def paged_moment_bytes(precision: str, optimizer: str) -> float:
+    """Bytes per parameter a paged optimizer keeps in managed memory: its moments (K less the
+    master copy), 0 for an optimizer that pages nothing."""
+    if optimizer not in PAGED_STATES:
+        return 0.0
+    _, _, k = optimizer_bytes_per_param(precision, optimizer)
+    return k - PRECISION_RECIPES[precision][2]
 
 
 # ZeRO's partitioning, once (Rajbhandari Sec. 5.1): the stage from which each model state is

@@ -12,6 +12,17 @@ stage (the one that paces the pipeline; uneven first/last stages are priced by t
   input-gradient B and weight-gradient W, W deferred into the cool-down: bubble
   (p−1)·(t_f + t_B − t_W), with 1F1B's peak memory (p micro-batches in flight). With W half the
   backward (t_B = t_W = t_b/2) the bubble is (p−1)·t_f: a third of 1F1B's when t_b = 2·t_f.
+- DualPipe and DualPipeV (deepseek-ai/DualPipe @3da1bbe, README table, for S stages of F, B, W
+  per chunk): bubble (S/2 − 1)·(F&B + B − 3W), F&B the time of an overlapped forward and
+  backward pair, taken here as F + B (the pair shares the SMs; what the overlap hides is
+  communication, not compute). DualPipe runs S = p stages on p ranks, each rank holding two
+  (stage i and its mirror p−1−i: twice the parameters) and p + 1 micro-batches in flight
+  (dualpipe/dualpipe.py:359-383, steps 1-4: 2(p/2−h−1) + 2(h+1) forwards, then one more).
+  DualPipeV folds it in a V: S = 2p stages of half a rank's layers on p ranks, a rank's
+  parameters as 1F1B's and 2p + 1 half-stage chunks in flight (dualpipe/dualpipev.py:331-354).
+  In a rank's t_f, t_b, w = s·t_b: DualPipe (p/2 − 1)·(t_f + 2·t_b − 3w), DualPipeV
+  (p − 1)/2·(t_f + 2·t_b − 3w); with t_b = 2·t_f and w = t_b/2, (p − 2)·t_f and ZB-H1's
+  (p − 1)·t_f.
 """
 
 from __future__ import annotations
@@ -20,13 +31,29 @@ import numpy as np
 
 from planner.engine.arrays import Num, out
 
-SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1")
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "dualpipe", "dualpipev")
+# The schedules that split the backward into B and W and defer W (their bubble is bubble_time's
+# on the micro-batch's compute split into forward and backward).
+SPLIT_BACKWARD = ("zb-h1", "dualpipe", "dualpipev")
+# Ranks per half of DualPipe's bidirectional pipeline: it runs p/2 − 1 bubble units on p ranks
+# (dualpipe/dualpipe.py:334 num_half_ranks = num_ranks // 2).
+DUALPIPE_HALVES = 2.0
 # Weight-gradient share of a layer's backward: dW and dX are one GEMM each per linear
 # (Qi et al. 2023, Sec. 2: T_B ≈ T_W), so W is half the backward FLOPs.
 WEIGHT_GRAD_SHARE = 0.5
 # A layer's backward against its forward when only the schedule is known: each GEMM's dX and dW
 # are one forward-sized GEMM each (Narayanan et al. 2021, Eq. 3; engine/compute.py), so t_b = 2·t_f.
 BACKWARD_FORWARD_RATIO = 2.0
+
+
+def dualpipe_choices(layers: int, pp: int, runs: tuple[str, ...] | list[str]) -> list[str]:
+    """DualPipe (PP even) and DualPipeV under PP > 1 where the framework runs them, each only
+    where the layers split into whole, equal stages (DualPipe p of them, DualPipeV 2p: the V
+    puts the first and the last stage on one rank, so a short first or last stage would not be
+    the stage dtplan prices as first or last)."""
+    out = ["dualpipe"] if pp > 1 and pp % 2 == 0 and layers % pp == 0 else []
+    out += ["dualpipev"] if pp > 1 and layers % (2 * pp) == 0 else []
+    return [s for s in out if s in runs]
 
 
 def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num = 1,
@@ -42,6 +69,11 @@ def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num 
     elif schedule == "zb-h1":
         w = np.asarray(weight_grad_share, dtype=float) * tb
         b = (p - 1.0) * np.maximum(tf + (tb - w) - w, 0.0)
+    elif schedule in ("dualpipe", "dualpipev"):
+        w = np.asarray(weight_grad_share, dtype=float) * tb
+        pair = tf + tb                                   # F&B: the overlapped pair's compute
+        units = p / DUALPIPE_HALVES - 1.0 if schedule == "dualpipe" else (p - 1.0) / DUALPIPE_HALVES
+        b = units * np.maximum(pair + tb - 3.0 * w, 0.0)
     else:
         b = (p - 1.0) * (tf + tb)
     return out(np.where(p > 1, b, 0.0))

@@ -62,14 +62,20 @@ def stage_deficit(layers: Num, stages: Num, chunks: Num = 1) -> Num:
 def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0,
                        last: Num = 0) -> Mask:
     """The layer-count rule. Nothing stated: p·v chunks cover L with at most MAX_STAGE_DEFICIT
-    layers short, and there are no more chunks than layers. Stated (Megatron-Core's checks,
+    layers short, and every stage holds a layer. Under interleaving the first chunk of the first
+    stage and the last chunk of the last may be left with no layer (the embedding or the loss
+    alone): Megatron-Core builds 0 layers there when the embedding and the loss count as layers
+    (get_num_layers_to_build asserts ≥ 0, core_v0.15.3 transformer_block.py:190-201), Llama 3's
+    126 layers on PP 16 × v 8 (Dubey et al. 2024 Sec. 3.3.2: "the first model chunk on the first
+    stage has only the embedding"). With v = 1 that would be a stage without a layer, so
+    p ≤ L there. Stated (Megatron-Core's checks,
     transformer_config.py:1083-1135): PP > 1; each stated stage a multiple of v; the rest
     a whole multiple of v on every other stage (dtplan also wants a layer in every chunk), or
     nothing left where no other stage remains."""
     p, v = np.asarray(stages, dtype=float), np.asarray(chunks, dtype=float)
     f, l_ = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
     auto = (np.asarray(stage_deficit(layers, stages, chunks)) <= MAX_STAGE_DEFICIT) \
-        & (p * v <= layers)
+        & ((v >= 2) | (p <= layers))
     others: np.ndarray = p - (f > 0).astype(float) - (l_ > 0).astype(float)
     rest = np.asarray(layers, dtype=float) - f - l_
     per = rest / np.maximum(others, 1.0)

@@ -180,6 +180,13 @@ def offload_time(stage_params: Num, shard: Num, state_bytes: tuple[float, float,
                + local * (k_b + w_b + g_b) * 2.0 / host_update_bytes_per_s)
 
 
+def paged_optimizer_time(paged_bytes: Num, pcie_bytes_per_s: Num) -> Num:
+    """A paged optimizer's states paged to the host: each step brings them to the GPU for the
+    update (bitsandbytes prefetch_state) and the driver evicts them again under pressure, twice
+    their bytes over the GPU's host link; the update itself runs on the GPU (optimizer_time)."""
+    return out(2.0 * np.asarray(paged_bytes, dtype=float) / np.asarray(pcie_bytes_per_s, dtype=float))
+
+
 def activation_offload_exposed(layer_saved_bytes: Num, pcie_bytes_per_s: Num, layer_fwd_s: Num,
                                layer_bwd_s: Num) -> Num:
     """One layer's PCIe time that its compute does not hide under CPU activation offload: its
@@ -192,19 +199,23 @@ def activation_offload_exposed(layer_saved_bytes: Num, pcie_bytes_per_s: Num, la
 
 
 def compose_step(per_micro_batch: list[Num], micro_batches: Num, stages: Num, chunks: Num,
-                 per_step: list[Num], zero_bubble: Num = False,
+                 per_step: list[Num], split_backward: dict[str, Num] | None = None,
                  compute: Num = 0.0) -> tuple[Num, Num]:
     """(step time, bubble): t_mb = Σ per-micro-batch terms; step = m·t_mb + (p−1)/v·t_mb +
-    Σ per-step terms (Narayanan Eq. 1), summed in the order given. Where `zero_bubble` (ZB-H1)
-    the bubble is schedules.bubble_time's on the micro-batch's `compute`, a third forward and
-    two thirds backward, taken in place of (p−1)/v·t_mb."""
+    Σ per-step terms (Narayanan Eq. 1), summed in the order given. `split_backward` maps a
+    schedule that defers the weight gradient (ZB-H1, DualPipe, DualPipeV) to the rows that run
+    it; there the bubble is schedules.bubble_time's on the micro-batch's `compute`, a third
+    forward and two thirds backward, taken in place of (p−1)/v·t_mb."""
     t_mb = sum(per_micro_batch)
     busy, bubble = pipeline_step_time(t_mb, micro_batches, stages, chunks)
     step = busy + bubble
     for term in per_step:
         step = step + term
-    if not np.any(zero_bubble):
-        return out(step), out(bubble)
-    zb = sched.bubble_time("zb-h1", stages, compute / 3.0, 2.0 * compute / 3.0)
-    return (out(np.where(zero_bubble, step - bubble + zb, step)),
-            out(np.where(zero_bubble, zb, bubble)))
+    plain = bubble
+    for name, rows in (split_backward or {}).items():
+        if not np.any(rows):
+            continue
+        b = sched.bubble_time(name, stages, compute / 3.0, 2.0 * compute / 3.0)
+        step = np.where(rows, step - plain + b, step)
+        bubble = np.where(rows, b, bubble)
+    return out(step), out(bubble)

@@ -12,7 +12,7 @@ from planner.engine import comm as comm_eq
 from planner.engine import memory as mem_eq
 from planner.engine import pipeline as pipe_eq
 from planner.engine import scaling as scale_eq
-from planner.engine.schedules import SCHEDULES
+from planner.engine.schedules import SCHEDULES, SPLIT_BACKWARD
 from planner.errors import InputError, name_of, named
 from planner.resilience.planning import IntervalOptimum, interval_optimum
 from planner.specs.budget import MemoryBudget
@@ -178,8 +178,9 @@ class BubbleResult:
 
 def bubble(stages: int, micro_batches: Sequence[float], schedule: str = "1f1b",
            chunks: int = 1) -> BubbleResult:
-    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1 s/(m + s) with
-    s = (p−1)/3 idle slots (engine.pipeline.bubble_slots)."""
+    """Pipeline bubble (p−1)/(v·m + p−1) for each micro-batch count; ZB-H1, DualPipe and
+    DualPipeV s/(m + s) with s their idle slots, (p−1)/3, (p−2)/3, (p−1)/3 (engine.pipeline.
+    bubble_slots)."""
     p = v.positive_int("stages", stages)
     v.choice("schedule", schedule, SCHEDULES)
     c = v.positive_int("chunks", chunks)
@@ -187,10 +188,13 @@ def bubble(stages: int, micro_batches: Sequence[float], schedule: str = "1f1b",
         raise InputError(named("chunks"), f"is only meaningful with {named('schedule')} interleaved")
     if schedule == "interleaved" and c < 2:
         raise InputError(named("chunks"), f"must be at least 2 with {named('schedule')} interleaved")
+    if schedule == "dualpipe" and p % 2:   # DualPipe.step asserts an even rank count
+        raise InputError(named("stages"), f"must be even with {named('schedule')} dualpipe "
+                         f"(half the ranks per direction), got {p}")
     rows = []
     for m in micro_batches:
         m = v.positive_int("micro_batches", m)
-        if schedule == "zb-h1":   # share = s/(m + s) with s the schedule's idle slots
+        if schedule in SPLIT_BACKWARD:   # share = s/(m + s) with s the schedule's idle slots
             slots = float(pipe_eq.bubble_slots(p, schedule=schedule))
             f, over = slots / (m + slots), slots / m
         else:

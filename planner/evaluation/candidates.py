@@ -34,11 +34,12 @@ def _without(*names: str) -> tuple[str, ...]:
 # The columns each part of the cost model reads (distinct.on_distinct runs a part once per
 # distinct tuple of them), each as every column but those that cannot change it, so a new knob
 # counts everywhere until someone says where it does not: the states and the ZeRO / DP
-# collectives ignore micro-batch, schedule, SP and recompute; a micro-batch's activations ignore
+# collectives ignore micro-batch, SP and recompute (not the schedule: DualPipe holds two
+# stages' parameters on a rank); a micro-batch's activations ignore
 # DP, EP, ZeRO, sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
 # ignores ZeRO, sharding, offload and the schedule; the micro-batches in flight depend on the
-# schedule, PP, interleaving and m = B / (mb · DP) alone.
-STATE_COLUMNS = _without("mb", "schedule", "sp", "recompute", "recompute_layers")
+# schedule, PP, interleaving, the stage split and m = B / (mb · DP) alone.
+STATE_COLUMNS = _without("mb", "sp", "recompute", "recompute_layers")
 ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_opt",
                               "offload_par")
 # A layer's bytes under each recompute mode (every mode computed for every row) ignore the
@@ -52,7 +53,7 @@ AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par
 # composition) reads neither the ZeRO states nor their sharding and offload.
 STEP_FLOOR_COLUMNS = _without("zero", "shard", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
-                             "recompute_layers", "offload_opt", "offload_par", "first", "last")
+                             "recompute_layers", "offload_opt", "offload_par")
 
 
 def _codes(name: str) -> dict[str, int]:

@@ -8,7 +8,7 @@ memory budget per stage (items listed in `StageMemory`), timing.py into the step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -147,16 +147,23 @@ def _params(p: Problem, x: Shape) -> _Params:
 
 def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]:
     """Stored activation bytes of one layer for one micro-batch, per recompute mode, from
-    memory_model.activation_terms (engine.activations.layer_activation_bytes)."""
-    return {mode: array(act.terms_total(t)) for mode, t in terms.items()}
+    memory_model.activation_terms (engine.activations.layer_activation_bytes), for the time
+    model: without act.MEMORY_ONLY_TERMS, which its memory-pass proxy was not fitted with."""
+    return {mode: array(act.terms_total({k: v for k, v in t.items()
+                                         if k not in act.MEMORY_ONLY_TERMS}))
+            for mode, t in terms.items()}
 
 
-def _in_flight(c: Candidates, x: Shape, stage_index: Num) -> np.ndarray:
-    """Micro-batches whose activations a stage holds at once, by schedule."""
+def _in_flight(c: Candidates, x: Shape, stage: str) -> np.ndarray:
+    """Micro-batches whose activations a stage holds at once, by schedule; under interleaving
+    chunk by chunk, the first stage's first chunk and the last stage's last one being where a
+    layer is short (engine.stages.stage_layers)."""
     names = {code: name for name, code in SCHEDULE_CODES.items()}
+    short_chunk = x.v - 1.0 if stage == "last" else 0.0
     return np.select([c.schedule == code for code in names],
-                     [np.asarray(micro_batches_in_flight(name, x.pp, x.micro_batches, stage_index,
-                                                         x.v), dtype=float)
+                     [np.asarray(micro_batches_in_flight(
+                         name, x.pp, x.micro_batches, _stage_index(x, stage), x.v,
+                         x.layers[STAGES.index(stage)], short_chunk), dtype=float)
                       for code, name in names.items()])
 
 
@@ -225,7 +232,30 @@ def _state_part(p: Problem, u: Candidates) -> dict[str, dict[str, np.ndarray]]:
     """Per stage, memory_model.stage_states (the STATE_COLUMNS part)."""
     x = shape(p, u)
     par = _params(p, x)
-    return {name: stage_states(p, u, p.fw, _stage_shape(p, x, par, name)) for name in STAGES}
+    shapes = _dualpipe_copies(u, {name: _stage_shape(p, x, par, name) for name in STAGES})
+    return {name: stage_states(p, u, p.fw, st) for name, st in shapes.items()}
+
+
+MIRROR = {"first": "last", "middle": "middle", "last": "first"}
+
+
+def _dualpipe_copies(u: Candidates, shapes: dict[str, Stage]) -> dict[str, Stage]:
+    """Under DualPipe rank i holds stage i and its mirror p−1−i, one per direction (deepseek-ai/
+    DualPipe @3da1bbe README: 2× parameters per device; dualpipe/dualpipe.py:13-22 takes two
+    modules): the first and last ranks both hold the first and the last stage, a middle rank
+    two middle stages; each copy with its own gradients and optimizer state."""
+    rows = u.schedule == SCHEDULE_CODES["dualpipe"]
+    if not np.any(rows):
+        return shapes
+
+    def both(name: str) -> Stage:
+        a, b = shapes[name], shapes[MIRROR[name]]
+        add = {k: np.where(rows, getattr(a, k) + getattr(b, k), getattr(a, k)) for k in (
+            "layers", "dense_params", "expert_params", "root_params", "head_params")}
+        return replace(a, **add, has_embedding=np.where(rows, a.has_embedding | b.has_embedding,
+                                                        a.has_embedding),
+                       has_head=np.where(rows, a.has_head | b.has_head, a.has_head))
+    return {name: both(name) for name in shapes}
 
 
 def _layer_part(p: Problem, u: Candidates) -> dict:
@@ -256,7 +286,7 @@ def _activation_part(p: Problem, u: Candidates,
 
 def _in_flight_part(p: Problem, u: Candidates) -> dict[str, np.ndarray]:
     x = shape(p, u)
-    return {name: _in_flight(u, x, _stage_index(x, name)) for name in STAGES}
+    return {name: _in_flight(u, x, name) for name in STAGES}
 
 
 def _full(v: Num, n: int) -> np.ndarray:

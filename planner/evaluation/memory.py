@@ -23,7 +23,8 @@ from planner.engine import framework_memory as fwm
 from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
-from planner.engine.memory import MUON_ADAMW_EXTRA, PRECISION_RECIPES, optimizer_bytes_per_param
+from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
+                                   optimizer_bytes_per_param, paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
 from planner.engine.params import norm_params
 
@@ -81,7 +82,8 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
              mod.head_dim, mod.activation_ffn())
     latent = (mod.q_lora_rank or 0) + mod.kv_lora_rank if mod.is_mla else 0.0
     return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
-                       bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent)
+                       bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent,
+                       fused_swiglu=p.fw.time.kernel_class != "eager")
 
 
 def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:
@@ -189,6 +191,14 @@ def offloaded_activation_bytes(p: Any, c: Any, views: dict[str, Num],
     return np.maximum(per_mb - resident, 0.0) * np.minimum(np.asarray(c.pp, dtype=float), m)
 
 
+def paged_bytes(p: Any) -> float | None:
+    """Bytes per trained parameter a paged optimizer pages: its moments, over the tensors it
+    pages (tuning.paged_fraction); None for any other optimizer."""
+    if p.optimizer not in PAGED_STATES:
+        return None
+    return paged_moment_bytes(p.precision, p.optimizer) * tun.paged_fraction(p)
+
+
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     """Weights, gradients, optimizer state (after ZeRO/FSDP sharding and offload), fp8 cache."""
     zero = np.asarray(c.zero)
@@ -212,11 +222,16 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
         extra = MUON_ADAMW_EXTRA * (0.5 if p.precision == "bf16-pure" else 1.0)
         optim = optim + bud.sharded_states(st.root_params, 0.0 * shard, sharding, shard,
                                            expert_shard, 0.0, 0.0, extra)[2]
-    weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    paged = paged_bytes(p)
+    if paged is None:
+        weights, optim = bud.offloaded(weights, optim, c.offload_opt, c.offload_par, c.zero)
+    else:  # a paged optimizer's moments paged to the host; master and gradients stay
+        kept = 1.0 - paged / np.maximum(np.asarray(k_b, dtype=float), 1e-9)
+        optim = np.where(np.asarray(c.offload_opt) > 0, np.asarray(optim) * kept, optim)
     # where the framework moves the gradient partitions with the optimizer (its profile),
     # only its reduce buckets (framework buffers) stay on the GPU
-    grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients,
-                     0.0, grads)
+    grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients
+                     & (paged is None), 0.0, grads)
     local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     # optimizer in backward: each gradient freed once applied, the step run parameter by
     # parameter: one layer's gradients and step temporaries live, not the model's

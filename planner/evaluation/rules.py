@@ -16,9 +16,11 @@ import numpy as np
 from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.arrays import Mask
-from planner.engine.memory import optimizer_bytes_per_param
+from planner.engine.budget import OFFLOAD_CPU
+from planner.engine.memory import PAGED_STATES, optimizer_bytes_per_param, paged_moment_bytes
+from planner.evaluation import tuning as tun
 from planner.engine.ranks import inside_domain
-from planner.engine.stages import layers_split_valid
+from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
 from planner.specs.layout import Rule, Status
 
@@ -80,7 +82,8 @@ def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
     them (transformer_config.py:1083-1135), else L over PP × v."""
     first, last = lay.first_stage_layers, lay.last_stage_layers
     if first is None and last is None:
-        return f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})", "whole number"
+        return (f"{p.model.layers} layers / (PP {lay.pp} × v {lay.chunks})",
+                f"whole number, or up to {MAX_STAGE_DEFICIT} short at the first and last chunk")
     others = lay.pp - (first is not None) - (last is not None)
     return (f"{p.model.layers} layers, first {first or '-'}, last {last or '-'}, "
             f"{others} other stages, PP {lay.pp}, v {lay.chunks}",
@@ -91,9 +94,32 @@ def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
 def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     # Megatron-Core interleaved 1F1B needs a micro-batch group N with PP ≤ N ≤ M (and a remainder
     # M mod N of 0 or ≥ PP): N = M always works, so M ≥ PP suffices (pipeline_parallel/
-    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M.
+    # schedules.py, microbatch_group_size_per_vp_stage checks); Llama 3 ran such an M. The
+    # memory counts the smallest valid N (engine.pipeline.vp_group_size), which the Megatron
+    # export states where it is not PP.
     return np.where(c.schedule == SCHEDULE_CODES["interleaved"],
                     (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
+
+
+def _dualpipe(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # deepseek-ai/DualPipe @3da1bbe: DualPipe.step asserts num_ranks % 2 == 0 and num_chunks even
+    # and ≥ 2·num_ranks (dualpipe/dualpipe.py:332-333: half the micro-batches enter at each end);
+    # DualPipeV.step asserts num_chunks ≥ 2·num_ranks (dualpipe/dualpipev.py:318), as does
+    # torch.distributed.pipelining's ScheduleDualPipeV (m ≥ its 2·PP stages).
+    mb = np.round(m)
+    dual = c.schedule == SCHEDULE_CODES["dualpipe"]
+    v_shape = c.schedule == SCHEDULE_CODES["dualpipev"]
+    return np.where(dual, (c.pp % 2 == 0) & (mb % 2 == 0) & (mb >= 2 * c.pp),
+                    np.where(v_shape, mb >= 2 * c.pp, True))
+
+
+def _dualpipe_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
+    measured = f"{lay.schedule}, PP {lay.pp}, m = {f.micro_batches:g}"
+    if lay.schedule == "dualpipe":
+        return measured, f"PP even, m even and ≥ 2 × PP = {2 * lay.pp}"
+    if lay.schedule == "dualpipev":
+        return measured, f"m ≥ 2 × PP = {2 * lay.pp}"
+    return measured, "any"
 
 
 def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -121,8 +147,12 @@ def _expert_grid(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
 
 
 def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    """Parameter offload needs ZeRO-3 and optimizer offload ZeRO ≥ 1 (DeepSpeed), but a paged
+    optimizer pages its states to host memory at any stage (bitsandbytes managed memory)."""
+    paged = p.optimizer in PAGED_STATES
     return (np.where(c.offload_par > 0, c.zero >= 3, True)
-            & np.where(c.offload_opt > 0, c.zero >= 1, True))
+            & np.where(c.offload_opt > 0, (c.zero >= 1) | (paged & (c.offload_opt == OFFLOAD_CPU)),
+                       True))
 
 
 # fp32 gradient partition bytes per parameter in host memory where the framework moves the
@@ -133,16 +163,33 @@ HOST_GRAD_BYTES = 4.0
 
 def host_bytes_per_node(p: Problem, c: Candidates) -> np.ndarray:
     """Host memory the offloaded states take on one node: every replica (DP·CP / shard group)
-    holds the model's optimizer states (K bytes a parameter), plus its fp32 gradients where the
-    framework moves them (FrameworkProfile memory.offload_moves_gradients) and its weights (w
-    bytes) under parameter offload; spread evenly over the job's nodes (⌈GPUs / GPUs per
-    node⌉). 0 without offload."""
+    holds the trained parameters' optimizer states (K bytes a parameter; under a frozen base,
+    the adapters'), plus their fp32 gradients where the framework moves them (FrameworkProfile
+    memory.offload_moves_gradients) and their weights (w bytes) under parameter offload; spread
+    evenly over the job's nodes (⌈GPUs / GPUs per node⌉). A paged optimizer puts only its paged
+    moments there (tuning.paged_fraction), one copy per replica of its states (every DP·CP rank
+    at ZeRO-0). 0 without offload."""
+    nodes = -(-p.gpus // p.hardware.scale_up.gpus_per_node)
+    return paged_host_bytes(p, c) * p.gpus / nodes + _offloaded_host_bytes(p, c) / nodes
+
+
+def _offloaded_host_bytes(p: Problem, c: Candidates) -> np.ndarray:
+    """The whole job's host bytes of ZeRO-Offload/Infinity (0 for a paged optimizer)."""
+    if p.optimizer in PAGED_STATES:
+        return 0.0 * c.offload_opt
     w_b, _, k_b = optimizer_bytes_per_param(p.precision, p.optimizer)
     grads = HOST_GRAD_BYTES if p.fw.memory.offload_moves_gradients else 0.0
     per_param = np.where(c.offload_opt > 0, k_b + grads, 0.0) + np.where(c.offload_par > 0, w_b, 0.0)
-    replicas = _dpcp(c) / _shard(c)
-    nodes = -(-p.gpus // p.hardware.scale_up.gpus_per_node)
-    return p.model.param_count() * per_param * replicas / nodes
+    return tun.trained_param_count(p) * per_param * _dpcp(c) / _shard(c)
+
+
+def paged_host_bytes(p: Problem, c: Candidates) -> np.ndarray:
+    """Per GPU (the job's mean): the moments a paged optimizer keeps in host memory where the
+    layout pages them (offload_optimizer cpu), each replica of the states one copy (ZeRO ≥ 1
+    shards them over the shard group, ZeRO-0 keeps one per DP·CP rank); 0 otherwise."""
+    m_b = paged_moment_bytes(p.precision, p.optimizer) * tun.paged_fraction(p)
+    replicas = np.where(c.zero >= 1, _dpcp(c) / _shard(c), _dpcp(c))
+    return np.where(c.offload_opt > 0, tun.trained_param_count(p) * m_b * replicas / p.gpus, 0.0)
 
 
 def _optimizer_in_backward(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -210,6 +257,12 @@ RULES: tuple[RuleSpec, ...] = (
                    "--num-layers-per-virtual-pipeline-stage",
                    "parallelism.pipeline_parallel_schedule"),
              reads=("mb", "schedule")),
+    RuleSpec("dualpipe-valid", _dualpipe,
+             "DualPipe needs an even PP and an even number of micro-batches, at least 2 × PP; "
+             "DualPipeV at least 2 × PP micro-batches",
+             _dualpipe_detail,
+             _keys("layout.schedule", torchtitan="parallelism.pipeline_parallel_schedule"),
+             reads=("mb", "schedule")),
     RuleSpec("batch-divisible", lambda p, c, m: batch_divides(p.global_batch, c.mb, c.dp),
              "global batch must be a multiple of micro-batch × DP",
              lambda p, lay, f: (f"{p.global_batch} / ({lay.micro_batch} × {lay.dp})",
@@ -260,7 +313,8 @@ RULES: tuple[RuleSpec, ...] = (
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
     RuleSpec("offload-valid", _offload,
-             "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1",
+             "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1 (a paged "
+             "optimizer pages to CPU memory at any stage)",
              lambda p, lay, f: (f"ZeRO {lay.zero}, offload opt={lay.offload_optimizer} "
                                 f"params={lay.offload_params}", "see rule"),
              _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"

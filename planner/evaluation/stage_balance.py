@@ -32,14 +32,16 @@ def stage_edges(p: Problem, x: Shape, tokens: np.ndarray, rate: np.ndarray,
     return array(head), array(embed)
 
 
-def pace(x: Shape, embed: np.ndarray, head: np.ndarray, layer_terms: list[np.ndarray]
-         ) -> tuple[np.ndarray, np.ndarray]:
+def pace(x: Shape, embed: np.ndarray, head: np.ndarray, layer_terms: list[np.ndarray],
+         mirrored: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(scale, edge): the stage that paces the pipeline is the one with the most work per
     micro-batch, n_i·u + its edge, u the per-layer sum of `layer_terms` (computed on the middle
     stage's n layers); first: its layers and the embedding; last: its layers, one per MTP
     module, the output layer and the loss; middle stages (PP > 2): their layers. One stage runs
     all L layers and both edges (embed, head: stage_edges). Its terms are the middle's × n_i/n,
-    plus its edge."""
+    plus its edge. `mirrored` rows (DualPipe: rank i runs stage i for the micro-batches of one
+    direction and stage p−1−i for the other's, half of them each, deepseek-ai/DualPipe
+    dualpipe.py:345-353) pace by the edge ranks' mean of the first and last stage, or the middle."""
     first, mid, last = x.layers
     n = np.maximum(mid, 1.0)
     u = sum(layer_terms) / n
@@ -51,4 +53,9 @@ def pace(x: Shape, embed: np.ndarray, head: np.ndarray, layer_terms: list[np.nda
     at = np.argmax(np.stack([t_first, t_mid, t_last]), axis=0)
     scale = np.choose(at, [np.where(single, last_n, first), mid, last_n]) / n
     edge = np.choose(at, [embed + np.where(single, head, 0.0), 0.0 * n, head])
+    if mirrored is not None and np.any(mirrored):
+        pair = np.asarray(mirrored) & ~single
+        ends = (t_first + t_last) / 2.0 >= t_mid
+        scale = np.where(pair, np.where(ends, (first + last_n) / 2.0 / n, mid / n), scale)
+        edge = np.where(pair, np.where(ends, (embed + head) / 2.0, 0.0), edge)
     return array(scale), array(edge)

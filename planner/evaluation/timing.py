@@ -18,11 +18,14 @@ from planner.evaluation.candidates import ACTIVATION_COLUMNS, Candidates, Proble
 from planner.evaluation.distinct import on_distinct
 from planner.engine import activations as act
 from planner.engine import compute as cmp
+from planner.engine import schedules as sched
 from planner.engine import step_time as st
 from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.stage_balance import pace
 from planner.evaluation import tuning as tun
+from planner.evaluation.rules import paged_host_bytes
+from planner.engine.memory import PAGED_STATES
 from planner.evaluation.candidates import SCHEDULE_CODES
 
 # Host-side optimizer update speed with an offloaded optimizer, bytes touched per second (a CPU
@@ -104,8 +107,14 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
     if p.optimizer == "muon":  # Newton–Schulz on the fullest stage's matrices, split over TP·DP
         t_opt = t_opt + x.layers[1] * tun.muon_flops_per_layer(p) / (x.tp * x.dp * x.cp) \
             / (p.hardware.gpu.peak_flops["bf16"] * p.hardware.gpu.matmul_ceiling_fraction)
+    if p.optimizer in PAGED_STATES:  # paged to the host: the moments cross PCIe twice a step
+        return t_opt, array(st.paged_optimizer_time(paged_host_bytes(p, c),
+                                                    p.hardware.host.pcie_bytes_per_s))
+    # under a frozen base only the adapters' states and gradients are offloaded: the fuller
+    # stage's parameters × the model's trained share
+    trained = tun.trained_param_count(p) / p.model.param_count()
     t_offload = np.where(c.offload_opt > 0, st.offload_time(
-        np.maximum(mem.first.params, mem.last.params), x.shard, x.state_bytes,
+        np.maximum(mem.first.params, mem.last.params) * trained, x.shard, x.state_bytes,
         p.hardware.host.pcie_bytes_per_s, HOST_UPDATE_BYTES_PER_S), 0.0)
     return t_opt, t_offload
 
@@ -125,18 +134,18 @@ def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
 
 
-def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = False
-          ) -> tuple["terms.Compute", "terms.Comm"]:
+def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = False,
+           mirrored: np.ndarray | None = None) -> tuple["terms.Compute", "terms.Comm"]:
     """comp and cm on the stage that paces the pipeline (stage_balance.pace): the per-micro-batch
     terms that grow with the stage's layers scaled, the edge added to the compute, PP's sends as
     they are.
     `floor`: paced on the compute and the TP, CP and EP terms alone (step_floor). The
     `heaviest` compute of any stage is what ZB-H1's bubble is priced on, the same in the floor
-    and the step whatever paces them."""
+    and the step whatever paces them. `mirrored`: DualPipe's rows (stage_balance.pace)."""
     scale, edge = pace(x, comp.embed, comp.head,
                        [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep]
-                       + ([] if floor else [cm.zero3_exposed]))
-    c_scale, c_edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch])
+                       + ([] if floor else [cm.zero3_exposed]), mirrored)
+    c_scale, c_edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch], mirrored)
     comp = replace(comp, per_micro_batch=comp.per_micro_batch * scale + edge,
                    recompute=comp.recompute * scale, offload=comp.offload * scale,
                    heaviest=comp.per_micro_batch * c_scale + c_edge)
@@ -152,7 +161,8 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
     rows' compute_terms where the caller has them."""
     n_layers = x.layers[1]
     comp = compute_terms(p, c, x, a, groups) if comp is None else comp
-    comp, cm = _paced(x, comp, terms.communication(p, c, x, mem, comp, n_layers, groups))
+    comp, cm = _paced(x, comp, terms.communication(p, c, x, mem, comp, n_layers, groups),
+                      mirrored=c.schedule == SCHEDULE_CODES["dualpipe"])
     t_opt, t_offload = _optimizer(p, c, x, mem)
     per_micro_batch = [comp.per_micro_batch,  # GEMMs, attention, memory-bound work, recompute
                        cm.tp_exposed,         # TP all-reduces (SP: gather + reduce-scatter)
@@ -170,10 +180,11 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
 def _compose(c: Candidates, x: Shape, comp: "terms.Compute", per_micro_batch: list,
              per_step: list) -> tuple[np.ndarray, np.ndarray]:
     """(step, bubble) from the per-micro-batch and per-step terms (engine.step_time.
-    compose_step; ZB-H1 rows' bubble from the compute of the stage with the most)."""
+    compose_step; ZB-H1, DualPipe and DualPipeV rows' bubble from the compute of the stage
+    with the most)."""
+    split = {name: c.schedule == SCHEDULE_CODES[name] for name in sched.SPLIT_BACKWARD}
     step, bubble = st.compose_step(per_micro_batch, x.micro_batches, x.pp, x.v, per_step,
-                                   c.schedule == SCHEDULE_CODES["zb-h1"],
-                                   comp.per_micro_batch if comp.heaviest is None
+                                   split, comp.per_micro_batch if comp.heaviest is None
                                    else comp.heaviest)
     return array(step), array(bubble)
 
@@ -195,7 +206,8 @@ def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     ax = terms.axis_terms(p, c, comp, n_layers, groups) if axes else \
         dict(tp=zero, tp_exposed=zero, cp=zero, cp_exposed=zero, ep=zero, pp=zero)
     comp, cm = _paced(x, comp, terms.Comm(**ax, zero3=zero, zero3_exposed=zero, dp=zero,
-                                          dp_exposed=zero), floor=True)
+                                          dp_exposed=zero), floor=True,
+                      mirrored=c.schedule == SCHEDULE_CODES["dualpipe"])
     per_mb = [comp.per_micro_batch]
     if axes:
         per_mb += [cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp]

@@ -13,6 +13,7 @@ import numpy as np
 
 from planner.engine import activations as act
 from planner.engine import finetune as ft
+from planner.engine import memory as mem
 from planner.engine import step_time as st
 from planner.engine import optimizer as opt
 from planner.specs.finetune import (adapted_count, adapter_pairs, dropout_input_width,
@@ -38,21 +39,53 @@ def base_bytes(p: Any) -> float:
     return float(ft.base_weight_bytes_per_param(p.tuning.base_format, p.model.hidden))
 
 
+def root_bytes(p: Any) -> float:
+    """Bytes per parameter of the unquantised embedding and output layer: 2 (bf16), or 4 under
+    a quantised base where the framework's recipe calls HF PEFT's prepare_model_for_kbit_training,
+    which casts every fp16/bf16 parameter that is not a Params4bit to fp32 (peft v0.20.0
+    src/peft/utils/other.py:197-202; its profile's memory.quantised_base_rest_fp32)."""
+    return 4.0 if p.tuning.quantised and p.fw.memory.quantised_base_rest_fp32 else 2.0
+
+
 def split_stage(p: Any, tp: np.ndarray, st: Any, sharding: np.ndarray, shard: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(trainable adapter parameters on this GPU, frozen base bytes on this GPU).
 
     Adapters: layers·ψ_lora/t (split over TP with the linears they adapt). Frozen: the stage's
     linears in the base format and the embedding / output layer in 16 bits (bitsandbytes and HF
-    keep lm_head and embeddings unquantised), sharded over the ZeRO group from stage 3 (FSDP and
-    ZeRO-3 shard frozen parameters as they shard trained ones).
+    keep lm_head and embeddings unquantised), or in fp32 under a quantised base where the
+    framework's recipe casts them (root_bytes), sharded over the ZeRO group from stage 3 (FSDP
+    and ZeRO-3 shard frozen parameters as they shard trained ones).
     """
     stage = np.asarray(st.dense_params, dtype=float) + np.asarray(st.expert_params, dtype=float)
     root = np.asarray(st.root_params, dtype=float)
-    frozen = (stage - root) * base_bytes(p) + root * 2.0
+    frozen = (stage - root) * base_bytes(p) + root * root_bytes(p)
     frozen = frozen / np.where(np.asarray(sharding) >= 3, shard, 1.0)
     adapters = np.asarray(st.layers, dtype=float) * adapter_params_per_layer(p) / tp
     return adapters, frozen
+
+
+def trained_param_count(p: Any) -> float:
+    """Parameters that train in the whole model: all of them, or the LoRA adapters."""
+    if not p.tuning.frozen:
+        return float(p.model.param_count())
+    return p.model.layers * adapter_params_per_layer(p)
+
+
+def paged_fraction(p: Any) -> float:
+    """The share of the trained parameters whose moments a paged optimizer pages: those in
+    tensors of at least PAGED_MIN_ELEMENTS elements (every weight matrix of a full fine-tune; of
+    LoRA's A (r × d_in) and B (d_out × r), those r·d reaches: none at r 16 on a 4096-wide
+    model)."""
+    if not p.tuning.frozen:
+        return 1.0
+    r, big = float(p.tuning.rank), mem.PAGED_MIN_ELEMENTS
+    total = paged = 0.0
+    for name, (d_in, d_out, n) in layer_linears(p.model).items():
+        if name in p.tuning.targets:
+            total += n * r * (d_in + d_out)
+            paged += n * r * (d_in * (r * d_in >= big) + d_out * (r * d_out >= big))
+    return paged / total if total else 0.0
 
 
 def trainable_fraction(p: Any, stage_params: np.ndarray, adapters: np.ndarray) -> np.ndarray:
@@ -63,8 +96,15 @@ def trainable_fraction(p: Any, stage_params: np.ndarray, adapters: np.ndarray) -
 
 
 def saved_term_scale(p: Any, name: str) -> float:
-    """1 where a saved tensor is kept, 0 where only a frozen linear's weight gradient needed it."""
+    """1 where a saved tensor is kept, 0 where only a frozen linear's weight gradient needed it.
+    A 4-bit base under bitsandbytes < 0.43.2 keeps every linear's input all the same: MatMul4Bit
+    stored ctx.tensors = (A, B) whenever the input needed a gradient (0.41.0 and 0.43.1
+    autograd/_functions.py:522-523 / 515-516); 0.43.2 stores (None, B) (commit 9e75374, #1270
+    "delete useless buffered activation"). The framework profile's
+    memory.quantised_linear_saves_input."""
     if not p.tuning.frozen or name not in WGRAD_ONLY_INPUTS:
+        return 1.0
+    if p.tuning.quantised and p.fw.memory.quantised_linear_saves_input:
         return 1.0
     if name == "proj_in" and p.flash:
         return 1.0
@@ -137,7 +177,8 @@ def note(p: Any) -> str:
             f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
             f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
-            "embeddings and head in bf16, no gradients or optimizer state; backward runs no "
+            f"embeddings and head in {'fp32' if root_bytes(p) == 4.0 else 'bf16'}, no gradients "
+            "or optimizer state; backward runs no "
             "weight-gradient GEMM for the base (4ψ instead of 6ψ FLOPs per token), and the "
             "inputs only a frozen linear's weight gradient needed are not saved")
     if t.quantised:

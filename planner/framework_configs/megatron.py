@@ -7,6 +7,7 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import cast
 
 from planner.errors import InputError, Problems, keyed, validation_message
@@ -23,7 +24,8 @@ from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
                                                      connections_line, expert_rules, launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
-from planner.framework_configs.megatron_pipeline import pipeline_flags, read_pipeline
+from planner.framework_configs.megatron_pipeline import (group_flags, group_rule, pipeline_flags,
+                                                         read_pipeline)
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -68,12 +70,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                            "(num_microbatches_calculator)", key="--global-batch-size"
                            if "--global-batch-size" in a else "--micro-batch-size"))
     if interleaved and gbs % (mbs * dp) == 0:
-        m = gbs // (mbs * dp)
-        rules.append(make_rule("megatron-vpp-microbatches", m % pp == 0 and m >= pp,
-                               f"{m} micro-batches, PP {pp}", "multiple of PP and ≥ PP",
-                               "with the default microbatch group size, the interleaved "
-                               "schedule needs micro-batches a multiple of PP (schedules.py)",
-                               key="--global-batch-size"))
+        rules.append(group_rule(a, pp, gbs // (mbs * dp), notes))
     rules.append(make_rule("megatron-heads-tp", model.heads % tp == 0,
                            f"{model.heads} heads % TP {tp}", "= 0",
                            "num_attention_heads must be a multiple of tensor_model_parallel_size",
@@ -212,7 +209,7 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
                                        f"{flag} {a[flag]}", f"= {getattr(model, field_)} "
                                        f"({model.name})", f"the arguments' {field_} must match "
                                        "--model", key=flag))
-        return model
+        return _with_mtp(model, a)
     if not shape:
         raise InputError("--model", "the arguments do not give the model shape (--num-layers, "
                                     "--hidden-size, --num-attention-heads); pass --model")
@@ -223,6 +220,13 @@ def _model(a: dict, opts: CheckOptions, where: str, rules: list[GateRule]) -> Mo
         return validate_model(shape)
     except Exception as e:
         raise InputError(f"{where}: model flags", validation_message(e)) from None
+
+
+def _with_mtp(model: ModelSpec, a: dict) -> ModelSpec:
+    """The model with the MTP modules the arguments build: Megatron builds --mtp-num-layers of
+    them (core_v0.15.3 arguments.py:1666, default none), whatever the model was published with."""
+    mtp = a.get("--mtp-num-layers") or 0
+    return model if model.mtp_layers == mtp else dataclasses.replace(model, mtp_layers=mtp)
 
 
 # ---- writer -----------------------------------------------------------------------------------
@@ -240,13 +244,16 @@ def to_megatron(inp: Job) -> Export:
 
 
 def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
-    """What Megatron-LM cannot run: offload, GPipe/ZB-H1, ALiBi."""
+    """What Megatron-LM cannot run: offload, GPipe/ZB-H1/DualPipe(V), ALiBi."""
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
-    if lay.schedule in ("gpipe", "zb-h1") and lay.pp > 1:
+    if lay.schedule not in ("1f1b", "interleaved") and lay.pp > 1:
         raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
+    if mod.mtp_layers and mod.position not in ("rope", "none"):   # arguments.py:1186-1191
+        raise _unsupported("megatron", f"MTP modules with {mod.position} position embeddings "
+                           "(Megatron's MTP runs with rope or none)")
 
 
 def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
@@ -255,7 +262,8 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
     lay, mod = inp.layout, inp.model
     a: list[tuple[str, object]] = [
         ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
-        *pipeline_flags(lay, mod.layers, stage_layers, notes)]
+        *pipeline_flags(lay, mod.layers, stage_layers, notes),
+        *group_flags(lay, inp.global_batch // (lay.micro_batch * lay.dp))]
     if lay.sequence_parallel:
         a.append(("--sequence-parallel", None))
     if lay.cp > 1:
@@ -301,6 +309,8 @@ def _model_flags(inp: Job) -> list[tuple[str, object]]:
             a.append(("--add-qkv-bias", None))
     if not mod.dropout:
         a += [("--attention-dropout", 0), ("--hidden-dropout", 0)]
+    if mod.mtp_layers:   # core_v0.15.3 arguments.py:1666: D sequential MTP modules
+        a.append(("--mtp-num-layers", mod.mtp_layers))
     return a
 
 

@@ -29,7 +29,7 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
            "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-           "--num-distributed-optimizer-instances"}
+           "--num-distributed-optimizer-instances", "--mtp-num-layers"}
 # Upper bounds of the integer flags, as on dtplan's command line (planner.io.validate).
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}
@@ -170,6 +170,8 @@ def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
                   source=f"Megatron-LM model flags in {where}")
     if "--kv-channels" in a:
         fields["head_dim"] = a["--kv-channels"]
+    if a.get("--mtp-num-layers"):   # arguments.py:1666 (core_v0.15.3)
+        fields["mtp_layers"] = a["--mtp-num-layers"]
     if a.get("--num-experts"):
         fields.update(experts=a["--num-experts"], experts_per_token=a.get("--moe-router-topk", 2),
                       expert_ffn=a.get("--moe-ffn-hidden-size"))

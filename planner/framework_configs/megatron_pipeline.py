@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.engine.pipeline import vp_group_size
 from planner.engine.stages import layers_split_valid
 from planner.errors import InputError
 from planner.framework_configs.megatron_args import (ACCOUNT_FLAGS, counted_layers,
                                                      interleaved_split)
 from planner.specs.knobs import Layout
-from planner.specs.verdict import make_rule
+from planner.specs.verdict import GateRule, make_rule
 
 FIRST, LAST = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
+GROUP = "--microbatch-group-size-per-virtual-pipeline-stage"
 
 
 def read_pipeline(a: dict[str, Any], layers: int, pp: int, where: str, rules: list
@@ -112,3 +114,29 @@ def pipeline_flags(lay: Layout, layers: int, split: tuple[int, int, int],
         notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
                      f"{full} on the others")
     return out
+
+
+def group_flags(lay: Layout, micro_batches: int) -> list[tuple[str, object]]:
+    """The micro-batch group under interleaving where PP, Megatron's default, is not valid for
+    m micro-batches (engine.pipeline.vp_group_size, the group dtplan's memory counts)."""
+    if lay.schedule != "interleaved" or micro_batches < lay.pp:
+        return []
+    n = int(vp_group_size(lay.pp, micro_batches))
+    return [(GROUP, n)] if n != lay.pp else []
+
+
+def group_rule(a: dict[str, Any], pp: int, m: int, notes: list[str]) -> GateRule:
+    """The interleaved schedule's check of the group N (the flag, else PP; core_v0.15.3
+    schedules.py:975-995): PP ≤ N ≤ m and m mod N either 0 or ≥ PP."""
+    n = a.get(GROUP) or pp
+    r = m % n if n else 0
+    smallest = int(vp_group_size(pp, m)) if m >= pp else pp
+    if n != smallest:
+        notes.append(f"{GROUP} {n}: dtplan counts the activations in flight with the smallest "
+                     f"valid group, {smallest}; a larger one holds more")
+    return make_rule("megatron-vpp-microbatches", pp <= n <= m and (r == 0 or r >= pp),
+                     f"{m} micro-batches, PP {pp}, group {n}",
+                     "PP ≤ group ≤ micro-batches, remainder 0 or ≥ PP",
+                     "The number of contiguous micro-batches in a virtual pipeline stage should "
+                     "range in [PP, M], and M mod it be 0 or ≥ PP (schedules.py)",
+                     key=GROUP if GROUP in a else "--global-batch-size")

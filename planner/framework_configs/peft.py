@@ -38,5 +38,8 @@ def peft_note(t: Tuning) -> str:
                  "bnb_4bit_compute_dtype=torch.bfloat16)")
     elif t.base_format == "int8":
         text += "; transformers.BitsAndBytesConfig(load_in_8bit=True)"
+    if t.quantised:  # what the Accelerate and DeepSpeed profiles price (quantised_base_rest_fp32)
+        text += ("; peft.prepare_model_for_kbit_training(model) before get_peft_model (it casts "
+                 "the embeddings, head and norms to fp32)")
     return text + ("; dtplan check of this file prices full fine-tuning (an engine config "
                    "states no adapters): check the plan itself for the fine-tune's verdict")

@@ -98,15 +98,25 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     chunks = 1
     schedule: Schedule = "1f1b"
     if pp > 1:
+        lps = par.int("pipeline_parallel_layers_per_stage")
+        stages = 0
+        if lps:
+            first = par.int("pipeline_parallel_first_stage_less_layers", 1, low=0)
+            last = par.int("pipeline_parallel_last_stage_less_layers", 1, low=0)
+            stages = -(-(model.layers + first + last) // lps)
         if sched_key in TITAN_SINGLE:
             schedule = TITAN_SINGLE[sched_key]
+        elif sched_key == "dualpipev":
+            # a V: exactly two stages per rank (pipeline_parallel.py:552-557 at b5bcd76c)
+            schedule = "dualpipev"
+            if lps:
+                rules.append(make_rule("torchtitan-pp-stages", stages == 2 * pp,
+                                       f"{stages} virtual stages, PP {pp}", f"= 2 × PP = {2 * pp}",
+                                       "V schedules assume 2 stages per rank",
+                                       key="parallelism.pipeline_parallel_layers_per_stage"))
         elif sched_key in TITAN_MULTI:
             schedule = "interleaved"
-            lps = par.int("pipeline_parallel_layers_per_stage")
             if lps:
-                first = par.int("pipeline_parallel_first_stage_less_layers", 1, low=0)
-                last = par.int("pipeline_parallel_last_stage_less_layers", 1, low=0)
-                stages = -(-(model.layers + first + last) // lps)
                 rules.append(make_rule("torchtitan-pp-stages", stages % pp == 0 and stages >= 2 * pp,
                                        f"{stages} virtual stages, PP {pp}",
                                        "multiple of PP, ≥ 2 per rank",

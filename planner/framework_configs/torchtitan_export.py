@@ -42,7 +42,11 @@ TITAN_V03 = (("llama3", "llama3_8b", ("llama3.1-8b", "llama3-8b")),
              ("gpt_oss", "gpt_oss_20b", ("gpt-oss-20b",)),
              ("gpt_oss", "gpt_oss_120b", ("gpt-oss-120b",)),
              ("deepseek_v3", "deepseek_v3_671b", ("deepseek-v3",)))
-SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
+# torch.distributed.pipelining get_schedule_class names (pytorch/pytorch 1fd7abc2
+# torch/distributed/pipelining/schedules.py: "DualPipeV" is ScheduleDualPipeV, two stages a rank
+# in a V; torchtitan imports it since v0.2.0, distributed/pipeline_parallel.py:23 at b5bcd76c).
+SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B",
+             "dualpipev": "DualPipeV"}
 
 
 def model_key(name: str | None) -> str:
@@ -72,6 +76,14 @@ def _refuse(inp: Job, version: str) -> None:
         raise _unsupported("torchtitan", "offload to NVMe (FSDP offloads to CPU only)")
     if lay.pp > 1 and lay.schedule == "zb-h1":   # pipelining's zero-bubble schedules are looped
         raise _unsupported("torchtitan", "ZB-H1 with one stage per rank")
+    if lay.pp > 1 and lay.schedule == "dualpipe":   # pipelining has the V, not two model copies
+        raise _unsupported("torchtitan", "DualPipe with two model copies per rank",
+                           "plan with --schedule dualpipev (torchtitan's DualPipeV)")
+    if lay.pp > 1 and lay.schedule == "dualpipev" and (
+            inp.model.layers % (2 * lay.pp) or lay.first_stage_layers or lay.last_stage_layers):
+        raise _unsupported("torchtitan", f"DualPipeV with {inp.model.layers} layers over 2 × PP "
+                           f"= {2 * lay.pp} stages unevenly (its V puts the first and the last "
+                           "stage on one rank)", "use a PP whose 2 × PP divides the layers")
     if version == "0.2":
         divisor, rule = lay.tp * 2 * lay.cp, "tp·2·cp"
         if lay.expert_tp not in (lay.tp, 1):   # parallel_dims.py:35-59 (v0.2.2)
@@ -113,7 +125,8 @@ def _settings(inp: Job, version: str) -> tuple[dict[str, dict[str, Any]], list[s
     if lay.pp > 1:
         par.update(pipeline_parallel_schedule=SCHEDULES[lay.schedule],
                    pipeline_parallel_microbatch_size=lay.micro_batch,
-                   pipeline_parallel_layers_per_stage=full // lay.chunks,
+                   pipeline_parallel_layers_per_stage=full // (
+                       2 if lay.schedule == "dualpipev" else lay.chunks),
                    pipeline_parallel_first_stage_less_layers=full - first,
                    pipeline_parallel_last_stage_less_layers=full - last)
         local = lay.micro_batch * gas      # every micro-batch of the step goes through the pipeline
@@ -138,8 +151,13 @@ def _settings(inp: Job, version: str) -> tuple[dict[str, dict[str, Any]], list[s
                      f"{lay.recompute_layers} per stage")
     # the torchtitan profile prices compiled kernels (framework_profiles/torchtitan.toml
     # kernel_class): the export turns compilation on, as torchtitan's published runs do
+    compiled = not (version == "0.2" and lay.pp > 1 and lay.schedule == "dualpipev")
+    if not compiled:
+        notes.append("compile off: torchtitan 0.2 wraps each block in torch.compile (models/llama3/"
+                     "infra/parallelize.py:263, v0.2.2) and ScheduleDualPipeV refuses compiled "
+                     "stage modules; 0.3 compiles blocks in place (distributed/compile.py:70)")
     tables = {"training": training, "parallelism": par, "activation_checkpoint": ac,
-              "compile": {"enable": True}}
+              "compile": {"enable": compiled}}
     summary = (f"{lay.dp} data-parallel ranks (replicate {rep} x shard {shard}), global batch "
                f"{inp.global_batch} = local {local} x DP {lay.dp} x accumulation "
                f"{inp.global_batch // (local * lay.dp)}")

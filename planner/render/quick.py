@@ -83,7 +83,11 @@ def bubble_doc(r: BubbleResult) -> Document:
     formula = {"interleaved": "(p−1)/(v·m + p−1) (Narayanan et al. 2021, Sec. 2.2)",
                "zb-h1": "s/(m + s), s = (p−1)/3 idle micro-batch slots: the weight gradient W "
                         "(half the backward, t_b = 2·t_f) deferred into the cool-down (Qi et al. "
-                        "2023, Sec. 3.1)"}.get(r.schedule,
+                        "2023, Sec. 3.1)",
+               "dualpipe": "s/(m + s), s = (p−2)/3 idle slots: (p/2 − 1)(F&B + B − 3W) with "
+                           "F&B = F + B, W = B/2 = F (deepseek-ai/DualPipe README)",
+               "dualpipev": "s/(m + s), s = (p−1)/3 idle slots: DualPipe's on 2p half stages "
+                            "(deepseek-ai/DualPipe README)"}.get(r.schedule,
                                                "(p−1)/(m + p−1) (Narayanan et al. 2021, Sec. 2.2)")
     notes = [f"Bubble share of the step = {formula}; idealised: "
              "equal stage costs, no communication. More micro-batches shrink it but, under GPipe, "

@@ -16,7 +16,8 @@ import numpy as np
 
 from planner.review import summary as rs
 from planner.engine import checkpoint as ckpt
-from planner.engine.pipeline import bubble_fraction
+from planner.engine.pipeline import bubble_fraction, bubble_slots
+from planner.engine.schedules import SPLIT_BACKWARD
 from planner.evaluation.estimate import Estimate
 from planner.gate.check import Outcome
 from planner.gate.plan_rules import checkpoint_figures
@@ -111,14 +112,20 @@ def bubble_section(ctx: ReviewContext) -> Section:
     m = e.accumulation
     v = lay.chunks if lay.schedule == "interleaved" else 1
     formula = float(bubble_fraction(lay.pp, m, v))
+    source = "Narayanan et al., SC21, Sec. 2.2"
     if lay.schedule == "interleaved":
         form = f"(p−1)/(v·m + p−1) = ({lay.pp}−1)/({v}·{m:g} + {lay.pp}−1)"
+    elif lay.schedule in SPLIT_BACKWARD:   # the weight gradient deferred: s idle slots
+        slots = float(bubble_slots(lay.pp, schedule=lay.schedule))
+        formula = slots / (m + slots) if lay.pp > 1 else 0.0
+        form = f"s/(m + s), s = {slots:.3g} idle micro-batch slots"
+        source = ("Qi et al. 2023, Sec. 3.1" if lay.schedule == "zb-h1"
+                  else "deepseek-ai/DualPipe README; the chart draws 1F1B's order")
     else:
         form = f"(p−1)/(m + p−1) = ({lay.pp}−1)/({m:g} + {lay.pp}−1)"
     text = [f"Schedule {lay.schedule}" + (f" with v = {v} chunks per stage" if v > 1 else "")
             + f", p = {lay.pp} stages, m = {m:g} micro-batches per step.",
-            f"Bubble share of the pipeline's time: {form} = **{formula:.2%}** "
-            "(Narayanan et al., SC21, Sec. 2.2).",
+            f"Bubble share of the pipeline's time: {form} = **{formula:.2%}** ({source}).",
             f"In the estimate the bubble is {e.breakdown.get('bubble', 0.0) * 1e3:,.1f} ms, "
             f"{e.bubble_fraction:.2%} of the whole step (the step also holds the optimizer and "
             "the exposed gradient reduction)."]

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from planner.engine.divisors import divisors
+from planner.engine.memory import PAGED_STATES
+from planner.engine.schedules import dualpipe_choices
 from planner.engine.stages import MAX_STAGE_DEFICIT, stage_deficit, stage_layers, uneven_splits
 from planner.evaluation.candidates import RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.error_band import ranking_band
@@ -110,13 +112,14 @@ def _expert_degrees(p: Problem, space: SearchSpace, folded: int) -> list[int]:
             if folded % e == 0 and (e == 1 or p.fw.time.expert_parallel)]
 
 
-def state_choices(space: SearchSpace, dp_cp: int,
-                  hybrid: bool = True) -> Iterator[tuple[int, int | None, str, str]]:
+def state_choices(space: SearchSpace, dp_cp: int, hybrid: bool = True,
+                  paged: bool = False) -> Iterator[tuple[int, int | None, str, str]]:
     """(ZeRO stage, shard group, optimizer offload, parameter offload): ZeRO 0-3 where there is a
     data-parallel group; under ZeRO ≥ 1 every hybrid-shard group strictly inside it; offload of
     the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked. Without a
     data-parallel group, when asked, ZeRO-2 with the optimizer offloaded (ZeRO-Offload) and
-    ZeRO-3 with the parameters too (ZeRO-Infinity)."""
+    ZeRO-3 with the parameters too (ZeRO-Infinity). A `paged` optimizer pages its states to the
+    host at ZeRO-0 too."""
     alone = space.zero is None and dp_cp == 1
     zeros = [space.zero] if space.zero is not None else (
         [0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
@@ -124,7 +127,7 @@ def state_choices(space: SearchSpace, dp_cp: int,
         groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp]
                            if zero >= 1 and hybrid else [])   # the framework's hybrid_sharding
         offloads = [("none", "none")]
-        if space.allow_offload and zero >= 1:
+        if space.allow_offload and (zero >= 1 or paged):
             offloads.append(("cpu", "none"))
         if space.allow_offload and zero == 3:
             offloads.append(("cpu", "cpu"))
@@ -153,9 +156,11 @@ def schedule_choices(p: Problem, space: SearchSpace, pp: int) -> list[tuple[str,
     out = [("1f1b", 1)]
     if pp > 1 and "zb-h1" in runs:
         out.append(("zb-h1", 1))
+    out += [(s, 1) for s in dualpipe_choices(p.model.layers, pp, runs)]
     if pp > 1 and "interleaved" in runs:
         # beyond max_chunks, each v whose chunks hold whole, equal numbers of layers
-        out += [("interleaved", v) for v in range(2, p.model.layers // pp + 1)
+        reach = (p.model.layers + MAX_STAGE_DEFICIT) // pp   # the end chunks may hold none
+        out += [("interleaved", v) for v in range(2, reach + 1)
                 if (v <= space.max_chunks
                     and (stage_deficit(p.model.layers, pp, v) <= MAX_STAGE_DEFICIT
                          or uneven_splits(p.model.layers, pp, v)))
@@ -198,7 +203,8 @@ def recompute_choices(p: Problem, space: SearchSpace) -> list[Recompute]:
 def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
     """Every layout's knobs but its recompute, in the fast search's order."""
     for tp, cp, pp, dp, ep in splits(p, space):
-        for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding):
+        for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding,
+                                                   p.optimizer in PAGED_STATES):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
                     for first, last in stage_choices(p, pp, chunks):

@@ -3,12 +3,12 @@
 A split is TP × CP × PP × DP (× EP inside DP·CP) with TP·CP·PP·DP = GPUs. For each split every
 knob that can change the layout's cost is crossed: ZeRO 0–3 (also under PP), the hybrid-shard
 group (every proper divisor of DP·CP above 1, ZeRO ≥ 1), micro-batch (every divisor of the
-per-replica batch), schedule (1F1B; ZB-H1 and interleaved v = 2…max_chunks, or whole layers per
-chunk, under PP) with its stage splits (stated first/last stages where the layers do not
-divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP over TP·CP·DP),
-recompute (none, selective where the framework has
-it, full; innermost, so a layout's recompute variants are consecutive rows, from which the
-search solves full recompute of part of each stage, search.partial), offload when asked.
+per-replica batch), schedule (1F1B; ZB-H1, DualPipe(V) and interleaved v = 2…max_chunks, or
+whole layers per chunk, under PP) with its stage splits (stated first/last stages where the
+layers do not divide), sequence parallel on/off (TP > 1), expert TP (TP or 1, MoE under TP; EP
+over TP·CP·DP), recompute (none, selective where the framework has it, full; innermost, so a
+layout's recompute variants are consecutive rows, from which the search solves full recompute
+of part of each stage, search.partial), offload when asked (a paged optimizer's at ZeRO-0 too).
 
 Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeRO and sharding
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
@@ -35,7 +35,9 @@ from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMP
                          Candidates, Problem)
 from planner.evaluation.distinct import replaced
 from planner.engine.divisors import divisors
-from planner.engine.stages import split_choices
+from planner.engine.schedules import dualpipe_choices
+from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices
+from planner.engine.memory import PAGED_STATES
 from planner.specs.knobs import KNOB
 
 
@@ -159,15 +161,16 @@ def splits(p: Problem, space: SearchSpace) -> list[tuple[int, int, int, int, int
             zip(*(a[k] for k in SPLIT_COLUMNS))]
 
 
-def _states(space: SearchSpace, dpcp: int, hybrid: bool = True) -> dict[str, np.ndarray]:
-    """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP (``hybrid``)."""
+def _states(p: Problem, space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
+    """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP."""
+    hybrid, paged = p.fw.time.hybrid_sharding, p.optimizer in PAGED_STATES
     alone = space.zero is None and dpcp == 1   # no data-parallel group: ZeRO only to offload
     zeros = [space.zero] if space.zero is not None else (
         [0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
     rows = []
     for z in zeros:
         shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 and hybrid else [])
-        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and z >= 1 else []) \
+        offs = [(0, 0)] + ([(1, 0)] if space.allow_offload and (z >= 1 or paged) else []) \
             + ([(1, 1)] if space.allow_offload and z == 3 else [])
         if alone and z:  # one replica: ZeRO-Offload (stage 2) and ZeRO-Infinity (stage 3)
             offs = [(1, 0)] if z == 2 else [(1, 1)]
@@ -179,30 +182,29 @@ def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
     """Interleaved chunks v ≥ 2: 2…max_chunks where the layers split (stages.split_choices),
     beyond, each v with whole, equal chunks (L divisible by PP·v; MLPerf GPT-3 175B runs PP 8 ×
     v 12, mlcommons/training_results_v3.1 NVIDIA gpt3 configs)."""
-    near = [v for v in range(2, min(max_chunks, layers // pp) + 1)   # no chunk without a layer
-            if split_choices(layers, pp, v)]
+    near = [v for v in range(2, min(max_chunks, (layers + MAX_STAGE_DEFICIT) // pp) + 1)
+            if split_choices(layers, pp, v)]   # the end chunks may hold none (layers_split_valid)
     # PP·v divides L: the divisors of L / PP (a scan to L / PP took minutes at 10^7 layers)
     whole = [v for v in divisors(layers // pp) if v > max_chunks] if layers % pp == 0 else []
     return near + whole
 
 
 def _schedules(p: Problem, space: SearchSpace, pp: int) -> dict[str, np.ndarray]:
-    """(schedule code, chunks v, first, last) rows: 1F1B; under PP also ZB-H1 and interleaved v
-    where the layers split, each only where the framework runs it (profile pipeline_schedules;
-    one the user fixed is kept), each with its stage splits (engine.stages.split_choices).
-    GPipe is never enumerated: 1F1B has its bubble and less memory."""
+    """(schedule code, chunks v, first, last) rows: 1F1B; under PP ZB-H1, DualPipe(V) (schedules.
+    dualpipe_choices) and interleaved v where the layers split, where the framework runs each
+    (profile pipeline_schedules; one the user fixed is kept), each with its stage splits (engine.
+    stages.split_choices). GPipe is never enumerated: 1F1B has its bubble and less memory."""
     rows = [(SCHEDULE_CODES["1f1b"], 1)]
     runs = p.fw.time.pipeline_schedules
     if pp > 1:
-        rows += [(SCHEDULE_CODES["zb-h1"], 1)] if "zb-h1" in runs else []
+        rows += [(SCHEDULE_CODES[s], 1) for s in ["zb-h1"] * ("zb-h1" in runs)
+                 + dualpipe_choices(p.model.layers, pp, runs)]
         rows += [(SCHEDULE_CODES["interleaved"], v) for v in interleave_choices(
             p.model.layers, pp, space.max_chunks) if "interleaved" in runs]
     if space.schedule:
         want = SCHEDULE_CODES[space.schedule]
-        if space.schedule == "interleaved":
-            rows = [(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]
-        else:
-            rows = [(want, 1)]
+        rows = ([(want, space.chunks)] if space.chunks else [r for r in rows if r[1] > 1]) \
+            if space.schedule == "interleaved" else [(want, 1)]
     return _table([(code, v, f, l_) for code, v in rows
                    for f, l_ in split_choices(p.model.layers, pp, v) or [(0, 0)]],
                   ("schedule", "chunks", "first", "last"))
@@ -254,13 +256,12 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     s = split_arrays(p, space)
     rec = recomputes(p, space)
     factors = {
-        "states": _factor(s["dp"] * s["cp"], lambda k: _states(space, k, p.fw.time.hybrid_sharding),
+        "states": _factor(s["dp"] * s["cp"], lambda k: _states(p, space, k),
                           ("zero", "shard", "offload_opt", "offload_par")),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
         "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
                             ("schedule", "chunks", "first", "last")),
-        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)),
-                      ("sp",)),
+        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)), ("sp",)),
         # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
         "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
                        lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),
@@ -329,8 +330,7 @@ class _Lazy:
 
 
 def _crossed_take(self: Candidates, idx: ArrayLike) -> Candidates:
-    """The rows idx (or a boolean mask), still lazy: the layouts' row of each and its recompute
-    columns."""
+    """The rows idx (or a boolean mask), still lazy: each one's layout row and recompute columns."""
     d = self.__dict__
     if "_at" not in d:  # rebuilt with every column (distinct.replaced): a plain row subset
         return Candidates.take(self, idx)

@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional
 from pydantic import Field
 
 from planner.errors import InputError, named, validation_message
+from planner.specs.knobs import Schedule
 from planner.specs.provenance import Provenance, key_line, unwrap
 from planner.specs.records import FORBID, validate
 
@@ -27,13 +28,13 @@ MAX_FRAMEWORK_BYTES = 256_000
 # Bytes per element of the dtypes a profile may name.
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
-Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
 KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
                "prefetch_depth", "selective_matmul_share")
-SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1")
+# The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
+SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +189,13 @@ class MemoryBehaviour:
     offload_moves_gradients: Annotated[bool, Field(
         description="with the optimizer offloaded to CPU, the gradient partitions live in host "
                     "memory too (only the reduce buckets stay on the GPU)")] = False
+    quantised_linear_saves_input: Annotated[bool, Field(
+        description="a 4-bit base linear saves its input for backward although no weight "
+                    "gradient needs it (bitsandbytes < 0.43.2 MatMul4Bit; fixed in 0.43.2)")] = False
+    quantised_base_rest_fp32: Annotated[bool, Field(
+        description="under a quantised base, the parameters left unquantised (embeddings, "
+                    "output layer, norms) are cast to fp32 (HF PEFT "
+                    "prepare_model_for_kbit_training)")] = False
 
 
 @dataclass(frozen=True, kw_only=True)

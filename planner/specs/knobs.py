@@ -20,7 +20,7 @@ from planner.engine import budget as bud
 from planner.io import validate as v
 from planner.specs.records import FORBID
 
-Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1"]
+Schedule = Literal["1f1b", "gpipe", "interleaved", "zb-h1", "dualpipe", "dualpipev"]
 Recompute = Literal["none", "selective", "full"]
 Offload = Literal["none", "cpu", "nvme"]
 Finetune = Literal["full", "lora", "qlora"]
@@ -69,9 +69,10 @@ class Layout:
         cli_help="hybrid sharding: ZeRO over this many DP ranks")
     micro_batch: int = knob(1, "per-GPU micro-batch", "sequences", ge=1, le=v.MAX_GPUS,
                             plan_optional=True, column="mb", cli_auto=True)
-    schedule: Schedule = knob("1f1b", "pipeline schedule: 1f1b, gpipe, interleaved or zb-h1",
-                              column="schedule",
-                              codes={"1f1b": 0, "gpipe": 1, "interleaved": 2, "zb-h1": 3})
+    schedule: Schedule = knob("1f1b", "pipeline schedule: 1f1b, gpipe, interleaved, zb-h1, "
+                              "dualpipe or dualpipev", column="schedule",
+                              codes={"1f1b": 0, "gpipe": 1, "interleaved": 2, "zb-h1": 3,
+                                     "dualpipe": 4, "dualpipev": 5})
     chunks: int = knob(1, "interleaved model chunks per device (v)", "chunks", ge=1,
                        le=v.MAX_GPUS, column="chunks", cli_auto=True,
                        cli_help="interleaved chunks per device v")
@@ -96,7 +97,9 @@ class Layout:
         None, "full recompute on this many layers per stage; None = all", "layers", ge=0,
         le=v.MAX_GPUS, column="recompute_layers", none_code=-1,
         cli_help="full recompute on this many layers per stage")
-    offload_optimizer: Offload = knob("none", "optimizer-state offload: none, cpu or nvme",
+    offload_optimizer: Offload = knob("none", "optimizer-state offload: none, cpu or nvme (ZeRO-Offload, "
+                                      "ZeRO >= 1); with a paged optimizer, cpu pages its "
+                                      "moments to host memory at any ZeRO stage",
                                       column="offload_opt",
                                       codes={"none": bud.OFFLOAD_NONE, "cpu": bud.OFFLOAD_CPU,
                                              "nvme": bud.OFFLOAD_NVME})

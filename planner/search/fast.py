@@ -21,6 +21,7 @@ from typing import NamedTuple, TypeAlias
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
+from planner.evaluation import host
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
@@ -37,6 +38,7 @@ OBJECTIVES = ("time", "headroom", "cost", "gpus")
 STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
 STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
+HOST = RULE_NAMES.index("fits-in-host-memory")
 @dataclass(frozen=True, kw_only=True)
 class SearchResult:
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
@@ -185,33 +187,50 @@ def _structural(p: Problem, c: Candidates) -> np.ndarray:
 
 
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      rec: np.ndarray) -> Candidates:
+                      rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
     """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
     knob, which no structural rule reads; `left`, the splits left out as none passes, counted
     by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
     failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
-    the layouts that pass (not yet crossed with their recompute rows). Each row's first
-    failing rule (blocks.first_failures) is read only where a rule still needs its example,
-    else only whether it passes them all (blocks.passes)."""
+    the layouts that pass (not yet crossed with their recompute rows) and, under activation
+    offload, which of their recompute rows pass the whole host rule (_host_misses; None: all).
+    Each row's first failing rule (blocks.first_failures) is read only where a rule still
+    needs its example, else only whether it passes them all (blocks.passes)."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
+    host_known = HOST in t.examples
     t.enumerated += len(lay) * len(rec)
     failing = np.flatnonzero(counts)
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
+    states_at = None  # the row (recompute rows counted) of the states' first host failure
     if not new:
-        return lay.take(np.flatnonzero(passes(p, lay, STRUCTURAL_RULES)))
-    first = first_failures(p, lay, STRUCTURAL_RULES)
-    for rule in new:
-        t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
-    return lay.take(np.flatnonzero(first < 0))
+        idx = np.flatnonzero(passes(p, lay, STRUCTURAL_RULES))
+    else:
+        first = first_failures(p, lay, STRUCTURAL_RULES)
+        for rule in new:
+            t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
+        if HOST in new:
+            states_at = int(np.flatnonzero(first == HOST)[0]) * len(rec)
+        idx = np.flatnonzero(first < 0)
+    survivors = lay.take(idx)
+    if not p.tuning.activation_offload or not len(idx):
+        return survivors, None
+    crossed = with_recomputes(survivors, rec)
+    ok = host.fits(p, crossed)
+    t.rejected[HOST] += int((~ok).sum())
+    if not host_known and not ok.all():  # the block's first host failure in the space's order
+        j = int(np.flatnonzero(~ok)[0])
+        if states_at is None or int(idx[j // len(rec)]) * len(rec) + j % len(rec) < states_at:
+            t.examples[HOST] = materialize(crossed, np.array([j]))
+    return survivors, ok
 
 
-def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
-                 dominated: bool) -> None:
+def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]],
+                 rec: np.ndarray, t: _Tally, dominated: bool) -> None:
     """The cost model on the structural survivors of consecutive blocks (`lays`, each crossed
     here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
     cost per call is paid once per SCAN_ROWS), keep what fits (planner.search.settle), partial
@@ -219,15 +238,19 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     the order a block-by-block scan gives them. Below the floor (MemoryParts.floor, never
     above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
     needs it, for the misses that could be the closest one and for the layouts partial
-    recompute may solve (their memory is read then)."""
+    recompute may solve (their memory is read then). The rows the host rule refused (each
+    block's mask, _count_structural; counted there) are neither priced nor a closest miss."""
     n_rec = len(rec)
+    lays = [x for x, _ in pending]
     lay = lays[0] if len(lays) == 1 else _concat(lays)
     ends = np.cumsum([len(x) * n_rec for x in lays])
+    host_ok = np.concatenate([np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok
+                              for x, ok in pending])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec)
     floor = parts.floor(p)
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
-    cand = np.flatnonzero(slack >= 0.0)
+    cand = np.flatnonzero((slack >= 0.0) & host_ok)
     rows = surv.take(cand)
 
     def may_solve(sure: np.ndarray) -> np.ndarray:
@@ -238,11 +261,12 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
                                 anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
-    t.rejected[FITS] += len(surv) - int(fit.sum())
+    t.rejected[FITS] += int(host_ok.sum()) - int(fit.sum())
     miss = ~(mem.peak <= mem.usable)
-    _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
+    _closest(p, t, surv, parts, np.where(host_ok, slack, np.inf), cand[ex[miss]],
+             mem.headroom[miss])
     t.valid += int(fit.sum())
-    base = to_solve(surv, fits, n_rec)
+    base = to_solve(surv, fits, n_rec, host_ok)
     at = np.searchsorted(cand[ex], base)
     stages, usable = stage_memory(mem)[:, at], mem.usable[at]
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
@@ -346,8 +370,9 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | No
         if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
             return False
         if ok.any():
-            parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
-            cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
+            rows = with_recomputes(lay, rec, np.flatnonzero(ok))
+            parts = memory_parts(p, rows)
+            cand = np.flatnonzero((parts.floor(p) <= usable_bytes(p)) & host.fits(p, rows))
             mem = parts.rows(p, cand)[2]
             if (mem.peak <= mem.usable).any():
                 return True
@@ -363,17 +388,18 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
-    pending: list[Candidates] = []  # structural survivors of blocks not yet priced
+    # structural survivors of blocks not yet priced, with their rows the host rule passes
+    pending: list[tuple[Candidates, np.ndarray | None]] = []
     for lay, left, counts in layout_blocks(p, space, limit=price_limit(dominated) if limit is None
                                            else limit, dominated=dominated):
-        survivors = _count_structural(p, t, lay, left, counts, rec)
+        survivors, host_ok = _count_structural(p, t, lay, left, counts, rec)
         if len(survivors):
-            pending.append(survivors)
+            pending.append((survivors, host_ok))
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors
         # put most rows of the blocks after it off the front by their step floor alone
         # (keeping every valid row, `dominated`, uses no anchors: blocks merge from the first)
         alone = not dominated and not len(t.anchors.step)
-        if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
+        if sum(len(x) for x, _ in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
             _scan_blocks(p, pending, rec, t, dominated)
             pending = []
     if pending:

@@ -25,17 +25,16 @@ from planner.evaluation import host
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
-from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
+from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import pairs, solve, stage_memory, to_solve
 from planner.search.settle import Anchors, settle
 from planner.search.blocks import Budget, Left, first_failures, layout_blocks, passes, price_limit
-from planner.evaluation.rules import RULE_NAMES, structural_predicates
+from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search", "short_of_headroom"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
-STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
 STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
 HOST = RULE_NAMES.index("fits-in-host-memory")
@@ -178,12 +177,6 @@ class _Tally:
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = field(default_factory=list)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
-
-
-def _structural(p: Problem, c: Candidates) -> np.ndarray:
-    """The structural rules (STRUCTURAL order) over every row: a (rules × rows) bool matrix."""
-    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
-    return np.stack([passes[n] for n in STRUCTURAL])
 
 
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
@@ -357,26 +350,6 @@ def _groups(sizes: list[int]) -> list[list[int]]:
             out.append([i])
             total = n
     return out
-
-
-def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | None = None) -> bool:
-    """Whether some layout of the space fits (what "what would fit" asks): `search`'s rules and
-    cost model block by block, to the first block with a valid row, each block's structurally
-    valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
-    p = p.resolved()
-    rec = recomputes(p, space)
-    for lay, _, _ in layout_blocks(p, space):
-        ok = _structural(p, lay).all(axis=0)
-        if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
-            return False
-        if ok.any():
-            rows = with_recomputes(lay, rec, np.flatnonzero(ok))
-            parts = memory_parts(p, rows)
-            cand = np.flatnonzero((parts.floor(p) <= usable_bytes(p)) & host.fits(p, rows))
-            mem = parts.rows(p, cand)[2]
-            if (mem.peak <= mem.usable).any():
-                return True
-    return False
 
 
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,

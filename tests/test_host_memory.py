@@ -151,3 +151,20 @@ def test_the_rule_is_read_before_fits_in_memory_in_every_search_row():
     whole = evaluate(p, c).rules.passes["fits-in-host-memory"]
     assert np.array_equal(whole, host.fits(p, c))
     assert np.all(host.state_fits(p, c)) and not np.all(whole)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]), st.integers(1, 31))
+def test_recomputing_more_layers_never_raises_the_host_bytes(pp, mb, k):
+    """Why the partial-recompute solve needs no host check: k recomputed layers offload
+    (n − k) layers' saved tensors and k inputs, never more than none recomputed (the row
+    whose host verdict the solve starts from), and never less than k + 1."""
+    p = _p(pp, "torchtitan" if pp > 1 else "torchtune")
+    rows = Candidates.from_layouts([
+        Layout(pp=pp, micro_batch=mb, recompute="none"),
+        Layout(pp=pp, micro_batch=mb, recompute="full", recompute_layers=k),
+        Layout(pp=pp, micro_batch=mb, recompute="full", recompute_layers=min(k + 1, 32 // pp)),
+        Layout(pp=pp, micro_batch=mb, recompute="full")])
+    b = host.bytes_per_node(p, rows)
+    assert b[0] >= b[1] >= b[2] >= b[3] > 0
+    assert b[0] > b[3]

@@ -4,7 +4,8 @@ planner.search.reference gives the same answer as plain loops over a small space
 Two stages per block of candidates: the structural rules over integer arrays for every
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
-counted without being built), then the cost model (planner.evaluation.evaluate) on the
+counted without being built; under activation offload the whole host rule, evaluation.host,
+read on its recompute rows), then the cost model (planner.evaluation.evaluate) on the
 survivors only: a sound floor on the peak (MemoryParts.floor) rejects what cannot fit,
 planner.search.settle decides the rest with a sound ceiling and the step time, running the
 five-phase memory model only where the bounds leave it open (and for the closest miss and the

@@ -11,9 +11,11 @@ search needs it anyway), and the secant through (c, M(c)) and (n, M(n)), which l
 peak left of c, shows c − 1 does not fit wherever one moment holds the peak throughout. Where
 another moment takes over as layers are recomputed (the optimizer step's, which holds no
 activations, on a ZeRO-3 hybrid-shard layout say), fewer layers may fit and the smallest count
-is found by bisection. Under activation offload the host rule (evaluation.host) may need more
-layers recomputed: its bytes never rise with k, so the count is raised to the smallest one it
-passes (host_count). planner.search.reference scans every k.
+is found by bisection. planner.search.reference scans every k.
+
+The host rule (evaluation.host) needs no check here: a layout is solved only where its
+recompute-none row passes it (to_solve), and the offloaded activations at k recomputed layers,
+(n − k) layers' saved tensors and k inputs, are never more than with none recomputed.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from planner.evaluation import host
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
 from planner.evaluation.distinct import Part, gather
 from planner.evaluation.evaluate import Memory
 from planner.search.bounds import MemoryParts, memory_parts
 
-__all__ = ["host_count", "pairs", "solve", "stage_memory", "to_solve"]
+__all__ = ["pairs", "solve", "stage_memory", "to_solve"]
 
 # solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
 SECANT_MARGIN = 1e-9
@@ -100,38 +101,13 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         ok = at_k <= usable[idx]
         hi[idx[ok]], lo[idx[~ok]], peak[idx[ok]] = k[ok], k[~ok], at_k[ok]
         probe = np.where(hi - lo > 1.0, np.floor((lo + hi) / 2.0), lo)
-    raised = host_count(p, rows, hi, most)  # the host rule may need more layers recomputed
-    moved = raised > hi
-    hi, peak[moved] = raised, np.nan
     found = np.flatnonzero(hi < most)
     solved = with_cols(rows.take(found), recompute_layers=hi[found].astype(np.int64))
-    if moved[found].any():  # their peak at the raised count, which fits (M non-increasing)
-        parts_f = _parts_at(p, parts, found, solved)
-        return solved, found, parts_f, np.where(moved[found], parts_f.peak(p), peak[found])
     on_chord = np.searchsorted(at, found)
     if len(found) and len(at) and np.array_equal(at.take(on_chord, mode="clip"), found) \
             and np.array_equal(c.take(on_chord), hi[found]):   # the chord's rows' parts
         return solved, found, _take_rows(parts_c, on_chord, solved), peak[found]
     return solved, found, _parts_at(p, parts, found, solved), peak[found]
-
-
-def host_count(p: Problem, rows: Candidates, k: np.ndarray, most: np.ndarray) -> np.ndarray:
-    """The smallest count ≥ k (per row of `rows`, full-recompute rows the host rule passes)
-    whose row the whole host rule (evaluation.host.fits) passes, by bisection: the host bytes
-    never rise with k (a recomputed layer offloads its input alone), so with the GPU's
-    smallest count k the first count both rules pass is the larger of the two."""
-    if not p.tuning.activation_offload:
-        return k
-    fail = np.flatnonzero(~host.fits(p, with_cols(rows, recompute_layers=k.astype(np.int64)))
-                          & (k < most))
-    lo, hi = k[fail].copy(), most[fail].copy()  # lo fails, hi (the full row) passes
-    while len(idx := np.flatnonzero(hi - lo > 1.0)):
-        mid = np.floor((lo[idx] + hi[idx]) / 2.0)
-        ok = host.fits(p, with_cols(rows.take(fail[idx]), recompute_layers=mid.astype(np.int64)))
-        hi[idx[ok]], lo[idx[~ok]] = mid[ok], mid[~ok]
-    out = k.copy()
-    out[fail] = hi
-    return out
 
 
 def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:

@@ -119,7 +119,7 @@ def _host_gib(p, gib: float):
         hw, host=dataclasses.replace(hw.host, host_memory_bytes=gib * 2**30)))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems, spaces, st.sampled_from(OBJECTIVES), st.booleans(),
        st.sampled_from([17, 20, 24, 32, 48, 64, 128]))
 def test_the_fast_search_equals_the_reference_on_a_small_host(p, space, objective, dominated,

@@ -168,3 +168,31 @@ def test_recomputing_more_layers_never_raises_the_host_bytes(pp, mb, k):
     b = host.bytes_per_node(p, rows)
     assert b[0] >= b[1] >= b[2] >= b[3] > 0
     assert b[0] > b[3]
+
+
+ASK_70B = ("estimate", "--model", "llama3-70b", "--gpus", "64", "--seq-len", "8192",
+           "--global-batch", "512", "--zero", "3", "--recompute", "none", "--activation-offload",
+           "--format", "json")
+
+
+def test_estimate_refuses_what_the_host_cannot_hold(dtplan):
+    """70B on 64 H100s, ZeRO-3, activations offloaded: at micro-batch 4 each GPU sends 711 GB
+    to the host, 5.7 TB a node of 2.2 TB (the layout `fit` ranked first before the rule
+    counted them); at micro-batch 1 a quarter of that fits."""
+    r = dtplan(*ASK_70B, "--micro-batch", "4")
+    rule = next(x for x in r.json()["rules"] if x["name"] == "fits-in-host-memory")
+    assert r.code == 1 and rule["status"] == "fail"
+    assert rule["measured"] == "5,688.6 GB a node (offloaded activations 5,688.6)"
+    assert rule["limit"] == "≤ 2,181.8 GB (2,199.0 less 17.2 reserved)"
+    ok = dtplan(*ASK_70B, "--micro-batch", "1")
+    rule = next(x for x in ok.json()["rules"] if x["name"] == "fits-in-host-memory")
+    assert ok.code == 0 and rule["measured"] == "1,422.2 GB a node (offloaded activations 1,422.2)"
+
+
+def test_the_rule_names_the_plan_key_that_put_bytes_on_the_host():
+    from planner.evaluation.rules import config_keys
+    key = {lay: config_keys("plan", lay)["fits-in-host-memory"] for lay in (
+        Layout(activation_offload=True), Layout(), Layout(zero=1, offload_optimizer="cpu",
+                                                          activation_offload=True))}
+    assert list(key.values()) == ["layout.activation_offload", "layout.offload_optimizer",
+                                  "layout.offload_optimizer"]

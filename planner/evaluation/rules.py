@@ -313,7 +313,8 @@ RULES: tuple[RuleSpec, ...] = (
              "and offloaded activations must fit in host memory less the profile's reserve",
              _host_measure,
              _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
-                                else "layout.offload_optimizer"),
+                                else "layout.offload_optimizer" if lay.offload_optimizer != "none"
+                                or not lay.activation_offload else "layout.activation_offload"),
                    deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
                                           else "offload_optimizer")),
              reads=("states",)),

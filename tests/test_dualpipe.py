@@ -240,10 +240,13 @@ def test_torchtitan_writes_dualpipev_and_reads_it_back(dtplan, tmp_path):
 
 
 @pytest.mark.parametrize("target,schedule,needle", [
-    ("megatron", "dualpipe", "the dualpipe schedule (it runs 1F1B or interleaved)"),
-    ("megatron", "dualpipev", "the dualpipev schedule (it runs 1F1B or interleaved)"),
+    ("megatron", "dualpipe", "the dualpipe pipeline schedule (it runs 1f1b, interleaved); no "
+                             "export target runs it: plan with another --schedule"),
+    ("megatron", "dualpipev", "the dualpipev pipeline schedule (it runs 1f1b, interleaved); use "
+                              "--to torchtitan"),
     ("torchtitan", "dualpipe", "DualPipe with two model copies per rank"),
-    ("deepspeed", "dualpipev", "the dualpipev pipeline schedule")])
+    ("deepspeed", "dualpipev", "the dualpipev pipeline schedule (it runs 1f1b); use --to "
+                               "torchtitan")])
 def test_an_engine_without_the_schedule_refuses_it_by_name(dtplan, tmp_path, target, schedule,
                                                            needle):
     plan = tmp_path / "plan.yaml"

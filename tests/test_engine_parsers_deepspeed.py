@@ -28,7 +28,8 @@ REFUSED = {"zero3-hsdp8": "hybrid sharding", "tp8-pp2-interleaved": "interleaved
            "tp4-cp2": "context parallel", "fail-interleaving-valid": "interleaved",
            "fail-sharding-valid": "hybrid sharding", "fail-zero-with-pp": "incompatible with "
            "pipeline", "fail-batch-divisible": "not a multiple",
-           "fail-sequence-divisible": "context parallel"}
+           "fail-sequence-divisible": "context parallel",
+           "fail-dualpipe-valid": "the dualpipe pipeline schedule (it runs 1f1b)"}
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,9 @@ NAMES = names()
 REFUSED = {"zero3-cpu-offload": "ZeRO-Offload", "zero2-cpu-offload-fp32": "ZeRO-Offload",
            "full-ft-7b-1gpu-offload": "ZeRO-Offload", "lora-8b-dp8": "no LoRA",
            "pass-qlora-llama3-8b-rtx4090": "no LoRA", "fail-offload-valid": "ZeRO-Offload",
-           "fail-batch-divisible": "not a multiple", "fail-sharding-valid": "shard group"}
+           "fail-batch-divisible": "not a multiple", "fail-sharding-valid": "shard group",
+           "fail-dualpipe-valid": "dualpipe pipeline schedule (it runs 1f1b, interleaved); no "
+                                  "export target runs it"}
 # What megatron-core's TransformerConfig rejects in the shipped failing plans (as dtplan does)
 REJECTED = {"fail-heads-divisible-by-tp": "num_attention_heads",
             "fail-kv-heads-compatible-with-tp": "num_query_groups",

@@ -28,7 +28,7 @@ from planner.framework_configs.torchtitan_export import (TITAN_V02_MODELS, TITAN
 NAMES = names()
 REFUSED = {"lora-8b-dp8": "no LoRA", "pass-qlora-llama3-8b-rtx4090": "no LoRA",
            "fail-batch-divisible": "not a multiple", "fail-sequence-divisible": "seq_len",
-           "fail-sharding-valid": "shard group"}
+           "fail-sharding-valid": "shard group", "fail-dualpipe-valid": "DualPipe with two"}
 # what a release refuses besides: 0.3 has no expert TP (v0.2.2 runs ETP = TP or 1)
 REFUSED_BY: dict[str, dict[str, str]] = {
               "0.2": {},
@@ -145,7 +145,9 @@ def test_torchtitan_parses_each_export_to_the_plans_sizes(tt, name):
         p = cfg.parallelism
         assert accum == 1 and p.pipeline_parallel_microbatch_size == lay.micro_batch
         assert cfg.training.local_batch_size // lay.micro_batch == accumulation(job)
-        assert stages(cfg, job.model.layers, lay.pp) == lay.chunks
+        # a V schedule (DualPipeV) runs two stages on each rank
+        assert stages(cfg, job.model.layers, lay.pp) == (2 if lay.schedule == "dualpipev"
+                                                         else lay.chunks)
     else:
         assert (cfg.training.local_batch_size, accum) == (lay.micro_batch, accumulation(job))
     assert cfg.training.enable_cpu_offload == (lay.offload_optimizer != "none"

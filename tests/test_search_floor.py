@@ -17,7 +17,7 @@ import planner.search.blocks as blocks_mod
 import planner.search.fast as search_mod
 import planner.search.settle as settle_mod
 from planner.api import problem
-from planner.search.blocks import RUNS, first_failures, verdicts
+from planner.search.blocks import RUNS, first_failures, structural_passes, verdicts
 from planner.evaluation.distinct import distinct_rows
 from planner.evaluation.evaluate import evaluate_memory
 from planner.search.bounds import MemoryParts, memory_parts
@@ -82,6 +82,20 @@ def test_splits_are_counted_by_rule_as_their_rows_fail(p, space):
     assert counts.tolist() == built.astype(np.int64).tolist()
     assert valid.tolist() == np.bincount(owner, weights=first < 0, minlength=len(s)).tolist()
     assert (counts.sum(axis=1) + valid).tolist() == s.sizes().tolist()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, spaces)
+def test_each_row_takes_its_tuples_verdicts(p, space):
+    """blocks.structural_passes (each run's verdict on its tables' tuples, looked up by row)
+    equals every structural rule evaluated on every built row, on the splits with a valid row."""
+    s = split_table(p, space)
+    live = np.flatnonzero(verdicts(p, s)[1] > 0)
+    positions: dict = {}
+    c, owner = product(s, live, positions=positions)
+    rules = tuple(i for run in RUNS for i in run.rules)
+    assert structural_passes(p, s, live, owner, positions).tolist() == \
+        (first_failures(p, c, rules) < 0).tolist()
 
 
 def test_the_rules_fall_into_runs_reading_disjoint_tables():

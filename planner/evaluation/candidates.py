@@ -49,6 +49,9 @@ ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_
 RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
 LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")
+# The step floor (timing.step_floor: the compute, the TP, CP, EP and PP terms, the schedule's
+# composition) reads neither the ZeRO states nor their sharding and offload.
+STEP_FLOOR_COLUMNS = _without("zero", "shard", "offload_opt", "offload_par")
 IN_FLIGHT_COLUMNS = _without("tp", "cp", "ep", "zero", "shard", "sp", "recompute",
                              "recompute_layers", "offload_opt", "offload_par")
 

@@ -210,6 +210,18 @@ def _unsupported(target: str, what: str, instead: str = "") -> InputError:
     return InputError("--to", f"{target} cannot express {what}" + (f"; {instead}" if instead else ""))
 
 
+def schedule_refusal(target: str, schedule: str) -> InputError:
+    """``target`` cannot run ``schedule``: the refusal names the export targets whose framework
+    profile lists it among its pipeline_schedules, else says none does."""
+    from planner.specs.framework import load_framework
+    runs = ", ".join(load_framework(target).time.pipeline_schedules) or "no pipeline parallel"
+    others = [t for t in ("megatron", "torchtitan", "deepspeed")
+              if t != target and schedule in load_framework(t).time.pipeline_schedules]
+    return _unsupported(target, f"the {schedule} pipeline schedule (it runs {runs})",
+                        f"use --to {' or '.join(others)}" if others else
+                        "no export target runs it: plan with another --schedule")
+
+
 def _bf16(precision: str) -> bool:
     return precision in ("mixed", "mixed-fp32-grads", "bf16-pure", "fp8")
 

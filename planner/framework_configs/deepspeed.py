@@ -16,7 +16,7 @@ from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Layout, Offload, Recompute
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, given_model
+from planner.framework_configs.common import Export, _Obj, _accumulation, _bf16, _hardware, _need, _unsupported, given_model, schedule_refusal
 
 
 # ---- reader -----------------------------------------------------------------------------------
@@ -256,8 +256,7 @@ def to_deepspeed(inp: Job) -> Export:
                            "use --to megatron, torchtitan or accelerate, or plan without "
                            "shard_group")
     if lay.schedule != "1f1b" and lay.pp > 1:
-        raise _unsupported("deepspeed", f"the {lay.schedule} pipeline schedule (its pipeline "
-                           "engine runs 1F1B)", "use --to megatron or torchtitan")
+        raise schedule_refusal("deepspeed", lay.schedule)
     notes: list[str] = []
     gas = _accumulation(inp)
     h = mod.hidden

@@ -19,7 +19,7 @@ from planner.specs.knobs import Fp8Recipe, Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
 from planner.evaluation.rules import config_keys
 from planner.specs.verdict import GateRule, make_rule
-from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, torchrun_lines
+from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, schedule_refusal, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
                                                      connections_line, expert_rules, launch_rules,
@@ -248,7 +248,7 @@ def _refuse_for_megatron(lay: Layout, mod: ModelSpec) -> None:
     if lay.offload_optimizer != "none" or lay.offload_params != "none":
         raise _unsupported("megatron", "ZeRO-Offload", "use --to deepspeed")
     if lay.schedule not in ("1f1b", "interleaved") and lay.pp > 1:
-        raise _unsupported("megatron", f"the {lay.schedule} schedule (it runs 1F1B or interleaved)")
+        raise schedule_refusal("megatron", lay.schedule)
     if mod.position == "alibi":
         raise _unsupported("megatron", "ALiBi position embeddings")
     if mod.mtp_layers and mod.position not in ("rope", "none"):   # arguments.py:1186-1191

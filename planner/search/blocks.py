@@ -188,6 +188,29 @@ def built_splits(valid: np.ndarray) -> np.ndarray:
     return valid > 0
 
 
+def structural_passes(p: Problem, s: Splits, live: np.ndarray, owner: np.ndarray,
+                      positions: dict[str, np.ndarray]) -> np.ndarray:
+    """Per row of product(s, live) (each row's split in live and row of each table,
+    `positions`): whether it passes every structural rule, passes() on every row without
+    evaluating a rule on a row. A run's rules read the split and the run's tables alone (the
+    formula above rests on it), so each run is evaluated on its tables' tuples of the splits
+    (product(s, live, the run's tables)) and a row takes its tuple's verdict; a run reading
+    no table passes on every row of a split that has a structurally valid row."""
+    ok = np.ones(len(owner), dtype=bool)
+    for run in RUNS:
+        tables = tuple(f for f in FACTORS if f in run.reads)
+        if not tables:
+            continue
+        good = passes(p, product(s, live, tables)[0], run.rules)
+        sizes = [s.factors[f].size[live] for f in tables]
+        count = np.prod(sizes, axis=0).astype(np.int64)
+        row = np.zeros(len(owner), dtype=np.int64)
+        for f, size in zip(tables, sizes):   # the tuple's row in C order over `tables`
+            row = row * size.take(owner) + positions[f]
+        ok &= good.take((np.cumsum(count) - count).take(owner) + row)
+    return ok
+
+
 def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
     """The first row of a split whose first failing structural rule is `rule`."""
     c, _ = product(s, np.array([split]))
@@ -197,12 +220,13 @@ def _example(p: Problem, s: Splits, split: int, rule: int) -> Candidates:
 
 def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
                   limit: int | None = None, dominated: bool = False
-                  ) -> Iterator[tuple[Candidates, Left, np.ndarray]]:
+                  ) -> Iterator[tuple[Candidates, Left, np.ndarray, np.ndarray]]:
     """space.candidate_blocks before the recompute knob is crossed (every row holds the first
     recompute row; space.with_recomputes crosses it), in the same blocks, with the splits
     that have no structurally valid row left out: per block (its layouts, Left: per rule the
     rows of the splits left out since the block before, with the rule's first candidate where
-    it lies in one of them, and per rule the layouts' rows first failing it, from verdicts).
+    it lies in one of them, per rule the layouts' rows first failing it, from verdicts, and
+    per layout whether it passes every structural rule, structural_passes).
     Consecutive blocks of left-out splits only come as one. With
     `limit`, a space of more structurally valid candidates is refused before any is built
     (`dominated`: the search keeps every valid row, check_priced's wording)."""
@@ -225,5 +249,10 @@ def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
         if len(live) or (b == len(s) and done < b):
             left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b
                      else None) for r, x in enumerate(unbuilt[b] - unbuilt[done]) if x]
-            yield (product(s, live)[0] if len(live) else empty()), left, counts[live].sum(axis=0)
+            positions: dict[str, np.ndarray] = {}
+            lay, owner = product(s, live, positions=positions) if len(live) else (
+                empty(), np.zeros(0, dtype=np.int64))
+            ok = structural_passes(p, s, live, owner, positions) if len(live) else \
+                np.zeros(0, dtype=bool)
+            yield lay, left, counts[live].sum(axis=0), ok
             done = b

@@ -27,9 +27,9 @@ from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
-from planner.search.partial import pairs, solve, stage_memory, to_solve
-from planner.search.settle import Anchors, settle
-from planner.search.blocks import Budget, Left, first_failures, layout_blocks, passes, price_limit
+from planner.search.partial import known_stages, solve, to_solve
+from planner.search.settle import Anchors, beaten_by, settle
+from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
@@ -165,7 +165,7 @@ def _order(p: Problem, ev: Ranked, c: Candidates, objective: str) -> np.ndarray:
 class _Tally:
     """What one pass over the space accumulates: counts, one example per rule, kept rows (per
     block: the rows that fit, then its solved rows) and the layouts to solve at the end (block
-    by block, with their per-stage memory and usable memory)."""
+    by block, with their per-stage memory where known and a floor on their peak)."""
 
     enumerated: int
     valid: int
@@ -174,22 +174,23 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    # (rows, per-stage memory, usable memory, states part, in-flight part)
+    # (rows, per-stage memory or NaN, floor on the peak, states part, in-flight part)
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = field(default_factory=list)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
 
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
+                      ok: np.ndarray, rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
     """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
     knob, which no structural rule reads; `left`, the splits left out as none passes, counted
     by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
     failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
-    the layouts that pass (not yet crossed with their recompute rows) and, under activation
-    offload, which of their recompute rows pass the whole host rule (_host_misses; None: all).
-    Each row's first failing rule (blocks.first_failures) is read only where a rule still
-    needs its example, else only whether it passes them all (blocks.passes)."""
+    the layouts that pass (`ok`, blocks.structural_passes; not yet crossed with their
+    recompute rows) and, under activation offload, which of their recompute rows pass the
+    whole host rule (evaluation.host.fits; None: all), its misses counted, the first in the
+    space's order its example. Each row's first failing rule (blocks.first_failures) is read
+    only where a rule still needs its example."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
@@ -201,9 +202,8 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
     states_at = None  # the row (recompute rows counted) of the states' first host failure
-    if not new:
-        idx = np.flatnonzero(passes(p, lay, STRUCTURAL_RULES))
-    else:
+    idx = np.flatnonzero(ok)
+    if new:
         first = first_failures(p, lay, STRUCTURAL_RULES)
         for rule in new:
             t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
@@ -214,13 +214,13 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
     if not p.tuning.activation_offload or not len(idx):
         return survivors, None
     crossed = with_recomputes(survivors, rec)
-    ok = host.fits(p, crossed)
-    t.rejected[HOST] += int((~ok).sum())
-    if not host_known and not ok.all():  # the block's first host failure in the space's order
-        j = int(np.flatnonzero(~ok)[0])
+    fit = host.fits(p, crossed)
+    t.rejected[HOST] += int((~fit).sum())
+    if not host_known and not fit.all():
+        j = int(np.flatnonzero(~fit)[0])
         if states_at is None or int(idx[j // len(rec)]) * len(rec) + j % len(rec) < states_at:
             t.examples[HOST] = materialize(crossed, np.array([j]))
-    return survivors, ok
+    return survivors, fit
 
 
 def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]],
@@ -231,9 +231,10 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]]
     recompute queued for solving; kept rows and layouts to solve recorded block by block, in
     the order a block-by-block scan gives them. Below the floor (MemoryParts.floor, never
     above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
-    needs it, for the misses that could be the closest one and for the layouts partial
-    recompute may solve (their memory is read then). The rows the host rule refused (each
-    block's mask, _count_structural; counted there) are neither priced nor a closest miss."""
+    needs it, for the misses that could be the closest one. Kept for the layouts partial
+    recompute may solve: their floor, and their per-stage memory where it was computed
+    (NaN elsewhere: the solve computes it for the layouts it solves). The rows the host rule
+    refused (each block's mask from _count_structural, counted there) are not priced."""
     n_rec = len(rec)
     lays = [x for x, _ in pending]
     lay = lays[0] if len(lays) == 1 else _concat(lays)
@@ -246,26 +247,20 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]]
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero((slack >= 0.0) & host_ok)
     rows = surv.take(cand)
-
-    def may_solve(sure: np.ndarray) -> np.ndarray:
-        known, maybe = np.zeros(len(surv), dtype=bool), np.zeros(len(surv), dtype=bool)
-        known[cand[sure]], maybe[cand] = True, True
-        return np.isin(cand, pairs(surv, known, maybe, n_rec), assume_unique=True)
-    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, may_solve,
-                                anchors=t.anchors)
+    ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
     t.rejected[FITS] += int(host_ok.sum()) - int(fit.sum())
     miss = ~(mem.peak <= mem.usable)
+    # a row the host refused is no closest miss (+inf slack leaves it out there)
     _closest(p, t, surv, parts, np.where(host_ok, slack, np.inf), cand[ex[miss]],
              mem.headroom[miss])
     t.valid += int(fit.sum())
     base = to_solve(surv, fits, n_rec, host_ok)
-    at = np.searchsorted(cand[ex], base)
-    stages, usable = stage_memory(mem)[:, at], mem.usable[at]
+    stages = known_stages(mem, cand[ex], base)
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
-        t.to_solve.append((materialize(surv, base[a]), stages[:, a], usable[a],
+        t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
         t.kept.append(materialize(rows, kept[b]))
 
@@ -325,15 +320,19 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
     for group in _groups([len(e[0]) for e in t.to_solve]):
         block = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
         # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
-        rows, ok, parts, peak = solve(p, _concat([t.to_solve[i][0] for i in group]),
-                                      np.concatenate([t.to_solve[i][1] for i in group], axis=1),
-                                      np.concatenate([t.to_solve[i][2] for i in group]),
-                                      concat_parts([t.to_solve[i][3] for i in group]),
-                                      concat_parts([t.to_solve[i][4] for i in group]))
+        # a layout the anchors put off the front whatever count it gets is only counted
+        rows, ok, parts, peak, counted = solve(
+            p, _concat([t.to_solve[i][0] for i in group]),
+            np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+            np.full(len(block), usable_bytes(p)),
+            concat_parts([t.to_solve[i][3] for i in group]),
+            concat_parts([t.to_solve[i][4] for i in group]),
+            None if dominated else beaten_by(p, t.anchors),
+            np.concatenate([t.to_solve[i][2] for i in group]))
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]
-        t.solved += int(fit.sum())
+        t.solved += int(fit.sum()) + counted
         rows, block = rows.take(keep), block[ok][keep]
         solved += [rows.take(np.flatnonzero(block == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]
@@ -364,9 +363,10 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     rec = recomputes(p, space)
     # structural survivors of blocks not yet priced, with their rows the host rule passes
     pending: list[tuple[Candidates, np.ndarray | None]] = []
-    for lay, left, counts in layout_blocks(p, space, limit=price_limit(dominated) if limit is None
-                                           else limit, dominated=dominated):
-        survivors, host_ok = _count_structural(p, t, lay, left, counts, rec)
+    for lay, left, counts, ok in layout_blocks(
+            p, space, limit=price_limit(dominated) if limit is None else limit,
+            dominated=dominated):
+        survivors, host_ok = _count_structural(p, t, lay, left, counts, ok, rec)
         if len(survivors):
             pending.append((survivors, host_ok))
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors

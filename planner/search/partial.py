@@ -20,15 +20,21 @@ recompute-none row passes it (to_solve), and the offloaded activations at k reco
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
-from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
 from planner.evaluation.distinct import Part, gather
 from planner.evaluation.evaluate import Memory
 from planner.search.bounds import MemoryParts, memory_parts
 
-__all__ = ["pairs", "solve", "stage_memory", "to_solve"]
+__all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
+
+# Which rows solve need not solve, only count: from their memory parts at one recomputed layer
+# and a floor on their peak at any count (settle.beaten).
+Beaten = Callable[[MemoryParts, np.ndarray], np.ndarray]
 
 # solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
 SECANT_MARGIN = 1e-9
@@ -37,6 +43,17 @@ SECANT_MARGIN = 1e-9
 def stage_memory(m: Memory) -> np.ndarray:
     """Per-stage totals (3 × n); 0 for the middle stage where there is none (PP ≤ 2)."""
     return np.stack([m.first.total, np.where(m.has_middle, m.middle.total, 0.0), m.last.total])
+
+
+def known_stages(mem: Memory, evaluated: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per-stage memory (3 × rows, stage_memory) of the rows `rows` that are among
+    `evaluated` (sorted; `mem` theirs), NaN for the others."""
+    out = np.full((3, len(rows)), np.nan)
+    if len(evaluated) and len(rows):
+        at = np.minimum(np.searchsorted(evaluated, rows), len(evaluated) - 1)
+        known = evaluated[at] == rows
+        out[:, known] = stage_memory(mem)[:, at[known]]
+    return out
 
 
 def to_solve(c: Candidates, fits: np.ndarray, n_rec: int,
@@ -57,15 +74,46 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
-          states: Part | None = None, flight: Part | None = None
-          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+          states: Part | None = None, flight: Part | None = None,
+          beaten: Beaten | None = None, least: np.ndarray | None = None
+          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
     parts where the caller has them): the solved rows, which of `rows` they come from, their
     memory parts (the states and micro-batches in flight are those of `rows`: only the
-    activations read the layer count) and their exact peak memory. A layout needing every
-    layer is its full row already."""
+    activations read the layer count), their exact peak memory, and how many solved rows
+    were counted without being returned. A layout needing every layer is its full row
+    already. `beaten(parts, least)`: which rows (their parts at one layer, a floor on their
+    peak at any count) are off the front whatever count they get; such a row is only
+    counted, where one layer fewer than its fullest stage's fits (the peak does not increase
+    as layers are recomputed, so then and only then does a smaller count fit). mn is NaN
+    where the caller has not computed it (computed here for the rows solved); `least`, a
+    floor on the full row's peak, stands for it in `beaten`'s floor there."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
+    counted, live = 0, None
+    if beaten is not None and len(rows):
+        # the peak at any count is at least the full row's (M(n)), the largest stage of mn
+        full = mn.max(axis=0)
+        off = beaten(parts, full if least is None else np.where(np.isnan(full), least, full))
+        most = np.stack(shape(p, parts.c).layers).max(axis=0)
+        idx = np.flatnonzero(off & (most >= 2.0))
+        counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])
+        live = np.flatnonzero(~off)
+        if len(live) < len(rows):
+            rows, mn, usable = rows.take(live), mn[:, live], usable[live]
+            parts = parts.take(live, parts.c.take(live))
+    miss = np.flatnonzero(np.isnan(mn).any(axis=0))
+    if len(miss):   # the full rows' per-stage memory the caller did not compute
+        mn = mn.copy()
+        mn[:, miss] = stage_memory(_parts_at(p, parts, miss, rows.take(miss)).rows(p)[2])
+    solved, found, parts, peak = _smallest(p, rows, mn, usable, parts)
+    return solved, found if live is None else live[found], parts, peak, counted
+
+
+def _smallest(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
+              parts: MemoryParts) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+    """solve's smallest k of each of `rows` from their parts at one layer, by the chord, the
+    secant and bisection (module docstring)."""
     x, _, m1 = parts.rows(p)
     n = np.stack(x.layers)
     most = n.max(axis=0)
@@ -108,6 +156,21 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
             and np.array_equal(c.take(on_chord), hi[found]):   # the chord's rows' parts
         return solved, found, _take_rows(parts_c, on_chord, solved), peak[found]
     return solved, found, _parts_at(p, parts, found, solved), peak[found]
+
+
+def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
+                    k: np.ndarray, usable: np.ndarray) -> int:
+    """How many of the rows idx of `rows` fit with k[i] layers recomputed, k a function of
+    the row's layer tuple (one fewer than its fullest stage's), from `parts`, the rows' parts
+    at one layer: within the ceiling (MemoryParts.ceiling, never below the peak) a row fits,
+    above the floor (MemoryParts.floor, never above it) it does not, the exact peak decides
+    the rest. The activations are computed once per tuple."""
+    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    at = parts.take(idx, sub).with_acts(p, sub)
+    sure = at.ceiling(p, np.arange(len(idx))) <= usable
+    rest = np.flatnonzero(~sure)
+    rest = rest[at.take(rest, sub.take(rest)).floor(p) <= usable[rest]]
+    return int(sure.sum()) + int((at.take(rest, sub.take(rest)).peak(p) <= usable[rest]).sum())
 
 
 def _take_rows(parts: MemoryParts, idx: np.ndarray, c: Candidates) -> MemoryParts:

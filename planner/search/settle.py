@@ -14,16 +14,15 @@ exactly, bit for bit (tests/test_search_floor.py)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
-from planner.evaluation.candidates import Candidates, Problem, shape
-from planner.evaluation.distinct import gather
+from planner.evaluation.candidates import STEP_FLOOR_COLUMNS, Candidates, Problem, shape
+from planner.evaluation.distinct import WORTH_IT, distinct_rows
 from planner.search.pareto import pareto_front, surely_dominated
 from planner.evaluation.evaluate import Memory, usable_bytes
 from planner.search.bounds import MemoryParts
-from planner.evaluation.timing import compute_terms, step_floor, step_seconds
+from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor, step_seconds
+from planner.search.partial import Beaten
 
 
 class Anchors:
@@ -46,8 +45,7 @@ class Anchors:
 
 
 def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
-           floor: np.ndarray, dominated: bool,
-           need: Callable[[np.ndarray], np.ndarray] | None = None, *, anchors: Anchors,
+           floor: np.ndarray, dominated: bool, *, anchors: Anchors,
            peak: np.ndarray | None = None) -> tuple[np.ndarray, Memory, np.ndarray, np.ndarray]:
     """Which of the rows cand (`rows`, their `floor`) fit, and the exact front of those that do
     (every one that fits with `dominated`), running the five-phase model (MemoryParts.rows)
@@ -55,13 +53,13 @@ def settle(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     the exact peak) a row surely fits; a row that a surely fitting row (of this block, or of
     `anchors`, which the surely fitting rows timed here join) beats on time with a ceiling no
     higher than its floor (search.pareto.surely_dominated) is off the front (_timed), and left
-    out of the front returned. `need(sure)` marks more rows to evaluate; `peak`, the rows'
+    out of the front returned. `peak`, the rows'
     exact peaks where the caller has them all, stands for both bounds and the five-phase model.
     Returns (the positions in cand evaluated, their memory, which rows fit, the positions
     kept)."""
     ceiling = parts.ceiling(p, cand) if peak is None else peak
     sure = ceiling <= usable_bytes(p)
-    want = ~sure if need is None else ~sure | need(sure)
+    want = ~sure
     if not dominated:
         step, pruned = _timed(p, parts, cand, rows, ceiling, floor, sure, anchors)
         want |= ~pruned
@@ -108,34 +106,75 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
     return step, off
 
 
+def beaten_by(p: Problem, anchors: Anchors) -> Beaten | None:
+    """partial.solve's `beaten`: the full-recompute rows whose solved row, whatever count of
+    layers it recomputes, `anchors` surely put off the front (search.pareto.surely_dominated),
+    on the step floor at one recomputed layer (timing.step_floor, times 1 − STEP_FLOOR_MARGIN
+    more for rounding) and the floor given on the peak. The floor does not decrease as
+    layers are recomputed: each term it sums grows with the count (the recompute seconds, the
+    TP passes) or does not read it, and the stage that paces is the one with the most of
+    them. Not so where activations are offloaded (fewer layers offload as more recompute):
+    None there, every row solved."""
+    if p.tuning.activation_offload or not len(anchors.step):
+        return None
+
+    def off(parts: MemoryParts, least: np.ndarray) -> np.ndarray:
+        cand = np.arange(len(parts.c))
+        rows = _Rows(p, parts, cand, parts.c, parts.acts.rows(cand, pick=lambda t: t["per_mode"]))
+        out, rest = np.zeros(len(cand), dtype=bool), cand
+        for axes in (False, True):
+            step = rows.floor(rest, axes) * (1.0 - STEP_FLOOR_MARGIN)
+            out[rest] = surely_dominated(anchors.step, anchors.ceiling, step, least[rest])
+            rest = np.flatnonzero(~out)
+        return out
+    return off
+
+
 class _Rows:
-    """The timing inputs of the rows cand (`rows`) built once, on every row, and gathered to
-    the rows each bound or the exact step is asked of: the shape and the compute terms
-    (timing.compute_terms) are alike in the compute-only floor, the step floor and the exact
-    step, and elementwise, so a row's are the same whichever rows they were computed with."""
+    """The timing inputs of the rows cand (`rows`), each bound or exact step computed on the
+    rows it is asked of alone: the shape, the compute terms (timing.compute_terms) and the step
+    floor are elementwise, so a row's are the same whichever rows they are computed with. The
+    step floor reads STEP_FLOOR_COLUMNS alone (not the ZeRO states a layout's rows differ in
+    most), so it is computed once per distinct tuple of them and gathered to the rows."""
 
     def __init__(self, p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
                  per_mode: dict) -> None:
         self.p, self.parts, self.cand, self.rows, self.per_mode = p, parts, cand, rows, per_mode
-        self.x = shape(p, rows)
-        self.comp = compute_terms(p, rows, self.x, per_mode, parts.groups(cand))
 
     def _of(self, idx: np.ndarray) -> tuple:
-        """(rows, shape, compute, per-mode activations, positions in cand) of the rows idx
-        (every row: no copy)."""
+        """(rows, shape, per-mode activations, positions in cand) of the rows idx (every row:
+        no copy)."""
         if len(idx) == len(self.cand):
-            return self.rows, self.x, self.comp, self.per_mode, self.cand
-        n = len(self.cand)
-        return (self.rows.take(idx), gather(self.x, idx, n), gather(self.comp, idx, n),
-                {m: v.take(idx) for m, v in self.per_mode.items()}, self.cand[idx])
+            sub, a, at = self.rows, self.per_mode, self.cand
+        else:
+            sub, a, at = self.rows.take(idx), {m: v.take(idx) for m, v in
+                                               self.per_mode.items()}, self.cand[idx]
+        return sub, shape(self.p, sub), a, at
 
     def floor(self, idx: np.ndarray, axes: bool) -> np.ndarray:
-        """timing.step_floor of the rows idx (the compute alone without `axes`)."""
-        sub, x, comp, a, at = self._of(idx)
-        return step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes, comp=comp)
+        """timing.step_floor of the rows idx (the compute alone without `axes`), once per
+        distinct STEP_FLOOR_COLUMNS tuple of them (on the rows themselves where most are
+        distinct)."""
+        found = distinct_rows(self._floor_key(idx), at_most=int(WORTH_IT * len(idx)),
+                              runs=True) if len(idx) > 1 else None
+        first = idx if found is None else idx.take(found[0])
+        sub, x, a, at = self._of(first)
+        least = step_floor(self.p, sub, x, a, self.parts.groups(at), axes=axes)
+        return least if found is None else least.take(found[1])
+
+    def _floor_key(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Columns whose tuples on the rows idx name their STEP_FLOOR_COLUMNS tuples: the
+        activations' tuple (ACTIVATION_COLUMNS) with DP, EP and the schedule where the parts
+        know it, else the columns themselves."""
+        acts, c = self.parts.acts, self.parts.c
+        if acts.index is None:
+            sub = self.rows.take(idx)
+            return [getattr(sub, k) for k in STEP_FLOOR_COLUMNS]
+        at = self.cand.take(idx)
+        return [acts.index.take(at)] + [getattr(c, k).take(at) for k in ("dp", "ep", "schedule")]
 
     def step(self, idx: np.ndarray) -> np.ndarray:
         """timing.step_seconds of the rows idx, from their states alone."""
-        sub, x, comp, a, at = self._of(idx)
+        sub, x, a, at = self._of(idx)
         return step_seconds(self.p, sub, x, self.parts.states_memory(at), a,
-                            self.parts.groups(at), comp=comp)
+                            self.parts.groups(at))

@@ -269,12 +269,12 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 
 
-def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
-            ) -> tuple[Candidates, np.ndarray]:
+def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
+            positions: dict[str, np.ndarray] | None = None) -> tuple[Candidates, np.ndarray]:
     """The rows of splits `idx`, crossing the tables `over` (C order, FACTORS order), every
     other table at its first row, recompute at its first row: the candidates and, per row,
     its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
-    len_t, the stride being the product of the later crossed tables' sizes."""
+    len_t (into `positions`[t] where given), the stride the later crossed tables' sizes' product."""
     idx = np.asarray(idx, dtype=np.int64)
     one = np.ones(len(idx), dtype=np.int64)
     sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
@@ -285,13 +285,14 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS
     local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
     split = idx[owner]
     cols = {k: s.cols[k][split] for k in SPLIT_COLUMNS}
+    pos = {} if positions is None else positions
     for f, size in zip(reversed(FACTORS), reversed(sizes)):
         fac = s.factors[f]
         at = fac.start[split]
         if f in over:
             n = size[owner]
-            at = at + local % n
-            local = local // n
+            pos[f] = local % n
+            at, local = at + pos[f], local // n
         cols.update({name: col[at] for name, col in fac.cols.items()})
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
@@ -369,8 +370,7 @@ def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, 
                rec: np.ndarray) -> Candidates:
     """Every candidate of one split (TP, CP, PP, DP, EP), crossed with the recompute rows rec."""
     s = split_table(p, space)
-    at = np.flatnonzero(np.logical_and.reduce([s.cols[k] == v for k, v in zip(SPLIT_COLUMNS,
-                                                                            split)]))
+    at = np.flatnonzero(np.logical_and.reduce([s.cols[k] == v for k, v in zip(SPLIT_COLUMNS, split)]))
     return with_recomputes(product(s, at[:1])[0], rec)
 
 

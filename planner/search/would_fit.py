@@ -14,9 +14,9 @@ from planner.evaluation import host
 from planner.evaluation.candidates import Problem
 from planner.evaluation.evaluate import usable_bytes
 from planner.io import validate as v
-from planner.search.blocks import MAX_PRICED, NARROW, Budget, layout_blocks, passes
+from planner.search.blocks import MAX_PRICED, NARROW, Budget, layout_blocks
 from planner.search.bounds import memory_parts
-from planner.search.fast import STRUCTURAL_RULES, SearchSpace
+from planner.search.fast import SearchSpace
 from planner.search.space import recomputes, with_recomputes
 from planner.specs.finetune import Tuning
 from planner.specs.framework import load_framework
@@ -33,8 +33,7 @@ def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | No
     valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
     p = p.resolved()
     rec = recomputes(p, space)
-    for lay, _, _ in layout_blocks(p, space):
-        ok = passes(p, lay, STRUCTURAL_RULES)
+    for lay, _, _, ok in layout_blocks(p, space):
         if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
             return False
         if ok.any():

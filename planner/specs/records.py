@@ -15,6 +15,7 @@ never output: ``dump`` leaves it out (and its annotation keeps it out of the JSO
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import TYPE_CHECKING, Any, Collection, TypeVar
 
 if TYPE_CHECKING:
@@ -65,8 +66,14 @@ def validate(cls: type[T], data: Any) -> T:
 
 
 def json_schema(cls: Any, **kw: Any) -> dict[str, Any]:
-    """The JSON Schema of a record (pydantic's, from its annotations and config)."""
-    return adapter(cls).json_schema(**kw)
+    """The JSON Schema of a record (pydantic's, from its annotations and config), described by
+    the record's docstring (pydantic before 2.13 leaves a dataclass's docstring out)."""
+    schema = adapter(cls).json_schema(**kw)
+    doc = cls.__doc__ or ""
+    # (a dataclass without one has its signature there, which pydantic leaves out too)
+    if doc and not doc.startswith(f"{cls.__name__}(") and "description" not in schema:
+        schema["description"] = inspect.cleandoc(doc)
+    return schema
 
 
 def descriptions(cls: type) -> dict[str, str]:

@@ -1,0 +1,85 @@
+"""The partial-recompute solve's shortcut (partial.solve's `beaten`, settle.beaten_by): a layout
+the anchors put off the front whatever count of layers it recomputes is only counted, on two
+premises checked here: the step floor at one recomputed layer is below the exact step at any
+count, and the peak at any count is at least the full-recompute row's; and its count (does one
+layer fewer than the fullest stage's fit) equals the count of the layouts solved in full."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import planner.search.fast as search_mod
+from planner.api import problem
+from planner.evaluation.candidates import RECOMPUTE_CODES, shape
+from planner.evaluation.evaluate import evaluate
+from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor
+from planner.search.blocks import passes
+from planner.search.bounds import memory_parts
+from planner.search.fast import SearchSpace, search
+from planner.search.partial import with_cols
+from planner.search.space import candidate_blocks
+from planner.specs.framework import load_framework
+from planner.specs.hardware_toml import load_profile
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
+
+H100 = load_profile("h100")
+MODELS = {"70b": lambda: model_from_params(70e9), "mixtral": lambda: get_preset("mixtral-8x7b"),
+          "qwen3-30b": lambda: get_preset("qwen3-30b-a3b")}
+
+
+def _problem(model: str, gpus: int, seq: int, batch: int, precision: str, fw: str):
+    p = problem(MODELS[model](), H100, gpus, seq_len=seq, global_batch=batch, precision=precision)
+    return dataclasses.replace(p, framework=load_framework(fw))
+
+
+problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from([16, 64, 256]),
+                     st.sampled_from([2048, 8192]), st.sampled_from([64, 512]),
+                     st.sampled_from(["mixed", "fp8"]),
+                     st.sampled_from(["megatron", "torchtitan", "deepspeed"]))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.sampled_from([None, "interleaved", "zb-h1", "dualpipe", "dualpipev"]),
+       st.integers(0, 2**31 - 1))
+def test_the_one_layer_floors_bound_every_count(p, schedule, seed):
+    """On structurally valid full-recompute rows (what the search solves) with k recomputed
+    layers (1 ≤ k ≤ the fullest stage's), each pipeline schedule: the step floor at k = 1 (less the margin beaten_by takes) ≤ the exact step at k, and the exact peak
+    at k ≥ the full row's."""
+    c = next(iter(candidate_blocks(p, SearchSpace(recompute="full", schedule=schedule))), None)
+    if c is None:   # no split runs the schedule (an odd PP for DualPipe, say)
+        return
+    c = c.take(np.flatnonzero(passes(p, c, search_mod.STRUCTURAL_RULES)))
+    rng = np.random.default_rng(seed)
+    c = c.take(np.sort(rng.choice(len(c), min(len(c), 1000), replace=False)))
+    assert (c.recompute == RECOMPUTE_CODES["full"]).all()
+    most = np.stack(shape(p, c).layers).max(axis=0)
+    k = np.floor(1 + rng.random(len(c)) * most).astype(np.int64)
+    one = with_cols(c, recompute_layers=1)
+    parts = memory_parts(p, one)
+    per_mode = parts.acts.rows(pick=lambda t: t["per_mode"])
+    least = step_floor(p, one, shape(p, one), per_mode, parts.groups()) * (1.0 - STEP_FLOOR_MARGIN)
+    at_k, full = evaluate(p, with_cols(c, recompute_layers=k)), evaluate(p, c)
+    assert (least <= at_k.time.step).all(), float(np.max(least - at_k.time.step))
+    assert (at_k.memory.peak >= full.memory.peak).all()
+
+
+def _everything(parts, least):
+    return np.ones(len(parts.c), dtype=bool)
+
+
+def test_counted_layouts_are_those_solved(monkeypatch):
+    """Every layout only counted (beaten_by putting every one off) gives the solved count the
+    full solve of every layout (no beaten_by) gives, and it is not 0."""
+    p = problem(get_preset("mixtral-8x7b"), H100, 64, seq_len=4096, global_batch=256)
+    monkeypatch.setattr(search_mod, "beaten_by", lambda p, anchors: None)
+    full = search(p)
+    monkeypatch.setattr(search_mod, "beaten_by", lambda p, anchors: _everything)
+    counted = search(p)
+    assert full.solved > 0
+    assert counted.solved == full.solved
+    assert (counted.enumerated, counted.valid) == (full.enumerated, full.valid)

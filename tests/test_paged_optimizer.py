@@ -9,7 +9,7 @@ import pytest
 
 import planner
 from planner.engine import memory
-from planner.evaluation import rules
+from planner.evaluation import host
 from planner.evaluation import tuning as tun
 from planner.api import problem
 from planner.evaluation.candidates import Candidates
@@ -60,8 +60,8 @@ def test_the_host_rule_counts_the_paged_moments():
     c = Candidates.from_layouts([Layout(zero=0, optimizer="paged-adamw-8bit",
                                         precision="bf16-pure", offload_optimizer=o)
                                  for o in ("none", "cpu")])
-    host = rules.host_bytes_per_node(p, c)
-    assert host[0] == 0.0 and host[1] == pytest.approx(params * (2.0 + 8.0 / 256))
+    node = host.bytes_per_node(p, c)
+    assert node[0] == 0.0 and node[1] == pytest.approx(params * (2.0 + 8.0 / 256))
 
 
 def _problem(optimizer: str, precision: str, finetune: str = "full", rank: int = 16):
@@ -90,7 +90,7 @@ def test_the_host_rule_counts_a_frozen_bases_adapters_not_the_model():
     _, _, k_b = memory.optimizer_bytes_per_param("mixed", "adam")
     adapters = tun.trained_param_count(p)
     assert adapters < 1e8
-    assert rules.host_bytes_per_node(p, c)[0] == pytest.approx(adapters * (k_b + 4.0))
+    assert host.bytes_per_node(p, c)[0] == pytest.approx(adapters * (k_b + 4.0))
 
 
 def test_zero_offload_of_a_frozen_base_moves_the_adapters_alone():

@@ -17,7 +17,8 @@ from conftest import one_input_error, run_dtplan
 from planner.api import fit, get_preset, load_profile, problem
 from planner.search import blocks
 from planner.search import fast
-from planner.search.fast import SearchSpace, any_fits, search
+from planner.search.fast import SearchSpace, search
+from planner.search.would_fit import any_fits
 
 # Mixtral-8x7B's published config.json (size fields), as a user passes it with --model-config
 MIXTRAL = {"architectures": ["MixtralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096,

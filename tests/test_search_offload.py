@@ -9,7 +9,8 @@ import dataclasses
 import numpy as np
 
 from planner.evaluation.candidates import Candidates
-from planner.evaluation.rules import host_bytes_per_node, structural_predicates
+from planner.evaluation.host import bytes_per_node as host_bytes_per_node
+from planner.evaluation.rules import structural_predicates
 from planner.evaluation.train import problem
 from planner.search.fast import SearchSpace, search
 from planner.specs.framework import load_framework

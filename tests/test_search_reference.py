@@ -93,6 +93,11 @@ def _fast_rows(p, res) -> list[tuple]:
 def test_the_fast_search_equals_the_reference(p, space, objective, dominated):
     """Front (or every valid row, `dominated`) row for row, in rank order; counts; examples."""
     assume(_size(p, space) <= MOST_LAYOUTS)
+    _assert_same(p, space, objective, dominated)
+
+
+def _assert_same(p, space: SearchSpace, objective: str, dominated: bool) -> dict[str, int]:
+    """The fast search's front, counts and examples are the reference's; its rejections."""
     got = fast.search(p, space, objective, dominated=dominated)
     want = reference.search(p, space, objective, dominated=dominated)
     rows = _fast_rows(p, got)
@@ -104,6 +109,39 @@ def test_the_fast_search_equals_the_reference(p, space, objective, dominated):
     examples = {RULE_NAMES[k]: got.candidates.layout(i, p.precision, p.optimizer)
                 for i, k in enumerate(got.first_failure) if k >= 0}
     assert examples == want.examples
+    return want.rejected
+
+
+def _host_gib(p, gib: float):
+    """p on its hardware with `gib` GiB of host memory a node."""
+    hw = p.hardware
+    return dataclasses.replace(p, hardware=dataclasses.replace(
+        hw, host=dataclasses.replace(hw.host, host_memory_bytes=gib * 2**30)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, spaces, st.sampled_from(OBJECTIVES), st.booleans(),
+       st.sampled_from([17, 20, 24, 32, 48, 64, 128]))
+def test_the_fast_search_equals_the_reference_on_a_small_host(p, space, objective, dominated,
+                                                              gib):
+    """With activations offloaded to a small host (16 GiB of it reserved), the host rule,
+    which reads the micro-batch and recompute, rejects rows after the structural rules: the
+    same counts, examples and front as the reference's."""
+    p = _host_gib(dataclasses.replace(p, tuning=dataclasses.replace(
+        p.tuning, activation_offload=True)), gib)
+    assume(_size(p, space) <= MOST_LAYOUTS)
+    _assert_same(p, space, objective, dominated)
+
+
+def test_the_host_rule_bites_alike_in_both_searches():
+    """A 7B on 2 H100s, FSDP, activations offloaded: with 40 GiB of host memory (24 usable)
+    the rows keeping more than that on the host are refused by fits-in-host-memory in both
+    searches, before fits-in-memory; with 2 TiB none is."""
+    p = _problem("7B", "h100", 2, 4096, 16, "mixed", "fsdp", offload=True)
+    space = SearchSpace(tp=1, pp=1)
+    assert "fits-in-host-memory" not in _assert_same(_host_gib(p, 2048), space, "time", True)
+    rejected = _assert_same(_host_gib(p, 40), space, "time", True)
+    assert rejected["fits-in-host-memory"] == 32 and rejected["fits-in-memory"] == 32
 
 
 def test_the_reference_prices_each_layout_as_alone():

@@ -17,6 +17,7 @@ from planner.api import problem
 from planner.evaluation.candidates import RECOMPUTE_CODES, shape
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor
+from planner.search.blocks import passes
 from planner.search.bounds import memory_parts
 from planner.search.fast import SearchSpace, search
 from planner.search.partial import with_cols
@@ -52,7 +53,7 @@ def test_the_one_layer_floors_bound_every_count(p, schedule, seed):
     c = next(iter(candidate_blocks(p, SearchSpace(recompute="full", schedule=schedule))), None)
     if c is None:   # no split runs the schedule (an odd PP for DualPipe, say)
         return
-    c = c.take(np.flatnonzero(search_mod._structural(p, c).all(axis=0)))
+    c = c.take(np.flatnonzero(passes(p, c, search_mod.STRUCTURAL_RULES)))
     rng = np.random.default_rng(seed)
     c = c.take(np.sort(rng.choice(len(c), min(len(c), 1000), replace=False)))
     assert (c.recompute == RECOMPUTE_CODES["full"]).all()

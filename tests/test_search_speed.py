@@ -127,14 +127,15 @@ def test_the_step_floor_is_never_above_the_step(params, gpus, seq, precision, fw
     offload, every schedule): the rows the search bounds (an invalid split can give a stage
     negative layers, and then negative terms)."""
     from planner.evaluation.candidates import shape
-    from planner.search.fast import _structural
+    from planner.search.blocks import passes
+    from planner.search.fast import STRUCTURAL_RULES
     from planner.evaluation.timing import step_floor, step_seconds
 
     p = dataclasses.replace(problem(model_from_params(params), H100, gpus, seq_len=seq,
                               global_batch=256, precision=precision),
                       framework=load_framework(fw))
     c = next(iter(candidate_blocks(p, SearchSpace(allow_offload=offload))))
-    c = c.take(np.flatnonzero(_structural(p, c).all(axis=0)))
+    c = c.take(np.flatnonzero(passes(p, c, STRUCTURAL_RULES)))
     if not len(c):
         return
     rows = c.take(np.sort(np.random.default_rng(seed).choice(len(c), min(len(c), 2000),

@@ -123,7 +123,7 @@ def _more_nodes(job: Job) -> Optional[Fix]:
     counts tried price at most blocks.MAX_PRICED layouts together (a count past it: not tried)."""
     from planner.evaluation.train import problem
     from planner.search.blocks import MAX_PRICED, Budget
-    from planner.search.fast import any_fits
+    from planner.search.would_fit import any_fits
 
     lay, left = job.layout, Budget(MAX_PRICED)
     for extra, n in _counts(job):

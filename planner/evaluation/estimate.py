@@ -9,9 +9,8 @@ from typing import Any, Optional
 import numpy as np
 
 from planner.engine.fp8 import recipe_peak
-from planner.engine.stages import stage_layers
 from planner.evaluation import tuning as tun
-from planner.evaluation.memory import layer_activation_views, offloaded_activation_bytes
+from planner.evaluation import host
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.error_band import shown_band
@@ -141,20 +140,16 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
 
 
 def offload_note(p: Problem, lay: Layout) -> str:
-    """The host memory CPU activation offload takes ("" without it). Not in the
-    fits-in-host-memory rule: the structural rules run before the micro-batch and recompute
-    variants the activations depend on exist."""
+    """The host memory CPU activation offload takes ("" without it): the busiest GPU's and a
+    node's (host.parts_per_node), which the fits-in-host-memory rule counts."""
     if not p.tuning.activation_offload:
         return ""
     c = Candidates.from_layouts([lay])
-    layers = np.asarray(stage_layers(p.model.layers, np.asarray(c.pp, dtype=float),
-                                     np.asarray(c.chunks, dtype=float))[1], dtype=float)
-    host = float(offloaded_activation_bytes(p, c, layer_activation_views(p, c, p.fw), layers)[0])
-    node = host * min(p.gpus, p.hardware.scale_up.gpus_per_node)
-    return (f"Activation offload: {host / 1e9:,.1f} GB of pinned host memory per GPU "
-            f"({node / 1e9:,.1f} GB a node of {p.hardware.host.host_memory_bytes / 1e9:,.0f} GB); "
-            "the fits-in-host-memory rule does not count it: check the host has it beside any "
-            "offloaded optimizer states.")
+    gpu = float(host.activation_bytes_per_gpu(p, c)[0])
+    node = float(host.parts_per_node(p, c)["offloaded activations"][0])
+    return (f"Activation offload: {gpu / 1e9:,.1f} GB of pinned host memory per GPU "
+            f"({node / 1e9:,.1f} GB a node of {p.hardware.host.host_memory_bytes / 1e9:,.0f} GB), "
+            "counted by the fits-in-host-memory rule beside any offloaded optimizer states.")
 
 
 def recipe_note(p: Problem) -> str:

@@ -21,6 +21,7 @@ from planner.engine import budget as bud
 from planner.engine.arrays import FloatArray, Num, array
 from planner.engine.params import mlp_params, norm_params
 from planner.engine.pipeline import micro_batches_in_flight
+from planner.evaluation import host
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.memory import (ITEMS, Stage, activation_terms, layer_activation_views,
                            replicated_layer_params, stage_activations, stage_memory,
@@ -364,6 +365,8 @@ def evaluate(p: Problem, c: Candidates) -> Evaluation:
     predicates for every candidate. Bytes, seconds, FLOPs; arrays of len(c)."""
     x, acts, mem = evaluate_memory(p, c, True)
     passes = structural_predicates(p, c, x.micro_batches)
+    # the whole host rule: the structural one counts the states alone (host.state_fits)
+    passes["fits-in-host-memory"] = host.fits(p, c)
     passes["fits-in-memory"] = mem.peak <= mem.usable
     t, thr = step_time(p, c, x, mem, acts["per_mode"])
     valid = np.ones(len(c), dtype=bool)

@@ -17,8 +17,8 @@ from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem
 from planner.engine.batch import batch_divides
 from planner.engine.arrays import Mask
 from planner.engine.budget import OFFLOAD_CPU
-from planner.engine.memory import PAGED_STATES, optimizer_bytes_per_param, paged_moment_bytes
-from planner.evaluation import tuning as tun
+from planner.engine.memory import PAGED_STATES
+from planner.evaluation import host
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
@@ -155,43 +155,6 @@ def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
                        True))
 
 
-# fp32 gradient partition bytes per parameter in host memory where the framework moves the
-# gradients with the optimizer (DeepSpeed's CPU fp32 partitions; FSDP2's CPUOffloadPolicy keeps
-# gradients in the parameters' dtype, fp32 with a mixed-precision policy).
-HOST_GRAD_BYTES = 4.0
-
-
-def host_bytes_per_node(p: Problem, c: Candidates) -> np.ndarray:
-    """Host memory the offloaded states take on one node: every replica (DP·CP / shard group)
-    holds the trained parameters' optimizer states (K bytes a parameter; under a frozen base,
-    the adapters'), plus their fp32 gradients where the framework moves them (FrameworkProfile
-    memory.offload_moves_gradients) and their weights (w bytes) under parameter offload; spread
-    evenly over the job's nodes (⌈GPUs / GPUs per node⌉). A paged optimizer puts only its paged
-    moments there (tuning.paged_fraction), one copy per replica of its states (every DP·CP rank
-    at ZeRO-0). 0 without offload."""
-    nodes = -(-p.gpus // p.hardware.scale_up.gpus_per_node)
-    return paged_host_bytes(p, c) * p.gpus / nodes + _offloaded_host_bytes(p, c) / nodes
-
-
-def _offloaded_host_bytes(p: Problem, c: Candidates) -> np.ndarray:
-    """The whole job's host bytes of ZeRO-Offload/Infinity (0 for a paged optimizer)."""
-    if p.optimizer in PAGED_STATES:
-        return 0.0 * c.offload_opt
-    w_b, _, k_b = optimizer_bytes_per_param(p.precision, p.optimizer)
-    grads = HOST_GRAD_BYTES if p.fw.memory.offload_moves_gradients else 0.0
-    per_param = np.where(c.offload_opt > 0, k_b + grads, 0.0) + np.where(c.offload_par > 0, w_b, 0.0)
-    return tun.trained_param_count(p) * per_param * _dpcp(c) / _shard(c)
-
-
-def paged_host_bytes(p: Problem, c: Candidates) -> np.ndarray:
-    """Per GPU (the job's mean): the moments a paged optimizer keeps in host memory where the
-    layout pages them (offload_optimizer cpu), each replica of the states one copy (ZeRO ≥ 1
-    shards them over the shard group, ZeRO-0 keeps one per DP·CP rank); 0 otherwise."""
-    m_b = paged_moment_bytes(p.precision, p.optimizer) * tun.paged_fraction(p)
-    replicas = np.where(c.zero >= 1, _dpcp(c) / _shard(c), _dpcp(c))
-    return np.where(c.offload_opt > 0, tun.trained_param_count(p) * m_b * replicas / p.gpus, 0.0)
-
-
 def _optimizer_in_backward(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
     """The optimizer steps in backward only where the framework does it and every step is one
     micro-batch: torchtune's recipes refuse gradient accumulation with optimizer_in_bwd
@@ -203,7 +166,20 @@ def _optimizer_in_backward(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarr
 
 
 def _host(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
-    return host_bytes_per_node(p, c) <= p.hardware.host.host_memory_bytes
+    """The states alone (host.state_fits): what the layout's states knobs decide; evaluate and
+    the searches' memory phase add the offloaded activations (host.fits)."""
+    return host.state_fits(p, c)
+
+
+def _host_measure(p: Problem, lay: Layout, f: Figures) -> tuple[str, str]:
+    """The host bytes a node takes, part by part (host.PARTS; the zero parts left out)."""
+    parts = host.parts_per_node(p, Candidates.from_layouts([lay]))
+    named = [f"{name} {float(v[0]) / 1e9:,.1f}" for name, v in parts.items() if float(v[0])]
+    total = sum(float(v[0]) for v in parts.values()) / 1e9
+    hw = p.hardware.host
+    return (f"{total:,.1f} GB a node" + (f" ({', '.join(named)})" if named else ""),
+            f"≤ {host.limit(p) / 1e9:,.1f} GB ({hw.host_memory_bytes / 1e9:,.1f} less "
+            f"{hw.reserve_bytes / 1e9:,.1f} reserved)")
 
 
 def _shard_group(lay: Layout) -> int:
@@ -333,11 +309,12 @@ RULES: tuple[RuleSpec, ...] = (
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
     RuleSpec("fits-in-host-memory", _host,
-             "offloaded optimizer states (and gradients, parameters) must fit in host memory",
-             lambda p, lay, f: (f"{float(host_bytes_per_node(p, Candidates.from_layouts([lay]))[0]) / 1e9:,.1f} GB a node",
-                                f"≤ {p.hardware.host.host_memory_bytes / 1e9:,.1f} GB"),
+             "offloaded optimizer states (and gradients, parameters), paged optimizer states "
+             "and offloaded activations must fit in host memory less the profile's reserve",
+             _host_measure,
              _keys(lambda lay: ("layout.offload_params" if lay.offload_params != "none"
-                                else "layout.offload_optimizer"),
+                                else "layout.offload_optimizer" if lay.offload_optimizer != "none"
+                                or not lay.activation_offload else "layout.activation_offload"),
                    deepspeed=lambda lay: ("offload_param" if lay.offload_params != "none"
                                           else "offload_optimizer")),
              reads=("states",)),

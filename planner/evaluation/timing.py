@@ -24,7 +24,7 @@ from planner.engine.arrays import array
 from planner.evaluation import timing_terms as terms
 from planner.evaluation.stage_balance import pace
 from planner.evaluation import tuning as tun
-from planner.evaluation.rules import paged_host_bytes
+from planner.evaluation.host import paged_host_bytes
 from planner.engine.memory import PAGED_STATES
 from planner.evaluation.candidates import SCHEDULE_CODES
 

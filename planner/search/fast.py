@@ -4,7 +4,8 @@ planner.search.reference gives the same answer as plain loops over a small space
 Two stages per block of candidates: the structural rules over integer arrays for every
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
-counted without being built), then the cost model (planner.evaluation.evaluate) on the
+counted without being built; under activation offload the whole host rule, evaluation.host,
+read on its recompute rows), then the cost model (planner.evaluation.evaluate) on the
 survivors only: a sound floor on the peak (MemoryParts.floor) rejects what cannot fit,
 planner.search.settle decides the rest with a sound ceiling and the step time, running the
 five-phase memory model only where the bounds leave it open (and for the closest miss and the
@@ -21,22 +22,23 @@ from typing import NamedTuple, TypeAlias
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
+from planner.evaluation import host
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
-from planner.search.bounds import MemoryParts, crossed_memory_parts, memory_parts
+from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
-from planner.evaluation.rules import RULE_NAMES, structural_predicates
+from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search", "short_of_headroom"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
-STRUCTURAL = tuple(n for n in RULE_NAMES if n != "fits-in-memory")
 FITS = RULE_NAMES.index("fits-in-memory")
 STRUCTURAL_RULES = tuple(i for i, n in enumerate(RULE_NAMES) if n != "fits-in-memory")
+HOST = RULE_NAMES.index("fits-in-host-memory")
 @dataclass(frozen=True, kw_only=True)
 class SearchResult:
     """The kept rows (valid ones, then one example per rejecting rule), their evaluation, the
@@ -178,40 +180,51 @@ class _Tally:
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
 
-def _structural(p: Problem, c: Candidates) -> np.ndarray:
-    """The structural rules (STRUCTURAL order) over every row: a (rules × rows) bool matrix."""
-    passes = structural_predicates(p, c, p.global_batch / (c.mb * c.dp))
-    return np.stack([passes[n] for n in STRUCTURAL])
-
-
 def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      ok: np.ndarray, rec: np.ndarray) -> Candidates:
+                      ok: np.ndarray, rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
     """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
     knob, which no structural rule reads; `left`, the splits left out as none passes, counted
     by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
     failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
     the layouts that pass (`ok`, blocks.structural_passes; not yet crossed with their
-    recompute rows). Each row's first failing rule (blocks.first_failures) is read only where
-    a rule still needs its example."""
+    recompute rows) and, under activation offload, which of their recompute rows pass the
+    whole host rule (evaluation.host.fits; None: all), its misses counted, the first in the
+    space's order its example. Each row's first failing rule (blocks.first_failures) is read
+    only where a rule still needs its example."""
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
+    host_known = HOST in t.examples
     t.enumerated += len(lay) * len(rec)
     failing = np.flatnonzero(counts)
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
-    if not new:
-        return lay.take(np.flatnonzero(ok))
-    first = first_failures(p, lay, STRUCTURAL_RULES)
-    for rule in new:
-        t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
-    return lay.take(np.flatnonzero(first < 0))
+    states_at = None  # the row (recompute rows counted) of the states' first host failure
+    idx = np.flatnonzero(ok)
+    if new:
+        first = first_failures(p, lay, STRUCTURAL_RULES)
+        for rule in new:
+            t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
+        if HOST in new:
+            states_at = int(np.flatnonzero(first == HOST)[0]) * len(rec)
+        idx = np.flatnonzero(first < 0)
+    survivors = lay.take(idx)
+    if not p.tuning.activation_offload or not len(idx):
+        return survivors, None
+    crossed = with_recomputes(survivors, rec)
+    fit = host.fits(p, crossed)
+    t.rejected[HOST] += int((~fit).sum())
+    if not host_known and not fit.all():
+        j = int(np.flatnonzero(~fit)[0])
+        if states_at is None or int(idx[j // len(rec)]) * len(rec) + j % len(rec) < states_at:
+            t.examples[HOST] = materialize(crossed, np.array([j]))
+    return survivors, fit
 
 
-def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
-                 dominated: bool) -> None:
+def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]],
+                 rec: np.ndarray, t: _Tally, dominated: bool) -> None:
     """The cost model on the structural survivors of consecutive blocks (`lays`, each crossed
     here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
     cost per call is paid once per SCAN_ROWS), keep what fits (planner.search.settle), partial
@@ -220,24 +233,30 @@ def _scan_blocks(p: Problem, lays: list[Candidates], rec: np.ndarray, t: _Tally,
     above the exact peak) a row cannot fit; the five-phase model runs, besides where settle
     needs it, for the misses that could be the closest one. Kept for the layouts partial
     recompute may solve: their floor, and their per-stage memory where it was computed
-    (NaN elsewhere: the solve computes it for the layouts it solves)."""
+    (NaN elsewhere: the solve computes it for the layouts it solves). The rows the host rule
+    refused (each block's mask from _count_structural, counted there) are not priced."""
     n_rec = len(rec)
+    lays = [x for x, _ in pending]
     lay = lays[0] if len(lays) == 1 else _concat(lays)
     ends = np.cumsum([len(x) * n_rec for x in lays])
+    host_ok = np.concatenate([np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok
+                              for x, ok in pending])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec)
     floor = parts.floor(p)
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
-    cand = np.flatnonzero(slack >= 0.0)
+    cand = np.flatnonzero((slack >= 0.0) & host_ok)
     rows = surv.take(cand)
     ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
-    t.rejected[FITS] += len(surv) - int(fit.sum())
+    t.rejected[FITS] += int(host_ok.sum()) - int(fit.sum())
     miss = ~(mem.peak <= mem.usable)
-    _closest(p, t, surv, parts, slack, cand[ex[miss]], mem.headroom[miss])
+    # a row the host refused is no closest miss (+inf slack leaves it out there)
+    _closest(p, t, surv, parts, np.where(host_ok, slack, np.inf), cand[ex[miss]],
+             mem.headroom[miss])
     t.valid += int(fit.sum())
-    base = to_solve(surv, fits, n_rec)
+    base = to_solve(surv, fits, n_rec, host_ok)
     stages = known_stages(mem, cand[ex], base)
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
@@ -333,24 +352,6 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
-def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | None = None) -> bool:
-    """Whether some layout of the space fits (what "what would fit" asks): `search`'s rules and
-    cost model block by block, to the first block with a valid row, each block's structurally
-    valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
-    p = p.resolved()
-    rec = recomputes(p, space)
-    for lay, _, _, ok in layout_blocks(p, space):
-        if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
-            return False
-        if ok.any():
-            parts = memory_parts(p, with_recomputes(lay, rec, np.flatnonzero(ok)))
-            cand = np.flatnonzero(parts.floor(p) <= usable_bytes(p))
-            mem = parts.rows(p, cand)[2]
-            if (mem.peak <= mem.usable).any():
-                return True
-    return False
-
-
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
            dominated: bool = False, limit: int | None = None) -> SearchResult:
     """The whole space, block by block; the valid rows ranked (Pareto-clean unless `dominated`),
@@ -360,18 +361,19 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     t = _Tally(enumerated=0, valid=0, rejected=np.zeros(len(RULE_NAMES), dtype=np.int64),
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
-    pending: list[Candidates] = []  # structural survivors of blocks not yet priced
+    # structural survivors of blocks not yet priced, with their rows the host rule passes
+    pending: list[tuple[Candidates, np.ndarray | None]] = []
     for lay, left, counts, ok in layout_blocks(
             p, space, limit=price_limit(dominated) if limit is None else limit,
             dominated=dominated):
-        survivors = _count_structural(p, t, lay, left, counts, ok, rec)
+        survivors, host_ok = _count_structural(p, t, lay, left, counts, ok, rec)
         if len(survivors):
-            pending.append(survivors)
+            pending.append((survivors, host_ok))
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors
         # put most rows of the blocks after it off the front by their step floor alone
         # (keeping every valid row, `dominated`, uses no anchors: blocks merge from the first)
         alone = not dominated and not len(t.anchors.step)
-        if sum(len(x) for x in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
+        if sum(len(x) for x, _ in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
             _scan_blocks(p, pending, rec, t, dominated)
             pending = []
     if pending:

@@ -12,6 +12,10 @@ peak left of c, shows c − 1 does not fit wherever one moment holds the peak th
 another moment takes over as layers are recomputed (the optimizer step's, which holds no
 activations, on a ZeRO-3 hybrid-shard layout say), fewer layers may fit and the smallest count
 is found by bisection. planner.search.reference scans every k.
+
+The host rule (evaluation.host) needs no check here: a layout is solved only where its
+recompute-none row passes it (to_solve), and the offloaded activations at k recomputed layers,
+(n − k) layers' saved tensors and k inputs, are never more than with none recomputed.
 """
 
 from __future__ import annotations
@@ -52,10 +56,12 @@ def known_stages(mem: Memory, evaluated: np.ndarray, rows: np.ndarray) -> np.nda
     return out
 
 
-def to_solve(c: Candidates, fits: np.ndarray, n_rec: int) -> np.ndarray:
-    """solve's layouts: the full-recompute rows that fit whose recompute-none row does
-    not (`fits` per row of c)."""
-    return pairs(c, fits, fits, n_rec)
+def to_solve(c: Candidates, fits: np.ndarray, n_rec: int,
+             host_ok: np.ndarray | None = None) -> np.ndarray:
+    """solve's layouts: the full-recompute rows that fit whose recompute-none row does not
+    fit the GPU (`fits` per row of c; a none row the host rule refused, where `host_ok` is
+    False, fails that rule first and is not solved)."""
+    return pairs(c, fits if host_ok is None else fits | ~host_ok, fits, n_rec)
 
 
 def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -> np.ndarray:

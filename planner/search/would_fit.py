@@ -8,10 +8,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+
+from planner.evaluation import host
 from planner.evaluation.candidates import Problem
+from planner.evaluation.evaluate import usable_bytes
 from planner.io import validate as v
-from planner.search.blocks import MAX_PRICED, NARROW, Budget
-from planner.search.fast import SearchSpace, any_fits
+from planner.search.blocks import MAX_PRICED, NARROW, Budget, layout_blocks
+from planner.search.bounds import memory_parts
+from planner.search.fast import SearchSpace
+from planner.search.space import recomputes, with_recomputes
 from planner.specs.finetune import Tuning
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import list_profiles
@@ -19,6 +25,25 @@ from planner.specs.knobs import Layout
 
 # the framework offload is planned on when the question's own cannot offload enough
 OFFLOAD_FRAMEWORK = "deepspeed"
+
+
+def any_fits(p: Problem, space: SearchSpace = SearchSpace(), budget: Budget | None = None) -> bool:
+    """Whether some layout of the space fits (what "what would fit" asks): `search`'s rules and
+    cost model block by block, to the first block with a valid row, each block's structurally
+    valid rows spent from `budget` first (one it cannot pay: False, not known; budget.short)."""
+    p = p.resolved()
+    rec = recomputes(p, space)
+    for lay, _, _, ok in layout_blocks(p, space):
+        if budget is not None and not budget.take(int(ok.sum()) * len(rec)):
+            return False
+        if ok.any():
+            rows = with_recomputes(lay, rec, np.flatnonzero(ok))
+            parts = memory_parts(p, rows)
+            cand = np.flatnonzero((parts.floor(p) <= usable_bytes(p)) & host.fits(p, rows))
+            mem = parts.rows(p, cand)[2]
+            if (mem.peak <= mem.usable).any():
+                return True
+    return False
 
 
 def _batch_fixes(p: Problem, space: SearchSpace, budget: Budget, tries: int = 6) -> list[str]:

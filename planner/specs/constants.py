@@ -11,7 +11,7 @@ from typing import Callable
 from planner.specs.efficiency import DEFAULT_PROVENANCE, Efficiency
 from planner.specs.framework import PROVENANCED as FRAMEWORK_KEYS
 from planner.specs.framework import FrameworkProfile
-from planner.specs.hardware import HardwareProfile
+from planner.specs.hardware import GIB, HOST_RESERVE_PROVENANCE, HardwareProfile
 from planner.specs.hardware_toml import PROVENANCED as HARDWARE_KEYS
 from planner.specs.provenance import KINDS, Provenance
 
@@ -28,6 +28,7 @@ _LINKS: dict[str, Callable[[HardwareProfile], float]] = {
     "scale_up.nvls_bus_efficiency": lambda h: h.scale_up.nvls_bus_efficiency or 0.0,
     "scale_out.latency_us": lambda h: round(h.scale_out.latency_s * 1e6, 9),
     "scale_out.bus_efficiency": lambda h: h.scale_out.bus_efficiency,
+    "host.reserve_gb": lambda h: h.host.reserve_bytes / GIB,
 }
 
 
@@ -46,7 +47,8 @@ def hardware_constants(hw: HardwareProfile) -> list[Constant]:
     for dotted, get in _LINKS.items():
         if dotted == "scale_up.nvls_bus_efficiency" and hw.scale_up.nvls_bus_efficiency is None:
             continue   # not set: NVLS (where the domain has it) runs at bus_efficiency
-        out.append((dotted, get(hw), hw.provenance.get(dotted, UNSTATED)))
+        default = HOST_RESERVE_PROVENANCE if dotted == "host.reserve_gb" else UNSTATED
+        out.append((dotted, get(hw), hw.provenance.get(dotted, default)))
     for key in _efficiency_keys():
         value = getattr(hw.efficiency, key)
         if value is None or isinstance(value, dict):   # unused, or a table (fp8 recipe ceilings)

@@ -114,12 +114,22 @@ class ScaleOut:
     pod_gpus: Annotated[Optional[int], Field(ge=1)] = None
 
 
+# host.reserve_gb where a profile does not set it: the host memory a node keeps for the OS and
+# the training processes themselves, which the fits-in-host-memory rule leaves out.
+HOST_RESERVE_GB = 16.0
+HOST_RESERVE_PROVENANCE = Provenance(kind="judgement", source=(
+    "no public per-node figure: the OS and each rank's own process (interpreter, CUDA and NCCL "
+    "libraries, data-loader workers) hold host memory besides offloaded tensors; 16 GiB a node"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Host:
     __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
     pcie_bytes_per_s: Positive
     host_memory_bytes: Positive
     nvme_bytes_per_s: Positive
+    # host memory offloaded tensors may not use (host.reserve_gb)
+    reserve_bytes: NonNegative = HOST_RESERVE_GB * GIB
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,8 +14,8 @@ from typing import Any, Collection, Optional
 from planner.engine import fp8
 from planner.errors import InputError, named
 from planner.specs.efficiency import Efficiency
-from planner.specs.hardware import (GB, GBIT, GIB, PRECISIONS, TB, TFLOP, US, GPUSpec,
-                                    HardwareProfile, Host, ScaleOut, ScaleUp, Storage)
+from planner.specs.hardware import (GB, GBIT, GIB, HOST_RESERVE_GB, PRECISIONS, TB, TFLOP, US,
+                                    GPUSpec, HardwareProfile, Host, ScaleOut, ScaleUp, Storage)
 from planner.specs.provenance import Provenance, key_line, unwrap
 from planner.specs.records import dump, validate
 
@@ -55,7 +55,8 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "scale_out": {"nic_gbit_per_gpu": (_POS, True), "latency_us": (_NONNEG, True),
                   "bus_efficiency": (_FRAC, True), "oversubscription": (_GE1, False),
                   "pod_gpus": (_POSINT, False)},
-    "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True)},
+    "host": {"pcie_gbps": (_POS, True), "host_memory_gb": (_POS, True), "nvme_gbps": (_POS, True),
+             "reserve_gb": (_NONNEG, False)},
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
@@ -78,6 +79,7 @@ PROVENANCED: dict[str, tuple[str, ...]] = {
     "gpu": ("matmul_ceiling_tflops_bf16",),
     "scale_up": ("latency_us", "bus_efficiency", "nvls_bus_efficiency"),
     "scale_out": ("latency_us", "bus_efficiency"),
+    "host": ("reserve_gb",),
     "efficiency": tuple(k for k, (c, _) in _SCHEMA["efficiency"].items()
                         if c not in (_STR, _TABLE)),
 }
@@ -215,6 +217,7 @@ def _from_raw(raw: dict, source: Optional[str],
             pcie_bytes_per_s=h["pcie_gbps"] * GB,
             host_memory_bytes=h["host_memory_gb"] * GIB,
             nvme_bytes_per_s=h["nvme_gbps"] * GB,
+            reserve_bytes=float(h.get("reserve_gb", HOST_RESERVE_GB)) * GIB,
         ),
         storage=Storage(write_bytes_per_s=st["write_gbps"] * GB,
                         read_bytes_per_s=st["read_gbps"] * GB),

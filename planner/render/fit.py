@@ -105,8 +105,9 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
     """`batch_advice` (planner.advice.batch.BatchAdvice or None): one note and the JSON's
     `batch_advice` (null when a bigger batch would not clear the threshold)."""
     cols, rows, const_notes = layouts_table(r.layouts, gib=gib, wide=wide)
-    tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts (of {r.enumerated} enumerated), "
-                    + ranking_text(r), cols, rows,
+    solved = f" and {r.solved} solved for partial recompute" if r.solved else ""
+    tables = [Table(f"Top {len(r.layouts)} of {r.valid} valid layouts{solved} (of {r.enumerated} "
+                    "enumerated), " + ranking_text(r), cols, rows,
                     legend=LEGEND.format(unit="GiB" if gib else "GB") if rows else None)]
     if r.best is not None:
         tables += [Table(f"Winner: memory per stage — {t.title}", t.columns, t.rows, t.bars)

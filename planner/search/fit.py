@@ -120,6 +120,9 @@ class FitResult:
     objective: str
     enumerated: int
     valid: int
+    # layouts with full recompute of part of each stage, solved for their layer count (not
+    # enumerated: one per layout whose none and full rows bracket the memory), that fit
+    solved: int = 0
     layouts: list[RankedLayout]
     best: Optional[Estimate] = None
     rejections: list[Rejection]
@@ -262,7 +265,8 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
                      params=model.param_count(), active_params=model.active_param_count(),
                      model_inferred=model.inferred, hardware=hardware.name, gpus=gpus,
                      seq_len=seq_len, global_batch=global_batch, objective=objective,
-                     enumerated=res.enumerated, valid=res.valid, layouts=ranked, best=best,
+                     enumerated=res.enumerated, valid=res.valid, solved=res.solved,
+                     layouts=ranked, best=best,
                      rejections=_rejections(res), suggestions=suggestions, empty_space=empty,
                      offload_searched=space.allow_offload,
                      min_headroom_fraction=p.budget.min_headroom_fraction,

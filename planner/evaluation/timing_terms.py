@@ -17,6 +17,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
+from planner.evaluation import paired_overlap as paired
 from planner.evaluation import tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.stage_balance import stage_edges
@@ -186,7 +187,9 @@ class Comm:
     cp: np.ndarray
     cp_exposed: np.ndarray
     ep: np.ndarray
+    ep_exposed: np.ndarray
     pp: np.ndarray
+    pp_exposed: np.ndarray
     zero3: np.ndarray
     zero3_exposed: np.ndarray
     dp: np.ndarray
@@ -378,7 +381,7 @@ def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: 
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
     tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
-    ax = axis_terms(p, c, comp, n_layers, groups)
+    ax = axis_terms(p, c, x, comp, n_layers, groups)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
         p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
@@ -387,14 +390,16 @@ def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: 
     return Comm(**ax, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm, dp_exposed=dp_exp)
 
 
-def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
+def axis_terms(p: Problem, c: Candidates, x: Shape, comp: Compute, n_layers: np.ndarray,
                groups: Groups = Groups()) -> dict[str, np.ndarray]:
     """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
-    cp_exposed, ep, pp): what needs neither the states nor the ZeRO / DP collectives."""
+    cp_exposed, ep, ep_exposed, pp, pp_exposed; EP and PP less what paired forward and backward
+    chunks hide, paired_overlap): what needs neither the states nor the ZeRO / DP collectives."""
     eff = p.hardware.efficiency
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
                        groups=groups.axis)
+    ep_exp, pp_exp = paired.exposed_ep_pp(p, c, x, comp.per_micro_batch, axes["ep"], axes["pp"])
     return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
                 cp_exposed=array(st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
                                             * comp.attn_fwd)),
-                ep=axes["ep"], pp=axes["pp"])
+                ep=axes["ep"], ep_exposed=ep_exp, pp=axes["pp"], pp_exposed=pp_exp)

@@ -1,0 +1,71 @@
+"""Which rows run forward and backward chunks in pairs that hide the EP all-to-all (and
+DualPipe's PP sends), and what of that communication stays exposed (engine/overlap.py
+paired_exposed, engine/schedules.py paired_share).
+
+- DualPipe and DualPipeV as DeepSeek runs them: the pair overlaps computation with both the
+  all-to-all and the PP sends (DeepSeek-V3 report §3.2.1). The reference schedules pair chunks
+  only where the model supplies an overlapped forward-backward (deepseek-ai/DualPipe @3da1bbe
+  dualpipe/dualpipe.py:23, dualpipev.py:21-23), so a framework profile that runs the schedule
+  itself pairs them only where its ep_overlap names it (torchtitan's DualPipeV does not); a
+  profile that does not run it leaves DeepSeek's own implementation, which pairs them.
+- A framework's own pairing (its profile's ep_overlap: Megatron-Core's combined 1F1B under the
+  interleaved schedule or without PP): the all-to-all only, not under full recompute unless
+  the profile says so, and only with EP > 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.engine import activations as act
+from planner.engine import overlap as ov
+from planner.engine import schedules as sched
+from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem, Shape
+
+DUALPIPES = ("dualpipe", "dualpipev")
+
+
+def paired_rows(p: Problem, c: Candidates, x: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """(share of the pacing rank's chunks run in a pair, whether the pair hides PP's sends too)
+    per row; 0 and False where nothing pairs."""
+    fw = p.fw.time
+    share = np.zeros(len(c.schedule))
+    hides_pp = np.zeros(len(c.schedule), dtype=bool)
+    if not p.model.is_moe:
+        return share, hides_pp
+    for name in DUALPIPES:
+        rows = c.schedule == SCHEDULE_CODES[name]
+        if np.any(rows) and (name not in fw.pipeline_schedules or name in fw.ep_overlap):
+            share = np.where(rows, sched.paired_share(name, x.pp, x.micro_batches, x.v), share)
+            hides_pp |= rows
+    allowed = (x.ep > 1) & (fw.ep_overlap_under_full_recompute
+                            | (c.recompute != act.RECOMPUTE_FULL))
+    for name in fw.ep_overlap:
+        if name in DUALPIPES:
+            continue
+        rows = allowed & ((x.pp == 1) if name == "no-pp"
+                          else (x.pp > 1) & (c.schedule == SCHEDULE_CODES[name]))
+        kind = "1f1b" if name == "no-pp" else name
+        share = np.where(rows, sched.paired_share(kind, x.pp, x.micro_batches, x.v), share)
+    return share, hides_pp
+
+
+def framework_pairs(p: Problem, c: Candidates, x: Shape) -> np.ndarray:
+    """Rows whose EP all-to-all the framework's own pairing hides (its ep_overlap, not
+    DualPipe's): where the exported arguments switch the pairing on."""
+    share, hides_pp = paired_rows(p, c, x)
+    return (share > 0) & ~hides_pp
+
+
+def exposed_ep_pp(p: Problem, c: Candidates, x: Shape, compute: np.ndarray, ep: np.ndarray,
+                  pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(EP, PP) per micro-batch left exposed: the paired share of their communication a hidden
+    under the micro-batch's compute c with the hardware's comm_sm_fraction σ held by the
+    communication kernels (overlap.paired_exposed), split back over EP and PP pro rata."""
+    share, hides_pp = paired_rows(p, c, x)
+    hidden_pp = np.where(hides_pp, pp, 0.0)
+    a = ep + hidden_pp
+    e = np.asarray(ov.paired_exposed(a, compute, share,
+                                     p.hardware.efficiency.comm_sm_fraction), dtype=float)
+    ratio = np.where(a > 0, e / np.where(a > 0, a, 1.0), 1.0)
+    return ep * ratio, pp - hidden_pp + hidden_pp * ratio

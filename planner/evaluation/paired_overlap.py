@@ -20,7 +20,10 @@ import numpy as np
 from planner.engine import activations as act
 from planner.engine import overlap as ov
 from planner.engine import schedules as sched
-from planner.evaluation.candidates import SCHEDULE_CODES, Candidates, Problem, Shape
+from planner.evaluation.candidates import (RECOMPUTE_CODES, SCHEDULE_CODES, Candidates, Problem,
+                                           Shape)
+from planner.specs.knobs import Layout
+from planner.specs.framework import TimeBehaviour
 
 DUALPIPES = ("dualpipe", "dualpipev")
 
@@ -31,30 +34,41 @@ def paired_rows(p: Problem, c: Candidates, x: Shape) -> tuple[np.ndarray, np.nda
     fw = p.fw.time
     share = np.zeros(len(c.schedule))
     hides_pp = np.zeros(len(c.schedule), dtype=bool)
-    if not p.model.is_moe:
-        return share, hides_pp
     for name in DUALPIPES:
         rows = c.schedule == SCHEDULE_CODES[name]
         if np.any(rows) and (name not in fw.pipeline_schedules or name in fw.ep_overlap):
             share = np.where(rows, sched.paired_share(name, x.pp, x.micro_batches, x.v), share)
             hides_pp |= rows
-    allowed = (x.ep > 1) & (fw.ep_overlap_under_full_recompute
-                            | (c.recompute != act.RECOMPUTE_FULL))
+    own = framework_share(fw, x.pp, x.micro_batches, x.v, x.ep, c.schedule, c.recompute)
+    return np.where(hides_pp, share, own), hides_pp
+
+
+def framework_share(fw: TimeBehaviour, pp: np.ndarray, micro_batches: np.ndarray,
+                    chunks: np.ndarray, ep: np.ndarray, schedule: np.ndarray,
+                    recompute: np.ndarray) -> np.ndarray:
+    """The paired share under the framework's own pairing (its ep_overlap other than the
+    DualPipes; schedule and recompute as Candidates codes), 0 where it does not pair."""
+    share = np.zeros(np.shape(pp))
+    allowed = (ep > 1) & (fw.ep_overlap_under_full_recompute
+                          | (recompute != act.RECOMPUTE_FULL))
     for name in fw.ep_overlap:
         if name in DUALPIPES:
             continue
-        rows = allowed & ((x.pp == 1) if name == "no-pp"
-                          else (x.pp > 1) & (c.schedule == SCHEDULE_CODES[name]))
+        rows = allowed & ((pp == 1) if name == "no-pp"
+                          else (pp > 1) & (schedule == SCHEDULE_CODES[name]))
         kind = "1f1b" if name == "no-pp" else name
-        share = np.where(rows, sched.paired_share(kind, x.pp, x.micro_batches, x.v), share)
-    return share, hides_pp
+        share = np.where(rows, sched.paired_share(kind, pp, micro_batches, chunks), share)
+    return share
 
 
-def framework_pairs(p: Problem, c: Candidates, x: Shape) -> np.ndarray:
-    """Rows whose EP all-to-all the framework's own pairing hides (its ep_overlap, not
-    DualPipe's): where the exported arguments switch the pairing on."""
-    share, hides_pp = paired_rows(p, c, x)
-    return (share > 0) & ~hides_pp
+def layout_pairs(fw: TimeBehaviour, lay: Layout, micro_batches: int) -> bool:
+    """Whether the framework's own pairing runs this layout (framework_share > 0): where an
+    exported launch switches it on."""
+    one = lambda v: np.array([v], dtype=float)  # noqa: E731
+    share = framework_share(fw, one(lay.pp), one(micro_batches), one(lay.chunks), one(lay.ep),
+                            one(SCHEDULE_CODES[lay.schedule]),
+                            one(RECOMPUTE_CODES[lay.recompute]))
+    return bool(share[0] > 0)
 
 
 def exposed_ep_pp(p: Problem, c: Candidates, x: Shape, compute: np.ndarray, ep: np.ndarray,

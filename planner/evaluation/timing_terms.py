@@ -17,8 +17,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
-from planner.evaluation import paired_overlap as paired
-from planner.evaluation import tuning as tun
+from planner.evaluation import paired_overlap as paired, tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.stage_balance import stage_edges
 from planner.engine import activations as act
@@ -279,14 +278,12 @@ class _Zero3Rows(NamedTuple):
 
 def _sharded(p: Problem, z: _Zero3Rows) -> tuple[np.ndarray, np.ndarray]:
     """ZeRO-3 / FSDP per micro-batch: (communication, exposed), engine.step_time.
-    zero3_time_per_micro_batch under the framework's profile: parameters gathered in its
-    gather dtype, gradients reduce-scattered in its reduce dtype, re-gathered in backward where
-    it re-gathers (once more under recompute where it re-gathers there), its prefetch depth.
-    Where the framework keeps a pipeline stage gathered and its gradients unsharded to the last
-    micro-batch (FrameworkProfile.shards_once_per_step_under_pp: torchtitan's FSDP2 under
-    torch.distributed.pipelining), the gathers and reduce-scatters run once per step, counted
-    as 1/m of a step per micro-batch (the pipeline's idle slots then carry (p−1)/(v·m) of it as
-    well, an over-count of that share). 0 below ZeRO-3."""
+    zero3_time_per_micro_batch under the framework's profile (gather and reduce dtypes,
+    re-gathers in backward and under recompute, prefetch depth). Where the framework keeps a
+    stage gathered and its gradients unsharded to the last micro-batch (FrameworkProfile.
+    shards_once_per_step_under_pp: torchtitan's FSDP2 under pipelining), the gathers and
+    reduce-scatters run once per step, as 1/m of a step per micro-batch (the idle slots then
+    carry (p−1)/(v·m) of it too, an over-count). 0 below ZeRO-3."""
     fw, eff = p.fw.time, p.hardware.efficiency
     regather = np.where(z.pp > 1, float(fw.regathers_in_backward(2)),
                         float(fw.regathers_in_backward(1)))
@@ -317,8 +314,7 @@ def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
 
 
 def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
-    """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
-    reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
+    """Gradient bytes into the DP reduction: parameters × the framework's reduce bytes."""
     return np.asarray(stage_params, dtype=float) * p.fw.time.reduce_bytes
 
 
@@ -392,9 +388,8 @@ def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: 
 
 def axis_terms(p: Problem, c: Candidates, x: Shape, comp: Compute, n_layers: np.ndarray,
                groups: Groups = Groups()) -> dict[str, np.ndarray]:
-    """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
-    cp_exposed, ep, ep_exposed, pp, pp_exposed; EP and PP less what paired forward and backward
-    chunks hide, paired_overlap): what needs neither the states nor the ZeRO / DP collectives."""
+    """Per micro-batch, the TP, CP, EP and PP terms (each before and after overlap; EP and PP
+    under paired chunks, paired_overlap): what needs neither the states nor ZeRO / DP."""
     eff = p.hardware.efficiency
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
                        groups=groups.axis)

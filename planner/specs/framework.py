@@ -387,7 +387,8 @@ def capabilities(fw: FrameworkProfile) -> str:
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
     ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
     if t.expert_parallel and t.ep_overlap:
-        ep += f" (all-to-all hidden in paired chunks: {', '.join(t.ep_overlap)})"
+        ep += (" (all-to-all hidden in paired chunks: "
+               + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
     sel = ("no selective recompute (none or full only)" if not t.has_selective
            else f"selective recompute ({t.selective_recompute})")
     return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "

@@ -182,7 +182,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                                          in a else "--fp8-format", text))
     keyed(flag, usable_recipe, hw, precision, layout.fp8)
     meg = load_framework("megatron")   # the EP pairing only where the arguments switch it on
-    fw = None if a.get("--overlap-moe-expert-parallel-comm") else dataclasses.replace(
+    fw = meg if a.get("--overlap-moe-expert-parallel-comm") else dataclasses.replace(
         meg, time=dataclasses.replace(meg.time, ep_overlap=()))
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),

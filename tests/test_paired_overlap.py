@@ -100,9 +100,10 @@ def test_dualpipe_hides_the_all_to_all_deepseek_runs_and_no_more():
         alone.ep[0] + alone.pp[0])
 
 
-def _qwen(recompute: str, framework=None):
-    p = problem(get_preset("qwen3-235b-a22b"), load_profile("h100"), 256, seq_len=4096,
-                global_batch=2048, framework=framework).resolved()
+def _qwen(recompute: str, framework=None, mtp: int = 0):
+    model = dataclasses.replace(get_preset("qwen3-235b-a22b"), mtp_layers=mtp)
+    p = problem(model, load_profile("h100"), 256, seq_len=4096, global_batch=2048,
+                framework=framework).resolved()
     lay = Layout(tp=2, pp=8, dp=16, ep=32, etp=1, zero=1, micro_batch=1,
                  schedule="interleaved", chunks=4, recompute=recompute)
     return evaluate(p, Candidates.from_layouts([lay])).time
@@ -112,12 +113,14 @@ def test_megatron_pairs_interleaved_but_not_under_full_recompute():
     sel, full = _qwen("selective"), _qwen("full")
     assert float(sel.ep[0]) < float(sel.ep_total[0])
     assert float(full.ep[0]) == pytest.approx(float(full.ep_total[0]), rel=1e-12)
-    titan_like = dataclasses.replace(load_framework("megatron"))
-    titan_like = dataclasses.replace(titan_like, time=dataclasses.replace(titan_like.time,
-                                                                          ep_overlap=()))
-    plain = _qwen("selective", titan_like)
+    meg = load_framework("megatron")
+    plain = _qwen("selective", dataclasses.replace(meg, time=dataclasses.replace(
+        meg.time, ep_overlap=())))
     assert float(plain.ep[0]) == pytest.approx(float(plain.ep_total[0]), rel=1e-12)
     assert float(sel.step[0]) < float(plain.step[0])
+    one, two = _qwen("selective", mtp=1), _qwen("selective", mtp=2)   # Megatron: MTP ≤ 1
+    assert float(one.ep[0]) < float(one.ep_total[0])
+    assert float(two.ep[0]) == pytest.approx(float(two.ep_total[0]), rel=1e-12)
 
 
 PLAN = ("name: q\nmodel: qwen3-30b-a3b\nhardware: h100\ngpus: 64\nseq_len: 4096\n"

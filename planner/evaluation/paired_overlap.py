@@ -10,7 +10,7 @@ paired_exposed, engine/schedules.py paired_share).
   profile that does not run it leaves DeepSeek's own implementation, which pairs them.
 - A framework's own pairing (its profile's ep_overlap: Megatron-Core's combined 1F1B under the
   interleaved schedule or without PP): the all-to-all only, not under full recompute unless
-  the profile says so, and only with EP > 1.
+  the profile says so, with no more MTP modules than it allows, and only with EP > 1.
 """
 
 from __future__ import annotations
@@ -39,16 +39,19 @@ def paired_rows(p: Problem, c: Candidates, x: Shape) -> tuple[np.ndarray, np.nda
         if np.any(rows) and (name not in fw.pipeline_schedules or name in fw.ep_overlap):
             share = np.where(rows, sched.paired_share(name, x.pp, x.micro_batches, x.v), share)
             hides_pp |= rows
-    own = framework_share(fw, x.pp, x.micro_batches, x.v, x.ep, c.schedule, c.recompute)
+    own = framework_share(fw, x.pp, x.micro_batches, x.v, x.ep, c.schedule, c.recompute,
+                          p.model.mtp_layers)
     return np.where(hides_pp, share, own), hides_pp
 
 
 def framework_share(fw: TimeBehaviour, pp: np.ndarray, micro_batches: np.ndarray,
                     chunks: np.ndarray, ep: np.ndarray, schedule: np.ndarray,
-                    recompute: np.ndarray) -> np.ndarray:
+                    recompute: np.ndarray, mtp_layers: int) -> np.ndarray:
     """The paired share under the framework's own pairing (its ep_overlap other than the
     DualPipes; schedule and recompute as Candidates codes), 0 where it does not pair."""
     share = np.zeros(np.shape(pp))
+    if fw.ep_overlap_max_mtp_layers is not None and mtp_layers > fw.ep_overlap_max_mtp_layers:
+        return share
     allowed = (ep > 1) & (fw.ep_overlap_under_full_recompute
                           | (recompute != act.RECOMPUTE_FULL))
     for name in fw.ep_overlap:
@@ -61,13 +64,13 @@ def framework_share(fw: TimeBehaviour, pp: np.ndarray, micro_batches: np.ndarray
     return share
 
 
-def layout_pairs(fw: TimeBehaviour, lay: Layout, micro_batches: int) -> bool:
+def layout_pairs(fw: TimeBehaviour, lay: Layout, micro_batches: int, mtp_layers: int) -> bool:
     """Whether the framework's own pairing runs this layout (framework_share > 0): where an
     exported launch switches it on."""
     one = lambda v: np.array([v], dtype=float)  # noqa: E731
     share = framework_share(fw, one(lay.pp), one(micro_batches), one(lay.chunks), one(lay.ep),
                             one(SCHEDULE_CODES[lay.schedule]),
-                            one(RECOMPUTE_CODES[lay.recompute]))
+                            one(RECOMPUTE_CODES[lay.recompute]), mtp_layers)
     return bool(share[0] > 0)
 
 

@@ -11,7 +11,6 @@ import dataclasses
 from typing import cast
 
 from planner.errors import InputError, Problems, keyed, validation_message
-from planner.evaluation import paired_overlap as paired
 from planner.evaluation.candidates import usable_recipe
 from planner.io.lines import at_line
 from planner.specs.finetune import fp8_recipe
@@ -24,7 +23,8 @@ from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, ep_overlap_rule, expert_rules,
+                                                     connections_line, ep_overlap_flags, ep_overlap_rule,
+                                                     expert_rules,
                                                      launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
 from planner.framework_configs.megatron_pipeline import (group_flags, group_rule, pipeline_flags,
@@ -281,9 +281,7 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
               *([("--expert-tensor-parallel-size", lay.etp)] if lay.etp is not None else []),
               ("--moe-ffn-hidden-size", mod.expert_width),
               ("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
-        if paired.layout_pairs((inp.framework or load_framework("megatron")).time, lay,
-                               inp.global_batch // (lay.micro_batch * lay.dp)):
-            a.append(("--overlap-moe-expert-parallel-comm", None))   # priced where it applies
+        a += ep_overlap_flags(inp)   # where dtplan prices the pairing
         if mod.shared_experts:
             a.append(("--moe-shared-expert-intermediate-size", mod.shared_experts * mod.expert_width))
         if mod.dense_layers:

@@ -35,8 +35,6 @@ PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_pa
                "prefetch_depth", "selective_matmul_share")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
-# Where a framework pairs forward and backward chunks to hide the EP all-to-all: a schedule, or
-# no-pp (one stage).
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
 
 
@@ -106,6 +104,8 @@ class TimeBehaviour:
                     "(no-pp: without pipeline parallel); empty: none")] = ()
     ep_overlap_under_full_recompute: Annotated[bool, Field(
         description="that pairing also runs under full recompute")] = False
+    ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
+        ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
 
     @property
     def reduce_bytes(self) -> float:

@@ -32,7 +32,7 @@ def test_the_pair_exposes_the_larger_of_the_sm_share_and_the_excess():
 
 def _dualpipe_pairs(p: int, m: int, half_rank: int) -> int:
     """Forward chunks DualPipe runs in a pair on one rank: its steps 4 and 5 (deepseek-ai/
-    DualPipe @3da1bbe dualpipe.py:372-393), the middle rank's first step-4 pair split."""
+    DualPipe @3da1bbe dualpipe.py:381-402), the middle rank's first step-4 pair split."""
     step_4 = m // 2 - p + half_rank + 1
     step_5 = p // 2 - half_rank - 1
     middle = half_rank == p // 2 - 1
@@ -40,7 +40,7 @@ def _dualpipe_pairs(p: int, m: int, half_rank: int) -> int:
 
 
 def _dualpipev_pairs(p: int, m: int, rank: int) -> int:
-    """The same for DualPipeV (dualpipev.py:353-373), its last rank's first pair split."""
+    """The same for DualPipeV (dualpipev.py:352-373), its last rank's first pair split."""
     step_4 = m - 2 * p + rank + 1
     step_5 = p - rank - 1
     return 2 * step_4 - (1 if rank == p - 1 else 0) + step_5

@@ -89,8 +89,8 @@ def paired_share(schedule: str, stages: Num, micro_batches: Num, chunks: Num = 1
     rank with the most chunks alone (clipped to [0, 1]):
     - DualPipe, half-rank 0: steps 4 and 5 pair 2·(m/2 − p + 1) + (p/2 − 1) of its m forward
       chunks, one fewer where it is the middle rank (p = 2: the first pair is split to shorten
-      the bubble) (deepseek-ai/DualPipe @3da1bbe dualpipe/dualpipe.py:372-393);
-    - DualPipeV, rank 0: 2·(m − 2p + 1) + (p − 1) of its 2m (dualpipe/dualpipev.py:353-373);
+      the bubble) (deepseek-ai/DualPipe @3da1bbe dualpipe/dualpipe.py:381-402);
+    - DualPipeV, rank 0: 2·(m − 2p + 1) + (p − 1) of its 2m (dualpipe/dualpipev.py:352-373);
     - interleaved 1F1B (Megatron-Core combined 1F1B), rank 0: its m·v chunks less the warm-up
       2(p − 1) + (v − 1)·p + 1, the + 1 the extra forward the overlap schedules so that the
       steady pairs are independent (NVIDIA/Megatron-LM core_v0.15.3

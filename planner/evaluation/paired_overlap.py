@@ -5,7 +5,7 @@ paired_exposed, engine/schedules.py paired_share).
 - DualPipe and DualPipeV as DeepSeek runs them: the pair overlaps computation with both the
   all-to-all and the PP sends (DeepSeek-V3 report §3.2.1). The reference schedules pair chunks
   only where the model supplies an overlapped forward-backward (deepseek-ai/DualPipe @3da1bbe
-  dualpipe/dualpipe.py:23, dualpipev.py:21-23), so a framework profile that runs the schedule
+  dualpipe/dualpipe.py:23, dualpipev.py:23), so a framework profile that runs the schedule
   itself pairs them only where its ep_overlap names it (torchtitan's DualPipeV does not); a
   profile that does not run it leaves DeepSeek's own implementation, which pairs them.
 - A framework's own pairing (its profile's ep_overlap: Megatron-Core's combined 1F1B under the

@@ -16,6 +16,13 @@ the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2: gradien
 
 η is the share of compute time a concurrent collective can use without slowing the GEMMs it
 runs beside (the GPU profile's overlap_efficiency).
+
+Paired forward and backward chunks (DualPipe, DualPipeV, Megatron-Core's combined 1F1B): the
+forward chunk of one micro-batch runs beside the backward chunk of another, so each one's
+all-to-alls (and DualPipe's PP sends) run under the other's compute (DeepSeek-V3 report
+§3.2.1). While the communication kernels run they hold σ of the SMs (§3.2.2: 20 of H800's
+132), so compute c runs at 1 − σ for the a seconds they take: the pair lasts
+T = max(c + σ·a, a), exposing max(σ·a, a − c) of a (paired_exposed).
 """
 
 from __future__ import annotations
@@ -66,3 +73,14 @@ def bucket_count(grad_elements: Num, bucket_elements: Num) -> Num:
     e = np.asarray(grad_elements, dtype=float)
     b = np.asarray(bucket_elements, dtype=float)
     return out(np.where(b > 0, np.maximum(np.ceil(e / np.maximum(b, 1.0)), 1.0), 1.0))
+
+
+def paired_exposed(comm: Num, compute: Num, paired_share: Num, sm_share: Num) -> Num:
+    """Exposed time of communication a per micro-batch when a share f of the chunks runs in a
+    forward-backward pair whose compute c hides it, the communication kernels holding σ of the
+    SMs while they run: (1 − f)·a + f·max(σ·a, a − c). Between 0 and a; the step it enters is
+    never below the compute alone (c + max(σ·a, a − c) ≥ c)."""
+    a = np.asarray(comm, dtype=float)
+    f = np.clip(np.asarray(paired_share, dtype=float), 0.0, 1.0)
+    pair = np.maximum(np.asarray(sm_share, dtype=float) * a, a - np.asarray(compute, dtype=float))
+    return out((1.0 - f) * a + f * np.clip(pair, 0.0, a))

@@ -23,6 +23,11 @@ stage (the one that paces the pipeline; uneven first/last stages are priced by t
   In a rank's t_f, t_b, w = s·t_b: DualPipe (p/2 − 1)·(t_f + 2·t_b − 3w), DualPipeV
   (p − 1)/2·(t_f + 2·t_b − 3w); with t_b = 2·t_f and w = t_b/2, (p − 2)·t_f and ZB-H1's
   (p − 1)·t_f.
+- Paired chunks (paired_share): DualPipe and DualPipeV run most of a rank's forward chunks
+  beside another micro-batch's backward chunk so that each hides the other's communication
+  (DeepSeek-V3 report §3.2.1; overlap.paired_exposed prices it); so does Megatron-Core's
+  combined 1F1B (--overlap-moe-expert-parallel-comm) in the steady phase of the interleaved
+  schedule and without PP. Warm-up and cool-down chunks run alone.
 """
 
 from __future__ import annotations
@@ -77,3 +82,34 @@ def bubble_time(schedule: str, stages: Num, t_fwd: Num, t_bwd: Num, chunks: Num 
     else:
         b = (p - 1.0) * (tf + tb)
     return out(np.where(p > 1, b, 0.0))
+
+
+def paired_share(schedule: str, stages: Num, micro_batches: Num, chunks: Num = 1) -> Num:
+    """Share of the pacing rank's forward chunks that run in a forward-backward pair, on the
+    rank with the most chunks alone (clipped to [0, 1]):
+    - DualPipe, half-rank 0: steps 4 and 5 pair 2·(m/2 − p + 1) + (p/2 − 1) of its m forward
+      chunks, one fewer where it is the middle rank (p = 2: the first pair is split to shorten
+      the bubble) (deepseek-ai/DualPipe @3da1bbe dualpipe/dualpipe.py:381-402);
+    - DualPipeV, rank 0: 2·(m − 2p + 1) + (p − 1) of its 2m (dualpipe/dualpipev.py:352-373);
+    - interleaved 1F1B (Megatron-Core combined 1F1B), rank 0: its m·v chunks less the warm-up
+      2(p − 1) + (v − 1)·p + 1, the + 1 the extra forward the overlap schedules so that the
+      steady pairs are independent (NVIDIA/Megatron-LM core_v0.15.3
+      megatron/core/pipeline_parallel/schedules.py:727-734, micro-batch group = p);
+    - 1F1B without PP: m − 1 of m, the first forward and the last backward alone
+      (core_v0.15.3 megatron/core/pipeline_parallel/combined_1f1b.py:43-73);
+    - any other schedule: 0."""
+    p = np.asarray(stages, dtype=float)
+    m = np.asarray(micro_batches, dtype=float)
+    v = np.asarray(chunks, dtype=float)
+    if schedule == "dualpipe":
+        pairs, total = m - 1.5 * p + 1.0 - np.where(p == 2, 1.0, 0.0), m
+    elif schedule == "dualpipev":
+        pairs, total = 2.0 * m - 3.0 * p + 1.0, 2.0 * m
+    elif schedule == "interleaved":
+        pairs = m * v - (2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
+        total = m * v
+    elif schedule == "1f1b":
+        pairs, total = np.where(p > 1, 0.0, m - 1.0), m
+    else:
+        pairs, total = np.zeros_like(m), m
+    return out(np.clip(pairs / np.maximum(total, 1.0), 0.0, 1.0))

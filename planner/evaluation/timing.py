@@ -54,8 +54,8 @@ class StepTime:
     recompute: np.ndarray
     tp_exposed: np.ndarray
     cp_exposed: np.ndarray
-    ep: np.ndarray
-    pp: np.ndarray
+    ep: np.ndarray                 # EP all-to-all, exposed (less what paired chunks hide)
+    pp: np.ndarray                 # PP sends, exposed
     zero3_exposed: np.ndarray
     bubble: np.ndarray
     dp_exposed: np.ndarray
@@ -65,6 +65,8 @@ class StepTime:
     cp_total: np.ndarray
     dp_total: np.ndarray
     zero3_total: np.ndarray
+    ep_total: np.ndarray
+    pp_total: np.ndarray
     step: np.ndarray
 
     BREAKDOWN = ("compute", "recompute", "tp_exposed", "cp_exposed", "ep", "pp", "zero3_exposed",
@@ -76,7 +78,7 @@ class StepTime:
 
     def communication(self) -> dict[str, np.ndarray]:
         """Each axis's communication per step before overlap."""
-        return {"tp": self.tp_total, "cp": self.cp_total, "ep": self.ep, "pp": self.pp,
+        return {"tp": self.tp_total, "cp": self.cp_total, "ep": self.ep_total, "pp": self.pp_total,
                 "dp": self.dp_total, "zero3": self.zero3_total}
 
 
@@ -143,14 +145,14 @@ def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = Fals
     `heaviest` compute of any stage is what ZB-H1's bubble is priced on, the same in the floor
     and the step whatever paces them. `mirrored`: DualPipe's rows (stage_balance.pace)."""
     scale, edge = pace(x, comp.embed, comp.head,
-                       [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep]
+                       [comp.per_micro_batch, cm.tp_exposed, cm.cp_exposed, cm.ep_exposed]
                        + ([] if floor else [cm.zero3_exposed]), mirrored)
     c_scale, c_edge = pace(x, comp.embed, comp.head, [comp.per_micro_batch], mirrored)
     comp = replace(comp, per_micro_batch=comp.per_micro_batch * scale + edge,
                    recompute=comp.recompute * scale, offload=comp.offload * scale,
                    heaviest=comp.per_micro_batch * c_scale + c_edge)
     return comp, replace(cm, **{k: getattr(cm, k) * scale for k in (
-        "tp", "tp_exposed", "cp", "cp_exposed", "ep", "zero3", "zero3_exposed")})
+        "tp", "tp_exposed", "cp", "cp_exposed", "ep", "ep_exposed", "zero3", "zero3_exposed")})
 
 
 def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[int, np.ndarray],
@@ -167,8 +169,8 @@ def _step(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages, a: dict[
     per_micro_batch = [comp.per_micro_batch,  # GEMMs, attention, memory-bound work, recompute
                        cm.tp_exposed,         # TP all-reduces (SP: gather + reduce-scatter)
                        cm.cp_exposed,         # CP's K/V ring, less what attention hides
-                       cm.ep,                 # EP all-to-alls
-                       cm.pp,                 # PP sends across the stage boundaries
+                       cm.ep_exposed,         # EP all-to-alls, less what paired chunks hide
+                       cm.pp_exposed,         # PP sends across the stage boundaries, likewise
                        cm.zero3_exposed]      # ZeRO-3 gathers and reduce-scatters, exposed
     per_step = [cm.dp_exposed,                # DP gradient reduction, exposed
                 t_opt,                        # optimizer step
@@ -203,14 +205,15 @@ def step_floor(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     n_layers = x.layers[1]
     comp = compute_terms(p, c, x, a, groups) if comp is None else comp
     zero = np.zeros_like(x.tp)
-    ax = terms.axis_terms(p, c, comp, n_layers, groups) if axes else \
-        dict(tp=zero, tp_exposed=zero, cp=zero, cp_exposed=zero, ep=zero, pp=zero)
+    ax = terms.axis_terms(p, c, x, comp, n_layers, groups) if axes else \
+        dict(tp=zero, tp_exposed=zero, cp=zero, cp_exposed=zero, ep=zero, ep_exposed=zero,
+             pp=zero, pp_exposed=zero)
     comp, cm = _paced(x, comp, terms.Comm(**ax, zero3=zero, zero3_exposed=zero, dp=zero,
                                           dp_exposed=zero), floor=True,
                       mirrored=c.schedule == SCHEDULE_CODES["dualpipe"])
     per_mb = [comp.per_micro_batch]
     if axes:
-        per_mb += [cm.tp_exposed, cm.cp_exposed, cm.ep, cm.pp]
+        per_mb += [cm.tp_exposed, cm.cp_exposed, cm.ep_exposed, cm.pp_exposed]
     return _compose(c, x, comp, per_mb, [])[0] * (1.0 - STEP_FLOOR_MARGIN)
 
 
@@ -231,10 +234,11 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
     m, n_layers = x.micro_batches, x.layers[1]
     t = StepTime(compute=m * (comp.per_micro_batch - comp.recompute - comp.offload),
                  recompute=m * comp.recompute,
-                 tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed, ep=m * cm.ep,
-                 pp=m * cm.pp, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
+                 tp_exposed=m * cm.tp_exposed, cp_exposed=m * cm.cp_exposed,
+                 ep=m * cm.ep_exposed, pp=m * cm.pp_exposed, zero3_exposed=m * cm.zero3_exposed, bubble=bubble,
                  dp_exposed=cm.dp_exposed, optimizer=t_opt, offload=t_offload + m * comp.offload,
                  tp_total=m * cm.tp, cp_total=m * cm.cp, dp_total=cm.dp, zero3_total=m * cm.zero3,
+                 ep_total=m * cm.ep, pp_total=m * cm.pp,
                  step=step)
     return t, _throughput(p, c, x, comp, cm, t, n_layers, full_recomputed(c, n_layers))
 
@@ -260,6 +264,6 @@ def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: 
         model_flops=np.full_like(x.tp, model_flops), hardware_flops=hw_flops,
         mfu=model_flops / (step * p.gpus * peak), hfu=hw_flops / (step * p.gpus * peak),
         bubble_fraction=t.bubble / step,
-        collective_fraction=(m * (cm.tp_exposed + cm.cp_exposed + cm.ep + cm.pp
+        collective_fraction=(m * (cm.tp_exposed + cm.cp_exposed + cm.ep_exposed + cm.pp_exposed
                                   + cm.zero3_exposed) + cm.dp_exposed) / step,
         energy_j=step * p.gpus * p.hardware.gpu.power_w, peak_flops=np.full_like(x.tp, peak))

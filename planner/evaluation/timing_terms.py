@@ -17,7 +17,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
-from planner.evaluation import tuning as tun
+from planner.evaluation import paired_overlap as paired, tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.stage_balance import stage_edges
 from planner.engine import activations as act
@@ -186,7 +186,9 @@ class Comm:
     cp: np.ndarray
     cp_exposed: np.ndarray
     ep: np.ndarray
+    ep_exposed: np.ndarray
     pp: np.ndarray
+    pp_exposed: np.ndarray
     zero3: np.ndarray
     zero3_exposed: np.ndarray
     dp: np.ndarray
@@ -276,14 +278,12 @@ class _Zero3Rows(NamedTuple):
 
 def _sharded(p: Problem, z: _Zero3Rows) -> tuple[np.ndarray, np.ndarray]:
     """ZeRO-3 / FSDP per micro-batch: (communication, exposed), engine.step_time.
-    zero3_time_per_micro_batch under the framework's profile: parameters gathered in its
-    gather dtype, gradients reduce-scattered in its reduce dtype, re-gathered in backward where
-    it re-gathers (once more under recompute where it re-gathers there), its prefetch depth.
-    Where the framework keeps a pipeline stage gathered and its gradients unsharded to the last
-    micro-batch (FrameworkProfile.shards_once_per_step_under_pp: torchtitan's FSDP2 under
-    torch.distributed.pipelining), the gathers and reduce-scatters run once per step, counted
-    as 1/m of a step per micro-batch (the pipeline's idle slots then carry (p−1)/(v·m) of it as
-    well, an over-count of that share). 0 below ZeRO-3."""
+    zero3_time_per_micro_batch under the framework's profile (gather and reduce dtypes,
+    re-gathers in backward and under recompute, prefetch depth). Where the framework keeps a
+    stage gathered and its gradients unsharded to the last micro-batch (FrameworkProfile.
+    shards_once_per_step_under_pp: torchtitan's FSDP2 under pipelining), the gathers and
+    reduce-scatters run once per step, as 1/m of a step per micro-batch (the idle slots then
+    carry (p−1)/(v·m) of it too, an over-count). 0 below ZeRO-3."""
     fw, eff = p.fw.time, p.hardware.efficiency
     regather = np.where(z.pp > 1, float(fw.regathers_in_backward(2)),
                         float(fw.regathers_in_backward(1)))
@@ -314,8 +314,7 @@ def _sharded_rows(p: Problem, c: Candidates, x: Shape, comp: Compute,
 
 
 def dp_gradient_bytes(p: Problem, stage_params: np.ndarray) -> np.ndarray:
-    """Bytes of gradients one GPU puts into the DP reduction: parameters × the framework's
-    reduce dtype (Megatron bf16 and torchtitan FSDP2 reduce in fp32: 4 bytes)."""
+    """Gradient bytes into the DP reduction: parameters × the framework's reduce bytes."""
     return np.asarray(stage_params, dtype=float) * p.fw.time.reduce_bytes
 
 
@@ -378,7 +377,7 @@ def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: 
     """Each axis's NCCL time on the link its group crosses (engine.step_time, topology) and the
     part left exposed behind the compute that can hide it; the axis times once per AXIS_COLUMNS
     tuple, the ZeRO / DP collectives once per STATE_COLUMNS tuple (`groups` where known)."""
-    ax = axis_terms(p, c, comp, n_layers, groups)
+    ax = axis_terms(p, c, x, comp, n_layers, groups)
     stage_params = np.maximum(mem.first.params, mem.last.params)
     coll = on_distinct(c, STATE_COLUMNS, lambda u, rows: _state_collectives(
         p, shape(p, u), u.zero, stage_params[rows]), rows=True, groups=groups.state)
@@ -387,14 +386,15 @@ def communication(p: Problem, c: Candidates, x: Shape, mem: MemoryStages, comp: 
     return Comm(**ax, zero3=z3, zero3_exposed=z3_exp, dp=dp_comm, dp_exposed=dp_exp)
 
 
-def axis_terms(p: Problem, c: Candidates, comp: Compute, n_layers: np.ndarray,
+def axis_terms(p: Problem, c: Candidates, x: Shape, comp: Compute, n_layers: np.ndarray,
                groups: Groups = Groups()) -> dict[str, np.ndarray]:
-    """Per micro-batch, the TP, CP, EP and PP terms of communication (tp, tp_exposed, cp,
-    cp_exposed, ep, pp): what needs neither the states nor the ZeRO / DP collectives."""
+    """Per micro-batch, the TP, CP, EP and PP terms (each before and after overlap; EP and PP
+    under paired chunks, paired_overlap): what needs neither the states nor ZeRO / DP."""
     eff = p.hardware.efficiency
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
                        groups=groups.axis)
+    ep_exp, pp_exp = paired.exposed_ep_pp(p, c, x, comp.per_micro_batch, axes["ep"], axes["pp"])
     return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
                 cp_exposed=array(st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
                                             * comp.attn_fwd)),
-                ep=axes["ep"], pp=axes["pp"])
+                ep=axes["ep"], ep_exposed=ep_exp, pp=axes["pp"], pp_exposed=pp_exp)

@@ -40,7 +40,7 @@ def read_engine(kind: str, where: str, text: str, data: Any, opts: CheckOptions)
         job = read_torchtitan(where, titan_cmdline(text, where) if data is None else data, opts)
     else:
         raise InputError("--engine", f"must be one of {', '.join(ENGINES)}, got {kind!r}")
-    if kind in framework_names():
+    if kind in framework_names() and job.framework is None:   # a reader may narrow its own
         job.framework = load_framework(kind)
     return _in_range(job, where)
 

@@ -14,6 +14,7 @@ from planner.errors import InputError, Problems, keyed, validation_message
 from planner.evaluation.candidates import usable_recipe
 from planner.io.lines import at_line
 from planner.specs.finetune import fp8_recipe
+from planner.specs.framework import load_framework
 from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Fp8Recipe, Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
@@ -22,7 +23,9 @@ from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, schedule_refusal, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, expert_rules, launch_rules,
+                                                     connections_line, ep_overlap_flags, ep_overlap_rule,
+                                                     expert_rules,
+                                                     launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
 from planner.framework_configs.megatron_pipeline import (group_flags, group_rule, pipeline_flags,
                                                          read_pipeline)
@@ -155,6 +158,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
                                "(validate_args)", key="--use-torch-fsdp2"))
 
     launch_rules(a, tp, cp, hw is not None and generation(hw) in ("B200", "GB200"), rules)
+    ep_overlap_rule(a, pp, interleaved, ep, gran, rules)
     zero = 1 if a.get("--use-distributed-optimizer") else 0
     shard = _shard_group(a, dp * cp, rules)
     strategy = a.get("--data-parallel-sharding-strategy")
@@ -177,9 +181,12 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     flag = ("--precision" if fp8 == "none" else at_line(where, "--fp8-recipe" if "--fp8-recipe"
                                                          in a else "--fp8-format", text))
     keyed(flag, usable_recipe, hw, precision, layout.fp8)
+    meg = load_framework("megatron")   # the EP pairing only where the arguments switch it on
+    fw = meg if a.get("--overlap-moe-expert-parallel-comm") else dataclasses.replace(
+        meg, time=dataclasses.replace(meg.time, ep_overlap=()))
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
-               rules=rules, notes=notes)
+               rules=rules, notes=notes, framework=fw)
 
 
 def _gpus(a: dict, opts: CheckOptions, notes: list[str], found: Problems) -> int | None:
@@ -274,6 +281,7 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
               *([("--expert-tensor-parallel-size", lay.etp)] if lay.etp is not None else []),
               ("--moe-ffn-hidden-size", mod.expert_width),
               ("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
+        a += ep_overlap_flags(inp)   # where dtplan prices the pairing
         if mod.shared_experts:
             a.append(("--moe-shared-expert-intermediate-size", mod.shared_experts * mod.expert_width))
         if mod.dense_layers:

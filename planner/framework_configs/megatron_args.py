@@ -12,7 +12,9 @@ from typing import Any
 from planner.engine.stages import stage_deficit
 from planner.errors import InputError
 from planner.io.bounds import bounded_int
-from planner.specs.job import CheckOptions
+from planner.evaluation import paired_overlap as paired
+from planner.specs.framework import load_framework
+from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Layout
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 from planner.specs.verdict import make_rule
@@ -42,7 +44,8 @@ MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--f
             "--overlap-grad-reduce", "--overlap-param-gather", "--distribute-saved-activations",
             "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
             "--overlap-p2p-communication", "--no-overlap-p2p-communication",
-            "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"}
+            "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+            "--overlap-moe-expert-parallel-comm"}
 # The embedding and the loss counted as a layer each in the pipeline split (arguments.py:557-579)
 ACCOUNT_FLAGS = ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split")
 # Flags older dtplan exports wrote that Megatron-LM's argparse rejects (core_v0.15.3 and main
@@ -243,7 +246,8 @@ def launch_rules(a: dict[str, Any], tp: int, cp: int, blackwell: bool, rules: li
                                "supports fsdp_dtensor checkpoint format (validate_args)",
                                key="--ckpt-format" if "--ckpt-format" in a
                                else "--use-megatron-fsdp"))
-    elif launch and not fsdp and (tp > 1 or cp > 1) and not blackwell:
+    elif (launch and not fsdp and (tp > 1 or cp > 1) and not blackwell
+          and not a.get("--overlap-moe-expert-parallel-comm")):   # :948-957: a warning only
         rules.append(make_rule("megatron-connections", conn == "1", f"{CONNECTIONS}={conn}",
                                "1 (TP or CP > 1 before Blackwell)", "Using tensor model "
                                "parallelism or context parallelism require setting the "
@@ -253,6 +257,32 @@ def launch_rules(a: dict[str, Any], tp: int, cp: int, blackwell: bool, rules: li
         if a.get(flag):
             rules.append(make_rule("megatron-unknown-flag", False, flag, "a flag of Megatron-LM",
                                    f"argparse rejects {flag}: {why}", key=flag))
+
+
+def ep_overlap_flags(inp: Job) -> list[tuple[str, object]]:
+    """--overlap-moe-expert-parallel-comm where the job's framework (Megatron's profile when
+    none is given) pairs the layout's chunks (evaluation.paired_overlap.layout_pairs)."""
+    lay = inp.layout
+    fw = (inp.framework or load_framework("megatron")).time
+    pairs = paired.layout_pairs(fw, lay, inp.global_batch // (lay.micro_batch * lay.dp),
+                                inp.model.mtp_layers)
+    return [("--overlap-moe-expert-parallel-comm", None)] if pairs else []
+
+
+def ep_overlap_rule(a: dict[str, Any], pp: int, interleaved: bool, ep: int,
+                    granularity: str | None, rules: list) -> None:
+    """--overlap-moe-expert-parallel-comm's checks (core_v0.15.3 transformer_config.py:
+    1441-1480): with PP > 1 it needs virtual pipeline stages, EP > 1, no full recompute and at
+    most one MTP module."""
+    if a.get("--overlap-moe-expert-parallel-comm"):
+        mtp = a.get("--mtp-num-layers") or 0
+        ok = (pp == 1 or interleaved) and ep > 1 and granularity != "full" and mtp <= 1
+        rules.append(make_rule("megatron-ep-overlap", ok, f"PP {pp}, EP {ep}, recompute "
+                               f"{granularity or 'none'}, MTP {mtp}", "PP 1 or virtual stages, "
+                               "EP > 1, not full, MTP ≤ 1", "overlap_moe_expert_parallel_comm "
+                               "needs virtual pipeline stages under PP, expert parallelism, no "
+                               "full recomputation and at most one MTP layer (TransformerConfig)",
+                               key="--overlap-moe-expert-parallel-comm"))
 
 
 def connections_line(lay: Layout, blackwell: bool) -> str:

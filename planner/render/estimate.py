@@ -22,7 +22,8 @@ ITEM_LABELS = {
 TIME_LABELS = {
     "compute": "compute (forward + backward)", "recompute": "recomputation",
     "tp_exposed": "TP communication (exposed)", "cp_exposed": "CP ring exchange (exposed)",
-    "ep": "EP all-to-all", "pp": "PP send/recv", "zero3_exposed": "ZeRO-3 gathers (exposed)",
+    "ep": "EP all-to-all (exposed)", "pp": "PP send/recv (exposed)",
+    "zero3_exposed": "ZeRO-3 gathers (exposed)",
     "bubble": "pipeline bubble", "dp_exposed": "DP gradient reduction (exposed)",
     "optimizer": "optimizer step", "offload": "offload transfers",
 }

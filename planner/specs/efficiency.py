@@ -36,6 +36,9 @@ class Efficiency:
     # ring) can hide behind: communication kernels take SMs and HBM bandwidth from the GEMMs
     # they overlap. Assumption, not fitted (the calibration runs overlap nothing).
     overlap_efficiency: Annotated[float, Field(ge=0, le=1)] = 0.8
+    # Share of the SMs the expert-parallel all-to-all kernels hold while they run beside the
+    # compute of a paired forward and backward chunk (engine/overlap.py paired_exposed).
+    comm_sm_fraction: Annotated[float, Field(ge=0, lt=1)] = 20.0 / 132.0
     # Share of the isolated-GEMM ceiling (MAMF) a training step's GEMMs sustain: MAMF is a
     # best-of-sweep on an idle GPU; in a step, clocks sag under the power cap and GEMMs share L2
     # and HBM with the kernels around them.
@@ -96,6 +99,12 @@ DEFAULT_PROVENANCE: dict[str, Provenance] = {
         "no kernel figure for a GEMM slowed by a concurrent NCCL kernel; 0.8 leaves a fifth of "
         "the overlapped compute unable to hide communication (the calibration runs overlap "
         "nothing, so no fit can set it)")),
+    "comm_sm_fraction": Provenance(kind="framework-source", source=(
+        "20 of 132 SMs: DeepSeek-V3 technical report (arXiv 2412.19437) Sec. 3.2.2, 20 of the "
+        "H800's 132 SMs suffice for the all-to-all under DualPipe; the same 20 is Megatron-Core's "
+        "DeepEP default (NVIDIA/Megatron-LM core_v0.15.3 megatron/core/transformer/"
+        "transformer_config.py:212 moe_deepep_num_sms = 20). Other GPUs keep the 20-SM kernel "
+        "over 132 SMs unless their profile says otherwise")),
     "sustained_matmul_fraction": Provenance(kind="judgement", source=_CARRIED),
     "flash_attention_fraction": Provenance(kind="judgement", source=(
         "FlashAttention-2 on A100 (Dao 2023, Fig. 4-6: 50-73 % of peak forward, less "

@@ -35,6 +35,7 @@ PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_pa
                "prefetch_depth", "selective_matmul_share")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
+EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +98,14 @@ class TimeBehaviour:
         description="ring context parallel (K/V chunks passed around the CP group) is "
                     "implemented")] = True
     expert_parallel: Annotated[bool, Field(description="experts sharded over an EP group")] = True
+    ep_overlap: Annotated[tuple[EpOverlap, ...], Field(
+        description="schedules under which the framework runs a forward chunk beside another "
+                    "micro-batch's backward chunk, each hiding the other's EP all-to-all "
+                    "(no-pp: without pipeline parallel); empty: none")] = ()
+    ep_overlap_under_full_recompute: Annotated[bool, Field(
+        description="that pairing also runs under full recompute")] = False
+    ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
+        ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
 
     @property
     def reduce_bytes(self) -> float:
@@ -241,7 +250,8 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
     raw = parse_text(text, "toml", where)
     provenance = _unwrap_time(raw, text, where)
     if trusted:   # taken as given; TOML's arrays are the record's tuples
-        time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"])}
+        time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"]),
+                "ep_overlap": tuple(raw["time"].get("ep_overlap", ()))}
         return FrameworkProfile(**{**raw, "aliases": tuple(raw.get("aliases", ())),
                                    "source_file": where, "time": TimeBehaviour(**time),
                                    "provenance": provenance,
@@ -376,6 +386,9 @@ def capabilities(fw: FrameworkProfile) -> str:
         pp = "no pipeline parallel"
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
     ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
+    if t.expert_parallel and t.ep_overlap:
+        ep += (" (all-to-all hidden in paired chunks: "
+               + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
     sel = ("no selective recompute (none or full only)" if not t.has_selective
            else f"selective recompute ({t.selective_recompute})")
     return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "

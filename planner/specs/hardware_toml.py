@@ -61,6 +61,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
                    "overlap_efficiency": (_FRAC, False),
+                   "comm_sm_fraction": (_FRAC, False),
                    "sustained_matmul_fraction": (_FRAC, False),
                    "flash_attention_fraction": (_FRAC, False),
                    "fa3_attention_fraction": (_FRAC, False),

@@ -43,7 +43,7 @@ def looks_like_summary(lines: list[tuple[int, str]]) -> bool:
         for _, s in lines[:50])
 
 
-def read_summary(path: Path, data: bytes) -> Evidence:
+def read_summary(path: Path, data: bytes | None = None) -> Evidence:
     """Allocated / reserved / active current and peak from a memory_summary() table (sizes in
     its binary units: torch formats with 1024 steps whether it prints MB or MiB)."""
     mem = MemoryStats()

@@ -97,7 +97,7 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
     return rows >= 2
 
 
-def read_nccl(path: Path, data: bytes) -> Evidence:
+def read_nccl(path: Path, data: bytes | None = None) -> Evidence:
     """Parse an nccl-tests output file into an Evidence of kind "nccl-tests"."""
     lines = iter_lines(path, data, tags_anywhere=True)   # one line at a time, one kept back
     ranks: dict[int, tuple[str, int, str]] = {}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import bisect
-import statistics
 from array import array
+from typing import Sequence
+
+import numpy as np
 
 from planner.evidence.model import Spread
 
@@ -15,40 +17,57 @@ WARMUP_STEPS = 1
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x 1.4826 = its standard deviation
 
 
-def spread(values: list[float]) -> Spread | None:
+def median(values: np.ndarray, scratch: bool = False) -> float:
+    """The middle value, or the mean of the two middle ones (statistics.median's, bit for bit:
+    numpy's median is the same (a + b) / 2 of the same sorted neighbours); `scratch`: values
+    may be reordered in place (no copy)."""
+    return float(np.median(values, overwrite_input=scratch))
+
+
+def spread(values: Sequence[float] | np.ndarray) -> Spread | None:
     """Median, 100 * 1.4826 * MAD / median, min, max and count; None for an empty series."""
-    if not values:
+    a = np.asarray(values, dtype=float)
+    if not len(a):
         return None
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
+    med = median(a)
+    mad = median(np.abs(a - med), scratch=True)
     pct = 100.0 * MAD_TO_SIGMA * mad / med if med else 0.0
-    return Spread(median=med, spread_pct=pct, min=min(values), max=max(values), n=len(values))
+    return Spread(median=med, spread_pct=pct, min=float(a.min()), max=float(a.max()), n=len(a))
 
 
-def steady(points: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS,
-           averaged: bool = True) -> tuple[list[float], int]:
-    """Values of (step, value) entries whose logged interval lies after `warmup_steps`.
+def steady(points: "Sequence[tuple[int, float]] | Series", warmup_steps: int = WARMUP_STEPS,
+           averaged: bool = True) -> tuple[np.ndarray, int]:
+    """Values of (step, value) entries (a list, or a Series: its arrays, no tuple per entry)
+    whose logged interval lies after `warmup_steps`, and how many were dropped.
 
     An entry at step n, after one at step p, averages steps p+1..n; the first entry's interval
-    is the log interval seen between entries. `averaged=False` (a sampled value of one step,
-    as Megatron's CI golden values) makes every interval one step. With a single entry nothing
-    is dropped (there is nothing else to report)."""
-    if len(points) <= 1:
-        return [v for _, v in points], 0
-    if points[0][0] == 0:  # a 0-based counter (NeMo's global_step): its step 0 is step 1
-        points = [(s + 1, v) for s, v in points]
-    steps = [s for s, _ in points]
-    gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
-    interval = (min(gaps) if gaps else 1) if averaged else 1
-    kept: list[float] = []
-    prev = steps[0] - interval
-    for s, v in points:
-        if (prev + 1 if averaged else s) > warmup_steps:
-            kept.append(v)
-        prev = s
-    if not kept:  # every entry is warm-up: report them rather than nothing
-        return [v for _, v in points], 0
-    return kept, len(points) - len(kept)
+    is the log interval seen between entries (the least rise between consecutive entries).
+    `averaged=False` (a sampled value of one step, as Megatron's CI golden values) makes every
+    interval one step. With a single entry nothing is dropped (there is nothing else to
+    report). Steps are int64: every reader bounds them (source.integer, at most 1e15)."""
+    steps, values = points.arrays() if isinstance(points, Series) else (
+        np.array([s for s, _ in points], dtype=np.int64),
+        np.array([v for _, v in points], dtype=float))
+    if len(values) <= 1:
+        return values, 0
+    shift = int(steps[0] == 0)  # a 0-based counter (NeMo's global_step): its step 0 is step 1
+    if averaged:
+        rise = np.diff(steps)
+        interval = int(rise.min(where=rise > 0, initial=np.iinfo(np.int64).max)) \
+            if (rise > 0).any() else 1
+        del rise
+        # entry i's interval starts after entry i-1 (the first: one interval back): kept where
+        # that start, step[i-1] + 1, is past the warm-up (integers: step[i-1] >= warm-up)
+        keep = np.empty(len(steps), dtype=bool)
+        keep[0] = int(steps[0]) + shift - interval + 1 > warmup_steps
+        np.greater_equal(steps[:-1], warmup_steps - shift, out=keep[1:])
+    else:
+        keep = steps > warmup_steps - shift
+    dropped = len(keep) - int(np.count_nonzero(keep))
+    if dropped == len(keep):  # every entry is warm-up: report them rather than nothing
+        return values, 0
+    # usually the warm-up is the first entries: the rest is a view, not a copy
+    return (values[dropped:] if not keep[:dropped].any() else values[keep]), dropped
 
 
 class Series:
@@ -96,3 +115,18 @@ class Series:
         """(step, value) sorted by step."""
         out = list(zip(self._steps, self._values))
         return sorted(out + list(self._aside.items())) if self._aside else out
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) sorted by step, as items() without a tuple per entry: views of the
+        arrays where no step was kept aside (the series is read, not added to, after this)."""
+        steps = np.frombuffer(self._steps, dtype=np.int64) if self._steps else \
+            np.zeros(0, dtype=np.int64)
+        values = np.frombuffer(self._values, dtype=float) if self._values else np.zeros(0)
+        if not self._aside:
+            return steps, values
+        steps = np.concatenate([steps, np.fromiter(self._aside, dtype=np.int64,
+                                                   count=len(self._aside))])
+        values = np.concatenate([values, np.fromiter(self._aside.values(), dtype=float,
+                                                     count=len(self._aside))])
+        order = np.argsort(steps, kind="stable")   # steps are distinct
+        return steps[order], values[order]

@@ -1,8 +1,8 @@
 """The text readers stream (issue 29): a training log, a memory summary or an nccl-tests table
 is read a block of lines at a time from the file, never whole, and gives exactly what the
 same bytes read in memory give (the line numbers, the blocks, a last line cut short); the
-training log's state is its per-step values (16 bytes each, what exact medians need), not
-its bytes; the warm-up rule and the median on arrays equal the list formulas they replace."""
+training log's state is its per-step values (8 bytes each, what exact medians need, and 8
+per step where the steps do not rise by one interval), not its bytes; the warm-up rule and the median on arrays equal the list formulas they replace."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def _peak(path: Path) -> tuple[int, int]:
 
 def test_the_readers_memory_does_not_grow_with_the_files_bytes(tmp_path, monkeypatch):
     # 2.4 MB and 9.6 MB of the same lines: the reader holds a block of lines (64 kB here)
-    # and 16 bytes per step value, never the file (read whole it peaked at twice the file)
+    # and 8 bytes per step value, never the file (read whole it peaked at twice the file)
     monkeypatch.setattr(source, "LINE_BLOCK_BYTES", 1 << 16)
     small, big = _log(tmp_path / "small.log", 300), _log(tmp_path / "big.log", 1200)
     read_training(small)   # imports and compiled patterns: not the reader's state
@@ -186,3 +186,28 @@ def test_spread_on_arrays_equals_the_statistics_formula(values):
         or med == 0.0   # -0.0 and 0.0 may trade places in a sort: equal, either sign
     assert got.n == len(values) and got.min == min(values) and got.max == max(values)
     assert got.spread_pct == (100.0 * 1.4826 * mad / med if med else 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-5, 5), st.integers(1, 4), st.integers(0, 12),
+       st.lists(st.tuples(st.integers(-20, 80), st.booleans(), st.integers(1, 5)), max_size=12))
+def test_a_series_of_regular_steps_equals_the_first_value_of_each_step(first, stride, run, more):
+    # a run at one interval (kept as first step, stride and count), then steps that continue
+    # it, break it, repeat one, fall below it, in blocks (extend) or one by one (add)
+    s, ref = Series(), {}
+    blocks = [[first + stride * i for i in range(run)]] + [
+        [x + stride * i for i in range(n)] if block else [x] for x, block, n in more]
+    for k, steps in enumerate(blocks):
+        values = [float(k * 100 + i) for i in range(len(steps))]
+        if len(steps) > 1:
+            s.extend(steps, values)
+        else:
+            for step, v in zip(steps, values):
+                s.add(step, v)
+        for step, v in zip(steps, values):
+            ref.setdefault(step, v)
+    assert len(s) == len(ref) and s.items() == sorted(ref.items())
+    steps, values = s.arrays()
+    assert list(zip(steps.tolist(), values.tolist())) == sorted(ref.items())
+    assert all(step in s for step in ref) and not any(x in s for x in range(-30, 200)
+                                                      if x not in ref)

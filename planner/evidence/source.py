@@ -40,6 +40,7 @@ MAX_LOG_NUMBER = 1e15
 MAX_TOKEN_CHARS = 40
 LINE_BLOCK_BYTES = 1 << 20  # iter_lines decodes this much at a time: bounded, few calls
 PROBE_BLOCK_BYTES = 1 << 16  # kind detection's few hundred lines are well within this
+READ_BYTES = 1 << 16  # a streamed text file is read this much at a time into its block
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 # Launcher tags: `[0]` / `[1,0]<stdout>:` (mpirun --tag-output), `0: ` (srun -l),
@@ -287,7 +288,7 @@ class LineBlocks:
 
     def _fill(self, fh: "Bounded", buf: bytearray) -> bool:
         """One read appended to buf (False at the end of the content)."""
-        chunk = fh.read(max(self.size, 4096))
+        chunk = fh.read(READ_BYTES)
         if chunk:
             buf += chunk
             self.newline_end = chunk.endswith(b"\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -70,29 +70,93 @@ def steady(points: "Sequence[tuple[int, float]] | Series", warmup_steps: int = W
     return (values[dropped:] if not keep[:dropped].any() else values[keep]), dropped
 
 
-class Series:
-    """A per-step series keeping the first value of each step (several ranks print the same
-    step) in two arrays, 16 bytes a step (a dict of step → value held ~90, a list beside a set
-    of seen steps ~150: a log of a million steps is tens of MB, not hundreds). Steps logged in
-    increasing order (every framework's) append; a step below the largest so far is looked up
-    by bisection and, when new, kept aside, so any order costs O(log n) a step."""
+class _Steps:
+    """Strictly rising steps: an arithmetic run (every log interval alike, as frameworks print
+    them) kept as its first step, stride and count, no byte a step; an array('q') of 8 bytes a
+    step from the first step that breaks the run."""
 
     def __init__(self) -> None:
-        self._steps, self._values = array("q"), array("d")
+        self.first, self.stride, self.n = 0, 0, 0
+        self.arr: array | None = None
+
+    def __len__(self) -> int:
+        return self.n if self.arr is None else len(self.arr)
+
+    def last(self) -> int:
+        return self.first + (self.n - 1) * self.stride if self.arr is None else self.arr[-1]
+
+    def append(self, step: int) -> None:
+        """A step above last()."""
+        if self.arr is not None:
+            self.arr.append(step)
+            return
+        if self.n == 0:
+            self.first = step
+        elif self.n == 1:
+            self.stride = step - self.first
+        elif step - self.last() != self.stride:   # the run ends: its steps written out
+            self.arr = array("q", self._run())
+            self.arr.append(step)
+            return
+        self.n += 1
+
+    def extend(self, steps: list[int]) -> None:
+        """Strictly rising steps, the first above last()."""
+        if self.arr is None and len(self) >= 1 and steps:
+            stride = self.stride if self.n >= 2 else steps[0] - self.first
+            prev = self.last()
+            if all(b - a == stride for a, b in zip([prev] + steps, steps)):
+                self.stride, self.n = stride, self.n + len(steps)
+                return
+        for step in steps:
+            self.append(step)
+
+    def _run(self) -> range:
+        return range(self.first, self.first + self.n * self.stride, self.stride) \
+            if self.n > 1 else range(self.first, self.first + self.n)
+
+    def __contains__(self, step: int) -> bool:
+        if self.arr is not None:
+            i = bisect.bisect_left(self.arr, step)
+            return 0 <= i < len(self.arr) and self.arr[i] == step
+        return step in self._run()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._run() if self.arr is None else self.arr)
+
+    def numpy(self) -> np.ndarray:
+        if self.arr is None:
+            return np.arange(self.first, self.first + self.n * max(self.stride, 1),
+                             max(self.stride, 1), dtype=np.int64)
+        return np.frombuffer(self.arr, dtype=np.int64) if len(self.arr) else \
+            np.zeros(0, dtype=np.int64)
+
+
+class Series:
+    """A per-step series keeping the first value of each step (several ranks print the same
+    step): the values in an array (8 bytes a step), the steps as _Steps (none while they rise
+    by one interval, 8 bytes a step otherwise) -- a dict of step → value held ~90 bytes, a list
+    beside a set of seen steps ~150: a log of a million steps is MBs, not hundreds. Steps logged
+    in increasing order (every framework's) append; a step below the largest so far is looked
+    up (arithmetic, or bisection) and, when new, kept aside, so any order costs O(log n) a
+    step."""
+
+    def __init__(self) -> None:
+        self._steps, self._values = _Steps(), array("d")
         self._aside: dict[int, float] = {}
 
     def add(self, step: int, value: float) -> None:
         steps = self._steps
-        if (not steps or steps[-1] < step) and -2**63 <= step < 2**63:  # the usual: a new last
-            steps.append(step)  # step (every step in _aside is below the last or outside the
-            self._values.append(value)  # array's range, so a step above the last is new)
+        if (not len(steps) or steps.last() < step) and -2**63 <= step < 2**63:  # the usual: a
+            steps.append(step)  # new last step (every step in _aside is below the last or
+            self._values.append(value)  # outside the array's range, so one above is new)
         elif step not in self:
             self._aside[step] = value
 
     def extend(self, steps: list[int], values: list[float]) -> None:
         """add() of each (step, value) in order: appended at once where the steps rise from
         above the last one (and fit the array), one by one otherwise."""
-        last = self._steps[-1] if self._steps else None
+        last = self._steps.last() if len(self._steps) else None
         if steps and (last is None and not self._aside or last is not None and steps[0] > last) \
                 and all(a < b for a, b in zip(steps, steps[1:])) and steps[-1] < 2**63 \
                 and steps[0] >= -2**63:
@@ -105,8 +169,7 @@ class Series:
     def __contains__(self, step: object) -> bool:
         if step in self._aside:
             return True
-        i = bisect.bisect_left(self._steps, step) if isinstance(step, int) else -1
-        return 0 <= i < len(self._steps) and self._steps[i] == step
+        return isinstance(step, int) and step in self._steps
 
     def __len__(self) -> int:
         return len(self._steps) + len(self._aside)
@@ -117,10 +180,10 @@ class Series:
         return sorted(out + list(self._aside.items())) if self._aside else out
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) sorted by step, as items() without a tuple per entry: views of the
-        arrays where no step was kept aside (the series is read, not added to, after this)."""
-        steps = np.frombuffer(self._steps, dtype=np.int64) if self._steps else \
-            np.zeros(0, dtype=np.int64)
+        """(steps, values) sorted by step, as items() without a tuple per entry: the values a
+        view of their array where no step was kept aside (the series is read, not added to,
+        after this)."""
+        steps = self._steps.numpy()
         values = np.frombuffer(self._values, dtype=float) if self._values else np.zeros(0)
         if not self._aside:
             return steps, values

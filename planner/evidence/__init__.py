@@ -102,7 +102,7 @@ def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
         head[:1] == bytes([PICKLE_PROTOCOL_BYTE]) else None
     if raw is not None and looks_like_pickle(raw):
         return read_snapshot(path, raw)
-    start = (head if raw is None else raw)[:4096].lstrip()
+    start = (raw if raw is not None else head or b"")[:4096].lstrip()
     if start[:1] == b"{" or re.match(rb"\[\s*[\[{]", start):  # not `[0] ...` launcher tags
         return _json_kind(path, raw or read_bytes(path, MAX_TEXT_BYTES, option=option),
                           warmup_steps)

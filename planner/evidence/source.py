@@ -16,7 +16,7 @@ import struct
 import zlib
 from contextlib import closing
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Callable, Iterator
+from typing import IO, Any, BinaryIO, Callable, Generator, Iterator
 
 from planner.errors import InputError
 from planner.io.read import open_regular
@@ -209,7 +209,7 @@ def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool 
 
 
 def iter_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
-               block_bytes: int | None = None) -> Iterator[tuple[int, str]]:
+               block_bytes: int | None = None) -> Generator[tuple[int, str], None, None]:
     """(line number, cleaned text), one line at a time (from line_blocks): a log of a million
     steps is never held as one list."""
     for first, lines in line_blocks(path, data, tags_anywhere, block_bytes):

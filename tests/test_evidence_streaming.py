@@ -211,3 +211,53 @@ def test_a_series_of_regular_steps_equals_the_first_value_of_each_step(first, st
     assert list(zip(steps.tolist(), values.tolist())) == sorted(ref.items())
     assert all(step in s for step in ref) and not any(x in s for x in range(-30, 200)
                                                       if x not in ref)
+
+
+# ---- empty lines cost no Python step each -------------------------------------------------
+
+def _ev(path: Path) -> object:
+    """The file's Evidence without its path, or its error with the path as F."""
+    try:
+        return {k: v for k, v in read_file(path).to_dict().items() if k != "path"}
+    except InputError as e:
+        return str(e).replace(str(path), "F")
+
+
+def test_an_nccl_row_wrapped_before_an_empty_line_ends_there_as_before_a_blank_one(tmp_path):
+    # empty lines are left out of the nccl reader's lines (a gap in their numbers): a gap ends
+    # a wrapped row exactly as a line of blanks does, and between rows changes nothing
+    lines = (DATA / "nccl_wrapped_tagged.txt").read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if x.lstrip().startswith("48.70"))
+    got = {}
+    for name, filler in (("blank", "   "), ("empty", ""), ("many", "\n" * 5000)):
+        text = lines[:at] + [filler] + lines[at:]          # inside the wrapped row
+        p = tmp_path / f"{name}_all_reduce_perf.txt"
+        p.write_text("\n".join(text) + "\n")
+        got[name] = _ev(p)
+    assert got["blank"] == got["empty"] == got["many"]
+    spaced = tmp_path / "spaced_all_reduce_perf.txt"
+    plain = tmp_path / "plain_all_reduce_perf.txt"
+    plain.write_text("\n".join(lines) + "\n")
+    spaced.write_text("".join(("" if i == at else "\n") + x + "\n"   # between every two
+                              for i, x in enumerate(lines)))          # lines but in the row
+    a, b = _ev(plain), _ev(spaced)
+    assert isinstance(a, dict) and a == b
+
+
+@pytest.mark.parametrize("reader,head", [
+    ("planner.evidence.training._megatron", LINES[1].format(i=2)),   # read line by line
+    ("planner.evidence.nccl._row_start", None),
+])
+def test_empty_lines_reach_no_line_matcher(tmp_path, monkeypatch, reader, head):
+    # 200,000 empty lines after a log's lines: the matchers see the lines that hold text only
+    # (a Python step per empty line made 256 MB of newlines a few minutes' read)
+    import importlib
+    module, name = reader.rsplit(".", 1)
+    mod = importlib.import_module(module)
+    real, calls = getattr(mod, name), []
+    monkeypatch.setattr(mod, name, lambda *a: calls.append(1) or real(*a))
+    text = head if head else (DATA / "nccl_wrapped_tagged.txt").read_text()
+    p = tmp_path / "all_reduce_perf.txt"
+    p.write_text(text + "\n" * 200_000 + (LINES[1].format(i=3) if head else "# end") + "\n")
+    read_file(p)
+    assert 0 < len(calls) < 100, len(calls)

@@ -49,7 +49,7 @@ def read_summary(path: Path, data: bytes | None = None) -> Evidence:
     mem = MemoryStats()
     rows: dict[str, tuple[float, float]] = {}
     device = None
-    for ln, s in iter_lines(path, data):
+    for ln, s in iter_lines(path, data, skip_empty=True):   # an empty line reads nothing
         if "device ID" in s and (m := SUMMARY_DEVICE.search(s)):
             device = integer(m[1], path, ln, "device ID")
         if "OOMs" in s or "retries" in s:

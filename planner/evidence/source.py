@@ -15,6 +15,7 @@ import re
 import struct
 import zlib
 from contextlib import closing
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable, Generator, Iterator
 
@@ -209,11 +210,18 @@ def text_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool 
 
 
 def iter_lines(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
-               block_bytes: int | None = None) -> Generator[tuple[int, str], None, None]:
+               block_bytes: int | None = None, skip_empty: bool = False
+               ) -> Generator[tuple[int, str], None, None]:
     """(line number, cleaned text), one line at a time (from line_blocks): a log of a million
-    steps is never held as one list."""
+    steps is never held as one list. `skip_empty`: lines empty once cleaned are left out (a
+    gap in the numbers says where), in C, not a Python step each (10^8 newlines read in
+    seconds, not minutes)."""
     for first, lines in line_blocks(path, data, tags_anywhere, block_bytes):
-        yield from enumerate(lines, first)
+        if skip_empty:
+            if any(lines):
+                yield from filter(itemgetter(1), enumerate(lines, first))
+        else:
+            yield from enumerate(lines, first)
 
 
 def line_blocks(path: str | Path, data: bytes | None = None, tags_anywhere: bool = False,
@@ -240,7 +248,7 @@ class LineBlocks:
     def __iter__(self) -> Iterator[tuple[int, list[str]]]:
         i = 1
         for block in self._raw():
-            lines = [clean_line(x, self.tags)
+            lines = [clean_line(x, self.tags) if x else x   # an empty line stays empty
                      for x in block.decode("utf-8", errors="replace").split("\n")]
             yield i, lines
             i += len(lines)

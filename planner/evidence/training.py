@@ -288,11 +288,15 @@ def read_training(path: Path, data: bytes | None = None,
     cut, pending = None, None
     blocks = LineBlocks(path, data)
     for first, lines in blocks:
+        if not any(lines):
+            continue  # empty lines only: no matcher reads one (a log of 10^8 newlines)
         if pending is None and not f.flops_profiler and read_titan_block(f, lines):
             continue  # usual torchtitan step lines only: the block at once, as line by line
         for ln, s in enumerate(lines, first):
             if pending is not None and s.strip():
                 raise pending  # the broken line was not the last: not a job killed mid-write
+            if not s:
+                continue
             try:
                 _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) \
                     or _others(f, s, path, ln)

@@ -26,6 +26,7 @@ from planner.engine import recompute as rc
 from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
                                    optimizer_bytes_per_param, paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
+from planner.engine.fp8 import PER_TENSOR
 from planner.engine.params import norm_params
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
@@ -216,6 +217,14 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     if p.tuning.frozen:  # only the adapters train; the base is frozen weights alone
         trained, frozen = tun.split_stage(p, np.asarray(c.tp, dtype=float), st, sharding, shard)
         trained_experts = 0.0 * trained
+    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
+    # the TE linears: all but the embedding and output layer (Megatron runs those in bf16)
+    linear = np.maximum(local - np.asarray(st.root_params, dtype=float), 0.0)
+    e_b = 0.0 if p.recipe is None else p.recipe.element_bytes
+    fp8_params = fw.memory.fp8_params and p.recipe is not None and not p.tuning.frozen
+    if fp8_params:
+        w_b = np.where(fsdp, w_b, fwm.fp8_param_weight_bytes(local, linear, weight_bytes=w_b,
+                                                              element_bytes=e_b))
     weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
                                                shard, expert_shard, w_b, g_b, k_b)
     if p.optimizer == "muon" and not p.tuning.frozen:  # embeddings and head run AdamW
@@ -232,15 +241,15 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     # only its reduce buckets (framework buffers) stay on the GPU
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients
                      & (paged is None), 0.0, grads)
-    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     # optimizer in backward: each gradient freed once applied, the step run parameter by
     # parameter: one layer's gradients and step temporaries live, not the model's
     layer_share = np.minimum(np.asarray(st.layer_params, dtype=float) / np.maximum(local, 1.0),
                              1.0) if p.tuning.optimizer_in_backward else 1.0
     grads = np.asarray(grads) * layer_share
-    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
-                                 element_bytes=0.0 if p.recipe is None
-                                 else p.recipe.element_bytes)
+    transpose = p.recipe is None or p.recipe.name not in PER_TENSOR \
+        or not p.hardware.gpu.fp8_any_layout
+    cache = fwm.fp8_weight_cache(linear, element_bytes=e_b, cached_copies=fwm.fp8_cached_copies(
+        fw.memory.fp8_weight_copies, transpose_needed=transpose, weight_is_fp8=fp8_params))
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes * layer_share

@@ -11,7 +11,8 @@ import numpy as np
 from planner.engine.fp8 import recipe_peak
 from planner.engine.stages import stage_layers
 from planner.evaluation import tuning as tun
-from planner.evaluation.memory import layer_activation_views, offloaded_activation_bytes
+from planner.evaluation.memory import layer_activation_views
+from planner.evaluation.tuning import offloaded_activation_bytes
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.error_band import shown_band

@@ -208,3 +208,18 @@ def test_deepspeed_zero3_buckets_and_live_parameters():
     layer = m.layer_params()
     assert it["gathered_params"] == pytest.approx(2 * (layer + 5e7))   # block + prefetch bucket
     assert it["grad_buffers"] == pytest.approx(2 * 5e8)                 # reduce_bucket_size
+
+
+def test_each_live_tensor_is_rounded_on_its_own():
+    MiB = 2.0**20
+    # whole 2 MiB pages strand nothing; an 11 MiB tensor its segment's last 1 MiB; a small one
+    # its 512 B block rounding
+    assert alc.tensors_gap([64 * MiB, 64 * MiB]) == 0.0
+    assert alc.tensors_gap([64 * MiB, 11 * MiB, 1000.0]) == 1 * MiB + 24.0
+    # the average of 64 and 11 MiB (37.5 MiB) would have charged both 0.5 MiB
+    assert alc.segment_gap((64 * MiB + 11 * MiB) / 2) == 0.5 * MiB
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=2.0**34), max_size=8))
+def test_tensors_gap_is_the_sum_of_the_segment_gaps(sizes):
+    assert alc.tensors_gap(sizes) == pytest.approx(sum(float(alc.segment_gap(s)) for s in sizes))

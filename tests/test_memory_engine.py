@@ -223,3 +223,18 @@ def test_each_live_tensor_is_rounded_on_its_own():
 @given(st.lists(st.floats(min_value=0.0, max_value=2.0**34), max_size=8))
 def test_tensors_gap_is_the_sum_of_the_segment_gaps(sizes):
     assert alc.tensors_gap(sizes) == pytest.approx(sum(float(alc.segment_gap(s)) for s in sizes))
+
+
+def test_fp8_parameters_are_all_gathered_in_fp8():
+    """Megatron-Core fp8_param_gather: the distributed optimizer's parameter all-gather moves the
+    uint8 parameter buffer; without it, bf16."""
+    from planner.evaluation.candidates import Problem
+    mega = load_framework("megatron")
+    fp8p = replace(mega, memory=replace(mega.memory, fp8_params=True))
+
+    def gather(fw, precision):
+        return Problem(model=get_preset("llama3-8b"), hardware=load_profile("h100"), gpus=8,
+                       seq_len=4096, global_batch=8, precision=precision, optimizer="adamw",
+                       framework=fw).gather_bytes
+    assert gather(fp8p, "fp8") == 1.0
+    assert gather(mega, "fp8") == gather(fp8p, "mixed") == 2.0

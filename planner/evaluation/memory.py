@@ -193,6 +193,20 @@ def paged_bytes(p: Any) -> float | None:
     return paged_moment_bytes(p.precision, p.optimizer) * tun.paged_fraction(p)
 
 
+def has_fp8_params(p: Any, fw: Any) -> bool:
+    """Whether the linears' weights are fp8 parameters: the profile says so and they train in fp8."""
+    return bool(fw.memory.fp8_params and p.recipe is not None and not p.tuning.frozen)
+
+
+def fp8_copies(p: Any, fw: Any) -> float:
+    """Quantised copies of each linear weight cached between micro-batches (framework_memory.
+    fp8_cached_copies): the transpose where the GPU needs it, the row-wise one unless fp8 params."""
+    transpose = not (p.recipe is not None and p.recipe.name in PER_TENSOR
+                     and p.hardware.gpu.fp8_any_layout)
+    return fwm.fp8_cached_copies(fw.memory.fp8_weight_copies, transpose_needed=transpose,
+                                 weight_is_fp8=has_fp8_params(p, fw))
+
+
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     """Weights, gradients, optimizer state (after ZeRO/FSDP sharding and offload), fp8 cache."""
     zero = np.asarray(c.zero)
@@ -214,8 +228,7 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     # the TE linears: all but the embedding and output layer (Megatron runs those in bf16)
     linear = np.maximum(local - np.asarray(st.root_params, dtype=float), 0.0)
     e_b = 0.0 if p.recipe is None else p.recipe.element_bytes
-    fp8_params = fw.memory.fp8_params and p.recipe is not None and not p.tuning.frozen
-    if fp8_params:
+    if has_fp8_params(p, fw):
         w_b = np.where(fsdp, w_b, fwm.fp8_param_weight_bytes(local, linear, weight_bytes=w_b,
                                                               element_bytes=e_b))
     weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
@@ -239,10 +252,7 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     layer_share = np.minimum(np.asarray(st.layer_params, dtype=float) / np.maximum(local, 1.0),
                              1.0) if p.tuning.optimizer_in_backward else 1.0
     grads = np.asarray(grads) * layer_share
-    transpose = p.recipe is None or p.recipe.name not in PER_TENSOR \
-        or not p.hardware.gpu.fp8_any_layout
-    cache = fwm.fp8_weight_cache(linear, element_bytes=e_b, cached_copies=fwm.fp8_cached_copies(
-        fw.memory.fp8_weight_copies, transpose_needed=transpose, weight_is_fp8=fp8_params))
+    cache = fwm.fp8_weight_cache(linear, element_bytes=e_b, cached_copies=fp8_copies(p, fw))
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes * layer_share

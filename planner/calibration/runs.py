@@ -89,6 +89,18 @@ class Measured:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """What the run's own config sets where it departs from its framework profile's default,
+    each read from the submission's files (`source`: file:line): TP comm overlap
+    (TimeBehaviour.tp_comm_overlap) and the DP gradient-reduction dtype (reduce_dtype)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+    source: str
+    tp_comm_overlap: Optional[bool] = None
+    grad_reduce_dtype: Optional[Literal["fp32", "bf16"]] = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PublicRun:
     """One published run with everything dtplan needs to predict it."""
 
@@ -107,6 +119,7 @@ class PublicRun:
     recompute_published: str
     measured: Measured
     assumed: dict[str, str] = field(default_factory=dict)
+    settings: Optional[RunSettings] = None
 
     @property
     def framework(self) -> str:
@@ -167,12 +180,17 @@ def run_model(run: PublicRun) -> ModelSpec:
 
 
 def run_framework(run: PublicRun) -> FrameworkProfile:
-    """The framework profile the run's family is evaluated under (the file's `frameworks`)."""
+    """The framework profile the run's family is evaluated under (the file's `frameworks`),
+    with what the run's own config sets (its `settings`) in place of the profile's defaults."""
     use = load_runs().frameworks[run.framework]
     fw = load_framework(use.profile)
-    if use.kernel_class is None:
-        return fw
-    return replace(fw, time=replace(fw.time, kernel_class=use.kernel_class))
+    time = fw.time if use.kernel_class is None else replace(fw.time, kernel_class=use.kernel_class)
+    got = run.settings
+    if got is not None and got.tp_comm_overlap is not None:
+        time = replace(time, tp_comm_overlap=got.tp_comm_overlap)
+    if got is not None and got.grad_reduce_dtype is not None:
+        time = replace(time, reduce_dtype=got.grad_reduce_dtype)
+    return fw if time == fw.time else replace(fw, time=time)
 
 
 def run_layout(run: PublicRun) -> Layout:

@@ -32,7 +32,7 @@ KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
-               "prefetch_depth", "selective_matmul_share")
+               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
@@ -106,6 +106,14 @@ class TimeBehaviour:
         description="that pairing also runs under full recompute")] = False
     ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
         ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
+    tp_comm_overlap: Annotated[bool, Field(
+        description="under sequence parallel, the TP all-gathers and reduce-scatters run in "
+                    "chunks beside the linear layers' GEMMs (Transformer Engine userbuffers, "
+                    "Megatron-Core tp_comm_overlap); off: every TP collective is exposed as the "
+                    "GPU profile's tp_exposed_fraction says")] = False
+    tp_overlap_rs_splits: Annotated[float, Field(
+        ge=0, description="chunks each overlapped TP reduce-scatter runs in (0: TP-size "
+                          "chunks, as the all-gathers)")] = 0.0
 
     @property
     def reduce_bytes(self) -> float:

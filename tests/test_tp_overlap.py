@@ -84,3 +84,24 @@ def test_a_run_is_priced_with_what_its_config_sets():
     # University of Florida's 8B: TP_COMM_OVERLAP=False, no reduce dtype in its files
     uf = run_framework(runs["mlperf-v5.1-university-of-florida-hpg.dgxb200x8.n1-llama31-8b"]).time
     assert not uf.tp_comm_overlap and uf.reduce_dtype == load_framework("megatron").time.reduce_dtype
+
+
+DENSE = ("name: d\nmodel: llama3-70b\nhardware: h100\ngpus: 64\nseq_len: 4096\n"
+         "layout: {tp: 8, pp: 2, zero: 1, micro_batch: 1, recompute: selective}\n"
+         "batch: {global_batch: 256}\n")
+
+
+def test_megatron_arguments_with_tp_comm_overlap_are_priced_with_it(dtplan, tmp_path):
+    plan = tmp_path / "d.yaml"
+    plan.write_text(DENSE)
+    out = tmp_path / "launch.sh"
+    assert dtplan("export", plan, "--to", "megatron", "-o", out).code == 0
+    text = out.read_text()
+    assert "--sequence-parallel" in text and "--tp-comm-overlap" not in text
+    plain = dtplan("check", out, "--engine", "megatron", "--hardware", "h100", "-f", "json")
+    assert plain.code == 0, plain.out + plain.err
+    out.write_text(text.replace("--sequence-parallel", "--sequence-parallel --tp-comm-overlap"))
+    on = dtplan("check", out, "--engine", "megatron", "--hardware", "h100", "-f", "json")
+    assert on.code == 0, on.out + on.err
+    step = on.json()["files"][0]["summary"]["step_time_s"]
+    assert step < plain.json()["files"][0]["summary"]["step_time_s"]

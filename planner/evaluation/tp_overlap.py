@@ -5,7 +5,7 @@ the GPU profile's tp_exposed_fraction of the traffic is exposed. With the framew
 tp_comm_overlap (Megatron-Core --tp-comm-overlap, NVIDIA/Megatron-LM core_v0.15.3
 megatron/core/model_parallel_config.py:160; Transformer Engine userbuffers, NVIDIA/
 TransformerEngine v2.9 transformer_engine/pytorch/module/base.py:302-339), which needs sequence
-parallel, each collective is split in chunks run beside the linear GEMM it feeds (the
+parallel (megatron/training/arguments.py:930-931 at core_v0.15.3 asserts it), each collective is split in chunks run beside the linear GEMM it feeds (the
 all-gathers before QKV and FC1, ring exchange in TP-size chunks) or drains (the reduce-scatters
 after the projection and FC2, pipelined in tp_overlap_rs_splits chunks); backward mirrors them
 beside the dgrad and wgrad GEMMs (TE's bulk and external overlaps, base.py:310-311).

@@ -170,7 +170,8 @@ def run_model(run: PublicRun) -> ModelSpec:
 
 
 def run_framework(run: PublicRun) -> FrameworkProfile:
-    """The framework profile the run's family is evaluated under (the file's `frameworks`)."""
+    """The framework profile the run's family is evaluated under (the file's `frameworks`),
+    with what the run's own config sets (its `settings`) in place of the profile's defaults."""
     use = load_runs().frameworks[run.framework]
     fw = load_framework(use.profile)
     if use.kernel_class is not None:

@@ -131,7 +131,7 @@ def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float
 def _notes(p: Problem, lay: Layout) -> list[str]:
     from planner.evaluation.error_band import band_note
     from planner.specs.constants import constants_note
-    from planner.specs.framework import capabilities, describe
+    from planner.specs.framework_text import capabilities, describe
     return [p.model.describe(), describe(p.fw), capabilities(p.fw),
             band_note(p.hardware, p.fw.name, lay), constants_note(p.hardware, p.fw),
             f"Precision {p.precision}, optimizer {p.optimizer}; "

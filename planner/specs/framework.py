@@ -32,7 +32,7 @@ KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
-               "prefetch_depth", "selective_matmul_share")
+               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
@@ -106,6 +106,14 @@ class TimeBehaviour:
         description="that pairing also runs under full recompute")] = False
     ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
         ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
+    tp_comm_overlap: Annotated[bool, Field(
+        description="under sequence parallel, the TP all-gathers and reduce-scatters run in "
+                    "chunks beside the linear layers' GEMMs (Transformer Engine userbuffers, "
+                    "Megatron-Core tp_comm_overlap); off: every TP collective is exposed as the "
+                    "GPU profile's tp_exposed_fraction says")] = False
+    tp_overlap_rs_splits: Annotated[float, Field(
+        ge=0, description="chunks each overlapped TP reduce-scatter runs in (0: TP-size "
+                          "chunks, as the all-gathers)")] = 0.0
 
     @property
     def reduce_bytes(self) -> float:
@@ -362,41 +370,6 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     hint = f"; did you mean '{near[0]}'?" if near else ""
     raise InputError(named("framework"), f"unknown framework '{want}'; known: {', '.join(names)} "
                      f"or a path to a .toml{hint}")
-
-
-def describe(fw: FrameworkProfile) -> str:
-    """One line for the assumptions: which profile, where from, and the default. What the
-    framework runs (its selective recompute mode among it) is capabilities()'s line."""
-    t = fw.time
-    where = fw.source_file if fw.source_file and not fw.source_file.startswith(
-        str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
-    default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
-    return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
-            f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
-            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention")
-
-
-def capabilities(fw: FrameworkProfile) -> str:
-    """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
-    context_parallel, expert_parallel, selective_recompute; each key cites the framework's
-    source in the profile): the search offers nothing else, `estimate` refuses the rest."""
-    t = fw.time
-    if t.pipeline_schedules:
-        missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
-        pp = (f"pipeline schedules {', '.join(t.pipeline_schedules)}"
-              + (f" (not {', '.join(missing)})" if missing else "")
-              + f", ZeRO ≤ {t.max_zero_under_pp} with PP")
-    else:
-        pp = "no pipeline parallel"
-    cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
-    ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
-    if t.expert_parallel and t.ep_overlap:
-        ep += (" (all-to-all hidden in paired chunks: "
-               + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
-    sel = ("no selective recompute (none or full only)" if not t.has_selective
-           else f"selective recompute ({t.selective_recompute})")
-    return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "
-            f"{pp}; {cp}; {ep}; {sel}. The search offers nothing else.")
 
 
 def framework_names() -> list[str]:

@@ -169,8 +169,9 @@ def test_the_reference_refuses_a_large_space():
 def test_partial_recompute_is_the_smallest_count_that_fits():
     """Where the optimizer step's moment takes over the peak as layers are recomputed (7B,
     FSDP, ZeRO-3 over groups of 2 of 4 ranks), memory is not linear in the count: its chord
-    gave 16 layers, 11 fit before eager SwiGLU's SiLU output was counted; 15 with it. The fast
-    search finds the reference's smallest count."""
+    gave 16 layers, 11 fit before eager SwiGLU's SiLU output was counted; 15 with it, 14 once the
+    allocator's rounding is taken per live tensor (not every tensor at the average's gap). The
+    fast search finds the reference's smallest count."""
     p = _problem("7B", "a100-80g", 4, 4096, 8, "mixed", "fsdp")
     space = SearchSpace(tp=1, pp=1, zero=3, micro_batch=1, recompute=None)
     got = fast.search(p, space, dominated=True)
@@ -178,4 +179,4 @@ def test_partial_recompute_is_the_smallest_count_that_fits():
     assert [r[0] for r in _fast_rows(p, got)] == [w.layout for w in want.ranked]
     hybrid = [w.layout for w in want.ranked if w.layout.shard_group == 2 and w.layout.dp == 4
               and w.layout.recompute_layers]
-    assert [lay.recompute_layers for lay in hybrid] == [15]
+    assert [lay.recompute_layers for lay in hybrid] == [14]

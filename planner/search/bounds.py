@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
                          RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
-from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows
+from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows, gather
 from planner.engine import peak as pk
 from planner.engine.stages import stage_layers
 from planner.evaluation.memory import phase_inputs, stage_memory
@@ -64,22 +64,38 @@ class MemoryParts:
     states: Part
     acts: Part
     flight: Part
+    # c is layouts crossed with this many recompute rows (row i·k + j, space.with_recomputes),
+    # which the states and the micro-batches in flight do not read; 1: no such structure known
+    crossed: int = 1
 
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
-        of the stages a layout has): never above memory()'s peak."""
-        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
-        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
+        of the stages a layout has): never above memory()'s peak. On crossed rows (`crossed`
+        k > 1) the states' and in-flight terms are gathered once per layout and broadcast over
+        its k rows: device_floor is elementwise, so each row's value is the same, bit for bit,
+        as gathered row by row (tests/test_search_group_count.py)."""
+        k = self.crossed
+        per_stage = _per_layout(self.states, k, lambda t: {s: t[s]["persistent"] for s in STAGES})
+        flight = _per_layout(self.flight, k, None)
+        acts = self.acts.rows(pick=lambda t: ({s: t["stages"][s]["per_mb"] for s in STAGES},
                                               t["stages"]["first"]["forward_working"]))
-        flight = self.flight.rows()
         b, fw = p.budget, p.fw
-        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
-                                       share=b.fragmentation_fraction,
-                                       expandable=fw.memory.expandable_segments,
-                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
-                  for k in STAGES}
-        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
-        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+        n = len(self.c) // k
+
+        def grid(v: Any) -> Any:  # a per-row array as (layouts, k); a scalar as it is
+            return v.reshape(n, k) if isinstance(v, np.ndarray) and v.ndim else v
+
+        def column(v: Any) -> Any:  # a per-layout array as (layouts, 1)
+            return v[:, None] if isinstance(v, np.ndarray) and v.ndim else v
+
+        floors = {s: pk.device_floor(column(per_stage[s]), grid(acts[0][s]), column(flight[s]),
+                                     grid(acts[1]), share=b.fragmentation_fraction,
+                                     expandable=fw.memory.expandable_segments,
+                                     context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                  for s in STAGES}
+        flat = {s: np.broadcast_to(v, (n, k)).reshape(-1) for s, v in floors.items()}
+        middle = np.where(self.c.pp > 2, flat["middle"], 0.0)
+        return np.maximum(np.maximum(flat["first"], flat["last"]), middle)
 
     def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
         """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the
@@ -222,6 +238,16 @@ class MemoryParts:
                                               lambda u: _activation_part(p, u)))
 
 
+def _per_layout(part: Part, k: int, pick: Any) -> Any:
+    """part's tree (or `pick` of it) on the first of each k crossed rows, for a part that does
+    not read the recompute rows (each layout's k rows share its tuple, whichever way
+    distinct.crossed_part or distinct_part numbered them: equal columns, equal index)."""
+    tree = part.tree if pick is None else pick(part.tree)
+    if part.index is None:
+        return tree if k == 1 else gather(tree, np.arange(0, part.size, k), part.size)
+    return gather(tree, part.index[::k], part.size)
+
+
 def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
                  flight: Part | None = None) -> MemoryParts:
     """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
@@ -240,6 +266,7 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int)
     the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
     the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
     return MemoryParts(
+        crossed=k,
         c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS),

@@ -71,31 +71,32 @@ class MemoryParts:
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
         of the stages a layout has): never above memory()'s peak. On crossed rows (`crossed`
-        k > 1) the states' and in-flight terms are gathered once per layout and broadcast over
-        its k rows: device_floor is elementwise, so each row's value is the same, bit for bit,
-        as gathered row by row (tests/test_search_group_count.py)."""
+        k > 1) the states' and in-flight terms are gathered once per layout, and the floor is
+        computed one recompute row of every layout at a time: device_floor is elementwise, so
+        each row's value is the one gathered row by row, bit for bit
+        (tests/test_search_group_count.py)."""
         k = self.crossed
+        n = len(self.c) // k
         per_stage = _per_layout(self.states, k, lambda t: {s: t[s]["persistent"] for s in STAGES})
         flight = _per_layout(self.flight, k, None)
-        acts = self.acts.rows(pick=lambda t: ({s: t["stages"][s]["per_mb"] for s in STAGES},
-                                              t["stages"]["first"]["forward_working"]))
         b, fw = p.budget, p.fw
-        n = len(self.c) // k
+        out = np.empty((n, k))
+        for j in range(k):  # one recompute row of every layout at a time: 1-D, contiguous
+            acts = self.acts.rows(None if k == 1 else np.arange(j, n * k, k), pick=lambda t: (
+                {s: t["stages"][s]["per_mb"] for s in STAGES},
+                t["stages"]["first"]["forward_working"]))
+            floors = {s: pk.device_floor(per_stage[s], acts[0][s], flight[s], acts[1],
+                                         share=b.fragmentation_fraction,
+                                         expandable=fw.memory.expandable_segments,
+                                         context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                      for s in STAGES}
+            middle = np.where(self._pp(k) > 2, floors["middle"], 0.0)
+            out[:, j] = np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+        return out.reshape(-1)
 
-        def grid(v: Any) -> Any:  # a per-row array as (layouts, k); a scalar as it is
-            return v.reshape(n, k) if isinstance(v, np.ndarray) and v.ndim else v
-
-        def column(v: Any) -> Any:  # a per-layout array as (layouts, 1)
-            return v[:, None] if isinstance(v, np.ndarray) and v.ndim else v
-
-        floors = {s: pk.device_floor(column(per_stage[s]), grid(acts[0][s]), column(flight[s]),
-                                     grid(acts[1]), share=b.fragmentation_fraction,
-                                     expandable=fw.memory.expandable_segments,
-                                     context=b.context_bytes, nccl=b.comm_buffer_bytes)
-                  for s in STAGES}
-        flat = {s: np.broadcast_to(v, (n, k)).reshape(-1) for s, v in floors.items()}
-        middle = np.where(self.c.pp > 2, flat["middle"], 0.0)
-        return np.maximum(np.maximum(flat["first"], flat["last"]), middle)
+    def _pp(self, k: int) -> np.ndarray:
+        """PP of the first of each k crossed rows (every row where k is 1)."""
+        return self.c.pp if k == 1 else self.c.pp[::k]
 
     def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
         """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the

@@ -80,6 +80,8 @@ class MemoryParts:
         per_stage = _per_layout(self.states, k, lambda t: {s: t[s]["persistent"] for s in STAGES})
         flight = _per_layout(self.flight, k, None)
         b, fw = p.budget, p.fw
+        # PP of each layout (its first row's)
+        pp = self.c.pp if k == 1 else columns_at(self.c, ("pp",), np.arange(0, n * k, k))[0]
         out = np.empty((n, k))
         for j in range(k):  # one recompute row of every layout at a time: 1-D, contiguous
             acts = self.acts.rows(None if k == 1 else np.arange(j, n * k, k), pick=lambda t: (
@@ -90,22 +92,17 @@ class MemoryParts:
                                          expandable=fw.memory.expandable_segments,
                                          context=b.context_bytes, nccl=b.comm_buffer_bytes)
                       for s in STAGES}
-            middle = np.where(self._pp(k) > 2, floors["middle"], 0.0)
+            middle = np.where(pp > 2, floors["middle"], 0.0)
             out[:, j] = np.maximum(np.maximum(floors["first"], floors["last"]), middle)
         return out.reshape(-1)
-
-    def _pp(self, k: int) -> np.ndarray:
-        """PP of the first of each k crossed rows (every row where k is 1)."""
-        return self.c.pp if k == 1 else self.c.pp[::k]
 
     def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
         """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the
         largest of the stages a layout has): never below memory()'s peak. Its terms are summed
         once per distinct tuple (states, activations) and combined on the rows."""
         b, fw = p.budget, p.fw
-        pp, v = self.c.pp.take(idx), self.c.chunks.take(idx)
-        first, mid, last = stage_layers(p.model.layers, pp.astype(float), v.astype(float),
-                                        self.c.first.take(idx), self.c.last.take(idx))
+        pp, v, f, l_ = columns_at(self.c, ("pp", "chunks", "first", "last"), idx)
+        first, mid, last = stage_layers(p.model.layers, pp.astype(float), v.astype(float), f, l_)
         layers = dict(zip(STAGES, (first, mid, np.asarray(last) + p.model.mtp_layers)))
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
@@ -237,6 +234,16 @@ class MemoryParts:
         return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
                                               lambda u: _activation_part(p, u)))
+
+
+def columns_at(c: Candidates, names: tuple[str, ...], idx: np.ndarray) -> list[np.ndarray]:
+    """c's columns `names` at the rows idx, the same values as getattr(c, name).take(idx); on
+    a crossing (space.with_recomputes: each row's layout row `_at` in `_layouts`) a column
+    not yet built is read from the layouts at those rows, without building it on every row."""
+    d = c.__dict__
+    at = d["_at"].take(idx) if "_at" in d and any(n not in d for n in names) else None
+    return [getattr(c, n).take(idx) if at is None or n in d else
+            getattr(d["_layouts"], n).take(at) for n in names]
 
 
 def _per_layout(part: Part, k: int, pick: Any) -> Any:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from planner.api import problem
 from planner.evaluation.evaluate import usable_bytes
 from planner.search.blocks import layout_blocks
-from planner.search.bounds import crossed_memory_parts, memory_parts
+from planner.search.bounds import columns_at, crossed_memory_parts, memory_parts
 from planner.search.fast import SearchSpace
 from planner.search.space import materialize, recomputes, with_recomputes
 from planner.specs.framework import load_framework
@@ -67,3 +67,22 @@ def test_the_floor_per_layout_is_the_floor_per_row(p, offload, sample, seed):
     assert np.array_equal(_bits(grouped), _bits(plain))
     usable = usable_bytes(p)
     assert int((grouped <= usable).sum()) == int((plain <= usable).sum())
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.integers(0, 2**31 - 1))
+def test_a_crossings_columns_are_read_from_its_layouts(p, seed):
+    """columns_at on a crossing (its columns not built, or some built) gives the built
+    columns' values at the rows asked, in their order."""
+    space = SearchSpace()
+    p = p.resolved()
+    lay = next(iter(layout_blocks(p, space)))[0]
+    rows = with_recomputes(lay, recomputes(p, space))
+    plain = materialize(rows, np.arange(len(rows)))
+    idx = np.random.default_rng(seed).permutation(len(rows))[: max(1, len(rows) // 3)]
+    names = ("pp", "chunks", "first", "last", "dp", "ep", "schedule")
+    for built in (False, True):
+        if built:
+            _ = rows.pp, rows.dp  # two columns built on every row: read from there
+        for name, got in zip(names, columns_at(rows, names, idx)):
+            assert np.array_equal(got, getattr(plain, name).take(idx)), name

@@ -236,10 +236,10 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     separate = (x.ep > 1) | (x.etp != x.tp)
     expert = np.where(separate, np.minimum(_expert_stage_params(p, x), trained), 0.0)
     dense = trained - expert
-    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
+    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * p.gather_bytes,
                                         zero >= 1, n, x.tp, gpn, fab)
     red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
-                                            expert * fw.gather_bytes, zero >= 1, x.expert_dp,
+                                            expert * p.gather_bytes, zero >= 1, x.expert_dp,
                                             x.etp * x.ep, gpn, fab)
     moe = expert > 0
     out["red"] = array(red) + np.where(moe, red_e, 0.0)

@@ -184,6 +184,10 @@ class MemoryBehaviour:
     fp8_weight_copies: Annotated[float, Field(
         ge=0, le=4, description="fp8 weight copies (1 byte each) cached between "
                                 "micro-batches under fp8")] = 0.0
+    fp8_params: Annotated[bool, Field(
+        description="under fp8 the linears' weights are stored in fp8 alone (Megatron-Core "
+                    "fp8_param_gather / TE fp8_model_init): no 16-bit copy, the row-wise "
+                    "cached copy is the weight, the DP all-gather moves fp8")] = False
     fp8_saved_activations: Annotated[bool, Field(
         description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
     optimizer_temp_bytes: Annotated[float, Field(

@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
                          RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
-from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows
+from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows, gather
 from planner.engine import peak as pk
 from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
@@ -63,29 +63,44 @@ class MemoryParts:
     states: Part
     acts: Part
     flight: Part
+    # c is layouts crossed with this many recompute rows (row i·k + j, space.with_recomputes),
+    # which the states and the micro-batches in flight do not read; 1: no such structure known
+    crossed: int = 1
 
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
-        of the stages a layout has): never above memory()'s peak."""
-        per_stage = self.states.rows(pick=lambda t: {k: t[k]["persistent"] for k in STAGES})
-        acts = self.acts.rows(pick=lambda t: ({k: t["stages"][k]["per_mb"] for k in STAGES},
-                                              t["stages"]["first"]["forward_working"]))
-        flight = self.flight.rows()
+        of the stages a layout has): never above memory()'s peak. On crossed rows (`crossed`
+        k > 1) the states' and in-flight terms are gathered once per layout, and the floor is
+        computed one recompute row of every layout at a time: device_floor is elementwise, so
+        each row's value is the one gathered row by row, bit for bit
+        (tests/test_search_group_count.py)."""
+        k = self.crossed
+        n = len(self.c) // k
+        per_stage = _per_layout(self.states, k, lambda t: {s: t[s]["persistent"] for s in STAGES})
+        flight = _per_layout(self.flight, k, None)
         b, fw = p.budget, p.fw
-        floors = {k: pk.device_floor(per_stage[k], acts[0][k], flight[k], acts[1],
-                                       share=b.fragmentation_fraction,
-                                       expandable=fw.memory.expandable_segments,
-                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
-                  for k in STAGES}
-        middle = np.where(self.c.pp > 2, floors["middle"], 0.0)
-        return np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+        # PP of each layout (its first row's)
+        pp = self.c.pp if k == 1 else columns_at(self.c, ("pp",), np.arange(0, n * k, k))[0]
+        out = np.empty((n, k))
+        for j in range(k):  # one recompute row of every layout at a time: 1-D, contiguous
+            acts = self.acts.rows(None if k == 1 else np.arange(j, n * k, k), pick=lambda t: (
+                {s: t["stages"][s]["per_mb"] for s in STAGES},
+                t["stages"]["first"]["forward_working"]))
+            floors = {s: pk.device_floor(per_stage[s], acts[0][s], flight[s], acts[1],
+                                         share=b.fragmentation_fraction,
+                                         expandable=fw.memory.expandable_segments,
+                                         context=b.context_bytes, nccl=b.comm_buffer_bytes)
+                      for s in STAGES}
+            middle = np.where(pp > 2, floors["middle"], 0.0)
+            out[:, j] = np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+        return out.reshape(-1)
 
     def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
         """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the
         largest of the stages a layout has): never below memory()'s peak. Its terms are summed
         once per distinct tuple (states, activations) and combined on the rows."""
         b, fw = p.budget, p.fw
-        pp = self.c.pp.take(idx)
+        pp = columns_at(self.c, ("pp",), idx)[0]
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
@@ -218,6 +233,26 @@ class MemoryParts:
                                               lambda u: _activation_part(p, u)))
 
 
+def columns_at(c: Candidates, names: tuple[str, ...], idx: np.ndarray) -> list[np.ndarray]:
+    """c's columns `names` at the rows idx, the same values as getattr(c, name).take(idx); on
+    a crossing (space.with_recomputes: each row's layout row `_at` in `_layouts`) a column
+    not yet built is read from the layouts at those rows, without building it on every row."""
+    d = c.__dict__
+    at = d["_at"].take(idx) if "_at" in d and any(n not in d for n in names) else None
+    return [getattr(c, n).take(idx) if at is None or n in d else
+            getattr(d["_layouts"], n).take(at) for n in names]
+
+
+def _per_layout(part: Part, k: int, pick: Any) -> Any:
+    """part's tree (or `pick` of it) on the first of each k crossed rows, for a part that does
+    not read the recompute rows (each layout's k rows share its tuple, whichever way
+    distinct.crossed_part or distinct_part numbered them: equal columns, equal index)."""
+    tree = part.tree if pick is None else pick(part.tree)
+    if part.index is None:
+        return tree if k == 1 else gather(tree, np.arange(0, part.size, k), part.size)
+    return gather(tree, part.index[::k], part.size)
+
+
 def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
                  flight: Part | None = None) -> MemoryParts:
     """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
@@ -236,6 +271,7 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int)
     the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
     the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
     return MemoryParts(
+        crossed=k,
         c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS),

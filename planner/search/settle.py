@@ -20,7 +20,7 @@ from planner.evaluation.candidates import STEP_FLOOR_COLUMNS, Candidates, Proble
 from planner.evaluation.distinct import WORTH_IT, distinct_rows
 from planner.search.pareto import pareto_front, surely_dominated
 from planner.evaluation.evaluate import Memory, usable_bytes
-from planner.search.bounds import MemoryParts
+from planner.search.bounds import MemoryParts, columns_at
 from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor, step_seconds
 from planner.search.partial import Beaten
 
@@ -171,7 +171,7 @@ class _Rows:
             sub = self.rows.take(idx)
             return [getattr(sub, k) for k in STEP_FLOOR_COLUMNS]
         at = self.cand.take(idx)
-        return [acts.index.take(at)] + [getattr(c, k).take(at) for k in ("dp", "ep", "schedule")]
+        return [acts.index.take(at)] + columns_at(c, ("dp", "ep", "schedule"), at)
 
     def step(self, idx: np.ndarray) -> np.ndarray:
         """timing.step_seconds of the rows idx, from their states alone."""

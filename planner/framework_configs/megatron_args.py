@@ -269,6 +269,22 @@ def ep_overlap_flags(inp: Job) -> list[tuple[str, object]]:
     return [("--overlap-moe-expert-parallel-comm", None)] if pairs else []
 
 
+def dispatcher_flags(inp: Job) -> list[tuple[str, object]]:
+    """The token dispatcher the job's framework profile prices (ep_dispatcher: DeepEP through
+    the flex dispatcher, core_v0.15.3 arguments.py:3131-3136, or alltoall) and the model's
+    group-limited routing (--moe-router-num-groups / --moe-router-group-topk, :3098-3101)."""
+    fw = (inp.framework or load_framework("megatron")).time
+    a: list[tuple[str, object]] = ([("--moe-token-dispatcher-type", "flex"),
+                                    ("--moe-enable-deepep", None)]
+                                   if fw.ep_dispatcher == "deepep"
+                                   else [("--moe-token-dispatcher-type", "alltoall")])
+    m = inp.model
+    if m.route_groups and 0 < m.route_group_topk < m.route_groups:
+        a += [("--moe-router-num-groups", m.route_groups),
+              ("--moe-router-group-topk", m.route_group_topk)]
+    return a
+
+
 def ep_overlap_rule(a: dict[str, Any], pp: int, interleaved: bool, ep: int,
                     granularity: str | None, rules: list) -> None:
     """--overlap-moe-expert-parallel-comm's checks (core_v0.15.3 transformer_config.py:

@@ -1,11 +1,8 @@
 """Framework profiles: how a training framework's implementation spends time (and memory).
 
-A profile is a TOML file (``framework_profiles/*.toml``, shipped in the wheel) with a ``[time]``
-table (gradient/reduce dtypes, sharded-DP gather granularity and re-gathers, prefetch depth,
-bucket sizes, pipeline send/recv style, what "selective" recompute means, kernel class) and a
-``[memory]`` table (precision default; the memory behaviour of issue #13). Every bundled value
-cites the framework's own source in a TOML comment. A user copies one, edits it and passes the
-path wherever ``--framework`` is accepted.
+A TOML file (``framework_profiles/*.toml``): ``[time]`` (dtypes, sharded-DP gathers, prefetch,
+buckets, PP send/recv, recompute, kernels, EP dispatch) and ``[memory]`` (issue #13), each bundled
+value citing its source in a comment; a user edits a copy and passes it to ``--framework``.
 """
 
 from __future__ import annotations
@@ -106,6 +103,10 @@ class TimeBehaviour:
         description="that pairing also runs under full recompute")] = False
     ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
         ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
+    ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(description="EP tokens "
+        "once per routed expert, or per rank and remote domain (EpRoute)")] = "alltoall"
+    ep_fp8_dispatch: Annotated[bool, Field(description="under fp8, the dispatch and its "
+        "backward twin move fp8 + 1/128 scales, the combine 16-bit")] = False
 
     @property
     def reduce_bytes(self) -> float:
@@ -119,8 +120,7 @@ class TimeBehaviour:
 
     @property
     def has_selective(self) -> bool:
-        """Whether the framework has a selective recompute mode (selective_recompute not
-        "none"; DeepSpeed and the FSDP trainers checkpoint whole layers only)."""
+        """Whether selective recompute exists (DeepSpeed, the FSDP trainers: whole layers)."""
         return self.selective_recompute != "none"
 
     def regathers_in_backward(self, pp: int) -> bool:

@@ -114,3 +114,15 @@ def test_fp8_dispatch_and_the_dispatcher_are_profile_keys(dtplan, tmp_path):
     alltoall = tmp_path / "megatron-alltoall.toml"
     alltoall.write_text(text.replace('ep_dispatcher = "deepep"', 'ep_dispatcher = "alltoall"'))
     assert _ep(dtplan, "--recompute", "full", "--framework", str(alltoall)) > 1.5 * base
+
+
+def test_the_megatron_reader_takes_the_node_limit():
+    from planner.framework_configs.megatron_args import _megatron_model, parse_megatron_args
+    base = ("pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+            "--ffn-hidden-size 8192 --num-experts 64 --moe-router-topk 6 --seq-length 4096")
+    plain = _megatron_model(parse_megatron_args(base, "a.sh"), "a.sh")
+    limited = _megatron_model(parse_megatron_args(
+        base + " --moe-router-num-groups 8 --moe-router-group-topk 2", "b.sh"), "b.sh")
+    assert plain is not None and limited is not None
+    assert "route_groups" not in plain
+    assert (limited["route_groups"], limited["route_group_topk"]) == (8, 2)

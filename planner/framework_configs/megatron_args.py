@@ -31,7 +31,8 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
            "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-           "--num-distributed-optimizer-instances", "--mtp-num-layers"}
+           "--num-distributed-optimizer-instances", "--mtp-num-layers",
+           "--moe-router-num-groups", "--moe-router-group-topk"}
 # Upper bounds of the integer flags, as on dtplan's command line (planner.io.validate).
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}
@@ -178,6 +179,9 @@ def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
     if a.get("--num-experts"):
         fields.update(experts=a["--num-experts"], experts_per_token=a.get("--moe-router-topk", 2),
                       expert_ffn=a.get("--moe-ffn-hidden-size"))
+        if a.get("--moe-router-group-topk"):   # group-limited routing, arguments.py:3098-3101
+            fields.update(route_groups=a.get("--moe-router-num-groups", 0),
+                          route_group_topk=a["--moe-router-group-topk"])
     return fields
 
 

@@ -22,8 +22,7 @@ from planner.specs.records import FORBID, validate
 DEFAULT_FRAMEWORK = "megatron"
 MAX_FRAMEWORK_BYTES = 256_000
 
-# Bytes per element of the dtypes a profile may name.
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}   # a profile's dtypes, B
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
 KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
@@ -373,9 +372,8 @@ def describe(fw: FrameworkProfile) -> str:
 
 
 def capabilities(fw: FrameworkProfile) -> str:
-    """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
-    context_parallel, expert_parallel, selective_recompute; each key cites the framework's
-    source in the profile): the search offers nothing else, `estimate` refuses the rest."""
+    """What the framework runs, as its profile's keys (each citing its source) state it: the
+    search offers nothing else, `estimate` refuses the rest."""
     t = fw.time
     if t.pipeline_schedules:
         missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
@@ -385,7 +383,9 @@ def capabilities(fw: FrameworkProfile) -> str:
     else:
         pp = "no pipeline parallel"
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
-    ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
+    ep = ("expert parallel" + " over DeepEP" * (t.ep_dispatcher == "deepep")
+          + " with fp8 dispatch" * t.ep_fp8_dispatch if t.expert_parallel
+          else "no expert parallel (experts replicated)")
     if t.expert_parallel and t.ep_overlap:
         ep += (" (all-to-all hidden in paired chunks: "
                + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")

@@ -126,3 +126,11 @@ def test_the_megatron_reader_takes_the_node_limit():
     assert plain is not None and limited is not None
     assert "route_groups" not in plain
     assert (limited["route_groups"], limited["route_group_topk"]) == (8, 2)
+
+
+def test_the_estimate_says_how_the_all_to_all_is_priced(dtplan):
+    r = dtplan(*DEEPSEEK_V3, "--recompute", "full")
+    note = next(n for n in json.loads(r.out)["notes"] if n.startswith("EP 64"))
+    d = float(st.ep_reach(8, st.EpRoute(256, 8, 4, True), 64, 8)[0])
+    assert f"{d * 7 / 8:.2f} NIC copies" in note and "(per-expert sending: 7.00)" in note
+    assert "limited to 4 of 8 expert groups" in note and "+2 per layer" in note

@@ -264,6 +264,8 @@ def probes(f: dict[str, str]) -> list[list[str]]:
          "--framework", "torchtitan"],                              # what would fit, bounded
         ["fit", "--all", "--model-config", f["mixtral"], "--gpus", ",".join(   # --all sweep
             str(512 * (i + 1)) for i in range(16)), "--framework", "deepspeed"],
+        ["fit", "--all", *m70, "--gpus", "256,512,1024,2048,4096,8192"],   # 1.34 M: refused
+        # before any count is searched (each count alone is within the --all bound)
         ["fit", "--from-plan", f["shrink"], "--gpus", "7680"],     # elastic shrink, 7e8 sequences
     ]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.specs.framework import capabilities as framework_capabilities
+from planner.specs.framework_text import capabilities as framework_capabilities
 from planner.specs.framework import load_framework
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -213,3 +213,31 @@ def test_huge_integer_in_a_framework_profile(dtplan, tmp_path):
     p = _write(tmp_path, "fw.toml", "name = 'x'\nbucket = " + "9" * 5000 + "\n")
     _exit2(dtplan("estimate", "--model", "gpt2", "--gpus", "8", "--framework", p),
            "--framework: ", "fw.toml:2: bucket: integer of 5000 digits")
+
+
+# ---- a 300-character profile name or path on every command that takes one (issue 29) --------
+
+EVIDENCE = Path(ROOT) / "tests" / "data" / "evidence" / "nccl_wrapped_tagged.txt"
+WITH_PROFILES = {
+    "fit": ("fit", "--model", "gpt2", "--gpus", "8"),
+    "estimate": ("estimate", "--model", "gpt2", "--gpus", "8"),
+    "check": ("check", str(PLAN)),
+    "report": ("report", "--model", "gpt2", "--gpus", "8", "-o", "-"),
+    "comm": ("comm", "--gpus", "8", "--message-gb", "1"),
+    "calibrate": ("calibrate", "--from", str(EVIDENCE)),
+    "compare": ("compare", str(EVIDENCE), "--plan", str(PLAN)),
+}
+# the options each command takes (check and comm take no --framework / --hardware-file)
+TAKES = {"--hardware": list(WITH_PROFILES), "--framework": ["fit", "estimate", "report",
+                                                            "calibrate"],
+         "--hardware-file": ["fit", "estimate", "report", "calibrate", "compare"]}
+
+
+@pytest.mark.parametrize("option,command", [(o, c) for o, cs in TAKES.items() for c in cs])
+@pytest.mark.parametrize("value", [LONG, LONG + ".toml", "x/" + LONG])
+def test_a_name_or_path_over_the_os_limit_is_one_line_naming_its_option(dtplan, tmp_path,
+                                                                         option, command, value):
+    # a name is a name first (never stat-ed as a path); a path too long for the OS is refused
+    # naming the option it was given to -- with --from, --hardware-file was named --hardware,
+    # and calibrate --from ignored an unknown --framework (exit 0)
+    _exit2(dtplan(*WITH_PROFILES[command], option, value, cwd=tmp_path), f"{option}: ")

@@ -194,8 +194,8 @@ def test_the_priced_bound_counts_what_the_search_prices():
 
 
 def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
-    # the bound lowered to what the first two counts price: the third is refused, and the
-    # message says the sweep's budget is spent, not that one search is too large
+    # the bound lowered to what the first two counts price: the three counts are refused
+    # together, before any is searched, and the message counts the sweep, not one search
     import planner.search.blocks as b
     from planner.api import fit
     from planner.cli.dispatch import run
@@ -212,4 +212,4 @@ def test_a_sweep_prices_at_most_one_searchs_bound_in_all(monkeypatch, capsys):
     assert run(argv[:4] + ["8,16,32"] + argv[5:]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dtplan: error: layout space: ") and len(err.splitlines()) == 1, err
-    assert f"over the 0 left of the {spent:,} one fit prices over all its GPU counts" in err, err
+    assert f"over its 3 GPU counts, over the {spent:,} one fit prices;" in err, err

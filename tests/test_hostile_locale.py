@@ -53,6 +53,18 @@ def test_every_output_is_encodable_in_the_stream_encoding(args):
             assert len(out.splitlines()) == len(utf8.out.splitlines()), env
 
 
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_the_fallbacks_are_laid_out_within_the_width(encoding):
+    # ">=" for "≥" is a cell wider: the tables are laid out in the characters the stream
+    # writes, so 80 columns hold (a table laid out with "≥" was 82 wide once written)
+    args = ("fit", "--model", "mixtral-8x7b", "--gpus", "64")
+    utf8 = _run(args, COLUMNS="80")
+    r = _run(args, PYTHONIOENCODING=encoding, COLUMNS="80")
+    assert r.returncode == utf8.returncode == 0, r.stderr[-300:]
+    assert "≥" in utf8.stdout.decode() and ">=" in r.stdout.decode(encoding)
+    assert max(len(x) for x in r.stdout.decode(encoding).splitlines()) <= 80
+
+
 LATIN1 = "en_US.ISO-8859-1"
 
 

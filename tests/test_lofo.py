@@ -208,3 +208,26 @@ def test_calibrate_prints_the_families_and_json(dtplan, cv):
     assert [f["family"] for f in x["families"]] == [f.family for f in cv.families]
     assert x["median_abs_error_pct"] == pytest.approx(cv.median_abs_error_pct)
     assert all(f["constants"] and f["constants"][0]["kind"] for f in x["families"])
+
+
+def test_a_runs_settings_replace_its_profiles_fields():
+    """The MLPerf Llama 3.1 405B runs state fp8 parameters, bf16 gradient reduction and
+    expandable segments (their pretrain.py and config_common.sh); the profile takes them, and a
+    field no profile has is refused."""
+    from planner.calibration.runs import run_framework, with_settings
+    row = next(r for r in load_runs().memory_rows if "eos-dfw-n1024" in r.id)
+    fw = run_framework(row)
+    assert fw.memory.fp8_params and fw.memory.grad_bytes == 2.0 and fw.memory.expandable_segments
+    assert fw.time.reduce_dtype == "bf16"
+    assert "fp8_param_gather" in row.assumed["settings"]
+    with pytest.raises(TypeError):
+        with_settings(fw, {"memory.no_such_field": 1.0})
+
+
+def test_every_memory_row_but_the_known_misses_is_within_the_target(cv):
+    """Issue #30's memory target (±10 % on every row), the misses named with their mechanism
+    (test_memory_calibration.KNOWN_MISSES) and still missed."""
+    from test_memory_calibration import KNOWN_MISSES
+    within = {m.run: abs(m.error_pct) <= lofo.TARGET_MEMORY_PCT for m in cv.memory}
+    assert {run for run, ok in within.items() if not ok} == set(KNOWN_MISSES)
+    assert all(ok for run, ok in within.items() if run.startswith("mlperf"))

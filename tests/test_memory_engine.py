@@ -3,6 +3,8 @@ counts, the peak's moment, FSDP2 under PP."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from planner.engine import allocator as alc
 from planner.engine import framework_memory as fwm
 from planner.engine import peak as pk
+from planner.engine.budget import padded_vocab
 from planner.engine.pipeline import micro_batches_in_flight
 from planner.engine.recompute import every_nth_checkpointed, op_sac_saved_mms, op_sac_terms
 from planner.evaluation.estimate import estimate
@@ -141,10 +144,57 @@ def test_megatron_fp8_caches_two_weight_copies_and_saves_gemm_inputs_in_fp8():
                     seq_len=4096, global_batch=8, framework=mega).stages[0]
     fp8 = estimate(m, load_profile("h100"), 8, Layout(tp=8, dp=1, micro_batch=1, precision="fp8"),
                    seq_len=4096, global_batch=8, framework=mega).stages[0]
-    # TE keeps the fp8 weight and its transpose: 2 bytes per parameter on the GPU
-    assert fp8.items["fp8_weight_cache"] == pytest.approx(fp8.items["weights"], rel=1e-12)
+    # TE keeps the fp8 weight and its transpose of each linear: 2 bytes per parameter on the
+    # GPU, outside the embedding and output layer (bf16 in Megatron)
+    linear = fp8.items["weights"] / 2 - _edges(m)
+    assert fp8.items["fp8_weight_cache"] == pytest.approx(2 * linear, rel=1e-9)
     assert bf16.items["fp8_weight_cache"] == 0
     assert fp8.items["activations"] < bf16.items["activations"]
+
+
+def _edges(m) -> float:
+    """Embedding, output layer (padded vocabulary, over TP 8) and final norm on one GPU."""
+    return padded_vocab(m.vocab, 8) * m.hidden * 2 / 8 + m.hidden
+
+
+def _megatron_fp8(hw: str, recipe: str = "delayed", **memory: object):
+    mega = load_framework("megatron")
+    fw = replace(mega, memory=replace(mega.memory, **memory))
+    lay = Layout(tp=8, dp=1, micro_batch=1, precision="fp8", fp8=recipe)
+    return estimate(get_preset("llama3-8b"), load_profile(hw), 8, lay, seq_len=4096,
+                    global_batch=8, framework=fw).stages[0]
+
+
+def test_fp8_parameters_keep_the_linears_in_fp8_alone():
+    """Megatron-Core fp8_param_gather: the linears' weights are 1 byte, the embedding and output
+    layer stay bf16, the cached row-wise copy is the parameter (only the transpose is cached),
+    and with grad_reduce_in_fp32 off the gradients are bf16."""
+    m = get_preset("llama3-8b")
+    plain = _megatron_fp8("h100")
+    fp8p = _megatron_fp8("h100", fp8_params=True, grad_bytes=2.0)
+    edges = _edges(m)
+    linear = plain.items["weights"] / 2 - edges
+    assert fp8p.items["weights"] == pytest.approx(linear * 1 + edges * 2, rel=1e-9)
+    assert fp8p.items["fp8_weight_cache"] == pytest.approx(linear, rel=1e-9)
+    assert fp8p.items["gradients"] == pytest.approx(plain.items["gradients"] / 2, rel=1e-9)
+    assert fp8p.items["optimizer"] == pytest.approx(plain.items["optimizer"], rel=1e-12)
+
+
+def test_blackwell_keeps_no_fp8_transpose_for_per_tensor_recipes():
+    """On compute capability >= 10 a per-tensor fp8 weight serves both GEMM layouts (TE 2.x):
+    one cached copy, none where the weight is an fp8 parameter; block-scaled MXFP8 still
+    quantises each direction."""
+    h100, b200 = _megatron_fp8("h100"), _megatron_fp8("b200")
+    assert b200.items["fp8_weight_cache"] == pytest.approx(h100.items["fp8_weight_cache"] / 2)
+    assert _megatron_fp8("b200", fp8_params=True).items["fp8_weight_cache"] == 0
+    mx = _megatron_fp8("b200", "mxfp8").items["fp8_weight_cache"]
+    assert mx == pytest.approx(h100.items["fp8_weight_cache"] * (1 + 1 / 32), rel=1e-9)
+
+
+def test_fp8_cached_copies():
+    assert fwm.fp8_cached_copies(2.0, transpose_needed=True, weight_is_fp8=False) == 2.0
+    assert fwm.fp8_cached_copies(2.0, transpose_needed=False, weight_is_fp8=True) == 0.0
+    assert fwm.fp8_cached_copies(0.0, transpose_needed=False, weight_is_fp8=True) == 0.0
 
 
 def test_deepspeed_zero3_buckets_and_live_parameters():
@@ -158,3 +208,33 @@ def test_deepspeed_zero3_buckets_and_live_parameters():
     layer = m.layer_params()
     assert it["gathered_params"] == pytest.approx(2 * (layer + 5e7))   # block + prefetch bucket
     assert it["grad_buffers"] == pytest.approx(2 * 5e8)                 # reduce_bucket_size
+
+
+def test_each_live_tensor_is_rounded_on_its_own():
+    MiB = 2.0**20
+    # whole 2 MiB pages strand nothing; an 11 MiB tensor its segment's last 1 MiB; a small one
+    # its 512 B block rounding
+    assert alc.tensors_gap([64 * MiB, 64 * MiB]) == 0.0
+    assert alc.tensors_gap([64 * MiB, 11 * MiB, 1000.0]) == 1 * MiB + 24.0
+    # the average of 64 and 11 MiB (37.5 MiB) would have charged both 0.5 MiB
+    assert alc.segment_gap((64 * MiB + 11 * MiB) / 2) == 0.5 * MiB
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=2.0**34), max_size=8))
+def test_tensors_gap_is_the_sum_of_the_segment_gaps(sizes):
+    assert alc.tensors_gap(sizes) == pytest.approx(sum(float(alc.segment_gap(s)) for s in sizes))
+
+
+def test_fp8_parameters_are_all_gathered_in_fp8():
+    """Megatron-Core fp8_param_gather: the distributed optimizer's parameter all-gather moves the
+    uint8 parameter buffer; without it, bf16."""
+    from planner.evaluation.candidates import Problem
+    mega = load_framework("megatron")
+    fp8p = replace(mega, memory=replace(mega.memory, fp8_params=True))
+
+    def gather(fw, precision):
+        return Problem(model=get_preset("llama3-8b"), hardware=load_profile("h100"), gpus=8,
+                       seq_len=4096, global_batch=8, precision=precision, optimizer="adamw",
+                       framework=fw).gather_bytes
+    assert gather(fp8p, "fp8") == 1.0
+    assert gather(mega, "fp8") == gather(fp8p, "mixed") == 2.0

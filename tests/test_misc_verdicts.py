@@ -67,8 +67,9 @@ def test_fragmentation_and_shortfall_are_computed_not_capped():
         assert m["total_bytes"] == pytest.approx(m["reserved_bytes"] + 2e9)  # context + NCCL
         assert d["headroom_bytes"] == pytest.approx(d["usable_memory_bytes"] - d["peak_memory_bytes"])
     assert runs["0.5"]["peak_memory_bytes"] > runs["0.3"]["peak_memory_bytes"] > H100_BYTES
-    # the shortfall is the demand's, not the 4.29 GB margin a capped total would show
-    assert -runs["0.5"]["headroom_bytes"] > 20e9
+    # the shortfall is the demand's (17.8 GB since each saved tensor is rounded on its own),
+    # not the 4.29 GB margin a capped total would show
+    assert -runs["0.5"]["headroom_bytes"] > 15e9
 
 
 def test_verdict_says_the_allocator_would_run_out_past_the_device():

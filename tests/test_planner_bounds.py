@@ -69,7 +69,8 @@ def test_fit_all_over_its_bound_is_refused_in_one_line_naming_the_options(mixtra
 
 def test_a_sweep_with_all_shares_the_all_bound(monkeypatch, capsys):
     # every count's valid rows are kept until the sweep is shown: the counts share one --all
-    # bound, lowered here to what the first two price; the third is refused, naming --all
+    # bound, lowered here to what the first two price; the three counts are refused together,
+    # before any is searched, naming --all
     from planner.cli.dispatch import run
     from planner.specs.model import model_from_params
     spent = sum(fit(model_from_params(8e9), load_profile("h100"), n, seq_len=4096,
@@ -79,10 +80,56 @@ def test_a_sweep_with_all_shares_the_all_bound(monkeypatch, capsys):
             "256", "--all", "-f", "json"]
     assert run(argv) == 0
     capsys.readouterr()
+    third = fit(model_from_params(8e9), load_profile("h100"), 32, seq_len=4096,
+                global_batch=256).search_result.priced   # the front's bound: not refused
     assert run(argv[:4] + ["8,16,32"] + argv[5:]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "drop --all" in err, err
-    assert f"over the 0 left of the {spent:,} one fit --all keeps over all its GPU counts" in err
+    assert f"{spent + third:,} structurally valid layouts to price and keep (--all keeps every " \
+        f"valid one) over its 3 GPU counts, over the {spent:,} one fit --all keeps;" in err
+
+
+def _never(*a, **k):
+    raise AssertionError("priced before the refusal")
+
+
+@pytest.mark.parametrize("framework", [None, "megatron"])
+def test_a_sweep_over_its_bound_is_refused_before_any_count_is_searched(monkeypatch, framework):
+    # 70B on six counts with --all: each count alone is within the bound (255,360 at most),
+    # together 1.34 M (with offload on Megatron 3.04 M). The refusal came at the fourth count,
+    # after three whole searches (5.7 s, 420 MB); now every count is counted first and no
+    # search runs at all
+    searched = []
+    monkeypatch.setattr(fast, "crossed_memory_parts", _never)
+    monkeypatch.setattr(fast, "evaluate", _never)
+    monkeypatch.setattr(fast, "layout_blocks", lambda *a, **k: searched.append(a) or iter(()))
+    counts = (256, 512, 1024, 2048, 4096, 8192)
+    extra = ["--allow-offload", "--framework", framework] if framework else []
+    r = run_dtplan("fit", "--all", *extra, "--model", "llama3-70b", "--gpus",
+                   ",".join(map(str, counts)))
+    line = one_input_error(r, "dtplan: error: layout space: ", "over its 6 GPU counts",
+                           f"over the {blocks.MAX_PRICED_ALL:,} one fit --all keeps;",
+                           "drop --all", "--tp", "--pp", "--cp", "--ep", "--zero",
+                           "--micro-batch", "--global-batch", "fewer GPU counts")
+    assert searched == [] and r.out == "", line
+    from planner.specs.framework import load_framework
+    fw = load_framework(framework) if framework else None
+    total = sum(blocks.space_priced(problem(get_preset("llama3-70b"), load_profile("h100"), n,
+                                            seq_len=4096, global_batch=1024, framework=fw),
+                                    SearchSpace(allow_offload=bool(framework))) for n in counts)
+    assert f" {total:,} structurally valid layouts" in line and total > blocks.MAX_PRICED_ALL
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 64), st.sampled_from([1, 3, 16, 96, 256]), st.booleans(),
+       st.sampled_from([None, 2, 4]))
+def test_the_up_front_count_is_the_searchs_own(gpus, batch, offload, tp):
+    # what a sweep sums before it searches is exactly what each search prices
+    from planner.specs.model import model_from_params
+    p = problem(model_from_params(8e9), load_profile("h100"), gpus, seq_len=4096,
+                global_batch=batch)
+    space = SearchSpace(allow_offload=offload, tp=tp)
+    assert blocks.space_priced(p, space) == search(p, space).priced
 
 
 def test_the_largest_presets_on_8192_gpus_with_all_and_offload_answer():

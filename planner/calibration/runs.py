@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, Union
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import Evaluation, evaluate
@@ -107,6 +107,9 @@ class PublicRun:
     recompute_published: str
     measured: Measured
     assumed: dict[str, str] = field(default_factory=dict)
+    # what the run's own configuration sets that its framework profile does not by default:
+    # profile fields ("time.reduce_dtype", "memory.fp8_params", ...) and the values it states
+    settings: dict[str, Union[bool, float, str]] = field(default_factory=dict)
 
     @property
     def framework(self) -> str:
@@ -167,12 +170,25 @@ def run_model(run: PublicRun) -> ModelSpec:
 
 
 def run_framework(run: PublicRun) -> FrameworkProfile:
-    """The framework profile the run's family is evaluated under (the file's `frameworks`)."""
+    """The framework profile the run's family is evaluated under (the file's `frameworks`),
+    with what the run's own config sets (its `settings`) in place of the profile's defaults."""
     use = load_runs().frameworks[run.framework]
     fw = load_framework(use.profile)
-    if use.kernel_class is None:
-        return fw
-    return replace(fw, time=replace(fw.time, kernel_class=use.kernel_class))
+    if use.kernel_class is not None:
+        fw = replace(fw, time=replace(fw.time, kernel_class=use.kernel_class))
+    return with_settings(fw, run.settings) if run.settings else fw
+
+
+def with_settings(fw: FrameworkProfile, settings: dict[str, Union[bool, float, str]]
+                  ) -> FrameworkProfile:
+    """The profile with a run's stated settings ("section.field": value) in place of its own;
+    an unknown section or field raises (the run set's test loads every run)."""
+    parts: dict[str, dict[str, Union[bool, float, str]]] = {"time": {}, "memory": {}}
+    for key, value in settings.items():
+        section, _, name = key.partition(".")
+        parts[section][name] = value
+    return replace(fw, time=replace(fw.time, **parts["time"]),  # type: ignore[arg-type]
+                   memory=replace(fw.memory, **parts["memory"]))  # type: ignore[arg-type]
 
 
 def run_layout(run: PublicRun) -> Layout:

@@ -57,8 +57,10 @@ def _base_hardware(hardware: str | None, hardware_file: str | None) -> HardwareP
 
     if hardware and hardware_file:
         raise InputError("--hardware-file", "give --hardware or --hardware-file, not both")
-    source = hardware_file or hardware
-    return load_hardware(source) if source else None
+    if hardware_file:   # its errors name the option it came from
+        from planner.specs.hardware_toml import load_profile_file
+        return load_profile_file(hardware_file, option="--hardware-file")
+    return load_hardware(hardware) if hardware else None
 
 
 def _base_profile(hardware: str | None, hardware_file: str | None, plan: str | None
@@ -82,16 +84,18 @@ def calibrate_from(paths: list[str], fmt: str, warmup_steps: int, hardware: str 
     from planner.calibration.profile_toml import calibrated_toml, write_profile
     from planner.io.write import check_targets
 
+    fw = None
+    if framework is not None:   # checked even where no job reads it (was silently ignored)
+        from planner.specs.framework import load_framework
+        fw = load_framework(framework)
     if output is None and not (hardware or hardware_file or plan):
         return show_evidence(paths, fmt, warmup_steps)
     if output:
         check_targets([output], force=force)
     run, hw = _base_profile(hardware, hardware_file, plan)
-    if framework is not None and run is not None:   # the flag wins over the plan's key
+    if fw is not None and run is not None:   # the flag wins over the plan's key
         from dataclasses import replace
-
-        from planner.specs.framework import load_framework
-        run = replace(run, framework=load_framework(framework))
+        run = replace(run, framework=fw)
     if hw is None:
         raise InputError("-o", "needs a base profile to calibrate: --hardware NAME, "
                          "--hardware-file FILE or --plan FILE")

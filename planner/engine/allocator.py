@@ -35,9 +35,14 @@ EXPANDABLE_PAGE = 2097152.0        # expandable segments map 2 MiB physical page
 # Fragmentation of the non-persistent (activation and transient) bytes without expandable
 # segments: blocks freed in backward are split and re-used by differently sized requests, and a
 # large request that no cached block fits makes a new segment. Nothing in the allocator's source
-# fixes the share for a training step, so it is FITTED, once, on all 18 max-reserved rows of
-# calibration_modern.json (torchtitan, H100): 0.20 puts their median residual at -0.3 % (worst
-# +8.7 %); 0.15 gives -3.6 % (worst -9.8 %). tests/test_memory_calibration.py prints each row. With expandable segments freed pages
+# fixes the share for a training step, so it is FITTED on the 18 max-reserved rows of
+# calibration_modern.json (torchtitan, H100; two families: the 2024-12 benchmark tables, 10
+# rows, and the Qwen3 32B configs of torchtitan #1690, 8), refitted once each saved tensor was
+# rounded on its own (tensors_gap): on a 0.05 grid, leaving either family out, the other's
+# least-squares share is 0.20 both times (held-out RMS 6.1 % / 3.5 %, worst -11.2 % / -6.0 %);
+# over all 18 rows 0.20 gives median -0.7 %, worst -11.2 % (CP 8 405B, a CP effect no share
+# fixes: 0.25 brings it to -8.7 % but the compiled 8B rows to +12.8 %). tests/
+# test_memory_calibration.py prints each row. With expandable segments freed pages
 # coalesce; what remains is page rounding (EXPANDABLE_PAGE per live segment, one per stream).
 FRAGMENTATION_SHARE = 0.20
 FRAGMENTATION_SHARE_EXPANDABLE = 0.0
@@ -83,6 +88,14 @@ def segment_gap(tensor_bytes: Num) -> Num:
     gap = np.where(b >= MIN_LARGE_ALLOC, np.asarray(segment_bytes(b)) - b,
                    np.asarray(block_bytes(b)) - b)
     return out(np.maximum(gap, 0.0))
+
+
+def tensors_gap(tensors: Sequence[Num]) -> Num:
+    """Bytes the allocator strands for these live tensors: each one's own segment_gap, summed
+    (a tensor of whole 2 MiB pages strands nothing; rounding the average size instead would
+    charge a gap no tensor has)."""
+    return out(sum((np.asarray(segment_gap(t), dtype=float) for t in tensors),
+                   np.asarray(0.0)))
 
 
 def segment_rounding(tensor_bytes: Num, live_tensors: Num) -> Num:

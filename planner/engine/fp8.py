@@ -82,6 +82,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            False),
 )}
 NAMES: tuple[str, ...] = tuple(RECIPES)
+# One scale per tensor (TE Float8Tensor): its data read column-wise is the transpose, so a GPU
+# whose fp8 GEMMs take any layout needs no transposed copy. Block-scaled recipes scale along
+# one axis and quantise each direction on its own.
+PER_TENSOR: tuple[str, ...] = ("tensorwise", "delayed")
 
 
 def recipe_peak(peaks: dict[str, float], recipe: Recipe) -> float | None:

@@ -94,7 +94,30 @@ def fp8_weight_cache(linear_params: Num, *, cached_copies: Num, element_bytes: N
 
     Transformer Engine: 2 (row-wise and the transposed column-wise copy on Hopper; block-scaled
     recipes quantise both directions on every GPU); torchao's Float8Linear casts at every use
-    and caches nothing: 0.
+    and caches nothing: 0. Where the weights are fp8 parameters (fp8_param_weight_bytes) the
+    row-wise copy is the parameter itself: the caller passes copies − 1.
     """
     return out(np.asarray(linear_params, dtype=float) * np.asarray(cached_copies, dtype=float)
                * np.asarray(element_bytes, dtype=float))
+
+
+def fp8_cached_copies(copies: float, *, transpose_needed: bool, weight_is_fp8: bool) -> float:
+    """Quantised weight copies kept between micro-batches: the profile's (TE: row-wise and
+    transposed), less the transpose where the GPU runs per-tensor fp8 GEMMs in any layout, less
+    the row-wise copy where the fp8 parameter is that copy."""
+    return max(copies - float(not transpose_needed) - float(weight_is_fp8), 0.0)
+
+
+def fp8_param_weight_bytes(local_params: Num, linear_params: Num, *, weight_bytes: Num,
+                           element_bytes: Num) -> Num:
+    """Bytes per parameter of a stage whose linears keep their weights in fp8 alone
+    (Megatron-Core fp8_param_gather: TE's fp8_model_init builds them as Float8Tensor,
+    core/fp8_utils.py:505,538 at core_v0.15.3, and DDP puts their data in a uint8 buffer,
+    core/distributed/distributed_data_parallel.py:160-167): ψ_linear × the recipe's bytes +
+    the rest (embedding, output layer, norms) × weight_bytes, over ψ_local."""
+    local = np.asarray(local_params, dtype=float)
+    linear = np.asarray(linear_params, dtype=float)
+    return out((linear * np.asarray(element_bytes, dtype=float)
+                + (local - linear) * np.asarray(weight_bytes, dtype=float))
+               / np.maximum(local, 1.0))
+

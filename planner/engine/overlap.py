@@ -23,6 +23,9 @@ all-to-alls (and DualPipe's PP sends) run under the other's compute (DeepSeek-V3
 §3.2.1). While the communication kernels run they hold σ of the SMs (§3.2.2: 20 of H800's
 132), so compute c runs at 1 − σ for the a seconds they take: the pair lasts
 T = max(c + σ·a, a), exposing max(σ·a, a − c) of a (paired_exposed).
+
+Chunked TP collectives (Transformer Engine userbuffers, --tp-comm-overlap): each collective
+split in k chunks, chunk i's transfer beside GEMM chunk i − 1 (split_exposed).
 """
 
 from __future__ import annotations
@@ -41,6 +44,18 @@ def layerwise_exposed(comm_per_unit: Num, compute_per_unit: Num, units: Num,
     n = np.asarray(units, dtype=float)
     pre = n * np.maximum(g - np.asarray(hide, dtype=float) * c, 0.0) + g
     return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * g), n * g))
+
+
+def split_exposed(comm: Num, compute: Num, splits: Num, hide: Num = 1.0) -> Num:
+    """Exposed time of a collective split into k chunks, each run beside one chunk of the GEMM
+    it feeds or drains (Transformer Engine userbuffers: ring-exchange all-gathers in TP-size
+    chunks, pipelined reduce-scatters in 4, NVIDIA/TransformerEngine v2.9 transformer_engine/
+    pytorch/module/base.py:302-339): the first chunk waits, the other k − 1 hide behind η·c/k
+    each: g/k + (k − 1)·max(0, g/k − η·c/k), between g/k and g."""
+    k = np.maximum(np.asarray(splits, dtype=float), 1.0)
+    g = np.asarray(comm, dtype=float) / k
+    c = np.asarray(compute, dtype=float) / k
+    return out(g + (k - 1.0) * np.maximum(g - np.asarray(hide, dtype=float) * c, 0.0))
 
 
 def backward_exposed(gather_per_unit: Num, reduce_per_unit: Num, compute_per_unit: Num,

@@ -189,9 +189,12 @@ class Problem:
         """Bytes per parameter a sharded-DP all-gather moves and holds gathered: the
         framework's gather dtype, or the recipe's stored bytes where the framework casts the
         shard to fp8 before the all-gather (torchao fsdp_utils.py:28-80; tensorwise only,
-        config.py:300-306; the norms it also gathers are ~0.01 % of a block)."""
+        config.py:300-306; the norms it also gathers are ~0.01 % of a block), or where the
+        weights are fp8 parameters (Megatron-Core fp8_param_gather: the DP all-gather moves the
+        uint8 parameter buffer, core/distributed/distributed_data_parallel.py:160-167)."""
         r = self.recipe
-        if r is not None and r.fsdp_all_gather and self.fw.time.fp8_all_gather:
+        if r is not None and ((r.fsdp_all_gather and self.fw.time.fp8_all_gather)
+                              or (self.fw.memory.fp8_params and not self.tuning.frozen)):
             return r.element_bytes
         return self.fw.time.gather_bytes
 

@@ -11,6 +11,7 @@ import numpy as np
 from planner.engine.fp8 import recipe_peak
 from planner.evaluation import tuning as tun
 from planner.evaluation import host
+from planner.evaluation.memory import fp8_copies, has_fp8_params
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.error_band import shown_band
@@ -130,7 +131,7 @@ def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float
 def _notes(p: Problem, lay: Layout) -> list[str]:
     from planner.evaluation.error_band import band_note
     from planner.specs.constants import constants_note
-    from planner.specs.framework import capabilities, describe
+    from planner.specs.framework_text import capabilities, describe
     return [p.model.describe(), describe(p.fw), capabilities(p.fw),
             band_note(p.hardware, p.fw.name, lay), constants_note(p.hardware, p.fw),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
@@ -192,10 +193,11 @@ def recipe_note(p: Problem) -> str:
             f"ceiling; {r.element_bytes:.4g} B per stored element (scales included); casts "
             f"{r.cast_fwd_act:.3g} / {r.cast_fwd_weight:.3g} B per activation / weight element "
             f"forward, {r.cast_bwd_act:.3g} / {r.cast_bwd_weight:.3g} backward; "
-            f"{m.fp8_weight_copies:g} cached weight copies; saved GEMM inputs "
-            + ("quantised" if m.fp8_saved_activations else "kept in bf16")
-            + ("; FSDP all-gathers the weights in fp8" if p.gather_bytes < p.fw.time.gather_bytes
-               else "") + ".")
+            f"{fp8_copies(p, p.fw):g} cached weight copies"
+            + (" (the weights are fp8 parameters)" if has_fp8_params(p, p.fw) else "")
+            + "; saved GEMM inputs " + ("quantised" if m.fp8_saved_activations else "kept in bf16")
+            + ("; sharded DP all-gathers the weights in fp8"
+               if p.gather_bytes < p.fw.time.gather_bytes else "") + ".")
 
 
 def budget_note(b: MemoryBudget, gib: bool = False) -> str:

@@ -295,13 +295,13 @@ def _full(v: Num, n: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(v, dtype=float), (n,)) + 0.0
 
 
-def _stage(p: Problem, micro_batches: np.ndarray, layers: np.ndarray, s: dict, a: dict,
+def _stage(p: Problem, micro_batches: np.ndarray, s: dict, a: dict,
            in_flight: np.ndarray, detail: bool = True) -> StageMemory:
-    """memory_model.stage_memory of one stage (`layers` per row) under the framework profile:
+    """memory_model.stage_memory of one stage under the framework profile:
     items at the peak, the three views, the moment (without `detail`: the states, reserved and
     device total)."""
     n = len(micro_batches)
-    m = stage_memory(p, p.fw, layers, s, a, in_flight, micro_batches, detail)
+    m = stage_memory(p, p.fw, s, a, in_flight, micro_batches, detail)
     full = {k: _full(m[k], n) for k in ("reserved", "device_total")}
     if not detail:
         return StageMemory(**{k: _full(s[k], n) for k in STATE_ITEMS}, total=full["device_total"],
@@ -331,9 +331,9 @@ def _memory(p: Problem, x: Shape, states: dict, acts: dict, flight: dict,
             detail: bool, known: dict[str, StageMemory] | None = None) -> Memory:
     """memory() from its three parts, gathered to the rows of x (`known`: stages the caller
     has computed already)."""
-    st = {name: (known or {}).get(name) or _stage(p, x.micro_batches, layers, states[name],
+    st = {name: (known or {}).get(name) or _stage(p, x.micro_batches, states[name],
                                                   acts["stages"][name], flight[name], detail)
-          for name, layers in zip(STAGES, (x.held_layers(i) for i in range(3)))}
+          for name in STAGES}
     capacity, usable = p.hardware.gpu.memory_bytes, usable_bytes(p)
     has_middle = x.pp > 2
     middle = np.where(has_middle, st["middle"].total, 0.0)

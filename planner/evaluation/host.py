@@ -23,7 +23,8 @@ from planner.engine.memory import PAGED_STATES, optimizer_bytes_per_param, paged
 from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import LAYER_COLUMNS, Candidates, Problem, shape
 from planner.evaluation.distinct import on_distinct
-from planner.evaluation.memory import layer_activation_views, offloaded_activation_bytes
+from planner.evaluation.memory import layer_activation_views
+from planner.evaluation.tuning import offloaded_activation_bytes
 
 PARTS = ("offloaded states", "paged states", "offloaded activations")
 

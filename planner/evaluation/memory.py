@@ -26,6 +26,7 @@ from planner.engine import recompute as rc
 from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
                                    optimizer_bytes_per_param, paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
+from planner.engine.fp8 import PER_TENSOR
 from planner.engine.params import norm_params
 
 # GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
@@ -114,10 +115,13 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
     adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
 
+    def stored(recompute: int) -> list[np.ndarray]:  # each kept tensor's bytes
+        return [np.asarray(v) * (fp8_share if k in FP8_SAVED_TERMS else 1.0)
+                * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
+                * tun.saved_term_scale(p, k) for k, v in terms[recompute].items()]
+
     def total(recompute: int) -> np.ndarray:
-        kept = sum(np.asarray(v) * (fp8_share if k in FP8_SAVED_TERMS else 1.0)
-                   * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
-                   * tun.saved_term_scale(p, k) for k, v in terms[recompute].items())
+        kept = sum(stored(recompute))
         return np.asarray(kept + (adapters if recompute != act.RECOMPUTE_FULL else 0.0))
     none, full = total(act.RECOMPUTE_NONE), total(act.RECOMPUTE_FULL)
     # MoE: the experts' first grouped GEMM saves its input, the tokens permuted to their top-k
@@ -125,24 +129,30 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     moe_in = (mod.moe_layers / mod.layers) * tokens * mod.experts_per_token * mod.hidden \
         * width / seq_div if mod.is_moe else 0.0 * tokens
     none = none + moe_in
+    gaps = {m: alc.tensors_gap(stored(m)) for m in (act.RECOMPUTE_NONE, act.RECOMPUTE_SELECTIVE,
+                                                   act.RECOMPUTE_FULL)}
     if fw.time.selective_recompute == "op-save-list":
-        selective = np.asarray(rc.op_sac_layer_bytes(rc.op_sac_terms(
-            *shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
-            mm_is_saved=p.precision != "fp8")), dtype=float)
+        sac = rc.op_sac_terms(*shape, mlp=mod.mlp, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width,
+                              mm_is_saved=p.precision != "fp8")
+        selective = np.asarray(rc.op_sac_layer_bytes(sac), dtype=float)
+        gaps[act.RECOMPUTE_SELECTIVE] = alc.tensors_gap(list(sac.values()))
     else:
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     if p.tuning.frozen:  # the op save list never keeps more than the frozen layer needs
         selective = np.minimum(selective, none)
     return {"none": none, "selective": selective, "full": full,
-            "terms": float(len(terms[act.RECOMPUTE_NONE])),
+            "gap_none": gaps[act.RECOMPUTE_NONE] + alc.tensors_gap([moe_in]),
+            "gap_selective": gaps[act.RECOMPUTE_SELECTIVE], "gap_full": gaps[act.RECOMPUTE_FULL],
             # autograd holds the incoming gradient of a block and those of its widest op
             "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
             "fwd_working": tokens * width * ffn / tp}
 
 
 def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """(saved activations of one micro-batch on the stage, the recompute transient in backward)."""
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(saved activations of one micro-batch on the stage, the recompute transient in backward,
+    the allocator's rounding of the micro-batch's saved tensors and of the transient's: each
+    tensor's own gap)."""
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
@@ -151,44 +161,28 @@ def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
     per_mb = np.asarray(act.stage_activation_bytes(base, st.layers, 1.0,
                                                    full_recompute_layers=k_full,
                                                    full_recompute_layer_bytes=a["full"]))
+    base_gap = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, a["gap_selective"], a["gap_none"])
+    gap = np.asarray(act.stage_activation_bytes(base_gap, st.layers, 1.0,
+                                                full_recompute_layers=k_full,
+                                                full_recompute_layer_bytes=a["gap_full"]))
     mb = np.asarray(c.mb, dtype=float)
     per_mb = per_mb + np.where(st.has_embedding, act.embedding_activation_bytes(
         p.seq_len, mb, mod.hidden, dropout=mod.dropout, tp=tp, sp=c.sp, cp=cp), 0.0)
     head = np.where(st.has_head, act.output_layer_bytes(
         p.seq_len, mb, mod.hidden, tp=tp, sp=c.sp, cp=cp, bytes_per_elem=width), 0.0)
     if p.tuning.activation_offload:  # on the GPU: the layer whose copy is in flight, the head
-        per_mb = np.minimum(per_mb, offload_resident(base, a["full"], k_full, st.layers))
+        per_mb = np.minimum(per_mb, tun.offload_resident(base, a["full"], k_full, st.layers))
+        gap = np.minimum(gap, tun.offload_resident(base_gap, a["gap_full"], k_full, st.layers))
     per_mb = per_mb + head
     # the layer being recomputed in backward rebuilds what its policy dropped
     transient = np.where(k_full > 0, a["none"] - a["full"],
                          np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                                   a["none"] - a["selective"], 0.0))
-    return per_mb, transient
-
-
-def offload_resident(base: Num, full: Num, k_full: Num, layers: Num) -> np.ndarray:
-    """Saved bytes of one micro-batch left on the GPU under CPU activation offload: one layer's
-    (the largest kept, its copy in flight on the side stream; torchtune OffloadActivations
-    holds at most max_fwd_stash_size = 5 of its tensors until their copy completes). The
-    output layer is never offloaded (torchtune's NoOpManager on model.output) and is added by
-    the caller."""
-    whole = np.asarray(layers, dtype=float) > np.asarray(k_full, dtype=float)
-    return np.where(whole, np.asarray(base, dtype=float), np.asarray(full, dtype=float))
-
-
-def offloaded_activation_bytes(p: Any, c: Any, views: dict[str, Num],
-                               layers: np.ndarray) -> np.ndarray:
-    """Host bytes one GPU's offloaded activations take: a micro-batch's saved layers (the
-    recompute policy's) but the resident one, times the micro-batches a 1F1B stage keeps in
-    flight (min(PP, m)); 0 without activation offload."""
-    if not p.tuning.activation_offload:
-        return 0.0 * np.asarray(c.tp, dtype=float)
-    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, views["selective"], views["none"])
-    k_full = full_recomputed(c, layers)
-    per_mb = (layers - k_full) * base + k_full * views["full"]
-    resident = offload_resident(base, views["full"], k_full, layers)
-    m = p.global_batch / (np.asarray(c.mb, dtype=float) * np.asarray(c.dp, dtype=float))
-    return np.maximum(per_mb - resident, 0.0) * np.minimum(np.asarray(c.pp, dtype=float), m)
+    # ... each of its tensors rounded on its own while it runs
+    rebuilt = np.where(k_full > 0, a["gap_none"] - a["gap_full"],
+                       np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
+                                a["gap_none"] - a["gap_selective"], 0.0))
+    return per_mb, transient, gap, np.maximum(rebuilt, 0.0)
 
 
 def paged_bytes(p: Any) -> float | None:
@@ -197,6 +191,20 @@ def paged_bytes(p: Any) -> float | None:
     if p.optimizer not in PAGED_STATES:
         return None
     return paged_moment_bytes(p.precision, p.optimizer) * tun.paged_fraction(p)
+
+
+def has_fp8_params(p: Any, fw: Any) -> bool:
+    """Whether the linears' weights are fp8 parameters: the profile says so and they train in fp8."""
+    return bool(fw.memory.fp8_params and p.recipe is not None and not p.tuning.frozen)
+
+
+def fp8_copies(p: Any, fw: Any) -> float:
+    """Quantised copies of each linear weight cached between micro-batches (framework_memory.
+    fp8_cached_copies): the transpose where the GPU needs it, the row-wise one unless fp8 params."""
+    transpose = not (p.recipe is not None and p.recipe.name in PER_TENSOR
+                     and p.hardware.gpu.fp8_any_layout)
+    return fwm.fp8_cached_copies(fw.memory.fp8_weight_copies, transpose_needed=transpose,
+                                 weight_is_fp8=has_fp8_params(p, fw))
 
 
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
@@ -216,6 +224,13 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     if p.tuning.frozen:  # only the adapters train; the base is frozen weights alone
         trained, frozen = tun.split_stage(p, np.asarray(c.tp, dtype=float), st, sharding, shard)
         trained_experts = 0.0 * trained
+    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
+    # the TE linears: all but the embedding and output layer (Megatron runs those in bf16)
+    linear = np.maximum(local - np.asarray(st.root_params, dtype=float), 0.0)
+    e_b = 0.0 if p.recipe is None else p.recipe.element_bytes
+    if has_fp8_params(p, fw):
+        w_b = np.where(fsdp, w_b, fwm.fp8_param_weight_bytes(local, linear, weight_bytes=w_b,
+                                                              element_bytes=e_b))
     weights, grads, optim = bud.sharded_states(trained, trained_experts, sharding,
                                                shard, expert_shard, w_b, g_b, k_b)
     if p.optimizer == "muon" and not p.tuning.frozen:  # embeddings and head run AdamW
@@ -232,15 +247,12 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     # only its reduce buckets (framework buffers) stay on the GPU
     grads = np.where((np.asarray(c.offload_opt) > 0) & fw.memory.offload_moves_gradients
                      & (paged is None), 0.0, grads)
-    local = np.asarray(st.dense_params) + np.asarray(st.expert_params)
     # optimizer in backward: each gradient freed once applied, the step run parameter by
     # parameter: one layer's gradients and step temporaries live, not the model's
     layer_share = np.minimum(np.asarray(st.layer_params, dtype=float) / np.maximum(local, 1.0),
                              1.0) if p.tuning.optimizer_in_backward else 1.0
     grads = np.asarray(grads) * layer_share
-    cache = fwm.fp8_weight_cache(local, cached_copies=fw.memory.fp8_weight_copies,
-                                 element_bytes=0.0 if p.recipe is None
-                                 else p.recipe.element_bytes)
+    cache = fwm.fp8_weight_cache(linear, element_bytes=e_b, cached_copies=fp8_copies(p, fw))
     # temporaries scale with the parameters whose optimizer state is on this GPU: optim / K
     opt_temp = np.where(k_b > 0, np.asarray(optim) / np.maximum(k_b, 1e-9), 0.0) \
         * fw.memory.optimizer_temp_bytes * layer_share
@@ -309,10 +321,11 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
                       ) -> dict[str, np.ndarray]:
     """What one micro-batch brings to a stage (st needs layers, has_embedding, has_head; a is
     layer_activation_views): saved activations, the forward and backward working sets, the loss
-    transient, and the 2 MiB rounding gap of one stored tensor (allocator.segment_gap)."""
+    transient, and the allocator's rounding of its saved tensors and of the transient's
+    (allocator.tensors_gap)."""
     mod = p.model
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
-    per_mb, recompute_transient = _stage_activations(p, c, st, a)
+    per_mb, recompute_transient, gap, gap_rebuilt = _stage_activations(p, c, st, a)
     head = np.asarray(st.has_head, dtype=float)
     fm = fw.memory
     loss_fwd = np.where(tp > 1, fm.loss_forward_bytes if fm.loss_forward_bytes_tp is None
@@ -327,8 +340,7 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
     dequant = tun.dequant_working(p, tp)  # QLoRA: one linear dequantised for its matmul
     return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant,
             "backward_working": recompute_transient + a["grad_working"] + dequant, "loss": loss,
-            "has_loss": head, "tensor_gap": alc.segment_gap(a["none"] / a["terms"]),
-            "terms": a["terms"]}
+            "has_loss": head, "rounding": gap, "rounding_transient": gap_rebuilt}
 
 
 def phase_inputs(s: Any, a: Any) -> dict[str, Any]:
@@ -342,7 +354,7 @@ def phase_inputs(s: Any, a: Any) -> dict[str, Any]:
                 has_loss=a["has_loss"], optimizer_temp=s["optimizer_temp"])
 
 
-def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, Any],
+def stage_memory(p: Any, fw: Any, s: dict[str, Any], a: dict[str, Any],
                  in_flight: Any, micro_batches: Any, detail: bool = True) -> dict[str, Any]:
     """Items at the peak, the three views and the peak's moment for one stage, from its
     stage_states s, its stage_activations a and the micro-batches in flight at its peak
@@ -356,10 +368,11 @@ def stage_memory(p: Any, fw: Any, layers: Any, s: dict[str, Any], a: dict[str, A
     phases = pk.phase_items(persistent_states, a["per_mb"], in_flight, micro_batches,
                             **phase_inputs(s, a))
     totals = pk.phase_totals(phases)
-    live_tensors = np.asarray(in_flight, dtype=float) * layers * a["terms"]
-    # expandable segments map 2 MiB pages into one segment per stream: blocks split at 512 B
-    # there, so no tensor strands the rest of a 2 MiB-rounded segment of its own
-    rounding = np.asarray(a["tensor_gap"]) * live_tensors * (not fw.memory.expandable_segments)
+    # the saved tensors of the micro-batches in flight, each rounded on its own; expandable
+    # segments map 2 MiB pages into one segment per stream: blocks split at 512 B there, so
+    # no tensor strands the rest of a 2 MiB-rounded segment of its own
+    rounding = (np.asarray(a["rounding"]) * np.asarray(in_flight, dtype=float)
+                + a["rounding_transient"]) * (not fw.memory.expandable_segments)
     budget = p.budget
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary (the in-flight micro-batches but one are recycled whole: steady_bytes);

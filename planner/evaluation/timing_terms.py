@@ -1,11 +1,10 @@
 """The step's terms per micro-batch: compute (GEMMs, attention, memory-bound work, MoE, fp8)
-and each axis's communication with what the framework's implementation hides.
-
-Every formula is in engine/ (compute, attention, fp8, moe, overlap, nccl via topology,
-step_time); this module gathers the model's, the hardware's, the framework profile's and the
-layout's numbers. The framework profile (specs/framework.py) decides: gradient-reduction and
-gather dtypes, per-layer vs bucketed sharding, re-gathers in backward, prefetch depth, overlap,
-PP scatter/gather, what "selective" recompute redoes, the kernel class and attention kernel.
+and each axis's communication with what the framework's implementation hides. Every formula is
+in engine/ (compute, attention, fp8, moe, overlap, nccl via topology, step_time); this module
+gathers the model's, the hardware's, the framework profile's and the layout's numbers. The
+framework profile (specs/framework.py) decides: gradient-reduction and gather dtypes,
+per-layer vs bucketed sharding, re-gathers in backward, prefetch depth, overlap (TP comm
+overlap too), PP scatter/gather, what "selective" recompute redoes, the kernel and attention.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_COLUMNS, Candidates, Problem,
                          Shape, full_recomputed, shape)
-from planner.evaluation import paired_overlap as paired, tuning as tun
+from planner.evaluation import paired_overlap as paired, tp_overlap as tpo, tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.stage_balance import stage_edges
 from planner.engine import activations as act
@@ -53,6 +52,7 @@ class Compute:
     layer_flops: np.ndarray        # one layer's forward FLOPs (per GPU)
     attn_flops: np.ndarray         # its s×s part
     attn_fwd: np.ndarray           # seconds of the s×s part forward
+    layer_linear: np.ndarray       # one layer's linear GEMM seconds, forward + backward
     rate: np.ndarray
     peak_flops: float
     offload: np.ndarray            # CPU activation offload's exposed PCIe time (in per_micro_batch)
@@ -146,20 +146,19 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                    recompute=recompute_t, offload=offload, head=head, embed=embed, layer_fwd=t_fwd,
                    layer_bwd=t_bwd + per_layer_re,
                    layer_flops=2.0 * tokens * layer_matmul / x.tp + f_attn, attn_flops=f_attn,
-                   attn_fwd=t_attn, rate=rate, peak_flops=peak)
+                   attn_fwd=t_attn, rate=rate, peak_flops=peak,
+                   layer_linear=2.0 * t_lin + (bwd_gemm - 1.0) * t_wgrad)
 
 
 class StageParams(Protocol):
     """What the time model reads of a stage's memory (evaluate.StageMemory; evaluate imports
     this module, so the time model names the fields it reads instead of the class)."""
-
     @property
     def params(self) -> np.ndarray: ...
 
 
 class StageStates(StageParams, Protocol):
     """... and of the first stage's: its states too."""
-
     @property
     def weights(self) -> np.ndarray: ...
     @property
@@ -236,10 +235,10 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     separate = (x.ep > 1) | (x.etp != x.tp)
     expert = np.where(separate, np.minimum(_expert_stage_params(p, x), trained), 0.0)
     dense = trained - expert
-    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * fw.gather_bytes,
+    red, gather = st.dp_reduction_times(dp_gradient_bytes(p, dense), dense * p.gather_bytes,
                                         zero >= 1, n, x.tp, gpn, fab)
     red_e, gather_e = st.dp_reduction_times(dp_gradient_bytes(p, expert),
-                                            expert * fw.gather_bytes, zero >= 1, x.expert_dp,
+                                            expert * p.gather_bytes, zero >= 1, x.expert_dp,
                                             x.etp * x.ep, gpn, fab)
     moe = expert > 0
     out["red"] = array(red) + np.where(moe, red_e, 0.0)
@@ -394,7 +393,8 @@ def axis_terms(p: Problem, c: Candidates, x: Shape, comp: Compute, n_layers: np.
     axes = on_distinct(c, AXIS_COLUMNS, lambda u: _axis_times(p, u, shape(p, u)),
                        groups=groups.axis)
     ep_exp, pp_exp = paired.exposed_ep_pp(p, c, x, comp.per_micro_batch, axes["ep"], axes["pp"])
-    return dict(tp=axes["tp"], tp_exposed=eff.tp_exposed_fraction * axes["tp"], cp=axes["cp"],
+    return dict(tp=axes["tp"], tp_exposed=tpo.tp_exposed(p, c.sp, x.tp, comp.layer_linear,
+                                                         axes["tp"], n_layers), cp=axes["cp"],
                 cp_exposed=array(st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
                                             * comp.attn_fwd)),
                 ep=axes["ep"], ep_exposed=ep_exp, pp=axes["pp"], pp_exposed=pp_exp)

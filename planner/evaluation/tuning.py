@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from planner.engine import activations as act
+from planner.engine.arrays import Num
+from planner.evaluation.candidates import full_recomputed
 from planner.engine import finetune as ft
 from planner.engine import memory as mem
 from planner.engine import step_time as st
@@ -211,3 +213,28 @@ def activation_offload(p: Any, c: Any, a: dict[int, np.ndarray], n_layers: np.nd
     kept = (n_layers - k_full) * np.asarray(st.activation_offload_exposed(base, pcie, t_fwd, t_bwd))
     return kept + k_full * np.asarray(st.activation_offload_exposed(a[act.RECOMPUTE_FULL], pcie,
                                                                     t_fwd, t_bwd))
+
+
+def offload_resident(base: Num, full: Num, k_full: Num, layers: Num) -> np.ndarray:
+    """Saved bytes of one micro-batch left on the GPU under CPU activation offload: one layer's
+    (the largest kept, its copy in flight on the side stream; torchtune OffloadActivations
+    holds at most max_fwd_stash_size = 5 of its tensors until their copy completes). The
+    output layer is never offloaded (torchtune's NoOpManager on model.output) and is added by
+    the caller."""
+    whole = np.asarray(layers, dtype=float) > np.asarray(k_full, dtype=float)
+    return np.where(whole, np.asarray(base, dtype=float), np.asarray(full, dtype=float))
+
+
+def offloaded_activation_bytes(p: Any, c: Any, views: dict[str, Num],
+                               layers: np.ndarray) -> np.ndarray:
+    """Host bytes one GPU's offloaded activations take: a micro-batch's saved layers (the
+    recompute policy's) but the resident one, times the micro-batches a 1F1B stage keeps in
+    flight (min(PP, m)); 0 without activation offload."""
+    if not p.tuning.activation_offload:
+        return 0.0 * np.asarray(c.tp, dtype=float)
+    base = np.where(c.recompute == act.RECOMPUTE_SELECTIVE, views["selective"], views["none"])
+    k_full = full_recomputed(c, layers)
+    per_mb = (layers - k_full) * base + k_full * views["full"]
+    resident = offload_resident(base, views["full"], k_full, layers)
+    m = p.global_batch / (np.asarray(c.mb, dtype=float) * np.asarray(c.dp, dtype=float))
+    return np.maximum(per_mb - resident, 0.0) * np.minimum(np.asarray(c.pp, dtype=float), m)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.evidence.golden import is_ci_config, is_golden, read_ci_config, read_golden, read_json_or_yaml
-from planner.evidence.memory import looks_like_pickle, looks_like_summary, read_snapshot, read_summary, read_timeline
+from planner.evidence.memory import PICKLE_PROTOCOL_BYTE, looks_like_pickle, looks_like_summary, read_snapshot, read_summary, read_timeline
 from planner.evidence.model import Evidence
 from planner.evidence.nccl import looks_like as _is_nccl
 from planner.evidence.nccl import read_nccl
@@ -77,32 +77,37 @@ def read_file(path: str | Path, warmup_steps: int = WARMUP_STEPS,
         raise
 
 
-def _is_object(path: Path, option: str) -> bool:
-    """Whether the file's content (gunzipped) opens a JSON object: a profiler trace is one,
-    streamed (evidence.stream) whatever its key order, never parsed whole."""
+def _head(path: Path, option: str) -> bytes:
+    """The first PROBE_BLOCK_BYTES of the file's content (gunzipped): what tells its kind."""
     fh, close = open_content(path, MAX_JSON_BYTES, option)
     try:
-        head = fh.read(PROBE_BLOCK_BYTES)
+        return fh.read(PROBE_BLOCK_BYTES)
     finally:
         close()
-    return head.lstrip()[:1] == b"{"
 
 
 def _read_file(path: Path, warmup_steps: int, option: str) -> Evidence:
-    if str(path) != "-" and _is_object(path, option):   # standard input is read whole
+    # a profiler trace opens a JSON object: streamed (evidence.stream) whatever its key order,
+    # never parsed whole; standard input is read whole
+    head = None if str(path) == "-" else _head(path, option)
+    if head is not None and head.lstrip()[:1] == b"{":
         trace = read_trace_file(path, option)
         if trace is not None:
             return trace
         # another JSON object (golden values): its values were bounded in all while streamed
         return _json_kind(path, read_bytes(path, MAX_TEXT_BYTES, option=option), warmup_steps)
-    raw = read_bytes(path, MAX_TEXT_BYTES, option=option)
-    if looks_like_pickle(raw):
+    # whole where a reader needs it all (a pickle, JSON, YAML); a text file is streamed line by
+    # line (raw None), only the kind detectors' first lines read before its reader's pass
+    raw = read_bytes(path, MAX_TEXT_BYTES, option=option) if head is None or \
+        head[:1] == bytes([PICKLE_PROTOCOL_BYTE]) else None
+    if raw is not None and looks_like_pickle(raw):
         return read_snapshot(path, raw)
-    head = raw[:4096].lstrip()
-    if head[:1] == b"{" or re.match(rb"\[\s*[\[{]", head):  # not `[0] ...` launcher tags
-        return _json_kind(path, raw, warmup_steps)
+    start = (raw if raw is not None else head or b"")[:4096].lstrip()
+    if start[:1] == b"{" or re.match(rb"\[\s*[\[{]", start):  # not `[0] ...` launcher tags
+        return _json_kind(path, raw or read_bytes(path, MAX_TEXT_BYTES, option=option),
+                          warmup_steps)
     if path.suffix.lower() in (".yaml", ".yml"):
-        _, data = read_json_or_yaml(path, raw)
+        _, data = read_json_or_yaml(path, raw or read_bytes(path, MAX_TEXT_BYTES, option=option))
         if is_ci_config(data):
             return read_ci_config(path, data)
         raise fail(path, 1, "YAML that is not a Megatron CI model_config (MODEL_ARGS)")

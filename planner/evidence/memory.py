@@ -43,13 +43,13 @@ def looks_like_summary(lines: list[tuple[int, str]]) -> bool:
         for _, s in lines[:50])
 
 
-def read_summary(path: Path, data: bytes) -> Evidence:
+def read_summary(path: Path, data: bytes | None = None) -> Evidence:
     """Allocated / reserved / active current and peak from a memory_summary() table (sizes in
     its binary units: torch formats with 1024 steps whether it prints MB or MiB)."""
     mem = MemoryStats()
     rows: dict[str, tuple[float, float]] = {}
     device = None
-    for ln, s in iter_lines(path, data):
+    for ln, s in iter_lines(path, data, skip_empty=True):   # an empty line reads nothing
         if "device ID" in s and (m := SUMMARY_DEVICE.search(s)):
             device = integer(m[1], path, ln, "device ID")
         if "OOMs" in s or "retries" in s:

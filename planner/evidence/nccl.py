@@ -97,9 +97,10 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
     return rows >= 2
 
 
-def read_nccl(path: Path, data: bytes) -> Evidence:
+def read_nccl(path: Path, data: bytes | None = None) -> Evidence:
     """Parse an nccl-tests output file into an Evidence of kind "nccl-tests"."""
-    lines = iter_lines(path, data, tags_anywhere=True)   # one line at a time, one kept back
+    # one line at a time, one kept back; empty lines left out (a gap in the line numbers)
+    lines = iter_lines(path, data, tags_anywhere=True, skip_empty=True)
     ranks: dict[int, tuple[str, int, str]] = {}
     collective, avg, time_scale, threads = None, None, 1.0, None
     rows: list[NcclRow] = []
@@ -134,13 +135,16 @@ def read_nccl(path: Path, data: bytes) -> Evidence:
                 raise fail(path, ln, f"nccl-tests row: type {tokens[2] if len(tokens) > 2 else ''!r} "
                            "missing or not a name")
             continue
-        # A row wrapped by the terminal or the launcher continues on the next line(s).
+        # A row wrapped by the terminal or the launcher continues on the next line(s), up to
+        # an empty line (a gap in the numbers), a blank one, a comment or the next row.
+        last = ln
         while len(tokens) < 11 and (held := next(lines, None)) is not None:
             nxt = held[1].strip().split()
-            if not nxt or held[1].strip().startswith("#") or _row_start(nxt):
+            if held[0] != last + 1 or not nxt or held[1].strip().startswith("#") \
+                    or _row_start(nxt):
                 break
             tokens += nxt
-            held = None
+            last, held = held[0], None
         if len(rows) >= MAX_ROWS:
             raise fail(path, ln, f"more than {MAX_ROWS:,} nccl-tests rows (one test's sweep of "
                        "message sizes is tens of rows); give each run its own file")

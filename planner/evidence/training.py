@@ -10,15 +10,14 @@ naming the line (a corrupted copy is refused, not silently skipped).
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.evidence.model import Evidence, MemoryStats, StepStats
 from planner.errors import InputError
 from planner.evidence.log_block import GIB, NUM, read_titan_block
-from planner.evidence.source import fail, integer, line_blocks, number
-from planner.evidence.stats import WARMUP_STEPS, Series, spread, steady
+from planner.evidence.source import LineBlocks, fail, integer, number
+from planner.evidence.stats import WARMUP_STEPS, Series, median, spread, steady
 
 MIB = 2.0**20
 MEG_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
@@ -278,23 +277,33 @@ def looks_like(lines: list[tuple[int, str]]) -> bool:
     return False
 
 
-def read_training(path: Path, data: bytes, warmup_steps: int = WARMUP_STEPS) -> Evidence:
-    """Parse a training log into an Evidence of kind "training-log"."""
+def read_training(path: Path, data: bytes | None = None,
+                  warmup_steps: int = WARMUP_STEPS) -> Evidence:
+    """Parse a training log (`data`, or None: streamed from the file, a block of lines at a
+    time) into an Evidence of kind "training-log". A line that does not parse is an error,
+    unless it is the last non-blank one and the content does not end with a newline (a job
+    killed mid-write): known only at the end, so the first such line is kept back until a
+    non-blank line follows (an error) or the content ends."""
     f = _Found()
     cut, pending = None, None
-    for first, lines in line_blocks(path, data):
+    blocks = LineBlocks(path, data)
+    for first, lines in blocks:
+        if not any(lines):
+            continue  # empty lines only: no matcher reads one (a log of 10^8 newlines)
         if pending is None and not f.flops_profiler and read_titan_block(f, lines):
             continue  # usual torchtitan step lines only: the block at once, as line by line
         for ln, s in enumerate(lines, first):
             if pending is not None and s.strip():
                 raise pending  # the broken line was not the last: not a job killed mid-write
+            if not s:
+                continue
             try:
                 _megatron(f, s, path, ln) or _torchtitan(f, s, path, ln) \
                     or _others(f, s, path, ln)
             except InputError as e:
-                if data.endswith(b"\n"):  # only the last line of a job killed mid-write is
-                    raise                  # forgiven
                 cut, pending = ln, e
+    if pending is not None and blocks.newline_end:  # only the last line of a job killed
+        raise pending                                # mid-write is forgiven
     if not f.formats or not (f.series or f.tqdm_elapsed or f.memory.peak_allocated_bytes
                              or f.memory.peak_reserved_bytes):
         raise fail(path, 1, "no training-log lines (Megatron iteration, torchtitan step, "
@@ -324,12 +333,12 @@ def _evidence(path: Path, f: _Found, warmup_steps: int) -> Evidence:
                  "samples_per_s"):
         pts = f.series.get(name)
         if pts:
-            kept, dropped = steady(pts.items(), warmup_steps)
+            kept, dropped = steady(pts, warmup_steps)
             setattr(st, name, spread(kept))
             st.warmup_dropped = max(st.warmup_dropped, dropped)
     for key, timed in f.timers.items():
         kept, _ = steady(timed, warmup_steps)
-        st.timers_ms[key] = statistics.median(kept)
+        st.timers_ms[key] = median(kept)
     cfg = f.config
     world = cfg.get("world_size")
     if st.samples_per_s is None and "train_samples_per_second" in cfg:

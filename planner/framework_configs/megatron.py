@@ -185,6 +185,8 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     meg = load_framework("megatron")   # the EP pairing only where the arguments switch it on
     fw = meg if a.get("--overlap-moe-expert-parallel-comm") else dataclasses.replace(
         meg, time=dataclasses.replace(meg.time, ep_overlap=()))
+    if a.get("--tp-comm-overlap"):     # arguments.py:2090 (core_v0.15.3): TE userbuffers
+        fw = dataclasses.replace(fw, time=dataclasses.replace(fw.time, tp_comm_overlap=True))
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes, framework=fw)

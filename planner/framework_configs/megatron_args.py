@@ -46,7 +46,7 @@ MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--f
             "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
             "--overlap-p2p-communication", "--no-overlap-p2p-communication",
             "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-            "--overlap-moe-expert-parallel-comm"}
+            "--overlap-moe-expert-parallel-comm", "--tp-comm-overlap"}
 # The embedding and the loss counted as a layer each in the pipeline split (arguments.py:557-579)
 ACCOUNT_FLAGS = ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split")
 # Flags older dtplan exports wrote that Megatron-LM's argparse rejects (core_v0.15.3 and main

@@ -60,11 +60,26 @@ def _fallback(err: UnicodeError) -> tuple[str, int]:
 codecs.register_error(ERROR_HANDLER, _fallback)
 
 
+def stream_encoding(stream: object) -> str:
+    """The encoding a text stream writes in, normalised ("utf-8" for one that states none: an
+    in-memory stream)."""
+    return (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+
+
+def encodable(text: str, encoding: str) -> str:
+    """`text` as a stream in `encoding` writes it (encodable_streams): each character the
+    encoding cannot hold as its ASCII fallback; for a renderer that lays text out in columns
+    before it is written, so the widths are those of the characters printed."""
+    if encoding.startswith("utf"):
+        return text
+    return text.encode(encoding, ERROR_HANDLER).decode(encoding)
+
+
 def encodable_streams() -> None:
     """Make stdout and stderr write what their encoding cannot hold through the ASCII
     fallbacks (instead of a UnicodeEncodeError, exit 3); UTF-8 streams are left alone."""
     for stream in (sys.stdout, sys.stderr):
-        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        encoding = stream_encoding(stream)
         if encoding.startswith("utf") or not isinstance(stream, io.TextIOWrapper):
             continue
         try:

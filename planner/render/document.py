@@ -7,7 +7,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from planner.io.escape import markdown, visible
 from planner.render.json_out import default_mode, envelope
@@ -93,17 +93,18 @@ def literal(text: str, *, newlines: bool = False) -> str:
     return visible(text, newlines=newlines)
 
 
-def literal_doc(doc: Document) -> Document:
+def literal_doc(doc: Document, shown: Callable[[str], str] = lambda s: s) -> Document:
     """The document with every string `literal`: what each renderer but JSON (which escapes by
-    itself) prints."""
-    tables = [dataclasses.replace(t, title=literal(t.title),
-                                  columns=[literal(c) for c in t.columns],
-                                  rows=[[literal(c) for c in r] for r in t.rows],
-                                  legend=literal(t.legend) if t.legend else t.legend)
+    itself) prints; then `shown` (the terminal's encoding fallbacks) on each."""
+    def lit(s: str, newlines: bool = False) -> str:
+        return shown(literal(s, newlines=newlines))
+    tables = [dataclasses.replace(t, title=lit(t.title), columns=[lit(c) for c in t.columns],
+                                  rows=[[lit(c) for c in r] for r in t.rows],
+                                  legend=lit(t.legend) if t.legend else t.legend)
               for t in doc.tables]
     return dataclasses.replace(
-        doc, title=literal(doc.title), tables=tables, notes=[literal(n) for n in doc.notes],
-        verdict=literal(doc.verdict, newlines=True) if doc.verdict else doc.verdict)
+        doc, title=lit(doc.title), tables=tables, notes=[lit(n) for n in doc.notes],
+        verdict=lit(doc.verdict, newlines=True) if doc.verdict else doc.verdict)
 
 
 def md_text(s: str) -> str:

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from planner.io.stdout import write_stdout
+from planner.io.stdout import encodable, stream_encoding, write_stdout
 from planner.render.document import (Document, Table, literal_doc, numeric_columns, render_json,
                                      render_markdown)
 
@@ -125,7 +125,11 @@ def render_text(doc: Document, con: Console | None = None) -> str:
     """The document as `con` (by default, the console of stdout) shows it: title, tables with
     their legends, the verdict (green when it fits, red when not), then the notes."""
     con = con or console()
-    doc = literal_doc(doc)   # control characters from files shown escaped, never sent raw
+    # control characters from files shown escaped, never sent raw; what the stream's encoding
+    # cannot hold as the ASCII it writes instead, before the columns are measured (">=" for
+    # "≥" takes two cells: a table laid out with "≥" would pass the width once written)
+    enc = stream_encoding(con.file)
+    doc = literal_doc(doc, lambda s: encodable(s, enc))
     how = _look(con)
     with con.capture() as out:
         con.print(Text(doc.title, style=how.style("bold")))

@@ -63,21 +63,41 @@ class SpaceTooLarge(InputError):
 NARROW = "fix some of --tp, --pp, --cp, --ep, --zero, --micro-batch"
 
 
-def check_priced(priced: int, limit: int | None, dominated: bool = False) -> None:
+def check_priced(priced: int, limit: int | None, dominated: bool = False,
+                 counts: int = 1) -> None:
     """Refuse a space with more than `limit` structurally valid candidates (the search's own
-    count, verdicts), naming the options that narrow it; `dominated`: the search keeps every
-    valid row (--all), whose bound is price_limit(True)."""
+    count, verdicts; summed over a sweep's `counts` GPU counts, all counted before any is
+    priced), naming the options that narrow it; `dominated`: the search keeps every valid row
+    (--all), whose bound is price_limit(True)."""
     if limit is None or priced <= limit:
         return
     full, one = price_limit(dominated), "one fit --all keeps" if dominated else "one search prices"
     bound = (f"the {limit:,} {one}" if limit >= full else
              f"the {limit:,} left of the {full:,} {one.replace('search', 'fit')} over all its "
              "GPU counts")
+    if counts > 1:   # every count counted up front, none priced yet
+        bound = f"the {limit:,} {one.replace('search', 'fit')}"
     keep, drop = (" and keep (--all keeps every valid one)", "drop --all (the front alone is "
                   "kept), ") if dominated else ("", "")
-    raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price{keep}, "
-                        f"over {bound}; {drop}{NARROW}, or ask for a smaller --global-batch (or "
-                        "fewer GPU counts)")
+    over = f" over its {counts} GPU counts" if counts > 1 else ""
+    raise SpaceTooLarge("layout space", f"{priced:,} structurally valid layouts to price{keep}"
+                        f"{over}, over {bound}; {drop}{NARROW}, or ask for a smaller "
+                        "--global-batch (or fewer GPU counts)")
+
+
+def space_priced(p: Problem, space: SearchSpace) -> int:
+    """The structurally valid candidates a search of `space` prices (layout_blocks' count,
+    checked against its limit): verdicts' arithmetic on the knob tables, no row built (a few
+    ms, what a sweep sums over its GPU counts before it prices any)."""
+    p = p.resolved()
+    s = split_table(p, space)
+    return _priced(verdicts(p, s)[1], len(recomputes(p, space))) if len(s) else 0
+
+
+def _priced(valid: np.ndarray, n_rec: int) -> int:
+    """Structurally valid rows: per split the rows passing every structural rule (verdicts),
+    each crossed with the recompute knob's n_rec rows."""
+    return int(valid.sum()) * n_rec
 
 
 @dataclass
@@ -236,7 +256,7 @@ def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
     if not len(s):   # no split at all (fixed degrees that do not divide the GPUs)
         return
     counts, valid = verdicts(p, s)
-    check_priced(int(valid.sum()) * n_rec, limit, dominated)
+    check_priced(_priced(valid, n_rec), limit, dominated)
     built = built_splits(valid)
     unbuilt = np.concatenate([np.zeros((1, counts.shape[1]), dtype=np.int64),
                               np.cumsum(counts * ~built[:, None], axis=0)])

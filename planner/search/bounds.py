@@ -16,7 +16,6 @@ from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS
                          RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
 from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows
 from planner.engine import peak as pk
-from planner.engine.stages import stage_layers
 from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
@@ -86,20 +85,18 @@ class MemoryParts:
         largest of the stages a layout has): never below memory()'s peak. Its terms are summed
         once per distinct tuple (states, activations) and combined on the rows."""
         b, fw = p.budget, p.fw
-        pp, v = self.c.pp.take(idx), self.c.chunks.take(idx)
-        first, mid, last = stage_layers(p.model.layers, pp.astype(float), v.astype(float),
-                                        self.c.first.take(idx), self.c.last.take(idx))
-        layers = dict(zip(STAGES, (first, mid, np.asarray(last) + p.model.mtp_layers)))
+        pp = self.c.pp.take(idx)
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
         for k in STAGES:
             s, ts = self.states.rows(idx, pick=lambda t: (
                 t[k]["persistent"], transient_ceiling(t[k], _Absent())))
-            a, ta, gap = self.acts.rows(idx, pick=lambda t: (
+            a, ta, gap, gap_t = self.acts.rows(idx, pick=lambda t: (
                 t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
-                t["stages"][k]["tensor_gap"] * t["stages"][k]["terms"] * keep_rounding))
-            out[k] = pk.device_ceiling(s, a, flight[k], ts + ta, gap * flight[k] * layers[k],
+                t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]))
+            out[k] = pk.device_ceiling(s, a, flight[k], ts + ta,
+                                       (gap * flight[k] + gap_t) * keep_rounding,
                                        share=b.fragmentation_fraction,
                                        expandable=fw.memory.expandable_segments,
                                        context=b.context_bytes, nccl=b.comm_buffer_bytes)
@@ -138,9 +135,8 @@ class MemoryParts:
         x = shape(p, self.c)
 
         def total(stage: str, at: np.ndarray | None) -> np.ndarray:
-            layers, m = x.held_layers(STAGES.index(stage)), x.micro_batches
-            v = stage_memory(p, p.fw, layers if at is None else layers.take(at),
-                             self.states.rows(at, pick=lambda t: t[stage]),
+            m = x.micro_batches
+            v = stage_memory(p, p.fw, self.states.rows(at, pick=lambda t: t[stage]),
                              self.acts.rows(at, pick=lambda t: t["stages"][stage]),
                              self.flight.rows(at, pick=lambda t: t[stage]),
                              m if at is None else m.take(at), False)["device_total"]
@@ -161,8 +157,8 @@ class MemoryParts:
             return StageMemory(**{k: np.zeros(n) for k in STATE_ITEMS + ("total", "reserved",
                                                                          "params")})
         at = mid if idx is None else np.asarray(idx).take(mid)
-        # _stage reads the stage's layers and m: only those are gathered
-        m = _stage(p, x.micro_batches.take(mid), x.layers[1].take(mid),
+        # _stage reads the stage's m: only it is gathered
+        m = _stage(p, x.micro_batches.take(mid),
                    self.states.rows(at, pick=lambda t: t["middle"]),
                    self.acts.rows(at, pick=lambda t: t["stages"]["middle"]),
                    self.flight.rows(at, pick=lambda t: t["middle"]), False)

@@ -226,6 +226,22 @@ def short_label(lay: Layout) -> str:
     return s
 
 
+def fit_problem(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
+                global_batch: int, precision: str = "mixed", optimizer: str = "adam",
+                budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
+                tuning: Tuning = FULL, objective: str = "time",
+                framework: FrameworkProfile | None = None) -> Problem:
+    """fit's question at `gpus` GPUs, its objective, recipe and fixed recompute checked (what
+    fit searches, and what a sweep counts before it searches any count)."""
+    v.choice("objective", objective, OBJECTIVES)
+    v.recipe(precision, optimizer)
+    p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
+                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning,
+                framework=framework)
+    v.framework_recompute("recompute", space.recompute or "none", p.fw)
+    return p
+
+
 def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
         global_batch: int, precision: str = "mixed", optimizer: str = "adam",
         budget: MemoryBudget | None = None, space: SearchSpace = SearchSpace(),
@@ -239,12 +255,9 @@ def fit(model: ModelSpec, hardware: HardwareProfile, gpus: int, *, seq_len: int,
     `suggest`, what would (more GPUs, offload, a shorter sequence, a bigger GPU), its searches
     pricing what this one left of blocks.MAX_PRICED. It keeps its search (``search_result``,
     not in JSON)."""
-    v.choice("objective", objective, OBJECTIVES)
-    v.recipe(precision, optimizer)
-    p = problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
-                precision=precision, optimizer=optimizer, budget=budget, tuning=tuning,
-                framework=framework)
-    v.framework_recompute("recompute", space.recompute or "none", p.fw)
+    p = fit_problem(model, hardware, gpus, seq_len=seq_len, global_batch=global_batch,
+                    precision=precision, optimizer=optimizer, budget=budget, space=space,
+                    tuning=tuning, objective=objective, framework=framework)
     res = search(p, space, objective, dominated=dominated, limit=limit)
     ranked = _ranked(res, top)
     plans: dict[tuple, Any] = {}  # the plan depends on these knobs only: once per distinct set

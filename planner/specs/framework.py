@@ -1,8 +1,11 @@
 """Framework profiles: how a training framework's implementation spends time (and memory).
 
-A TOML file (``framework_profiles/*.toml``): ``[time]`` (dtypes, sharded-DP gathers, prefetch,
-buckets, PP send/recv, recompute, kernels, EP dispatch) and ``[memory]`` (issue #13), each bundled
-value citing its source in a comment; a user edits a copy and passes it to ``--framework``.
+A profile is a TOML file (``framework_profiles/*.toml``, shipped in the wheel) with a ``[time]``
+table (gradient/reduce dtypes, sharded-DP gather granularity and re-gathers, prefetch depth,
+bucket sizes, pipeline send/recv style, what "selective" recompute means, kernel class) and a
+``[memory]`` table (precision default; the memory behaviour of issue #13). Every bundled value
+cites the framework's own source in a TOML comment. A user copies one, edits it and passes the
+path wherever ``--framework`` is accepted.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from planner.specs.records import FORBID, validate
 DEFAULT_FRAMEWORK = "megatron"
 MAX_FRAMEWORK_BYTES = 256_000
 
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}   # a profile's dtypes, B
+# Bytes per element of the dtypes a profile may name.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
 KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
-               "prefetch_depth", "selective_matmul_share")
+               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
@@ -102,10 +106,20 @@ class TimeBehaviour:
         description="that pairing also runs under full recompute")] = False
     ep_overlap_max_mtp_layers: Annotated[Optional[int], Field(
         ge=0, description="most MTP modules beside which that pairing runs (None: any)")] = None
-    ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(description="EP tokens "
-        "once per routed expert, or per rank and remote domain (EpRoute)")] = "alltoall"
-    ep_fp8_dispatch: Annotated[bool, Field(description="under fp8, the dispatch and its "
-        "backward twin move fp8 + 1/128 scales, the combine 16-bit")] = False
+    tp_comm_overlap: Annotated[bool, Field(
+        description="under sequence parallel, the TP all-gathers and reduce-scatters run in "
+                    "chunks beside the linear layers' GEMMs (Transformer Engine userbuffers, "
+                    "Megatron-Core tp_comm_overlap); off: every TP collective is exposed as the "
+                    "GPU profile's tp_exposed_fraction says")] = False
+    tp_overlap_rs_splits: Annotated[float, Field(
+        ge=0, description="chunks each overlapped TP reduce-scatter runs in (0: TP-size "
+                          "chunks, as the all-gathers)")] = 0.0
+    ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(
+        description="EP tokens sent once per routed expert (alltoall), or once per rank and "
+                    "remote domain with NVLink forwarding (deepep; step_time.EpRoute)")] = "alltoall"
+    ep_fp8_dispatch: Annotated[bool, Field(
+        description="under fp8, the dispatch and its backward twin move fp8 + 1/128 scales, "
+                    "the combine 16-bit")] = False
 
     @property
     def reduce_bytes(self) -> float:
@@ -119,7 +133,8 @@ class TimeBehaviour:
 
     @property
     def has_selective(self) -> bool:
-        """Whether selective recompute exists (DeepSpeed, the FSDP trainers: whole layers)."""
+        """Whether the framework has a selective recompute mode (selective_recompute not
+        "none"; DeepSpeed and the FSDP trainers checkpoint whole layers only)."""
         return self.selective_recompute != "none"
 
     def regathers_in_backward(self, pp: int) -> bool:
@@ -183,6 +198,10 @@ class MemoryBehaviour:
     fp8_weight_copies: Annotated[float, Field(
         ge=0, le=4, description="fp8 weight copies (1 byte each) cached between "
                                 "micro-batches under fp8")] = 0.0
+    fp8_params: Annotated[bool, Field(
+        description="under fp8 the linears' weights are stored in fp8 alone (Megatron-Core "
+                    "fp8_param_gather / TE fp8_model_init): no 16-bit copy, the row-wise "
+                    "cached copy is the weight, the DP all-gather moves fp8")] = False
     fp8_saved_activations: Annotated[bool, Field(
         description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
     optimizer_temp_bytes: Annotated[float, Field(
@@ -357,42 +376,6 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
     hint = f"; did you mean '{near[0]}'?" if near else ""
     raise InputError(named("framework"), f"unknown framework '{want}'; known: {', '.join(names)} "
                      f"or a path to a .toml{hint}")
-
-
-def describe(fw: FrameworkProfile) -> str:
-    """One line for the assumptions: which profile, where from, and the default. What the
-    framework runs (its selective recompute mode among it) is capabilities()'s line."""
-    t = fw.time
-    where = fw.source_file if fw.source_file and not fw.source_file.startswith(
-        str(Path(__file__).resolve().parents[2])) else f"framework_profiles/{fw.name}.toml"
-    default = " (the default)" if fw.name == DEFAULT_FRAMEWORK else f" (default {DEFAULT_FRAMEWORK})"
-    return (f"Framework {fw.name}{default}, {where}: gradients reduced in {t.reduce_dtype}, "
-            f"sharded gathers {t.sharded_gather} in {t.param_gather_dtype}, prefetch depth "
-            f"{t.prefetch_depth}, {t.kernel_class} kernels, {t.attention_kernel} attention")
-
-
-def capabilities(fw: FrameworkProfile) -> str:
-    """What the framework runs, as its profile's keys (each citing its source) state it: the
-    search offers nothing else, `estimate` refuses the rest."""
-    t = fw.time
-    if t.pipeline_schedules:
-        missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
-        pp = (f"pipeline schedules {', '.join(t.pipeline_schedules)}"
-              + (f" (not {', '.join(missing)})" if missing else "")
-              + f", ZeRO ≤ {t.max_zero_under_pp} with PP")
-    else:
-        pp = "no pipeline parallel"
-    cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
-    ep = ("expert parallel" + " over DeepEP" * (t.ep_dispatcher == "deepep")
-          + " with fp8 dispatch" * t.ep_fp8_dispatch if t.expert_parallel
-          else "no expert parallel (experts replicated)")
-    if t.expert_parallel and t.ep_overlap:
-        ep += (" (all-to-all hidden in paired chunks: "
-               + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
-    sel = ("no selective recompute (none or full only)" if not t.has_selective
-           else f"selective recompute ({t.selective_recompute})")
-    return (f"Framework {fw.name} runs (its profile, each key citing the framework's source): "
-            f"{pp}; {cp}; {ep}; {sel}. The search offers nothing else.")
 
 
 def framework_names() -> list[str]:

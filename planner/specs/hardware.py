@@ -72,6 +72,10 @@ class GPUSpec:
     # no fp8). Hopper has no MX / NVFP4 tensor cores, Ada and Hopper no block-scaled MMA,
     # Ampere no fp8 (TE quantization.py:148-188 checks; research/finetune fp8.md §3).
     fp8_recipes: tuple[str, ...] = ()
+    # Per-tensor fp8 GEMMs take either operand layout (compute capability >= 10: Transformer
+    # Engine v2.2.1 pytorch/utils.py:253-257), so TE's Float8Tensor keeps no transposed copy
+    # (tensor/float8_tensor.py:435-440); Hopper and Ada need the transpose.
+    fp8_any_layout: bool = False
 
     @property
     def matmul_ceiling_flops(self) -> float:

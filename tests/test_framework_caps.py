@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {
     "megatron": "pipeline schedules 1f1b, interleaved (not gpipe, zb-h1, dualpipe, dualpipev), "
                 "ZeRO ≤ 3 with PP; "
-                "ring context parallel; expert parallel (all-to-all hidden in paired chunks: "
+                "ring context parallel; expert parallel over DeepEP (all-to-all hidden in paired "
+                "chunks: "
                 "interleaved, without PP); selective recompute (core-attention).",
     "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
                   "dualpipe), ZeRO ≤ 3 with PP; "

@@ -206,10 +206,20 @@ def all_to_all_time(message_bytes: Num, n: Num, per_node: Num, nvlink_bps: Num, 
     off = np.where(n > 1, (n - k) / np.maximum(n - 1.0, 1.0), 0.0)
     nv = np.asarray(nvlink_bps, dtype=float) * AGRS_BUS_RATIO
     bw_t = np.maximum(total * (1.0 - off) / nv, total * off / np.asarray(nic_bps, dtype=float))
+    lat = all_to_all_latency(n, per_node, net_extra_s, nvlink_step_s)
+    return out(np.where(n > 1, lat + bw_t, 0.0))
+
+
+def all_to_all_latency(n: Num, per_node: Num, net_extra_s: Num = 0.0,
+                       nvlink_step_s: Num = NVLINK_STEP_S, steps: Optional[Num] = None) -> Num:
+    """The fixed part of an n-rank all-to-all: base latency + `steps` (default n−1) peer steps,
+    each at the NVLink step of all-gather / reduce-scatter, or α_net once the group spans
+    nodes."""
+    n, _, nodes = _split(n, per_node)
     a_nvl = AGRS_STEP_FACTOR * np.asarray(nvlink_step_s, dtype=float)
     a_net = NET_STEP_S + 2.0 * np.asarray(net_extra_s, dtype=float)
     step = np.where(nodes > 1, np.maximum(a_nvl, a_net), a_nvl)
-    return out(np.where(n > 1, BASE_LATENCY_S + (n - 1.0) * step + bw_t, 0.0))
+    return out(BASE_LATENCY_S + (n - 1.0 if steps is None else np.asarray(steps)) * step)
 
 
 def busbw_of(kind: str, message_bytes: Num, n: Num, time_s: Num) -> Num:

@@ -6,7 +6,9 @@ often it runs, less what computation hides (overlap.py); evaluation/timing.py li
   parallel, an all-gather + reduce-scatter pair of the same total volume) — Narayanan Sec. 3.2,
   Korthikanti Sec. 4.2.2;
 - CP: each rank passes its K/V chunk around a ring (cp − 1 steps), hidden behind attention;
-- EP: all-to-all dispatch and combine per MoE layer, forward and backward;
+- EP: all-to-all dispatch and combine per MoE layer, forward, backward and under full
+  recompute once more, per token once per expert or (deduplicating dispatchers) once per rank
+  and remote domain, within the model's node limit;
 - PP: one s·b·h send per micro-batch per boundary each way (÷TP with scatter/gather);
 - ZeRO-3 / FSDP: per layer an all-gather of its parameters forward and backward and a
   reduce-scatter of its gradients, hidden layer by layer behind the compute (ZeRO paper
@@ -21,6 +23,8 @@ often it runs, less what computation hides (overlap.py); evaluation/timing.py li
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import numpy as np
 
 from planner.engine import overlap as ov
@@ -28,7 +32,8 @@ from planner.engine import schedules as sched
 from planner.engine.arrays import Num, out
 from planner.engine.compute import memory_bound_time
 from planner.engine.pipeline import bubble_slots
-from planner.engine.topology import Fabric, members_per_domain, p2p_time, topo_collective_time, link_kind
+from planner.engine.topology import (Fabric, link_kind, members_per_domain, p2p_time,
+                                     routed_all_to_all_time, topo_collective_time)
 
 
 def tp_time_per_layer(tokens_per_rank: Num, hidden: Num, tp: Num, gpus_per_domain: Num,
@@ -51,14 +56,70 @@ def cp_time_per_layer(tokens_per_rank: Num, kv_dim: Num, cp: Num, tp: Num, gpus_
     return out(3.0 * hops * np.asarray(one_hop))
 
 
+class EpRoute(NamedTuple):
+    """How a MoE layer's tokens travel: the model's routing limit and the framework's dispatcher.
+
+    `dedup` (DeepEP's normal kernels; Megatron-Core's flex dispatcher, core_v0.15.3
+    megatron/core/transformer/moe/fused_a2a.py:85-100 get_dispatch_layout → is_token_in_rank,
+    num_tokens_per_rdma_rank): a token goes once to each rank and once over the NIC to each
+    remote domain holding one of its experts, then NVLink-forwarded (deepseek-ai/DeepEP README
+    @567632d "Normal kernels with NVLink and RDMA forwarding"); otherwise (the alltoall
+    dispatcher) once per routed expert. `dispatch_bytes`: bytes per element on the dispatch
+    and its backward twin (fp8 + one fp32 scale per 128: 1 + 4/128, deep_ep/buffer.py:340-343
+    @567632d); the combine and its twin move act_bytes."""
+
+    experts: float = 0.0        # routed experts E
+    groups: float = 0.0         # n_group (0: every expert allowed)
+    group_topk: float = 0.0     # topk_group: groups a token may use
+    dedup: bool = False
+    dispatch_bytes: Optional[float] = None   # None: act_bytes
+
+
+def ep_reach(top_k: Num, route: EpRoute, ep: Num, per_domain: Num) -> tuple[Num, Num]:
+    """(domains, ranks) a token's k experts sit in, expected under balanced routing: the k
+    uniform over the experts of the M domains it may use (E/EP contiguous per rank, N = ⌈EP/
+    k_dom⌉ domains, M = N or, with group-limited routing, topk_group × ⌈N/n_group⌉ ≤ N; DeepSeek-V3
+    report Sec. 2.1.2, Megatron-Core transformer_config.py:477-493 moe_router_num_groups).
+    D = M·(1 − Π_{i<k} (E_M − E/N − i)/(E_M − i)) with E_M = M·E/N; ranks alike with E/EP."""
+    ep_f = np.maximum(np.asarray(ep, dtype=float), 1.0)
+    k_dom = np.minimum(np.maximum(np.asarray(per_domain, dtype=float), 1.0), ep_f)
+    n_dom = np.ceil(ep_f / k_dom)
+    e = float(route.experts)
+    m = n_dom
+    if route.groups > 0 and 0 < route.group_topk < route.groups:
+        m = np.minimum(n_dom, route.group_topk * np.ceil(n_dom / route.groups))
+    e_m = m * e / n_dom
+    miss_dom, miss_rank = np.ones_like(m), np.ones_like(m)
+    for i in range(int(top_k)):
+        miss_dom = miss_dom * np.clip((e_m - e / n_dom - i) / np.maximum(e_m - i, 1.0), 0.0, 1.0)
+        miss_rank = miss_rank * np.clip((e_m - e / ep_f - i) / np.maximum(e_m - i, 1.0), 0.0, 1.0)
+    return out(m * (1.0 - miss_dom)), out(m * k_dom * (1.0 - miss_rank))
+
+
 def ep_time_per_layer(tokens_per_rank: Num, hidden: Num, top_k: Num, ep: Num, stride: Num,
-                      gpus_per_domain: Num, fab: Fabric, act_bytes: Num = 2.0) -> Num:
-    """MoE all-to-all: dispatch and combine (top-k copies of each token's h-vector) forward and
-    the same backward: 4 all-to-alls per MoE layer (0 when EP = 1)."""
-    msg = np.asarray(tokens_per_rank, dtype=float) * top_k * hidden * act_bytes
+                      gpus_per_domain: Num, fab: Fabric, act_bytes: Num = 2.0,
+                      rounds: Num = 2.0, route: EpRoute = EpRoute()) -> Num:
+    """MoE all-to-all: `rounds` dispatch + combine pairs per MoE layer (forward, backward, and
+    once more per layer that full recompute re-runs: Megatron-Core core_v0.15.3 transformer_
+    block.py:668 and 456-486 checkpoint whole layers, token dispatcher included); 0 at EP 1.
+    Per token: alltoall, k copies of its h-vector (NCCL's all-to-all, the share bound off the
+    domain on the NIC); dedup, D·(N−1)/N copies on the NIC and R·(k_dom−1)/k_dom on NVLink
+    (ep_reach, topology.routed_all_to_all_time)."""
+    tokens = np.asarray(tokens_per_rank, dtype=float) * hidden
     per_domain = members_per_domain(ep, stride, gpus_per_domain)
-    t = topo_collective_time("all-to-all", msg, ep, per_domain, fab)
-    return out(np.where(np.asarray(ep) > 1, 4.0 * np.asarray(t), 0.0))
+    d_bytes = act_bytes if route.dispatch_bytes is None else route.dispatch_bytes
+    if route.dedup and route.experts > 0:
+        doms, ranks = ep_reach(top_k, route, ep, per_domain)
+        k_dom = np.minimum(np.asarray(per_domain, dtype=float), np.maximum(ep, 1.0))
+        n_dom = np.ceil(np.maximum(ep, 1.0) / k_dom)
+        net = tokens * np.asarray(doms) * (n_dom - 1.0) / n_dom
+        nvl = tokens * np.asarray(ranks) * (k_dom - 1.0) / k_dom
+        pair = sum(routed_all_to_all_time(net * b, nvl * b, ep, per_domain, fab)
+                   for b in (d_bytes, act_bytes))
+    else:
+        pair = sum(topo_collective_time("all-to-all", tokens * top_k * b, ep, per_domain, fab)
+                   for b in (d_bytes, act_bytes))
+    return out(np.where(np.asarray(ep) > 1, rounds * np.asarray(pair), 0.0))
 
 
 def pp_time_per_micro_batch(tokens_per_rank: Num, hidden: Num, tp: Num, pp: Num,

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from planner.engine import activations as act
+from planner.engine import step_time as st
 from planner.engine.fp8 import RECIPES, Recipe, recipe_peak
 from planner.errors import InputError, named
 from planner.specs.hardware import HardwareProfile
@@ -196,6 +197,17 @@ class Problem:
                               or (self.fw.memory.fp8_params and not self.tuning.frozen)):
             return r.element_bytes
         return self.fw.time.gather_bytes
+
+    @property
+    def ep_route(self) -> st.EpRoute:
+        """How the MoE tokens travel: the model's group limit and the framework's dispatcher;
+        under fp8 an fp8 dispatcher sends 1×128-block fp8 with fp32 scales (DeepEP's, the
+        blockwise recipe's activation element)."""
+        m, t = self.model, self.fw.time
+        fp8 = self.precision == "fp8" and t.ep_fp8_dispatch
+        return st.EpRoute(float(m.experts), float(m.route_groups), float(m.route_group_topk),
+                          t.ep_dispatcher == "deepep",
+                          RECIPES["blockwise"].element_bytes if fp8 else None)
 
     @property
     def recipe(self) -> Recipe | None:

@@ -137,7 +137,33 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             _framework_memory_note(p), budget_note(p.budget)] + [
-                n for n in [tun.note(p), recipe_note(p), offload_note(p, lay)] if n]
+                n for n in [tun.note(p), recipe_note(p), offload_note(p, lay), ep_note(p, lay)]
+                if n]
+
+
+def ep_note(p: Problem, lay: Layout) -> str:
+    """How the EP all-to-all is priced (engine.step_time.ep_time_per_layer): the dispatcher,
+    the copies of a token that cross the NIC, the routing limit, the bytes and the count."""
+    from planner.engine import step_time as st
+    from planner.engine.topology import members_per_domain
+    m, r = p.model, p.ep_route
+    if not m.is_moe or lay.ep <= 1:
+        return ""
+    k = float(members_per_domain(lay.ep, lay.etp or 1, p.hardware.scale_up.gpus_per_domain))
+    n_dom, top = -(-lay.ep // int(k)), m.experts_per_token
+    per_expert = top * (lay.ep - k) / lay.ep   # nccl.all_to_all_time's off-domain share
+    nic = (float(st.ep_reach(top, r, lay.ep, k)[0]) * (n_dom - 1) / n_dom if r.dedup
+           else per_expert)
+    how = ("DeepEP-style, once per rank and per remote domain" if r.dedup
+           else "NCCL all-to-all, once per routed expert")
+    limit = (f", routing limited to {m.route_group_topk} of {m.route_groups} expert groups"
+             if m.route_groups else "")
+    again = " (+2 per layer full recompute re-runs)" if lay.recompute == "full" else ""
+    dtype = "fp8 + 1/128 scales" if r.dispatch_bytes else (
+        "fp32" if p.precision == "fp32" else "16-bit")
+    return (f"EP {lay.ep} over {n_dom} NVLink domain(s): {how}{limit}; {nic:.2f} NIC copies of "
+            f"a token per all-to-all (per-expert sending: {per_expert:.2f}); dispatch in "
+            f"{dtype}, 4 all-to-alls per MoE layer{again}.")
 
 
 def offload_note(p: Problem, lay: Layout) -> str:

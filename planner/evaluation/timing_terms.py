@@ -357,7 +357,7 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
                                               fab, act_b),
         "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
-            x.etp, gpn, fab, act_b),   # EP ranks ETP apart (expert rank order tp-ep-dp)
+            x.etp, gpn, fab, act_b, tp_passes / 2, p.ep_route),   # EP ranks ETP apart (tp-ep-dp)
         "pp": array(st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab,
                                                x.v, act_b))}
 

@@ -23,7 +23,8 @@ from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, schedule_refusal, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, ep_overlap_flags, ep_overlap_rule,
+                                                     connections_line, dispatcher_flags, ep_overlap_flags,
+                                                     ep_overlap_rule,
                                                      expert_rules,
                                                      launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
@@ -282,7 +283,7 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
               ("--expert-model-parallel-size", lay.ep),
               *([("--expert-tensor-parallel-size", lay.etp)] if lay.etp is not None else []),
               ("--moe-ffn-hidden-size", mod.expert_width),
-              ("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
+              *dispatcher_flags(inp), ("--moe-grouped-gemm", None)]
         a += ep_overlap_flags(inp)   # where dtplan prices the pairing
         if mod.shared_experts:
             a.append(("--moe-shared-expert-intermediate-size", mod.shared_experts * mod.expert_width))

@@ -31,7 +31,8 @@ MEG_INT = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
            "--nproc-per-node", "--nnodes", "--world-size",
            "--data-parallel-size", "--microbatch-group-size-per-virtual-pipeline-stage",
            "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-           "--num-distributed-optimizer-instances", "--mtp-num-layers"}
+           "--num-distributed-optimizer-instances", "--mtp-num-layers",
+           "--moe-router-num-groups", "--moe-router-group-topk"}
 # Upper bounds of the integer flags, as on dtplan's command line (planner.io.validate).
 MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LEN,
              "--max-position-embeddings": MAX_SEQ_LEN}
@@ -178,6 +179,9 @@ def _megatron_model(a: dict[str, Any], where: str) -> dict[str, Any] | None:
     if a.get("--num-experts"):
         fields.update(experts=a["--num-experts"], experts_per_token=a.get("--moe-router-topk", 2),
                       expert_ffn=a.get("--moe-ffn-hidden-size"))
+        if a.get("--moe-router-group-topk"):   # group-limited routing, arguments.py:3098-3101
+            fields.update(route_groups=a.get("--moe-router-num-groups", 0),
+                          route_group_topk=a["--moe-router-group-topk"])
     return fields
 
 
@@ -267,6 +271,22 @@ def ep_overlap_flags(inp: Job) -> list[tuple[str, object]]:
     pairs = paired.layout_pairs(fw, lay, inp.global_batch // (lay.micro_batch * lay.dp),
                                 inp.model.mtp_layers)
     return [("--overlap-moe-expert-parallel-comm", None)] if pairs else []
+
+
+def dispatcher_flags(inp: Job) -> list[tuple[str, object]]:
+    """The token dispatcher the job's framework profile prices (ep_dispatcher: DeepEP through
+    the flex dispatcher, core_v0.15.3 arguments.py:3131-3136, or alltoall) and the model's
+    group-limited routing (--moe-router-num-groups / --moe-router-group-topk, :3098-3101)."""
+    fw = (inp.framework or load_framework("megatron")).time
+    a: list[tuple[str, object]] = ([("--moe-token-dispatcher-type", "flex"),
+                                    ("--moe-enable-deepep", None)]
+                                   if fw.ep_dispatcher == "deepep"
+                                   else [("--moe-token-dispatcher-type", "alltoall")])
+    m = inp.model
+    if m.route_groups and 0 < m.route_group_topk < m.route_groups:
+        a += [("--moe-router-num-groups", m.route_groups),
+              ("--moe-router-group-topk", m.route_group_topk)]
+    return a
 
 
 def ep_overlap_rule(a: dict[str, Any], pp: int, interleaved: bool, ep: int,

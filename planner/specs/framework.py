@@ -114,6 +114,12 @@ class TimeBehaviour:
     tp_overlap_rs_splits: Annotated[float, Field(
         ge=0, description="chunks each overlapped TP reduce-scatter runs in (0: TP-size "
                           "chunks, as the all-gathers)")] = 0.0
+    ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(
+        description="EP tokens sent once per routed expert (alltoall), or once per rank and "
+                    "remote domain with NVLink forwarding (deepep; step_time.EpRoute)")] = "alltoall"
+    ep_fp8_dispatch: Annotated[bool, Field(
+        description="under fp8, the dispatch and its backward twin move fp8 + 1/128 scales, "
+                    "the combine 16-bit")] = False
 
     @property
     def reduce_bytes(self) -> float:

@@ -34,7 +34,10 @@ def capabilities(fw: FrameworkProfile) -> str:
     else:
         pp = "no pipeline parallel"
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
-    ep = "expert parallel" if t.expert_parallel else "no expert parallel (experts replicated)"
+    ep = "no expert parallel (experts replicated)"
+    if t.expert_parallel:
+        ep = ("expert parallel" + " over DeepEP" * (t.ep_dispatcher == "deepep")
+              + " with fp8 dispatch" * t.ep_fp8_dispatch)
     if t.expert_parallel and t.ep_overlap:
         ep += (" (all-to-all hidden in paired chunks: "
                + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")

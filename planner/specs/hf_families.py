@@ -256,10 +256,23 @@ def deepseek(c: ConfigFields, notes: list[str]) -> dict[str, Any]:
                        shared_experts=c.int("n_shared_experts", 0, allow_zero=True)))
     if fields.get("experts"):
         fields["dense_layers"] = _dense_first(c, fields)
+        fields.update(_route_groups(c))
     freq = c.get("moe_layer_freq")
     if freq not in (None, 1):
         notes.append(f"moe_layer_freq {freq} ignored, as transformers' modeling code does")
     return fields
+
+
+def _route_groups(c: ConfigFields) -> dict[str, Any]:
+    """Group-limited routing: topk_group of n_group expert groups per token where the router
+    applies it (transformers' DeepseekV3TopkRouter always; V2 under topk_method
+    group_limited_greedy); a limit of every group is none."""
+    method, groups, topk = c.get("topk_method"), c.get("n_group"), c.get("topk_group")
+    grouped = c.get("model_type") in ("deepseek_v3", "kimi_k2") or method in (
+        "group_limited_greedy", "noaux_tc")
+    if grouped and isinstance(groups, int) and isinstance(topk, int) and 0 < topk < groups:
+        return {"route_groups": groups, "route_group_topk": topk}
+    return {}
 
 
 def glm4_moe(c: ConfigFields, notes: list[str]) -> dict[str, Any]:

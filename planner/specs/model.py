@@ -93,6 +93,8 @@ class ModelSpec:
     shared_expert_ffn: Annotated[int | None, Field(gt=0)] = None   # default expert width
     shared_expert_gate: bool = False   # Qwen2-MoE's sigmoid gate, Linear(h, 1)
     router_bias: bool = False          # GPT-OSS
+    route_groups: NonNegative = 0      # n_group: experts in equal groups (0: no group limit)
+    route_group_topk: NonNegative = 0  # topk_group: groups a token may use (DeepSeek-V3: 4/8)
     out_bias: bool = False             # attention output bias alone (Llama attention_bias)
     layer_norms: Positive = 2          # norms per block (Gemma 2/3: 4)
     qk_norm: Literal["none", "head", "full"] = "none"   # Qwen3/Gemma 3 per head, OLMo 2 full
@@ -124,6 +126,10 @@ class ModelSpec:
             if not 1 <= self.experts_per_token <= self.experts:
                 raise ValueError(f"experts_per_token must be in 1..experts ({self.experts}), "
                                  f"got {self.experts_per_token}")
+            if self.route_groups and (self.experts % self.route_groups
+                                      or not 1 <= self.route_group_topk <= self.route_groups):
+                raise ValueError(f"route_groups ({self.route_groups}) must divide experts and "
+                                 f"route_group_topk ({self.route_group_topk}) be in 1..groups")
             if self.moe_layers < 1:
                 raise ValueError(f"no MoE layer: dense_layers ({self.dense_layers}), moe_every "
                                  f"({self.moe_every}) and mlp_only_layers leave none of the "

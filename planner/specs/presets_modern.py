@@ -23,7 +23,8 @@ PUBLISHED_CONFIGS: list[tuple[str, str, str, list[str], str, dict[str, Any]]] = 
       'num_attention_heads': 128, 'num_experts_per_tok': 8, 'num_hidden_layers': 61,
       'num_key_value_heads': 128, 'num_nextn_predict_layers': 1, 'q_lora_rank': 1536,
       'qk_nope_head_dim': 128, 'qk_rope_head_dim': 64, 'tie_word_embeddings': False,
-      'v_head_dim': 128, 'vocab_size': 129280}),
+      'v_head_dim': 128, 'vocab_size': 129280, 'n_group': 8, 'topk_group': 4,
+      'topk_method': 'noaux_tc'}),
     ('kimi-k2', 'Kimi-K2', 'kimi_k2',
      ['moonshotai/Kimi-K2-Instruct', 'moonshotai/Kimi-K2-Base'],
      'moonshotai/Kimi-K2-Instruct config.json as published; published size 1T (tech report: '

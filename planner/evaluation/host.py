@@ -24,7 +24,6 @@ from planner.evaluation import tuning as tun
 from planner.evaluation.candidates import LAYER_COLUMNS, Candidates, Problem, shape
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.memory import layer_activation_views
-from planner.evaluation.tuning import offloaded_activation_bytes
 
 PARTS = ("offloaded states", "paged states", "offloaded activations")
 
@@ -84,7 +83,7 @@ def activation_bytes_per_gpu(p: Problem, c: Candidates) -> np.ndarray:
     x = shape(p, c)
     layers = np.maximum(np.maximum(x.held_layers(0), x.held_layers(1)), x.held_layers(2))
     views = on_distinct(c, LAYER_COLUMNS, lambda u: layer_activation_views(p, u, p.fw))
-    return np.asarray(offloaded_activation_bytes(p, c, views, layers), dtype=float)
+    return np.asarray(tun.offloaded_activation_bytes(p, c, views, layers), dtype=float)
 
 
 def parts_per_node(p: Problem, c: Candidates, activations: bool = True

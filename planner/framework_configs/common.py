@@ -215,7 +215,7 @@ def schedule_refusal(target: str, schedule: str) -> InputError:
     profile lists it among its pipeline_schedules, else says none does."""
     from planner.specs.framework import load_framework
     runs = ", ".join(load_framework(target).time.pipeline_schedules) or "no pipeline parallel"
-    others = [t for t in ("megatron", "torchtitan", "deepspeed")
+    others = [t for t in ENGINES
               if t != target and schedule in load_framework(t).time.pipeline_schedules]
     return _unsupported(target, f"the {schedule} pipeline schedule (it runs {runs})",
                         f"use --to {' or '.join(others)}" if others else

@@ -23,6 +23,7 @@ from planner.engine import framework_memory as fwm
 from planner.engine import loss as lossm
 from planner.engine import peak as pk
 from planner.engine import recompute as rc
+from planner.engine import ring_attention as ring
 from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
                                    optimizer_bytes_per_param, paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
@@ -111,7 +112,6 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
 
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
-
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
     adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
 
@@ -140,12 +140,15 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
         selective = total(act.RECOMPUTE_SELECTIVE) + moe_in
     if p.tuning.frozen:  # the op save list never keeps more than the frozen layer needs
         selective = np.minimum(selective, none)
+    ring_f, ring_b = ring.ring_attention_working(  # CP as torch's ring attention, per layer
+        tokens, mod.heads / tp, mod.head_dim, cp, rotate=fw.memory.cp_rotate, width=width,
+        accum_bytes=fw.memory.cp_accum_bytes)
     return {"none": none, "selective": selective, "full": full,
             "gap_none": gaps[act.RECOMPUTE_NONE] + alc.tensors_gap([moe_in]),
             "gap_selective": gaps[act.RECOMPUTE_SELECTIVE], "gap_full": gaps[act.RECOMPUTE_FULL],
             # autograd holds the incoming gradient of a block and those of its widest op
-            "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp),
-            "fwd_working": tokens * width * ffn / tp}
+            "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp) + ring_b,
+            "fwd_working": tokens * width * ffn / tp + ring_f}
 
 
 def _stage_activations(p: Any, c: Any, st: Any, a: dict[str, np.ndarray]
@@ -373,7 +376,6 @@ def stage_memory(p: Any, fw: Any, s: dict[str, Any], a: dict[str, Any],
     # no tensor strands the rest of a 2 MiB-rounded segment of its own
     rounding = (np.asarray(a["rounding"]) * np.asarray(in_flight, dtype=float)
                 + a["rounding_transient"]) * (not fw.memory.expandable_segments)
-    budget = p.budget
     # Max reserved is the largest of the moments' reserved bytes. Only the states survive the
     # step boundary (the in-flight micro-batches but one are recycled whole: steady_bytes);
     # gathered copies and accumulated gradients are freed at the last backward
@@ -381,16 +383,14 @@ def stage_memory(p: Any, fw: Any, s: dict[str, Any], a: dict[str, Any],
     steady = alc.steady_bytes(persistent_states, a["per_mb"], in_flight)
     reserved = np.asarray(alc.max_reserved_bytes(
         totals, steady, rounding, [phases[ph]["activations"] for ph in pk.PHASES],
-        share=budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
+        share=p.budget.fragmentation_fraction, expandable=fw.memory.expandable_segments),
         dtype=float)
     views = {"reserved": reserved, "device_total": alc.device_total_bytes(
-        reserved, budget.context_bytes, budget.comm_buffer_bytes)}
+        reserved, p.budget.context_bytes, p.budget.comm_buffer_bytes)}
     if not detail:
         return views
     allocated, moment, at_peak = pk.peak_of(phases, totals)
-    items = {"weights": s["weights"], "gradients": s["gradients"],
-             "optimizer": s["optimizer"], "fp8_weight_cache": s["fp8_weight_cache"],
-             "frozen_weights": s["frozen_weights"],
+    items = {**{k: s[k] for k in ITEMS[:5]},  # the states, then what is live at the peak
              "gathered_params": at_peak["gathered"], "grad_buffers": at_peak["grads"],
              "activations": at_peak["activations"], "working": at_peak["working"],
              "loss": at_peak["loss"], "optimizer_temp": at_peak["optimizer"]}

@@ -204,6 +204,13 @@ class MemoryBehaviour:
                     "cached copy is the weight, the DP all-gather moves fp8")] = False
     fp8_saved_activations: Annotated[bool, Field(
         description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
+    cp_rotate: Annotated[Literal["none", "allgather", "alltoall"], Field(
+        description="context parallel as torch's ring attention, K/V exchanged by this "
+                    "collective (engine/ring_attention.py); none: its working set not "
+                    "modelled")] = "none"
+    cp_accum_bytes: Annotated[float, Field(
+        ge=0, le=4, description="bytes per element of the ring's merged output and dQ/dK/dV "
+                                "accumulators")] = 4.0
     optimizer_temp_bytes: Annotated[float, Field(
         ge=0, description="optimizer step temporaries per local optimizer parameter")] = 0.0
     max_live_params: Annotated[float, Field(

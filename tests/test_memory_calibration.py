@@ -65,8 +65,8 @@ CASES = memory_cases()
 # Rows the model misses, with the mechanism suspected (strict: a fix makes the test fail until
 # the row is taken off). The CP 8 run at 262144 peaks 9.6 GiB above the CP 1 run at 32768 on the
 # same per-rank tokens; torch's ring attention working set (engine/ring_attention.py: all-gathered
-# K/V, fp32 merges and rotating dK/dV, 4.25 GiB at a 405B layer's backward) brought it from
-# -11.2 % to -5.2 %.
+# K/V, fp32 merges and rotating dK/dV, 4 GiB at a 405B layer's backward) brought it from
+# -11.2 % to -5.6 %.
 KNOWN_MISSES: dict[str, str] = {}
 
 

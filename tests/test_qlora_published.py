@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import planner
 from planner.errors import InputError
@@ -174,3 +176,29 @@ def test_an_upcasting_rmsnorm_saves_its_input_in_fp32():
                              global_batch=1, framework=f).stages[0].items["activations"]
             for f in (fw, _with(fw, norm_saved_bytes=4.0))]
     assert kept[0] == kept[1]   # a checkpointed layer keeps its bf16 input, not the norm's copy
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.fixed_dictionaries(dict(
+    model=st.sampled_from(("llama2-7b", "llama3-8b", "llama2-13b")), tp=st.sampled_from((1, 2)),
+    zero=st.integers(0, 3), mb=st.sampled_from((1, 2)), seq=st.sampled_from((512, 2048)),
+    recompute=st.sampled_from(("none", "full")), targets=st.sampled_from(("q,v", "all-linear")),
+    variant=st.sampled_from(("litgpt-2023", "litgpt-2024")))))
+def test_litgpt_variants_keep_the_issue_28_invariants(d):
+    """Under either variant a 4-bit base never stores more than the bf16 one, the adapters are
+    the same, and the mechanisms only add memory to what the bundled profile prices for the same
+    4-bit storage (the head aside, which they quantise)."""
+    fw = with_variant(load_framework("fsdp"), d["variant"])
+
+    def stage(finetune: str, f: FrameworkProfile):
+        lay = Layout(tp=d["tp"], dp=8 // d["tp"], zero=d["zero"], micro_batch=d["mb"],
+                     recompute=d["recompute"], finetune=finetune, lora_targets=d["targets"])
+        return planner.estimate(planner.get_preset(d["model"]), planner.load_profile("h100"), 8,
+                                lay, seq_len=d["seq"], global_batch=64, framework=f).stages
+    for lo, q in zip(stage("lora", fw), stage("qlora", fw)):
+        assert q.items["frozen_weights"] <= lo.items["frozen_weights"]
+        assert q.items["weights"] == lo.items["weights"]
+    same_head = _with(fw, quantised_head=False)
+    plain = _with(load_framework("fsdp"), quantised_base_rest_fp32=False)
+    for a, b in zip(stage("qlora", plain), stage("qlora", same_head)):
+        assert b.allocated_bytes >= a.allocated_bytes

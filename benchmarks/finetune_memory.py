@@ -1,11 +1,16 @@
 """Published LoRA / QLoRA memory figures against the model (issue 28): one line per row, its
-source, the figure, the prediction and the residual. LoRA rows are tests/test_finetune.py's
-PUBLISHED; the QLoRA rows are litgpt's, whose runs pinned bitsandbytes 0.41.1 (resource table)
-and 0.42.0 (config hub, pyproject.toml at e549398), before MatMul4Bit stopped saving its input
-(0.43.2): each is priced on the fsdp profile as bundled and as litgpt ran it (that
-bitsandbytes; no PEFT prepare_model_for_kbit_training). All are torch.cuda.max_memory_allocated
-on one GPU, bf16 weights, LoRA dropout 0.05, AdamW; none is in reference/RESERVED.md. Asserts
-nothing (a benchmark, not a test).
+source, the figure and three predictions with their residuals:
+- fsdp: the bundled profile (bitsandbytes >= 0.43.2 through HF PEFT);
+- before: as this benchmark priced litgpt's runs before the litgpt variants existed (the fsdp
+  profile with MatMul4Bit saving its input, no PEFT kbit preparation);
+- litgpt: the fsdp profile's variant for the era of the row's source (litgpt-2023 for the
+  resource table, litgpt-2024 for the config hub; framework_profiles/fsdp.toml [variants],
+  each value cited there): the NF4 output layer, fp16-quantised weights cast to bf16 in the
+  matmul, the previous micro-batch's graph held through the next forward, and (2024) the
+  RMSNorm's fp32 input.
+The rows are tests/test_qlora_published.py's ROWS (LoRA rows: tests/test_finetune.py's litgpt
+ones). All are torch.cuda.max_memory_allocated on one GPU, bf16 weights, LoRA dropout 0.05;
+none is in reference/RESERVED.md. Asserts nothing (a benchmark, not a test).
 
     python benchmarks/finetune_memory.py
 """
@@ -13,30 +18,21 @@ nothing (a benchmark, not a test).
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 
 import planner
 from planner.specs.framework import FrameworkProfile, load_framework
+from planner.specs.framework_variants import with_variant
 from planner.specs.knobs import Layout
 
-TABLE = "Lightning-AI/litgpt tutorials/resource-tables.md (lit-gpt 8641822, A100 40GB)"
-HUB = "Lightning-AI/litgpt config_hub/finetune/README.md (1 x A10G)"
-# id, source, model, targets, rank, seq, micro-batch, base format (bf16: LoRA), GB
-ROWS = [
-    ("m011", TABLE, "llama2-7b", "q,v", 8, 1304, 1, "bf16", 21.30),
-    ("m016", TABLE, "llama2-13b", "q,v", 8, 1304, 1, "bf16", 38.12),
-    ("m057", HUB, "llama2-7b", "q,v", 32, 512, 2, "bf16", 19.77),
-    ("m059", HUB, "llama3-8b", "q,v", 32, 512, 1, "bf16", 19.73),
-    ("lt-7b-nf4", TABLE, "llama2-7b", "q,v", 8, 1304, 1, "nf4", 14.14),
-    ("lt-7b-nf4-dq", TABLE, "llama2-7b", "q,v", 8, 1304, 1, "nf4-dq", 13.84),
-    ("lt-13b-nf4", TABLE, "llama2-13b", "q,v", 8, 1304, 1, "nf4", 23.14),
-    ("lt-13b-nf4-dq", TABLE, "llama2-13b", "q,v", 8, 1304, 1, "nf4-dq", 22.55),
-    ("hub-llama2-7b-qlora", HUB, "llama2-7b", "q,v", 32, 512, 2, "nf4", 13.68),
-    ("hub-llama3-8b-qlora", HUB, "llama3-8b", "q,v", 32, 512, 2, "nf4", 17.41),
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from test_qlora_published import ROWS, TABLE, era_variant  # noqa: E402  (the one list of rows)
 
 
-def litgpt(fw: FrameworkProfile) -> FrameworkProfile:
-    """The fsdp profile as litgpt ran QLoRA: bitsandbytes < 0.43.2, no PEFT kbit preparation."""
+def before(fw: FrameworkProfile) -> FrameworkProfile:
+    """The fsdp profile as this benchmark priced litgpt's runs before the variants: bitsandbytes
+    < 0.43.2 (MatMul4Bit keeps its input), no PEFT kbit preparation, nothing else."""
     return dataclasses.replace(fw, memory=dataclasses.replace(
         fw.memory, quantised_linear_saves_input=True, quantised_base_rest_fp32=False))
 
@@ -46,19 +42,50 @@ def predicted_gb(row: tuple, fw: FrameworkProfile) -> float:
     lay = Layout(finetune="lora" if fmt == "bf16" else "qlora", base_format=fmt,
                  lora_targets=targets, lora_rank=rank, lora_dropout=True, precision="bf16-pure",
                  optimizer="adamw", micro_batch=mb, recompute="none")
-    e = planner.estimate(planner.get_preset(model), planner.load_profile("a100-80g"), 1, lay,
+    spec = planner.get_preset(model) if isinstance(model, str) else model
+    e = planner.estimate(spec, planner.load_profile("a100-80g"), 1, lay,
                          seq_len=seq, global_batch=mb, framework=fw)
     return e.stages[0].allocated_bytes / 1e9
 
 
+LORA = [  # tests/test_finetune.py PUBLISHED's litgpt rows, same pages
+    ("m011", TABLE, "llama2-7b", "q,v", 8, 1304, 1, "bf16", 21.30),
+    ("m016", TABLE, "llama2-13b", "q,v", 8, 1304, 1, "bf16", 38.12),
+    ("m057", "hub", "llama2-7b", "q,v", 32, 512, 2, "bf16", 19.77),
+    ("m059", "hub", "llama3-8b", "q,v", 32, 512, 1, "bf16", 19.73),
+]
+
+
+# Collected, not in the test: torchtune's QLoRA tutorial (pytorch/torchtune@0914d5cfb
+# docs/source/tutorials/qlora_finetune.rst:160-167, recipes/configs/llama2/
+# 7B_qlora_single_device.yaml there: q,k,v,o and MLP, r 8, micro-batch 2, activation
+# checkpointing, LoRA dropout 0.05, bf16, Alpaca at 512 tokens) prints peak *reserved* 9.29 GB in training and
+# already 9.13 GB at model init, before any step: the allocator pool that loading and
+# quantising left reserved, which the planner's step model does not price.
+TORCHTUNE_QLORA = ("tt-7b-qlora-reserved", "llama2-7b", "all-linear", 8, 512, 2, "nf4-dq", 9.29)
+
+
+def torchtune_reserved_gb() -> float:
+    _id, model, targets, rank, seq, mb, fmt, _gb = TORCHTUNE_QLORA
+    lay = Layout(finetune="qlora", base_format=fmt, lora_targets=targets, lora_rank=rank,
+                 lora_dropout=True, precision="bf16-pure", optimizer="adamw", micro_batch=mb,
+                 recompute="full")
+    e = planner.estimate(planner.get_preset(model), planner.load_profile("a100-80g"), 1, lay,
+                         seq_len=seq, global_batch=mb, framework=load_framework("torchtune"))
+    return e.stages[0].reserved_bytes / 1e9
+
+
 def main() -> None:
     fsdp = load_framework("fsdp")
-    print(f"{'id':20} {'published':>9} {'fsdp':>15} {'as litgpt ran':>15}  source")
-    for row in ROWS:
-        pub = row[-1]
-        cells = [predicted_gb(row, fw) for fw in (fsdp, litgpt(fsdp))]
+    print(f"{'id':22} {'published':>9} {'fsdp':>15} {'before':>15} {'litgpt':>15}  variant")
+    for row in LORA + ROWS:
+        pub, var = row[-1], era_variant(row[1])
+        cells = [predicted_gb(row, fw) for fw in (fsdp, before(fsdp), with_variant(fsdp, var))]
         text = [f"{g:6.2f} ({100 * (g / pub - 1):+5.1f}%)" for g in cells]
-        print(f"{row[0]:20} {pub:9.2f} {text[0]:>15} {text[1]:>15}  {row[1]}")
+        print(f"{row[0]:22} {pub:9.2f} {text[0]:>15} {text[1]:>15} {text[2]:>15}  {var}")
+    g, pub = torchtune_reserved_gb(), TORCHTUNE_QLORA[-1]
+    print(f"{TORCHTUNE_QLORA[0]:22} {pub:9.2f} {'':>15} {'':>15} {g:6.2f} "
+          f"({100 * (g / pub - 1):+5.1f}%)  torchtune profile, reserved (not explained)")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ class _Op(NamedTuple):
 
 def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, key_len: Num,
               *, mlp: Mlp, dropout: bool, flash: bool, width: Num, v_dim: Num | None = None,
-              latent: Num = 0.0, fused_swiglu: bool = True) -> list[_Op]:
+              latent: Num = 0.0, fused_swiglu: bool = True,
+              norm_width: Num | None = None) -> list[_Op]:
     """The tensors one transformer layer stores for backward, in forward order.
 
     Multi-head latent attention (DeepSeek-V2/V3) passes ``v_dim`` (d_v: V and the attention
@@ -99,8 +100,9 @@ def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, k
     """
     h, a, k, d, f = hidden, heads, kv_heads, head_dim, ffn
     dv = d if v_dim is None else v_dim
+    nw = width if norm_width is None else norm_width  # a norm that upcasts saves its fp32 copy
     ops = [
-        _Op("attn_norm_in", width * h, "seq", False),
+        _Op("attn_norm_in", nw * h, "seq", False),
         _Op("qkv_in", width * h, "seq", False),
     ]
     if np.any(np.asarray(latent) > 0):
@@ -126,7 +128,7 @@ def _op_table(hidden: Num, heads: Num, kv_heads: Num, head_dim: Num, ffn: Num, k
     if dropout:
         ops.append(_Op("attn_dropout_mask", MASK_BYTES * h, "seq", False))
     ops += [
-        _Op("mlp_norm_in", width * h, "seq", False),
+        _Op("mlp_norm_in", nw * h, "seq", False),
         _Op("fc1_in", width * h, "seq", False),
     ]
     if mlp == "gelu":
@@ -157,12 +159,16 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                            flash: bool = False, tp: Num = 1, sp: Num = 0, cp: Num = 1,
                            recompute: Num = RECOMPUTE_NONE, bytes_per_elem: Num = 2,
                            v_head_dim: Num | None = None,
-                           latent: Num = 0.0, fused_swiglu: bool = True) -> dict[str, Num]:
+                           latent: Num = 0.0, fused_swiglu: bool = True,
+                           norm_bytes: Num | None = None) -> dict[str, Num]:
     """Bytes one layer stores for one micro-batch on one GPU, per stored tensor (the tensors listed above).
 
     term = (s/c)·b·bytes_per_token / divisor, divisor t ("tp"), min(t, k) ("kv"), t if sp
     else 1 ("seq"). Selective recompute zeroes the attention-core terms; full recompute keeps
-    only the layer input 2·(s/c)·b·h (÷t with SP) (Korthikanti Sec. 4.2-5). Attention
+    only the layer input 2·(s/c)·b·h (÷t with SP) (Korthikanti Sec. 4.2-5). `norm_bytes`: what
+    a norm saves of each input element where it differs from the width (an RMSNorm that
+    upcasts keeps the fp32 copy, 4; under full recompute the checkpoint keeps the input at the
+    width). Attention
     windows change nothing here: flash attention stores no scores, and the unfused path
     materialises the full masked s×s matrix whatever the window.
     """
@@ -180,12 +186,13 @@ def layer_activation_terms(seq: Num, micro_batch: Num, hidden: Num, heads: Num, 
                       np.asarray(kv_heads, dtype=float), np.asarray(head_dim, dtype=float),
                       np.asarray(ffn, dtype=float), s, mlp=mlp, dropout=dropout, flash=flash,
                       width=np.asarray(bytes_per_elem, dtype=float), v_dim=v_head_dim,
-                      latent=latent, fused_swiglu=fused_swiglu)
+                      latent=latent, fused_swiglu=fused_swiglu, norm_width=norm_bytes)
     raw = {}
     for op in table:
         kept: Num
         if op.name == LAYER_INPUT:
-            kept = 1.0
+            kept = 1.0 if norm_bytes is None else np.where(
+                r == RECOMPUTE_FULL, np.asarray(bytes_per_elem) / norm_bytes, 1.0)
         elif op.selective:
             kept = np.where(r == RECOMPUTE_NONE, 1.0, 0.0)
         else:

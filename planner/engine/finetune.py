@@ -73,8 +73,20 @@ def dropout_copy_bytes(tokens: Num, input_width: Num, width: Num = 2.0) -> Num:
 
 def dequant_working_bytes(largest_linear_params: Num, compute_bytes: Num = 2.0) -> Num:
     """QLoRA's transient peak: one quantised linear dequantised to the compute dtype for the
-    duration of its matmul (bitsandbytes `_dequant_linear_fallback`): ψ_linear × 2 bytes (bf16)."""
+    duration of its matmul (bitsandbytes `_dequant_linear_fallback`): ψ_linear × 2 bytes (bf16);
+    × 4 where the weight was quantised from fp16 and the bf16 input makes MatMul4Bit cast the
+    fp16 dequantised copy (bitsandbytes 0.41-0.42 `dequantize_4bit(B, state).to(A.dtype)`)."""
     return out(np.asarray(largest_linear_params, dtype=float) * compute_bytes)
+
+
+def previous_graph_bytes(layers: Num, held_per_layer: Num, tokens: Num, vocab_local: Num,
+                         width: Num = 2.0) -> Num:
+    """What a loop that keeps the last micro-batch's logits (and through them its graph) holds
+    while the next forward runs: each layer's tensors kept outside autograd's saved variables
+    (MatMul4Bit's ctx inputs before bitsandbytes 0.43.2), layers · held, plus those logits,
+    tokens · V/t · width (bf16)."""
+    return out(np.asarray(layers, dtype=float) * held_per_layer
+               + np.asarray(tokens, dtype=float) * vocab_local * width)
 
 
 def dequant_seconds(params: Num, stored_bytes: Num, hbm_bytes_per_s: Num,

@@ -85,7 +85,8 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
     latent = (mod.q_lora_rank or 0) + mod.kv_lora_rank if mod.is_mla else 0.0
     return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
                        bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent,
-                       fused_swiglu=p.fw.time.kernel_class != "eager")
+                       fused_swiglu=p.fw.time.kernel_class != "eager",
+                       norm_bytes=p.fw.memory.norm_saved_bytes)
 
 
 def activation_terms(p: Any, c: Any) -> dict[int, dict[str, Num]]:
@@ -105,11 +106,9 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     shape, common = _activation_inputs(p, c)
     tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
     ffn = shape[-1]
-    # Transformer Engine saves the GEMM inputs quantised: the recipe's bytes (scales included)
-    # in place of bf16's 2
+    # Transformer Engine saves GEMM inputs quantised: the recipe's bytes (scales included), not 2
     fp8_share = p.recipe.element_bytes / 2.0 if p.recipe is not None \
         and fw.memory.fp8_saved_activations else 1.0
-
     seq_div = np.where(np.asarray(c.sp) != 0, tp, 1.0)
     gathered = fw.memory.sp_saves_gathered_input
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
@@ -146,6 +145,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     return {"none": none, "selective": selective, "full": full,
             "gap_none": gaps[act.RECOMPUTE_NONE] + alc.tensors_gap([moe_in]),
             "gap_selective": gaps[act.RECOMPUTE_SELECTIVE], "gap_full": gaps[act.RECOMPUTE_FULL],
+            "held_inputs": tun.held_inputs(p, terms[act.RECOMPUTE_NONE]),  # QLoRA, old bnb
             # autograd holds the incoming gradient of a block and those of its widest op
             "grad_working": tokens * width * (mod.hidden / seq_div + 2.0 * ffn / tp) + ring_b,
             "fwd_working": tokens * width * ffn / tp + ring_f}
@@ -340,8 +340,9 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
         tokens, bud.padded_vocab(mod.vocab, tp) / tp, mod.hidden, np.maximum(loss_fwd, loss_bwd),
         chunks=fm.loss_chunks, whole_bytes=fm.loss_whole_bytes,
         accumulator_bytes=fm.loss_accumulator_bytes, fused=fm.loss_fused_linear)
-    dequant = tun.dequant_working(p, tp)  # QLoRA: one linear dequantised for its matmul
-    return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant,
+    dequant = tun.dequant_working(p, tp, st.has_head)  # QLoRA: a linear dequantised
+    return {"per_mb": per_mb, "forward_working": a["fwd_working"] + dequant
+            + tun.previous_step_held(p, c, st, a["held_inputs"], tokens, tp),
             "backward_working": recompute_transient + a["grad_working"] + dequant, "loss": loss,
             "has_loss": head, "rounding": gap, "rounding_transient": gap_rebuilt}
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from planner.engine import activations as act
+from planner.engine import budget as bud
 from planner.engine.arrays import Num
 from planner.evaluation.candidates import full_recomputed
 from planner.engine import finetune as ft
@@ -60,7 +61,7 @@ def split_stage(p: Any, tp: np.ndarray, st: Any, sharding: np.ndarray, shard: np
     and ZeRO-3 shard frozen parameters as they shard trained ones).
     """
     stage = np.asarray(st.dense_params, dtype=float) + np.asarray(st.expert_params, dtype=float)
-    root = np.asarray(st.root_params, dtype=float)
+    root = np.asarray(st.root_params, dtype=float) - quantised_head_params(p, st.has_head, tp)
     frozen = (stage - root) * base_bytes(p) + root * root_bytes(p)
     frozen = frozen / np.where(np.asarray(sharding) >= 3, shard, 1.0)
     adapters = np.asarray(st.layers, dtype=float) * adapter_params_per_layer(p) / tp
@@ -125,11 +126,52 @@ def adapter_activations(p: Any, tokens: np.ndarray, width: float) -> np.ndarray:
     return kept
 
 
-def dequant_working(p: Any, tp: np.ndarray) -> np.ndarray:
-    """QLoRA's transient: the largest quantised linear dequantised to bf16 (÷TP), 0 otherwise."""
+def quantised_head_params(p: Any, has_head: Any, tp: Any) -> np.ndarray:
+    """The output layer's weight on this GPU, V·h/t (the padded vocabulary, as the stage's
+    parameters count it), where a quantised base quantises it too (the profile's
+    memory.quantised_head: Lightning Fabric's BitsandbytesPrecision); 0 otherwise (bitsandbytes
+    through HF keeps lm_head in 16 bits) and under tied embeddings (the embedding's weight)."""
+    t = np.asarray(tp, dtype=float)
+    if not (p.tuning.quantised and p.fw.memory.quantised_head) or p.model.tied_embeddings:
+        return 0.0 * t
+    mod = p.model
+    return np.where(has_head, bud.padded_vocab(mod.vocab, t) * mod.hidden / t, 0.0)
+
+
+def dequant_working(p: Any, tp: np.ndarray, has_head: Any = False) -> np.ndarray:
+    """QLoRA's transient: the largest quantised linear (÷TP; the output layer where it is
+    quantised) dequantised, memory.dequant_bytes a parameter; 0 otherwise."""
     if not (p.tuning.frozen and p.tuning.quantised):
         return 0.0 * tp
-    return np.asarray(ft.dequant_working_bytes(largest_linear(p.model) / tp))
+    largest = np.maximum(largest_linear(p.model) / tp, quantised_head_params(p, has_head, tp))
+    return np.asarray(ft.dequant_working_bytes(largest, p.fw.memory.dequant_bytes))
+
+
+def held_inputs(p: Any, terms: dict[str, Num]) -> np.ndarray:
+    """Per layer and micro-batch: the inputs MatMul4Bit keeps on its ctx (bitsandbytes < 0.43.2,
+    memory.quantised_linear_saves_input), one tensor each of WGRAD_ONLY_INPUTS (gate and up
+    share theirs), where the loop holds the last graph into the next forward
+    (memory.previous_graph_held_in_forward); 0 otherwise."""
+    m = p.fw.memory
+    if not (p.tuning.quantised and m.quantised_linear_saves_input
+            and m.previous_graph_held_in_forward):
+        return np.asarray(0.0)
+    return np.asarray(sum(np.asarray(v, dtype=float) for k, v in terms.items()
+                          if k in WGRAD_ONLY_INPUTS))
+
+
+def previous_step_held(p: Any, c: Any, st: Any, per_layer: Num, tokens: np.ndarray,
+                       tp: np.ndarray) -> np.ndarray:
+    """What the previous micro-batch leaves allocated through the next forward where the loop
+    holds its graph (engine.finetune.previous_graph_bytes): its held inputs in the layers not
+    fully recomputed (a checkpointed layer's recomputed graph is gone after its backward) and,
+    on the stage with the output layer, its logits; 0 where the loop frees them."""
+    if not p.fw.memory.previous_graph_held_in_forward:
+        return 0.0 * tokens
+    layers = np.asarray(st.layers, dtype=float)
+    kept = layers - full_recomputed(c, layers)
+    vocab = np.where(st.has_head, p.model.vocab / tp, 0.0)
+    return np.asarray(ft.previous_graph_bytes(kept, per_layer, tokens, vocab))
 
 
 def layer_linear_params(p: Any) -> float:
@@ -170,6 +212,8 @@ def note(p: Any) -> str:
         return ""
     mod = p.model
     lora = mod.layers * adapter_params_per_layer(p)
+    one = np.ones(1)
+    head = f", head in {t.base_format}" if quantised_head_params(p, True, one)[0] else ""
     fmt = (f"{base_bytes(p):.4g} B/param (bitsandbytes: 4-bit codes + "
            + ("8-bit absmax per 64 + fp32 per 64·256" if t.base_format == "nf4-dq"
               else "fp32 absmax per 64") + ")" if t.base_format.startswith("nf4")
@@ -179,14 +223,22 @@ def note(p: Any) -> str:
             f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
             f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
-            f"embeddings and head in {'fp32' if root_bytes(p) == 4.0 else 'bf16'}, no gradients "
+            f"embeddings{' and head' if not head else ''} in "
+            f"{'fp32' if root_bytes(p) == 4.0 else 'bf16'}{head}, no gradients "
             "or optimizer state; backward runs no "
             "weight-gradient GEMM for the base (4ψ instead of 6ψ FLOPs per token), and the "
             "inputs only a frozen linear's weight gradient needed are not saved")
     if t.quantised:
         text += (f"; each matmul dequantises its weight to bf16 (peak working copy "
-                 f"{float(dequant_working(p, np.ones(1))[0]) / 1e9:.2f} GB, HBM-bound, twice "
-                 "per layer per micro-batch)")
+                 f"{float(dequant_working(p, one, np.array([True]))[0]) / 1e9:.2f} GB, "
+                 f"{p.fw.memory.dequant_bytes:g} B/param, HBM-bound, twice per layer per "
+                 "micro-batch)")
+        if float(np.sum(held_inputs(p, {k: 1.0 for k in WGRAD_ONLY_INPUTS}))):
+            text += ("; the previous micro-batch's 4-bit linear inputs and logits stay "
+                     "allocated through the next forward (bitsandbytes < 0.43.2 keeps them on "
+                     "ctx; the loop holds the last graph)")
+    if p.fw.memory.norm_saved_bytes is not None:
+        text += f"; each norm saves its input at {p.fw.memory.norm_saved_bytes:g} B/element"
     return text
 
 

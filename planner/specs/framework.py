@@ -230,6 +230,18 @@ class MemoryBehaviour:
         description="under a quantised base, the parameters left unquantised (embeddings, "
                     "output layer, norms) are cast to fp32 (HF PEFT "
                     "prepare_model_for_kbit_training)")] = False
+    quantised_head: Annotated[bool, Field(
+        description="under a quantised base the output layer is quantised too (Lightning "
+                    "Fabric's BitsandbytesPrecision replaces every torch.nn.Linear)")] = False
+    dequant_bytes: Annotated[float, Field(
+        ge=0, le=8, description="bytes per parameter of a quantised linear's dequantised "
+                                "copies live during its matmul (2: one bf16 copy)")] = 2.0
+    previous_graph_held_in_forward: Annotated[bool, Field(
+        description="the training loop keeps the previous micro-batch's logits, and through "
+                    "them its autograd graph, until the next forward returns")] = False
+    norm_saved_bytes: Annotated[Optional[float], Field(
+        gt=0, le=8, description="bytes per element a norm saves of its input (None: the "
+                                "activation width; 4: an RMSNorm that upcasts to fp32)")] = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,6 +260,8 @@ class FrameworkProfile:
     source_file: Optional[str] = None
     # Kind and source of each [time] constant in PROVENANCED the file sets, keyed "time.key".
     provenance: dict[str, Provenance] = field(default_factory=dict)
+    # Named variants (framework_variants.py): [memory] overrides of a release as a trainer ran it.
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def shards_once_per_step_under_pp(self) -> bool:
         """Whether, under PP, a ZeRO-3 unit is all-gathered once per step (first forward) and

@@ -104,8 +104,7 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     mod = p.model
     terms = terms or activation_terms(p, c)
     shape, common = _activation_inputs(p, c)
-    tp, cp, width = common["tp"], common["cp"], common["bytes_per_elem"]
-    ffn = shape[-1]
+    tp, cp, width, ffn = common["tp"], common["cp"], common["bytes_per_elem"], shape[-1]
     # Transformer Engine saves GEMM inputs quantised: the recipe's bytes (scales included), not 2
     fp8_share = p.recipe.element_bytes / 2.0 if p.recipe is not None \
         and fw.memory.fp8_saved_activations else 1.0

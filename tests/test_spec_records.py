@@ -28,8 +28,9 @@ from planner.search.fast import SearchSpace
 from planner.search.fit import FitResult, RankedLayout
 from planner.specs.budget import MemoryBudget
 from planner.specs.efficiency import Efficiency
-from planner.specs.framework import (FrameworkProfile, MemoryBehaviour, TimeBehaviour,
-                                     list_frameworks, parse_framework)
+from planner.specs.framework import (FrameworkProfile, TimeBehaviour, list_frameworks,
+                                     parse_framework)
+from planner.specs.framework_memory import MemoryBehaviour
 from planner.specs.hardware import GPUSpec, HardwareProfile, Host, ScaleOut, ScaleUp, Storage
 from planner.specs.hardware_toml import list_profiles, load_profile, load_profile_file
 from planner.specs.knobs import KNOB, Layout

@@ -13,7 +13,8 @@ import dataclasses
 from pydantic import ValidationError
 
 from planner.errors import InputError, named, validation_message
-from planner.specs.framework import FrameworkProfile, MemoryBehaviour
+from planner.specs.framework import FrameworkProfile
+from planner.specs.framework_memory import MemoryBehaviour
 from planner.specs.records import validate
 
 

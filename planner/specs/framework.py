@@ -3,9 +3,9 @@
 A profile is a TOML file (``framework_profiles/*.toml``, shipped in the wheel) with a ``[time]``
 table (gradient/reduce dtypes, sharded-DP gather granularity and re-gathers, prefetch depth,
 bucket sizes, pipeline send/recv style, what "selective" recompute means, kernel class) and a
-``[memory]`` table (precision default and memory behaviour: framework_memory.py). Every bundled value
-cites the framework's own source in a TOML comment. A user copies one, edits it and passes the
-path wherever ``--framework`` is accepted.
+``[memory]`` table (precision default and memory behaviour: framework_memory.py). Every bundled
+value cites the framework's own source in a TOML comment. A user copies one, edits it and passes
+the path wherever ``--framework`` is accepted.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import sys
 
 import planner
 from planner.specs.framework import FrameworkProfile, load_framework
-from planner.specs.framework_variants import with_variant
+from planner.specs.framework import with_variant
 from planner.specs.knobs import Layout
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))

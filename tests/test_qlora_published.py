@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import planner
 from planner.errors import InputError
 from planner.specs.framework import FrameworkProfile, load_framework
-from planner.specs.framework_variants import variant_names, with_variant
+from planner.specs.framework import variant_names, with_variant
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 
@@ -202,3 +202,23 @@ def test_litgpt_variants_keep_the_issue_28_invariants(d):
     plain = _with(load_framework("fsdp"), quantised_base_rest_fp32=False)
     for a, b in zip(stage("qlora", plain), stage("qlora", same_head)):
         assert b.allocated_bytes >= a.allocated_bytes
+
+
+def test_a_variant_is_chosen_on_the_command_line(dtplan):
+    """--framework fsdp:litgpt-2023 prices the resource table's 7B nf4 row as the test above does
+    (max allocated, GB), and an unknown variant is one line naming the option, exit 2."""
+    args = ("memory", "--model", "llama2-7b", "--gpus", "1", "--hardware", "a100-80g",
+            "--finetune", "qlora", "--base-format", "nf4", "--lora-targets", "q,v",
+            "--lora-rank", "8", "--lora-dropout", "--seq-len", "1304", "--global-batch", "1",
+            "--micro-batch", "1", "--precision", "bf16-pure", "--optimizer", "adamw",
+            "--recompute", "none", "--format", "json")
+    r = dtplan(*args, "--framework", "fsdp:litgpt-2023")
+    assert r.code == 0, r
+    allocated = r.json()["stages"][0]["allocated_bytes"] / 1e9
+    assert allocated == pytest.approx(14.14, rel=0.01)   # published 14.14 GB (ROWS[0])
+    plain = dtplan(*args, "--framework", "fsdp").json()["stages"][0]["allocated_bytes"] / 1e9
+    assert plain < allocated - 2.0                        # the variant's mechanisms, not noise
+    bad = dtplan(*args, "--framework", "fsdp:litgpt-1999")
+    assert bad.code == 2 and bad.out == ""
+    assert bad.err.strip() == ("dtplan: error: --framework: fsdp has no variant 'litgpt-1999'; "
+                               "known: litgpt-2023, litgpt-2024")

@@ -261,7 +261,8 @@ TokensPerBatch = Annotated[Optional[str], option("--tokens-per-batch", help=f"to
                                                  f"{DEFAULT_TOKENS_PER_BATCH:,})", panel=BATCH,
                                                  metavar="N")]
 Framework = Annotated[Optional[str], option("--framework", help="megatron (default), torchtitan, "
-                                            "deepspeed, fsdp, or a framework profile .toml",
+                                            "deepspeed, fsdp, a profile's named variant "
+                                            "(fsdp:litgpt-2024) or a framework profile .toml",
                                             panel=LAYOUT, metavar="NAME|PATH")]
 # calibrate: a filter of published rows
 FrameworkCalibrate = Annotated[Optional[str], option("--framework", help="keep the rows that ran "

@@ -11,11 +11,11 @@ the path wherever ``--framework`` is accepted.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from planner.errors import InputError, named, validation_message
 from planner.specs.knobs import Schedule
@@ -167,7 +167,7 @@ class FrameworkProfile:
     source_file: Optional[str] = None
     # Kind and source of each [time] constant in PROVENANCED the file sets, keyed "time.key".
     provenance: dict[str, Provenance] = field(default_factory=dict)
-    # Named variants (framework_variants.py): [memory] overrides of a release as a trainer ran it.
+    # Named variants (with_variant, NAME:VARIANT): [memory] overrides of a release as a trainer ran it.
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def shards_once_per_step_under_pp(self) -> bool:
@@ -290,6 +290,9 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
             raise InputError(named("framework"), f"file not found: {want}; expected a framework "
                              "profile .toml or one of " + ", ".join(framework_names()))
         return _load_path(p)
+    if ":" in want:   # NAME:VARIANT, a release as a trainer built on it ran (with_variant)
+        base, _, variant = want.partition(":")
+        return with_variant(load_framework(base), variant.strip())
     low = want.lower()
     bundled = _bundled_named(low)
     if bundled is not None:
@@ -309,3 +312,26 @@ def load_framework(name_or_path: Optional[str] = None) -> FrameworkProfile:
 def framework_names() -> list[str]:
     """Names of the bundled framework profiles."""
     return [f.name for f in list_frameworks()]
+
+
+def variant_names(fw: FrameworkProfile) -> list[str]:
+    """The variants a profile names, sorted."""
+    return sorted(fw.variants)
+
+
+def with_variant(fw: FrameworkProfile, name: str) -> FrameworkProfile:
+    """`fw` with variant `name`'s [memory] values in place of its own; its name, time and so its
+    calibration regime stay the profile's, its description and source say the variant (it names
+    no variants itself). An unknown name or a bad value raises InputError."""
+    table = fw.variants.get(name)
+    if table is None:
+        known = ", ".join(variant_names(fw)) or "none"
+        raise InputError(named("framework"), f"{fw.name} has no variant '{name}'; known: {known}")
+    overrides = table.get("memory", {})
+    try:
+        memory = validate(MemoryBehaviour, {**asdict(fw.memory), **overrides})
+    except ValidationError as e:
+        raise InputError(named("framework"), f"variant {name}: {validation_message(e)}") from None
+    return replace(fw, memory=memory, variants={},
+                               description=f"{fw.description}; variant {name}",
+                               source=f"{fw.source}; {table.get('source', name)}")

@@ -81,9 +81,11 @@ def test_a_run_is_priced_with_what_its_config_sets():
     runs = {r.id: r for r in load_runs().runs}
     gpt3 = run_framework(runs["mlperf-v4.0-nvidia-eos-dfw-n1452-ngc24.04-nemo-gpt3"]).time
     assert gpt3.tp_comm_overlap and gpt3.reduce_dtype == "bf16"
-    # University of Florida's 8B: TP_COMM_OVERLAP=False, no reduce dtype in its files
+    # University of Florida's 8B: TP_COMM_OVERLAP=False; its implementation folder's pretrain.py
+    # sets grad_reduce_in_fp32=False (bf16, not the profile's fp32)
     uf = run_framework(runs["mlperf-v5.1-university-of-florida-hpg.dgxb200x8.n1-llama31-8b"]).time
-    assert not uf.tp_comm_overlap and uf.reduce_dtype == load_framework("megatron").time.reduce_dtype
+    assert not uf.tp_comm_overlap and uf.reduce_dtype == "bf16"
+    assert load_framework("megatron").time.reduce_dtype == "fp32"
 
 
 DENSE = ("name: d\nmodel: llama3-70b\nhardware: h100\ngpus: 64\nseq_len: 4096\n"

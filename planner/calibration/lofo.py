@@ -6,13 +6,15 @@ torchtitan on 500 W H100, ``calibration_modern.json``). A family is one source �
 generation. Each observation is a step time: a published rate r becomes a step by
 step_measured = step_predicted × r_predicted / r_published.
 
-The constant fitted end to end is a profile's ``sustained_matmul_fraction`` (the share of the
+The constants fitted end to end are a profile's ``sustained_matmul_fraction`` (the share of the
 kernel-benchmark GEMM ceiling a training step sustains: nothing below the end-to-end step
-measures it). For each family F and each profile P its runs used, the share is refitted on P's
-runs of the *other* families: the value minimising Σ_families mean_runs (ln predicted/measured)²
-(each family weighs the same, however many runs it has). Where no other family ran on P the
-profile's own value stands: the family is then predicted from kernel-level constants alone. Every
-other constant is the profile's as declared (hardware and framework TOML, with their sources).
+measures it) and the Megatron profile's host time per step (``step_host_s``, host_fit.py). For
+each family F and each profile P its runs used, the share is refitted on P's runs of the *other*
+families: the value minimising Σ_families mean_runs (ln predicted/measured)² (each family weighs
+the same, however many runs it has). Where no other family ran on P the profile's own value
+stands: the family is then predicted from kernel-level constants alone. The host time is refitted
+alike on the other families' runs of the public-run set (at the declared shares). Every other
+constant is the profile's as declared (hardware and framework TOML, with their sources).
 
 Speed: each observation is evaluated once at the profile's value, and, on profiles that more than
 one family ran on, at the shares of ``GRID``; a fold's refit interpolates ln(step) in the share
@@ -28,7 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from planner.calibration import published
+from planner.calibration import host_fit, published
 from planner.calibration.modern import MODERN_PROFILE, modern_calibration_rows
 from planner.calibration.report import (CalibrationRow, ConstantUse, CrossValidation,
                                         FamilyResidual, MemoryResidual, RegimeBand, RunResidual)
@@ -67,6 +69,8 @@ class Obs:
     hardware: str
     measured: float
     predicted: float
+    optimizer_s: float = 0.0         # the GPU's optimizer update in `predicted` (run set)
+    host_s: float | None = None      # the framework's declared host time, where refitted
 
 
 def with_share(hw: HardwareProfile, share: float) -> HardwareProfile:
@@ -90,9 +94,13 @@ def _observe(profile: str, hw: HardwareProfile) -> dict[str, Obs]:
     out: dict[str, Obs] = {}
     for run in load_runs().runs:
         if run.hardware == profile:
-            step = float(evaluate_run(run, hw).time.step[0])
+            step0, update, declared = host_fit.gpu_only(run, hw)
+            step = float(host_fit.step_at(step0, update, 0.0, declared))
             assert run.measured.step_time_s is not None, run.id
-            out[run.id] = Obs(run.id, run.family, profile, run.measured.step_time_s, step)
+            host = declared if load_runs().frameworks[run.framework].profile == \
+                host_fit.FRAMEWORK else None
+            out[run.id] = Obs(run.id, run.family, profile, run.measured.step_time_s, step,
+                              update, host)
     if profile == published.DEFAULT_PROFILE:
         for row in published.paper_rows(hw)[0]:
             src = next(v[0] for k, v in PAPER_SOURCES.items() if row.case.startswith(k))
@@ -177,7 +185,8 @@ def cross_validate() -> CrossValidation:
         target_median_pct=TARGET_MEDIAN_PCT, target_worst_pct=TARGET_WORST_PCT,
         refit=(f"efficiency.{FITTED} of each profile a family ran on, refitted on that profile's "
                "runs of the other families (each family weighing the same); the profile's own "
-               "value where no other family ran on it"),
+               f"value where no other family ran on it; {host_fit.FRAMEWORK}.{host_fit.KEY} "
+               "refitted on the other families' runs"),
         fitted_all=fitted_all, bands=regime_bands(fams), memory=memory,
         memory_target_pct=TARGET_MEMORY_PCT,
         memory_within=sum(abs(m.error_pct) <= TARGET_MEMORY_PCT for m in memory),
@@ -211,6 +220,7 @@ def _family(fam: str, obs: list[Obs], data: dict[str, tuple[dict[str, Obs], _Cur
                 key=f"{profile}.{FITTED}", value=share, source="refitted on " + ", ".join(
                     sorted(others)), kind="fitted end to end, this family left out"))
         constants += _declared(hw)
+        ratios = _with_host(fam, obs, [base[i] for i in ids], ratios, constants)
         residuals += [RunResidual(run=i, hardware=profile, measured_step_s=base[i].measured,
                                   predicted_step_s=base[i].measured * r,
                                   error_pct=(r - 1.0) * 100.0) for i, r in zip(ids, ratios)]
@@ -222,6 +232,26 @@ def _family(fam: str, obs: list[Obs], data: dict[str, tuple[dict[str, Obs], _Cur
         worst_abs_error_pct=abs(worst.error_pct), worst_run=worst.run,
         rms_error_pct=math.sqrt(sum(e * e for e in errs) / len(errs)), constants=constants,
         residuals=residuals)
+
+
+def _with_host(fam: str, obs: list[Obs], mine: list[Obs], ratios: list[float],
+               constants: list[ConstantUse]) -> list[float]:
+    """The ratios with the framework's host time per step refitted without the family
+    (host_fit.refit_host) on the runs that carry one; the refitted value joins `constants`
+    (once per family)."""
+    if not any(o.host_s is not None for o in mine):
+        return ratios
+    others = {o.family for o in obs if o.host_s is not None} - {fam}
+    host = host_fit.refit_host(obs, others)
+    if host is None:
+        return ratios
+    key = f"{host_fit.FRAMEWORK}.{host_fit.KEY}"
+    if all(c.key != key for c in constants):
+        constants.append(ConstantUse(key=key, value=host, source="refitted on " + ", ".join(
+            sorted(others)), kind="fitted end to end, this family left out"))
+    return [r if o.host_s is None else
+            float(host_fit.step_at(o.measured * r, o.optimizer_s, o.host_s, host)) / o.measured
+            for o, r in zip(mine, ratios)]
 
 
 def _fallback(hw: HardwareProfile) -> tuple[float, str, str]:

@@ -102,9 +102,11 @@ def _describe(lay: Layout) -> str:
 def megatron_2021() -> FrameworkProfile:
     """Megatron-LM as the 2021-22 Selene runs used it: fp16 (Narayanan Sec. 5.1 "mixed
     precision"), and fp32 gradient all-reduce is only forced for bf16 (arguments.py), so the
-    gradients were reduced in fp16."""
+    gradients were reduced in fp16. No host time per step: the profile's step_host_s is fitted
+    on Megatron-Core / NeMo MLPerf runs (2023-25), and the A100 constants were fitted on these
+    rows without one."""
     fw = load_framework("megatron")
-    return replace(fw, time=replace(fw.time, reduce_dtype="fp16"))
+    return replace(fw, time=replace(fw.time, reduce_dtype="fp16", step_host_s=0.0))
 
 
 def torchtitan_eager() -> FrameworkProfile:

@@ -82,12 +82,19 @@ def bucketed_exposed(comm_total: Num, backward_compute: Num, buckets: Num, overl
     return out(np.where(np.asarray(overlap, dtype=bool), np.minimum(ov, d), d))
 
 
-def bucket_count(grad_elements: Num, bucket_elements: Num) -> Num:
-    """Buckets a gradient buffer splits into: ⌈elements / bucket⌉ (≥ 1; bucket 0 = one bucket
-    per unit, left to the caller)."""
+def bucket_count(grad_elements: Num, bucket_elements: Num, largest_param: Num = 0.0) -> Num:
+    """Buckets a gradient buffer splits into, as the exposed last bucket sees them: ⌈elements /
+    bucket⌉ (≥ 1; bucket 0 = one bucket per unit, left to the caller), and at most elements /
+    largest_param where that is given: a parameter is never split and a bucket closes once it
+    holds ≥ bucket elements, so the bucket holding the largest parameter is at least that big
+    (NVIDIA/Megatron-LM core_v0.15.3 megatron/core/distributed/param_and_grad_buffer.py:639-661;
+    the embedding, first parameter of the model, closes the last bucket reduced and the first
+    gathered)."""
     e = np.asarray(grad_elements, dtype=float)
     b = np.asarray(bucket_elements, dtype=float)
-    return out(np.where(b > 0, np.maximum(np.ceil(e / np.maximum(b, 1.0)), 1.0), 1.0))
+    n = np.where(b > 0, np.maximum(np.ceil(e / np.maximum(b, 1.0)), 1.0), 1.0)
+    big = np.asarray(largest_param, dtype=float)
+    return out(np.where(big > 0, np.maximum(np.minimum(n, e / np.maximum(big, 1.0)), 1.0), n))
 
 
 def paired_exposed(comm: Num, compute: Num, paired_share: Num, sm_share: Num) -> Num:

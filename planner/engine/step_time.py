@@ -198,12 +198,17 @@ def dp_reduction_times(grad_bytes: Num, param_gather_bytes: Num, sharded: Num, n
 
 
 def dp_time_per_step(reduction: Num, gather: Num, buckets: Num, times: Num, overlap: Num,
-                     backward: Num, forward: Num, hide: Num) -> tuple[Num, Num]:
+                     backward: Num, forward: Num, hide: Num,
+                     last_buckets: Num | None = None) -> tuple[Num, Num]:
     """(communication, exposed) of the DP reduction per step: the reduction run `times` times
     (ZeRO-2 reduce-scatters every micro-batch) bucketed behind the backward, the gather behind
-    the next forward (overlap.bucketed_exposed; all exposed without `overlap`)."""
-    exp = (times * ov.bucketed_exposed(reduction, backward, buckets, overlap, hide)
-           + ov.bucketed_exposed(gather, forward, buckets, overlap, hide))
+    the next forward (overlap.bucketed_exposed; all exposed without `overlap`). `last_buckets`:
+    the count the step's last reduced and first gathered bucket leaves (the one holding the
+    embedding, overlap.bucket_count); it prices the gather and a once-per-step reduction."""
+    last = buckets if last_buckets is None else last_buckets
+    once = np.where(np.asarray(times) > 1, buckets, last)
+    exp = (times * ov.bucketed_exposed(reduction, backward, once, overlap, hide)
+           + ov.bucketed_exposed(gather, forward, last, overlap, hide))
     return times * reduction + gather, exp
 
 
@@ -228,6 +233,15 @@ def optimizer_time(local_state_bytes: Num, hbm_bytes_per_s: Num) -> Num:
     """The optimizer step: the local weights, gradients and states read and written once at HBM
     speed."""
     return memory_bound_time(2.0 * np.asarray(local_state_bytes, dtype=float), hbm_bytes_per_s)
+
+
+def optimizer_phase_time(gpu_s: Num, host_s: Num) -> Num:
+    """The optimizer step as the step sees it: max(GPU update, host time). The update runs
+    eagerly after a host sync (Megatron-Core reads the gradient norm back, NVIDIA/Megatron-LM
+    core_v0.15.3 megatron/core/optimizer/clip_grads.py:133 `total_norm.item()`), so the GPU
+    waits while the host issues the per-parameter kernels and the loop's next step; the
+    longer of the two sets the phase."""
+    return out(np.maximum(np.asarray(gpu_s, dtype=float), np.asarray(host_s, dtype=float)))
 
 
 def offload_time(stage_params: Num, shard: Num, state_bytes: tuple[float, float, float],

@@ -102,13 +102,15 @@ class Throughput:
 def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
                ) -> tuple[np.ndarray, np.ndarray]:
     """(optimizer step, offload traffic) per step (engine.step_time.optimizer_time and
-    offload_time): the first stage's local states; an offloaded optimizer's traffic over the
-    fuller stage's parameters."""
+    offload_time): the first stage's local states, or the framework's host time per step where
+    that is longer (engine.step_time.optimizer_phase_time); an offloaded optimizer's traffic
+    over the fuller stage's parameters."""
     local_state = mem.first.weights + mem.first.gradients + mem.first.optimizer
     t_opt = array(st.optimizer_time(local_state, p.hardware.gpu.hbm_bytes_per_s))
     if p.optimizer == "muon":  # Newton–Schulz on the fullest stage's matrices, split over TP·DP
         t_opt = t_opt + x.layers[1] * tun.muon_flops_per_layer(p) / (x.tp * x.dp * x.cp) \
             / (p.hardware.gpu.peak_flops["bf16"] * p.hardware.gpu.matmul_ceiling_fraction)
+    t_opt = array(st.optimizer_phase_time(t_opt, p.fw.time.step_host_s))
     if p.optimizer in PAGED_STATES:  # paged to the host: the moments cross PCIe twice a step
         return t_opt, array(st.paged_optimizer_time(paged_host_bytes(p, c),
                                                     p.hardware.host.pcie_bytes_per_s))

@@ -203,11 +203,9 @@ def _layer_units(p: Problem, x: Shape, stage_params: np.ndarray, n_layers: np.nd
 
 def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.ndarray
                        ) -> dict[str, np.ndarray]:
-    """The ZeRO-3 per-layer collectives (all-gather g and reduce-scatter r of one layer, g_e and
-    r_e of the edge layers, over the shard group; r and r_e with hybrid sharding's all-reduce
-    across the replicas) and the DP reduction (red, and ZeRO ≥ 1's
-    gather of the updated parameters, over DP·CP) with its bucket count: the STATE_COLUMNS
-    part (engine.step_time)."""
+    """ZeRO-3's per-layer collectives (all-gather g, reduce-scatter r of one layer, g_e and r_e
+    of the edge layers, over the shard group; r, r_e with HSDP's all-reduce across replicas), the
+    DP reduction (red, ZeRO ≥ 1's gather over DP·CP) and its buckets: STATE_COLUMNS' part."""
     fw, hw = p.fw.time, p.hardware
     gpn, fab = hw.scale_up.gpus_per_domain, fabric(hw, p.gpus)
     layer_params, edge_params = _layer_units(p, x, stage_params, x.layers[1])
@@ -244,7 +242,9 @@ def _state_collectives(p: Problem, x: Shape, zero: np.ndarray, stage_params: np.
     out["red"] = array(red) + np.where(moe, red_e, 0.0)
     out["gather"] = array(gather) + np.where(moe, gather_e, 0.0)
     bucket = np.maximum(fw.bucket_params, fw.bucket_params_per_dp_rank * n)
-    out["buckets"] = np.where(bucket > 0, ov.bucket_count(stage_params, bucket), x.layers[1])
+    emb = x.vocab_padded * p.model.hidden / x.tp     # one parameter: it closes the last bucket
+    out["buckets"], out["last"] = (np.where(bucket > 0, ov.bucket_count(stage_params, bucket, big),
+                                            x.layers[1]) for big in (0.0, emb))
     return out
 
 
@@ -332,8 +332,8 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[st
     times = np.where((c.zero == 2) & ~unsharded, x.micro_batches, 1.0)
     overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
     total, exposed = st.dp_time_per_step(coll["red"], coll["gather"], coll["buckets"], times,
-                                         overlap, n_layers * comp.layer_bwd,
-                                         n_layers * comp.layer_fwd, eff.overlap_efficiency)
+                                         overlap, n_layers * comp.layer_bwd, n_layers *
+                                         comp.layer_fwd, eff.overlap_efficiency, coll["last"])
     on = ((n > 1) | ((x.expert_dp > 1) & p.model.is_moe)) & (c.zero < 3)
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 

@@ -33,7 +33,7 @@ KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
-               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits")
+               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits", "step_host_s")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
@@ -115,6 +115,11 @@ class TimeBehaviour:
     tp_overlap_rs_splits: Annotated[float, Field(
         ge=0, description="chunks each overlapped TP reduce-scatter runs in (0: TP-size "
                           "chunks, as the all-gathers)")] = 0.0
+    step_host_s: Annotated[float, Field(
+        ge=0, description="host seconds per optimizer step the GPU waits out: the eager optimizer "
+                          "step issued after its host sync and the loop's per-step work; the "
+                          "step's optimizer term is the longer of it and the GPU's update "
+                          "(0: not modelled)")] = 0.0
     ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(
         description="EP tokens sent once per routed expert (alltoall), or once per rank and "
                     "remote domain with NVLink forwarding (deepep; step_time.EpRoute)")] = "alltoall"

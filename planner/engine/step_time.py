@@ -5,7 +5,8 @@ often it runs, less what computation hides (overlap.py); evaluation/timing.py li
 - TP: 2 all-reduces of s·b·h activations per layer forward and 2 backward (with sequence
   parallel, an all-gather + reduce-scatter pair of the same total volume) — Narayanan Sec. 3.2,
   Korthikanti Sec. 4.2.2;
-- CP: each rank passes its K/V chunk around a ring (cp − 1 steps), hidden behind attention;
+- CP: each rank passes its K/V chunk around a ring (cp − 1 steps; torch's ring attention
+  gathers all heads' K/V and rings fp32 dK/dV home), hidden behind attention;
 - EP: all-to-all dispatch and combine per MoE layer, forward, backward and under full
   recompute once more, per token once per expert or (deduplicating dispatchers) once per rank
   and remote domain, within the model's node limit;
@@ -46,14 +47,32 @@ def tp_time_per_layer(tokens_per_rank: Num, hidden: Num, tp: Num, gpus_per_domai
 
 
 def cp_time_per_layer(tokens_per_rank: Num, kv_dim: Num, cp: Num, tp: Num, gpus_per_domain: Num,
-                      fab: Fabric, act_bytes: Num = 2.0) -> Num:
-    """Ring context parallel: K and V chunks (2·T/c·k·d·bytes, ÷TP) make cp − 1 hops forward and
-    twice that backward (K/V again plus their gradients)."""
-    chunk = 2.0 * np.asarray(tokens_per_rank, dtype=float) * kv_dim * act_bytes / tp
-    hops = np.maximum(np.asarray(cp, dtype=float) - 1.0, 0.0)
+                      fab: Fabric, act_bytes: Num = 2.0, *, rotate: str = "none",
+                      q_dim: Num = 0.0, accum_bytes: Num = 4.0) -> Num:
+    """One layer's CP communication, forward and backward, by how the framework runs the ring.
+
+    "none" (Transformer Engine's p2p ring, Megatron): the K|V chunk (2·T·k·d·bytes ÷ TP) makes
+    cp − 1 hops forward and twice that backward (K|V again plus their gradients).
+    torch's ring attention (torchtitan; pytorch torch/distributed/tensor/experimental/
+    _attention.py `_templated_ring_attention` and its backward): the K|V it is given has all
+    heads (`q_dim` = heads·d: torchtitan repeats the KV heads before attention); "allgather"
+    gathers every rank's K|V once forward and once backward, "alltoall" sends it cp − 1 hops
+    each way; backward, dK|dV in `accum_bytes` (fp32) always ride an all-to-all ring, cp hops
+    (`dkv_rotater`, ALL_TO_ALL whatever the method; the last hop brings them home)."""
+    c = np.asarray(cp, dtype=float)
+    hops = np.maximum(c - 1.0, 0.0)
     per_domain = members_per_domain(cp, tp, gpus_per_domain)
-    one_hop = p2p_time(chunk, link_kind(cp, per_domain), fab)
-    return out(3.0 * hops * np.asarray(one_hop))
+    cross = link_kind(cp, per_domain)
+    tokens = np.asarray(tokens_per_rank, dtype=float)
+    if rotate == "none":
+        chunk = 2.0 * tokens * kv_dim * act_bytes / tp
+        return out(3.0 * hops * np.asarray(p2p_time(chunk, cross, fab)))
+    kv = 2.0 * tokens * q_dim * act_bytes / tp
+    grads = 2.0 * tokens * q_dim * np.asarray(accum_bytes, dtype=float) / tp
+    kv_pass = (topo_collective_time("all-gather", c * kv, cp, per_domain, fab)
+               if rotate == "allgather" else hops * np.asarray(p2p_time(kv, cross, fab)))
+    dkv = np.where(c > 1, c, 0.0) * np.asarray(p2p_time(grads, cross, fab))
+    return out(2.0 * np.asarray(kv_pass) + dkv)
 
 
 class EpRoute(NamedTuple):

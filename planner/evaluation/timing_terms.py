@@ -4,8 +4,8 @@ in engine/ (compute, attention, fp8, moe, overlap, nccl via topology, step_time)
 gathers the model's, the hardware's, the framework profile's and the layout's numbers. The
 framework profile (specs/framework.py) decides: gradient-reduction and gather dtypes,
 per-layer vs bucketed sharding, re-gathers in backward, prefetch depth, overlap (TP comm
-overlap too), PP scatter/gather, what "selective" recompute redoes, the kernel and attention.
-"""
+overlap too), PP scatter/gather, what "selective" recompute redoes, the kernel, attention and
+the CP ring's implementation."""
 
 from __future__ import annotations
 
@@ -103,8 +103,7 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
         frac = attn.kernel_fraction(fw.attention_kernel, eff.flash_attention_fraction,
                                     eff.fa3_attention_fraction)
         t_attn, t_attn_b = map(array, attn.attention_time(
-            tokens, s, score_dim / x.tp, mod.head_dim, True, bf16, frac,
-            eff.attention_half_seq))
+            tokens, s, score_dim / x.tp, mod.head_dim, True, bf16, frac, eff.attention_half_seq))
     else:  # unfused QKᵀ and scores×V: batched GEMMs whose short side is the head dim
         r_u = cmp.matmul_rate(peak, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction,
                               mod.head_dim, tokens, eff.matmul_half_hidden, eff.matmul_half_tokens)
@@ -341,7 +340,7 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[st
 def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
     """Per micro-batch on the fullest stage, TP, CP, EP and PP time on the links their groups
     cross (engine.step_time, topology): the AXIS_COLUMNS part."""
-    mod, hw, fw = p.model, p.hardware, p.fw.time
+    mod, hw, fw, mem = p.model, p.hardware, p.fw.time, p.fw.memory
     h, gpn, fab, act_b = mod.hidden, hw.scale_up.gpus_per_domain, fabric(hw, p.gpus), x.act_bytes
     tp, pp, dp, cp, ep = x.tp, x.pp, x.dp, x.cp, x.ep
     n_layers = x.layers[1]
@@ -353,8 +352,9 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
     return {
         "tp": n_layers * st.tp_time_per_layer(tokens, h, tp, gpn, fab, act_b,
                                               passes=tp_passes / 2),
-        "cp": n_layers * st.cp_time_per_layer(tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn,
-                                              fab, act_b),
+        "cp": n_layers * st.cp_time_per_layer(  # the ring as the framework runs it
+            tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn, fab, act_b, rotate=mem.cp_rotate,
+            q_dim=mod.heads * mod.head_dim, accum_bytes=mem.cp_accum_bytes),
         "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
             x.etp, gpn, fab, act_b, tp_passes / 2, p.ep_route),   # EP ranks ETP apart (tp-ep-dp)

@@ -67,9 +67,10 @@ class MemoryBehaviour:
     fp8_saved_activations: Annotated[bool, Field(
         description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
     cp_rotate: Annotated[Literal["none", "allgather", "alltoall"], Field(
-        description="context parallel as torch's ring attention, K/V exchanged by this "
-                    "collective (engine/ring_attention.py); none: its working set not "
-                    "modelled")] = "none"
+        description="context parallel as torch's ring attention, all heads' K/V exchanged "
+                    "by this collective: its working set (engine/ring_attention.py) and "
+                    "traffic (engine/step_time.py cp_time_per_layer); none: Transformer "
+                    "Engine's p2p ring of the KV heads")] = "none"
     cp_accum_bytes: Annotated[float, Field(
         ge=0, le=4, description="bytes per element of the ring's merged output and dQ/dK/dV "
                                 "accumulators")] = 4.0

@@ -176,7 +176,11 @@ def test_calibrate_never_compares_other_gpus_runs():
     r = run("calibrate", "--hardware", "h100", columns="200")
     assert r.returncode == 0, r.stderr
     assert "mlperf-nvidia/megatron/H100" in r.stdout
-    assert "/A100" not in r.stdout and "/B200" not in r.stdout and "korthikanti" not in r.stdout
+    # the tables compare H100 runs only; a framework constant's note may name the other
+    # families it was refitted on (megatron.step_host_s), which is its source, not a comparison
+    tables, notes = r.stdout.split("\n· ", 1)
+    assert "/A100" not in tables and "/B200" not in tables and "korthikanti" not in r.stdout
+    assert all("/B200" not in n for n in notes.split("\n· ") if "step_host_s" not in n)
     r = run("calibrate", "--hardware", "mi300x", columns="200")        # no run on its GPU at all
     assert r.returncode == 0, r.stderr
     assert "No published run on MI300X" in r.stdout and "%" not in r.stdout

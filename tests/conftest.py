@@ -51,12 +51,12 @@ def _command() -> list[str]:
 TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")
 
 
-# The child's environment: a wide terminal, and bytecode caching on as for an installed wheel
-# (PYTHONDONTWRITEBYTECODE=1 in the caller's environment would make every `dtplan` run
-# recompile the planner's modules, ~60 ms each of the suite's ~600 runs).
-def child_env() -> dict[str, str]:
+# The child's environment: a wide terminal (COLUMNS `columns`), and bytecode caching on as for
+# an installed wheel (PYTHONDONTWRITEBYTECODE=1 in the caller's environment would make every
+# `dtplan` run recompile the planner's modules, ~60 ms each of the suite's ~600 runs).
+def child_env(columns: str = "200") -> dict[str, str]:
     drop = ("PYTHONDONTWRITEBYTECODE", *TERMINAL_ENV)
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "COLUMNS": "200"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "COLUMNS": columns}
 
 
 # How the tests run `dtplan`. In-process by default: the console script's own function
@@ -69,18 +69,20 @@ def child_env() -> dict[str, str]:
 SUBPROCESS = os.environ.get("DTPLAN_TEST_SUBPROCESS") == "1"
 
 
-def run_dtplan(*args, cwd=None, stdin: str | None = None) -> Run:
-    """Call the real `dtplan` entry point: run_dtplan("memory", "--params", "7e9")."""
+def run_dtplan(*args, cwd=None, stdin: str | None = None, columns: str = "200") -> Run:
+    """Call the real `dtplan` entry point: run_dtplan("memory", "--params", "7e9"), its output
+    laid out for a pipe `columns` wide."""
     argv = [str(a) for a in args]
     if SUBPROCESS or "--debug" in argv:   # --debug lets a traceback out of the process
-        return run_subprocess(argv, cwd=cwd, stdin=stdin)
-    return run_in_process(argv, cwd=cwd, stdin=stdin)
+        return run_subprocess(argv, cwd=cwd, stdin=stdin, columns=columns)
+    return run_in_process(argv, cwd=cwd, stdin=stdin, columns=columns)
 
 
-def run_subprocess(argv: list[str], cwd=None, stdin: str | None = None) -> Run:
+def run_subprocess(argv: list[str], cwd=None, stdin: str | None = None,
+                   columns: str = "200") -> Run:
     """`dtplan` as its own process, as a user runs it."""
     p = subprocess.run(_command() + argv, capture_output=True, text=True,
-                       cwd=str(cwd or ROOT), input=stdin, timeout=120, env=child_env())
+                       cwd=str(cwd or ROOT), input=stdin, timeout=120, env=child_env(columns))
     return Run(p.returncode, p.stdout, p.stderr)
 
 
@@ -96,11 +98,11 @@ def _universal(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _as_child(cwd, stdin: str | None, warn: str | None = None):
+def _as_child(cwd, stdin: str | None, warn: str | None = None, columns: str = "200"):
     """This process dressed as the child: its environment, directory, argv and streams, and
     Python's warning filters for a script (or one action for every warning: `warn`)."""
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
-    env = child_env()
+    env = child_env(columns)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(str(cwd or ROOT))
@@ -127,7 +129,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
-                   warn: str | None = None) -> Run:
+                   warn: str | None = None, columns: str = "200") -> Run:
     """`dtplan` in this process: the console script's function (planner.cli:main, what
     [project.scripts] names) on sys.argv, its exit status taken as the interpreter takes it.
     main() leaves its process-wide settings behind (the collector frozen and re-enabled, the
@@ -136,7 +138,7 @@ def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
     from planner.cli import main
 
     collecting = gc.isenabled()
-    with _as_child(cwd, stdin, warn) as (out, err):
+    with _as_child(cwd, stdin, warn, columns) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
             main()

@@ -167,3 +167,39 @@ def one_input_error(r: Run, *needles: str) -> str:
 @pytest.fixture(scope="session")
 def dtplan():
     return run_dtplan
+
+
+# ---- the order files are handed to the two workers ---------------------------------------------
+
+# Files whose run is long for their number of tests (seconds, run alone with -n0 on a shared
+# 2-core machine: `pytest -n0 --durations=0 tests/FILE`), longest first. `--dist loadfile` gives
+# each worker one file at a time in collection order (--no-loadscope-reorder in addopts), so
+# these start first and no worker sits idle at the end while the other finishes one of them
+# (xdist's own order, most tests first, put the 4-test CLI fuzz file last but a dozen).
+LONG_FILES = ("test_hostile_locale.py",     # 60 s: three real processes per command
+              "test_fuzz_cli.py",           # 50 s: 2,500 generated runs
+              "test_docs_outputs.py",       # 25 s
+              "test_gate.py",               # 20 s
+              "test_ux_cli.py",             # 18 s
+              "test_pipeline_stages.py",    # 12 s
+              "test_ux_option_effects.py",  # 12 s
+              "test_search_reference.py",   # 11 s
+              "test_report.py",             # 11 s
+              "test_hostile_writers.py",    # 10 s
+              "test_search_front.py",       # 9 s
+              "test_ux_review.py")          # 8 s
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in LONG_FILES' order first, then the rest with the most tests first (xdist's
+    default); each file's tests stay together and in their order (a stable sort)."""
+    count: dict[str, int] = {}
+    for item in items:
+        count[item.path.name] = count.get(item.path.name, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int, str]:
+        name = item.path.name
+        long = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+        return long, -count[name], str(item.path)
+
+    items.sort(key=rank)

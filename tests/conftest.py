@@ -128,6 +128,40 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+# The click command tree typer builds from the registered commands, once per set of them: a
+# process builds it once (dispatch._parse_and_call), and building it for every command module
+# takes ~30 ms, more than most runs take after it (once any test has imported every command
+# module, as --help does). Keyed on what is registered, which only grows.
+_TREES: dict[tuple[int, int, int], object] = {}
+
+
+def _tree_once(build):
+    def get_group(typer_instance):
+        key = (id(typer_instance), len(typer_instance.registered_commands),
+               len(typer_instance.registered_groups))
+        if key not in _TREES:
+            _TREES[key] = build(typer_instance)
+        return _TREES[key]
+    return get_group
+
+
+@contextlib.contextmanager
+def _one_tree():
+    """typer.main.get_group built once per registered set for the run (unless a caller already
+    put its own builder in place: tests/fuzz_support.py rebuilds now and then)."""
+    import typer.main
+
+    build = typer.main.get_group
+    if build.__module__ != "typer.main":
+        yield
+        return
+    typer.main.get_group = _tree_once(build)
+    try:
+        yield
+    finally:
+        typer.main.get_group = build
+
+
 def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
                    warn: str | None = None, columns: str = "200") -> Run:
     """`dtplan` in this process: the console script's function (planner.cli:main, what
@@ -138,7 +172,7 @@ def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
     from planner.cli import main
 
     collecting = gc.isenabled()
-    with _as_child(cwd, stdin, warn, columns) as (out, err):
+    with _one_tree(), _as_child(cwd, stdin, warn, columns) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
             main()

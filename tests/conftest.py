@@ -146,7 +146,7 @@ def _tree_once(build):
 
 
 @contextlib.contextmanager
-def _one_tree():
+def tree_built_once():
     """typer.main.get_group built once per registered set for the run (unless a caller already
     put its own builder in place: tests/fuzz_support.py rebuilds now and then)."""
     import typer.main
@@ -172,7 +172,7 @@ def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
     from planner.cli import main
 
     collecting = gc.isenabled()
-    with _one_tree(), _as_child(cwd, stdin, warn, columns) as (out, err):
+    with tree_built_once(), _as_child(cwd, stdin, warn, columns) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
             main()

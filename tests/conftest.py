@@ -212,14 +212,15 @@ def dtplan():
 # (xdist's own order, most tests first, put the 4-test CLI fuzz file last but a dozen).
 LONG_FILES = ("test_hostile_locale.py",     # 60 s: three real processes per command
               "test_fuzz_cli.py",           # 50 s: 2,500 generated runs
-              "test_docs_outputs.py",       # 25 s
-              "test_gate.py",               # 20 s
-              "test_ux_cli.py",             # 18 s
+              "test_docs_outputs.py",       # 17-25 s
+              "test_ux_cli.py",             # 16 s
+              "test_cli_in_process.py",     # 15 s: a real process per case
+              "test_hostile_evidence.py",   # 14 s
               "test_pipeline_stages.py",    # 12 s
-              "test_ux_option_effects.py",  # 12 s
               "test_search_reference.py",   # 11 s
               "test_report.py",             # 11 s
               "test_hostile_writers.py",    # 10 s
+              "test_gate.py",               # 7-10 s
               "test_search_front.py",       # 9 s
               "test_ux_review.py")          # 8 s
 

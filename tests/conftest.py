@@ -206,12 +206,13 @@ def dtplan():
 # ---- the order files are handed to the two workers ---------------------------------------------
 
 # Files whose run is long for their number of tests (seconds, run alone with -n0 on a shared
-# 2-core machine: `pytest -n0 --durations=0 tests/FILE`), longest first. `--dist loadfile` gives
+# 2-core machine: `pytest -n0 --durations=0 tests/FILE`; up to 2x apart with the machine's
+# load), longest first. `--dist loadfile` gives
 # each worker one file at a time in collection order (--no-loadscope-reorder in addopts), so
 # these start first and no worker sits idle at the end while the other finishes one of them
 # (xdist's own order, most tests first, put the 4-test CLI fuzz file last but a dozen).
-LONG_FILES = ("test_hostile_locale.py",     # 60 s: three real processes per command
-              "test_fuzz_cli.py",           # 50 s: 2,500 generated runs
+LONG_FILES = ("test_hostile_locale.py",     # 29-60 s: three real processes per command
+              "test_fuzz_cli.py",           # 35-50 s: 2,500 generated runs
               "test_docs_outputs.py",       # 17-25 s
               "test_ux_cli.py",             # 16 s
               "test_cli_in_process.py",     # 15 s: a real process per case

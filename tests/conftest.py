@@ -51,12 +51,12 @@ def _command() -> list[str]:
 TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")
 
 
-# The child's environment: a wide terminal, and bytecode caching on as for an installed wheel
-# (PYTHONDONTWRITEBYTECODE=1 in the caller's environment would make every `dtplan` run
-# recompile the planner's modules, ~60 ms each of the suite's ~600 runs).
-def child_env() -> dict[str, str]:
+# The child's environment: a wide terminal (COLUMNS `columns`), and bytecode caching on as for
+# an installed wheel (PYTHONDONTWRITEBYTECODE=1 in the caller's environment would make every
+# `dtplan` run recompile the planner's modules, ~60 ms each of the suite's ~600 runs).
+def child_env(columns: str = "200") -> dict[str, str]:
     drop = ("PYTHONDONTWRITEBYTECODE", *TERMINAL_ENV)
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "COLUMNS": "200"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "COLUMNS": columns}
 
 
 # How the tests run `dtplan`. In-process by default: the console script's own function
@@ -69,18 +69,20 @@ def child_env() -> dict[str, str]:
 SUBPROCESS = os.environ.get("DTPLAN_TEST_SUBPROCESS") == "1"
 
 
-def run_dtplan(*args, cwd=None, stdin: str | None = None) -> Run:
-    """Call the real `dtplan` entry point: run_dtplan("memory", "--params", "7e9")."""
+def run_dtplan(*args, cwd=None, stdin: str | None = None, columns: str = "200") -> Run:
+    """Call the real `dtplan` entry point: run_dtplan("memory", "--params", "7e9"), its output
+    laid out for a pipe `columns` wide."""
     argv = [str(a) for a in args]
     if SUBPROCESS or "--debug" in argv:   # --debug lets a traceback out of the process
-        return run_subprocess(argv, cwd=cwd, stdin=stdin)
-    return run_in_process(argv, cwd=cwd, stdin=stdin)
+        return run_subprocess(argv, cwd=cwd, stdin=stdin, columns=columns)
+    return run_in_process(argv, cwd=cwd, stdin=stdin, columns=columns)
 
 
-def run_subprocess(argv: list[str], cwd=None, stdin: str | None = None) -> Run:
+def run_subprocess(argv: list[str], cwd=None, stdin: str | None = None,
+                   columns: str = "200") -> Run:
     """`dtplan` as its own process, as a user runs it."""
     p = subprocess.run(_command() + argv, capture_output=True, text=True,
-                       cwd=str(cwd or ROOT), input=stdin, timeout=120, env=child_env())
+                       cwd=str(cwd or ROOT), input=stdin, timeout=120, env=child_env(columns))
     return Run(p.returncode, p.stdout, p.stderr)
 
 
@@ -96,11 +98,11 @@ def _universal(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _as_child(cwd, stdin: str | None, warn: str | None = None):
+def _as_child(cwd, stdin: str | None, warn: str | None = None, columns: str = "200"):
     """This process dressed as the child: its environment, directory, argv and streams, and
     Python's warning filters for a script (or one action for every warning: `warn`)."""
     saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdin, sys.stdout, sys.stderr)
-    env = child_env()
+    env = child_env(columns)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(str(cwd or ROOT))
@@ -126,8 +128,42 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+# The click command tree typer builds from the registered commands, once per set of them: a
+# process builds it once (dispatch._parse_and_call), and building it for every command module
+# takes ~30 ms, more than most runs take after it (once any test has imported every command
+# module, as --help does). Keyed on what is registered, which only grows.
+_TREES: dict[tuple[int, int, int], object] = {}
+
+
+def _tree_once(build):
+    def get_group(typer_instance):
+        key = (id(typer_instance), len(typer_instance.registered_commands),
+               len(typer_instance.registered_groups))
+        if key not in _TREES:
+            _TREES[key] = build(typer_instance)
+        return _TREES[key]
+    return get_group
+
+
+@contextlib.contextmanager
+def tree_built_once():
+    """typer.main.get_group built once per registered set for the run (unless a caller already
+    put its own builder in place: tests/fuzz_support.py rebuilds now and then)."""
+    import typer.main
+
+    build = typer.main.get_group
+    if build.__module__ != "typer.main":
+        yield
+        return
+    typer.main.get_group = _tree_once(build)
+    try:
+        yield
+    finally:
+        typer.main.get_group = build
+
+
 def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
-                   warn: str | None = None) -> Run:
+                   warn: str | None = None, columns: str = "200") -> Run:
     """`dtplan` in this process: the console script's function (planner.cli:main, what
     [project.scripts] names) on sys.argv, its exit status taken as the interpreter takes it.
     main() leaves its process-wide settings behind (the collector frozen and re-enabled, the
@@ -136,7 +172,7 @@ def run_in_process(argv: list[str], cwd=None, stdin: str | None = None,
     from planner.cli import main
 
     collecting = gc.isenabled()
-    with _as_child(cwd, stdin, warn) as (out, err):
+    with tree_built_once(), _as_child(cwd, stdin, warn, columns) as (out, err):
         sys.argv = ["dtplan", *argv]
         try:
             main()
@@ -165,3 +201,41 @@ def one_input_error(r: Run, *needles: str) -> str:
 @pytest.fixture(scope="session")
 def dtplan():
     return run_dtplan
+
+
+# ---- the order files are handed to the two workers ---------------------------------------------
+
+# Files whose run is long for their number of tests (seconds, run alone with -n0 on a shared
+# 2-core machine: `pytest -n0 --durations=0 tests/FILE`; up to 2x apart with the machine's
+# load), longest first. `--dist loadfile` gives
+# each worker one file at a time in collection order (--no-loadscope-reorder in addopts), so
+# these start first and no worker sits idle at the end while the other finishes one of them
+# (xdist's own order, most tests first, put the 4-test CLI fuzz file last but a dozen).
+LONG_FILES = ("test_hostile_locale.py",     # 29-60 s: three real processes per command
+              "test_fuzz_cli.py",           # 35-50 s: 2,500 generated runs
+              "test_docs_outputs.py",       # 17-25 s
+              "test_ux_cli.py",             # 16 s
+              "test_cli_in_process.py",     # 15 s: a real process per case
+              "test_hostile_evidence.py",   # 14 s
+              "test_pipeline_stages.py",    # 12 s
+              "test_search_reference.py",   # 11 s
+              "test_report.py",             # 11 s
+              "test_hostile_writers.py",    # 10 s
+              "test_gate.py",               # 7-10 s
+              "test_search_front.py",       # 9 s
+              "test_ux_review.py")          # 8 s
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in LONG_FILES' order first, then the rest with the most tests first (xdist's
+    default); each file's tests stay together and in their order (a stable sort)."""
+    count: dict[str, int] = {}
+    for item in items:
+        count[item.path.name] = count.get(item.path.name, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int, str]:
+        name = item.path.name
+        long = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+        return long, -count[name], str(item.path)
+
+    items.sort(key=rank)

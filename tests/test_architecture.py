@@ -8,6 +8,7 @@ library computed)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PLANNER = Path(__file__).resolve().parent.parent / "planner"
@@ -49,6 +50,12 @@ READER_ASSERTION_LISTS = {("framework_configs/deepspeed.py", "read_deepspeed"): 
 STDLIB_OK = {"__future__", "math", "typing", "dataclasses", "numpy", "functools", "itertools"}
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the checks here (they only read it)."""
+    return ast.parse(path.read_text())
+
+
 def _modules() -> dict[str, Path]:
     out = {}
     for p in PLANNER.rglob("*.py"):
@@ -74,7 +81,7 @@ def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
 def _imports(module: str, path: Path) -> set[str]:
     """Every name the module imports, wherever the import statement stands."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.ImportFrom):
             names.update(_resolve(module, path, node))
         elif isinstance(node, ast.Import):
@@ -147,7 +154,7 @@ def test_no_hidden_imports():
     __import__ of a planner module by a string."""
     bad = []
     for module, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parsed(path)):
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
@@ -176,7 +183,7 @@ def test_function_sizes():
     over = []
     for p in sorted(PLANNER.rglob("*.py")):
         rel = p.relative_to(PLANNER).as_posix()
-        for node in ast.walk(ast.parse(p.read_text())):
+        for node in ast.walk(_parsed(p)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 limit = READER_ASSERTION_LISTS.get((rel, node.name), MAX_FUNCTION_LINES)
@@ -281,7 +288,7 @@ def test_render_and_cli_import_no_model():
 def test_render_and_cli_hold_no_arithmetic():
     bad = []
     for _module, rel, path in _presentation_modules():
-        tree = ast.parse(path.read_text())
+        tree = _parsed(path)
         owner = _functions_of(tree)
         for node in ast.walk(tree):
             fn = owner.get(id(node), "<module>")

@@ -244,12 +244,8 @@ def test_gib_switches_the_rule_tables(tmp_path):
                                                     "--model", "llama2-7b", "--seq-len", "4096"]),
     (PLANS / "llama3-70b-256xh100.yaml", [])])
 def test_rules_of_engine_configs_read_in_80_columns(path, args):
-    import subprocess
-
-    from conftest import _command
-    env = {**__import__("os").environ, "COLUMNS": "80"}
-    p = subprocess.run(_command() + ["check", str(path), *args], capture_output=True,
-                       text=True, env=env, cwd=ROOT, timeout=120)
+    # an 80-column pipe (in-process: byte-identical to a real process, test_cli_in_process.py)
+    p = dtplan("check", path, *args, columns="80")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert max(len(x) for x in lines) <= 80 and "…" not in p.stdout

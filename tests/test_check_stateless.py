@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
+from conftest import ROOT, tree_built_once
 from planner.cli.dispatch import run
 from planner.gate import check as gate
 
@@ -40,7 +40,9 @@ def _cli_json(paths: list[str]) -> dict[str, dict[str, Any]]:
     """`dtplan check PATHS -f json` run in this process (the console script's own function), so
     that any state one file leaves in the package is there when the next file is checked."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    # typer's click tree built once, as in a process (conftest.tree_built_once)
+    with tree_built_once(), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(io.StringIO()):
         run(["check", *paths, "-f", "json"])
     return {f["file"]: {k: f.get(k) for k in FIELDS} for f in json.loads(out.getvalue())["files"]}
 

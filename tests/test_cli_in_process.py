@@ -1,7 +1,8 @@
 """The suite runs `dtplan` in-process (conftest.run_in_process: the console script's own
 function on the argv, in the child's environment); these command lines hold that equal to a
 real `dtplan` process byte for byte -- exit code, stdout and stderr -- across every kind of
-outcome: an answer, JSON, a failing verdict, bad input, help, stdin, a written file."""
+outcome: an answer, JSON, a failing verdict, bad input, help, stdin, a written file; at the
+default 200 columns and in narrower pipes."""
 
 from __future__ import annotations
 
@@ -30,6 +31,21 @@ CASES = {
 def test_in_process_equals_the_real_process(name):
     argv = CASES[name]
     _same(run_in_process(argv), run_subprocess(argv))
+
+
+# Narrower pipes, as the layout tests run them (COLUMNS 80 and 120): tables and help folded
+# alike in both ways.
+NARROW = {
+    "fit-80": (["fit", "--model", "mixtral-8x7b", "--gpus", "64"], "80"),
+    "check-engine-80": (["check", "examples/engines/megatron-llama3-70b-256gpu.sh"], "80"),
+    "help-120": (["fit", "--help"], "120"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NARROW))
+def test_in_process_equals_the_real_process_in_a_narrow_pipe(name):
+    argv, columns = NARROW[name]
+    _same(run_in_process(argv, columns=columns), run_subprocess(argv, columns=columns))
 
 
 def _same(a, b):

@@ -7,6 +7,7 @@ PYTHONIOENCODING=latin-1 / ascii stand for it everywhere."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, _command, child_env, run_in_process
+from conftest import ROOT, Run, _command, child_env, run_in_process
 
 PLAN = Path(ROOT) / "examples" / "plans" / "llama3-70b-256xh100.yaml"
 COMMANDS = [
@@ -31,6 +32,13 @@ COMMANDS = [
 ]
 
 
+@functools.cache
+def _utf8(args: tuple[str, ...]) -> Run:
+    """The UTF-8 reference in-process (byte-identical to a real process: test_cli_in_process),
+    run once for both tests that compare a locale with it (they only read it)."""
+    return run_in_process(list(args))
+
+
 def _run(args: tuple[str, ...], **env: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(_command() + list(args), capture_output=True, timeout=120,
                           env={**child_env(), **env}, cwd=ROOT)
@@ -38,9 +46,9 @@ def _run(args: tuple[str, ...], **env: str) -> subprocess.CompletedProcess[bytes
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:3]))
 def test_every_output_is_encodable_in_the_stream_encoding(args):
-    # the UTF-8 reference in-process (byte-identical to a real process: test_cli_in_process);
-    # each encoding under test is a real process, as the interpreter sets its streams up
-    utf8 = run_in_process(list(args))
+    # the UTF-8 reference in-process; each encoding under test is a real process, as the
+    # interpreter sets its streams up
+    utf8 = _utf8(args)
     assert utf8.code in (0, 1, 2), utf8.err[-300:]
     for env, encoding in (({"LC_ALL": "C"}, "utf-8"), ({"PYTHONIOENCODING": "latin-1"}, "latin-1"),
                           ({"PYTHONIOENCODING": "ascii"}, "ascii")):
@@ -58,10 +66,10 @@ def test_the_fallbacks_are_laid_out_within_the_width(encoding):
     # ">=" for "≥" is a cell wider: the tables are laid out in the characters the stream
     # writes, so 80 columns hold (a table laid out with "≥" was 82 wide once written)
     args = ("fit", "--model", "mixtral-8x7b", "--gpus", "64")
-    utf8 = _run(args, COLUMNS="80")
+    utf8 = run_in_process(list(args), columns="80")   # as a real process (test_cli_in_process)
     r = _run(args, PYTHONIOENCODING=encoding, COLUMNS="80")
-    assert r.returncode == utf8.returncode == 0, r.stderr[-300:]
-    assert "≥" in utf8.stdout.decode() and ">=" in r.stdout.decode(encoding)
+    assert r.returncode == utf8.code == 0, r.stderr[-300:]
+    assert "≥" in utf8.out and ">=" in r.stdout.decode(encoding)
     assert max(len(x) for x in r.stdout.decode(encoding).splitlines()) <= 80
 
 
@@ -94,7 +102,7 @@ def latin1_env(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[:3]))
 def test_every_output_is_encodable_under_a_real_latin1_locale(args, latin1_env):
-    utf8 = run_in_process(list(args))
+    utf8 = _utf8(args)
     r = subprocess.run(_command() + list(args), capture_output=True, timeout=120,
                        env=latin1_env, cwd=ROOT)
     assert r.returncode == utf8.code, r.stderr[-300:]

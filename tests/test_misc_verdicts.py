@@ -4,15 +4,13 @@ ZB-H1 in `bubble`, batch rounding stated, an empty space explained, narrow group
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, _command, run_dtplan
+from conftest import run_dtplan
 from planner.evaluation.calculators import bubble
 
 H100_BYTES = 80 * 2 ** 30
@@ -144,10 +142,9 @@ def test_an_empty_space_says_which_fixed_degree_kills_it():
 
 
 def test_group_titles_stay_on_one_line_at_80_columns():
-    env = {**os.environ, "COLUMNS": "80"}
-    p = subprocess.run(_command() + ["layout", "--gpus", "4096", "--tp", "8", "--pp", "4",
-                                     "--cp", "2", "--show-groups"],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    # an 80-column pipe (in-process: byte-identical to a real process, test_cli_in_process.py)
+    p = run_dtplan("layout", "--gpus", "4096", "--tp", "8", "--pp", "4", "--cp", "2",
+                   "--show-groups", columns="80")
     lines = p.stdout.splitlines()
     for axis in ("TP", "CP", "DP", "PP"):
         assert f"{axis} groups" in lines, axis

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TERMINAL_ENV, _command
+from conftest import ROOT, TERMINAL_ENV, _command, run_dtplan
 
 GOOD = "examples/plans/llama3-70b-256xh100.yaml"
 BAD = "examples/plans/fail-layers-divisible-by-pp.yaml"
@@ -20,7 +20,12 @@ ANSI = re.compile(r"\x1b\[")
 
 def run(*args, columns: str | None = "80", stdout=subprocess.PIPE, cwd=ROOT, env_extra=None):
     """Run dtplan with COLUMNS set (or unset with columns=None); no stream is a terminal (rich
-    takes a terminal's width from stdin too) and nothing asks rich to treat the pipe as one."""
+    takes a terminal's width from stdin too) and nothing asks rich to treat the pipe as one.
+    Output to a pipe at a stated width runs in this process (conftest.run_dtplan: the console
+    script's function, byte-identical to the process, tests/test_cli_in_process.py); a closed
+    pipe, an unset width or a shell's completion request is a real process."""
+    if stdout is subprocess.PIPE and columns is not None and not env_extra:
+        return run_dtplan(*args, cwd=cwd, columns=columns)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", *TERMINAL_ENV)}
     if columns is not None:
         env["COLUMNS"] = columns

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from conftest import ROOT
+from conftest import ROOT, tree_built_once
 from planner.cli.dispatch import register, run
 from planner.cli.options import OLD_SPELLINGS
 from planner.cli.root import app
@@ -175,7 +175,9 @@ _DIR: list[Path] = []   # where the fixture wrote CFG
 def _run(args: tuple) -> tuple[int, str]:
     argv = [str(_DIR[0] / a) if a == CFG else a for a in args]
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    # typer's click tree built once, as in a process (conftest.tree_built_once)
+    with tree_built_once(), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(io.StringIO()):
         code = run(argv)
     return code, out.getvalue()
 

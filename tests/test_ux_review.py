@@ -8,6 +8,7 @@ import re
 import shutil
 import struct
 import subprocess
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,10 @@ def _browser() -> str | None:
     return next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
 
 
+@cache
 def _md() -> str:
+    """The example plan's markdown review: one run for the four tests that read it (a str,
+    which no test can change)."""
     r = run_dtplan("report", PLAN, "-o", "-", "--train-tokens", "15e12", "--gpu-hour-cost", "2")
     assert r.code == 0, r.err
     return r.out

@@ -233,12 +233,13 @@ def _representatives(c: Any, names: Sequence[str],
     return distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n), runs=True)
 
 
-def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:
+def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any],
+                  groups: tuple[np.ndarray, int] | None = None) -> Part:
     """part(c) computed on one row per distinct tuple of the named columns of c (or on c itself
     where most rows are distinct), not yet gathered: a caller that needs only some rows, or
-    only some of the arrays, gathers those (Part.rows)."""
+    only some of the arrays, gathers those (Part.rows). `groups` as on_distinct's."""
     n = len(c)
-    found = _representatives(c, names)
+    found = _representatives(c, names, groups)
     if found is None:
         return Part(tree=part(c), index=None, size=n)
     first, inverse = found

@@ -219,18 +219,20 @@ class MemoryParts:
                            flight=self.flight.take(idx))
 
     def with_acts(self, p: Problem, c: Candidates,
-                  layer_groups: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
+                  layer_groups: tuple[np.ndarray, int] | None = None,
+                  alike: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
         """The parts of c, rows alike to these but in the columns the activations alone read
         (a partial-recompute layer count): the states and the in-flight part kept. With
         `layer_groups` (c's rows grouped alike in LAYER_COLUMNS) the activations are computed
-        on the rows, their layer bytes once per group."""
+        on the rows, their layer bytes once per group; with `alike` (c's rows grouped alike
+        in ACTIVATION_COLUMNS) once per group, without looking for the groups."""
         if layer_groups is not None:
             return MemoryParts(c=c, states=self.states, flight=self.flight,
                                acts=Part(tree=_activation_part(p, c, layer_groups), index=None,
                                          size=len(c)))
         return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
-                                              lambda u: _activation_part(p, u)))
+                                              lambda u: _activation_part(p, u), alike))
 
 
 def columns_at(c: Candidates, names: tuple[str, ...], idx: np.ndarray) -> list[np.ndarray]:

@@ -29,7 +29,7 @@ from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
-from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
+from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
@@ -180,37 +180,38 @@ class _Tally:
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
 
-def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      ok: np.ndarray, rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
-    """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
-    knob, which no structural rule reads; `left`, the splits left out as none passes, counted
-    by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
-    failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
-    the layouts that pass (`ok`, blocks.structural_passes; not yet crossed with their
-    recompute rows) and, under activation offload, which of their recompute rows pass the
-    whole host rule (evaluation.host.fits; None: all), its misses counted, the first in the
-    space's order its example. Each row's first failing rule (blocks.first_failures) is read
-    only where a rule still needs its example."""
+def _count_structural(p: Problem, t: _Tally, block: Block, rec: np.ndarray
+                      ) -> tuple[Candidates, np.ndarray | None]:
+    """The structural rules on a block (blocks.passing_blocks: the layouts that pass, before
+    the recompute knob, which no structural rule reads; `left`, the splits left out as none
+    passes, counted by rule), each rejection counted against its first rule (`counts`, exact
+    from blocks.verdicts), its first candidate the rule's example; the layouts that pass (`ok`
+    of the block's, not yet crossed with their recompute rows) and, under activation offload,
+    which of their recompute rows pass the whole host rule (evaluation.host.fits; None: all),
+    its misses counted, the first in the space's order its example. Each row's first failing
+    rule (blocks.first_failures, the whole block built) is read only for a rule's example."""
+    survivors, left, counts, ok, whole = block
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
     host_known = HOST in t.examples
-    t.enumerated += len(lay) * len(rec)
+    t.enumerated += len(ok) * len(rec)
     failing = np.flatnonzero(counts)
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
     states_at = None  # the row (recompute rows counted) of the states' first host failure
     idx = np.flatnonzero(ok)
     if new:
+        lay = whole()
         first = first_failures(p, lay, STRUCTURAL_RULES)
         for rule in new:
             t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
         if HOST in new:
             states_at = int(np.flatnonzero(first == HOST)[0]) * len(rec)
         idx = np.flatnonzero(first < 0)
-    survivors = lay.take(idx)
+        survivors = lay.take(idx)
     if not p.tuning.activation_offload or not len(idx):
         return survivors, None
     crossed = with_recomputes(survivors, rec)
@@ -363,10 +364,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
     rec = recomputes(p, space)
     # structural survivors of blocks not yet priced, with their rows the host rule passes
     pending: list[tuple[Candidates, np.ndarray | None]] = []
-    for lay, left, counts, ok in layout_blocks(
-            p, space, limit=price_limit(dominated) if limit is None else limit,
-            dominated=dominated):
-        survivors, host_ok = _count_structural(p, t, lay, left, counts, ok, rec)
+    for block in passing_blocks(p, space, price_limit(dominated) if limit is None else limit,
+                                dominated):
+        survivors, host_ok = _count_structural(p, t, block, rec)
         if len(survivors):
             pending.append((survivors, host_ok))
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors

@@ -95,13 +95,22 @@ def test_a_crossings_columns_are_read_from_its_layouts(p, seed):
 def test_the_passing_layouts_are_the_blocks_rows_that_pass(p, offload):
     """blocks.passing_blocks builds only the layouts that pass every structural rule: block by
     block they are layout_blocks' layouts where its mask passes, column for column, with the
-    same counts and mask, and its whole block on demand is layout_blocks' block."""
+    same counts and mask, and its whole block on demand is layout_blocks' block; two of its
+    layouts share a group exactly where they are alike in every column but the states'."""
     space = SearchSpace(allow_offload=offload)
     p = p.resolved()
     n = 0
-    for (lay, left, counts, ok), (kept, left2, counts2, ok2, whole) in zip(
+    for (lay, left, counts, ok), (kept, left2, counts2, ok2, whole, group) in zip(
             layout_blocks(p, space), passing_blocks(p, space), strict=True):
         assert np.array_equal(ok, ok2) and np.array_equal(counts, counts2)
+        assert len(group) == len(kept)
+        if len(kept):
+            states = ("zero", "shard", "offload_opt", "offload_par")
+            alike = np.unique(np.stack([getattr(kept, c) for c in COLUMN_NAMES
+                                        if c not in states], axis=1), axis=0,
+                              return_inverse=True)[1].reshape(-1)
+            pairs = len(np.unique(np.stack([group, alike], axis=1), axis=0))
+            assert pairs == len(np.unique(group)) == len(np.unique(alike))
         assert [(r, x) for r, x, _ in left] == [(r, x) for r, x, _ in left2]
         at = np.flatnonzero(ok)
         for name in COLUMN_NAMES:

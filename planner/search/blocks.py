@@ -250,13 +250,14 @@ def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
     Consecutive blocks of left-out splits only come as one. With
     `limit`, a space of more structurally valid candidates is refused before any is built
     (`dominated`: the search keeps every valid row, check_priced's wording)."""
-    for lay, left, counts, ok, _ in _blocks(p, space, rows, limit, dominated, False):
+    for lay, left, counts, ok, *_ in _blocks(p, space, rows, limit, dominated, False):
         yield lay, left, counts, ok
 
 
 # A block's layouts (all, or those passing every structural rule), Left, the counts by rule,
-# which layouts pass, and the whole block built on demand.
-Block = tuple[Candidates, Left, np.ndarray, np.ndarray, Callable[[], Candidates]]
+# which layouts pass, the whole block built on demand, and each layout's group (space.product:
+# the layouts alike but in their states share one).
+Block = tuple[Candidates, Left, np.ndarray, np.ndarray, Callable[[], Candidates], np.ndarray]
 
 
 def passing_blocks(p: Problem, space: SearchSpace, limit: int | None = None,
@@ -291,21 +292,22 @@ def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
             left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b
                      else None) for r, x in enumerate(unbuilt[b] - unbuilt[done]) if x]
             if not len(live):
-                yield empty(), left, counts[live].sum(axis=0), np.zeros(0, dtype=bool), empty
+                none = np.zeros(0, dtype=bool)
+                yield empty(), left, counts[live].sum(axis=0), none, empty, none.astype(np.int64)
                 done = b
                 continue
             found: list[np.ndarray] = []  # which layouts pass
+            positions: dict[str, np.ndarray] = {}
             if passing:
                 def passes(owner: np.ndarray, at: dict[str, np.ndarray],
                            live: np.ndarray = live) -> np.ndarray:
                     found.append(structural_passes(p, s, live, owner, at))
-                    return found[-1]
-                lay = product(s, live, keep=passes)[0]
+                    return found[0]
+                lay = product(s, live, positions=positions, keep=passes)[0]
                 whole = lambda live=live: product(s, live)[0]  # noqa: E731
             else:
-                positions: dict[str, np.ndarray] = {}
                 lay, owner = product(s, live, positions=positions)
                 found.append(structural_passes(p, s, live, owner, positions))
                 whole = lambda lay=lay: lay  # noqa: E731
-            yield lay, left, counts[live].sum(axis=0), found[0], whole
+            yield lay, left, counts[live].sum(axis=0), found[0], whole, positions["group"]
             done = b

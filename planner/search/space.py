@@ -279,7 +279,9 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
     its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
     len_t (into `positions`[t] where given), the stride the later crossed tables' sizes' product.
     With `keep` (each row's split position and `positions` → which rows to build) only those
-    rows are built and returned (positions still cover every row)."""
+    rows are built and returned (positions still cover every row). positions["group"]: each
+    returned row's group, its split and its row of every table but the states (the outermost
+    table), numbered from 0 in the order of idx: rows alike but in their states share one."""
     idx = np.asarray(idx, dtype=np.int64)
     one = np.ones(len(idx), dtype=np.int64)
     sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
@@ -290,6 +292,7 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
     local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
     split = idx[owner]
     pos = {} if positions is None else positions
+    first = local  # each row's position in its split
     rows = {}  # each table's row of each candidate
     for f, size in zip(reversed(FACTORS), reversed(sizes)):
         rows[f] = s.factors[f].start[split]
@@ -297,10 +300,15 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
             n = size[owner]
             pos[f] = local % n
             rows[f], local = rows[f] + pos[f], local // n
+    states = pos.get(FACTORS[0], np.zeros(1, dtype=np.int64))
     if keep is not None:  # the columns of the kept rows alone
         sel = np.flatnonzero(keep(owner, pos))
-        owner, split = owner.take(sel), split.take(sel)
+        owner, split, first, states = owner.take(sel), split.take(sel), first.take(sel), \
+            states.take(sel, mode="clip")
         rows = {f: r.take(sel) for f, r in rows.items()}
+    if positions is not None:  # each row returned's group: rows alike but in their states
+        inner = np.prod(sizes[1:], axis=0).astype(np.int64)   # rows per states row
+        pos["group"] = (np.cumsum(inner) - inner).take(owner) + first - states * inner.take(owner)
     cols = {k: s.cols[k].take(split) for k in SPLIT_COLUMNS}
     for f in reversed(FACTORS):
         cols.update({name: col.take(rows[f]) for name, col in s.factors[f].cols.items()})

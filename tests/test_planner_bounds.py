@@ -102,7 +102,7 @@ def test_a_sweep_over_its_bound_is_refused_before_any_count_is_searched(monkeypa
     searched = []
     monkeypatch.setattr(fast, "crossed_memory_parts", _never)
     monkeypatch.setattr(fast, "evaluate", _never)
-    monkeypatch.setattr(fast, "layout_blocks", lambda *a, **k: searched.append(a) or iter(()))
+    monkeypatch.setattr(fast, "passing_blocks", lambda *a, **k: searched.append(a) or iter(()))
     counts = (256, 512, 1024, 2048, 4096, 8192)
     extra = ["--allow-offload", "--framework", framework] if framework else []
     r = run_dtplan("fit", "--all", *extra, "--model", "llama3-70b", "--gpus",

@@ -127,7 +127,7 @@ def _no_shortcuts(monkeypatch):
     monkeypatch.setattr(settle_mod, "surely_dominated",
                         lambda a, u, first, lower: np.zeros(len(first), dtype=bool))
     monkeypatch.setattr(search_mod, "crossed_memory_parts",
-                        lambda p, c, layouts, k: memory_parts(p, c))
+                        lambda p, c, layouts, k, groups=None: memory_parts(p, c))
     monkeypatch.setattr(MemoryParts, "groups",
                         lambda self, idx=None: Groups(state=self.state_groups(idx)))
 

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from planner.api import problem
 from planner.evaluation.evaluate import usable_bytes
-from planner.search.blocks import layout_blocks
+from planner.evaluation.candidates import COLUMN_NAMES, shape
+from planner.search.blocks import layout_blocks, passing_blocks
+from planner.search.partial import fullest_stage
 from planner.search.bounds import columns_at, crossed_memory_parts, memory_parts
 from planner.search.fast import SearchSpace
 from planner.search.space import materialize, recomputes, with_recomputes
@@ -86,3 +88,49 @@ def test_a_crossings_columns_are_read_from_its_layouts(p, seed):
             _ = rows.pp, rows.dp  # two columns built on every row: read from there
         for name, got in zip(names, columns_at(rows, names, idx)):
             assert np.array_equal(got, getattr(plain, name).take(idx)), name
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans())
+def test_the_passing_layouts_are_the_blocks_rows_that_pass(p, offload):
+    """blocks.passing_blocks builds only the layouts that pass every structural rule: block by
+    block they are layout_blocks' layouts where its mask passes, column for column, with the
+    same counts and mask, and its whole block on demand is layout_blocks' block; two of its
+    layouts share a group exactly where they are alike in every column but the states'."""
+    space = SearchSpace(allow_offload=offload)
+    p = p.resolved()
+    n = 0
+    for (lay, left, counts, ok), (kept, left2, counts2, ok2, whole, group) in zip(
+            layout_blocks(p, space), passing_blocks(p, space), strict=True):
+        assert np.array_equal(ok, ok2) and np.array_equal(counts, counts2)
+        assert len(group) == len(kept)
+        if len(kept):
+            states = ("zero", "shard", "offload_opt", "offload_par")
+            alike = np.unique(np.stack([getattr(kept, c) for c in COLUMN_NAMES
+                                        if c not in states], axis=1), axis=0,
+                              return_inverse=True)[1].reshape(-1)
+            pairs = len(np.unique(np.stack([group, alike], axis=1), axis=0))
+            assert pairs == len(np.unique(group)) == len(np.unique(alike))
+        assert [(r, x) for r, x, _ in left] == [(r, x) for r, x, _ in left2]
+        at = np.flatnonzero(ok)
+        for name in COLUMN_NAMES:
+            assert np.array_equal(getattr(kept, name), getattr(lay, name).take(at)), name
+            assert np.array_equal(getattr(whole(), name), getattr(lay, name)), name
+        n += 1
+        if n == 3:
+            break
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.integers(0, 2**31 - 1))
+def test_the_fullest_stage_is_the_shapes(p, seed):
+    """partial.fullest_stage (once per layer split, grouped by the activation tuples or
+    looked for) is the largest of shape().layers on every row, bit for bit."""
+    p = p.resolved()
+    lay = next(iter(layout_blocks(p, SearchSpace())))[0]
+    lay = lay.take(np.sort(np.random.default_rng(seed).choice(len(lay), min(len(lay), 3000),
+                                                              replace=False)))
+    want = np.stack(shape(p, lay).layers).max(axis=0)
+    parts = memory_parts(p, lay)
+    for got in (fullest_stage(p, lay), fullest_stage(p, lay, parts.acts)):
+        assert np.array_equal(_bits(got), _bits(want))

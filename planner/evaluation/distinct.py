@@ -233,12 +233,13 @@ def _representatives(c: Any, names: Sequence[str],
     return distinct_rows([getattr(c, k) for k in names], at_most=int(WORTH_IT * n), runs=True)
 
 
-def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any]) -> Part:
+def distinct_part(c: Any, names: Sequence[str], part: Callable[..., Any],
+                  groups: tuple[np.ndarray, int] | None = None) -> Part:
     """part(c) computed on one row per distinct tuple of the named columns of c (or on c itself
     where most rows are distinct), not yet gathered: a caller that needs only some rows, or
-    only some of the arrays, gathers those (Part.rows)."""
+    only some of the arrays, gathers those (Part.rows). `groups` as on_distinct's."""
     n = len(c)
-    found = _representatives(c, names)
+    found = _representatives(c, names, groups)
     if found is None:
         return Part(tree=part(c), index=None, size=n)
     first, inverse = found
@@ -261,13 +262,15 @@ def on_distinct(c: Any, names: Sequence[str], part: Callable[..., Any],
 
 
 def crossed_part(c: Any, outer: Any, k: int, names: Sequence[str], part: Callable[..., Any],
-                 inner: Sequence[str] = ()) -> Part:
+                 inner: Sequence[str] = (), groups: tuple[np.ndarray, int] | None = None
+                 ) -> Part:
     """distinct_part(c, names + inner, part) where c is `outer` crossed with k inner rows (row
     i·k + j: outer row i with inner row j, as space.with_recomputes lays them out) and `names`
     are columns of outer: the tuples are found on outer's rows, k times fewer. With `inner`
     (columns the inner rows set) a tuple is an outer tuple at one inner position (positions
-    alike in `inner` stay apart, which a part computed once per index does not mind)."""
-    found = _representatives(outer, names)
+    alike in `inner` stay apart, which a part computed once per index does not mind).
+    `groups` (outer's rows numbered alike by their named tuples, the count) where known."""
+    found = _representatives(outer, names, groups)
     if found is None:
         return distinct_part(c, tuple(names) + tuple(inner), part)
     first, inverse = found

@@ -14,7 +14,8 @@ import numpy as np
 
 from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
                          RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
-from planner.evaluation.distinct import Part, crossed_part, distinct_part, distinct_rows, gather
+from planner.evaluation.distinct import (Part, _dense, _first_rows, crossed_part, distinct_part,
+                                         distinct_rows, gather)
 from planner.engine import peak as pk
 from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
@@ -66,6 +67,8 @@ class MemoryParts:
     # c is layouts crossed with this many recompute rows (row i·k + j, space.with_recomputes),
     # which the states and the micro-batches in flight do not read; 1: no such structure known
     crossed: int = 1
+    # each layout's group where known (space.product: layouts alike but in their states share one)
+    group: np.ndarray | None = None
 
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
@@ -219,18 +222,20 @@ class MemoryParts:
                            flight=self.flight.take(idx))
 
     def with_acts(self, p: Problem, c: Candidates,
-                  layer_groups: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
+                  layer_groups: tuple[np.ndarray, int] | None = None,
+                  alike: tuple[np.ndarray, int] | None = None) -> "MemoryParts":
         """The parts of c, rows alike to these but in the columns the activations alone read
         (a partial-recompute layer count): the states and the in-flight part kept. With
         `layer_groups` (c's rows grouped alike in LAYER_COLUMNS) the activations are computed
-        on the rows, their layer bytes once per group."""
+        on the rows, their layer bytes once per group; with `alike` (c's rows grouped alike
+        in ACTIVATION_COLUMNS) once per group, without looking for the groups."""
         if layer_groups is not None:
             return MemoryParts(c=c, states=self.states, flight=self.flight,
                                acts=Part(tree=_activation_part(p, c, layer_groups), index=None,
                                          size=len(c)))
         return MemoryParts(c=c, states=self.states, flight=self.flight,
                            acts=distinct_part(c, ACTIVATION_COLUMNS,
-                                              lambda u: _activation_part(p, u)))
+                                              lambda u: _activation_part(p, u), alike))
 
 
 def columns_at(c: Candidates, names: tuple[str, ...], idx: np.ndarray) -> list[np.ndarray]:
@@ -266,13 +271,26 @@ def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
             c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
 
-def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int) -> MemoryParts:
+def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
+                         groups: tuple[np.ndarray, int] | None = None) -> MemoryParts:
     """memory_parts(p, c) for c = layouts crossed with k recompute rows (space.with_recomputes):
     the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
-    the layer tuples of the activations found on the layouts (distinct.crossed_part)."""
+    the layer tuples of the activations found on the layouts (distinct.crossed_part). With
+    `groups` (each layout's group, the count: layouts alike in every column but the states',
+    space.product) the layer and in-flight tuples, which read no states column, are found on
+    one layout per group."""
+    def alike(names: tuple[str, ...]) -> tuple[np.ndarray, int] | None:
+        if groups is None or not len(layouts):
+            return None
+        number, count = _dense(*groups)
+        first = _first_rows(number, count)
+        found = distinct_rows([getattr(layouts, n).take(first) for n in names])
+        assert found is not None  # no bound asked
+        return found[1].take(number), len(found[0])
     return MemoryParts(
-        crossed=k,
+        crossed=k, group=None if groups is None else groups[0],
         c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
-                          RECOMPUTE_COLUMNS),
-        flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
+                          RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
+        flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),
+                            groups=alike(IN_FLIGHT_COLUMNS)))

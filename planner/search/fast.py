@@ -5,31 +5,35 @@ Two stages per block of candidates: the structural rules over integer arrays for
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
 counted without being built; under activation offload the whole host rule, evaluation.host,
-read on its recompute rows), then the cost model (planner.evaluation.evaluate) on the
-survivors only: a sound floor on the peak (MemoryParts.floor) rejects what cannot fit,
-planner.search.settle decides the rest with a sound ceiling and the step time, running the
-five-phase memory model only where the bounds leave it open (and for the closest miss and the
-layouts to solve). Partial full-recompute rows get their layer count solved
-(planner.search.partial). Only the rows that fit and that no other row beats on step time ×
-peak memory × GPUs (a Pareto front, planner.search.pareto) are kept from block to block, so
-memory stays bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`)."""
+read on its recompute rows; only the layouts that pass are built, blocks.passing_blocks, each
+with its group: the layouts alike but in their ZeRO, sharding and offload states, on one of
+which the cost model finds the activation, in-flight and step-floor tuples), then the cost
+model (planner.evaluation.evaluate) on the survivors only: a sound floor on the peak
+(MemoryParts.floor) rejects what cannot fit, planner.search.settle decides the rest with a
+sound ceiling and the step time, running the five-phase memory model only where the bounds
+leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
+rows get their layer count solved (planner.search.partial). Only the rows that fit and that
+no other row beats on step time × peak memory × GPUs (a Pareto front, planner.search.pareto)
+are kept from block to block, so memory stays bounded; `dominated=True` keeps every valid
+row instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeAlias
-
 import numpy as np
 
 from planner.evaluation.candidates import COLUMN_NAMES, Candidates, Problem
 from planner.evaluation import host
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
+# the ranking, read here as before it had its own module
+from planner.search.ranking import RankedRows, candidate_bands as candidate_bands, ordered
+from planner.search.ranking import rank_key as rank_key, short_of_headroom as short_of_headroom
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
-from planner.search.blocks import Budget, Left, first_failures, layout_blocks, price_limit
+from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
 
@@ -62,58 +66,6 @@ class SearchResult:
         return self.enumerated - structural
 
 
-# The Evaluation fields rank_key and _order read.
-_Time = NamedTuple("_Time", [("step", np.ndarray)])
-_Throughput = NamedTuple("_Throughput", [("tokens_per_step", np.ndarray)])
-_Memory = NamedTuple("_Memory", [("headroom", np.ndarray), ("peak", np.ndarray)])
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Row subset of an Evaluation for rank_key / _order (time, tokens per step, headroom,
-    peak), without gathering its other arrays."""
-
-    time: _Time
-    throughput: _Throughput
-    memory: _Memory
-
-    @classmethod
-    def of(cls, ev: Evaluation, idx: np.ndarray) -> _Rows:
-        """The rows idx of ev."""
-        return cls(_Time(ev.time.step[idx]), _Throughput(ev.throughput.tokens_per_step[idx]),
-                   _Memory(ev.memory.headroom[idx], ev.memory.peak[idx]))
-
-    def __len__(self) -> int:
-        return len(self.time.step)
-
-
-# What rank_key and _order read: an Evaluation or some of its rows.
-Ranked: TypeAlias = Evaluation | _Rows
-
-
-def rank_key(results: Ranked, gpus: int, objective: str,
-             gpu_hour_cost: float = 1.0) -> np.ndarray:
-    """Smaller is better. time → step time per token; headroom → −headroom; cost → GPU-seconds
-    per token; gpus → GPU count then step time."""
-    per_token = results.time.step / results.throughput.tokens_per_step
-    n = np.full(len(results), float(gpus))
-    if objective == "headroom":
-        return -results.memory.headroom
-    if objective == "cost":
-        return per_token * n * gpu_hour_cost
-    if objective == "gpus":
-        return n * 1e6 + per_token
-    return per_token
-
-
-def candidate_bands(p: Problem, cand: Candidates) -> np.ndarray:
-    """Each candidate's ranking tolerance (per cent, 0 where none; error_band.ranking_band): the
-    profile's error_bands for framework / layout family (data, tensor = TP > 1, pipeline = PP > 1)."""
-    bands, fw = p.hardware.efficiency.error_bands, p.fw.name
-    data, tensor, pipe = (bands.get(f"{fw}/{f}", 0.0) for f in ("data", "tensor", "pipeline"))
-    return np.where(cand.pp > 1, pipe, np.where(cand.tp > 1, tensor, data)).astype(float)
-
-
 def _concat(parts: list[Candidates]) -> Candidates:
     return Candidates(**{f: np.concatenate([getattr(x, f) for x in parts])
                          for f in COLUMN_NAMES})
@@ -129,36 +81,6 @@ def _front(obj: np.ndarray) -> np.ndarray:
     tolerance, so exact fronts merge block by block and narrowing the space never drops a
     faster row another row had pushed off)."""
     return pareto_front(obj)
-
-
-def short_of_headroom(p: Problem, headroom: np.ndarray, peak: np.ndarray) -> np.ndarray:
-    """Rows that leave less than the budget's headroom rule (MemoryBudget.required_headroom):
-    within the memory model's own error of an OOM, shown flagged and ranked after the rest."""
-    return headroom < p.budget.required_headroom(peak)
-
-
-def _order(p: Problem, ev: Ranked, c: Candidates, objective: str) -> np.ndarray:
-    """Best first: the rows that meet the headroom rule, then those short of it (flagged),
-    each group ranked alike. Within a group: by the objective's key; for time and cost, where
-    the group's fastest row (of equally fast ones the leanest, then the first) has an error
-    band, that row stays first and the rest are bucketed in steps of (1 + band) from it, more
-    headroom first within a bucket (the model cannot order them). Ties: more headroom, then
-    the simpler layout (smaller TP, PP, ZeRO, no recompute, larger micro-batch). So #1 is the
-    fastest row meeting the rule, and a narrower space never has a faster #1."""
-    key = rank_key(ev, p.gpus, objective)
-    short = short_of_headroom(p, ev.memory.headroom, ev.memory.peak)
-    bucket, timed = np.zeros(len(key)), np.round(key, 12)
-    bands = candidate_bands(p, c) / 100.0
-    for group in (np.flatnonzero(~short), np.flatnonzero(short)):
-        if not len(group) or objective not in ("time", "cost"):
-            continue
-        first = int(group[np.lexsort((ev.memory.peak[group], key[group]))[0]])
-        band = float(bands[first])
-        if band > 0:
-            bucket[group] = np.floor(np.log(key[group] / key[first]) / np.log1p(band) + 1e-9)
-            bucket[first], timed[group] = -1.0, 0.0
-    return np.lexsort((-c.mb, c.recompute, c.zero, c.pp, c.tp, -ev.memory.headroom, timed,
-                       bucket, short))
 
 
 @dataclass(kw_only=True)
@@ -180,39 +102,41 @@ class _Tally:
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
 
-def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts: np.ndarray,
-                      ok: np.ndarray, rec: np.ndarray) -> tuple[Candidates, np.ndarray | None]:
-    """The structural rules on a block (blocks.layout_blocks: layouts before the recompute
-    knob, which no structural rule reads; `left`, the splits left out as none passes, counted
-    by rule), each rejection counted against its first rule (`counts`: the layouts' rows first
-    failing each rule, exact from blocks.verdicts), its first candidate the rule's example;
-    the layouts that pass (`ok`, blocks.structural_passes; not yet crossed with their
-    recompute rows) and, under activation offload, which of their recompute rows pass the
-    whole host rule (evaluation.host.fits; None: all), its misses counted, the first in the
-    space's order its example. Each row's first failing rule (blocks.first_failures) is read
-    only where a rule still needs its example."""
+def _count_structural(p: Problem, t: _Tally, block: Block, rec: np.ndarray
+                      ) -> tuple[Candidates, np.ndarray | None, np.ndarray]:
+    """The structural rules on a block (blocks.passing_blocks: the layouts that pass, before
+    the recompute knob, which no structural rule reads; `left`, the splits left out as none
+    passes, counted by rule), each rejection counted against its first rule (`counts`, exact
+    from blocks.verdicts), its first candidate the rule's example; the layouts that pass (`ok`
+    of the block's, not yet crossed with their recompute rows) and, under activation offload,
+    which of their recompute rows pass the whole host rule (evaluation.host.fits; None: all),
+    its misses counted, the first in the space's order its example. Each row's first failing
+    rule (blocks.first_failures, the whole block built) is read only for a rule's example.
+    Last, the survivors' groups (blocks.Block)."""
+    survivors, left, counts, ok, whole, group = block
     for rule, rows, example in left:
         t.enumerated += rows
         t.rejected[rule] += rows
         if example is not None:
             t.examples.setdefault(rule, example)
     host_known = HOST in t.examples
-    t.enumerated += len(lay) * len(rec)
+    t.enumerated += len(ok) * len(rec)
     failing = np.flatnonzero(counts)
     t.rejected[failing] += counts[failing] * len(rec)
     new = [int(r) for r in failing if r not in t.examples]
     states_at = None  # the row (recompute rows counted) of the states' first host failure
     idx = np.flatnonzero(ok)
     if new:
+        lay = whole()
         first = first_failures(p, lay, STRUCTURAL_RULES)
         for rule in new:
             t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
         if HOST in new:
             states_at = int(np.flatnonzero(first == HOST)[0]) * len(rec)
         idx = np.flatnonzero(first < 0)
-    survivors = lay.take(idx)
+        survivors = lay.take(idx)
     if not p.tuning.activation_offload or not len(idx):
-        return survivors, None
+        return survivors, None, group
     crossed = with_recomputes(survivors, rec)
     fit = host.fits(p, crossed)
     t.rejected[HOST] += int((~fit).sum())
@@ -220,10 +144,10 @@ def _count_structural(p: Problem, t: _Tally, lay: Candidates, left: Left, counts
         j = int(np.flatnonzero(~fit)[0])
         if states_at is None or int(idx[j // len(rec)]) * len(rec) + j % len(rec) < states_at:
             t.examples[HOST] = materialize(crossed, np.array([j]))
-    return survivors, fit
+    return survivors, fit, group
 
 
-def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]],
+def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, np.ndarray]],
                  rec: np.ndarray, t: _Tally, dominated: bool) -> None:
     """The cost model on the structural survivors of consecutive blocks (`lays`, each crossed
     here with the recompute rows `rec`, consecutive, and priced together: the model's fixed
@@ -236,13 +160,13 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]]
     (NaN elsewhere: the solve computes it for the layouts it solves). The rows the host rule
     refused (each block's mask from _count_structural, counted there) are not priced."""
     n_rec = len(rec)
-    lays = [x for x, _ in pending]
+    lays = [x for x, *_ in pending]
     lay = lays[0] if len(lays) == 1 else _concat(lays)
     ends = np.cumsum([len(x) * n_rec for x in lays])
     host_ok = np.concatenate([np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok
-                              for x, ok in pending])
+                              for x, ok, _ in pending])
     surv = with_recomputes(lay, rec)
-    parts = crossed_memory_parts(p, surv, lay, n_rec)
+    parts = crossed_memory_parts(p, surv, lay, n_rec, _groups_of(pending))
     floor = parts.floor(p)
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero((slack >= 0.0) & host_ok)
@@ -263,6 +187,15 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None]]
         t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
         t.kept.append(materialize(rows, kept[b]))
+
+
+def _groups_of(pending: list[tuple[Candidates, np.ndarray | None, np.ndarray]]
+               ) -> tuple[np.ndarray, int]:
+    """The layouts' groups of consecutive blocks as one numbering (each block's after the
+    ones before it) and its count."""
+    tops = np.cumsum([int(g.max()) + 1 if len(g) else 0 for *_, g in pending])
+    return np.concatenate([g + (tops[i - 1] if i else 0) for i, (*_, g) in enumerate(pending)]), \
+        int(tops[-1])
 
 
 def _shared(t: _Tally, part: Part, idx: np.ndarray) -> Part | None:
@@ -362,18 +295,17 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
                examples={}, closest=None, kept=[])
     rec = recomputes(p, space)
     # structural survivors of blocks not yet priced, with their rows the host rule passes
-    pending: list[tuple[Candidates, np.ndarray | None]] = []
-    for lay, left, counts, ok in layout_blocks(
-            p, space, limit=price_limit(dominated) if limit is None else limit,
-            dominated=dominated):
-        survivors, host_ok = _count_structural(p, t, lay, left, counts, ok, rec)
+    pending: list[tuple[Candidates, np.ndarray | None, np.ndarray]] = []
+    for block in passing_blocks(p, space, price_limit(dominated) if limit is None else limit,
+                                dominated):
+        survivors, host_ok, group = _count_structural(p, t, block, rec)
         if len(survivors):
-            pending.append((survivors, host_ok))
+            pending.append((survivors, host_ok, group))
         # until some row surely fits (settle's anchors) a block is priced alone: its anchors
         # put most rows of the blocks after it off the front by their step floor alone
         # (keeping every valid row, `dominated`, uses no anchors: blocks merge from the first)
         alone = not dominated and not len(t.anchors.step)
-        if sum(len(x) for x, _ in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
+        if sum(len(x) for x, *_ in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
             _scan_blocks(p, pending, rec, t, dominated)
             pending = []
     if pending:
@@ -393,7 +325,8 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
         shown = np.concatenate([front, np.arange(n, len(cand))])
         kept, cand, ev, n = kept.take(front), cand.take(shown), gather(ev, shown, len(cand)), \
             len(front)
-    order = _order(p, _Rows.of(ev, np.arange(n)), kept, objective) if n else np.zeros(0, int)
+    order = ordered(p, RankedRows.of(ev, np.arange(n)), kept, objective) if n \
+        else np.zeros(0, int)
     first = np.concatenate([np.full(n, -1), np.array(rules, dtype=np.int64)])
     return SearchResult(problem=asked, candidates=cand, results=ev, order=order, first_failure=first,
                         enumerated=t.enumerated, valid=t.valid, rejected=t.rejected,

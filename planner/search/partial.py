@@ -25,9 +25,10 @@ from typing import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem, shape
-from planner.evaluation.distinct import Part, gather
+from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_CODES, Candidates, Problem
+from planner.evaluation.distinct import Part, gather, on_distinct
 from planner.evaluation.evaluate import Memory
+from planner.engine.stages import stage_layers
 from planner.search.bounds import MemoryParts, memory_parts
 
 __all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
@@ -36,6 +37,8 @@ __all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
 # and a floor on their peak at any count (settle.beaten).
 Beaten = Callable[[MemoryParts, np.ndarray], np.ndarray]
 
+# The columns a stage's layer count reads (engine.stages.stage_layers).
+LAYER_SPLIT = ("pp", "chunks", "first", "last")
 # solve's certificate margin, relative to usable memory: a bound's slack for float rounding.
 SECANT_MARGIN = 1e-9
 
@@ -95,7 +98,7 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
         # the peak at any count is at least the full row's (M(n)), the largest stage of mn
         full = mn.max(axis=0)
         off = beaten(parts, full if least is None else np.where(np.isnan(full), least, full))
-        most = np.stack(shape(p, parts.c).layers).max(axis=0)
+        most = fullest_stage(p, parts.c, parts.acts)
         idx = np.flatnonzero(off & (most >= 2.0))
         counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])
         live = np.flatnonzero(~off)
@@ -158,6 +161,19 @@ def _smallest(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     return solved, found, _parts_at(p, parts, found, solved), peak[found]
 
 
+def fullest_stage(p: Problem, c: Candidates, acts: Part | None = None) -> np.ndarray:
+    """The layers of each row's fullest stage: the largest of shape(p, c).layers, bit for bit
+    (engine.stages.stage_layers on the same float columns), without the rest of the shape,
+    once per distinct (PP, chunks, first, last), which the rows' activation tuples (`acts`,
+    their part where it is on distinct tuples) name."""
+    def fullest(u: Candidates) -> np.ndarray:
+        f64 = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+        return np.stack([f64(x) for x in stage_layers(p.model.layers, f64(u.pp), f64(u.chunks),
+                                                      u.first, u.last)]).max(axis=0)
+    groups = None if acts is None or acts.index is None else (acts.index, acts.size)
+    return on_distinct(c, LAYER_SPLIT, fullest, groups=groups)
+
+
 def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
                     k: np.ndarray, usable: np.ndarray) -> int:
     """How many of the rows idx of `rows` fit with k[i] layers recomputed, k a function of
@@ -166,7 +182,11 @@ def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.nd
     above the floor (MemoryParts.floor, never above it) it does not, the exact peak decides
     the rest. The activations are computed once per tuple."""
     sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
-    at = parts.take(idx, sub).with_acts(p, sub)
+    # k is a function of the layer tuple: rows alike in their activation tuple at one layer
+    # are alike at k (their full-recompute rows': the recompute mode is the same)
+    acts = parts.acts.take(idx)
+    at = parts.take(idx, sub).with_acts(
+        p, sub, alike=None if acts.index is None else (acts.index, acts.size))
     sure = at.ceiling(p, np.arange(len(idx))) <= usable
     rest = np.flatnonzero(~sure)
     rest = rest[at.take(rest, sub.take(rest)).floor(p) <= usable[rest]]

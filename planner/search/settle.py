@@ -163,14 +163,17 @@ class _Rows:
         return least if found is None else least.take(found[1])
 
     def _floor_key(self, idx: np.ndarray) -> list[np.ndarray]:
-        """Columns whose tuples on the rows idx name their STEP_FLOOR_COLUMNS tuples: the
-        activations' tuple (ACTIVATION_COLUMNS) with DP, EP and the schedule where the parts
-        know it, else the columns themselves."""
-        acts, c = self.parts.acts, self.parts.c
+        """Columns whose tuples on the rows idx name their STEP_FLOOR_COLUMNS tuples (every
+        column but the states'): a row's layout group with its recompute row where the parts
+        know the groups (MemoryParts.group), else the activations' tuple (ACTIVATION_COLUMNS)
+        with DP, EP and the schedule where the parts know it, else the columns themselves."""
+        acts, c, k = self.parts.acts, self.parts.c, self.parts.crossed
+        at = self.cand.take(idx)
+        if self.parts.group is not None:  # a row's group and recompute row name all of them
+            return [self.parts.group.take(at // k) * k + at % k]
         if acts.index is None:
             sub = self.rows.take(idx)
-            return [getattr(sub, k) for k in STEP_FLOOR_COLUMNS]
-        at = self.cand.take(idx)
+            return [getattr(sub, n) for n in STEP_FLOOR_COLUMNS]
         return [acts.index.take(at)] + columns_at(c, ("dp", "ep", "schedule"), at)
 
     def step(self, idx: np.ndarray) -> np.ndarray:

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, RECOMPUTE_COLUMNS, SCHEDULE_CODES,
+from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES,
                          Candidates, Problem)
-from planner.evaluation.distinct import replaced
+# the crossing with the recompute rows, read here as before it had its own module
+from planner.search.crossing import Crossed as Crossed, materialize as materialize
+from planner.search.crossing import with_recomputes as with_recomputes
 from planner.engine.divisors import divisors
 from planner.engine.schedules import dualpipe_choices
 from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices
@@ -270,11 +271,17 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
 
 
 def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
-            positions: dict[str, np.ndarray] | None = None) -> tuple[Candidates, np.ndarray]:
+            positions: dict[str, np.ndarray] | None = None,
+            keep: Callable[[np.ndarray, dict[str, np.ndarray]], np.ndarray] | None = None
+            ) -> tuple[Candidates, np.ndarray]:
     """The rows of splits `idx`, crossing the tables `over` (C order, FACTORS order), every
     other table at its first row, recompute at its first row: the candidates and, per row,
     its split's position in idx. Row r of a split takes table t's row (r // stride_t) mod
-    len_t (into `positions`[t] where given), the stride the later crossed tables' sizes' product."""
+    len_t (into `positions`[t] where given), the stride the later crossed tables' sizes' product.
+    With `keep` (each row's split position and `positions` → which rows to build) only those
+    rows are built and returned (positions still cover every row). positions["group"]: each
+    returned row's group, its split and its row of every table but the states (the outermost
+    table), numbered from 0 in the order of idx: rows alike but in their states share one."""
     idx = np.asarray(idx, dtype=np.int64)
     one = np.ones(len(idx), dtype=np.int64)
     sizes = [s.factors[f].size[idx] if f in over else one for f in FACTORS]
@@ -284,86 +291,30 @@ def product(s: Splits, idx: np.ndarray, over: tuple[str, ...] = FACTORS,
     owner = np.repeat(np.arange(len(idx)), count)
     local = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
     split = idx[owner]
-    cols = {k: s.cols[k][split] for k in SPLIT_COLUMNS}
     pos = {} if positions is None else positions
+    first = local  # each row's position in its split
+    rows = {}  # each table's row of each candidate
     for f, size in zip(reversed(FACTORS), reversed(sizes)):
-        fac = s.factors[f]
-        at = fac.start[split]
+        rows[f] = s.factors[f].start[split]
         if f in over:
             n = size[owner]
             pos[f] = local % n
-            at, local = at + pos[f], local // n
-        cols.update({name: col[at] for name, col in fac.cols.items()})
+            rows[f], local = rows[f] + pos[f], local // n
+    states = pos.get(FACTORS[0], np.zeros(1, dtype=np.int64))
+    if keep is not None:  # the columns of the kept rows alone
+        sel = np.flatnonzero(keep(owner, pos))
+        owner, split, first, states = owner.take(sel), split.take(sel), first.take(sel), \
+            states.take(sel, mode="clip")
+        rows = {f: r.take(sel) for f, r in rows.items()}
+    if positions is not None:  # each row returned's group: rows alike but in their states
+        inner = np.prod(sizes[1:], axis=0).astype(np.int64)   # rows per states row
+        pos["group"] = (np.cumsum(inner) - inner).take(owner) + first - states * inner.take(owner)
+    cols = {k: s.cols[k].take(split) for k in SPLIT_COLUMNS}
+    for f in reversed(FACTORS):
+        cols.update({name: col.take(rows[f]) for name, col in s.factors[f].cols.items()})
     cols["recompute"] = np.full(len(owner), s.first_recompute[0], dtype=np.int64)
     cols["recompute_layers"] = np.full(len(owner), s.first_recompute[1], dtype=np.int64)
     return Candidates(**cols), owner
-
-
-def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = None
-                    ) -> Candidates:
-    """Every row of c (or the rows `rows` of it) crossed with the recompute rows rec, recompute
-    innermost (as the space lays them out): a Crossed, whose other columns are built from c's
-    on first read (the search reads only some of them on every row)."""
-    k = len(rec)
-    idx = np.repeat(np.arange(len(c)) if rows is None else rows, k)
-    n = len(idx) // k
-    out: Candidates = object.__new__(Crossed)
-    out.__dict__.update(_layouts=c, _at=idx, recompute=np.tile(rec[:, 0], n),
-                        recompute_layers=np.tile(rec[:, 1], n))
-    return out
-
-
-class _Lazy:
-    """A column of a Crossed: its layouts' column at each row's layout, built on first read
-    (a non-data descriptor: once built it is in the instance's __dict__, read from there)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: object, cls: type | None = None) -> object:
-        if obj is None:
-            return self
-        # reached only while the column is not in the instance's __dict__ (non-data descriptor)
-        d = obj.__dict__
-        v = d[self.name] = getattr(d["_layouts"], self.name).take(d["_at"])
-        return v
-
-
-def _crossed_take(self: Candidates, idx: ArrayLike) -> Candidates:
-    """The rows idx (or a boolean mask), still lazy: each one's layout row and recompute columns."""
-    d = self.__dict__
-    if "_at" not in d:  # rebuilt with every column (distinct.replaced): a plain row subset
-        return Candidates.take(self, idx)
-    idx = np.asarray(idx)
-    if idx.dtype == bool:
-        idx = np.flatnonzero(idx)
-    return replaced(self, {"_layouts": d["_layouts"], "_at": d["_at"].take(idx),
-                           "recompute": d["recompute"].take(idx),
-                           "recompute_layers": d["recompute_layers"].take(idx)})
-
-
-def materialize(c: Candidates, idx: np.ndarray) -> Candidates:
-    """The rows idx of c as plain Candidates, every column copied once (a Crossed's from its
-    layouts' columns at those rows): what the search keeps between blocks, holding no
-    reference to a block's layouts, without a row subset and a concatenation (two copies) and
-    the record's constructor (every column given, nothing for it to fill in)."""
-    d = c.__dict__
-    if "_at" not in d:
-        return Candidates.take(c, idx)
-    at = d["_at"].take(idx)
-    cols = {n: d[n].take(idx) if n in RECOMPUTE_COLUMNS else getattr(d["_layouts"], n).take(at)
-            for n in COLUMNS}
-    out = object.__new__(Candidates)
-    out.__dict__.update(cols)
-    return out
-
-
-# Candidates of layouts crossed with recompute rows (with_recomputes): the recompute columns
-# held, every other column built from the layouts' on first read.
-Crossed = type("Crossed", (Candidates,), {
-    **{n: _Lazy(n) for n in COLUMNS if n not in RECOMPUTE_COLUMNS},
-    "take": _crossed_take, "__module__": __name__,
-    "__doc__": "Candidates of layouts crossed with recompute rows, columns built on first read."})
 
 
 def split_rows(p: Problem, space: SearchSpace, split: tuple[int, int, int, int, int],

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.search import fast
+from planner.search import fast, ranking
 from planner.search.fast import SearchSpace
 from planner.search.pareto import pareto_front
 from planner.specs.budget import MemoryBudget
@@ -37,7 +37,7 @@ def test_the_first_is_the_fastest_of_the_exact_front_that_meets_the_headroom_rul
         return
     step, peak, free = _rows(every, every.order)
     front = pareto_front(np.stack([step, peak], axis=1))
-    meets = front & ~fast.short_of_headroom(p, free, peak)
+    meets = front & ~ranking.short_of_headroom(p, free, peak)
     pool = np.flatnonzero(meets if meets.any() else front)   # none meets: #1 is flagged
     best = pool[np.lexsort((peak[pool], step[pool]))[0]]
     first = int(shown.order[0])
@@ -46,8 +46,8 @@ def test_the_first_is_the_fastest_of_the_exact_front_that_meets_the_headroom_rul
     # no valid row is both faster and as roomy as the #1
     assert not ((step < s1) & (free >= h1)).any()
     # and the #1 meets the rule whenever some valid row does
-    short_all = fast.short_of_headroom(p, free, peak)
-    assert bool(fast.short_of_headroom(p, np.array([h1]), np.array([p1]))[0]) == bool(short_all.all())
+    short_all = ranking.short_of_headroom(p, free, peak)
+    assert bool(ranking.short_of_headroom(p, np.array([h1]), np.array([p1]))[0]) == bool(short_all.all())
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -66,8 +66,8 @@ def test_fixing_a_knob_never_gives_a_faster_first(p, knob, data):
     assert len(open_.order)
     s_open, p_open, h_open = (float(x[0]) for x in _rows(open_, open_.order[:1]))
     s_narrow, p_narrow, h_narrow = (float(x[0]) for x in _rows(narrow, narrow.order[:1]))
-    open_short = fast.short_of_headroom(p, np.array([h_open]), np.array([p_open]))[0]
-    narrow_short = fast.short_of_headroom(p, np.array([h_narrow]), np.array([p_narrow]))[0]
+    open_short = ranking.short_of_headroom(p, np.array([h_open]), np.array([p_open]))[0]
+    narrow_short = ranking.short_of_headroom(p, np.array([h_narrow]), np.array([p_narrow]))[0]
     if narrow_short and not open_short:
         return   # the narrowed #1 is flagged: a faster layout on the edge is no better answer
     assert s_narrow >= s_open
@@ -138,7 +138,7 @@ def test_the_rule_is_the_budgets_and_declared_once():
     np.testing.assert_array_equal(b.required_headroom(np.array([50e9, 80e9])), [3.3e9, 5.28e9])
     p = dataclasses.replace(_problem("7B", "h100", 8, 2048, 64, "mixed", "megatron"),
                             budget=MemoryBudget(min_headroom_fraction=0.0, min_headroom_bytes=5e9))
-    assert fast.short_of_headroom(p, np.array([4.9e9, 5e9]), np.array([1.0, 1.0])).tolist() == \
+    assert ranking.short_of_headroom(p, np.array([4.9e9, 5e9]), np.array([1.0, 1.0])).tolist() == \
         [True, False]
 
 

@@ -222,7 +222,7 @@ def test_the_knobs_left_out_are_the_ones_the_model_prices_at_nothing(p70, every)
 
 
 def test_a_lazy_crossing_reads_as_the_plain_one():
-    """space.with_recomputes builds its columns on first read (space.Crossed): every column, of
+    """crossing.with_recomputes builds its columns on first read (crossing.Crossed): every column, of
     the crossing and of row subsets of it (an index, a mask, a subset of a subset), is what
     repeating the layouts and tiling the recompute rows gives."""
     from planner.evaluation.candidates import COLUMN_NAMES

@@ -21,7 +21,8 @@ from planner.evaluation.evaluate import evaluate_memory
 from planner.search.bounds import crossed_memory_parts, memory_parts
 from planner.search.fast import SearchSpace
 from planner.search.blocks import layout_blocks
-from planner.search.space import candidate_blocks, recomputes, with_recomputes
+from planner.search.crossing import with_recomputes
+from planner.search.space import candidate_blocks, recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params

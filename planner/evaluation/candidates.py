@@ -46,7 +46,7 @@ ACTIVATION_COLUMNS = _without("dp", "ep", "zero", "shard", "schedule", "offload_
 # A layer's bytes under each recompute mode (every mode computed for every row) ignore the
 # recompute knobs as well.
 # The recompute knobs: a layout's rows differ in these alone once it is crossed with them
-# (space.with_recomputes).
+# (crossing.with_recomputes).
 RECOMPUTE_COLUMNS = ("recompute", "recompute_layers")
 LAYER_COLUMNS = tuple(n for n in ACTIVATION_COLUMNS if n not in RECOMPUTE_COLUMNS)
 AXIS_COLUMNS = _without("zero", "shard", "schedule", "offload_opt", "offload_par")

@@ -265,7 +265,7 @@ def crossed_part(c: Any, outer: Any, k: int, names: Sequence[str], part: Callabl
                  inner: Sequence[str] = (), groups: tuple[np.ndarray, int] | None = None
                  ) -> Part:
     """distinct_part(c, names + inner, part) where c is `outer` crossed with k inner rows (row
-    i·k + j: outer row i with inner row j, as space.with_recomputes lays them out) and `names`
+    i·k + j: outer row i with inner row j, as crossing.with_recomputes lays them out) and `names`
     are columns of outer: the tuples are found on outer's rows, k times fewer. With `inner`
     (columns the inner rows set) a tuple is an outer tuple at one inner position (positions
     alike in `inner` stay apart, which a part computed once per index does not mind).

@@ -242,7 +242,7 @@ def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
                   limit: int | None = None, dominated: bool = False
                   ) -> Iterator[tuple[Candidates, Left, np.ndarray, np.ndarray]]:
     """space.candidate_blocks before the recompute knob is crossed (every row holds the first
-    recompute row; space.with_recomputes crosses it), in the same blocks, with the splits
+    recompute row; crossing.with_recomputes crosses it), in the same blocks, with the splits
     that have no structurally valid row left out: per block (its layouts, Left: per rule the
     rows of the splits left out since the block before, with the rule's first candidate where
     it lies in one of them, per rule the layouts' rows first failing it, from verdicts, and

@@ -64,7 +64,7 @@ class MemoryParts:
     states: Part
     acts: Part
     flight: Part
-    # c is layouts crossed with this many recompute rows (row i·k + j, space.with_recomputes),
+    # c is layouts crossed with this many recompute rows (row i·k + j, crossing.with_recomputes),
     # which the states and the micro-batches in flight do not read; 1: no such structure known
     crossed: int = 1
     # each layout's group where known (space.product: layouts alike but in their states share one)
@@ -240,7 +240,7 @@ class MemoryParts:
 
 def columns_at(c: Candidates, names: tuple[str, ...], idx: np.ndarray) -> list[np.ndarray]:
     """c's columns `names` at the rows idx, the same values as getattr(c, name).take(idx); on
-    a crossing (space.with_recomputes: each row's layout row `_at` in `_layouts`) a column
+    a crossing (crossing.with_recomputes: each row's layout row `_at` in `_layouts`) a column
     not yet built is read from the layouts at those rows, without building it on every row."""
     d = c.__dict__
     at = d["_at"].take(idx) if "_at" in d and any(n not in d for n in names) else None
@@ -273,7 +273,7 @@ def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
 
 def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
                          groups: tuple[np.ndarray, int] | None = None) -> MemoryParts:
-    """memory_parts(p, c) for c = layouts crossed with k recompute rows (space.with_recomputes):
+    """memory_parts(p, c) for c = layouts crossed with k recompute rows (crossing.with_recomputes):
     the states' and the micro-batches in flight's tuples, which no recompute knob changes, and
     the layer tuples of the activations found on the layouts (distinct.crossed_part). With
     `groups` (each layout's group, the count: layouts alike in every column but the states',

@@ -27,17 +27,17 @@ from planner.evaluation import host
 from planner.evaluation.distinct import Part, concat_parts, gather
 from planner.search.pareto import pareto_front
 # the ranking, read here as before it had its own module
-from planner.search.ranking import RankedRows, candidate_bands as candidate_bands, ordered
-from planner.search.ranking import rank_key as rank_key, short_of_headroom as short_of_headroom
+from planner.search.ranking import RankedRows, ordered
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
-from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, materialize, recomputes, with_recomputes
+from planner.search.crossing import materialize, with_recomputes
+from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, recomputes
 
-__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "candidate_bands", "rank_key", "search", "short_of_headroom"]
+__all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "search"]
 
 OBJECTIVES = ("time", "headroom", "cost", "gpus")
 FITS = RULE_NAMES.index("fits-in-memory")

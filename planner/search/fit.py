@@ -24,7 +24,8 @@ from planner.evaluation.rules import RULE_NAMES, RULE_TEXT, RULES, Figures
 from planner.evaluation.train import problem, resilience_plan
 from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED, Budget
-from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, search, short_of_headroom
+from planner.search.fast import OBJECTIVES, SearchResult, SearchSpace, search
+from planner.search.ranking import short_of_headroom
 from planner.search.would_fit import what_would_fit
 from planner.specs.budget import MemoryBudget
 from planner.specs.finetune import FULL, Tuning

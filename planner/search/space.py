@@ -32,9 +32,7 @@ import numpy as np
 
 from planner.evaluation.candidates import (COLUMN_NAMES, RECOMPUTE_CODES, SCHEDULE_CODES,
                          Candidates, Problem)
-# the crossing with the recompute rows, read here as before it had its own module
-from planner.search.crossing import Crossed as Crossed, materialize as materialize
-from planner.search.crossing import with_recomputes as with_recomputes
+from planner.search.crossing import with_recomputes
 from planner.engine.divisors import divisors
 from planner.engine.schedules import dualpipe_choices
 from planner.engine.stages import MAX_STAGE_DEFICIT, split_choices

@@ -17,7 +17,8 @@ from planner.io import validate as v
 from planner.search.blocks import MAX_PRICED, NARROW, Budget, layout_blocks
 from planner.search.bounds import memory_parts
 from planner.search.fast import SearchSpace
-from planner.search.space import recomputes, with_recomputes
+from planner.search.crossing import with_recomputes
+from planner.search.space import recomputes
 from planner.specs.finetune import Tuning
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import list_profiles

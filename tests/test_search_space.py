@@ -226,7 +226,7 @@ def test_a_lazy_crossing_reads_as_the_plain_one():
     the crossing and of row subsets of it (an index, a mask, a subset of a subset), is what
     repeating the layouts and tiling the recompute rows gives."""
     from planner.evaluation.candidates import COLUMN_NAMES
-    from planner.search.space import Crossed, with_recomputes
+    from planner.search.crossing import Crossed, with_recomputes
     p = problem(model_from_params(7e9), H100, 64, seq_len=4096, global_batch=256)
     lay = next(iter(candidate_blocks(p, SearchSpace())))
     lay = lay.take(np.arange(0, len(lay), 3))

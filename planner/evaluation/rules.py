@@ -101,17 +101,18 @@ def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
                     (c.pp > 1) & (c.chunks >= 2) & (np.round(m) >= c.pp), c.chunks == 1)
 
 
-def _schedule_runs(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
-    # the framework profile's pipeline_schedules: fsdp and torchtune run none, DeepSpeed's
-    # PipelineEngine 1F1B only, Megatron no DualPipe (each profile cites its source)
-    runs = [SCHEDULE_CODES[name] for name in p.fw.time.pipeline_schedules]
-    return np.where(c.pp > 1, np.isin(c.schedule, runs), True)
+def _pipeline_runs(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    # a framework whose profile lists no pipeline schedule (fsdp, torchtune) runs no PP; a
+    # schedule outside a running framework's list is kept where the user fixed it (a what-if:
+    # DeepSeek-V3's DualPipe priced on Megatron's costs), never offered by the search
+    return np.where(c.pp > 1, bool(p.fw.time.pipeline_schedules), True)
 
 
-def _schedule_measure(p: Problem, lay: Layout, f: Figures) -> tuple[str, str]:
+def _pipeline_measure(p: Problem, lay: Layout, f: Figures) -> tuple[str, str]:
     runs = p.fw.time.pipeline_schedules
     return (f"PP {lay.pp}, {lay.schedule}" if lay.pp > 1 else "PP 1",
-            f"{', '.join(runs)} ({p.fw.name})" if runs else f"PP 1: {p.fw.name} runs no pipeline")
+            f"any PP ({p.fw.name}: {', '.join(runs)})" if runs
+            else f"PP 1: {p.fw.name} runs no pipeline")
 
 
 def _dualpipe(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -281,6 +282,13 @@ RULES: tuple[RuleSpec, ...] = (
              _keys("layout.ep", "--expert-model-parallel-size",
                    "parallelism.expert_parallel_degree"),
              reads=()),
+    RuleSpec("pipeline-runs", _pipeline_runs,
+             "pipeline parallelism needs a framework that runs a pipeline schedule (its "
+             "profile's pipeline_schedules)",
+             _pipeline_measure,
+             _keys("layout.pp", "--pipeline-model-parallel-size",
+                   "parallelism.pipeline_parallel_degree", "pipeline"),
+             reads=()),
     RuleSpec("expert-grid-folds", _expert_grid,
              "expert TP × EP must divide TP × CP × DP (the expert grid ETP × EP × expert-DP × PP "
              "covers the same GPUs)",
@@ -321,14 +329,6 @@ RULES: tuple[RuleSpec, ...] = (
              _keys("layout.zero", "--data-parallel-sharding-strategy",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
-    RuleSpec("schedule-runs", _schedule_runs,
-             "the framework must run pipeline parallelism with this schedule (its profile's "
-             "pipeline_schedules)",
-             _schedule_measure,
-             _keys(lambda lay: "layout.schedule" if lay.pp > 1 and lay.schedule != "1f1b"
-                   else "layout.pp", "--pipeline-model-parallel-size",
-                   "parallelism.pipeline_parallel_schedule", "pipeline"),
-             reads=("schedule",)),
     RuleSpec("fits-in-host-memory", _host,
              "offloaded optimizer states (and gradients, parameters), paged optimizer states "
              "and offloaded activations must fit in host memory less the profile's reserve",

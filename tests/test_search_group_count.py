@@ -18,7 +18,8 @@ from planner.search.blocks import layout_blocks, passing_blocks
 from planner.search.partial import fullest_stage
 from planner.search.bounds import columns_at, crossed_memory_parts, memory_parts
 from planner.search.fast import SearchSpace
-from planner.search.space import materialize, recomputes, with_recomputes
+from planner.search.crossing import materialize, with_recomputes
+from planner.search.space import recomputes
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params

@@ -134,7 +134,8 @@ def test_the_8b_runs_carry_their_configs_bucket_size_and_dtypes():
         t = run_framework(_run(run_id)).time
         assert (t.bucket_params, t.bucket_params_per_dp_rank) == (768e6, 0.0)
         assert t.reduce_dtype == "bf16"
-    uf = [r for r in load_runs().runs if r.family == "mlperf-uf/megatron/B200"]
+    uf = [r for r in load_runs().runs
+          if r.family == "mlperf-uf/megatron/B200" and r.tuning is None]   # the pretraining runs
     assert len(uf) == 8
     for r in uf:   # UF's b200_nemo/pretrain.py: grad_reduce_in_fp32=False; custom.yaml's bucket
         fw = run_framework(r)

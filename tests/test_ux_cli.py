@@ -186,9 +186,13 @@ def test_calibrate_never_compares_other_gpus_runs():
     tables, notes = r.stdout.split("\n· ", 1)
     assert "/A100" not in tables and "/B200" not in tables and "korthikanti" not in r.stdout
     assert all("/B200" not in n for n in notes.split("\n· ") if "step_host_s" not in n)
-    r = run("calibrate", "--hardware", "mi300x", columns="200")        # no run on its GPU at all
+    r = run("calibrate", "--hardware", "mi300x", columns="200")   # AMD's MLPerf LoRA run only
     assert r.returncode == 0, r.stderr
-    assert "No published run on MI300X" in r.stdout and "%" not in r.stdout
+    tables = r.stdout.split("\n· ", 1)[0]
+    assert "mlperf-amd/megatron/MI300X" in tables and "/MI355X" not in tables
+    r = run("calibrate", "--hardware", "l4", columns="200")            # no run on its GPU at all
+    assert r.returncode == 0, r.stderr
+    assert "No published run on NVIDIA L4" in r.stdout and "%" not in r.stdout
     r = run("calibrate", "--hardware", "a100", columns="200")          # an alias of the cases' GPU
     assert r.returncode == 0 and "Median |error|" in r.stdout
 

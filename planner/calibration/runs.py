@@ -2,10 +2,11 @@
 the loader, and each run as the Problem and Layout dtplan evaluates.
 
 One row is one published run: its source (repository, commit, files), model shape, GPUs and
-hardware profile, layout, precision and the measured step time (s per global batch). A *family*
-is one source × framework × GPU generation ("mlperf-nvidia/megatron/H100"): the unit that
-`dtplan calibrate` leaves out when it cross-validates (planner/calibration/lofo.py). Runs the
-engine cannot express (an NVFP4 recipe, a GPU without a profile) are kept in the file under
+hardware profile, layout, precision, what trains (every weight, or a LoRA recipe on a frozen
+base: `tuning`, as the MLPerf llama2_70b_lora runs state it) and the measured step time (s per
+global batch). A *family* is one source × framework × GPU generation
+("mlperf-nvidia/megatron/H100"): the unit that `dtplan calibrate` leaves out when it
+cross-validates (planner/calibration/lofo.py). Runs the engine cannot express (an NVFP4 recipe, a GPU without a profile) are kept in the file under
 ``not_expressible`` with the reason, so the set's coverage is stated rather than implied.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Literal, Optional, Union
 
 from planner.evaluation.candidates import Candidates, Problem
 from planner.evaluation.evaluate import Evaluation, evaluate
+from planner.specs.finetune import FULL, Tuning, parse_targets
 from planner.specs.framework import FrameworkProfile, load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_profile
@@ -74,6 +76,26 @@ class RunLayout:
     schedule: Schedule
     sp: bool
     recompute: Recompute
+    recompute_layers: Optional[int] = None   # full recompute on this many layers (None: all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTuning:
+    """A fine-tuning run's recipe: LoRA adapters (rank, alpha, target linears as
+    specs.finetune names them, dropout on their input) on a frozen 16-bit base. A run without
+    one trains every weight."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = FORBID
+    mode: Literal["lora"]
+    rank: int
+    alpha: int
+    targets: str
+    dropout: bool
+
+    def __post_init__(self) -> None:
+        parse_targets(self.targets, "tuning.targets")   # an unknown target raises here
+        if self.rank < 1 or self.alpha < 1:
+            raise ValueError(f"LoRA rank and alpha are >= 1 (got {self.rank}, {self.alpha})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +132,7 @@ class PublicRun:
     # what the run's own configuration sets that its framework profile does not by default:
     # profile fields ("time.reduce_dtype", "memory.fp8_params", ...) and the values it states
     settings: dict[str, Union[bool, float, str]] = field(default_factory=dict)
+    tuning: Optional[RunTuning] = None    # None: full training
 
     @property
     def framework(self) -> str:
@@ -192,10 +215,22 @@ def with_settings(fw: FrameworkProfile, settings: dict[str, Union[bool, float, s
 
 
 def run_layout(run: PublicRun) -> Layout:
+    """The published layout as dtplan's knobs, with the run's LoRA recipe where it has one."""
     lo = run.layout
-    return Layout(tp=lo.tp, pp=lo.pp, dp=lo.dp, cp=lo.cp, zero=lo.zero,
-                  micro_batch=lo.micro_batch, chunks=lo.chunks, schedule=lo.schedule, sp=lo.sp,
-                  recompute=lo.recompute, precision=run.precision, optimizer="adamw")
+    layout = Layout(tp=lo.tp, pp=lo.pp, dp=lo.dp, cp=lo.cp, zero=lo.zero,
+                    micro_batch=lo.micro_batch, chunks=lo.chunks, schedule=lo.schedule, sp=lo.sp,
+                    recompute=lo.recompute, recompute_layers=lo.recompute_layers,
+                    precision=run.precision, optimizer="adamw")
+    t = run.tuning
+    if t is None:
+        return layout
+    return replace(layout, finetune=t.mode, lora_rank=t.rank, lora_alpha=t.alpha,
+                   lora_targets=t.targets, lora_dropout=t.dropout)
+
+
+def run_tuning(run: PublicRun) -> Tuning:
+    """What the run trains: its LoRA recipe (specs.finetune.Tuning of its layout), else full."""
+    return FULL if run.tuning is None else Tuning.of(run_layout(run))
 
 
 def run_problem(run: PublicRun, hw: Optional[HardwareProfile] = None) -> Problem:
@@ -204,7 +239,7 @@ def run_problem(run: PublicRun, hw: Optional[HardwareProfile] = None) -> Problem
     return Problem(model=run_model(run), hardware=hw or load_profile(run.hardware),
                    gpus=run.gpus, seq_len=run.seq_len, global_batch=run.global_batch,
                    precision=run.precision, optimizer="adamw", framework=run_framework(run),
-                   flash_attention=True)
+                   flash_attention=True, tuning=run_tuning(run))
 
 
 def evaluate_run(run: PublicRun, hw: Optional[HardwareProfile] = None) -> Evaluation:

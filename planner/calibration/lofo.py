@@ -97,8 +97,10 @@ def _observe(profile: str, hw: HardwareProfile) -> dict[str, Obs]:
             step0, update, declared = host_fit.gpu_only(run, hw)
             step = float(host_fit.step_at(step0, update, 0.0, declared))
             assert run.measured.step_time_s is not None, run.id
+            # refitted where the profile's host time applies; a run whose settings state its own
+            # (no host sync: ON_DEVICE_CLIP_GRAD) keeps it
             host = declared if load_runs().frameworks[run.framework].profile == \
-                host_fit.FRAMEWORK else None
+                host_fit.FRAMEWORK and "time.step_host_s" not in run.settings else None
             out[run.id] = Obs(run.id, run.family, profile, run.measured.step_time_s, step,
                               update, host)
     if profile == published.DEFAULT_PROFILE:

@@ -206,7 +206,7 @@ def fp8_copies(p: Any, fw: Any) -> float:
     transpose = not (p.recipe is not None and p.recipe.name in PER_TENSOR
                      and p.hardware.gpu.fp8_any_layout)
     return fwm.fp8_cached_copies(fw.memory.fp8_weight_copies, transpose_needed=transpose,
-                                 weight_is_fp8=has_fp8_params(p, fw))
+                                 weight_is_fp8=has_fp8_params(p, fw) or tun.fp8_base(p))
 
 
 def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:

@@ -36,9 +36,23 @@ def adapter_params_per_layer(p: Any) -> float:
     return float(ft.lora_params(adapter_pairs(p.model, p.tuning), p.tuning.rank))
 
 
+def fp8_base(p: Any) -> bool:
+    """Whether a frozen 16-bit base's linears are fp8 parameters: the profile's (or run's)
+    memory.fp8_params under an fp8 recipe. Transformer Engine modules built under
+    fp8_model_init "hold only FP8 copies of its parameters" (TransformerEngine
+    pytorch/fp8.py, fp8_model_init docstring); the MLPerf v5.1 Llama-2-70B LoRA runs build
+    the model so (mlcommons/training_results_v5.1@441d65f4 NVIDIA/benchmarks/llama2_70b_lora/
+    implementations/nemo/custom_llama.py:99; AMD's yaml fp8_params: FP8)."""
+    return bool(p.tuning.frozen and p.tuning.base_format == "bf16" and p.recipe is not None
+                and p.fw.memory.fp8_params)
+
+
 def base_bytes(p: Any) -> float:
     """Bytes per parameter of the frozen linears in the base's format (LLM.int8's row scales at
-    the layer's hidden width)."""
+    the layer's hidden width); an fp8-parameter base (fp8_base) the recipe's element bytes,
+    scales included, with no 16-bit copy."""
+    if fp8_base(p):
+        return float(p.recipe.element_bytes)
     return float(ft.base_weight_bytes_per_param(p.tuning.base_format, p.model.hidden))
 
 
@@ -214,7 +228,8 @@ def note(p: Any) -> str:
     lora = mod.layers * adapter_params_per_layer(p)
     one = np.ones(1)
     head = f", head in {t.base_format}" if quantised_head_params(p, True, one)[0] else ""
-    fmt = (f"{base_bytes(p):.4g} B/param (bitsandbytes: 4-bit codes + "
+    fmt = (f"{base_bytes(p):.4g} B/param as fp8 parameters (no 16-bit copy)" if fp8_base(p)
+           else f"{base_bytes(p):.4g} B/param (bitsandbytes: 4-bit codes + "
            + ("8-bit absmax per 64 + fp32 per 64·256" if t.base_format == "nf4-dq"
               else "fp32 absmax per 64") + ")" if t.base_format.startswith("nf4")
            else f"{base_bytes(p):.4g} B/param" + (" (int8 + fp32 scale per row)"
@@ -222,7 +237,8 @@ def note(p: Any) -> str:
     text = (f"Fine-tuning {t.mode}: LoRA r={t.rank} α={t.alpha}"
             f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
-            f"{mod.param_count() / 1e9:.2f}B); frozen base linears in {t.base_format}, {fmt}, "
+            f"{mod.param_count() / 1e9:.2f}B); frozen base linears in "
+            f"{'fp8' if fp8_base(p) else t.base_format}, {fmt}, "
             f"embeddings{' and head' if not head else ''} in "
             f"{'fp32' if root_bytes(p) == 4.0 else 'bf16'}{head}, no gradients "
             "or optimizer state; backward runs no "

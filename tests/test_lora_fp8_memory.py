@@ -1,0 +1,90 @@
+"""The MLPerf v5.1 Llama-2-70B LoRA runs keep their frozen base as fp8 parameters (Transformer
+Engine fp8_model_init / NeMo fp8_params: the runs' `memory.fp8_params` setting): 1 B per linear
+weight and no 16-bit copy, the row-wise fp8 copy being the parameter itself; only where the GPU
+needs a transposed fp8 copy for dgrad (Hopper, ROCm profiles without fp8_any_layout) is one more
+1 B/param kept. Which runs the model then predicts to fit, and which it still does not (and why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from planner.calibration.runs import evaluate_run, load_runs, run_problem
+from planner.evaluation import tuning as tun
+
+LORA = [r for r in load_runs().runs if r.tuning is not None]
+BY_ID = {r.id.removeprefix("mlperf-v5.1-"): r for r in LORA}
+
+# The runs dtplan predicts to fit once the base is fp8 (CP 4 or 8 on B200 / GB200).
+FIT = ("nvidia-tyche-ngpu72-ngc25.09-nemo-llama2-70b-lora",
+       "nvidia-tyche-ngpu512-ngc25.09-nemo-llama2-70b-lora",
+       "university-of-florida-hpg.dgxb200x8.n4-llama2-70b-lora",
+       "university-of-florida-hpg.dgxb200x8.n8-llama2-70b-lora",
+       "university-of-florida-hpg.dgxb200x8.n16-llama2-70b-lora")
+# Known misses: they ran, dtplan still predicts too much. Each one's saved activations at
+# 8192 tokens per GPU (TP1 CP1, or TP4 CP2 on H100) are over what the sources say is kept:
+# NeMo's fused linear_qkv carries ONE adapter (one dropout copy of the 8192-wide input, not
+# three), FP8_DPA=1 stores q, k, v and the attention output in fp8, FP8_ACT /
+# fp8_activation_input_store keeps the SwiGLU input in fp8; none of these is modelled yet.
+# The AMD runs also set ENABLE_TRANSPOSE_CACHE=0 (config_MI3xxX_1x8x1.sh:74-77), which would
+# drop the 68.5 GB transposed fp8 copy still counted on MI300X/MI325X/MI355X.
+MISSES = ("amd-MI300X-EPYC-9575F-pytorch-llama2-70b-lora",
+          "amd-MI325X-EPYC-9575F-pytorch-llama2-70b-lora",
+          "amd-MI355X-EPYC-9575F-pytorch-llama2-70b-lora",
+          "university-of-florida-hpg.dgxb200x8.n1-llama2-70b-lora",
+          "university-of-florida-hpg.dgxb200x8.n2-llama2-70b-lora",
+          "cisco-hpf-n8-nemo-llama2-70b-lora", "cisco-hpf-n16-nemo-llama2-70b-lora")
+
+
+def _stage(run):  # noqa: ANN001, ANN202 - the one stage of a PP1 run
+    return evaluate_run(run).memory.first
+
+
+def test_every_lora_run_states_fp8_params_with_its_source():
+    for r in LORA:
+        assert r.settings.get("memory.fp8_params") is True, r.id
+        assert "fp8_params" in r.assumed["settings"] or "fp8_model_init" in r.assumed["settings"]
+
+
+def test_the_fp8_base_is_one_byte_per_linear_weight_without_a_16_bit_copy():
+    run = BY_ID["university-of-florida-hpg.dgxb200x8.n8-llama2-70b-lora"]
+    p = run_problem(run)
+    assert tun.fp8_base(p) and tun.base_bytes(p) == 1.0
+    s = _stage(run)
+    mod = p.model
+    norms = mod.layers * 2 * mod.hidden           # RMSNorm weights stay bf16
+    root = float(s.params[0]) - mod.layers * mod.layer_params()   # embedding, head, final norm
+    linear = float(s.params[0]) - root - norms
+    expected = linear * 1.0 + (root + norms) * 2.0
+    # the code charges the 1.3M norm weights at the linears' 1 B: 2e-5 of the total
+    assert float(s.frozen_weights[0]) == pytest.approx(expected, rel=1e-4)
+    assert float(s.fp8_weight_cache[0]) == 0.0   # B200: any-layout fp8 GEMMs, no transpose
+
+
+def test_without_fp8_params_the_base_is_bf16_plus_two_fp8_copies_where_a_transpose_is_needed():
+    run = BY_ID["cisco-hpf-n8-nemo-llama2-70b-lora"]
+    on, off = _stage(run), _stage(replace(run, settings={
+        k: v for k, v in run.settings.items() if k != "memory.fp8_params"}))
+    # H100 needs the transposed fp8 copy for dgrad: one 1 B copy with fp8 params, two without
+    assert float(off.fp8_weight_cache[0]) == pytest.approx(2 * float(on.fp8_weight_cache[0]))
+    assert float(on.fp8_weight_cache[0]) > 0.0
+    assert float(off.frozen_weights[0]) > 1.95 * float(on.frozen_weights[0])
+
+
+@pytest.mark.parametrize("rid", FIT)
+def test_the_runs_the_fp8_base_explains_are_predicted_to_fit(rid):
+    m = evaluate_run(BY_ID[rid]).memory
+    assert float(m.peak[0]) <= float(m.usable[0]), rid
+
+
+@pytest.mark.parametrize("rid", MISSES)
+def test_the_stated_misses_are_still_over_capacity(rid):
+    # a change to the activation model that makes one fit must move it to FIT
+    m = evaluate_run(BY_ID[rid]).memory
+    assert float(m.peak[0]) > float(m.usable[0]), rid
+
+
+def test_fit_and_misses_cover_every_lora_run():
+    assert sorted(FIT + MISSES) == sorted(BY_ID)

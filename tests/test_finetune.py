@@ -161,8 +161,9 @@ def test_a_frozen_weight_never_has_optimizer_state(d, mode):
 
 
 def test_lora_dropout_on_every_projection_can_cost_more_than_sharded_full_fine_tuning():
+    """PEFT's per-module dropout (a profile without a fused QKV linear: q, k, v each copy)."""
     d = dict(model="llama3-8b", tp=1, zero=2, micro_batch=2, recompute="none", rank=4,
-             targets="all-linear", dropout=True, seq=2048, framework="megatron")
+             targets="all-linear", dropout=True, seq=2048, framework="torchtune")
     full, lora = _estimate(d), _estimate(d, finetune="lora")
     assert lora.peak_memory_bytes > full.peak_memory_bytes
     assert _estimate({**d, "dropout": False}, finetune="lora").peak_memory_bytes \
@@ -251,3 +252,19 @@ def test_the_seeds_7b_on_one_24gb_card_is_told_lora_fits(dtplan):
     assert full.code == 1
     assert any(s.startswith("--finetune lora") for s in full.json()["suggestions"])
     assert dtplan("fit", *args, "--finetune", "lora").code == 0
+
+
+def test_a_fused_qkv_lora_is_one_adapter_with_one_dropout_copy():
+    """Megatron-Core's linear_qkv carries one adapter (NeMo's lora_kqv_adapter): Llama-2-70B,
+    r 16 on q,k,v,o: 80·16·((8192 + 10240) + (8192 + 8192)) = 44,564,480 (the MLPerf v5.1 logs'
+    "44.6 M Trainable params"), against 65,536,000 as four PEFT adapters; the dropout copies
+    the 8192-wide input twice (qkv, o), not four times."""
+    from planner.specs.finetune import adapted_count, dropout_input_width
+    m, t = planner.get_preset("llama2-70b"), Tuning(mode="lora", targets=("q", "k", "v", "o"))
+    assert m.layers * ft.lora_params(adapter_pairs(m, t, fused_qkv=True), 16) == 44_564_480
+    assert m.layers * ft.lora_params(adapter_pairs(m, t), 16) == 65_536_000
+    assert (adapted_count(m, t, True), adapted_count(m, t)) == (2.0, 4.0)
+    assert (dropout_input_width(m, t, True), dropout_input_width(m, t)) == (16384.0, 32768.0)
+    # q and v alone are not the fused linear: two adapters either way
+    qv = Tuning(mode="lora", targets=("q", "v"))
+    assert adapter_pairs(m, qv, fused_qkv=True) == adapter_pairs(m, qv)

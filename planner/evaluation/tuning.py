@@ -31,9 +31,16 @@ WGRAD_ONLY_INPUTS: dict[str, tuple[str, ...]] = {
     "gelu_out": ("down",), "proj_in": ("o",)}
 
 
+def fused_qkv(p: Any) -> bool:
+    """Whether a LoRA on q, k, v is one adapter on a fused QKV linear (the framework profile's
+    memory.lora_fused_qkv; specs.finetune.adapted_linears)."""
+    return bool(p.fw.memory.lora_fused_qkv)
+
+
 def adapter_params_per_layer(p: Any) -> float:
     """LoRA parameters of one (average) layer, before any split: Σ r·(d_in + d_out)."""
-    return float(ft.lora_params(adapter_pairs(p.model, p.tuning), p.tuning.rank))
+    return float(ft.lora_params(adapter_pairs(p.model, p.tuning, fused_qkv(p)),
+                                p.tuning.rank))
 
 
 def fp8_base(p: Any) -> bool:
@@ -132,11 +139,12 @@ def adapter_activations(p: Any, tokens: np.ndarray, width: float) -> np.ndarray:
     """Per layer: the rank-r intermediates each adapted linear's B keeps."""
     if not p.tuning.frozen:
         return 0.0 * tokens
-    kept = np.asarray(ft.adapter_activation_bytes(tokens, adapted_count(p.model, p.tuning),
+    kept = np.asarray(ft.adapter_activation_bytes(tokens, adapted_count(p.model, p.tuning,
+                                                                        fused_qkv(p)),
                                                   p.tuning.rank, width))
     if p.tuning.dropout:
         kept = kept + np.asarray(ft.dropout_copy_bytes(
-            tokens, dropout_input_width(p.model, p.tuning), width))
+            tokens, dropout_input_width(p.model, p.tuning, fused_qkv(p)), width))
     return kept
 
 
@@ -264,7 +272,7 @@ def muon_flops_per_layer(p: Any) -> float:
     if p.tuning.frozen:
         r = float(p.tuning.rank)
         return float(sum(opt.newton_schulz_flops(r, d_in) + opt.newton_schulz_flops(d_out, r)
-                         for d_in, d_out in adapter_pairs(p.model, p.tuning)))
+                         for d_in, d_out in adapter_pairs(p.model, p.tuning, fused_qkv(p))))
     return float(sum(n * opt.newton_schulz_flops(d_in, d_out)
                      for d_in, d_out, n in layer_linears(p.model).values()))
 

@@ -153,28 +153,46 @@ def layer_linears(model: ModelSpec) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-def adapter_pairs(model: ModelSpec, t: Tuning) -> list[tuple[float, float]]:
+def adapted_linears(model: ModelSpec, t: Tuning, fused_qkv: bool = False
+                    ) -> dict[str, tuple[float, float, float]]:
+    """The linears carrying an adapter, as layer_linears gives them. `fused_qkv` (a framework
+    whose attention has one QKV linear, Megatron-Core's linear_qkv: its profile's
+    memory.lora_fused_qkv): a LoRA on q, k and v is ONE adapter on the fused linear, A r × h
+    and B (a + 2·kv) × r (NeMo's lora_kqv_adapter; the MLPerf v5.1 Llama-2-70B runs log
+    "44.6 M Trainable params" = 80 · 16 · (8192 + 10240 + 8192 + 8192), mlcommons/
+    training_results_v5.1@441d65f4 Cisco/results/1xC885A_M8-8xH200-SXM-141GB/llama2_70b_lora/
+    result_0.txt:560-597)."""
+    chosen = {n: v for n, v in layer_linears(model).items() if n in t.targets}
+    if fused_qkv and {"q", "k", "v"} <= set(chosen):
+        q, k, v = chosen.pop("q"), chosen.pop("k"), chosen.pop("v")
+        chosen = {"qkv": (q[0], q[1] + k[1] + v[1], 1.0), **chosen}
+    return chosen
+
+
+def adapter_pairs(model: ModelSpec, t: Tuning, fused_qkv: bool = False
+                  ) -> list[tuple[float, float]]:
     """(d_in, d_out) of every adapted linear of an average layer, repeated per copy."""
-    pairs: list[tuple[float, float]] = []
-    for name, (d_in, d_out, n) in layer_linears(model).items():
-        if name in t.targets:
-            pairs += [(d_in * n, d_out * n)]  # r·(d_in + d_out) summed over n copies
-    return pairs
+    # r·(d_in + d_out) summed over n copies
+    return [(d_in * n, d_out * n)
+            for d_in, d_out, n in adapted_linears(model, t, fused_qkv).values()]
 
 
-def adapted_count(model: ModelSpec, t: Tuning) -> float:
+def _copies(model: ModelSpec, name: str) -> float:
+    """Adapted copies of a linear a token passes through: top-k experts' MLP linears."""
+    k = float(max(model.experts_per_token, 1)) if model.is_moe else 1.0
+    return k if name in ("gate", "up", "down") and model.is_moe else 1.0
+
+
+def adapted_count(model: ModelSpec, t: Tuning, fused_qkv: bool = False) -> float:
     """Adapted linears a token passes through in one layer (its rank-r intermediates)."""
-    k = float(max(model.experts_per_token, 1)) if model.is_moe else 1.0
-    return sum((k if name in ("gate", "up", "down") and model.is_moe else 1.0)
-               for name in layer_linears(model) if name in t.targets)
+    return sum(_copies(model, name) for name in adapted_linears(model, t, fused_qkv))
 
 
-def dropout_input_width(model: ModelSpec, t: Tuning) -> float:
-    """Σ d_in over the adapted linears a token passes through: what LoRA dropout copies (PEFT
-    applies each adapted module's own nn.Dropout to its input)."""
-    k = float(max(model.experts_per_token, 1)) if model.is_moe else 1.0
-    return sum(d_in * (k if name in ("gate", "up", "down") and model.is_moe else 1.0)
-               for name, (d_in, _, _) in layer_linears(model).items() if name in t.targets)
+def dropout_input_width(model: ModelSpec, t: Tuning, fused_qkv: bool = False) -> float:
+    """Σ d_in over the adapters a token passes through: what LoRA dropout copies (PEFT
+    applies each adapted module's own nn.Dropout to its input; a fused QKV adapter, one)."""
+    return sum(d_in * _copies(model, name)
+               for name, (d_in, _, _) in adapted_linears(model, t, fused_qkv).items())
 
 
 def largest_linear(model: ModelSpec) -> float:

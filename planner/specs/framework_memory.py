@@ -64,6 +64,9 @@ class MemoryBehaviour:
         description="under fp8 the linears' weights are stored in fp8 alone (Megatron-Core "
                     "fp8_param_gather / TE fp8_model_init): no 16-bit copy, the row-wise "
                     "cached copy is the weight, the DP all-gather moves fp8")] = False
+    lora_fused_qkv: Annotated[bool, Field(
+        description="the attention's q, k, v projections are one fused linear (Megatron-Core "
+                    "linear_qkv): a LoRA on them is one adapter, A r×h, B (q+k+v)×r")] = False
     fp8_saved_activations: Annotated[bool, Field(
         description="GEMM inputs saved for backward in fp8 under fp8 training")] = False
     cp_rotate: Annotated[Literal["none", "allgather", "alltoall"], Field(

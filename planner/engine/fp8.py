@@ -44,6 +44,24 @@ from planner.engine.arrays import Num, out
 
 CAST_BYTES_PER_ELEM = 5.0   # tensorwise: amax read (2) + bf16 read (2) + fp8 write (1)
 
+# GEMM inputs Transformer Engine saves in fp8 under fp8 training (engine.activations' names).
+FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
+# The MLP activation's own input (Megatron-Core TransformerConfig.activation_func_fp8_input_store,
+# "Store the input of MLP activation function in FP8 for backprop", passed to bias_swiglu_impl
+# in core/transformer/mlp.py) and the fused attention's q, k, v (Transformer Engine fp8
+# DotProductAttention with NVTE_FP8_DPA_BWD=1: FusedAttnFunc keeps the fp8 q, k, v it ran on
+# for an fp8 backward).
+ACTIVATION_INPUT_TERMS = ("fc1_out", "swiglu_gate", "swiglu_up")
+ATTENTION_INPUT_TERMS = ("q", "k", "v")
+
+
+def fp8_saved_terms(activation_input: bool = False, attention: bool = False) -> tuple[str, ...]:
+    """The saved tensors kept at the recipe's element bytes: the linears' GEMM inputs, plus the
+    MLP activation's input and the attention's q, k, v where the framework stores them in fp8
+    (framework profile memory.fp8_activation_input / memory.fp8_attention_saved)."""
+    return (FP8_SAVED_TERMS + (ACTIVATION_INPUT_TERMS if activation_input else ())
+            + (ATTENTION_INPUT_TERMS if attention else ()))
+
 
 @dataclass(frozen=True)
 class Recipe:

@@ -27,11 +27,9 @@ from planner.engine import ring_attention as ring
 from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
                                    optimizer_bytes_per_param, paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
-from planner.engine.fp8 import PER_TENSOR
+from planner.engine.fp8 import PER_TENSOR, fp8_saved_terms
 from planner.engine.params import norm_params
 
-# GEMM inputs Transformer Engine saves in fp8 under fp8 training (tensor names of engine.activations).
-FP8_SAVED_TERMS = ("qkv_in", "proj_in", "fc1_in", "gelu_out", "swiglu_product")
 # Column-parallel matmul inputs: the all-gathered sequence under SP (framework-dependent).
 SP_GATHERED_TERMS = ("qkv_in", "fc1_in")
 # Items in the order a printout lists them.
@@ -112,9 +110,10 @@ def layer_activation_views(p: Any, c: Any, fw: Any,
     gathered = fw.memory.sp_saves_gathered_input
     tokens = p.seq_len / cp * np.asarray(c.mb, dtype=float)
     adapters = tun.adapter_activations(p, tokens, width)  # LoRA's rank-r intermediates
+    fp8_terms = fp8_saved_terms(fw.memory.fp8_activation_input, fw.memory.fp8_attention_saved)
 
     def stored(recompute: int) -> list[np.ndarray]:  # each kept tensor's bytes
-        return [np.asarray(v) * (fp8_share if k in FP8_SAVED_TERMS else 1.0)
+        return [np.asarray(v) * (fp8_share if k in fp8_terms else 1.0)
                 * (seq_div if gathered and k in SP_GATHERED_TERMS else 1.0)
                 * tun.saved_term_scale(p, k) for k, v in terms[recompute].items()]
 

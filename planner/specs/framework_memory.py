@@ -64,6 +64,12 @@ class MemoryBehaviour:
         description="under fp8 the linears' weights are stored in fp8 alone (Megatron-Core "
                     "fp8_param_gather / TE fp8_model_init): no 16-bit copy, the row-wise "
                     "cached copy is the weight, the DP all-gather moves fp8")] = False
+    fp8_activation_input: Annotated[bool, Field(
+        description="under fp8 the MLP activation's saved input is stored in fp8 "
+                    "(Megatron-Core activation_func_fp8_input_store)")] = False
+    fp8_attention_saved: Annotated[bool, Field(
+        description="under fp8 the fused attention runs in fp8 and saves its q, k, v in "
+                    "fp8 (Transformer Engine fp8 DotProductAttention, FP8_DPA)")] = False
     lora_fused_qkv: Annotated[bool, Field(
         description="the attention's q, k, v projections are one fused linear (Megatron-Core "
                     "linear_qkv): a LoRA on them is one adapter, A r×h, B (q+k+v)×r")] = False

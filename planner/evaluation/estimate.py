@@ -194,8 +194,11 @@ def recipe_note(p: Problem) -> str:
             f"{r.cast_fwd_act:.3g} / {r.cast_fwd_weight:.3g} B per activation / weight element "
             f"forward, {r.cast_bwd_act:.3g} / {r.cast_bwd_weight:.3g} backward; "
             f"{fp8_copies(p, p.fw):g} cached weight copies"
-            + (" (the weights are fp8 parameters)" if has_fp8_params(p, p.fw) else "")
+            + (" (the weights are fp8 parameters)" if has_fp8_params(p, p.fw) or tun.fp8_base(p)
+               else "")
             + "; saved GEMM inputs " + ("quantised" if m.fp8_saved_activations else "kept in bf16")
+            + ("; the MLP activation's input saved in fp8" if m.fp8_activation_input else "")
+            + ("; attention in fp8, its q, k, v saved in fp8" if m.fp8_attention_saved else "")
             + ("; sharded DP all-gathers the weights in fp8"
                if p.gather_bytes < p.fw.time.gather_bytes else "") + ".")
 

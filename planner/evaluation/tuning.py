@@ -37,6 +37,11 @@ def fused_qkv(p: Any) -> bool:
     return bool(p.fw.memory.lora_fused_qkv)
 
 
+def qkv_fused(p: Any) -> bool:
+    """Whether this LoRA's q, k, v adapters are one (fused_qkv and all three targeted)."""
+    return fused_qkv(p) and {"q", "k", "v"} <= set(p.tuning.targets)
+
+
 def adapter_params_per_layer(p: Any) -> float:
     """LoRA parameters of one (average) layer, before any split: Σ r·(d_in + d_out)."""
     return float(ft.lora_params(adapter_pairs(p.model, p.tuning, fused_qkv(p)),
@@ -244,6 +249,7 @@ def note(p: Any) -> str:
                                                   if t.base_format == "int8" else ""))
     text = (f"Fine-tuning {t.mode}: LoRA r={t.rank} α={t.alpha}"
             f"{' with dropout' if t.dropout else ''} on {','.join(t.targets)} "
+            f"{'(q, k, v: one adapter on the fused QKV linear) ' if qkv_fused(p) else ''}"
             f"({lora / 1e6:,.1f}M trainable params, {lora / mod.param_count():.2%} of "
             f"{mod.param_count() / 1e9:.2f}B); frozen base linears in "
             f"{'fp8' if fp8_base(p) else t.base_format}, {fmt}, "

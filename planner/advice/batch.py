@@ -63,10 +63,11 @@ def threshold(error_band_pct: Optional[float]) -> float:
     return max(MIN_GAIN_FRACTION, (error_band_pct or 0.0) / 100.0)
 
 
-def _worth_trying(bubble: float, collective: float, need: float) -> bool:
-    """A bigger batch wins back at most the bubble and exposed-communication share of the step:
-    the gain in MFU is at most 1/(1 − share) − 1."""
-    share = min(bubble + collective, 0.99)
+def _worth_trying(bubble: float, collective: float, need: float, fixed: float = 0.0) -> bool:
+    """A bigger batch wins back at most the bubble, the exposed communication and the per-step
+    fixed cost (`fixed`: the optimizer phase, the framework's host time included) as shares of
+    the step: the gain in MFU is at most 1/(1 − share) − 1."""
+    share = min(bubble + collective + fixed, 0.99)
     return 1.0 / (1.0 - share) - 1.0 > need
 
 
@@ -91,19 +92,24 @@ def _advice(p: Problem, base_mfu: float, need: float,
                        tried={f"{k}×": v[0] for k, v in sorted(figures.items())})
 
 
+def _fixed_share(e: Estimate) -> float:
+    """The optimizer phase's share of the step: paid once a step whatever the batch."""
+    return e.breakdown.get("optimizer", 0.0) / e.step_time_s if e.step_time_s > 0 else 0.0
+
+
 def _scaled(p: Problem, factor: int) -> Problem:
     return replace(p, global_batch=p.global_batch * factor)
 
 
 def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, collective: float,
-               error_band_pct: Optional[float] = None,
+               error_band_pct: Optional[float] = None, fixed: float = 0.0,
                budget: Budget | None = None) -> Optional[BatchAdvice]:
     """fit: search the job again at each factor × the batch (same GPUs, same fixed knobs) and
     keep the fastest layout's MFU; advice when the best beats the threshold. Each search
     spends from `budget` (what the fit left of blocks.MAX_PRICED): one over what is left is
     refused before it runs (the next, smaller factor is tried)."""
     need = threshold(error_band_pct)
-    if not _worth_trying(bubble, collective, need):
+    if not _worth_trying(bubble, collective, need, fixed):
         return None
     figures = {}
     budget = Budget(MAX_PRICED) if budget is None else budget
@@ -125,11 +131,12 @@ def advise_fit(p: Problem, space: SearchSpace, *, mfu: float, bubble: float, col
 
 
 def advise_estimate(p: Problem, layout: Layout, *, mfu: float, bubble: float, collective: float,
-                    error_band_pct: Optional[float] = None) -> Optional[BatchAdvice]:
+                    error_band_pct: Optional[float] = None, fixed: float = 0.0
+                    ) -> Optional[BatchAdvice]:
     """estimate: the same layout at each factor × the batch (more accumulation steps), when it
     still fits; advice when the best beats the threshold."""
     need = threshold(error_band_pct)
-    if not _worth_trying(bubble, collective, need):
+    if not _worth_trying(bubble, collective, need, fixed):
         return None
     figures = {}
     for k in BATCH_FACTORS:
@@ -160,7 +167,8 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     spent = r.search_result.priced if r.search_result is not None else 0
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, budget=Budget(max(0, MAX_PRICED - spent)),
-                      error_band_pct=ranking_band(p.hardware, p.fw.name, w.layout))
+                      error_band_pct=ranking_band(p.hardware, p.fw.name, w.layout),
+                      fixed=_fixed_share(estimate_problem(p, w.layout)))
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,
@@ -173,4 +181,5 @@ def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProf
                 framework=framework)
     return advise_estimate(p, e.layout, mfu=e.mfu, bubble=e.bubble_fraction,
                            collective=e.collective_fraction,
-                           error_band_pct=ranking_band(p.hardware, p.fw.name, e.layout))
+                           error_band_pct=ranking_band(p.hardware, p.fw.name, e.layout),
+                           fixed=_fixed_share(e))

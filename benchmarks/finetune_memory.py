@@ -22,12 +22,12 @@ import os
 import sys
 
 import planner
-from planner.specs.framework import FrameworkProfile, load_framework
-from planner.specs.framework import with_variant
+from planner.specs.framework import FrameworkProfile, load_framework, with_variant
 from planner.specs.knobs import Layout
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from test_qlora_published import ROWS, TABLE, era_variant  # noqa: E402  (the one list of rows)
+# the one list of rows, priced the one way the test prices them
+from test_qlora_published import ROWS, TABLE, allocated_gb, era_variant  # noqa: E402
 
 
 def before(fw: FrameworkProfile) -> FrameworkProfile:
@@ -35,17 +35,6 @@ def before(fw: FrameworkProfile) -> FrameworkProfile:
     < 0.43.2 (MatMul4Bit keeps its input), no PEFT kbit preparation, nothing else."""
     return dataclasses.replace(fw, memory=dataclasses.replace(
         fw.memory, quantised_linear_saves_input=True, quantised_base_rest_fp32=False))
-
-
-def predicted_gb(row: tuple, fw: FrameworkProfile) -> float:
-    _id, _src, model, targets, rank, seq, mb, fmt, _gb = row
-    lay = Layout(finetune="lora" if fmt == "bf16" else "qlora", base_format=fmt,
-                 lora_targets=targets, lora_rank=rank, lora_dropout=True, precision="bf16-pure",
-                 optimizer="adamw", micro_batch=mb, recompute="none")
-    spec = planner.get_preset(model) if isinstance(model, str) else model
-    e = planner.estimate(spec, planner.load_profile("a100-80g"), 1, lay,
-                         seq_len=seq, global_batch=mb, framework=fw)
-    return e.stages[0].allocated_bytes / 1e9
 
 
 LORA = [  # tests/test_finetune.py PUBLISHED's litgpt rows, same pages
@@ -80,7 +69,7 @@ def main() -> None:
     print(f"{'id':22} {'published':>9} {'fsdp':>15} {'before':>15} {'litgpt':>15}  variant")
     for row in LORA + ROWS:
         pub, var = row[-1], era_variant(row[1])
-        cells = [predicted_gb(row, fw) for fw in (fsdp, before(fsdp), with_variant(fsdp, var))]
+        cells = [allocated_gb(row, fw) for fw in (fsdp, before(fsdp), with_variant(fsdp, var))]
         text = [f"{g:6.2f} ({100 * (g / pub - 1):+5.1f}%)" for g in cells]
         print(f"{row[0]:22} {pub:9.2f} {text[0]:>15} {text[1]:>15} {text[2]:>15}  {var}")
     g, pub = torchtune_reserved_gb(), TORCHTUNE_QLORA[-1]

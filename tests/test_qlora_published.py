@@ -31,8 +31,7 @@ from hypothesis import strategies as st
 
 import planner
 from planner.errors import InputError
-from planner.specs.framework import FrameworkProfile, load_framework
-from planner.specs.framework import variant_names, with_variant
+from planner.specs.framework import FrameworkProfile, load_framework, variant_names, with_variant
 from planner.specs.knobs import Layout
 from planner.specs.model import ModelSpec
 

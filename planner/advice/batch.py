@@ -168,7 +168,7 @@ def advise_fit_result(r: FitResult, model: ModelSpec, hardware: HardwareProfile,
     return advise_fit(p, space, mfu=w.mfu, bubble=w.bubble_fraction,
                       collective=w.collective_fraction, budget=Budget(max(0, MAX_PRICED - spent)),
                       error_band_pct=ranking_band(p.hardware, p.fw.name, w.layout),
-                      fixed=_fixed_share(estimate_problem(p, w.layout)))
+                      fixed=_fixed_share(r.best or estimate_problem(p, w.layout)))
 
 
 def advise_estimate_result(e: Estimate, model: ModelSpec, hardware: HardwareProfile,

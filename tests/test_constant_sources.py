@@ -72,7 +72,7 @@ def test_the_listing_covers_every_profile_and_key():
     h100 = {r[1] for r in ROWS if r[0] == "h100"}
     assert {"gpu.matmul_ceiling_tflops_bf16", "scale_up.bus_efficiency", "scale_out.latency_us",
             "efficiency.sustained_matmul_fraction", "efficiency.flash_attention_fraction",
-            "efficiency.overlap_efficiency", "efficiency.uncalibrated_band"} <= h100
+            "efficiency.overlap_slowdown", "efficiency.uncalibrated_band"} <= h100
     assert {r[1] for r in ROWS if r[0] == "megatron"} >= {"time.bucket_params",
                                                           "time.selective_matmul_share"}
 

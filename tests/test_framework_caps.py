@@ -20,13 +20,13 @@ EXPECTED = {
                 "chunks: "
                 "interleaved, without PP); selective recompute (core-attention).",
     "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
-                  "dualpipe), ZeRO ≤ 3 with PP; "
+                  "dualpipe), ZeRO ≤ 3 with PP; ZeRO stages 0, 2, 3 only; "
                   "ring context parallel; expert parallel; selective recompute (op-save-list).",
     "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1, dualpipe, dualpipev), "
                  "ZeRO ≤ 1 with PP; "
                  "no ring context parallel; expert parallel; no selective recompute (none or "
                  "full only).",
-    "fsdp": "no pipeline parallel; ring context parallel; no expert parallel (experts "
+    "fsdp": "no pipeline parallel; ZeRO stages 0, 2, 3 only; ring context parallel; no expert parallel (experts "
             "replicated); no selective recompute (none or full only).",
 }
 

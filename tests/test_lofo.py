@@ -94,6 +94,15 @@ def test_the_summary_is_the_residuals_as_they_are(cv):
     assert (cv.target_median_pct, cv.target_worst_pct) == (10.0, 25.0)
 
 
+def test_the_run_set_meets_the_targets_out_of_sample(cv):
+    """Issue #30 Must-show 2: ≥ 40 runs, ≥ 4 families, ≥ 3 GPU generations; leave-one-family-out
+    median ≤ 10 % and worst ≤ 25 % in step time; every memory row within ±10 %."""
+    assert cv.runs >= 40 and len(cv.families) >= 4 and len(cv.generations) >= 3
+    assert cv.median_abs_error_pct <= cv.target_median_pct
+    assert cv.worst_abs_error_pct <= cv.target_worst_pct, cv.worst_run
+    assert cv.memory_within == len(cv.memory)
+
+
 A, B = "korthikanti2022/megatron/A100", "narayanan2021/megatron/A100"
 
 

@@ -23,18 +23,20 @@ from planner.specs.presets import get_preset
 
 
 def test_a_split_collective_exposes_its_first_chunk_and_each_chunks_excess():
-    # g = 4, k = 4, c = 2, η = 1: chunk 1 s waits; each of the other 3 hides behind 0.5 s
-    assert float(split_exposed(4.0, 2.0, 4, 1.0)) == pytest.approx(1.0 + 3 * 0.5, abs=1e-15)
-    assert float(split_exposed(4.0, 100.0, 4, 0.8)) == pytest.approx(1.0, abs=1e-15)
-    assert float(split_exposed(4.0, 100.0, 1, 1.0)) == 4.0    # one chunk: nothing runs beside
+    # g = 4, k = 4, c = 2, σ = 0: chunk 1 s waits; each of the other 3 exceeds its 0.5 s by 0.5
+    assert float(split_exposed(4.0, 2.0, 4, 0.0)) == pytest.approx(1.0 + 3 * 0.5, abs=1e-15)
+    # plenty of GEMM: the first chunk, and each other one slows the GEMM beside it by σ·1 s
+    assert float(split_exposed(4.0, 100.0, 4, 0.2)) == pytest.approx(1.0 + 3 * 0.2, abs=1e-15)
+    assert float(split_exposed(4.0, 100.0, 1, 0.2)) == 4.0    # one chunk: nothing runs beside
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.floats(0.0, 10.0), st.floats(0.0, 10.0), st.integers(1, 16), st.floats(0.0, 1.0))
-def test_split_exposure_lies_between_one_chunk_and_the_whole(g, c, k, eta):
-    e = float(split_exposed(g, c, k, eta))
+@given(st.floats(0.0, 10.0), st.floats(0.0, 10.0), st.integers(1, 16), st.floats(0.0, 0.99))
+def test_split_exposure_lies_between_one_chunk_and_the_whole(g, c, k, sigma):
+    e = float(split_exposed(g, c, k, sigma))
     assert g / k - 1e-12 <= e <= g + 1e-12
-    assert e >= float(split_exposed(g, c + 1.0, k, eta)) - 1e-12   # more GEMM hides more
+    assert e >= float(split_exposed(g, c + 1.0, k, sigma)) - 1e-12   # more GEMM hides more
+    assert e <= float(split_exposed(g, c, k, min(sigma + 0.01, 0.99))) + 1e-12  # more slowdown
 
 
 def _time(tp_overlap: bool, sp: bool):

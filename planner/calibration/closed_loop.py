@@ -90,9 +90,9 @@ def calibrate_evidence(evidence: list[Evidence], hw: HardwareProfile,
     if run is not None and rates and not any(k.startswith("efficiency.") for k in values):
         for key in [key for key in FITTABLE if key.startswith("efficiency.")]:
             unchanged[key] = "not fitted: no compute factor within the caps reaches the measurement"
-    unchanged["efficiency.overlap_efficiency"] = (
-        "not identified: a trace shows how much communication ran under compute (dtplan "
-        "compare), which bounds the overlap capacity but does not measure it")
+    unchanged["efficiency.overlap_slowdown"] = (
+        "not fitted: it needs the same compute kernels timed alone and beside a collective, "
+        "which a step's trace does not pair up")
     return Calibration(base=hw.name, fits=fits, values=values, unchanged=unchanged, notes=notes)
 
 

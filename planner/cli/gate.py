@@ -9,7 +9,7 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from planner.cli import options as o
-from planner.cli.knob_options import (MicroBatchOverride, PpCheck, PrecisionOverride,
+from planner.cli.knob_options import (EpCheck, MicroBatchOverride, PpCheck, PrecisionOverride,
                                       RecomputeOverride, TpCheck)
 from planner.cli.options import GateFormat, switch
 from planner.cli.root import EXIT_OK, LAYOUT, OUTPUT, command
@@ -67,6 +67,7 @@ def check_cmd(
         rich_help_panel=LAYOUT)] = None,
     tp: TpCheck = None,
     pp: PpCheck = None,
+    ep: EpCheck = None,
     recompute: RecomputeOverride = None,
     precision: PrecisionOverride = None,
     fmt: o.FmtCheck = GateFormat.table,
@@ -88,7 +89,7 @@ def check_cmd(
         raise InputError(named[1], f"give one of --model, --model-config and --params, not "
                          f"{' and '.join(named)}")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                    model=model_config or model, params=params, seq_len=seq_len, tp=tp, pp=pp, strict=strict,
+                    model=model_config or model, params=params, seq_len=seq_len, tp=tp, pp=pp, ep=ep, strict=strict,
                     micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                     precision=precision)
     verdict = check_paths(files, CheckOptions(**opts))
@@ -118,7 +119,7 @@ def _params(text: str) -> float:
 def _options(**given: Any) -> dict:
     """check's options, each checked against what it allows (every bad one reported at once)."""
     found = Problems()
-    for name in ("gpus", "seq_len", "tp", "pp", "micro_batch", "global_batch"):
+    for name in ("gpus", "seq_len", "tp", "pp", "ep", "micro_batch", "global_batch"):
         if given[name] is not None:
             found.run(v.positive_int, "--" + name.replace("_", "-"), given[name],
                       upper=v.MAX_SEQ_LEN if name == "seq_len" else v.MAX_GLOBAL_BATCH

@@ -67,6 +67,8 @@ TpCheck = knob_option(KNOB["tp"], "tensor parallel (DeepSpeed configs do not rec
                                   "default 1)")
 PpCheck = knob_option(KNOB["pp"], "pipeline parallel (DeepSpeed configs do not record it; "
                                   "default 1)")
+EpCheck = knob_option(KNOB["ep"], "expert parallel (DeepSpeed-MoE sets it in the model code, "
+                                  "not the config; default 1)")
 
 
 def _override(name: str, kind: Any, metavar: str) -> Any:

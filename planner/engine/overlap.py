@@ -3,26 +3,30 @@
 Sharded data parallel (ZeRO-3 / FSDP): each unit (layer) is all-gathered before its compute;
 with prefetch the gather of unit i+1 runs on its own stream beside unit i's compute. In steady
 state a pass over L units takes L·max(c, g) plus the first gather, which nothing hides (Zhao et
-al. 2023, PyTorch FSDP, Sec. 3: prefetching and the rate limiter): exposed = L·max(0, g − η·c) + g. With
+al. 2023, PyTorch FSDP, Sec. 3: prefetching and the rate limiter): exposed = L·beside(g, c) + g. With
 no prefetch (blocking gathers, depth 0) every gather is exposed: L·g. In backward the unit's
 gather (when re-gathered) and the previous unit's gradient reduce-scatter share the links, so
-c_bwd hides g + r per unit and the last reduce-scatter, after the final layer, is exposed.
+c_bwd runs beside g + r per unit and the last reduce-scatter, after the final layer, is exposed.
 
 Bucketed gradient reduction (DDP, ZeRO-1/2, Megatron's distributed optimizer): bucket j's
 reduction can run only once its gradients exist; the stream starts a bucket into the backward
-and must carry D of traffic by the backward's end. Exposed = max(D/n_b, D − η·B·(1 − 1/n_b)),
-the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2: gradient bucketing and overlap). Without overlap
+and must carry D of traffic by the backward's end. Exposed = D/n_b + beside(D·(1 − 1/n_b),
+B·(1 − 1/n_b)), the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2: gradient bucketing and overlap). Without overlap
 (DeepSpeed ZeRO-1/2 default, or Megatron 2021) the whole D is exposed.
 
-η is the share of compute time a concurrent collective can use without slowing the GEMMs it
-runs beside (the GPU profile's overlap_efficiency).
+Every overlapped collective slows the compute it runs beside: its kernels hold SMs and HBM
+bandwidth, so compute c beside communication a lasts max(c + σ·a, a), exposing max(σ·a, a − c)
+of a (beside, one law for every overlap below). σ is the GPU profile's overlap_slowdown:
+compute slows 18.9% on average while a collective runs beside it (Lee et al. 2025, arXiv
+2507.03114, GPT and Llama layers on A100, H100, MI250, MI210), and, for DeepEP-style kernels
+that hold a fixed SM count, the profile's comm_sm_fraction.
 
 Paired forward and backward chunks (DualPipe, DualPipeV, Megatron-Core's combined 1F1B): the
 forward chunk of one micro-batch runs beside the backward chunk of another, so each one's
 all-to-alls (and DualPipe's PP sends) run under the other's compute (DeepSeek-V3 report
 §3.2.1). While the communication kernels run they hold σ of the SMs (§3.2.2: 20 of H800's
 132), so compute c runs at 1 − σ for the a seconds they take: the pair lasts
-T = max(c + σ·a, a), exposing max(σ·a, a − c) of a (paired_exposed).
+T = max(c + σ·a, a) as above (paired_exposed).
 
 Chunked TP collectives (Transformer Engine userbuffers, --tp-comm-overlap): each collective
 split in k chunks, chunk i's transfer beside GEMM chunk i − 1 (split_exposed).
@@ -35,50 +39,56 @@ import numpy as np
 from planner.engine.arrays import Num, out
 
 
+def beside(comm: Num, compute: Num, slowdown: Num) -> Num:
+    """Exposed time of communication a run beside compute c that it slows by σ while it runs:
+    max(σ·a, a − c); the pair lasts c + that, never less than either (the module's law)."""
+    a = np.asarray(comm, dtype=float)
+    return out(np.maximum(np.asarray(slowdown, dtype=float) * a, a - np.asarray(compute, dtype=float)))
+
+
 def layerwise_exposed(comm_per_unit: Num, compute_per_unit: Num, units: Num,
-                      prefetch_depth: Num = 1, hide: Num = 1.0) -> Num:
+                      prefetch_depth: Num = 1, slowdown: Num = 0.0) -> Num:
     """Exposed time of per-unit collectives over a pass of `units` units:
-    depth ≥ 1: units·max(0, g − η·c) + g; depth 0: units·g."""
+    depth ≥ 1: units·beside(g, c) + g (the first gather waits); depth 0: units·g."""
     g = np.asarray(comm_per_unit, dtype=float)
-    c = np.asarray(compute_per_unit, dtype=float)
     n = np.asarray(units, dtype=float)
-    pre = n * np.maximum(g - np.asarray(hide, dtype=float) * c, 0.0) + g
+    pre = n * np.asarray(beside(g, compute_per_unit, slowdown)) + g
     return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * g), n * g))
 
 
-def split_exposed(comm: Num, compute: Num, splits: Num, hide: Num = 1.0) -> Num:
+def split_exposed(comm: Num, compute: Num, splits: Num, slowdown: Num = 0.0) -> Num:
     """Exposed time of a collective split into k chunks, each run beside one chunk of the GEMM
     it feeds or drains (Transformer Engine userbuffers: ring-exchange all-gathers in TP-size
     chunks, pipelined reduce-scatters in 4, NVIDIA/TransformerEngine v2.9 transformer_engine/
-    pytorch/module/base.py:302-339): the first chunk waits, the other k − 1 hide behind η·c/k
-    each: g/k + (k − 1)·max(0, g/k − η·c/k), between g/k and g."""
+    pytorch/module/base.py:302-339): the first chunk waits, the other k − 1 run beside c/k
+    each: g/k + (k − 1)·beside(g/k, c/k), between g/k and g."""
     k = np.maximum(np.asarray(splits, dtype=float), 1.0)
     g = np.asarray(comm, dtype=float) / k
     c = np.asarray(compute, dtype=float) / k
-    return out(g + (k - 1.0) * np.maximum(g - np.asarray(hide, dtype=float) * c, 0.0))
+    return out(g + (k - 1.0) * np.asarray(beside(g, c, slowdown)))
 
 
 def backward_exposed(gather_per_unit: Num, reduce_per_unit: Num, compute_per_unit: Num,
-                     units: Num, prefetch_depth: Num = 1, hide: Num = 1.0) -> Num:
-    """Backward of a sharded pass: per unit, c_bwd hides its re-gather g (0 if not re-gathered)
-    and the reduce-scatter r of the unit after it; the last r runs after the backward:
-    units·max(0, g + r − η·c) + g + r (depth 0: units·(g + r))."""
-    g = np.asarray(gather_per_unit, dtype=float)
-    r = np.asarray(reduce_per_unit, dtype=float)
-    c = np.asarray(compute_per_unit, dtype=float)
+                     units: Num, prefetch_depth: Num = 1, slowdown: Num = 0.0) -> Num:
+    """Backward of a sharded pass: per unit, c_bwd runs beside its re-gather g (0 if not
+    re-gathered) and the reduce-scatter r of the unit after it; the last r runs after the
+    backward: units·beside(g + r, c) + g + r (depth 0: units·(g + r))."""
+    gr = np.asarray(gather_per_unit, dtype=float) + np.asarray(reduce_per_unit, dtype=float)
     n = np.asarray(units, dtype=float)
-    pre = n * np.maximum(g + r - np.asarray(hide, dtype=float) * c, 0.0) + g + r
-    return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * (g + r)),
-                        n * (g + r)))
+    pre = n * np.asarray(beside(gr, compute_per_unit, slowdown)) + gr
+    return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * gr), n * gr))
 
 
 def bucketed_exposed(comm_total: Num, backward_compute: Num, buckets: Num, overlap: Num = True,
-                     hide: Num = 1.0) -> Num:
-    """Exposed gradient reduction: max(D/n_b, D − η·B·(1 − 1/n_b)) when overlapped, D if not."""
+                     slowdown: Num = 0.0) -> Num:
+    """Exposed gradient reduction: the last bucket D/n_b after the backward, the others beside
+    the backward left once the first is ready, B·(1 − 1/n_b): D/n_b + beside(D·(1 − 1/n_b),
+    B·(1 − 1/n_b)) when overlapped (at most D), D if not."""
     d = np.asarray(comm_total, dtype=float)
     nb = np.maximum(np.asarray(buckets, dtype=float), 1.0)
-    hidden = np.asarray(hide, dtype=float) * np.asarray(backward_compute, dtype=float) * (1 - 1 / nb)
-    ov = np.maximum(d / nb, d - hidden)
+    rest = 1 - 1 / nb
+    ov = d / nb + np.asarray(beside(d * rest, np.asarray(backward_compute, dtype=float) * rest,
+                                    slowdown))
     return out(np.where(np.asarray(overlap, dtype=bool), np.minimum(ov, d), d))
 
 
@@ -104,5 +114,4 @@ def paired_exposed(comm: Num, compute: Num, paired_share: Num, sm_share: Num) ->
     never below the compute alone (c + max(σ·a, a − c) ≥ c)."""
     a = np.asarray(comm, dtype=float)
     f = np.clip(np.asarray(paired_share, dtype=float), 0.0, 1.0)
-    pair = np.maximum(np.asarray(sm_share, dtype=float) * a, a - np.asarray(compute, dtype=float))
-    return out((1.0 - f) * a + f * np.clip(pair, 0.0, a))
+    return out((1.0 - f) * a + f * np.clip(np.asarray(beside(a, compute, sm_share)), 0.0, a))

@@ -184,7 +184,7 @@ def hsdp_replica_time(unit_params: Num, reduce_bytes: Num, shard: Num, n: Num, s
 def zero3_time_per_micro_batch(gather: Num, reduce: Num, edge_gather: Num, edge_reduce: Num,
                                layer_fwd: Num, layer_bwd: Num, units: Num, regathers: Num,
                                once: Num, micro_batches: Num, prefetch_depth: Num,
-                               hide: Num) -> tuple[Num, Num]:
+                               slowdown: Num) -> tuple[Num, Num]:
     """(communication, exposed) of ZeRO-3 per micro-batch over `units` layers: each layer's
     gather g hidden behind its forward as far as the prefetch reaches (overlap.
     layerwise_exposed), again `regathers` times in backward with the reduce-scatter r
@@ -194,10 +194,10 @@ def zero3_time_per_micro_batch(gather: Num, reduce: Num, edge_gather: Num, edge_
     g, r = gather, reduce
     g_b = g * regathers
     share = np.where(once, 1.0 / np.maximum(micro_batches, 1.0), 1.0)
-    fwd = share * (ov.layerwise_exposed(g, layer_fwd, units, prefetch_depth, hide) + edge_gather)
-    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, layer_bwd, units, prefetch_depth, hide)
+    fwd = share * (ov.layerwise_exposed(g, layer_fwd, units, prefetch_depth, slowdown) + edge_gather)
+    bwd = np.where(once, ov.backward_exposed(g_b, 0.0, layer_bwd, units, prefetch_depth, slowdown)
                    + share * (units * r + edge_reduce),
-                   ov.backward_exposed(g_b, r, layer_bwd, units, prefetch_depth, hide)
+                   ov.backward_exposed(g_b, r, layer_bwd, units, prefetch_depth, slowdown)
                    + edge_reduce)
     total = units * (share * (g + r) + g_b) + share * (edge_gather + edge_reduce)
     return total, fwd + bwd
@@ -217,7 +217,7 @@ def dp_reduction_times(grad_bytes: Num, param_gather_bytes: Num, sharded: Num, n
 
 
 def dp_time_per_step(reduction: Num, gather: Num, buckets: Num, times: Num, overlap: Num,
-                     backward: Num, forward: Num, hide: Num,
+                     backward: Num, forward: Num, slowdown: Num,
                      last_buckets: Num | None = None) -> tuple[Num, Num]:
     """(communication, exposed) of the DP reduction per step: the reduction run `times` times
     (ZeRO-2 reduce-scatters every micro-batch) bucketed behind the backward, the gather behind
@@ -226,16 +226,9 @@ def dp_time_per_step(reduction: Num, gather: Num, buckets: Num, times: Num, over
     embedding, overlap.bucket_count); it prices the gather and a once-per-step reduction."""
     last = buckets if last_buckets is None else last_buckets
     once = np.where(np.asarray(times) > 1, buckets, last)
-    exp = (times * ov.bucketed_exposed(reduction, backward, once, overlap, hide)
-           + ov.bucketed_exposed(gather, forward, last, overlap, hide))
+    exp = (times * ov.bucketed_exposed(reduction, backward, once, overlap, slowdown)
+           + ov.bucketed_exposed(gather, forward, last, overlap, slowdown))
     return times * reduction + gather, exp
-
-
-def exposed(comm_time: Num, hiding_compute: Num, floor_fraction: Num = 0.0) -> Num:
-    """Communication left on the critical path when it overlaps `hiding_compute`:
-    max(comm − compute, floor × comm)."""
-    c = np.asarray(comm_time, dtype=float)
-    return out(np.maximum(c - hiding_compute, floor_fraction * c))
 
 
 def pipeline_step_time(micro_batch_time: Num, micro_batches: Num, stages: Num,

@@ -289,7 +289,7 @@ def _sharded(p: Problem, z: _Zero3Rows) -> tuple[np.ndarray, np.ndarray]:
     once = (z.pp > 1) & p.fw.shards_once_per_step_under_pp()
     total, exposed = st.zero3_time_per_micro_batch(
         z.g, z.r, z.g_e, z.r_e, z.layer_fwd, z.layer_bwd, z.n_layers, regather + again, once,
-        z.micro_batches, fw.prefetch_depth, eff.overlap_efficiency)
+        z.micro_batches, fw.prefetch_depth, eff.overlap_slowdown)
     on = z.zero >= 3
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
@@ -332,7 +332,7 @@ def _reduction(p: Problem, c: Candidates, x: Shape, comp: Compute, coll: dict[st
     overlap = np.where(c.zero >= 3, fw.overlaps_grad_reduce(3), fw.overlaps_grad_reduce(1))
     total, exposed = st.dp_time_per_step(coll["red"], coll["gather"], coll["buckets"], times,
                                          overlap, n_layers * comp.layer_bwd, n_layers *
-                                         comp.layer_fwd, eff.overlap_efficiency, coll["last"])
+                                         comp.layer_fwd, eff.overlap_slowdown, coll["last"])
     on = ((n > 1) | ((x.expert_dp > 1) & p.model.is_moe)) & (c.zero < 3)
     return np.where(on, total, 0.0), np.where(on, exposed, 0.0)
 
@@ -395,6 +395,6 @@ def axis_terms(p: Problem, c: Candidates, x: Shape, comp: Compute, n_layers: np.
     ep_exp, pp_exp = paired.exposed_ep_pp(p, c, x, comp.per_micro_batch, axes["ep"], axes["pp"])
     return dict(tp=axes["tp"], tp_exposed=tpo.tp_exposed(p, c.sp, x.tp, comp.layer_linear,
                                                          axes["tp"], n_layers), cp=axes["cp"],
-                cp_exposed=array(st.exposed(axes["cp"], eff.overlap_efficiency * n_layers * 3.0
-                                            * comp.attn_fwd)),
+                cp_exposed=array(ov.beside(axes["cp"], n_layers * 3.0 * comp.attn_fwd,
+                                           eff.overlap_slowdown)),
                 ep=axes["ep"], ep_exposed=ep_exp, pp=axes["pp"], pp_exposed=pp_exp)

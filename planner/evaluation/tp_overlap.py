@@ -25,7 +25,7 @@ def tp_exposed(p: Problem, sp: np.ndarray, tp_size: np.ndarray, layer_linear: np
     layers. Off (or without SP): tp_exposed_fraction × tp. On: per layer, the all-gathers (half
     the traffic) beside half the layer's linear GEMM seconds in TP-size chunks and the
     reduce-scatters (the other half) beside the other half in tp_overlap_rs_splits chunks,
-    each by engine.overlap.split_exposed (η: the profile's overlap_efficiency); never above
+    each by engine.overlap.split_exposed (σ: the profile's overlap_slowdown); never above
     the plain figure."""
     eff, fw = p.hardware.efficiency, p.fw.time
     plain = eff.tp_exposed_fraction * np.asarray(tp, dtype=float)
@@ -35,6 +35,6 @@ def tp_exposed(p: Problem, sp: np.ndarray, tp_size: np.ndarray, layer_linear: np
     g = np.asarray(tp, dtype=float) / layers / 2.0
     hide = np.asarray(layer_linear, dtype=float) / 2.0
     rs = np.where(fw.tp_overlap_rs_splits > 0, fw.tp_overlap_rs_splits, tp_size)
-    chunked = layers * (np.asarray(ov.split_exposed(g, hide, tp_size, eff.overlap_efficiency))
-                        + np.asarray(ov.split_exposed(g, hide, rs, eff.overlap_efficiency)))
+    chunked = layers * (np.asarray(ov.split_exposed(g, hide, tp_size, eff.overlap_slowdown))
+                        + np.asarray(ov.split_exposed(g, hide, rs, eff.overlap_slowdown)))
     return np.where(np.asarray(sp) > 0, np.minimum(chunked, plain), plain)

@@ -46,7 +46,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     assert model is not None and hw is not None and keys is not None and state is not None
     tbs, mbs, gas = keys
     precision, precision_rule = state
-    tp, pp = opts.tp or 1, opts.pp or 1
+    tp, pp, ep = opts.tp or 1, opts.pp or 1, opts.ep or 1
     ulysses = o.int("sequence_parallel_size", 1)
     model_par = tp * pp * ulysses
     if gpus % model_par:
@@ -111,7 +111,7 @@ def read_deepspeed(where: str, data: Any, opts: CheckOptions) -> Job:
     elif recompute == "full":
         notes.append("activation_checkpointing present: assuming full recompute of every layer "
                      "(the block configures deepspeed.checkpointing; the model code switches it on)")
-    layout = Layout(tp=tp, pp=pp, dp=dp, zero=stage, micro_batch=max(1, mbs),
+    layout = Layout(tp=tp, pp=pp, dp=dp, ep=ep, zero=stage, micro_batch=max(1, mbs),
                     recompute=recompute, offload_optimizer=off_opt, offload_params=off_par,
                     precision=precision, optimizer=optimizer)
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq_len,
@@ -310,6 +310,6 @@ def to_deepspeed(inp: Job) -> Export:
     if lay.ep > 1:
         notes.append(f"EP {lay.ep}: DeepSpeed-MoE sets ep_size in the model code")
     check = ["--gpus", str(inp.gpus), "--seq-len", str(inp.seq_len), "--tp", str(lay.tp),
-             "--pp", str(lay.pp)]
+             "--pp", str(lay.pp), *(["--ep", str(lay.ep)] if lay.ep > 1 else [])]
     notes.insert(0, f"written for {DEEPSPEED_TARGET} (its current keys; JSON has no comments)")
     return Export("deepspeed", json.dumps(cfg, indent=2) + "\n", notes, check)

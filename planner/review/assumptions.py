@@ -27,7 +27,7 @@ EFFICIENCY_LABELS = {
     "matmul_half_tokens": "GEMM half-efficiency tokens per micro-batch",
     "memory_passes": "memory-bound passes over activations per layer",
     "tp_exposed_fraction": "share of TP communication not hidden",
-    "overlap_efficiency": "share of compute that overlapped collectives hide behind"}
+    "overlap_slowdown": "compute slowdown beside an overlapped collective"}
 
 
 def constant_rows(hw: HardwareProfile, fw: FrameworkProfile) -> list[list[str]]:

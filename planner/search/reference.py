@@ -112,17 +112,19 @@ def _expert_degrees(p: Problem, space: SearchSpace, folded: int) -> list[int]:
             if folded % e == 0 and (e == 1 or p.fw.time.expert_parallel)]
 
 
-def state_choices(space: SearchSpace, dp_cp: int, hybrid: bool = True,
-                  paged: bool = False) -> Iterator[tuple[int, int | None, str, str]]:
+def state_choices(space: SearchSpace, dp_cp: int, hybrid: bool = True, paged: bool = False,
+                  stages: tuple[int, ...] = (0, 1, 2, 3)
+                  ) -> Iterator[tuple[int, int | None, str, str]]:
     """(ZeRO stage, shard group, optimizer offload, parameter offload): ZeRO 0-3 where there is a
     data-parallel group; under ZeRO ≥ 1 every hybrid-shard group strictly inside it; offload of
     the optimizer (ZeRO ≥ 1) and of the parameters too (ZeRO-3) when asked. Without a
     data-parallel group, when asked, ZeRO-2 with the optimizer offloaded (ZeRO-Offload) and
     ZeRO-3 with the parameters too (ZeRO-Infinity). A `paged` optimizer pages its states to the
-    host at ZeRO-0 too."""
+    host at ZeRO-0 too. Only the framework's `stages` (unless the space fixes one)."""
     alone = space.zero is None and dp_cp == 1
-    zeros = [space.zero] if space.zero is not None else (
-        [0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+    zeros = [space.zero] if space.zero is not None else [
+        z for z in ([0, 1, 2, 3] if dp_cp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+        if z in stages]   # the framework's zero_stages
     for zero in zeros:
         groups = [None] + ([g for g in divisors(dp_cp) if 1 < g < dp_cp]
                            if zero >= 1 and hybrid else [])   # the framework's hybrid_sharding
@@ -204,7 +206,8 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
     """Every layout's knobs but its recompute, in the fast search's order."""
     for tp, cp, pp, dp, ep in splits(p, space):
         for zero, group, opt, par in state_choices(space, dp * cp, p.fw.time.hybrid_sharding,
-                                                   p.optimizer in PAGED_STATES):
+                                                   p.optimizer in PAGED_STATES,
+                                                   p.fw.time.zero_stages):
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
                     for first, last in stage_choices(p, pp, chunks):

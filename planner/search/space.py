@@ -14,7 +14,8 @@ Not crossed, because they cannot change the cost: sequence parallel at TP 1, ZeR
 without a data-parallel group, interleaving without PP, EP on a dense model. Not crossed,
 because the framework does not run them (its profile): a pipeline schedule outside
 pipeline_schedules (PP at all where the list is empty), selective recompute where
-selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false.
+selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false,
+a ZeRO stage outside zero_stages.
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
@@ -164,8 +165,9 @@ def _states(p: Problem, space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
     """(ZeRO, shard group, offload optimizer, offload params) rows for one DP·CP."""
     hybrid, paged = p.fw.time.hybrid_sharding, p.optimizer in PAGED_STATES
     alone = space.zero is None and dpcp == 1   # no data-parallel group: ZeRO only to offload
-    zeros = [space.zero] if space.zero is not None else (
-        [0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+    zeros = [space.zero] if space.zero is not None else [
+        z for z in ([0, 1, 2, 3] if dpcp > 1 else [0] + ([2, 3] if space.allow_offload else []))
+        if z in p.fw.time.zero_stages]
     rows = []
     for z in zeros:
         shards = [0] + ([g for g in divisors(dpcp) if 1 < g < dpcp] if z >= 1 and hybrid else [])

@@ -92,6 +92,9 @@ class TimeBehaviour:
     max_zero_under_pp: Annotated[int, Field(
         ge=0, le=3, description="highest ZeRO stage the framework runs together with "
                                 "pipeline parallelism")] = 3
+    zero_stages: Annotated[tuple[Literal[0, 1, 2, 3], ...], Field(
+        min_length=1, description="ZeRO stages the framework implements; the search offers no "
+                                  "other (a stage given explicitly stays a what-if)")] = (0, 1, 2, 3)
     hybrid_sharding: Annotated[bool, Field(
         description="ZeRO / FSDP shard groups smaller than DP × CP (HSDP: replicas of a "
                     "sharded group) are implemented")] = True
@@ -202,7 +205,9 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
     provenance = _unwrap_time(raw, text, where)
     if trusted:   # taken as given; TOML's arrays are the record's tuples
         time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"]),
-                "ep_overlap": tuple(raw["time"].get("ep_overlap", ()))}
+                "ep_overlap": tuple(raw["time"].get("ep_overlap", ())),
+                **({"zero_stages": tuple(raw["time"]["zero_stages"])}
+                   if "zero_stages" in raw["time"] else {})}
         return FrameworkProfile(**{**raw, "aliases": tuple(raw.get("aliases", ())),
                                    "source_file": where, "time": TimeBehaviour(**time),
                                    "provenance": provenance,

@@ -33,6 +33,8 @@ def capabilities(fw: FrameworkProfile) -> str:
               + f", ZeRO ≤ {t.max_zero_under_pp} with PP")
     else:
         pp = "no pipeline parallel"
+    if len(t.zero_stages) < 4:
+        pp += f"; ZeRO stages {', '.join(map(str, t.zero_stages))} only"
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
     ep = "no expert parallel (experts replicated)"
     if t.expert_parallel:

@@ -61,7 +61,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "storage": {"write_gbps": (_POS, True), "read_gbps": (_POS, True)},
     "efficiency": {"matmul_half_hidden": (_POS, False), "matmul_half_tokens": (_POS, False),
                    "memory_passes": (_NONNEG, False), "tp_exposed_fraction": (_FRAC, False),
-                   "overlap_efficiency": (_FRAC, False),
+                   "overlap_slowdown": (_FRAC, False),
                    "comm_sm_fraction": (_FRAC, False),
                    "sustained_matmul_fraction": (_FRAC, False),
                    "flash_attention_fraction": (_FRAC, False),

@@ -67,6 +67,7 @@ class CheckOptions:
     seq_len: int | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
     strict: bool = False
     micro_batch: int | None = None     # --micro-batch
     global_batch: int | None = None    # --global-batch (sequences per optimizer step)

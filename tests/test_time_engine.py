@@ -82,6 +82,20 @@ def test_less_compute_never_hides_more(g, c, n, shrink):
     assert e <= n * g + 1e-15
 
 
+@settings(max_examples=150, deadline=None)
+@given(a=st.floats(0, 10), c=st.floats(0, 10), sigma=st.floats(0, 0.99), more=st.floats(0, 5))
+def test_a_collective_beside_compute_costs_its_slowdown_or_its_excess(a, c, sigma, more):
+    """The overlap law (overlap.beside, Lee et al. 2025's compute slowdown): the pair lasts
+    max(c + σ·a, a), so the exposure lies in [σ·a, a], never grows with more compute, never
+    shrinks with more slowdown, and with no slowdown is the plain excess max(0, a − c)."""
+    e = float(overlap.beside(a, c, sigma))
+    assert sigma * a - 1e-12 <= e <= a + 1e-12
+    assert c + e == pytest.approx(max(c + sigma * a, a), abs=1e-9)
+    assert float(overlap.beside(a, c + more, sigma)) <= e + 1e-12
+    assert float(overlap.beside(a, c, min(sigma + 0.01, 0.99))) >= e - 1e-12
+    assert float(overlap.beside(a, c, 0.0)) == pytest.approx(max(0.0, a - c), abs=1e-12)
+
+
 # ---- schedules ---------------------------------------------------------------------------------
 
 

@@ -43,7 +43,8 @@ def beside(comm: Num, compute: Num, slowdown: Num) -> Num:
     """Exposed time of communication a run beside compute c that it slows by σ while it runs:
     max(σ·a, a − c); the pair lasts c + that, never less than either (the module's law)."""
     a = np.asarray(comm, dtype=float)
-    return out(np.maximum(np.asarray(slowdown, dtype=float) * a, a - np.asarray(compute, dtype=float)))
+    return out(np.maximum(np.asarray(slowdown, dtype=float) * a,
+                          a - np.asarray(compute, dtype=float)))
 
 
 def layerwise_exposed(comm_per_unit: Num, compute_per_unit: Num, units: Num,

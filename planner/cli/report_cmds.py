@@ -170,7 +170,7 @@ def export_cmd(
     """Write an engine config (DeepSpeed JSON, Megatron-LM launch flags, torchtitan 0.3 command
     line or v0.2 TOML, Accelerate YAML) for a plan's layout or the search's winner; `dtplan
     check` reads it back to the same verdict."""
-    from planner.framework_configs import TARGETS, TITAN_VERSIONS, export
+    from planner.framework_configs import TARGETS, TITAN_VERSIONS, as_run, export
     from planner.gate.check import evaluate_inputs
 
     if to not in TARGETS:
@@ -196,7 +196,7 @@ def export_cmd(
 
     from planner.specs.framework import load_framework
     fw = load_framework("fsdp" if to == "accelerate" else to)
-    inp = replace(inp, framework=fw)
+    inp = as_run(replace(inp, framework=fw), fw)
     failed = [r.name for r in evaluate_inputs(inp, source).rules if r.status == "fail"]
     if failed and not allow_failing:
         sys.stderr.write(f"dtplan: error: the plan fails {', '.join(failed)} under the {fw.name} "

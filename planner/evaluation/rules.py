@@ -200,6 +200,18 @@ def _shard_group(lay: Layout) -> int:
     return lay.shard_degree if lay.shard_group else lay.dp * lay.cp
 
 
+def _sharding_measure(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
+    """(value, allowed) of sharding-valid: the stage where the framework does not run it (with
+    a data-parallel group), else the shard group."""
+    stages = p.fw.time.zero_stages
+    if lay.dp * lay.cp > 1 and lay.zero not in stages:
+        return (f"ZeRO {lay.zero}", f"ZeRO {', '.join(map(str, stages))} ({p.fw.name} "
+                                    f"has no ZeRO-{lay.zero})")
+    return (f"shard group {_shard_group(lay)}",
+            f"divides {lay.dp * lay.cp}" if p.fw.time.hybrid_sharding
+            else f"none: {p.fw.name} has no hybrid sharding")
+
+
 RULES: tuple[RuleSpec, ...] = (
     RuleSpec("world-size", lambda p, c, m: c.dp * c.tp * c.pp * c.cp == p.gpus,
              "DP × TP × PP × CP must equal the GPU count",
@@ -300,13 +312,14 @@ RULES: tuple[RuleSpec, ...] = (
                    "parallelism.expert_parallel_degree"),
              reads=("etp",)),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
-             & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True),
-             "the ZeRO shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a "
-             "framework that runs it: the profile's hybrid_sharding)",
-             lambda p, lay, f: (f"shard group {_shard_group(lay)}",
-                                f"divides {lay.dp * lay.cp}" if p.fw.time.hybrid_sharding
-                                else f"none: {p.fw.name} has no hybrid sharding"),
-             _keys("layout.shard_group", "--use-distributed-optimizer",
+             & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True)
+             & ((_dpcp(c) == 1) | np.isin(c.zero, p.fw.time.zero_stages)),
+             "the ZeRO stage must be one the framework runs (its profile's zero_stages) and its "
+             "shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a framework "
+             "that runs it: the profile's hybrid_sharding)",
+             _sharding_measure,
+             _keys(lambda lay: "layout.shard_group" if lay.shard_group else "layout.zero",
+                   "--use-distributed-optimizer",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
     RuleSpec("offload-valid", _offload,

@@ -12,12 +12,13 @@ refused with one line naming it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from planner.errors import InputError
 from planner.framework_configs import peft
 from planner.specs.finetune import Tuning
-from planner.specs.framework import framework_names, load_framework
+from planner.specs.framework import FrameworkProfile, framework_names, load_framework
 from planner.specs.job import CheckOptions, Job
 from planner.framework_configs.accelerate import to_accelerate
 from planner.framework_configs.common import (ENGINES, TARGETS, Export, cli_model, detect,
@@ -76,6 +77,18 @@ def export(target: str, inp: Job, torchtitan_version: str = TITAN_DEFAULT) -> Ex
     return written
 
 
-__all__ = ["ENGINES", "TARGETS", "TITAN_DEFAULT", "TITAN_VERSIONS", "Export", "cli_model", "detect",
-           "export", "given_model", "load_any",
+def as_run(inp: Job, fw: FrameworkProfile) -> Job:
+    """The job as the target framework runs what its config says: a ZeRO stage the framework
+    does not implement becomes the next one it does, as the writers write it (FSDP has no
+    ZeRO-1: SHARD_GRAD_OP, common._sharding), so the export is judged as `dtplan check` of the
+    written file judges it."""
+    lay = inp.layout
+    up = min((z for z in fw.time.zero_stages if z > lay.zero), default=None)
+    if lay.dp * lay.cp == 1 or lay.zero in fw.time.zero_stages or up is None:
+        return inp
+    return replace(inp, layout=replace(lay, zero=up), framework=fw)
+
+
+__all__ = ["ENGINES", "TARGETS", "TITAN_DEFAULT", "TITAN_VERSIONS", "Export", "as_run", "cli_model",
+           "detect", "export", "given_model", "load_any",
            "parse_megatron_args", "read_engine"]

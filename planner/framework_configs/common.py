@@ -239,7 +239,8 @@ def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
         notes.append("ZeRO-0 with TP/PP/CP: DDP cannot combine with other parallelism in "
                      f"{target}; exported as FSDP without resharding (ZeRO-2-like, less memory)")
     if lay.zero == 1:
-        notes.append("FSDP has no ZeRO-1: exported as SHARD_GRAD_OP (ZeRO-2, less memory)")
+        notes.append("FSDP has no ZeRO-1: exported as SHARD_GRAD_OP (ZeRO-2, gradients sharded "
+                     "too; `dtplan check` of the written file prices it)")
     shard = lay.shard_group or lay.dp
     if lay.dp % shard:   # a device mesh of replicate × shard: whole replicas of the group
         raise _unsupported(target, f"a shard group of {shard} in DP {lay.dp} (replicas of the "

@@ -26,7 +26,7 @@ EXPECTED = {
                  "ZeRO ≤ 1 with PP; "
                  "no ring context parallel; expert parallel; no selective recompute (none or "
                  "full only).",
-    "fsdp": "no pipeline parallel; ZeRO stages 0, 2, 3 only; ring context parallel; no expert parallel (experts "
+    "fsdp": "no pipeline parallel; ring context parallel; no expert parallel (experts "
             "replicated); no selective recompute (none or full only).",
 }
 

@@ -190,7 +190,8 @@ def test_megatron_core_builds_each_export_to_the_plans_sizes(mc, name):
                                                                           lay.ep)
     assert (vpp or 1) == lay.chunks and tc.sequence_parallel == lay.sequence_parallel
     if lay.pp > 1 and lay.schedule != "interleaved":
-        first, _, last = stage_layers(job.model.layers, lay.pp)
+        first, _, last = stage_layers(job.model.layers, lay.pp, 1, lay.first_stage_layers or 0,
+                                      lay.last_stage_layers or 0)   # the split fit chose
         assert (tc.num_layers_in_first_pipeline_stage or first,
                 tc.num_layers_in_last_pipeline_stage or last) == (first, last)
     if lay.recompute == "full" and lay.recompute_layers is not None:

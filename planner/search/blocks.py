@@ -26,6 +26,7 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
 from planner.evaluation.rules import RULE_NAMES, RULES, Predicate
+from planner.search.grid import passing_grid
 from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, block_ends, empty, product,
                     recomputes, split_table)
 
@@ -146,6 +147,7 @@ def rule_runs() -> tuple[Run, ...]:
 
 
 RUNS = rule_runs()
+GRID_RUNS = tuple((run.reads, run.rules) for run in RUNS)  # as grid.passing_grid reads them
 # The structural rules' predicates by index into RULES (fits-in-memory has none).
 PREDICATES: dict[int, Predicate] = {i: r.predicate for i, r in enumerate(RULES)
                                     if r.predicate is not None}
@@ -298,12 +300,17 @@ def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
                 continue
             found: list[np.ndarray] = []  # which layouts pass
             positions: dict[str, np.ndarray] = {}
-            if passing:
-                def passes(owner: np.ndarray, at: dict[str, np.ndarray],
-                           live: np.ndarray = live) -> np.ndarray:
+            grid = passing_grid(p, s, live, GRID_RUNS, passes) if passing else None
+            if grid is not None:
+                lay, mask, positions["group"] = grid
+                found.append(mask)
+                whole = lambda live=live: product(s, live)[0]  # noqa: E731
+            elif passing:
+                def keep(owner: np.ndarray, at: dict[str, np.ndarray],
+                         live: np.ndarray = live) -> np.ndarray:
                     found.append(structural_passes(p, s, live, owner, at))
                     return found[0]
-                lay = product(s, live, positions=positions, keep=passes)[0]
+                lay = product(s, live, positions=positions, keep=keep)[0]
                 whole = lambda live=live: product(s, live)[0]  # noqa: E731
             else:
                 lay, owner = product(s, live, positions=positions)

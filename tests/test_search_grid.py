@@ -1,0 +1,72 @@
+"""The search's group-wise shortcuts give what the row-by-row passes give: the structurally
+passing layouts built as a grid (grid.passing_grid) are space.product's rows that pass, with
+the same mask and groups, element for element."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.api import problem
+from planner.evaluation.candidates import COLUMN_NAMES
+from planner.search import blocks
+from planner.search.blocks import GRID_RUNS, passes, structural_passes, verdicts
+from planner.search.fast import SearchSpace
+from planner.search.grid import passing_grid
+from planner.search.space import product, split_table
+from planner.specs.framework import load_framework
+from planner.specs.hardware_toml import load_profile
+from planner.specs.model import model_from_params
+from planner.specs.presets import get_preset
+
+H100 = load_profile("h100")
+MODELS = (model_from_params(1.3e9), model_from_params(70e9), get_preset("mixtral-8x22b"),
+          get_preset("deepseek-v3"), get_preset("qwen3-235b-a22b"))
+
+
+def _problem(model: int, gpus: int, seq: int, batch: int, precision: str, fw: str):
+    p = problem(MODELS[model], H100, gpus, seq_len=seq, global_batch=batch, precision=precision)
+    return dataclasses.replace(p, framework=load_framework(fw)).resolved()
+
+
+problems = st.builds(_problem, st.integers(0, len(MODELS) - 1), st.sampled_from([8, 64, 256]),
+                     st.sampled_from([2048, 8192]), st.sampled_from([16, 512, 1536]),
+                     st.sampled_from(["mixed", "fp8"]),
+                     st.sampled_from(["megatron", "torchtitan", "deepspeed", "fsdp"]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans(), st.integers(0, 2**31 - 1))
+def test_the_grid_is_the_rows_that_pass(p, offload, seed):
+    """passing_grid on some splits with a valid row: product's rows where structural_passes
+    holds, every column, the mask over product's rows and positions["group"] equal."""
+    s = split_table(p, SearchSpace(allow_offload=offload))
+    live = np.flatnonzero(verdicts(p, s)[1] > 0)
+    if not len(live):
+        return
+    rng = np.random.default_rng(seed)
+    live = np.sort(rng.choice(live, min(len(live), 12), replace=False))
+    positions: dict[str, np.ndarray] = {}
+    found: list[np.ndarray] = []
+    want = product(s, live, positions=positions, keep=lambda owner, at: found.append(
+        structural_passes(p, s, live, owner, at)) or found[0])[0]
+    got = passing_grid(p, s, live, GRID_RUNS, passes)
+    assert got is not None
+    rows, mask, group = got
+    assert np.array_equal(mask, found[0]) and mask.dtype == found[0].dtype
+    assert np.array_equal(group, positions["group"])
+    for name in COLUMN_NAMES:
+        assert np.array_equal(getattr(rows, name), getattr(want, name)), name
+
+
+def test_runs_not_on_consecutive_tables_fall_back():
+    """A run reading tables that are not consecutive in FACTORS (no rule set so far) has no
+    grid: None, and the blocks filter every row instead."""
+    p = _problem(2, 64, 2048, 512, "mixed", "megatron")
+    s = split_table(p, SearchSpace())
+    live = np.flatnonzero(verdicts(p, s)[1] > 0)[:3]
+    assert passing_grid(p, s, live, ((("states", "mb"), ()),), passes) is None
+    assert passing_grid(p, s, live, blocks.GRID_RUNS, passes) is not None

@@ -1,6 +1,8 @@
 """The search's group-wise shortcuts give what the row-by-row passes give: the structurally
 passing layouts built as a grid (grid.passing_grid) are space.product's rows that pass, with
-the same mask and groups, element for element."""
+the same mask and groups, element for element; the floor decided a group at a time
+(screen.screened_floor) is MemoryParts.floor, bit for bit, on every row it leaves within the
+usable memory, and a bound above it, never above the floor, on the rows it rejects."""
 
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from hypothesis import strategies as st
 
 from planner.api import problem
 from planner.evaluation.candidates import COLUMN_NAMES
+from planner.evaluation.evaluate import usable_bytes
 from planner.search import blocks
 from planner.search.blocks import GRID_RUNS, passes, structural_passes, verdicts
+from planner.search.bounds import crossed_memory_parts
+from planner.search.crossing import with_recomputes
 from planner.search.fast import SearchSpace
 from planner.search.grid import passing_grid
-from planner.search.space import product, split_table
+from planner.search.screen import screened_floor
+from planner.search.space import product, recomputes, split_table
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
@@ -70,3 +76,25 @@ def test_runs_not_on_consecutive_tables_fall_back():
     live = np.flatnonzero(verdicts(p, s)[1] > 0)[:3]
     assert passing_grid(p, s, live, ((("states", "mb"), ()),), passes) is None
     assert passing_grid(p, s, live, blocks.GRID_RUNS, passes) is not None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.booleans())
+def test_the_screened_floor_is_the_floor_where_it_is_open(p, offload):
+    """screened_floor on the first blocks: MemoryParts.floor bit for bit where it is within
+    the usable memory; above it (and never above the floor) where it rejects a group, and
+    the floor rejects those rows as well."""
+    space = SearchSpace(allow_offload=offload)
+    rec = recomputes(p, space)
+    usable = usable_bytes(p)
+    for n, (lay, _, _, _, _, group) in enumerate(blocks.passing_blocks(p, space)):
+        if not len(lay):
+            continue
+        parts = crossed_memory_parts(p, with_recomputes(lay, rec), lay, len(rec),
+                                     (group, int(group.max()) + 1))
+        got, want = screened_floor(p, parts, usable), parts.floor(p)
+        same = got.view(np.int64) == want.view(np.int64)
+        assert (same | (got > usable)).all()
+        assert (got[~same] <= want[~same]).all() and (want[~same] > usable).all()
+        if n == 2:
+            break

@@ -273,7 +273,8 @@ def passing_blocks(p: Problem, space: SearchSpace, limit: int | None = None,
 def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
             dominated: bool, passing: bool) -> Iterator[Block]:
     """layout_blocks' blocks, each with the whole block's layouts on demand; with `passing`
-    only those that pass are built (space.product's `keep`)."""
+    only those that pass are built (grid.passing_grid; where the runs form no grid,
+    space.product's `keep`)."""
     rows = rows or BLOCK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)

@@ -9,7 +9,8 @@ read on its recompute rows; only the layouts that pass are built, blocks.passing
 with its group: the layouts alike but in their ZeRO, sharding and offload states, on one of
 which the cost model finds the activation, in-flight and step-floor tuples), then the cost
 model (planner.evaluation.evaluate) on the survivors only: a sound floor on the peak
-(MemoryParts.floor) rejects what cannot fit, planner.search.settle decides the rest with a
+(MemoryParts.floor, decided a group at a time where the group's least states already exceed
+the memory, planner.search.screen) rejects what cannot fit, planner.search.settle decides the rest with a
 sound ceiling and the step time, running the five-phase memory model only where the bounds
 leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
 rows get their layer count solved (planner.search.partial). Only the rows that fit and that
@@ -31,6 +32,7 @@ from planner.search.ranking import RankedRows, ordered
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
+from planner.search.screen import screened_floor
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
@@ -167,7 +169,7 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
                               for x, ok, _ in pending])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec, _groups_of(pending))
-    floor = parts.floor(p)
+    floor = screened_floor(p, parts, usable_bytes(p))
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero((slack >= 0.0) & host_ok)
     rows = surv.take(cand)

@@ -122,7 +122,11 @@ def beaten_by(p: Problem, anchors: Anchors) -> Beaten | None:
         cand = np.arange(len(parts.c))
         rows = _Rows(p, parts, cand, parts.c, parts.acts.rows(cand, pick=lambda t: t["per_mode"]))
         out, rest = np.zeros(len(cand), dtype=bool), cand
-        for axes in (False, True):
+        # the compute alone first only where the rows' activation tuples are not known (as in
+        # _timed): on tuples the full floor costs about what the compute alone does, and it
+        # is never below it (DeepSeek-V3 on 2,048 GPUs: 214 K of 914 K rows off by the compute,
+        # 901 K by the full floor, every one of the 214 K among them)
+        for axes in (False, True) if parts.acts.index is None else (True,):
             step = rows.floor(rest, axes) * (1.0 - STEP_FLOOR_MARGIN)
             out[rest] = surely_dominated(anchors.step, anchors.ceiling, step, least[rest])
             rest = np.flatnonzero(~out)

@@ -21,6 +21,7 @@ from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from planner.evaluation.timing_terms import Groups
+from planner.search.space import STATE_KNOBS
 
 
 class _Absent(dict):
@@ -278,18 +279,27 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
     the layer tuples of the activations found on the layouts (distinct.crossed_part). With
     `groups` (each layout's group, the count: layouts alike in every column but the states',
     space.product) the layer and in-flight tuples, which read no states column, are found on
-    one layout per group."""
-    def alike(names: tuple[str, ...]) -> tuple[np.ndarray, int] | None:
-        if groups is None or not len(layouts):
-            return None
+    one layout per group, and the states' tuples on each layout's group's tuple of the other
+    STATE_COLUMNS with its own states (space.STATE_KNOBS): five columns instead of them all."""
+    number = first = None
+    if groups is not None and len(layouts):
         number, count = _dense(*groups)
         first = _first_rows(number, count)
-        found = distinct_rows([getattr(layouts, n).take(first) for n in names])
+
+    def alike(names: tuple[str, ...], own: tuple[str, ...] = ()) -> tuple[np.ndarray, int] | None:
+        if number is None or first is None:
+            return None
+        found = distinct_rows([getattr(layouts, n).take(first) for n in names if n not in own])
         assert found is not None  # no bound asked
-        return found[1].take(number), len(found[0])
+        if not own:
+            return found[1].take(number), len(found[0])
+        both = distinct_rows([found[1].take(number)] + [getattr(layouts, n) for n in own])
+        assert both is not None
+        return both[1], len(both[0])
     return MemoryParts(
         crossed=k, group=None if groups is None else groups[0],
-        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u),
+                                 groups=alike(STATE_COLUMNS, STATE_KNOBS)),
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),

@@ -70,6 +70,9 @@ class MemoryParts:
     crossed: int = 1
     # each layout's group where known (space.product: layouts alike but in their states share one)
     group: np.ndarray | None = None
+    # where the states' tuples were found by group: each group's (by its number in `group`) and
+    # each states tuple's number of its tuple of the state columns but space.STATE_KNOBS
+    state_keys: tuple[np.ndarray, np.ndarray] | None = None
 
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
@@ -285,9 +288,10 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
     if groups is not None and len(layouts):
         number, count = _dense(*groups)
         first = _first_rows(number, count)
+    keys: list[tuple[np.ndarray, np.ndarray]] = []
 
     def alike(names: tuple[str, ...], own: tuple[str, ...] = ()) -> tuple[np.ndarray, int] | None:
-        if number is None or first is None:
+        if number is None or first is None or groups is None:
             return None
         found = distinct_rows([getattr(layouts, n).take(first) for n in names if n not in own])
         assert found is not None  # no bound asked
@@ -295,11 +299,15 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
             return found[1].take(number), len(found[0])
         both = distinct_rows([found[1].take(number)] + [getattr(layouts, n) for n in own])
         assert both is not None
+        by_group = np.full(groups[1], -1, dtype=np.int64)
+        by_group[groups[0].take(first)] = found[1]
+        keys.append((by_group, found[1].take(number.take(both[0]))))
         return both[1], len(both[0])
+    states = crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u),
+                          groups=alike(STATE_COLUMNS, STATE_KNOBS))
     return MemoryParts(
-        crossed=k, group=None if groups is None else groups[0],
-        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u),
-                                 groups=alike(STATE_COLUMNS, STATE_KNOBS)),
+        crossed=k, group=None if groups is None else groups[0], c=c, states=states,
+        state_keys=keys[0] if keys and states.index is not None else None,
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),

@@ -5,13 +5,14 @@ Two stages per block of candidates: the structural rules over integer arrays for
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
 counted without being built; under activation offload the whole host rule, evaluation.host,
-read on its recompute rows; only the layouts that pass are built, blocks.passing_blocks, each
-with its group: the layouts alike but in their ZeRO, sharding and offload states, on one of
-which the cost model finds the activation, in-flight and step-floor tuples), then the cost
-model (planner.evaluation.evaluate) on the survivors only: a sound floor on the peak
-(MemoryParts.floor, decided a group at a time where the group's least states already exceed
-the memory, planner.search.screen) rejects what cannot fit, planner.search.settle decides the rest with a
-sound ceiling and the step time, running the five-phase memory model only where the bounds
+read on its recompute rows; only the layouts that pass are built, blocks.passing_blocks, as
+the grid they form, planner.search.grid, each with its group: the layouts alike but in their
+ZeRO, sharding and offload states, on one of which the cost model finds the activation,
+in-flight and step-floor tuples), then the cost model (planner.evaluation.evaluate) on the
+survivors only: a sound floor on the peak (MemoryParts.floor, decided a group at a time where
+the group's least states already exceed the memory, planner.search.screen) rejects what
+cannot fit, planner.search.settle decides the rest with a sound ceiling and the step time,
+running the five-phase memory model only where the bounds
 leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
 rows get their layer count solved (planner.search.partial). Only the rows that fit and that
 no other row beats on step time × peak memory × GPUs (a Pareto front, planner.search.pareto)

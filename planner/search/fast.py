@@ -229,13 +229,14 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
     the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
     headroom known (this block's or an earlier one's) can be it, and only those are evaluated."""
-    rest = np.flatnonzero(~(slack >= 0.0))  # NaN slack counts as rejected, as before
-    if len(rest):
+    shut = ~(slack >= 0.0)  # NaN slack counts as rejected, as before
+    if shut.any():
         best = max(float(headroom.max()) if len(headroom) else -np.inf,
                    t.closest[0] if t.closest is not None else -np.inf)
         if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
+            rest = np.flatnonzero(shut)
             best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
-        extra = rest[slack[rest] >= best]
+        extra = np.flatnonzero(shut & (slack >= best))
         if len(extra):  # else no floor reaches the best headroom known: nothing to evaluate
             both = np.concatenate([miss, extra])
             order = np.argsort(both, kind="stable")

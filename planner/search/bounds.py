@@ -111,12 +111,14 @@ class MemoryParts:
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
+        # every stage's terms gathered at once (one look-up of the rows' tuples per part)
+        states = self.states.rows(idx, pick=lambda t: {k: (
+            t[k]["persistent"], transient_ceiling(t[k], _Absent())) for k in STAGES})
+        acts = self.acts.rows(idx, pick=lambda t: {k: (
+            t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
+            t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]) for k in STAGES})
         for k in STAGES:
-            s, ts = self.states.rows(idx, pick=lambda t: (
-                t[k]["persistent"], transient_ceiling(t[k], _Absent())))
-            a, ta, gap, gap_t = self.acts.rows(idx, pick=lambda t: (
-                t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
-                t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]))
+            (s, ts), (a, ta, gap, gap_t) = states[k], acts[k]
             out[k] = pk.device_ceiling(s, a, flight[k], ts + ta,
                                        (gap * flight[k] + gap_t) * keep_rounding,
                                        share=b.fragmentation_fraction,

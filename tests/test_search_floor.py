@@ -125,7 +125,7 @@ def _no_shortcuts(monkeypatch):
     monkeypatch.setattr(blocks_mod, "built_splits", lambda valid: np.ones(len(valid), bool))
     monkeypatch.setattr(MemoryParts, "ceiling", lambda self, p, idx: np.full(len(idx), np.inf))
     monkeypatch.setattr(settle_mod, "surely_dominated",
-                        lambda a, u, first, lower: np.zeros(len(first), dtype=bool))
+                        lambda a, u, first, lower, inverse=None: np.zeros(len(lower), dtype=bool))
     monkeypatch.setattr(search_mod, "crossed_memory_parts",
                         lambda p, c, layouts, k, groups=None: memory_parts(p, c))
     monkeypatch.setattr(MemoryParts, "groups",

@@ -172,6 +172,10 @@ def test_surely_dominated_rows_are_dominated_on_the_exact_figures(anchors, rows)
     for i in range(len(r)):
         if ((a[:, 0] < r[i, 0]) & (a_upper <= r_lower[i])).any():
             assert marked[i]
+    # the rows' first objectives given once per distinct value, each row's by its index
+    values, inverse = np.unique(r[:, 0], return_inverse=True)
+    keyed = surely_dominated(a[:, 0], a_upper, values, r_lower, inverse.reshape(-1))
+    assert keyed.tolist() == marked.tolist()
 
 
 def test_the_axis_columns_are_the_activation_columns_with_dp_and_ep():

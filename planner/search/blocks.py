@@ -26,6 +26,7 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
 from planner.evaluation.rules import RULE_NAMES, RULES, Predicate
+from planner.search.grid import passing_grid
 from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, block_ends, empty, product,
                     recomputes, split_table)
 
@@ -146,6 +147,7 @@ def rule_runs() -> tuple[Run, ...]:
 
 
 RUNS = rule_runs()
+GRID_RUNS = tuple((run.reads, run.rules) for run in RUNS)  # as grid.passing_grid reads them
 # The structural rules' predicates by index into RULES (fits-in-memory has none).
 PREDICATES: dict[int, Predicate] = {i: r.predicate for i, r in enumerate(RULES)
                                     if r.predicate is not None}
@@ -271,7 +273,8 @@ def passing_blocks(p: Problem, space: SearchSpace, limit: int | None = None,
 def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
             dominated: bool, passing: bool) -> Iterator[Block]:
     """layout_blocks' blocks, each with the whole block's layouts on demand; with `passing`
-    only those that pass are built (space.product's `keep`)."""
+    only those that pass are built (grid.passing_grid; where the runs form no grid,
+    space.product's `keep`)."""
     rows = rows or BLOCK_ROWS
     n_rec = len(recomputes(p, space))
     s = split_table(p, space)
@@ -298,12 +301,17 @@ def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
                 continue
             found: list[np.ndarray] = []  # which layouts pass
             positions: dict[str, np.ndarray] = {}
-            if passing:
-                def passes(owner: np.ndarray, at: dict[str, np.ndarray],
-                           live: np.ndarray = live) -> np.ndarray:
+            grid = passing_grid(p, s, live, GRID_RUNS, passes) if passing else None
+            if grid is not None:
+                lay, mask, positions["group"] = grid
+                found.append(mask)
+                whole = lambda live=live: product(s, live)[0]  # noqa: E731
+            elif passing:
+                def keep(owner: np.ndarray, at: dict[str, np.ndarray],
+                         live: np.ndarray = live) -> np.ndarray:
                     found.append(structural_passes(p, s, live, owner, at))
                     return found[0]
-                lay = product(s, live, positions=positions, keep=passes)[0]
+                lay = product(s, live, positions=positions, keep=keep)[0]
                 whole = lambda live=live: product(s, live)[0]  # noqa: E731
             else:
                 lay, owner = product(s, live, positions=positions)

@@ -21,6 +21,7 @@ from planner.evaluation.memory import phase_inputs, stage_memory
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from planner.evaluation.timing_terms import Groups
+from planner.search.space import STATE_KNOBS
 
 
 class _Absent(dict):
@@ -69,6 +70,9 @@ class MemoryParts:
     crossed: int = 1
     # each layout's group where known (space.product: layouts alike but in their states share one)
     group: np.ndarray | None = None
+    # where the states' tuples were found by group: each group's (by its number in `group`) and
+    # each states tuple's number of its tuple of the state columns but space.STATE_KNOBS
+    state_keys: tuple[np.ndarray, np.ndarray] | None = None
 
     def floor(self, p: Problem) -> np.ndarray:
         """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
@@ -107,12 +111,14 @@ class MemoryParts:
         flight = self.flight.rows(idx)
         keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
         out = {}
+        # every stage's terms gathered at once (one look-up of the rows' tuples per part)
+        states = self.states.rows(idx, pick=lambda t: {k: (
+            t[k]["persistent"], transient_ceiling(t[k], _Absent())) for k in STAGES})
+        acts = self.acts.rows(idx, pick=lambda t: {k: (
+            t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
+            t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]) for k in STAGES})
         for k in STAGES:
-            s, ts = self.states.rows(idx, pick=lambda t: (
-                t[k]["persistent"], transient_ceiling(t[k], _Absent())))
-            a, ta, gap, gap_t = self.acts.rows(idx, pick=lambda t: (
-                t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
-                t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]))
+            (s, ts), (a, ta, gap, gap_t) = states[k], acts[k]
             out[k] = pk.device_ceiling(s, a, flight[k], ts + ta,
                                        (gap * flight[k] + gap_t) * keep_rounding,
                                        share=b.fragmentation_fraction,
@@ -278,18 +284,32 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
     the layer tuples of the activations found on the layouts (distinct.crossed_part). With
     `groups` (each layout's group, the count: layouts alike in every column but the states',
     space.product) the layer and in-flight tuples, which read no states column, are found on
-    one layout per group."""
-    def alike(names: tuple[str, ...]) -> tuple[np.ndarray, int] | None:
-        if groups is None or not len(layouts):
-            return None
+    one layout per group, and the states' tuples on each layout's group's tuple of the other
+    STATE_COLUMNS with its own states (space.STATE_KNOBS): five columns instead of them all."""
+    number = first = None
+    if groups is not None and len(layouts):
         number, count = _dense(*groups)
         first = _first_rows(number, count)
-        found = distinct_rows([getattr(layouts, n).take(first) for n in names])
+    keys: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def alike(names: tuple[str, ...], own: tuple[str, ...] = ()) -> tuple[np.ndarray, int] | None:
+        if number is None or first is None or groups is None:
+            return None
+        found = distinct_rows([getattr(layouts, n).take(first) for n in names if n not in own])
         assert found is not None  # no bound asked
-        return found[1].take(number), len(found[0])
+        if not own:
+            return found[1].take(number), len(found[0])
+        both = distinct_rows([found[1].take(number)] + [getattr(layouts, n) for n in own])
+        assert both is not None
+        by_group = np.full(groups[1], -1, dtype=np.int64)
+        by_group[groups[0].take(first)] = found[1]
+        keys.append((by_group, found[1].take(number.take(both[0]))))
+        return both[1], len(both[0])
+    states = crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u),
+                          groups=alike(STATE_COLUMNS, STATE_KNOBS))
     return MemoryParts(
-        crossed=k, group=None if groups is None else groups[0],
-        c=c, states=crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u)),
+        crossed=k, group=None if groups is None else groups[0], c=c, states=states,
+        state_keys=keys[0] if keys and states.index is not None else None,
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),

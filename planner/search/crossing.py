@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 from planner.evaluation.candidates import COLUMN_NAMES, RECOMPUTE_COLUMNS, Candidates
 from planner.evaluation.distinct import replaced
 
-__all__ = ["Crossed", "materialize", "with_recomputes"]
+__all__ = ["Crossed", "materialize", "recounted", "with_recomputes"]
 
 COLUMNS = COLUMN_NAMES
 
@@ -27,6 +27,18 @@ def with_recomputes(c: Candidates, rec: np.ndarray, rows: np.ndarray | None = No
     out: Candidates = object.__new__(Crossed)
     out.__dict__.update(_layouts=c, _at=idx, recompute=np.tile(rec[:, 0], n),
                         recompute_layers=np.tile(rec[:, 1], n))
+    return out
+
+
+def recounted(c: Candidates, rows: np.ndarray, layers: np.ndarray) -> Candidates:
+    """The rows `rows` of c with recompute_layers `layers`, as a Crossed: no column copied but
+    the recompute ones, the others built from c's on first read (a caller that reads a few
+    columns of many rows, partial._fits_one_fewer, copies only those)."""
+    d = c.__dict__
+    lay, at = (d["_layouts"], d["_at"].take(rows)) if "_at" in d else (c, rows)
+    out: Candidates = object.__new__(Crossed)
+    out.__dict__.update(_layouts=lay, _at=at, recompute=c.recompute.take(rows),
+                        recompute_layers=np.asarray(layers, dtype=np.int64))
     return out
 
 

@@ -5,12 +5,14 @@ Two stages per block of candidates: the structural rules over integer arrays for
 candidate (each rejection counted against the first rule it fails; on the layouts before the
 recompute knob, which no structural rule reads, and a split that a split rule rejects is
 counted without being built; under activation offload the whole host rule, evaluation.host,
-read on its recompute rows; only the layouts that pass are built, blocks.passing_blocks, each
-with its group: the layouts alike but in their ZeRO, sharding and offload states, on one of
-which the cost model finds the activation, in-flight and step-floor tuples), then the cost
-model (planner.evaluation.evaluate) on the survivors only: a sound floor on the peak
-(MemoryParts.floor) rejects what cannot fit, planner.search.settle decides the rest with a
-sound ceiling and the step time, running the five-phase memory model only where the bounds
+read on its recompute rows; only the layouts that pass are built, blocks.passing_blocks, as
+the grid they form, planner.search.grid, each with its group: the layouts alike but in their
+ZeRO, sharding and offload states, on one of which the cost model finds the activation,
+in-flight and step-floor tuples), then the cost model (planner.evaluation.evaluate) on the
+survivors only: a sound floor on the peak (MemoryParts.floor, decided a group at a time where
+the group's least states already exceed the memory, planner.search.screen) rejects what
+cannot fit, planner.search.settle decides the rest with a sound ceiling and the step time,
+running the five-phase memory model only where the bounds
 leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
 rows get their layer count solved (planner.search.partial). Only the rows that fit and that
 no other row beats on step time × peak memory × GPUs (a Pareto front, planner.search.pareto)
@@ -31,6 +33,7 @@ from planner.search.ranking import RankedRows, ordered
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
+from planner.search.screen import screened_floor
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
@@ -167,7 +170,7 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
                               for x, ok, _ in pending])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec, _groups_of(pending))
-    floor = parts.floor(p)
+    floor = screened_floor(p, parts, usable_bytes(p))
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero((slack >= 0.0) & host_ok)
     rows = surv.take(cand)
@@ -226,13 +229,14 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
     row's memory were known: `miss` are the rows known not to fit (their `headroom`), the rows
     the floor rejected have headroom ≤ their `slack`, so only those whose slack reaches the best
     headroom known (this block's or an earlier one's) can be it, and only those are evaluated."""
-    rest = np.flatnonzero(~(slack >= 0.0))  # NaN slack counts as rejected, as before
-    if len(rest):
+    shut = ~(slack >= 0.0)  # NaN slack counts as rejected, as before
+    if shut.any():
         best = max(float(headroom.max()) if len(headroom) else -np.inf,
                    t.closest[0] if t.closest is not None else -np.inf)
         if best == -np.inf:  # nothing known yet: the row with the most slack sets the bar
+            rest = np.flatnonzero(shut)
             best = float(parts.rows(p, rest[[np.argmax(slack[rest])]])[2].headroom[0])
-        extra = rest[slack[rest] >= best]
+        extra = np.flatnonzero(shut & (slack >= best))
         if len(extra):  # else no floor reaches the best headroom known: nothing to evaluate
             both = np.concatenate([miss, extra])
             order = np.argsort(both, kind="stable")

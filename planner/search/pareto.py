@@ -90,13 +90,15 @@ def dominated_by_any(objectives: np.ndarray, others: np.ndarray) -> np.ndarray:
 
 
 def surely_dominated(anchor_first: np.ndarray, anchor_second_most: np.ndarray,
-                     first: np.ndarray, second_least: np.ndarray) -> np.ndarray:
+                     first: np.ndarray, second_least: np.ndarray,
+                     inverse: np.ndarray | None = None) -> np.ndarray:
     """For each row (first objective at least `first`, second at least `second_least`), True
     when some anchor (first objective exact, second at most `anchor_second_most`) dominates it
     whatever the rows' exact figures: t_a < t_r with u_a ≤ l_r, or t_a ≤ t_r with u_a < l_r (no
     worse in both, better in one). Rows whose `first` is not finite are never marked. Anchors
-    sorted by the first objective with prefix minima of the second: two binary searches a row."""
-    n = len(first)
+    sorted by the first objective with prefix minima of the second: two binary searches a row,
+    or a value of `first` where the rows share them (`inverse`: each row's value in `first`)."""
+    n = len(first) if inverse is None else len(inverse)
     if not len(anchor_first):
         return np.zeros(n, dtype=bool)
     order = np.argsort(anchor_first, kind="stable")
@@ -105,4 +107,7 @@ def surely_dominated(anchor_first: np.ndarray, anchor_second_most: np.ndarray,
     best = np.concatenate(([np.inf], u))  # best[j]: the leanest of the j fastest anchors
     below = best.take(np.searchsorted(t, first, side="left"))    # anchors with t_a < t_r
     at_most = best.take(np.searchsorted(t, first, side="right"))  # anchors with t_a ≤ t_r
-    return np.isfinite(first) & ((below <= second_least) | (at_most < second_least))
+    finite = np.isfinite(first)
+    if inverse is not None:
+        below, at_most, finite = below.take(inverse), at_most.take(inverse), finite.take(inverse)
+    return finite & ((below <= second_least) | (at_most < second_least))

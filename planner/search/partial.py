@@ -30,6 +30,7 @@ from planner.evaluation.distinct import Part, gather, on_distinct
 from planner.evaluation.evaluate import Memory
 from planner.engine.stages import stage_layers
 from planner.search.bounds import MemoryParts, memory_parts
+from planner.search.crossing import recounted
 
 __all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
 
@@ -181,7 +182,7 @@ def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.nd
     at one layer: within the ceiling (MemoryParts.ceiling, never below the peak) a row fits,
     above the floor (MemoryParts.floor, never above it) it does not, the exact peak decides
     the rest. The activations are computed once per tuple."""
-    sub = with_cols(rows.take(idx), recompute_layers=k.astype(np.int64))
+    sub = recounted(rows, idx, k.astype(np.int64))   # columns built as they are read
     # k is a function of the layer tuple: rows alike in their activation tuple at one layer
     # are alike at k (their full-recompute rows': the recompute mode is the same)
     acts = parts.acts.take(idx)

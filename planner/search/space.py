@@ -67,6 +67,8 @@ SPLIT_COLUMNS = ("tp", "cp", "pp", "dp", "ep")
 # The knob tables crossed within a split, in the C order of its rows (recompute innermost,
 # crossed later by with_recomputes), each keyed by the one split column it depends on.
 FACTORS = ("states", "mb", "schedule", "sp", "etp")
+# The states table's columns (FACTORS[0]): what the layouts of one group differ in.
+STATE_KNOBS = ("zero", "shard", "offload_opt", "offload_par")
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def _states(p: Problem, space: SearchSpace, dpcp: int) -> dict[str, np.ndarray]:
         if alone and z:  # one replica: ZeRO-Offload (stage 2) and ZeRO-Infinity (stage 3)
             offs = [(1, 0)] if z == 2 else [(1, 1)]
         rows += [(z, g, oo, op) for g in shards for oo, op in offs]
-    return _table(rows, ("zero", "shard", "offload_opt", "offload_par"))
+    return _table(rows, STATE_KNOBS)
 
 
 def interleave_choices(layers: int, pp: int, max_chunks: int) -> list[int]:
@@ -258,7 +260,7 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
     rec = recomputes(p, space)
     factors = {
         "states": _factor(s["dp"] * s["cp"], lambda k: _states(p, space, k),
-                          ("zero", "shard", "offload_opt", "offload_par")),
+                          STATE_KNOBS),
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
         "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
                             ("schedule", "chunks", "first", "last")),

@@ -166,22 +166,23 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
     lays = [x for x, *_ in pending]
     lay = lays[0] if len(lays) == 1 else _concat(lays)
     ends = np.cumsum([len(x) * n_rec for x in lays])
-    host_ok = np.concatenate([np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok
-                              for x, ok, _ in pending])
+    # None: the host rule refused no row (no block has a mask), no pass over every row for it
+    host_ok = None if all(ok is None for _, ok, _ in pending) else np.concatenate(
+        [np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok for x, ok, _ in pending])
     surv = with_recomputes(lay, rec)
     parts = crossed_memory_parts(p, surv, lay, n_rec, _groups_of(pending))
     floor = screened_floor(p, parts, usable_bytes(p))
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
-    cand = np.flatnonzero((slack >= 0.0) & host_ok)
+    cand = np.flatnonzero(slack >= 0.0 if host_ok is None else (slack >= 0.0) & host_ok)
     rows = surv.take(cand)
     ex, mem, fit, kept = settle(p, parts, cand, rows, floor[cand], dominated, anchors=t.anchors)
     fits = np.zeros(len(surv), dtype=bool)
     fits[cand[fit]] = True
-    t.rejected[FITS] += int(host_ok.sum()) - int(fit.sum())
+    t.rejected[FITS] += (len(surv) if host_ok is None else int(host_ok.sum())) - int(fit.sum())
     miss = ~(mem.peak <= mem.usable)
     # a row the host refused is no closest miss (+inf slack leaves it out there)
-    _closest(p, t, surv, parts, np.where(host_ok, slack, np.inf), cand[ex[miss]],
-             mem.headroom[miss])
+    _closest(p, t, surv, parts, slack if host_ok is None else np.where(host_ok, slack, np.inf),
+             cand[ex[miss]], mem.headroom[miss])
     t.valid += int(fit.sum())
     base = to_solve(surv, fits, n_rec, host_ok)
     stages = known_stages(mem, cand[ex], base)

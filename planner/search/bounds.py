@@ -265,14 +265,16 @@ def _per_layout(part: Part, k: int, pick: Any) -> Any:
 
 
 def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
-                 flight: Part | None = None) -> MemoryParts:
+                 flight: Part | None = None, alike: tuple[np.ndarray, int] | None = None
+                 ) -> MemoryParts:
     """The distinct-tuple parts of memory() for every candidate of c (MemoryParts); `states`
     and `flight` where the caller has them for rows alike to c's in STATE_COLUMNS and
-    IN_FLIGHT_COLUMNS (the solved partial-recompute rows: their full-recompute rows')."""
+    IN_FLIGHT_COLUMNS (the solved partial-recompute rows: their full-recompute rows'); `alike`
+    (c's rows numbered alike in ACTIVATION_COLUMNS, the count) where the caller knows them."""
     return MemoryParts(
         c=c, states=states if states is not None else distinct_part(
             c, STATE_COLUMNS, lambda u: _state_part(p, u)),
-        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u)),
+        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u), alike),
         flight=flight if flight is not None else distinct_part(
             c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 

@@ -99,8 +99,11 @@ class _Tally:
     closest: tuple[float, Candidates] | None
     kept: list[Candidates]
     solved: int = 0
-    # (rows, per-stage memory or NaN, floor on the peak, states part, in-flight part)
-    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None]] = field(default_factory=list)
+    # (rows, per-stage memory or NaN, floor on the peak, states part, in-flight part, each
+    # row's activation tuple numbered over the whole search or None)
+    to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None,
+                         np.ndarray | None]] = field(default_factory=list)
+    act_tuples: int = 0  # activation tuples numbered so far (to_solve's last item)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
@@ -189,8 +192,11 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
     for a, b in zip(_cuts(base, ends), _cuts(cand[kept], ends)):
         # kept as plain copies: a row subset of the lazy crossing holds the block's layouts
         t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
-                           _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a])))
+                           _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a]),
+                           None if parts.acts.index is None else
+                           parts.acts.index.take(base[a]) + t.act_tuples))
         t.kept.append(materialize(rows, kept[b]))
+    t.act_tuples += parts.acts.size
 
 
 def _groups_of(pending: list[tuple[Candidates, np.ndarray | None, np.ndarray]]
@@ -266,7 +272,7 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
             concat_parts([t.to_solve[i][3] for i in group]),
             concat_parts([t.to_solve[i][4] for i in group]),
             None if dominated else beaten_by(p, t.anchors),
-            np.concatenate([t.to_solve[i][2] for i in group]))
+            np.concatenate([t.to_solve[i][2] for i in group]), _alike(t, group))
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]
@@ -274,6 +280,13 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
         rows, block = rows.take(keep), block[ok][keep]
         solved += [rows.take(np.flatnonzero(block == i)) for i in group]
     return [r for pair in zip(t.kept, solved) for r in pair]
+
+
+def _alike(t: _Tally, group: list[int]) -> tuple[np.ndarray, int] | None:
+    """The blocks' layouts to solve numbered by their activation tuple over the whole search
+    (its count), None where a block's is not known."""
+    idx = [x for i in group if (x := t.to_solve[i][5]) is not None]
+    return (np.concatenate(idx), t.act_tuples) if len(idx) == len(group) else None
 
 
 def _groups(sizes: list[int]) -> list[list[int]]:

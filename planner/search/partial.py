@@ -79,7 +79,8 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None,
-          beaten: Beaten | None = None, least: np.ndarray | None = None
+          beaten: Beaten | None = None, least: np.ndarray | None = None,
+          alike: tuple[np.ndarray, int] | None = None
           ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
@@ -92,8 +93,11 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     counted, where one layer fewer than its fullest stage's fits (the peak does not increase
     as layers are recomputed, so then and only then does a smaller count fit). mn is NaN
     where the caller has not computed it (computed here for the rows solved); `least`, a
-    floor on the full row's peak, stands for it in `beaten`'s floor there."""
-    parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight)
+    floor on the full row's peak, stands for it in `beaten`'s floor there. `alike`: the rows
+    numbered by their activation tuple (and the count) where the caller knows it: rows alike
+    in it are alike at one recomputed layer too (the recompute mode is the same), so the
+    activations' tuples are not searched for."""
+    parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight, alike)
     counted, live = 0, None
     if beaten is not None and len(rows):
         # the peak at any count is at least the full row's (M(n)), the largest stage of mn

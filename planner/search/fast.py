@@ -100,10 +100,12 @@ class _Tally:
     kept: list[Candidates]
     solved: int = 0
     # (rows, per-stage memory or NaN, floor on the peak, states part, in-flight part, each
-    # row's activation tuple numbered over the whole search or None)
+    # row's activation tuple numbered over the whole search or None, each row's layout group
+    # numbered over the whole search)
     to_solve: list[tuple[Candidates, np.ndarray, np.ndarray, Part | None, Part | None,
-                         np.ndarray | None]] = field(default_factory=list)
-    act_tuples: int = 0  # activation tuples numbered so far (to_solve's last item)
+                         np.ndarray | None, np.ndarray]] = field(default_factory=list)
+    act_tuples: int = 0  # activation tuples numbered so far (to_solve's item 5)
+    groups: int = 0      # layout groups numbered so far (to_solve's item 6)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
 
@@ -173,7 +175,8 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
     host_ok = None if all(ok is None for _, ok, _ in pending) else np.concatenate(
         [np.ones(len(x) * n_rec, dtype=bool) if ok is None else ok for x, ok, _ in pending])
     surv = with_recomputes(lay, rec)
-    parts = crossed_memory_parts(p, surv, lay, n_rec, _groups_of(pending))
+    groups = _groups_of(pending)
+    parts = crossed_memory_parts(p, surv, lay, n_rec, groups)
     floor = screened_floor(p, parts, usable_bytes(p))
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0 if host_ok is None else (slack >= 0.0) & host_ok)
@@ -194,9 +197,11 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
         t.to_solve.append((materialize(surv, base[a]), stages[:, a], floor[base[a]],
                            _shared(t, parts.states, base[a]), _shared(t, parts.flight, base[a]),
                            None if parts.acts.index is None else
-                           parts.acts.index.take(base[a]) + t.act_tuples))
+                           parts.acts.index.take(base[a]) + t.act_tuples,
+                           groups[0].take(base[a] // n_rec) + t.groups))
         t.kept.append(materialize(rows, kept[b]))
     t.act_tuples += parts.acts.size
+    t.groups += groups[1]
 
 
 def _groups_of(pending: list[tuple[Candidates, np.ndarray | None, np.ndarray]]
@@ -272,7 +277,8 @@ def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
             concat_parts([t.to_solve[i][3] for i in group]),
             concat_parts([t.to_solve[i][4] for i in group]),
             None if dominated else beaten_by(p, t.anchors),
-            np.concatenate([t.to_solve[i][2] for i in group]), _alike(t, group))
+            np.concatenate([t.to_solve[i][2] for i in group]), _alike(t, group),
+            np.concatenate([t.to_solve[i][6] for i in group]))
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]

@@ -20,6 +20,7 @@ recompute-none row passes it (to_solve), and the offloaded activations at k reco
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -80,7 +81,7 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None,
           beaten: Beaten | None = None, least: np.ndarray | None = None,
-          alike: tuple[np.ndarray, int] | None = None
+          alike: tuple[np.ndarray, int] | None = None, group: np.ndarray | None = None
           ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
     """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
     does not fit, their per-stage memory mn and usable memory; their states and in-flight
@@ -96,13 +97,16 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
     floor on the full row's peak, stands for it in `beaten`'s floor there. `alike`: the rows
     numbered by their activation tuple (and the count) where the caller knows it: rows alike
     in it are alike at one recomputed layer too (the recompute mode is the same), so the
-    activations' tuples are not searched for."""
+    activations' tuples are not searched for. `group`: each row's layout group where the
+    caller knows it (MemoryParts.group: rows alike but in their states), which names the
+    columns `beaten`'s step floor reads."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight, alike)
     counted, live = 0, None
     if beaten is not None and len(rows):
         # the peak at any count is at least the full row's (M(n)), the largest stage of mn
         full = mn.max(axis=0)
-        off = beaten(parts, full if least is None else np.where(np.isnan(full), least, full))
+        off = beaten(parts if group is None else replace(parts, group=group),
+                     full if least is None else np.where(np.isnan(full), least, full))
         most = fullest_stage(p, parts.c, parts.acts)
         idx = np.flatnonzero(off & (most >= 2.0))
         counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])

@@ -200,8 +200,8 @@ class MemoryParts:
         and EP, so a row's activation tuple with its DP and EP names its axis tuple."""
         if self.acts.index is None or (idx is not None and len(idx) < 2):
             return None
-        dp, ep = (self.c.dp, self.c.ep) if idx is None else (self.c.dp.take(idx),
-                                                              self.c.ep.take(idx))
+        # on a crossing, the layouts' columns at the rows idx (not built on every row first)
+        dp, ep = (self.c.dp, self.c.ep) if idx is None else columns_at(self.c, ("dp", "ep"), idx)
         found = distinct_rows([self.acts.index if idx is None else self.acts.index.take(idx),
                                dp, ep])
         return None if found is None else (found[1], len(found[0]))

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import planner.search.fast as search_mod
 from planner.api import problem
-from planner.evaluation.candidates import RECOMPUTE_CODES, shape
+from planner.evaluation.candidates import (ACTIVATION_COLUMNS, RECOMPUTE_CODES,
+                                          STEP_FLOOR_COLUMNS, shape)
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.timing import STEP_FLOOR_MARGIN, step_floor
 from planner.search.blocks import passes
@@ -83,3 +84,41 @@ def test_counted_layouts_are_those_solved(monkeypatch):
     assert full.solved > 0
     assert counted.solved == full.solved
     assert (counted.enumerated, counted.valid) == (full.enumerated, full.valid)
+
+
+
+def _alike_within(c, number: np.ndarray, columns: tuple[str, ...]) -> bool:
+    """Whether the rows of c that share a number are alike in `columns`."""
+    key = np.stack([getattr(c, k) for k in columns], axis=1)
+    first = np.full(int(number.max()) + 1, -1)
+    first[number[::-1]] = np.arange(len(number))[::-1]
+    return bool((key == key[first[number]]).all())
+
+
+def test_the_scans_numbering_changes_no_solve(monkeypatch):
+    """partial.solve given each layout's activation tuple and group from its scan (`alike`,
+    `group`, numbered over the search's scans) gives the search it gives when it finds them on
+    its rows, bit for bit; the rows sharing a number are alike in what it names (the
+    activation columns; the step floor's columns), across several scans."""
+    p = problem(get_preset("mixtral-8x7b"), H100, 256, seq_len=4096, global_batch=1024)
+    given_both = search(p)
+    solve, seen = search_mod.solve, []
+
+    def without(*args):   # fast calls solve(p, rows, …, least, alike, group)
+        seen.append((args[1], args[8], args[9]))
+        return solve(*args[:8])
+    monkeypatch.setattr(search_mod, "solve", without)
+    found = search(p)
+    assert seen and all(alike is not None and group is not None for _, alike, group in seen)
+    assert max(int(alike[0].max()) for _, alike, _ in seen) > 0
+    for rows, alike, group in seen:
+        assert _alike_within(rows, alike[0], ACTIVATION_COLUMNS)
+        assert _alike_within(rows, group, STEP_FLOOR_COLUMNS)
+    assert (given_both.enumerated, given_both.valid, given_both.solved) == \
+        (found.enumerated, found.valid, found.solved)
+    assert given_both.rejected.tolist() == found.rejected.tolist()
+    for name in ("tp", "pp", "dp", "ep", "zero", "recompute", "recompute_layers"):
+        assert getattr(given_both.candidates, name).tolist() == \
+            getattr(found.candidates, name).tolist()
+    assert given_both.results.time.step.tobytes() == found.results.time.step.tobytes()
+    assert given_both.results.memory.peak.tobytes() == found.results.memory.peak.tobytes()

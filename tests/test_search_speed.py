@@ -265,3 +265,19 @@ def test_concatenated_parts_give_each_set_its_own_rows():
     assert three.size == parts[0].size + parts[1].size
     got = three.rows(pick=lambda t: t["first"]["persistent"])
     assert got.tobytes() == np.concatenate([expect, expect[:len(a)][::-1]]).tobytes()
+
+
+def test_axis_groups_read_the_layouts_of_a_crossing():
+    """MemoryParts.axis_groups on crossed rows reads DP and EP at the rows asked (from the
+    layouts), not built on every crossed row, and gives the groups it gives where they are."""
+    p = _problem(70e9, 64, 4096, "megatron")
+    rec = recomputes(p, SearchSpace())
+    lay = next(iter(layout_blocks(p, SearchSpace())))[0]
+    idx = np.arange(0, len(lay) * len(rec), 3)
+    lazy, built = with_recomputes(lay, rec), with_recomputes(lay, rec)
+    _ = built.dp, built.ep
+    groups = crossed_memory_parts(p, lazy, lay, len(rec)).axis_groups(idx)
+    assert "dp" not in lazy.__dict__ and "ep" not in lazy.__dict__
+    expect = crossed_memory_parts(p, built, lay, len(rec)).axis_groups(idx)
+    assert groups is not None and expect is not None
+    assert groups[1] == expect[1] and groups[0].tobytes() == expect[0].tobytes()

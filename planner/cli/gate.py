@@ -89,8 +89,8 @@ def check_cmd(
         raise InputError(named[1], f"give one of --model, --model-config and --params, not "
                          f"{' and '.join(named)}")
     opts = _options(engine=engine.value if engine else None, gpus=gpus, hardware=hardware,
-                    model=model_config or model, params=params, seq_len=seq_len, tp=tp, pp=pp, ep=ep, strict=strict,
-                    micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
+                    model=model_config or model, params=params, seq_len=seq_len, tp=tp, pp=pp,
+                    ep=ep, strict=strict, micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                     precision=precision)
     verdict = check_paths(files, CheckOptions(**opts))
     for judged in verdict.files:

@@ -3,16 +3,17 @@
 Sharded data parallel (ZeRO-3 / FSDP): each unit (layer) is all-gathered before its compute;
 with prefetch the gather of unit i+1 runs on its own stream beside unit i's compute. In steady
 state a pass over L units takes L·max(c, g) plus the first gather, which nothing hides (Zhao et
-al. 2023, PyTorch FSDP, Sec. 3: prefetching and the rate limiter): exposed = L·beside(g, c) + g. With
-no prefetch (blocking gathers, depth 0) every gather is exposed: L·g. In backward the unit's
+al. 2023, PyTorch FSDP, Sec. 3: prefetching and the rate limiter): exposed = L·beside(g, c) + g.
+With no prefetch (blocking gathers, depth 0) every gather is exposed: L·g. In backward the unit's
 gather (when re-gathered) and the previous unit's gradient reduce-scatter share the links, so
 c_bwd runs beside g + r per unit and the last reduce-scatter, after the final layer, is exposed.
 
 Bucketed gradient reduction (DDP, ZeRO-1/2, Megatron's distributed optimizer): bucket j's
 reduction can run only once its gradients exist; the stream starts a bucket into the backward
 and must carry D of traffic by the backward's end. Exposed = D/n_b + beside(D·(1 − 1/n_b),
-B·(1 − 1/n_b)), the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2: gradient bucketing and overlap). Without overlap
-(DeepSpeed ZeRO-1/2 default, or Megatron 2021) the whole D is exposed.
+B·(1 − 1/n_b)), the last bucket at least (Li et al. 2020, PyTorch Distributed, Sec. 3.2:
+gradient bucketing and overlap). Without overlap (DeepSpeed ZeRO-1/2 default, or Megatron 2021)
+the whole D is exposed.
 
 Every overlapped collective slows the compute it runs beside: its kernels hold SMs and HBM
 bandwidth, so compute c beside communication a lasts max(c + σ·a, a), exposing max(σ·a, a − c)

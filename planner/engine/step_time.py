@@ -194,7 +194,8 @@ def zero3_time_per_micro_batch(gather: Num, reduce: Num, edge_gather: Num, edge_
     g, r = gather, reduce
     g_b = g * regathers
     share = np.where(once, 1.0 / np.maximum(micro_batches, 1.0), 1.0)
-    fwd = share * (ov.layerwise_exposed(g, layer_fwd, units, prefetch_depth, slowdown) + edge_gather)
+    fwd = share * (ov.layerwise_exposed(g, layer_fwd, units, prefetch_depth, slowdown)
+                   + edge_gather)
     bwd = np.where(once, ov.backward_exposed(g_b, 0.0, layer_bwd, units, prefetch_depth, slowdown)
                    + share * (units * r + edge_reduce),
                    ov.backward_exposed(g_b, r, layer_bwd, units, prefetch_depth, slowdown)

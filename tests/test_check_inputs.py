@@ -105,6 +105,23 @@ def test_flag_wins_over_each_engine_config(tmp_path):
     assert any("overrides activation_checkpoint.mode = selective" in n for n in tt["notes"])
 
 
+def test_tp_pp_ep_fill_in_a_deepspeed_config_and_are_said_unapplied_elsewhere(tmp_path):
+    """DeepSpeed configs do not record TP, PP or EP (the model code sets them): the flags supply
+    them there; a plan or another engine's config states its own, so they are named as not
+    applied, never silently dropped."""
+    ds = _ds(tmp_path, {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+                        "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}})
+    f = dtplan("check", ds, "--gpus", "64", "--model", "mixtral-8x7b", "--seq-len", "4096",
+               "--ep", "8", "-f", "json").json()["files"][0]
+    assert f["summary"]["layout"]["ep"] == 8
+    p = tmp_path / "plan.yaml"
+    p.write_text(PLAN_8B)
+    f = dtplan("check", p, "--tp", "4", "--ep", "2", "-f", "json").json()["files"][0]
+    assert f["summary"]["layout"]["tp"] != 4
+    assert ("--tp 4, --ep 2 not applied: a plan file states its own layout (these options "
+            "supply what a DeepSpeed config cannot)") in f["notes"]
+
+
 def test_bad_override_values_are_all_reported(tmp_path):
     r = dtplan("check", _ds(tmp_path), "--micro-batch", "0", "--recompute", "some",
                "--precision", "fp4")

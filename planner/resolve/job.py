@@ -367,7 +367,7 @@ def resolve_file(path: str, opts: CheckOptions,
         job = ec.read_engine(kind, where, text, data, opts)
         if hardware is not None:
             job.hardware = hardware
-        return job, text, kind
+        return _deepspeed_only(job, kind, opts), text, kind
     plan = validate_plan(data, where, text)
     found = Problems()
     model = found.run(ec.given_model, opts) if opts.model or opts.params else None
@@ -376,4 +376,16 @@ def resolve_file(path: str, opts: CheckOptions,
     found.check()
     job = resolve_plan(plan, Path(path).parent, where, model=model, hardware=hardware,
                        overrides=opts, text=text)
-    return job, text, kind
+    return _deepspeed_only(job, kind, opts), text, kind
+
+
+def _deepspeed_only(job: Job, kind: str, opts: CheckOptions) -> Job:
+    """--tp, --pp and --ep supply what a DeepSpeed config cannot state (Megatron-DeepSpeed and
+    DeepSpeed-MoE set them in the model code); any other file states its own: said, not
+    applied."""
+    given = [f"--{n} {v}" for n, v in (("tp", opts.tp), ("pp", opts.pp), ("ep", opts.ep))
+             if v is not None]
+    if given and kind != "deepspeed":
+        job.notes.append(f"{', '.join(given)} not applied: a {kind} file states its own layout "
+                         "(these options supply what a DeepSpeed config cannot)")
+    return job

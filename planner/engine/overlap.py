@@ -74,11 +74,10 @@ def backward_exposed(gather_per_unit: Num, reduce_per_unit: Num, compute_per_uni
                      units: Num, prefetch_depth: Num = 1, slowdown: Num = 0.0) -> Num:
     """Backward of a sharded pass: per unit, c_bwd runs beside its re-gather g (0 if not
     re-gathered) and the reduce-scatter r of the unit after it; the last r runs after the
-    backward: units·beside(g + r, c) + g + r (depth 0: units·(g + r))."""
+    backward: layerwise_exposed of g + r, units·beside(g + r, c) + g + r (depth 0:
+    units·(g + r))."""
     gr = np.asarray(gather_per_unit, dtype=float) + np.asarray(reduce_per_unit, dtype=float)
-    n = np.asarray(units, dtype=float)
-    pre = n * np.asarray(beside(gr, compute_per_unit, slowdown)) + gr
-    return out(np.where(np.asarray(prefetch_depth) > 0, np.minimum(pre, n * gr), n * gr))
+    return layerwise_exposed(gr, compute_per_unit, units, prefetch_depth, slowdown)
 
 
 def bucketed_exposed(comm_total: Num, backward_compute: Num, buckets: Num, overlap: Num = True,

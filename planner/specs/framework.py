@@ -204,10 +204,8 @@ def parse_framework(data: bytes, where: str, *, trusted: bool = False) -> Framew
     raw = parse_text(text, "toml", where)
     provenance = _unwrap_time(raw, text, where)
     if trusted:   # taken as given; TOML's arrays are the record's tuples
-        time = {**raw["time"], "pipeline_schedules": tuple(raw["time"]["pipeline_schedules"]),
-                "ep_overlap": tuple(raw["time"].get("ep_overlap", ())),
-                **({"zero_stages": tuple(raw["time"]["zero_stages"])}
-                   if "zero_stages" in raw["time"] else {})}
+        time: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                for k, v in raw["time"].items()}
         return FrameworkProfile(**{**raw, "aliases": tuple(raw.get("aliases", ())),
                                    "source_file": where, "time": TimeBehaviour(**time),
                                    "provenance": provenance,
@@ -343,5 +341,5 @@ def with_variant(fw: FrameworkProfile, name: str) -> FrameworkProfile:
     except ValidationError as e:
         raise InputError(named("framework"), f"variant {name}: {validation_message(e)}") from None
     return replace(fw, memory=memory, variants={},
-                               description=f"{fw.description}; variant {name}",
-                               source=f"{fw.source}; {table.get('source', name)}")
+                   description=f"{fw.description}; variant {name}",
+                   source=f"{fw.source}; {table.get('source', name)}")

@@ -33,7 +33,8 @@ REFUSED = {"lora-8b-dp8": "no LoRA", "pass-qlora-llama3-8b-rtx4090": "no LoRA",
 REFUSED_BY: dict[str, dict[str, str]] = {
               "0.2": {},
               "0.3": {"fail-expert-grid-folds": "expert TP",
-                      "fail-experts-divisible-by-ep": "expert TP"}}
+                      "fail-experts-divisible-by-ep": "expert TP",
+                      "fail-sequence-parallel-with-moe": "expert TP"}}
 TMP = Path(tempfile.mkdtemp(prefix="dtplan-titan-"))
 
 

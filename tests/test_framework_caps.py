@@ -18,7 +18,8 @@ EXPECTED = {
                 "ZeRO ≤ 3 with PP; "
                 "ring context parallel; expert parallel over DeepEP (all-to-all hidden in paired "
                 "chunks: "
-                "interleaved, without PP); selective recompute (core-attention).",
+                "interleaved, without PP); MoE under TP with sequence parallel only; "
+                "selective recompute (core-attention).",
     "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
                   "dualpipe), ZeRO ≤ 3 with PP; ZeRO stages 0, 2, 3 only; "
                   "ring context parallel; expert parallel; selective recompute (op-save-list).",

@@ -51,12 +51,12 @@ def test_the_issues_mixtral_fit_all_with_offload_on_8192_gpus_answers(mixtral):
 
 
 def test_fit_all_over_its_bound_is_refused_in_one_line_naming_the_options(mixtral):
-    # on Megatron the same question has 2,085,888 structurally valid layouts (1,088,928 before
-    # uneven stage splits and expert TP joined the space): --all would keep and evaluate each
-    # (1.76 GB measured at the smaller count, before the bound); refused before any is priced
+    # on Megatron the same question has 1,088,928 structurally valid layouts (2,085,888 before
+    # its MoE layouts under TP ran with sequence parallel only): --all would keep and evaluate
+    # each (1.76 GB measured at 1.09 M, before the bound); refused before any is priced
     r = run_dtplan("fit", "--all", "--allow-offload", "--gpus", "8192", "--model-config",
                    mixtral, "--framework", "megatron", "-f", "json")
-    line = one_input_error(r, "dtplan: error: layout space: ", "2,085,888 structurally valid",
+    line = one_input_error(r, "dtplan: error: layout space: ", "1,088,928 structurally valid",
                            f"over the {blocks.MAX_PRICED_ALL:,} one fit --all keeps",
                            "drop --all", "--tp", "--pp", "--ep", "--micro-batch",
                            "--global-batch")

@@ -19,6 +19,7 @@ from planner.engine.arrays import Mask
 from planner.engine.budget import OFFLOAD_CPU
 from planner.engine.memory import PAGED_STATES
 from planner.evaluation import host
+from planner.evaluation.moe_rules import expert_grid_folds, experts_divide, moe_sequence_parallel
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
@@ -139,25 +140,6 @@ def _dualpipe_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
 def _sequence(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
     return (np.where(c.cp > 1, p.seq_len % (2 * c.cp) == 0, True)
             & np.where(c.sp > 0, (p.seq_len // c.cp) % c.tp == 0, True))
-
-
-def _experts(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
-    # Megatron-LM arguments.py:1036-1040 (core_v0.15.3): --num-experts % EP == 0 where EP > 1
-    e = p.model.experts
-    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0), True)
-
-
-def _etp(c: Candidates) -> np.ndarray:
-    return np.where(c.etp > 0, c.etp, c.tp)
-
-
-def _expert_grid(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
-    # Megatron-Core parallel_state.initialize_model_parallel (core_v0.15.3, :743-751): the expert
-    # grid ETP × EP × expert-DP × PP covers the world, so world % (ETP·EP·PP) == 0, i.e. ETP·EP
-    # divides TP·CP·DP; EP may span TP, CP and DP ranks (MoE parallel folding, arXiv 2504.14960).
-    # ETP > 1 only for a mixture of experts (a dense model has no expert grid).
-    grid = _etp(c) * c.ep
-    return ((c.tp * c.cp * c.dp) % grid == 0) & ((c.etp == 0) | p.model.is_moe | (c.etp == c.tp))
 
 
 def _offload(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -288,7 +270,16 @@ RULES: tuple[RuleSpec, ...] = (
              _keys(lambda lay: "layout.cp" if lay.cp > 1 else ("layout.sp" if lay.sp else "seq_len"),
                    "--seq-length", "training.seq_len"),
              reads=("sp",)),
-    RuleSpec("experts-divisible-by-ep", _experts,
+    RuleSpec("sequence-parallel-with-moe", moe_sequence_parallel,
+             "a mixture of experts under TP needs sequence parallel where the framework "
+             "requires it (its profile's moe_needs_sequence_parallel)",
+             lambda p, lay, f: (f"SP {'on' if lay.sequence_parallel else 'off'}, TP {lay.tp}, "
+                                f"{p.model.experts} experts, {p.fw.name}",
+                                "SP on" if p.model.is_moe and lay.tp > 1
+                                and p.fw.time.moe_needs_sequence_parallel else "any"),
+             _keys("layout.sp", "--sequence-parallel", "parallelism.enable_sequence_parallel"),
+             reads=("sp",)),
+    RuleSpec("experts-divisible-by-ep", experts_divide,
              "experts must divide by EP",
              lambda p, lay, f: (f"{p.model.experts} experts, EP {lay.ep}", "divisible"),
              _keys("layout.ep", "--expert-model-parallel-size",
@@ -301,7 +292,7 @@ RULES: tuple[RuleSpec, ...] = (
              _keys("layout.pp", "--pipeline-model-parallel-size",
                    "parallelism.pipeline_parallel_degree", "pipeline"),
              reads=()),
-    RuleSpec("expert-grid-folds", _expert_grid,
+    RuleSpec("expert-grid-folds", expert_grid_folds,
              "expert TP × EP must divide TP × CP × DP (the expert grid ETP × EP × expert-DP × PP "
              "covers the same GPUs)",
              lambda p, lay, f: (f"ETP {lay.expert_tp} × EP {lay.ep} = {lay.expert_tp * lay.ep}",

@@ -202,6 +202,14 @@ def recompute_choices(p: Problem, space: SearchSpace) -> list[Recompute]:
     return [m for m in _RECOMPUTE.values() if m != "selective" or p.fw.time.has_selective]
 
 
+def sp_choices(p: Problem, tp: int) -> list[bool]:
+    """Sequence parallel shards TP's activations: off at TP 1; on alone for an MoE model
+    under TP where the framework runs no other (moe_needs_sequence_parallel)."""
+    if tp == 1:
+        return [False]
+    return [True] if p.model.is_moe and p.fw.time.moe_needs_sequence_parallel else [False, True]
+
+
 def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
     """Every layout's knobs but its recompute, in the fast search's order."""
     for tp, cp, pp, dp, ep in splits(p, space):
@@ -211,7 +219,7 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
             for mb in micro_batch_choices(p, space, dp):
                 for schedule, chunks in schedule_choices(p, space, pp):
                     for first, last in stage_choices(p, pp, chunks):
-                        for sp in ([False] if tp == 1 else [False, True]):  # SP shards TP's
+                        for sp in sp_choices(p, tp):
                             for etp in expert_tp_choices(p, tp):
                                 yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
                                            zero=zero, shard_group=group,

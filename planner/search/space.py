@@ -15,7 +15,8 @@ without a data-parallel group, interleaving without PP, EP on a dense model. Not
 because the framework does not run them (its profile): a pipeline schedule outside
 pipeline_schedules (PP at all where the list is empty), selective recompute where
 selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false,
-a ZeRO stage outside zero_stages.
+a ZeRO stage outside zero_stages, sequence parallel off for a mixture of experts under TP
+where moe_needs_sequence_parallel.
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
@@ -253,9 +254,17 @@ def _factor(keys: np.ndarray, make: Callable[[int], dict[str, np.ndarray]],
     return Factor(cols, start[inv.ravel()], size[inv.ravel()])
 
 
+def _sp_choices(p: Problem, tp: int) -> list[tuple[int]]:
+    """Sequence parallel off (and on, at TP > 1); on alone for a mixture of experts under TP
+    in a framework that requires it (its profile's moe_needs_sequence_parallel)."""
+    if tp < 2:
+        return [(0,)]
+    return [(1,)] if p.model.is_moe and p.fw.time.moe_needs_sequence_parallel else [(0,), (1,)]
+
+
 def split_table(p: Problem, space: SearchSpace) -> Splits:
     """Every split with its knob tables: states by DP·CP, micro-batches by DP, schedules by PP,
-    sequence parallel by TP (on and off where TP > 1)."""
+    sequence parallel by TP (on and off where TP > 1, _sp_choices)."""
     s = split_arrays(p, space)
     rec = recomputes(p, space)
     factors = {
@@ -264,7 +273,8 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
         "mb": _factor(s["dp"], lambda k: _micro_batches(p, space, k), ("mb",)),
         "schedule": _factor(s["pp"], lambda k: _schedules(p, space, k),
                             ("schedule", "chunks", "first", "last")),
-        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table([(0,), (1,)][:k], ("sp",)), ("sp",)),
+        "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table(_sp_choices(p, k), ("sp",)),
+                      ("sp",)),
         # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
         "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
                        lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),

@@ -102,6 +102,10 @@ class TimeBehaviour:
         description="ring context parallel (K/V chunks passed around the CP group) is "
                     "implemented")] = True
     expert_parallel: Annotated[bool, Field(description="experts sharded over an EP group")] = True
+    moe_needs_sequence_parallel: Annotated[bool, Field(
+        description="a mixture of experts under TP runs only with sequence parallel (the "
+                    "search offers no other; a layout given so fails "
+                    "sequence-parallel-with-moe)")] = False
     ep_overlap: Annotated[tuple[EpOverlap, ...], Field(
         description="schedules under which the framework runs a forward chunk beside another "
                     "micro-batch's backward chunk, each hiding the other's EP all-to-all "

@@ -1,0 +1,40 @@
+"""What a mixture-of-experts layout must satisfy to run (rules.RULES' predicates for the expert
+grid): experts over EP, Megatron-Core's MoE parallel folding, sequence parallel under TP where
+the framework requires it. Vectorised over candidates, True where a row passes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.evaluation.candidates import Candidates, Problem
+
+__all__ = ["expert_grid_folds", "experts_divide", "moe_sequence_parallel"]
+
+
+def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
+    """An MoE layer under TP runs sequence parallel where the framework requires it (its
+    profile's moe_needs_sequence_parallel: Megatron-Core's MoELayer raises without it)."""
+    if not (p.model.is_moe and p.fw.time.moe_needs_sequence_parallel):
+        return True
+    return (c.tp <= 1) | (c.sp > 0)
+
+
+def experts_divide(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    """The experts divide by EP where EP > 1."""
+    # Megatron-LM arguments.py:1036-1040 (core_v0.15.3): --num-experts % EP == 0 where EP > 1
+    e = p.model.experts
+    return np.where(c.ep > 1, (e > 0) & (e % np.maximum(c.ep, 1) == 0), True)
+
+
+def _etp(c: Candidates) -> np.ndarray:
+    return np.where(c.etp > 0, c.etp, c.tp)
+
+
+def expert_grid_folds(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
+    """Expert TP × EP divides TP × CP × DP (the expert grid folds over the attention grid)."""
+    # Megatron-Core parallel_state.initialize_model_parallel (core_v0.15.3, :743-751): the expert
+    # grid ETP × EP × expert-DP × PP covers the world, so world % (ETP·EP·PP) == 0, i.e. ETP·EP
+    # divides TP·CP·DP; EP may span TP, CP and DP ranks (MoE parallel folding, arXiv 2504.14960).
+    # ETP > 1 only for a mixture of experts (a dense model has no expert grid).
+    grid = _etp(c) * c.ep
+    return ((c.tp * c.cp * c.dp) % grid == 0) & ((c.etp == 0) | p.model.is_moe | (c.etp == c.tp))

@@ -13,8 +13,9 @@ magnitudes summed, bounded here by FLOOR_MARGIN of them). Where that bound alrea
 usable memory every row of the group at that recompute row is rejected, and its floor
 (device_floor per row) is not computed: the bound stands for it, still never above the exact
 peak (the search reads a rejected row's floor only as an upper bound on its headroom, for the
-closest miss). DeepSeek-V3 on 2,048 H800: two thirds of its 9.5 M priced rows (6.27 M) are
-rejected so, and the floor of its blocks takes 0.36 CPU s instead of 0.48.
+closest miss). DeepSeek-V3 on 2,048 H800 (measured when its space held MoE layouts under TP
+without sequence parallel): two thirds of its 9.5 M priced rows (6.27 M) were rejected so, and
+the floor of its blocks took 0.36 CPU s instead of 0.48.
 """
 
 from __future__ import annotations

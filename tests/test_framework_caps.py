@@ -22,7 +22,8 @@ EXPECTED = {
                 "selective recompute (core-attention).",
     "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
                   "dualpipe), ZeRO ≤ 3 with PP; ZeRO stages 0, 2, 3 only; "
-                  "ring context parallel; expert parallel; selective recompute (op-save-list).",
+                  "ring context parallel; expert parallel (no expert TP: experts whole under EP); "
+                  "selective recompute (op-save-list).",
     "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1, dualpipe, dualpipev), "
                  "ZeRO ≤ 1 with PP; "
                  "no ring context parallel; expert parallel; no selective recompute (none or "

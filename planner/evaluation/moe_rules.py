@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from planner.evaluation.candidates import Candidates, Problem
+from planner.specs.knobs import Layout
 
-__all__ = ["expert_grid_folds", "experts_divide", "moe_sequence_parallel"]
+__all__ = ["expert_grid_folds", "expert_grid_measure", "experts_divide", "moe_sequence_parallel"]
 
 
 def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -31,10 +32,26 @@ def _etp(c: Candidates) -> np.ndarray:
 
 
 def expert_grid_folds(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
-    """Expert TP × EP divides TP × CP × DP (the expert grid folds over the attention grid)."""
+    """Expert TP × EP divides TP × CP × DP (the expert grid folds over the attention grid), and
+    the expert TP is one the framework runs."""
     # Megatron-Core parallel_state.initialize_model_parallel (core_v0.15.3, :743-751): the expert
     # grid ETP × EP × expert-DP × PP covers the world, so world % (ETP·EP·PP) == 0, i.e. ETP·EP
     # divides TP·CP·DP; EP may span TP, CP and DP ranks (MoE parallel folding, arXiv 2504.14960).
     # ETP > 1 only for a mixture of experts (a dense model has no expert grid).
+    # Without expert TP in the framework (torchtitan) the experts take TP's sharding without
+    # EP and are whole under EP, which borrows the TP ranks: ETP = TP there, 1 here.
     grid = _etp(c) * c.ep
-    return ((c.tp * c.cp * c.dp) % grid == 0) & ((c.etp == 0) | p.model.is_moe | (c.etp == c.tp))
+    runs = True if p.fw.time.expert_tensor_parallel or not p.model.is_moe else \
+        _etp(c) == np.where(c.ep > 1, 1, c.tp)
+    return ((c.tp * c.cp * c.dp) % grid == 0) & ((c.etp == 0) | p.model.is_moe | (c.etp == c.tp)) \
+        & runs
+
+
+def expert_grid_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
+    """(value, allowed) of expert-grid-folds: the grid, and the expert TP where the framework
+    runs one alone."""
+    limit = f"divides TP×CP×DP = {lay.tp * lay.cp * lay.dp}"
+    if p.model.is_moe and not p.fw.time.expert_tensor_parallel and lay.tp > 1:
+        runs = 1 if lay.ep > 1 else lay.tp
+        limit += f", ETP {runs} ({p.fw.name} has no expert TP: --etp {runs})"
+    return f"ETP {lay.expert_tp} × EP {lay.ep} = {lay.expert_tp * lay.ep}", limit

@@ -19,7 +19,8 @@ from planner.engine.arrays import Mask
 from planner.engine.budget import OFFLOAD_CPU
 from planner.engine.memory import PAGED_STATES
 from planner.evaluation import host
-from planner.evaluation.moe_rules import expert_grid_folds, experts_divide, moe_sequence_parallel
+from planner.evaluation.moe_rules import (expert_grid_folds, expert_grid_measure, experts_divide,
+                                         moe_sequence_parallel)
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
@@ -294,9 +295,8 @@ RULES: tuple[RuleSpec, ...] = (
              reads=()),
     RuleSpec("expert-grid-folds", expert_grid_folds,
              "expert TP × EP must divide TP × CP × DP (the expert grid ETP × EP × expert-DP × PP "
-             "covers the same GPUs)",
-             lambda p, lay, f: (f"ETP {lay.expert_tp} × EP {lay.ep} = {lay.expert_tp * lay.ep}",
-                                f"divides TP×CP×DP = {lay.tp * lay.cp * lay.dp}"),
+             "covers the same GPUs), at an expert TP the framework runs",
+             expert_grid_measure,
              _keys(lambda lay: "layout.etp" if lay.etp is not None else "layout.ep",
                    lambda lay: ("--expert-tensor-parallel-size" if lay.etp is not None
                                 else "--expert-model-parallel-size"),

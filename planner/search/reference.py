@@ -185,9 +185,14 @@ def stage_choices(p: Problem, pp: int, chunks: int) -> list[tuple[int | None, in
     return out or [(None, None)]
 
 
-def expert_tp_choices(p: Problem, tp: int) -> list[int | None]:
-    """Expert TP: TP (None), and 1 on a mixture of experts under TP."""
-    return [None] + ([1] if p.model.is_moe and tp > 1 else [])
+def expert_tp_choices(p: Problem, tp: int, ep: int) -> list[int | None]:
+    """Expert TP: TP (None), and 1 on a mixture of experts under TP; where the framework has
+    no expert TP, what it runs there: TP without EP, 1 under EP."""
+    if not (p.model.is_moe and tp > 1):
+        return [None]
+    if not p.fw.time.expert_tensor_parallel:
+        return [1] if ep > 1 else [None]
+    return [None, 1]
 
 
 # A SearchSpace's recompute name as the Layout's mode (a KeyError for another name, as the fast
@@ -220,7 +225,7 @@ def base_layouts(p: Problem, space: SearchSpace) -> Iterator[dict]:
                 for schedule, chunks in schedule_choices(p, space, pp):
                     for first, last in stage_choices(p, pp, chunks):
                         for sp in sp_choices(p, tp):
-                            for etp in expert_tp_choices(p, tp):
+                            for etp in expert_tp_choices(p, tp, ep):
                                 yield dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
                                            zero=zero, shard_group=group,
                                            offload_optimizer=opt, offload_params=par,

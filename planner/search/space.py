@@ -16,7 +16,8 @@ because the framework does not run them (its profile): a pipeline schedule outsi
 pipeline_schedules (PP at all where the list is empty), selective recompute where
 selective_recompute is "none", CP where context_parallel and EP where expert_parallel is false,
 a ZeRO stage outside zero_stages, sequence parallel off for a mixture of experts under TP
-where moe_needs_sequence_parallel.
+where moe_needs_sequence_parallel, expert TP other than the framework's where
+expert_tensor_parallel is false.
 Pruned at enumeration: only TP beyond twice the NVLink domain (such layouts fail
 tp-in-nvlink-domain anyway; up to 2× stays enumerated so the rejection table shows them), CP
 whose sequence chunks would be shorter than one flash-attention tile (CP_MIN_CHUNK_TOKENS) and
@@ -262,6 +263,18 @@ def _sp_choices(p: Problem, tp: int) -> list[tuple[int]]:
     return [(1,)] if p.model.is_moe and p.fw.time.moe_needs_sequence_parallel else [(0,), (1,)]
 
 
+def _etp_choices(p: Problem, key: int) -> list[tuple[int]]:
+    """Expert TP codes (0: TP, 1: one) of a split keyed 0 on a dense model, else min(TP, 2)
+    plus 2 where EP > 1: TP alone without TP; TP and 1 under TP where the framework has
+    expert TP (expert_tensor_parallel), else what it runs: TP without EP, 1 under EP."""
+    tp_on, ep_on = key in (2, 4), key in (3, 4)
+    if not tp_on:
+        return [(0,)]
+    if p.fw.time.expert_tensor_parallel:
+        return [(0,), (1,)]
+    return [(1,)] if ep_on else [(0,)]
+
+
 def split_table(p: Problem, space: SearchSpace) -> Splits:
     """Every split with its knob tables: states by DP·CP, micro-batches by DP, schedules by PP,
     sequence parallel by TP (on and off where TP > 1, _sp_choices)."""
@@ -275,9 +288,8 @@ def split_table(p: Problem, space: SearchSpace) -> Splits:
                             ("schedule", "chunks", "first", "last")),
         "sp": _factor(np.minimum(s["tp"], 2), lambda k: _table(_sp_choices(p, k), ("sp",)),
                       ("sp",)),
-        # expert TP = TP (code 0), and 1 on an MoE model under TP (torchtitan's two choices)
-        "etp": _factor(np.minimum(s["tp"], 2) * int(p.model.is_moe),
-                       lambda k: _table([(0,), (1,)][:max(k, 1)], ("etp",)), ("etp",)),
+        "etp": _factor(int(p.model.is_moe) * (np.minimum(s["tp"], 2) + 2 * (s["ep"] > 1)),
+                       lambda k: _table(_etp_choices(p, k), ("etp",)), ("etp",)),
     }
     return Splits(s, factors, (int(rec[0, 0]), int(rec[0, 1])))
 

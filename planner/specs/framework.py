@@ -102,6 +102,10 @@ class TimeBehaviour:
         description="ring context parallel (K/V chunks passed around the CP group) is "
                     "implemented")] = True
     expert_parallel: Annotated[bool, Field(description="experts sharded over an EP group")] = True
+    expert_tensor_parallel: Annotated[bool, Field(
+        description="experts sharded over an expert-TP group of their own (Megatron-Core's "
+                    "expert_tensor_parallel_size: TP or 1 searched); false: routed experts take "
+                    "TP's sharding without EP and are whole under EP (ETP 1)")] = True
     moe_needs_sequence_parallel: Annotated[bool, Field(
         description="a mixture of experts under TP runs only with sequence parallel (the "
                     "search offers no other; a layout given so fails "

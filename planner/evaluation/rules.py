@@ -190,8 +190,9 @@ def _sharding_measure(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
     if lay.dp * lay.cp > 1 and lay.zero not in stages:
         return (f"ZeRO {lay.zero}", f"ZeRO {', '.join(map(str, stages))} ({p.fw.name} "
                                     f"has no ZeRO-{lay.zero})")
+    spans = f", a multiple of CP {lay.cp}" if p.fw.time.shard_spans_cp and lay.cp > 1 else ""
     return (f"shard group {_shard_group(lay)}",
-            f"divides {lay.dp * lay.cp}" if p.fw.time.hybrid_sharding
+            f"divides {lay.dp * lay.cp}{spans}" if p.fw.time.hybrid_sharding
             else f"none: {p.fw.name} has no hybrid sharding")
 
 
@@ -304,10 +305,13 @@ RULES: tuple[RuleSpec, ...] = (
              reads=("etp",)),
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True)
-             & ((_dpcp(c) == 1) | np.isin(c.zero, p.fw.time.zero_stages)),
+             & ((_dpcp(c) == 1) | np.isin(c.zero, p.fw.time.zero_stages))
+             & np.where(c.shard > 0, c.shard % np.where(p.fw.time.shard_spans_cp, c.cp, 1) == 0,
+                        True),
              "the ZeRO stage must be one the framework runs (its profile's zero_stages) and its "
              "shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a framework "
-             "that runs it: the profile's hybrid_sharding)",
+             "that runs it: the profile's hybrid_sharding; whole CP groups where the shards "
+             "span CP: shard_spans_cp)",
              _sharding_measure,
              _keys(lambda lay: "layout.shard_group" if lay.shard_group else "layout.zero",
                    "--use-distributed-optimizer",

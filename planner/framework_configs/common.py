@@ -241,7 +241,14 @@ def _sharding(inp: Job, target: str) -> tuple[int, int, bool, list[str]]:
     if lay.zero == 1:
         notes.append("FSDP has no ZeRO-1: exported as SHARD_GRAD_OP (ZeRO-2, gradients sharded "
                      "too; `dtplan check` of the written file prices it)")
-    shard = lay.shard_group or lay.dp
+    # the plan's shard group counts DP·CP ranks (as the memory model shards over them); the
+    # FSDP mesh is dp_shard × cp (torchtitan parallel_dims.py: CP ranks always shard), so a
+    # group holds whole CP groups and dp_shard is the group over CP
+    group = lay.shard_group or lay.dp * lay.cp
+    if group % lay.cp:
+        raise _unsupported(target, f"a shard group of {group} ranks with CP {lay.cp} (the FSDP "
+                           "mesh is dp_shard × cp: a group holds whole CP groups)")
+    shard = group // lay.cp
     if lay.dp % shard:   # a device mesh of replicate × shard: whole replicas of the group
         raise _unsupported(target, f"a shard group of {shard} in DP {lay.dp} (replicas of the "
                            "group must cover DP exactly)")

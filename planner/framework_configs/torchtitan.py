@@ -151,7 +151,10 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     if mode == "memory_budget":
         notes.append("activation_checkpoint.mode memory_budget counted as selective recompute")
     reshard = par.str("fsdp_reshard_after_forward", "default")
-    if shard > 1:
+    # the FSDP mesh is dp_shard × cp (parallel_dims.py build_mesh: CP ranks always shard the
+    # states); the plan's shard group counts those DP·CP ranks
+    fsdp = shard * cp
+    if fsdp > 1:
         after_fwd = {"always": True, "never": False}.get(reshard, pp == 1)
         zero = 3 if after_fwd else 2
     else:
@@ -160,7 +163,7 @@ def read_torchtitan(where: str, data: Any, opts: CheckOptions) -> Job:
     precision = opts.precision or ("fp32" if mp == "float32" else "mixed")
     offload: Offload = "cpu" if tr.bool("enable_cpu_offload") else "none"
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp if ep > 1 else None, zero=zero,
-                    shard_group=shard if (rep > 1 and shard > 1) else None, micro_batch=micro,
+                    shard_group=fsdp if (rep > 1 and fsdp > 1) else None, micro_batch=micro,
                     schedule=schedule, chunks=chunks, sp=tp > 1, recompute=TITAN_AC[mode],
                     offload_optimizer=offload if zero else "none",
                     offload_params=offload if zero >= 3 else "none", precision=precision,

@@ -98,6 +98,9 @@ class TimeBehaviour:
     hybrid_sharding: Annotated[bool, Field(
         description="ZeRO / FSDP shard groups smaller than DP × CP (HSDP: replicas of a "
                     "sharded group) are implemented")] = True
+    shard_spans_cp: Annotated[bool, Field(
+        description="a ZeRO / FSDP shard group holds whole CP groups (the FSDP mesh is "
+                    "dp_shard × cp): a hybrid-shard group is a multiple of CP")] = False
     context_parallel: Annotated[bool, Field(
         description="ring context parallel (K/V chunks passed around the CP group) is "
                     "implemented")] = True

@@ -8,7 +8,9 @@ Megatron script given so fails sequence-parallel-with-moe. Expert TP: torchtitan
 (b5bcd76c models/common/moe_sharding.py: routed experts take TP's sharding without EP and are
 whole under EP, which borrows the TP ranks); the profile states it (expert_tensor_parallel), the
 search offers ETP = TP without EP and 1 under it there, and expert-grid-folds fails another.
-Dense models and frameworks that do not state these keep every choice."""
+EP ranks: torchtitan borrows them from the FSDP shard group and TP alone (configs.py:282-290),
+so EP divides shard group × TP there (ep-in-shard-group). Dense models and frameworks that do
+not state these keep every choice."""
 
 from __future__ import annotations
 
@@ -59,6 +61,23 @@ def test_the_search_offers_the_expert_tp_the_framework_runs():
     assert _expert_tp("mixtral-8x7b", "torchtitan", ep_on=True) == {"1"}
     assert _expert_tp("mixtral-8x7b", "torchtitan", ep_on=False) == {"TP"}
     assert _expert_tp("mixtral-8x7b", "megatron", ep_on=True) == {"TP", "1"}
+
+
+def test_the_profiles_state_what_they_run():
+    assert load_framework("megatron").time.moe_needs_sequence_parallel
+    assert not load_framework("torchtitan").time.expert_tensor_parallel
+    assert load_framework("torchtitan").time.ep_in_shard_group
+    for name in ("torchtitan", "deepspeed", "fsdp", "torchtune"):
+        assert not load_framework(name).time.moe_needs_sequence_parallel, name
+    for name in ("megatron", "deepspeed", "fsdp", "torchtune"):
+        assert load_framework(name).time.expert_tensor_parallel, name
+        assert not load_framework(name).time.ep_in_shard_group, name
+
+
+def test_the_search_offers_moe_under_tp_with_sp_only_on_megatron():
+    assert _sp_under_tp("mixtral-8x7b", "megatron") == {1}
+    assert _sp_under_tp("mixtral-8x7b", "torchtitan") == {0, 1}
+    assert _sp_under_tp("llama3-8b", "megatron") == {0, 1}   # a dense model keeps both
 
 
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
@@ -127,3 +146,17 @@ def test_check_refuses_a_megatron_moe_script_under_tp_without_sp(dtplan, tmp_pat
     args.write_text(MEGATRON_MOE + "--sequence-parallel\n")
     r = dtplan("check", str(args), "--gpus", "64", "--hardware", "h100")
     assert "FAIL   sequence-parallel-with-moe" not in r.out, r.out
+
+
+def test_torchtitan_ep_stays_in_the_shard_group_and_tp(dtplan):
+    """configs.py:282-290 (b5bcd76c): efsdp = dp_shard·cp·tp / ep, dp_replicate outside."""
+    titan = ("--model", "mixtral-8x7b", "--framework", "torchtitan", "--zero", "3",
+             "--tp", "1", "--etp", "1")
+    # 16 GPUs: DP 16 in shard groups of 4: EP 8 spans replicas, EP 4 does not
+    status, limit = _detail(dtplan, *titan, "--ep", "8", "--shard-group", "4")["ep-in-shard-group"]
+    assert status == "fail" and "divides shard group × TP = 4" in limit
+    assert _rules(dtplan, *titan, "--ep", "4", "--shard-group", "4")["ep-in-shard-group"] == "pass"
+    assert _rules(dtplan, *titan, "--ep", "8")["ep-in-shard-group"] == "pass"   # one group
+    megatron = ("--model", "mixtral-8x7b", "--zero", "1", "--tp", "1", "--ep", "8",
+                "--shard-group", "4")
+    assert _rules(dtplan, *megatron)["ep-in-shard-group"] == "pass"   # EP over every DP rank

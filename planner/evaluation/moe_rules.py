@@ -9,7 +9,8 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.specs.knobs import Layout
 
-__all__ = ["expert_grid_folds", "expert_grid_measure", "experts_divide", "moe_sequence_parallel"]
+__all__ = ["ep_in_shard_group", "ep_in_shard_measure", "expert_grid_folds", "expert_grid_measure",
+           "experts_divide", "moe_sequence_parallel"]
 
 
 def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -55,3 +56,29 @@ def expert_grid_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
         runs = 1 if lay.ep > 1 else lay.tp
         limit += f", ETP {runs} ({p.fw.name} has no expert TP: --etp {runs})"
     return f"ETP {lay.expert_tp} × EP {lay.ep} = {lay.expert_tp * lay.ep}", limit
+
+
+def _sparse_region(c: Candidates) -> np.ndarray:
+    """The ranks EP may borrow where it stays within the FSDP shard group: the group (DP·CP
+    ranks: a hybrid-shard group, else all of them; none under plain DDP, ZeRO-0 without TP,
+    CP or PP, which exports as replicas) times TP."""
+    group = np.where(c.shard > 0, c.shard, c.dp * c.cp)
+    ddp = (c.zero == 0) & (c.tp == 1) & (c.pp == 1) & (c.cp == 1)
+    return np.where(ddp, 1, group) * c.tp
+
+
+def ep_in_shard_group(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
+    """EP divides the shard group × TP where the framework folds it there alone (its profile's
+    ep_in_shard_group: torchtitan's efsdp = dp_shard·cp·tp / ep; replicas are outside)."""
+    if not (p.model.is_moe and p.fw.time.ep_in_shard_group):
+        return True
+    return np.where(c.ep > 1, _sparse_region(c) % np.maximum(c.ep, 1) == 0, True)
+
+
+def ep_in_shard_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
+    """(value, allowed) of ep-in-shard-group."""
+    if not (p.model.is_moe and p.fw.time.ep_in_shard_group and lay.ep > 1):
+        return f"EP {lay.ep}", "any"
+    c = Candidates.from_layouts([lay])
+    return (f"EP {lay.ep}", f"divides shard group × TP = {int(_sparse_region(c)[0])} "
+                            f"({p.fw.name}: EP borrows the shard group and TP ranks)")

@@ -19,7 +19,8 @@ from planner.engine.arrays import Mask
 from planner.engine.budget import OFFLOAD_CPU
 from planner.engine.memory import PAGED_STATES
 from planner.evaluation import host
-from planner.evaluation.moe_rules import (expert_grid_folds, expert_grid_measure, experts_divide,
+from planner.evaluation.moe_rules import (ep_in_shard_group, ep_in_shard_measure,
+                                         expert_grid_folds, expert_grid_measure, experts_divide,
                                          moe_sequence_parallel)
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
@@ -316,6 +317,11 @@ RULES: tuple[RuleSpec, ...] = (
              _keys(lambda lay: "layout.shard_group" if lay.shard_group else "layout.zero",
                    "--use-distributed-optimizer",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
+             reads=("states",)),
+    RuleSpec("ep-in-shard-group", ep_in_shard_group,
+             "EP must divide the shard group × TP where the framework folds it there (its "
+             "profile's ep_in_shard_group)", ep_in_shard_measure,
+             _keys("layout.ep", torchtitan="parallelism.expert_parallel_degree"),
              reads=("states",)),
     RuleSpec("offload-valid", _offload,
              "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1 (a paged "

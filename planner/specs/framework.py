@@ -109,6 +109,9 @@ class TimeBehaviour:
         description="experts sharded over an expert-TP group of their own (Megatron-Core's "
                     "expert_tensor_parallel_size: TP or 1 searched); false: routed experts take "
                     "TP's sharding without EP and are whole under EP (ETP 1)")] = True
+    ep_in_shard_group: Annotated[bool, Field(
+        description="EP borrows its ranks from the FSDP shard group and TP alone (replicas of "
+                    "the group are outside it): EP divides shard group × TP")] = False
     moe_needs_sequence_parallel: Annotated[bool, Field(
         description="a mixture of experts under TP runs only with sequence parallel (the "
                     "search offers no other; a layout given so fails "

@@ -1,6 +1,8 @@
 """What a mixture-of-experts layout must satisfy to run (rules.RULES' predicates for the expert
-grid): experts over EP, Megatron-Core's MoE parallel folding, sequence parallel under TP where
-the framework requires it. Vectorised over candidates, True where a row passes."""
+grid): experts over EP, Megatron-Core's MoE parallel folding at an expert TP the framework
+runs, sequence parallel under TP where the framework requires it, EP within the shard group
+and TP where the framework borrows its ranks there. Vectorised over candidates, True where a
+row passes; each framework's part stated in its profile."""
 
 from __future__ import annotations
 

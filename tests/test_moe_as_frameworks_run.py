@@ -9,8 +9,9 @@ Megatron script given so fails sequence-parallel-with-moe. Expert TP: torchtitan
 whole under EP, which borrows the TP ranks); the profile states it (expert_tensor_parallel), the
 search offers ETP = TP without EP and 1 under it there, and expert-grid-folds fails another.
 EP ranks: torchtitan borrows them from the FSDP shard group and TP alone (configs.py:282-290),
-so EP divides shard group × TP there (ep-in-shard-group). Dense models and frameworks that do
-not state these keep every choice."""
+so EP divides shard group × TP there (ep-in-shard-group). ZeRO-3: DeepSpeed shards an MoE so
+only through AutoEP, which has no AutoTP (edaa7221 runtime/engine.py:1872-1916), so TP is 1
+there (moe-zero3-tp). Dense models and frameworks that do not state these keep every choice."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from planner.api import problem
+from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import SearchSpace, search
 from planner.search import reference
 from planner.specs.framework import load_framework
@@ -72,6 +74,9 @@ def test_the_profiles_state_what_they_run():
     for name in ("megatron", "deepspeed", "fsdp", "torchtune"):
         assert load_framework(name).time.expert_tensor_parallel, name
         assert not load_framework(name).time.ep_in_shard_group, name
+    assert load_framework("deepspeed").time.moe_zero3_needs_tp1
+    for name in ("megatron", "torchtitan", "fsdp", "torchtune"):
+        assert not load_framework(name).time.moe_zero3_needs_tp1, name
 
 
 def test_the_search_offers_moe_under_tp_with_sp_only_on_megatron():
@@ -160,3 +165,15 @@ def test_torchtitan_ep_stays_in_the_shard_group_and_tp(dtplan):
     megatron = ("--model", "mixtral-8x7b", "--zero", "1", "--tp", "1", "--ep", "8",
                 "--shard-group", "4")
     assert _rules(dtplan, *megatron)["ep-in-shard-group"] == "pass"   # EP over every DP rank
+
+
+def test_deepspeed_shards_an_moe_under_zero3_only_without_tp(dtplan):
+    ds = ("--model", "mixtral-8x7b", "--framework", "deepspeed", "--zero", "3", "--ep", "8")
+    status, limit = _detail(dtplan, *ds)["moe-zero3-tp"]   # TP 2 (the helper's default)
+    assert status == "fail" and "TP 1 under ZeRO-3" in limit
+    assert _rules(dtplan, *ds, "--tp", "1")["moe-zero3-tp"] == "pass"
+    assert _rules(dtplan, "--model", "mixtral-8x7b", "--zero", "3", "--ep", "8")["moe-zero3-tp"] \
+        == "pass"   # Megatron-FSDP shards it under TP
+    at = RULE_NAMES.index("moe-zero3-tp")
+    assert search(_problem("mixtral-8x7b", "deepspeed"), SMALL).rejected[at] > 0
+    assert search(_problem("mixtral-8x7b", "megatron"), SMALL).rejected[at] == 0

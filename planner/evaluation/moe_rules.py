@@ -1,7 +1,8 @@
 """What a mixture-of-experts layout must satisfy to run (rules.RULES' predicates for the expert
 grid): experts over EP, Megatron-Core's MoE parallel folding at an expert TP the framework
 runs, sequence parallel under TP where the framework requires it, EP within the shard group
-and TP where the framework borrows its ranks there. Vectorised over candidates, True where a
+and TP where the framework borrows its ranks there, ZeRO-3 without TP where the framework
+runs no other. Vectorised over candidates, True where a
 row passes; each framework's part stated in its profile."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from planner.evaluation.candidates import Candidates, Problem
 from planner.specs.knobs import Layout
 
 __all__ = ["ep_in_shard_group", "ep_in_shard_measure", "expert_grid_folds", "expert_grid_measure",
-           "experts_divide", "moe_sequence_parallel"]
+           "experts_divide", "moe_sequence_parallel", "moe_zero3", "moe_zero3_measure"]
 
 
 def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -84,3 +85,23 @@ def ep_in_shard_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
     c = Candidates.from_layouts([lay])
     return (f"EP {lay.ep}", f"divides shard group × TP = {int(_sparse_region(c)[0])} "
                             f"({p.fw.name}: EP borrows the shard group and TP ranks)")
+
+
+def _zero3_under_tp(c: Candidates) -> np.ndarray:
+    return (c.zero >= 3) & (c.dp * c.cp > 1) & (c.tp > 1)
+
+
+def moe_zero3(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
+    """A mixture of experts runs ZeRO-3 without TP alone where the framework says so (its
+    profile's moe_zero3_needs_tp1: DeepSpeed's AutoEP, the only MoE it shards so)."""
+    if not (p.model.is_moe and p.fw.time.moe_zero3_needs_tp1):
+        return True
+    return ~_zero3_under_tp(c)
+
+
+def moe_zero3_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
+    """(value, allowed) of moe-zero3-tp."""
+    if not (p.model.is_moe and p.fw.time.moe_zero3_needs_tp1):
+        return f"ZeRO {lay.zero}, TP {lay.tp}", "any"
+    return (f"ZeRO {lay.zero}, TP {lay.tp}, {p.model.experts} experts",
+            f"TP 1 under ZeRO-3 ({p.fw.name} shards an MoE so only without TP)")

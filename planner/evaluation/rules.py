@@ -21,7 +21,7 @@ from planner.engine.memory import PAGED_STATES
 from planner.evaluation import host
 from planner.evaluation.moe_rules import (ep_in_shard_group, ep_in_shard_measure,
                                          expert_grid_folds, expert_grid_measure, experts_divide,
-                                         moe_sequence_parallel)
+                                         moe_sequence_parallel, moe_zero3, moe_zero3_measure)
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
@@ -322,6 +322,11 @@ RULES: tuple[RuleSpec, ...] = (
              "EP must divide the shard group × TP where the framework folds it there (its "
              "profile's ep_in_shard_group)", ep_in_shard_measure,
              _keys("layout.ep", torchtitan="parallelism.expert_parallel_degree"),
+             reads=("states",)),
+    RuleSpec("moe-zero3-tp", moe_zero3,
+             "a mixture of experts under ZeRO-3 runs without TP where the framework shards it "
+             "so only (its profile's moe_zero3_needs_tp1)", moe_zero3_measure,
+             _keys("layout.zero", deepspeed="zero_optimization.stage"),
              reads=("states",)),
     RuleSpec("offload-valid", _offload,
              "parameter offload needs ZeRO-3; optimizer offload needs ZeRO ≥ 1 (a paged "

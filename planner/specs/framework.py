@@ -109,6 +109,9 @@ class TimeBehaviour:
         description="experts sharded over an expert-TP group of their own (Megatron-Core's "
                     "expert_tensor_parallel_size: TP or 1 searched); false: routed experts take "
                     "TP's sharding without EP and are whole under EP (ETP 1)")] = True
+    moe_zero3_needs_tp1: Annotated[bool, Field(
+        description="a mixture of experts runs ZeRO-3 only without TP (DeepSpeed: through AutoEP "
+                    "alone, which has no AutoTP)")] = False
     ep_in_shard_group: Annotated[bool, Field(
         description="EP borrows its ranks from the FSDP shard group and TP alone (replicas of "
                     "the group are outside it): EP divides shard group × TP")] = False

@@ -38,7 +38,8 @@ from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.crossing import materialize, with_recomputes
-from planner.search.space import BLOCK_ROWS, SCAN_ROWS, SearchSpace, recomputes
+from planner.search.space import (BLOCK_ROWS, SCAN_DOUBLING, SCAN_GROWTH, SCAN_ROWS, SearchSpace,
+                                  recomputes)
 
 __all__ = ["OBJECTIVES", "SearchResult", "SearchSpace", "search"]
 
@@ -108,6 +109,7 @@ class _Tally:
     groups: int = 0      # layout groups numbered so far (to_solve's item 6)
     anchors: Anchors = field(default_factory=Anchors)  # surely fitting rows timed so far (settle)
     held: dict[int, int] = field(default_factory=dict)  # tuple rows of the parts kept for the solve
+    scans: int = 0       # scans priced so far (the scan's size grows with them)
 
 
 def _count_structural(p: Problem, t: _Tally, block: Block, rec: np.ndarray
@@ -309,6 +311,12 @@ def _groups(sizes: list[int]) -> list[list[int]]:
     return out
 
 
+def _scan_rows(t: _Tally) -> int:
+    """Candidate rows a scan prices at least: SCAN_ROWS, doubled every SCAN_DOUBLING scans up
+    to SCAN_GROWTH times (space.SCAN_ROWS says why)."""
+    return SCAN_ROWS * min(SCAN_GROWTH, 2 ** (t.scans // SCAN_DOUBLING))
+
+
 def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "time", *,
            dominated: bool = False, limit: int | None = None) -> SearchResult:
     """The whole space, block by block; the valid rows ranked (Pareto-clean unless `dominated`),
@@ -329,8 +337,9 @@ def search(p: Problem, space: SearchSpace = SearchSpace(), objective: str = "tim
         # put most rows of the blocks after it off the front by their step floor alone
         # (keeping every valid row, `dominated`, uses no anchors: blocks merge from the first)
         alone = not dominated and not len(t.anchors.step)
-        if sum(len(x) for x, *_ in pending) * len(rec) >= (1 if alone else SCAN_ROWS):
+        if sum(len(x) for x, *_ in pending) * len(rec) >= (1 if alone else _scan_rows(t)):
             _scan_blocks(p, pending, rec, t, dominated)
+            t.scans += 1
             pending = []
     if pending:
         _scan_blocks(p, pending, rec, t, dominated)

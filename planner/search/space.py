@@ -62,6 +62,13 @@ BLOCK_ROWS = 1 << 17  # candidates per block: bounds the cost model's arrays (~1
 # The search prices the structural survivors of consecutive blocks together, at least this many
 # candidate rows at a time (once some row surely fits; settle.Anchors), for the same fixed cost.
 SCAN_ROWS = 1 << 17
+# A scan's fixed cost (~10 ms: the parts, bounds and model calls of one pass) is paid per scan;
+# once the first scans' anchors put most rows off the front, larger scans prune as well and pay
+# it less often, so the scan doubles every SCAN_DOUBLING scans up to SCAN_GROWTH × SCAN_ROWS:
+# measured -12 % CPU on DeepSeek-V3/2,048 and -7 % on Qwen3-235B/256 and Mixtral-8x22B/1,024,
+# the dense scenarios within ±3 % (benchmarks/fit_speed.py, interleaved runs), peak RSS
+# 271 -> 327 MB on DeepSeek-V3 (Mixtral 145 -> 188 MB).
+SCAN_DOUBLING, SCAN_GROWTH = 4, 4
 # Ring CP cuts the sequence into 2·CP chunks (Megatron-LM; Dubey et al. 2024, Sec. 3.3.2); a
 # chunk below one 128-token FlashAttention-2 query tile (Dao 2023) leaves the kernel partly idle.
 CP_MIN_CHUNK_TOKENS = 128

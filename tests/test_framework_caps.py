@@ -22,12 +22,12 @@ EXPECTED = {
                 "selective recompute (core-attention).",
     "torchtitan": "pipeline schedules 1f1b, interleaved, gpipe, dualpipev (not zb-h1, "
                   "dualpipe), ZeRO ≤ 3 with PP; ZeRO stages 0, 2, 3 only; "
-                  "ring context parallel; expert parallel (no expert TP: experts whole under EP); "
-                  "selective recompute (op-save-list).",
+                  "ring context parallel; expert parallel (no expert TP: experts whole under EP; "
+                  "EP within the shard group × TP); selective recompute (op-save-list).",
     "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1, dualpipe, dualpipev), "
                  "ZeRO ≤ 1 with PP; "
-                 "no ring context parallel; expert parallel; no selective recompute (none or "
-                 "full only).",
+                 "no ring context parallel; expert parallel (an MoE under ZeRO-3 without TP "
+                 "only); no selective recompute (none or full only).",
     "fsdp": "no pipeline parallel; ring context parallel; no expert parallel (experts "
             "replicated); no selective recompute (none or full only).",
 }

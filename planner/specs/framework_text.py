@@ -23,9 +23,10 @@ def describe(fw: FrameworkProfile) -> str:
 
 def capabilities(fw: FrameworkProfile) -> str:
     """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
-    context_parallel, expert_parallel, expert_tensor_parallel, moe_needs_sequence_parallel,
-    selective_recompute; each key cites the framework's source in the profile): the search
-    offers nothing else, `estimate` refuses the rest."""
+    context_parallel, expert_parallel, expert_tensor_parallel, ep_in_shard_group,
+    moe_zero3_needs_tp1, moe_needs_sequence_parallel, selective_recompute; each key cites the
+    framework's source in the profile): the search offers nothing else, `estimate` refuses
+    the rest."""
     t = fw.time
     if t.pipeline_schedules:
         missing = [s for s in SCHEDULES if s not in t.pipeline_schedules]
@@ -44,8 +45,11 @@ def capabilities(fw: FrameworkProfile) -> str:
     if t.expert_parallel and t.ep_overlap:
         ep += (" (all-to-all hidden in paired chunks: "
                + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
-    if t.expert_parallel and not t.expert_tensor_parallel:
-        ep += " (no expert TP: experts whole under EP)"
+    if t.expert_parallel:
+        notes = (["no expert TP: experts whole under EP"] * (not t.expert_tensor_parallel)
+                 + ["EP within the shard group × TP"] * t.ep_in_shard_group
+                 + ["an MoE under ZeRO-3 without TP only"] * t.moe_zero3_needs_tp1)
+        ep += f" ({'; '.join(notes)})" if notes else ""
     if t.moe_needs_sequence_parallel:
         ep += "; MoE under TP with sequence parallel only"
     sel = ("no selective recompute (none or full only)" if not t.has_selective

@@ -65,6 +65,20 @@ def test_expert_states_shard_over_expert_dp():
     assert opt_a - dense == pytest.approx(12.0 * experts / 8 / 2, rel=1e-9)
 
 
+def test_hybrid_sharding_shards_the_experts_over_their_share_of_the_group():
+    # 64 GPUs, TP 1, DP 64, EP 8, ZeRO-1 in shard groups of 16 (4 distributed-optimizer
+    # instances): expert-DP 8 splits into 4 instances too (Megatron-Core parallel_state.py
+    # :1447-1452; torchtitan's efsdp = dp_shard·cp·tp / ep = 16 / 8), so the experts' 12 B/param
+    # divide by 2, not by min(16, 8) = 8 as before
+    mod = get_preset("mixtral-8x7b")
+    experts = mod.moe_layers * mod.experts * mlp_params(mod.hidden, mod.expert_width, mod.gated,
+                                                         mod.linear_bias) / 8
+    _, e = _eval(64, tp=1, dp=64, ep=8, zero=1, shard_group=16)
+    dense = float(e.memory.first.params[0]) - experts   # this GPU's parameters but the experts
+    assert float(e.memory.first.optimizer[0]) == pytest.approx(
+        12.0 * dense / 16 + 12.0 * experts / 2, rel=1e-9)
+
+
 def test_expert_gradients_reduce_over_expert_dp_only():
     # TP 1, DP 8, EP 8 on one node, ZeRO-0: expert-DP = 1, so only the dense gradients cross
     # the DP all-reduce; the experts' (1/8 of them per GPU) reduce over nobody

@@ -121,3 +121,13 @@ def state_split_bytes(params: Num, zero_stage: Num, shard_degree: Num,
     grads = psi * grad_bytes / divisor("gradients")
     optim = psi * k_bytes / divisor("optimizer")
     return out(weights), out(grads), out(optim)
+
+
+def expert_shard_degree(shard: Num, dp_cp: Num, expert_dp: Num) -> Num:
+    """Ranks an expert's ZeRO states are divided over: its expert-DP group (TP·CP·DP / (ETP·EP))
+    in the shard group's share, expert-DP × S / (DP·CP), at least 1. Megatron-Core splits the
+    expert-DP group into as many partial distributed-optimizer instances as the dense DP·CP
+    group (parallel_state.py:1447-1452 at d98e8a64); torchtitan's expert FSDP mesh is
+    dp_shard·cp·tp / ep (config/configs.py:282-290 at b5bcd76c), the same with ETP 1."""
+    s, n, e = (np.asarray(x, dtype=float) for x in (shard, dp_cp, expert_dp))
+    return out(np.maximum(e * s / n, 1.0))

@@ -123,7 +123,6 @@ class _Params:
     embedding: np.ndarray
     head: np.ndarray
     largest_layer: np.ndarray | float
-    expert_shard: np.ndarray
 
 
 def _params(p: Problem, x: Shape) -> _Params:
@@ -142,8 +141,7 @@ def _params(p: Problem, x: Shape) -> _Params:
         if mod.is_moe else float(mod.layer_params())
     return _Params(dense_per_layer=(1 - moe_share) * mod.layer_params() + moe_share * moe_dense,
                    expert_per_layer=moe_share * experts_w, embedding=emb, head=head,
-                   largest_layer=largest,
-                   expert_shard=np.maximum(np.minimum(x.shard, x.expert_dp), 1.0))
+                   largest_layer=largest)
 
 
 def layer_activations(terms: dict[int, dict[str, Num]]) -> dict[int, FloatArray]:

@@ -25,7 +25,8 @@ from planner.engine import peak as pk
 from planner.engine import recompute as rc
 from planner.engine import ring_attention as ring
 from planner.engine.memory import (MUON_ADAMW_EXTRA, PAGED_STATES, PRECISION_RECIPES,
-                                   optimizer_bytes_per_param, paged_moment_bytes)
+                                   expert_shard_degree, optimizer_bytes_per_param,
+                                   paged_moment_bytes)
 from planner.engine.arrays import FloatArray, Num
 from planner.engine.fp8 import PER_TENSOR, fp8_saved_terms
 from planner.engine.params import norm_params
@@ -214,11 +215,11 @@ def _states(p: Any, c: Any, fw: Any, st: Stage) -> dict[str, np.ndarray]:
     dpcp = np.asarray(c.dp, dtype=float) * np.asarray(c.cp, dtype=float)
     shard = np.where(c.shard > 0, np.asarray(c.shard, dtype=float), dpcp)
     # experts' states shard over expert-DP = TP·CP·DP / (ETP·EP) (Megatron-Core's expert data
-    # parallel group, parallel_state.py:748), ETP = TP where not given
+    # parallel group, parallel_state.py:748), ETP = TP where not given, in the shard group's share
     tp = np.asarray(c.tp, dtype=float)
     etp = np.where(np.asarray(c.etp) > 0, np.asarray(c.etp, dtype=float), tp)
     expert_dp = tp * dpcp / (etp * np.asarray(c.ep, dtype=float))
-    expert_shard = np.maximum(np.minimum(shard, expert_dp), 1.0)
+    expert_shard = expert_shard_degree(shard, dpcp, expert_dp)
     (w_b, g_b, k_b), fsdp = _recipe(p, fw, zero)
     sharding = np.where(fsdp, 3, zero)
     trained, trained_experts, frozen = st.dense_params, st.expert_params, 0.0 * zero

@@ -53,6 +53,9 @@ LAYOUTS: dict[str, dict[str, object]] = {
     "tp4-cp2": {**_8B, "seq": 32768, "batch": 64,
                 "layout": "tp: 4, cp: 2, pp: 1, zero: 1, sp: true, micro_batch: 1, "
                           "recompute: full"},
+    "zero3-hsdp-cp2": {**_8B, "seq": 32768, "batch": 64,
+                       "layout": "tp: 1, cp: 2, pp: 1, zero: 3, shard_group: 16, micro_batch: 1, "
+                                 "recompute: full"},
     "moe-ep8": {**_8B, "model": "mixtral-8x7b", "seq": 4096,
                 "layout": "tp: 1, pp: 1, ep: 8, zero: 1, micro_batch: 1, recompute: full"},
     "zero3-cpu-offload": {**_8B, "gpus": 8, "seq": 4096, "batch": 64,

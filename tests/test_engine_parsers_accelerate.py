@@ -100,13 +100,15 @@ def test_accelerate_launches_each_export_as_planned(acc, name):
     if got["dims"] is not None:
         rep, shard, tp, cp = got["dims"]
         assert (rep * shard, tp, cp) == (lay.dp, lay.tp, lay.cp)
-        assert shard == (lay.shard_group or lay.dp)
+        # the plan's shard group counts DP·CP ranks; the FSDP mesh is dp_shard × cp
+        assert shard == (lay.shard_group or lay.dp * lay.cp) // lay.cp
 
 
 def test_the_loads_cover_every_layout_family_accelerate_runs(acc):
     loaded = {w.name for w in written("accelerate") if w.text}
     assert {"zero1-dp64", "zero2-dp64", "zero3-dp64-full", "zero3-hsdp8", "tp2-zero3",
-            "tp4-cp2", "zero3-cpu-offload", "full-ft-7b-1gpu-offload", "lora-8b-dp8",
+            "tp4-cp2", "zero3-hsdp-cp2", "zero3-cpu-offload", "full-ft-7b-1gpu-offload",
+            "lora-8b-dp8",
             "pass-qlora-llama3-8b-rtx4090"} <= loaded
 
 

@@ -139,7 +139,8 @@ def test_torchtitan_parses_each_export_to_the_plans_sizes(tt, name):
     assert (d["replicate"] * d["shard"], d["tp"], d["pp"], d["cp"], d["ep"]) == \
         (lay.dp, lay.tp, lay.pp, lay.cp, lay.ep)
     ddp = lay.dp == 1 or (lay.zero == 0 and lay.tp * lay.pp * lay.cp == 1)   # no FSDP at all
-    assert d["shard"] == (1 if ddp else lay.shard_group or lay.dp)
+    # the plan's shard group counts DP·CP ranks; torchtitan's FSDP mesh is dp_shard × cp
+    assert d["shard"] == (1 if ddp else (lay.shard_group or lay.dp * lay.cp) // lay.cp)
     gbs, accum = trainer_checks(release, cfg, d)
     assert gbs == job.global_batch
     if lay.pp > 1:   # every micro-batch goes through the pipeline in one local batch
@@ -161,7 +162,8 @@ def test_the_loads_cover_every_layout_family_torchtitan_runs(tt):
     loaded = {w.name for w in written("torchtitan", release) if w.text}
     assert {"zero1-dp64", "zero2-dp64", "zero3-dp64-full", "zero3-hsdp8", "tp2-zero3",
             "tp8-pp2-1f1b", "tp8-pp2-interleaved", "tp8-pp3-uneven", "tp4-cp2",
-            "zero3-cpu-offload", "full-ft-7b-1gpu-offload", "llama3-70b-256xh100"} <= loaded
+            "zero3-hsdp-cp2", "zero3-cpu-offload", "full-ft-7b-1gpu-offload",
+            "llama3-70b-256xh100"} <= loaded
 
 
 def test_a_mismatched_world_is_refused_by_torchtitan(tt):

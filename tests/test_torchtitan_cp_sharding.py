@@ -60,8 +60,10 @@ def test_a_group_that_splits_a_cp_group_fails_and_is_not_exported(dtplan, tmp_pa
 
 
 def test_the_search_offers_torchtitan_groups_of_whole_cp_groups_only():
-    assert load_framework("torchtitan").time.shard_spans_cp
-    assert not load_framework("megatron").time.shard_spans_cp
+    for name in ("torchtitan", "fsdp"):   # Accelerate's dp_shard_cp mesh too
+        assert load_framework(name).time.shard_spans_cp, name
+    for name in ("megatron", "deepspeed"):
+        assert not load_framework(name).time.shard_spans_cp, name
     p = problem(get_preset("llama3-8b"), load_profile("h100"), 32, seq_len=32768,
                 global_batch=32, framework=load_framework("torchtitan"))
     res = search(p, SearchSpace(tp=1, pp=1, cp=4, micro_batch=1, recompute="full"),

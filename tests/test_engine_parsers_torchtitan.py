@@ -171,3 +171,33 @@ def test_a_mismatched_world_is_refused_by_torchtitan(tt):
     w = next(x for x in written("torchtitan", release) if x.name == "zero3-hsdp8")
     with pytest.raises(AssertionError, match="WORLD_SIZE|world"):
         dims(release, parse(release, w.text, "hsdp-world"), w.job.gpus * 2)
+
+
+EP_BEYOND_SHARD = """model: qwen3-30b-a3b
+hardware: h100
+framework: torchtitan
+gpus: 64
+seq_len: 4096
+layout: {tp: 1, pp: 1, zero: 3, shard_group: 4, ep: 8, micro_batch: 1, recompute: full}
+batch: {global_batch: 64}
+"""
+
+
+def test_torchtitan_refuses_ep_beyond_the_shard_group_as_dtplan_does(tt, tmp_path):
+    """EP 8 over shard groups of 4 (16 replicas): dtplan's ep-in-shard-group fails it, and
+    torchtitan's own ParallelDims refuses the written command line (b5bcd76c:
+    "expert_parallel_degree must divide dp_shard * cp * tp"; 0.3.0 fails building the mesh,
+    its efsdp 4 / 8 = 0)."""
+    from conftest import run_dtplan
+    _, release = tt
+    plan = tmp_path / "ep.yaml"
+    plan.write_text(EP_BEYOND_SHARD)
+    rules = {x["name"]: x["status"] for x in run_dtplan("check", plan, "-f", "json")
+             .json()["files"][0]["rules"]}
+    assert rules["ep-in-shard-group"] == "fail"
+    out = tmp_path / "train.sh"
+    args = ["export", plan, "--to", "torchtitan", "--allow-failing", "-o", out]
+    r = run_dtplan(*args, "--torchtitan-version", release, cwd=tmp_path)
+    assert r.code == 0, r.err
+    with pytest.raises(ValueError, match="expert_parallel_degree|is 0, but"):
+        dims(release, parse(release, out.read_text(), "ep-beyond-shard"), 64)

@@ -184,7 +184,7 @@ batch: {global_batch: 64}
 
 
 def test_torchtitan_refuses_ep_beyond_the_shard_group_as_dtplan_does(tt, tmp_path):
-    """EP 8 over shard groups of 4 (16 replicas): dtplan's ep-in-shard-group fails it, and
+    """EP 8 over shard groups of 4 (16 replicas): dtplan's ep-ranks fails it, and
     torchtitan's own ParallelDims refuses the written command line (b5bcd76c:
     "expert_parallel_degree must divide dp_shard * cp * tp"; 0.3.0 fails building the mesh,
     its efsdp 4 / 8 = 0)."""
@@ -194,7 +194,7 @@ def test_torchtitan_refuses_ep_beyond_the_shard_group_as_dtplan_does(tt, tmp_pat
     plan.write_text(EP_BEYOND_SHARD)
     rules = {x["name"]: x["status"] for x in run_dtplan("check", plan, "-f", "json")
              .json()["files"][0]["rules"]}
-    assert rules["ep-in-shard-group"] == "fail"
+    assert rules["ep-ranks"] == "fail"
     out = tmp_path / "train.sh"
     args = ["export", plan, "--to", "torchtitan", "--allow-failing", "-o", out]
     r = run_dtplan(*args, "--torchtitan-version", release, cwd=tmp_path)

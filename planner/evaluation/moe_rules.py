@@ -1,7 +1,7 @@
 """What a mixture-of-experts layout must satisfy to run (rules.RULES' predicates for the expert
 grid): experts over EP, Megatron-Core's MoE parallel folding at an expert TP the framework
-runs, sequence parallel under TP where the framework requires it, EP within the shard group
-and TP where the framework borrows its ranks there, ZeRO-3 without TP where the framework
+runs, sequence parallel under TP where the framework requires it, EP within the ranks the
+framework carves it from, ZeRO-3 without TP where the framework
 runs no other. Vectorised over candidates, True where a
 row passes; each framework's part stated in its profile."""
 
@@ -12,8 +12,9 @@ import numpy as np
 from planner.evaluation.candidates import Candidates, Problem
 from planner.specs.knobs import Layout
 
-__all__ = ["ep_in_shard_group", "ep_in_shard_measure", "expert_grid_folds", "expert_grid_measure",
-           "experts_divide", "moe_sequence_parallel", "moe_zero3", "moe_zero3_measure"]
+__all__ = ["ep_ranks", "ep_ranks_measure", "expert_grid_folds", "expert_grid_measure",
+           "experts_divide", "moe_sequence_parallel", "moe_sequence_parallel_measure", "moe_zero3",
+           "moe_zero3_measure"]
 
 
 def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
@@ -22,6 +23,13 @@ def moe_sequence_parallel(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarra
     if not (p.model.is_moe and p.fw.time.moe_needs_sequence_parallel):
         return True
     return (c.tp <= 1) | (c.sp > 0)
+
+
+def moe_sequence_parallel_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
+    """(value, allowed) of sequence-parallel-with-moe."""
+    needs = p.model.is_moe and lay.tp > 1 and p.fw.time.moe_needs_sequence_parallel
+    return (f"SP {'on' if lay.sequence_parallel else 'off'}, TP {lay.tp}, "
+            f"{p.model.experts} experts, {p.fw.name}", "SP on" if needs else "any")
 
 
 def experts_divide(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -70,21 +78,27 @@ def _sparse_region(c: Candidates) -> np.ndarray:
     return np.where(ddp, 1, group) * c.tp
 
 
-def ep_in_shard_group(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
-    """EP divides the shard group × TP where the framework folds it there alone (its profile's
-    ep_in_shard_group: torchtitan's efsdp = dp_shard·cp·tp / ep; replicas are outside)."""
-    if not (p.model.is_moe and p.fw.time.ep_in_shard_group):
+def _ep_region(p: Problem, c: Candidates) -> np.ndarray:
+    """The ranks EP groups are carved from where not the expert grid (ep_ranks)."""
+    return _sparse_region(c) if p.fw.time.ep_ranks == "shard-group-tp" else np.asarray(c.dp)
+
+
+def ep_ranks(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
+    """EP divides the ranks the framework carves it from (its profile's ep_ranks): torchtitan's
+    shard group × TP (efsdp = dp_shard·cp·tp / ep; replicas are outside), DeepSpeed's DP."""
+    if not p.model.is_moe or p.fw.time.ep_ranks == "expert-grid":
         return True
-    return np.where(c.ep > 1, _sparse_region(c) % np.maximum(c.ep, 1) == 0, True)
+    return np.where(c.ep > 1, _ep_region(p, c) % np.maximum(c.ep, 1) == 0, True)
 
 
-def ep_in_shard_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
-    """(value, allowed) of ep-in-shard-group."""
-    if not (p.model.is_moe and p.fw.time.ep_in_shard_group and lay.ep > 1):
+def ep_ranks_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
+    """(value, allowed) of ep-ranks."""
+    how = p.fw.time.ep_ranks
+    if not p.model.is_moe or how == "expert-grid" or lay.ep == 1:
         return f"EP {lay.ep}", "any"
-    c = Candidates.from_layouts([lay])
-    return (f"EP {lay.ep}", f"divides shard group × TP = {int(_sparse_region(c)[0])} "
-                            f"({p.fw.name}: EP borrows the shard group and TP ranks)")
+    region = int(_ep_region(p, Candidates.from_layouts([lay]))[0])
+    where = "the shard group × TP" if how == "shard-group-tp" else "DP"
+    return f"EP {lay.ep}", f"divides {where} = {region} ({p.fw.name} carves EP from them)"
 
 
 def _zero3_under_tp(c: Candidates) -> np.ndarray:

@@ -19,9 +19,10 @@ from planner.engine.arrays import Mask
 from planner.engine.budget import OFFLOAD_CPU
 from planner.engine.memory import PAGED_STATES
 from planner.evaluation import host
-from planner.evaluation.moe_rules import (ep_in_shard_group, ep_in_shard_measure,
+from planner.evaluation.moe_rules import (ep_ranks, ep_ranks_measure,
                                          expert_grid_folds, expert_grid_measure, experts_divide,
-                                         moe_sequence_parallel, moe_zero3, moe_zero3_measure)
+                                         moe_sequence_parallel, moe_sequence_parallel_measure,
+                                         moe_zero3, moe_zero3_measure)
 from planner.engine.ranks import inside_domain
 from planner.engine.stages import MAX_STAGE_DEFICIT, layers_split_valid
 from planner.specs.knobs import Layout
@@ -276,10 +277,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("sequence-parallel-with-moe", moe_sequence_parallel,
              "a mixture of experts under TP needs sequence parallel where the framework "
              "requires it (its profile's moe_needs_sequence_parallel)",
-             lambda p, lay, f: (f"SP {'on' if lay.sequence_parallel else 'off'}, TP {lay.tp}, "
-                                f"{p.model.experts} experts, {p.fw.name}",
-                                "SP on" if p.model.is_moe and lay.tp > 1
-                                and p.fw.time.moe_needs_sequence_parallel else "any"),
+             moe_sequence_parallel_measure,
              _keys("layout.sp", "--sequence-parallel", "parallelism.enable_sequence_parallel"),
              reads=("sp",)),
     RuleSpec("experts-divisible-by-ep", experts_divide,
@@ -318,10 +316,11 @@ RULES: tuple[RuleSpec, ...] = (
                    "--use-distributed-optimizer",
                    "parallelism.data_parallel_shard_degree", "zero_optimization.stage"),
              reads=("states",)),
-    RuleSpec("ep-in-shard-group", ep_in_shard_group,
-             "EP must divide the shard group × TP where the framework folds it there (its "
-             "profile's ep_in_shard_group)", ep_in_shard_measure,
-             _keys("layout.ep", torchtitan="parallelism.expert_parallel_degree"),
+    RuleSpec("ep-ranks", ep_ranks,
+             "EP must divide the ranks the framework carves it from (its profile's ep_ranks: "
+             "the shard group × TP, or DP)", ep_ranks_measure,
+             _keys("layout.ep", "--expert-model-parallel-size",
+                   "parallelism.expert_parallel_degree"),
              reads=("states",)),
     RuleSpec("moe-zero3-tp", moe_zero3,
              "a mixture of experts under ZeRO-3 runs without TP where the framework shards it "

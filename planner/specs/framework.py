@@ -112,9 +112,11 @@ class TimeBehaviour:
     moe_zero3_needs_tp1: Annotated[bool, Field(
         description="a mixture of experts runs ZeRO-3 only without TP (DeepSpeed: through AutoEP "
                     "alone, which has no AutoTP)")] = False
-    ep_in_shard_group: Annotated[bool, Field(
-        description="EP borrows its ranks from the FSDP shard group and TP alone (replicas of "
-                    "the group are outside it): EP divides shard group × TP")] = False
+    ep_ranks: Annotated[Literal["expert-grid", "shard-group-tp", "dp"], Field(
+        description="the ranks EP groups are carved from: the expert grid over TP × CP × DP "
+                    "(expert-grid-folds checks it), the FSDP shard group × TP (replicas of the "
+                    "group outside it), or the data-parallel ranks alone; EP divides them")] = \
+        "expert-grid"
     moe_needs_sequence_parallel: Annotated[bool, Field(
         description="a mixture of experts under TP runs only with sequence parallel (the "
                     "search offers no other; a layout given so fails "

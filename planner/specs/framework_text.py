@@ -23,7 +23,7 @@ def describe(fw: FrameworkProfile) -> str:
 
 def capabilities(fw: FrameworkProfile) -> str:
     """What the framework runs, as its profile states it (pipeline_schedules, max_zero_under_pp,
-    context_parallel, expert_parallel, expert_tensor_parallel, ep_in_shard_group,
+    context_parallel, expert_parallel, expert_tensor_parallel, ep_ranks,
     moe_zero3_needs_tp1, moe_needs_sequence_parallel, selective_recompute; each key cites the
     framework's source in the profile): the search offers nothing else, `estimate` refuses
     the rest."""
@@ -47,7 +47,8 @@ def capabilities(fw: FrameworkProfile) -> str:
                + ", ".join("without PP" if s == "no-pp" else s for s in t.ep_overlap) + ")")
     if t.expert_parallel:
         notes = (["no expert TP: experts whole under EP"] * (not t.expert_tensor_parallel)
-                 + ["EP within the shard group × TP"] * t.ep_in_shard_group
+                 + ["EP within the shard group × TP"] * (t.ep_ranks == "shard-group-tp")
+                 + ["EP within DP"] * (t.ep_ranks == "dp")
                  + ["an MoE under ZeRO-3 without TP only"] * t.moe_zero3_needs_tp1)
         ep += f" ({'; '.join(notes)})" if notes else ""
     if t.moe_needs_sequence_parallel:

@@ -101,16 +101,12 @@ def ep_ranks_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
     return f"EP {lay.ep}", f"divides {where} = {region} ({p.fw.name} carves EP from them)"
 
 
-def _zero3_under_tp(c: Candidates) -> np.ndarray:
-    return (c.zero >= 3) & (c.dp * c.cp > 1) & (c.tp > 1)
-
-
 def moe_zero3(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
     """A mixture of experts runs ZeRO-3 without TP alone where the framework says so (its
     profile's moe_zero3_needs_tp1: DeepSpeed's AutoEP, the only MoE it shards so)."""
     if not (p.model.is_moe and p.fw.time.moe_zero3_needs_tp1):
         return True
-    return ~_zero3_under_tp(c)
+    return ~((c.zero >= 3) & (c.dp * c.cp > 1) & (c.tp > 1))
 
 
 def moe_zero3_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:

@@ -26,8 +26,8 @@ EXPECTED = {
                   "EP within the shard group × TP); selective recompute (op-save-list).",
     "deepspeed": "pipeline schedules 1f1b (not interleaved, gpipe, zb-h1, dualpipe, dualpipev), "
                  "ZeRO ≤ 1 with PP; "
-                 "no ring context parallel; expert parallel (EP within DP; an MoE under ZeRO-3 "
-                 "without TP only); no selective recompute (none or full only).",
+                 "no ring context parallel; expert parallel (an MoE under ZeRO-3 without TP "
+                 "only); no selective recompute (none or full only).",
     "fsdp": "no pipeline parallel; ring context parallel; no expert parallel (experts "
             "replicated); no selective recompute (none or full only).",
 }

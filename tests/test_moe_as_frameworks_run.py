@@ -9,10 +9,10 @@ Megatron script given so fails sequence-parallel-with-moe. Expert TP: torchtitan
 whole under EP, which borrows the TP ranks); the profile states it (expert_tensor_parallel), the
 search offers ETP = TP without EP and 1 under it there, and expert-grid-folds fails another.
 EP ranks: torchtitan borrows them from the FSDP shard group and TP alone (configs.py:282-290),
-DeepSpeed carves them from DP (deepspeed/utils/groups.py:351, :568), so EP divides those
-(ep-ranks). ZeRO-3: DeepSpeed shards an MoE so
-only through AutoEP, which has no AutoTP (edaa7221 runtime/engine.py:1872-1916), so TP is 1
-there (moe-zero3-tp). Dense models and frameworks that do not state these keep every choice."""
+so EP divides that there (ep-ranks); DeepSpeed's two groupings (expert TP on: EP within DP;
+off: within a stage's TP·DP ranks, deepspeed/utils/groups.py:568, :351) are the expert grid's
+rule, ETP·EP dividing TP·DP. ZeRO-3: DeepSpeed shards an MoE so only through AutoEP, which
+has no AutoTP (edaa7221 runtime/engine.py:1872-1916), so TP is 1 there (moe-zero3-tp). Dense models and frameworks that do not state these keep every choice."""
 
 from __future__ import annotations
 
@@ -70,12 +70,11 @@ def test_the_profiles_state_what_they_run():
     assert load_framework("megatron").time.moe_needs_sequence_parallel
     assert not load_framework("torchtitan").time.expert_tensor_parallel
     assert load_framework("torchtitan").time.ep_ranks == "shard-group-tp"
-    assert load_framework("deepspeed").time.ep_ranks == "dp"
     for name in ("torchtitan", "deepspeed", "fsdp", "torchtune"):
         assert not load_framework(name).time.moe_needs_sequence_parallel, name
     for name in ("megatron", "deepspeed", "fsdp", "torchtune"):
         assert load_framework(name).time.expert_tensor_parallel, name
-    for name in ("megatron", "fsdp", "torchtune"):
+    for name in ("megatron", "deepspeed", "fsdp", "torchtune"):
         assert load_framework(name).time.ep_ranks == "expert-grid", name
     assert load_framework("deepspeed").time.moe_zero3_needs_tp1
     for name in ("megatron", "torchtitan", "fsdp", "torchtune"):
@@ -168,14 +167,12 @@ def test_torchtitan_ep_stays_in_the_shard_group_and_tp(dtplan):
     megatron = ("--model", "mixtral-8x7b", "--zero", "1", "--tp", "1", "--ep", "8",
                 "--shard-group", "4")
     assert _rules(dtplan, *megatron)["ep-ranks"] == "pass"   # EP over every DP rank
-    # DeepSpeed carves EP from DP: EP 8 over TP 2 × DP 8 passes, over TP 4 × DP 4 does not
+    # DeepSpeed with expert TP carves EP from DP (EP 8 over TP 4 × DP 4 fails the expert grid),
+    # without it from a stage's TP·DP ranks (passes)
     ds = ("--model", "mixtral-8x7b", "--framework", "deepspeed", "--zero", "1", "--ep", "8",
-          "--etp", "1")
-    assert _rules(dtplan, *ds)["ep-ranks"] == "pass"            # the helper's TP 2, DP 8
-    status, limit = _detail(dtplan, *ds, "--tp", "4")["ep-ranks"]
-    assert status == "fail" and "divides DP = 4" in limit
-    assert _rules(dtplan, "--model", "mixtral-8x7b", "--zero", "1", "--ep", "8", "--etp", "1",
-                  "--tp", "4")["ep-ranks"] == "pass"            # Megatron folds it over TP
+          "--tp", "4")
+    assert _rules(dtplan, *ds)["expert-grid-folds"] == "fail"
+    assert _rules(dtplan, *ds, "--etp", "1")["expert-grid-folds"] == "pass"
 
 
 def test_deepspeed_shards_an_moe_under_zero3_only_without_tp(dtplan):

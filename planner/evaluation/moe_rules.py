@@ -78,27 +78,22 @@ def _sparse_region(c: Candidates) -> np.ndarray:
     return np.where(ddp, 1, group) * c.tp
 
 
-def _ep_region(p: Problem, c: Candidates) -> np.ndarray:
-    """The ranks EP groups are carved from where not the expert grid (ep_ranks)."""
-    return _sparse_region(c) if p.fw.time.ep_ranks == "shard-group-tp" else np.asarray(c.dp)
-
-
 def ep_ranks(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:
-    """EP divides the ranks the framework carves it from (its profile's ep_ranks): torchtitan's
-    shard group × TP (efsdp = dp_shard·cp·tp / ep; replicas are outside), DeepSpeed's DP."""
+    """EP divides the ranks the framework carves it from where not the expert grid (its
+    profile's ep_ranks): torchtitan's shard group × TP (efsdp = dp_shard·cp·tp / ep; replicas
+    are outside)."""
     if not p.model.is_moe or p.fw.time.ep_ranks == "expert-grid":
         return True
-    return np.where(c.ep > 1, _ep_region(p, c) % np.maximum(c.ep, 1) == 0, True)
+    return np.where(c.ep > 1, _sparse_region(c) % np.maximum(c.ep, 1) == 0, True)
 
 
 def ep_ranks_measure(p: Problem, lay: Layout, f: object) -> tuple[str, str]:
     """(value, allowed) of ep-ranks."""
-    how = p.fw.time.ep_ranks
-    if not p.model.is_moe or how == "expert-grid" or lay.ep == 1:
+    if not p.model.is_moe or p.fw.time.ep_ranks == "expert-grid" or lay.ep == 1:
         return f"EP {lay.ep}", "any"
-    region = int(_ep_region(p, Candidates.from_layouts([lay]))[0])
-    where = "the shard group × TP" if how == "shard-group-tp" else "DP"
-    return f"EP {lay.ep}", f"divides {where} = {region} ({p.fw.name} carves EP from them)"
+    region = int(_sparse_region(Candidates.from_layouts([lay]))[0])
+    return (f"EP {lay.ep}", f"divides the shard group × TP = {region} ({p.fw.name} carves EP "
+                            "from them)")
 
 
 def moe_zero3(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray | bool:

@@ -318,7 +318,7 @@ RULES: tuple[RuleSpec, ...] = (
              reads=("states",)),
     RuleSpec("ep-ranks", ep_ranks,
              "EP must divide the ranks the framework carves it from (its profile's ep_ranks: "
-             "the shard group × TP, or DP)", ep_ranks_measure,
+             "the shard group × TP)", ep_ranks_measure,
              _keys("layout.ep", "--expert-model-parallel-size",
                    "parallelism.expert_parallel_degree"),
              reads=("states",)),

@@ -112,11 +112,10 @@ class TimeBehaviour:
     moe_zero3_needs_tp1: Annotated[bool, Field(
         description="a mixture of experts runs ZeRO-3 only without TP (DeepSpeed: through AutoEP "
                     "alone, which has no AutoTP)")] = False
-    ep_ranks: Annotated[Literal["expert-grid", "shard-group-tp", "dp"], Field(
+    ep_ranks: Annotated[Literal["expert-grid", "shard-group-tp"], Field(
         description="the ranks EP groups are carved from: the expert grid over TP × CP × DP "
-                    "(expert-grid-folds checks it), the FSDP shard group × TP (replicas of the "
-                    "group outside it), or the data-parallel ranks alone; EP divides them")] = \
-        "expert-grid"
+                    "(expert-grid-folds checks it), or the FSDP shard group × TP (replicas of "
+                    "the group outside it; EP divides it)")] = "expert-grid"
     moe_needs_sequence_parallel: Annotated[bool, Field(
         description="a mixture of experts under TP runs only with sequence parallel (the "
                     "search offers no other; a layout given so fails "

@@ -48,7 +48,6 @@ def capabilities(fw: FrameworkProfile) -> str:
     if t.expert_parallel:
         notes = (["no expert TP: experts whole under EP"] * (not t.expert_tensor_parallel)
                  + ["EP within the shard group × TP"] * (t.ep_ranks == "shard-group-tp")
-                 + ["EP within DP"] * (t.ep_ranks == "dp")
                  + ["an MoE under ZeRO-3 without TP only"] * t.moe_zero3_needs_tp1)
         ep += f" ({'; '.join(notes)})" if notes else ""
     if t.moe_needs_sequence_parallel:

@@ -305,7 +305,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("sharding-valid", lambda p, c, m: (_dpcp(c) % _shard(c) == 0)
              & np.where(c.shard > 0, (c.zero >= 1) & p.fw.time.hybrid_sharding, True)
              & ((_dpcp(c) == 1) | np.isin(c.zero, p.fw.time.zero_stages))
-             & np.where(c.shard > 0, c.shard % np.where(p.fw.time.shard_spans_cp, c.cp, 1) == 0,
+             & np.where(c.shard > 0, c.shard % (c.cp if p.fw.time.shard_spans_cp else 1) == 0,
                         True),
              "the ZeRO stage must be one the framework runs (its profile's zero_stages) and its "
              "shard group must divide DP × CP (hybrid sharding needs ZeRO ≥ 1 and a framework "

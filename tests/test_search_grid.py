@@ -1,8 +1,8 @@
 """The search's group-wise shortcuts give what the row-by-row passes give: the structurally
 passing layouts built as a grid (grid.passing_grid) are space.product's rows that pass, with
-the same mask and groups, element for element; the floor decided a group at a time
-(screen.screened_floor) is MemoryParts.floor, bit for bit, on every row it leaves within the
-usable memory, and a bound above it, never above the floor, on the rows it rejects."""
+the same mask and groups, element for element; the floor and the ceiling, split into a
+states and a pair term and the floor summed a group at a time (search.bound_terms), are
+engine.peak's bounds on each row within their margins."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 
 from planner.api import problem
 from planner.evaluation.candidates import COLUMN_NAMES
-from planner.evaluation.evaluate import usable_bytes
 from planner.search import blocks
 from planner.search.blocks import GRID_RUNS, passes, structural_passes, verdicts
-from planner.search.bounds import crossed_memory_parts
+from planner.engine import peak as pk
+from planner.evaluation.evaluate import STAGES
+from planner.search.bound_terms import transient_ceiling
+from planner.search.bounds import columns_at, crossed_memory_parts
 from planner.search.crossing import with_recomputes
 from planner.search.fast import SearchSpace
 from planner.search.grid import passing_grid
-from planner.search.screen import screened_floor
 from planner.search.space import product, recomputes, split_table
 from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
@@ -78,26 +79,53 @@ def test_runs_not_on_consecutive_tables_fall_back():
     assert passing_grid(p, s, live, blocks.GRID_RUNS, passes) is not None
 
 
+def _per_row(p, parts, ceiling: bool) -> np.ndarray:
+    """engine.peak.device_floor (or device_ceiling) on each row of parts, each stage's terms
+    gathered to the row: the bound before it was split into a states and a pair term."""
+    b, fw = p.budget, p.fw
+    mem = dict(share=b.fragmentation_fraction, expandable=fw.memory.expandable_segments,
+               context=b.context_bytes, nccl=b.comm_buffer_bytes)
+    states, acts, flight = (part.rows() for part in (parts.states, parts.acts, parts.flight))
+    n = len(parts.c)
+    per = {}
+    for s in STAGES:
+        a = acts["stages"][s]
+        if ceiling:
+            rounding = 0.0 if fw.memory.expandable_segments else \
+                a["rounding"] * flight[s] + a["rounding_transient"]
+            v = pk.device_ceiling(states[s]["persistent"], a["per_mb"], flight[s],
+                                  transient_ceiling(states[s], None)
+                                  + transient_ceiling(None, a), rounding, **mem)
+        else:
+            v = pk.device_floor(states[s]["persistent"], a["per_mb"], flight[s],
+                                acts["stages"]["first"]["forward_working"], **mem)
+        per[s] = np.broadcast_to(v, (n,))
+    pp = columns_at(parts.c, ("pp",), np.arange(n))[0]
+    return np.maximum(np.maximum(per["first"], per["last"]), np.where(pp > 2, per["middle"], 0.0))
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems, st.booleans())
-def test_the_screened_floor_is_the_floor_where_it_is_open(p, offload):
-    """screened_floor on the first blocks: MemoryParts.floor bit for bit where it is within
-    the usable memory; above it (and never above the floor) where it rejects a group, and
-    the floor rejects those rows as well."""
+def test_the_split_bounds_are_the_bounds_per_row_within_their_margin(p, offload):
+    """On the first blocks' rows, MemoryParts.floor and .ceiling (a states term plus a pair
+    term per stage, search.bound_terms; the floor by groups): the floor never above
+    device_floor on the row nor below it by more than its margin, the ceiling never below
+    device_ceiling's less its margin, and never above it by more where activations are ≥ 0;
+    floor ≤ the exact peak ≤ ceiling."""
     space = SearchSpace(allow_offload=offload)
     rec = recomputes(p, space)
-    usable = usable_bytes(p)
     for n, (lay, _, _, _, _, group) in enumerate(blocks.passing_blocks(p, space)):
         if not len(lay):
             continue
         parts = crossed_memory_parts(p, with_recomputes(lay, rec), lay, len(rec),
                                      (group, int(group.max()) + 1))
-        got, want = screened_floor(p, parts, usable), parts.floor(p)
-        # the groups' least states over their layouts, not from the states' tuples: the same
-        alone = screened_floor(p, dataclasses.replace(parts, state_keys=None), usable)
-        assert np.array_equal(got.view(np.int64), alone.view(np.int64))
-        same = got.view(np.int64) == want.view(np.int64)
-        assert (same | (got > usable)).all()
-        assert (got[~same] <= want[~same]).all() and (want[~same] > usable).all()
+        floor, ceiling = parts.floor(p), parts.ceiling(p, np.arange(len(parts.c)))
+        want_floor, want_ceiling = _per_row(p, parts, False), _per_row(p, parts, True)
+        assert (floor <= want_floor).all()
+        assert (floor >= want_floor - 1e-10 * np.abs(want_floor)).all()
+        assert (ceiling >= want_ceiling * (1.0 - 1e-10)).all()
+        assert (ceiling <= want_ceiling * (1.0 + 1e-10)).all()
+        peak = parts.peak(p)
+        assert (floor <= peak).all() and (peak <= ceiling).all()
         if n == 2:
             break

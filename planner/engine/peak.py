@@ -136,3 +136,17 @@ def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transie
     reserved = alc.reserved_bytes(allocated, steady, np.maximum(rounding, 0.0), share=share,
                                   expandable=expandable)
     return out(np.asarray(alc.device_total_bytes(reserved, context, nccl)) * (1.0 + CEILING_MARGIN))
+
+
+def states_ceiling(states: Num, transient: Num, *, share: Num, expandable: Num) -> Num:
+    """What a stage's states S and their transients T (≥ 0) add at most to device_ceiling:
+    device_ceiling(S, A, n, T + T_a, r) ≤ device_ceiling(0, A, n, T_a, r) + this.
+    allocator.reserved_bytes, a + r + share·(a − p)⁺, is subadditive in (a, p), as
+    (x + y)⁺ ≤ x⁺ + y⁺, so the states' allocation (S⁺ + T, steady S) is reserved apart from the
+    rest's; times (1 + CEILING_MARGIN), plus CEILING_MARGIN of |S| + T for the sum's rounding.
+    Equal to the difference in exact arithmetic wherever the rest's churn is ≥ 0 (A ≥ 0)."""
+    s = np.asarray(states, dtype=float)
+    t = np.asarray(transient, dtype=float)
+    reserved = alc.reserved_bytes(np.maximum(s, 0.0) + t, s, 0.0, share=share,
+                                  expandable=expandable)
+    return out(np.asarray(reserved) * (1.0 + CEILING_MARGIN) + CEILING_MARGIN * (np.abs(s) + t))

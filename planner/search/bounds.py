@@ -6,7 +6,6 @@ only the rows it asks for (evaluate.memory, detail=False, bit for bit).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import reduce
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,42 +16,12 @@ from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS
 from planner.evaluation.distinct import (Part, _dense, _first_rows, crossed_part, distinct_part,
                                          distinct_rows, gather)
 from planner.engine import peak as pk
-from planner.evaluation.memory import phase_inputs, stage_memory
+from planner.evaluation.memory import stage_memory
+from planner.search.bound_terms import rest_terms, state_terms
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from planner.evaluation.timing_terms import Groups
 from planner.search.space import STATE_KNOBS
-
-
-class _Absent(dict):
-    """The other side's items for transient_ceiling: each 0 (the states' part holds none of
-    the activations' items and back), the loss moment's mask at its largest (1)."""
-
-    def __missing__(self, key: str) -> float:
-        return 1.0 if key == "has_loss" else 0.0
-
-
-def transient_ceiling(s: Any, a: Any) -> np.ndarray:
-    """An upper bound on what any moment of engine.peak.PHASES allocates besides the states
-    and the activations held, from a stage's stage_states s and stage_activations a (either
-    side _Absent: the states' and the activations' parts are bounded apart, their sum bounds
-    both): phase_items on memory_model.phase_inputs with the loss moment's mask and the later
-    backward at their largest (1: each moment's item is its mask, 0 or 1, times what is
-    computed here), then Σ over the items of the largest over the moments, clipped at 0.
-    Derived from phase_items itself, so an item added there is in the ceiling too."""
-    kw = phase_inputs(s, a)
-    kw["has_loss"] = 1.0
-    phases = pk.phase_items(0.0, 0.0, 0.0, 2.0, **kw)
-    total: Any = 0.0
-    for item in phases[pk.PHASES[0]]:
-        if item in ("states", "activations"):
-            continue
-        # an item a moment does not hold is the scalar 0 (phase_items), which no max needs
-        held = [v for v in (phases[ph][item] for ph in pk.PHASES)
-                if not (isinstance(v, float) and v == 0.0)]
-        if held:
-            total = total + np.maximum(reduce(np.maximum, held), 0.0)
-    return total
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,62 +39,66 @@ class MemoryParts:
     crossed: int = 1
     # each layout's group where known (space.product: layouts alike but in their states share one)
     group: np.ndarray | None = None
-    # where the states' tuples were found by group: each group's (by its number in `group`) and
-    # each states tuple's number of its tuple of the state columns but space.STATE_KNOBS
-    state_keys: tuple[np.ndarray, np.ndarray] | None = None
 
     def floor(self, p: Problem) -> np.ndarray:
-        """A lower bound on every row's peak (engine.peak.device_floor per stage, the largest
-        of the stages a layout has): never above memory()'s peak. On crossed rows (`crossed`
-        k > 1) the states' and in-flight terms are gathered once per layout, and the floor is
-        computed one recompute row of every layout at a time: device_floor is elementwise, so
-        each row's value is the one gathered row by row, bit for bit
-        (tests/test_search_group_count.py)."""
-        k = self.crossed
-        n = len(self.c) // k
-        per_stage = _per_layout(self.states, k, lambda t: {s: t[s]["persistent"] for s in STAGES})
-        flight = _per_layout(self.flight, k, None)
-        b, fw = p.budget, p.fw
-        # PP of each layout (its first row's)
-        pp = self.c.pp if k == 1 else columns_at(self.c, ("pp",), np.arange(0, n * k, k))[0]
-        out = np.empty((n, k))
-        for j in range(k):  # one recompute row of every layout at a time: 1-D, contiguous
-            acts = self.acts.rows(None if k == 1 else np.arange(j, n * k, k), pick=lambda t: (
-                {s: t["stages"][s]["per_mb"] for s in STAGES},
-                t["stages"]["first"]["forward_working"]))
-            floors = {s: pk.device_floor(per_stage[s], acts[0][s], flight[s], acts[1],
-                                         share=b.fragmentation_fraction,
-                                         expandable=fw.memory.expandable_segments,
-                                         context=b.context_bytes, nccl=b.comm_buffer_bytes)
-                      for s in STAGES}
-            middle = np.where(pp > 2, floors["middle"], 0.0)
-            out[:, j] = np.maximum(np.maximum(floors["first"], floors["last"]), middle)
+        """A lower bound on every row's peak, never above memory()'s: per stage the states'
+        term plus the pair's (search.bound_terms), the largest over the stages a row has. On
+        crossed rows with their layouts' groups known (a group at one recompute row is one
+        pair) the states' terms are gathered once per layout, the pairs' once per group and
+        recompute row: the same sums (tests/test_search_group_count.py)."""
+        k, group = self.crossed, self.group
+        if group is None or k == 1 or not len(group):
+            return self._bound(p, None, False)
+        count = int(group.max()) + 1
+        rep = np.zeros(count * k, dtype=np.int64)
+        rep[(group[:, None] * k + np.arange(k)).reshape(-1)] = np.arange(len(self.c))
+        rest = self._rest(p, rep, False)  # a group without a layout here: row 0's, unread
+        own = _per_layout(self.states, k, lambda t: state_terms(p, t, False))
+        out = np.full((len(group), k), -np.inf)
+        for s in STAGES:
+            f = rest[s].reshape(count, k).take(group, axis=0)
+            f += np.broadcast_to(own[s], group.shape)[:, None]
+            np.maximum(out, f, out=out)
         return out.reshape(-1)
 
     def ceiling(self, p: Problem, idx: np.ndarray) -> np.ndarray:
-        """An upper bound on the peak of the rows idx (engine.peak.device_ceiling per stage, the
-        largest of the stages a layout has): never below memory()'s peak. Its terms are summed
-        once per distinct tuple (states, activations) and combined on the rows."""
-        b, fw = p.budget, p.fw
-        pp = columns_at(self.c, ("pp",), idx)[0]
-        flight = self.flight.rows(idx)
-        keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
-        out = {}
-        # every stage's terms gathered at once (one look-up of the rows' tuples per part)
-        states = self.states.rows(idx, pick=lambda t: {k: (
-            t[k]["persistent"], transient_ceiling(t[k], _Absent())) for k in STAGES})
-        acts = self.acts.rows(idx, pick=lambda t: {k: (
-            t["stages"][k]["per_mb"], transient_ceiling(_Absent(), t["stages"][k]),
-            t["stages"][k]["rounding"], t["stages"][k]["rounding_transient"]) for k in STAGES})
-        for k in STAGES:
-            (s, ts), (a, ta, gap, gap_t) = states[k], acts[k]
-            out[k] = pk.device_ceiling(s, a, flight[k], ts + ta,
-                                       (gap * flight[k] + gap_t) * keep_rounding,
-                                       share=b.fragmentation_fraction,
-                                       expandable=fw.memory.expandable_segments,
-                                       context=b.context_bytes, nccl=b.comm_buffer_bytes)
-        middle = np.where(pp > 2, out["middle"], 0.0)
-        return np.maximum(np.maximum(out["first"], out["last"]), middle)
+        """An upper bound on the peak of the rows idx, never below memory()'s: per stage the
+        states' term plus the pair's (search.bound_terms), the largest over the stages."""
+        return self._bound(p, idx, True)
+
+    def _bound(self, p: Problem, idx: np.ndarray | None, ceiling: bool) -> np.ndarray:
+        """The floor (or the ceiling) of the rows idx (None: every row)."""
+        pair, rep = self._pairs(idx)
+        rest = self._rest(p, rep, ceiling)
+        own = self.states.rows(idx, pick=lambda t: state_terms(p, t, ceiling))
+        n = len(self.c) if idx is None else len(idx)
+        out = np.full(n, -np.inf)
+        for s in STAGES:
+            v = rest[s] if pair is None else rest[s].take(pair)
+            np.maximum(out, v + own[s], out=out)
+        return out
+
+    def _pairs(self, idx: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """Each row of idx's (activations, in-flight) pair and a row of c of each pair: by
+        the layouts' groups where known, else by the parts' tuples (None: each row its own)."""
+        rows = np.arange(len(self.c), dtype=np.int64) if idx is None else idx
+        k = self.crossed
+        if self.group is not None and len(self.group) * k == len(self.c) and len(rows):
+            found = _dense(self.group.take(rows // k) * k + rows % k,
+                           (int(self.group.max()) + 1) * k)
+        elif self.acts.index is not None and self.flight.index is not None and len(rows) > 1:
+            got = distinct_rows([self.acts.index.take(rows), self.flight.index.take(rows)])
+            assert got is not None  # no bound asked
+            found = got[1], len(got[0])
+        else:
+            return None, rows
+        return found[0], rows.take(_first_rows(*found))
+
+    def _rest(self, p: Problem, rows: np.ndarray, ceiling: bool) -> dict[str, np.ndarray]:
+        """bound_terms.rest_terms of the rows of c `rows`."""
+        middle = columns_at(self.c, ("pp",), rows)[0] > 2
+        return rest_terms(p, self.acts.rows(rows, pick=lambda t: t["stages"]),
+                          self.flight.rows(rows), middle, ceiling)
 
     def states_memory(self, idx: np.ndarray) -> SimpleNamespace:
         """What the time model reads of the rows idx's memory (timing.step_seconds: the first
@@ -292,7 +265,6 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
     if groups is not None and len(layouts):
         number, count = _dense(*groups)
         first = _first_rows(number, count)
-    keys: list[tuple[np.ndarray, np.ndarray]] = []
 
     def alike(names: tuple[str, ...], own: tuple[str, ...] = ()) -> tuple[np.ndarray, int] | None:
         if number is None or first is None or groups is None:
@@ -303,15 +275,11 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
             return found[1].take(number), len(found[0])
         both = distinct_rows([found[1].take(number)] + [getattr(layouts, n) for n in own])
         assert both is not None
-        by_group = np.full(groups[1], -1, dtype=np.int64)
-        by_group[groups[0].take(first)] = found[1]
-        keys.append((by_group, found[1].take(number.take(both[0]))))
         return both[1], len(both[0])
     states = crossed_part(c, layouts, k, STATE_COLUMNS, lambda u: _state_part(p, u),
                           groups=alike(STATE_COLUMNS, STATE_KNOBS))
     return MemoryParts(
         crossed=k, group=None if groups is None else groups[0], c=c, states=states,
-        state_keys=keys[0] if keys and states.index is not None else None,
         acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
                           RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),

@@ -33,7 +33,6 @@ from planner.search.ranking import RankedRows, ordered
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
 from planner.search.partial import known_stages, solve, to_solve
-from planner.search.screen import screened_floor
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
@@ -179,7 +178,7 @@ def _scan_blocks(p: Problem, pending: list[tuple[Candidates, np.ndarray | None, 
     surv = with_recomputes(lay, rec)
     groups = _groups_of(pending)
     parts = crossed_memory_parts(p, surv, lay, n_rec, groups)
-    floor = screened_floor(p, parts, usable_bytes(p))
+    floor = parts.floor(p)
     slack = usable_bytes(p) - floor  # ≥ each row's exact headroom
     cand = np.flatnonzero(slack >= 0.0 if host_ok is None else (slack >= 0.0) & host_ok)
     rows = surv.take(cand)

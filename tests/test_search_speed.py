@@ -96,7 +96,7 @@ def test_the_ceiling_check_fails_on_a_ceiling_5_per_cent_low(monkeypatch):
 
 
 def test_the_ceiling_reads_every_item_of_the_phases(monkeypatch):
-    """memory_parts.transient_ceiling takes its items from engine.peak.phase_items: an item
+    """search.bound_terms.transient_ceiling takes its items from engine.peak.phase_items: an item
     added there (here a planted one at the optimizer step) raises the ceiling by it."""
     from planner.engine import peak as pk
     import planner.search.bounds as mp

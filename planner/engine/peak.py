@@ -98,19 +98,20 @@ def peak_of(phases: dict[str, dict[str, Num]], totals: list[FloatArray] | None =
     return out(stacked.max(axis=0)), out(moment.astype(float)), items
 
 
-def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, forward_working: Num,
+def device_floor(states: Num, activations_per_mb: Num, in_flight: Num, working: Num,
                  *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
-    """A lower bound on a stage's device total that needs no phase but the forward one: its
-    allocated bytes S + n·A + forward working set without the gathered parameters, through
+    """A lower bound on a stage's device total from one moment every step reaches (the search
+    takes the first backward, whose items no mask turns off): its allocated bytes S + n·A +
+    W (W: what it holds besides the states and the activations), through
     allocator.reserved_bytes without the segment rounding, then allocator.device_total_bytes.
 
-    Sound in floating point, not only in exact arithmetic: what it leaves out (gathered
-    parameters, rounding, the other phases of the max) is ≥ 0, its sums run in phase_totals'
-    order, and every step is non-decreasing in its inputs (IEEE rounding is monotone), so the
-    result never exceeds the exact device total (the search skips the five-phase model for
-    layouts whose floor already exceeds usable memory)."""
+    Sound in floating point, not only in exact arithmetic: what it leaves out (rounding, the
+    other phases of the max) is ≥ 0, its sums run in phase_totals' order, and every step is
+    non-decreasing in its inputs (IEEE rounding is monotone), so the result never exceeds the
+    exact device total (the search skips the five-phase model for layouts whose floor already
+    exceeds usable memory)."""
     held = np.asarray(in_flight, dtype=float) * np.asarray(activations_per_mb, dtype=float)
-    allocated = sum((np.asarray(v, dtype=float) for v in (states, held, forward_working)), 0.0)
+    allocated = sum((np.asarray(v, dtype=float) for v in (states, held, working)), 0.0)
     steady = alc.steady_bytes(states, activations_per_mb, in_flight)
     reserved = alc.reserved_bytes(allocated, steady, 0.0, share=share, expandable=expandable)
     return alc.device_total_bytes(reserved, context, nccl)
@@ -120,7 +121,7 @@ def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transie
                    rounding: Num, *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
     """An upper bound on a stage's device total (the max over PHASES that stage_memory takes):
     every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (computed by
-    memory_parts.transient_ceiling: Σ over phase_items' items, the working sets, the loss, the
+    search.bound_terms.transient_ceiling: Σ over phase_items' items, the working sets, the loss, the
     gathered parameters, both gradient buffers and the optimizer's temporaries, of each one's
     largest over the moments, clipped at 0; each moment holds a subset, h and the
     later-backward mask at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is

@@ -349,7 +349,7 @@ def stage_activations(p: Any, c: Any, fw: Any, st: Any, a: dict[str, np.ndarray]
 def phase_inputs(s: Any, a: Any) -> dict[str, Any]:
     """engine.peak.phase_items' items besides the states and activations, from a stage's
     stage_states s and stage_activations a (stage_memory's five phases, and the search's
-    ceiling on them, memory_parts.transient_ceiling, read them from here alone)."""
+    ceiling on them, search.bound_terms.transient_ceiling, read them from here alone)."""
     return dict(forward_working=a["forward_working"], backward_working=a["backward_working"],
                 loss=a["loss"], gathered_forward=s["gathered"],
                 gathered_at_loss=s["gathered_at_loss"], gathered_backward=s["gathered"],

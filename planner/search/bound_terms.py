@@ -2,16 +2,21 @@
 .ceiling, the search's bounds on the peak).
 
 A stage's states (its persistent bytes S, and their transients T) are one part of the memory
-model, its activations (per micro-batch A, the forward working set W, their transients) and
+model, its activations (per micro-batch A, the working sets, their transients) and
 micro-batches in flight n the others (planner.search.bounds). Each bound splits into a term of
 the states' tuple and a term of the (activations, in-flight) pair, computed once per tuple
 and pair, and a row's bound per stage is their sum (the largest over the stages it has):
-- floor: engine.peak.device_floor is, in exact arithmetic, S + G with G = n·A + W +
-  share·(allocated − steady)⁺ + context + NCCL, allocated − steady = n·A + W − (n − 1)⁺·A
-  (allocator.steady_bytes: S + (n − 1)⁺·A), which does not read S: G is device_floor at S = 0.
-  Each term is less its share of FLOOR_MARGIN of the magnitudes summed (the float rounding of
-  the dozen operations either way is a few 1e-16 of them), so the sum never exceeds
-  device_floor on the row, nor the exact peak.
+- floor: the first backward (engine.peak.PHASES: a moment every step reaches, no mask turns
+  its items off) allocates S + X + n·A + W, X the states' items it holds (the gathered
+  parameters and one layer's gradient buffers) and W the backward working set; its reserved
+  bytes, a + share·(a − steady)⁺ with steady = S + (n − 1)⁺·A (allocator), are at least
+  (S + X) + device_floor at S = 0 (n·A + W, and its churn), as (x + y)⁺ ≥ y⁺ for x ≥ 0 (a
+  negative X gives up share·X of it). Each term is less its share of FLOOR_MARGIN of the
+  magnitudes summed (the float rounding of the dozen operations either way is a few 1e-16
+  of them), so the sum never exceeds the exact peak. The first backward holds more than the
+  forward (the gradient buffers, a larger working set): on DeepSeek-V3 on 2,048 H800 its
+  bound leaves 1.11 M of the 5.1 M rows open where the forward's left 1.23 M, and the
+  five-phase model runs on 63 K of them, not 195 K.
 - ceiling: device_ceiling at S = 0 and T = 0 plus engine.peak.states_ceiling (S⁺ + T reserved
   apart: the allocator's reserved bytes are subadditive): never below device_ceiling on the
   row, equal in exact arithmetic where activations are ≥ 0, so never below the exact peak.
@@ -83,8 +88,14 @@ def state_terms(p: Problem, states: dict, ceiling: bool) -> dict[str, Any]:
     out = {}
     for s in STAGES:
         held = np.asarray(states[s]["persistent"], dtype=float)
-        out[s] = pk.states_ceiling(held, transient_ceiling(states[s], None), **_allocator(p)) \
-            if ceiling else held - 3.0 * FLOOR_MARGIN * np.abs(held)
+        if ceiling:
+            out[s] = pk.states_ceiling(held, transient_ceiling(states[s], None), **_allocator(p))
+            continue
+        # the first backward's states items (memory.phase_inputs), less the churn they
+        # would cancel were they < 0 (the largest share the allocator may use)
+        x = np.asarray(states[s]["gathered"], dtype=float) + states[s]["grads_first"]
+        v = held + x + p.budget.fragmentation_fraction * np.minimum(x, 0.0)
+        out[s] = v - 3.0 * FLOOR_MARGIN * (np.abs(v) + np.abs(held) + np.abs(x))
     return out
 
 
@@ -96,20 +107,17 @@ def rest_terms(p: Problem, acts: dict, flight: dict, middle: np.ndarray, ceiling
     (PP ≤ 2: no such stage)."""
     b, fw = p.budget, p.fw
     keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
-    working = acts["first"]["forward_working"]
+    total = dict(**_allocator(p), context=b.context_bytes, nccl=b.comm_buffer_bytes)
     out = {}
     for s in STAGES:
-        a, n = acts[s]["per_mb"], flight[s]
+        a, n, w = acts[s]["per_mb"], flight[s], acts[s]["backward_working"]
         if ceiling:
             v = pk.device_ceiling(0.0, a, n, transient_ceiling(None, acts[s]),
                                   (acts[s]["rounding"] * n + acts[s]["rounding_transient"])
-                                  * keep_rounding, **_allocator(p), context=b.context_bytes,
-                                  nccl=b.comm_buffer_bytes)
+                                  * keep_rounding, **total)
         else:
-            v = pk.device_floor(0.0, a, n, working, **_allocator(p), context=b.context_bytes,
-                                nccl=b.comm_buffer_bytes)
-            v = v - 2.0 * FLOOR_MARGIN * (np.abs(v) + np.abs(n * a) + np.abs(working))
-        if s == "middle":
-            v = np.where(middle, v, -np.inf)
-        out[s] = np.broadcast_to(v, middle.shape)
+            v = pk.device_floor(0.0, a, n, w, **total)
+            v = v - 2.0 * FLOOR_MARGIN * (np.abs(v) + np.abs(n * a) + np.abs(w))
+        out[s] = np.broadcast_to(np.where(middle, v, -np.inf) if s == "middle" else v,
+                                 middle.shape)
     return out

@@ -55,9 +55,9 @@ class MemoryParts:
         rest = self._rest(p, rep, False)  # a group without a layout here: row 0's, unread
         own = _per_layout(self.states, k, lambda t: state_terms(p, t, False))
         out = np.full((len(group), k), -np.inf)
-        for s in STAGES:
-            f = rest[s].reshape(count, k).take(group, axis=0)
-            f += np.broadcast_to(own[s], group.shape)[:, None]
+        for key, v in rest.items():
+            f = v.reshape(count, k).take(group, axis=0)
+            f += np.broadcast_to(own[key], group.shape)[:, None]
             np.maximum(out, f, out=out)
         return out.reshape(-1)
 
@@ -73,9 +73,8 @@ class MemoryParts:
         own = self.states.rows(idx, pick=lambda t: state_terms(p, t, ceiling))
         n = len(self.c) if idx is None else len(idx)
         out = np.full(n, -np.inf)
-        for s in STAGES:
-            v = rest[s] if pair is None else rest[s].take(pair)
-            np.maximum(out, v + own[s], out=out)
+        for key, v in rest.items():
+            np.maximum(out, (v if pair is None else v.take(pair)) + own[key], out=out)
         return out
 
     def _pairs(self, idx: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:

@@ -9,9 +9,8 @@ read on its recompute rows; only the layouts that pass are built, blocks.passing
 the grid they form, planner.search.grid, each with its group: the layouts alike but in their
 ZeRO, sharding and offload states, on one of which the cost model finds the activation,
 in-flight and step-floor tuples), then the cost model (planner.evaluation.evaluate) on the
-survivors only: a sound floor on the peak (MemoryParts.floor, decided a group at a time where
-the group's least states already exceed the memory, planner.search.screen) rejects what
-cannot fit, planner.search.settle decides the rest with a sound ceiling and the step time,
+survivors only: a sound floor on the peak (MemoryParts.floor, a states term plus a term of
+each group at each recompute row, planner.search.bound_terms) rejects what cannot fit, planner.search.settle decides the rest with a sound ceiling and the step time,
 running the five-phase memory model only where the bounds
 leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
 rows get their layer count solved (planner.search.partial). Only the rows that fit and that

@@ -38,7 +38,7 @@ from planner.evaluation.evaluate import STAGES
 from planner.evaluation.memory import phase_inputs
 from planner.evaluation.candidates import Problem
 
-__all__ = ["FLOOR_MARGIN", "rest_terms", "state_terms", "transient_ceiling"]
+__all__ = ["FLOOR_MARGIN", "rest_inputs", "rest_terms", "state_terms", "transient_ceiling"]
 
 # Relative margin on the floor: device_floor's float rounding, and that of S + G, is a few
 # units in the last place of the magnitudes summed (~1e-16 each); 1e-12 covers it a thousand
@@ -99,23 +99,33 @@ def state_terms(p: Problem, states: dict, ceiling: bool) -> dict[str, Any]:
     return out
 
 
-def rest_terms(p: Problem, acts: dict, flight: dict, middle: np.ndarray, ceiling: bool
-               ) -> dict[str, np.ndarray]:
+def rest_inputs(acts: dict, ceiling: bool) -> dict[str, tuple]:
+    """What rest_terms reads of the activations part's stages (memory.stage_activations per
+    stage), on its tuples (the caller gathers them to the pairs): per stage the bytes per
+    micro-batch, and the backward working set for the floor, or the activations' transient
+    ceiling and their segment rounding (held and transient) for the ceiling."""
+    return {s: (a["per_mb"], transient_ceiling(None, a), a["rounding"], a["rounding_transient"])
+            if ceiling else (a["per_mb"], a["backward_working"])
+            for s, a in ((s, acts[s]) for s in STAGES)}
+
+
+def rest_terms(p: Problem, acts: dict[str, tuple], flight: dict, middle: np.ndarray,
+               ceiling: bool) -> dict[str, np.ndarray]:
     """Per stage, the rest's term of the floor (or, with `ceiling`, of the ceiling; module
-    docstring) of pairs, from their activations part's stages (memory.stage_activations per
-    stage) and micro-batches in flight; −inf for the middle stage where `middle` is False
-    (PP ≤ 2: no such stage)."""
+    docstring) of pairs, from their rest_inputs and micro-batches in flight; −inf for the
+    middle stage where `middle` is False (PP ≤ 2: no such stage)."""
     b, fw = p.budget, p.fw
     keep_rounding = 0.0 if fw.memory.expandable_segments else 1.0
     total = dict(**_allocator(p), context=b.context_bytes, nccl=b.comm_buffer_bytes)
     out = {}
     for s in STAGES:
-        a, n, w = acts[s]["per_mb"], flight[s], acts[s]["backward_working"]
+        n = flight[s]
         if ceiling:
-            v = pk.device_ceiling(0.0, a, n, transient_ceiling(None, acts[s]),
-                                  (acts[s]["rounding"] * n + acts[s]["rounding_transient"])
-                                  * keep_rounding, **total)
+            a, transient, gap, gap_t = acts[s]
+            v = pk.device_ceiling(0.0, a, n, transient, (gap * n + gap_t) * keep_rounding,
+                                  **total)
         else:
+            a, w = acts[s]
             v = pk.device_floor(0.0, a, n, w, **total)
             v = v - 2.0 * FLOOR_MARGIN * (np.abs(v) + np.abs(n * a) + np.abs(w))
         out[s] = np.broadcast_to(np.where(middle, v, -np.inf) if s == "middle" else v,

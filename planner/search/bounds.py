@@ -17,7 +17,7 @@ from planner.evaluation.distinct import (Part, _dense, _first_rows, crossed_part
                                          distinct_rows, gather)
 from planner.engine import peak as pk
 from planner.evaluation.memory import stage_memory
-from planner.search.bound_terms import rest_terms, state_terms
+from planner.search.bound_terms import rest_inputs, rest_terms, state_terms
 from planner.evaluation.evaluate import (STAGES, STATE_ITEMS, Memory, StageMemory, _activation_part, _full,
                        _in_flight_part, _memory, _stage, _state_part)
 from planner.evaluation.timing_terms import Groups
@@ -50,9 +50,10 @@ class MemoryParts:
         if group is None or k == 1 or not len(group):
             return self._bound(p, None, False)
         count = int(group.max()) + 1
-        rep = np.zeros(count * k, dtype=np.int64)
-        rep[(group[:, None] * k + np.arange(k)).reshape(-1)] = np.arange(len(self.c))
-        rest = self._rest(p, rep, False)  # a group without a layout here: row 0's, unread
+        first = np.zeros(count, dtype=np.int64)
+        first[group] = np.arange(len(group), dtype=np.int64)  # a layout of each group
+        # each group's rows (a group without a layout here: layout 0's, never read)
+        rest = self._rest(p, (first[:, None] * k + np.arange(k)).reshape(-1), False)
         own = _per_layout(self.states, k, lambda t: state_terms(p, t, False))
         out = np.full((len(group), k), -np.inf)
         for key, v in rest.items():
@@ -96,8 +97,8 @@ class MemoryParts:
     def _rest(self, p: Problem, rows: np.ndarray, ceiling: bool) -> dict[str, np.ndarray]:
         """bound_terms.rest_terms of the rows of c `rows`."""
         middle = columns_at(self.c, ("pp",), rows)[0] > 2
-        return rest_terms(p, self.acts.rows(rows, pick=lambda t: t["stages"]),
-                          self.flight.rows(rows), middle, ceiling)
+        acts = self.acts.rows(rows, pick=lambda t: rest_inputs(t["stages"], ceiling))
+        return rest_terms(p, acts, self.flight.rows(rows), middle, ceiling)
 
     def states_memory(self, idx: np.ndarray) -> SimpleNamespace:
         """What the time model reads of the rows idx's memory (timing.step_seconds: the first

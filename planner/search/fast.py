@@ -10,13 +10,13 @@ the grid they form, planner.search.grid, each with its group: the layouts alike 
 ZeRO, sharding and offload states, on one of which the cost model finds the activation,
 in-flight and step-floor tuples), then the cost model (planner.evaluation.evaluate) on the
 survivors only: a sound floor on the peak (MemoryParts.floor, a states term plus a term of
-each group at each recompute row, planner.search.bound_terms) rejects what cannot fit, planner.search.settle decides the rest with a sound ceiling and the step time,
-running the five-phase memory model only where the bounds
-leave it open (and for the closest miss and the layouts to solve). Partial full-recompute
-rows get their layer count solved (planner.search.partial). Only the rows that fit and that
-no other row beats on step time × peak memory × GPUs (a Pareto front, planner.search.pareto)
-are kept from block to block, so memory stays bounded; `dominated=True` keeps every valid
-row instead (`dtplan fit --all`)."""
+each group at each recompute row, planner.search.bound_terms) rejects what cannot fit,
+planner.search.settle decides the rest with a sound ceiling and the step time, running the
+five-phase memory model only where the bounds leave it open (and for the closest miss and the
+layouts to solve). Partial full-recompute rows get their layer count solved
+(planner.search.partial). Only the rows that fit and that no other row beats on step time ×
+peak memory × GPUs (a Pareto front, planner.search.pareto) are kept from block to block, so
+memory stays bounded; `dominated=True` keeps every valid row instead (`dtplan fit --all`)."""
 
 from __future__ import annotations
 

@@ -198,7 +198,10 @@ class MemoryParts:
         """The parts of the rows idx, for candidates c alike to them in every column the states
         and the micro-batches in flight read (nothing recomputed, nothing gathered)."""
         return MemoryParts(c=c, states=self.states.take(idx), acts=self.acts.take(idx),
-                           flight=self.flight.take(idx))
+                           flight=self.flight.take(idx),
+                           # a row's group (crossed = 1) is still its; a crossing's is not
+                           group=None if self.group is None or self.crossed != 1
+                           else self.group.take(idx))
 
     def with_acts(self, p: Problem, c: Candidates,
                   layer_groups: tuple[np.ndarray, int] | None = None,

@@ -109,7 +109,8 @@ def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
                      full if least is None else np.where(np.isnan(full), least, full))
         most = fullest_stage(p, parts.c, parts.acts)
         idx = np.flatnonzero(off & (most >= 2.0))
-        counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx])
+        counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx],
+                                  None if group is None else group.take(idx))
         live = np.flatnonzero(~off)
         if len(live) < len(rows):
             rows, mn, usable = rows.take(live), mn[:, live], usable[live]
@@ -184,18 +185,19 @@ def fullest_stage(p: Problem, c: Candidates, acts: Part | None = None) -> np.nda
 
 
 def _fits_one_fewer(p: Problem, parts: MemoryParts, rows: Candidates, idx: np.ndarray,
-                    k: np.ndarray, usable: np.ndarray) -> int:
+                    k: np.ndarray, usable: np.ndarray, group: np.ndarray | None) -> int:
     """How many of the rows idx of `rows` fit with k[i] layers recomputed, k a function of
     the row's layer tuple (one fewer than its fullest stage's), from `parts`, the rows' parts
     at one layer: within the ceiling (MemoryParts.ceiling, never below the peak) a row fits,
     above the floor (MemoryParts.floor, never above it) it does not, the exact peak decides
-    the rest. The activations are computed once per tuple."""
+    the rest. The activations are computed once per tuple; `group`, the rows' layout groups
+    where known, names the bounds' pairs (rows alike but in their states share k)."""
     sub = recounted(rows, idx, k.astype(np.int64))   # columns built as they are read
     # k is a function of the layer tuple: rows alike in their activation tuple at one layer
     # are alike at k (their full-recompute rows': the recompute mode is the same)
     acts = parts.acts.take(idx)
-    at = parts.take(idx, sub).with_acts(
-        p, sub, alike=None if acts.index is None else (acts.index, acts.size))
+    at = replace(parts.take(idx, sub).with_acts(
+        p, sub, alike=None if acts.index is None else (acts.index, acts.size)), group=group)
     sure = at.ceiling(p, np.arange(len(idx))) <= usable
     rest = np.flatnonzero(~sure)
     rest = rest[at.take(rest, sub.take(rest)).floor(p) <= usable[rest]]

@@ -27,8 +27,8 @@ from planner.evaluation.candidates import Candidates, Problem
 from planner.errors import InputError
 from planner.evaluation.rules import RULE_NAMES, RULES, Predicate
 from planner.search.grid import passing_grid
-from planner.search.space import (BLOCK_ROWS, FACTORS, SearchSpace, Splits, block_ends, empty, product,
-                    recomputes, split_table)
+from planner.search.space import (BLOCK_GROWTH, BLOCK_ROWS, FACTORS, SearchSpace, Splits,
+                                  block_ends, empty, product, recomputes, split_table)
 
 # (left-out rule, its rows with the recompute knob, the rule's first candidate or None)
 Left = list[tuple[int, int, Candidates | None]]
@@ -289,7 +289,7 @@ def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
     first = np.where(any_row.any(axis=0), np.argmax(any_row, axis=0), -1)
     ex = {int(r): int(first[r]) for r in np.flatnonzero(first >= 0) if not built[first[r]]}
     done = 0
-    for a, b in block_ends(s.sizes() * n_rec, rows):
+    for a, b in block_ends(s.sizes() * n_rec, rows, BLOCK_GROWTH):
         live = np.flatnonzero(built[a:b]) + a
         if len(live) or (b == len(s) and done < b):
             left = [(r, int(x) * n_rec, _example(p, s, ex[r], r) if done <= ex.get(r, -1) < b

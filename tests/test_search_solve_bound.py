@@ -1,4 +1,4 @@
-"""The partial-recompute solve's shortcut (partial.solve's `beaten`, settle.beaten_by): a layout
+"""The partial-recompute solve's shortcut (partial.screen's `beaten`, settle.beaten_by): a layout
 the anchors put off the front whatever count of layers it recomputes is only counted, on two
 premises checked here: the step floor at one recomputed layer is below the exact step at any
 count, and the peak at any count is at least the full-recompute row's; and its count (does one
@@ -96,18 +96,22 @@ def _alike_within(c, number: np.ndarray, columns: tuple[str, ...]) -> bool:
 
 
 def test_the_scans_numbering_changes_no_solve(monkeypatch):
-    """partial.solve given each layout's activation tuple and group from its scan (`alike`,
-    `group`, numbered over the search's scans) gives the search it gives when it finds them on
-    its rows, bit for bit; the rows sharing a number are alike in what it names (the
-    activation columns; the step floor's columns), across several scans."""
+    """partial.screen and partial.solve given each layout's activation tuple and group from
+    its scan (`alike`, `group`, numbered over the search's scans) give the search they give
+    when they find them on their rows, bit for bit; the rows sharing a number are alike in
+    what it names (the activation columns; the step floor's columns), across several scans."""
     p = problem(get_preset("mixtral-8x7b"), H100, 256, seq_len=4096, global_batch=1024)
     given_both = search(p)
-    solve, seen = search_mod.solve, []
+    screen, solve, seen = search_mod.screen, search_mod.solve, []
 
-    def without(*args):   # fast calls solve(p, rows, …, least, alike, group)
+    def screen_without(*args):   # fast calls screen(p, rows, …, least, alike, group)
         seen.append((args[1], args[8], args[9]))
-        return solve(*args[:8])
-    monkeypatch.setattr(search_mod, "solve", without)
+        return screen(*args[:8])
+
+    def solve_without(*args):    # and solve(p, rows, mn, usable, states, flight, alike)
+        return solve(*args[:6])
+    monkeypatch.setattr(search_mod, "screen", screen_without)
+    monkeypatch.setattr(search_mod, "solve", solve_without)
     found = search(p)
     assert seen and all(alike is not None and group is not None for _, alike, group in seen)
     assert max(int(alike[0].max()) for _, alike, _ in seen) > 0

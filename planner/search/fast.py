@@ -31,7 +31,7 @@ from planner.search.pareto import pareto_front
 from planner.search.ranking import RankedRows, ordered
 from planner.evaluation.evaluate import Evaluation, evaluate, usable_bytes
 from planner.search.bounds import MemoryParts, crossed_memory_parts
-from planner.search.partial import known_stages, solve, to_solve
+from planner.search.partial import known_stages, screen, solve, to_solve
 from planner.search.settle import Anchors, beaten_by, settle
 from planner.search.blocks import Block, Budget, first_failures, passing_blocks, price_limit
 from planner.evaluation.rules import RULE_NAMES
@@ -260,32 +260,66 @@ def _closest(p: Problem, t: _Tally, surv: Candidates, parts: MemoryParts, slack:
             t.closest = (float(headroom[j]), materialize(surv, miss[[j]]))
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Left:
+    """A group's layouts left to solve (partial.screen): each one's block, the rows, their
+    per-stage memory, states and in-flight parts, and activation tuples where known."""
+
+    block: np.ndarray
+    rows: Candidates
+    mn: np.ndarray
+    states: Part | None
+    flight: Part | None
+    tuples: np.ndarray | None
+
+
 def _solve_all(p: Problem, t: _Tally, dominated: bool) -> list[Candidates]:
-    """Every block's partial-recompute layouts solved, a group of blocks at a time (one
-    evaluation per BLOCK_ROWS layouts instead of one per block, memory bounded), those that fit
-    counted and kept (their exact front unless `dominated`), placed after their block's rows:
-    the kept rows in the order a block-by-block solve gives."""
-    solved: list[Candidates] = []
+    """Every block's partial-recompute layouts solved, those that fit counted and kept (their
+    exact front unless `dominated`), placed after their block's rows: the kept rows in the
+    order a block-by-block solve gives. A group of blocks at a time (memory bounded), the
+    layouts the anchors put off the front whatever count they get are only counted
+    (partial.screen); then the rest, a few per group, are solved together, BLOCK_ROWS at a
+    time (partial.solve: one evaluation for them all, not one per group)."""
+    left: list[_Left] = []
+    beaten = None if dominated else beaten_by(p, t.anchors)
     for group in _groups([len(e[0]) for e in t.to_solve]):
         block = np.concatenate([np.full(len(t.to_solve[i][0]), i) for i in group])
+        rows = _concat([t.to_solve[i][0] for i in group])
+        mn = np.concatenate([t.to_solve[i][1] for i in group], axis=1)
         # the states and in-flight parts are the full-recompute rows' (no recompute knob reads them)
-        # a layout the anchors put off the front whatever count it gets is only counted
-        rows, ok, parts, peak, counted = solve(
-            p, _concat([t.to_solve[i][0] for i in group]),
-            np.concatenate([t.to_solve[i][1] for i in group], axis=1),
+        states = concat_parts([t.to_solve[i][3] for i in group])
+        flight = concat_parts([t.to_solve[i][4] for i in group])
+        alike = _alike(t, group)
+        live, counted = screen(p, rows, mn, np.full(len(block), usable_bytes(p)), states,
+                               flight, beaten, np.concatenate([t.to_solve[i][2] for i in group]),
+                               alike, np.concatenate([t.to_solve[i][6] for i in group]))
+        t.solved += counted
+        left.append(_Left(block=block.take(live), rows=rows.take(live), mn=mn[:, live],
+                          states=None if states is None else states.take(live),
+                          flight=None if flight is None else flight.take(live),
+                          tuples=None if alike is None else alike[0].take(live)))
+    solved: dict[int, list[Candidates]] = {i: [] for i in range(len(t.to_solve))}
+    for chunk in _groups([len(x.block) for x in left]):
+        block = np.concatenate([left[i].block for i in chunk])
+        if not len(block):
+            continue
+        tuples = [x for i in chunk if (x := left[i].tuples) is not None]
+        rows, ok, parts, peak = solve(
+            p, _concat([left[i].rows for i in chunk]),
+            np.concatenate([left[i].mn for i in chunk], axis=1),
             np.full(len(block), usable_bytes(p)),
-            concat_parts([t.to_solve[i][3] for i in group]),
-            concat_parts([t.to_solve[i][4] for i in group]),
-            None if dominated else beaten_by(p, t.anchors),
-            np.concatenate([t.to_solve[i][2] for i in group]), _alike(t, group),
-            np.concatenate([t.to_solve[i][6] for i in group]))
+            concat_parts([left[i].states for i in chunk]),
+            concat_parts([left[i].flight for i in chunk]),
+            (np.concatenate(tuples), t.act_tuples) if len(tuples) == len(chunk) else None)
         # each solved row's exact peak is known: it is the floor and the ceiling as well
         fit, keep = settle(p, parts, np.arange(len(rows)), rows, peak, dominated,
                            anchors=t.anchors, peak=peak)[2:]
-        t.solved += int(fit.sum()) + counted
+        t.solved += int(fit.sum())
         rows, block = rows.take(keep), block[ok][keep]
-        solved += [rows.take(np.flatnonzero(block == i)) for i in group]
-    return [r for pair in zip(t.kept, solved) for r in pair]
+        for i in np.flatnonzero(np.bincount(block)):  # (np.unique would load numpy.ma)
+            solved[int(i)].append(rows.take(np.flatnonzero(block == i)))
+    return [r for i, kept in enumerate(t.kept)
+            for r in [kept] + ([_concat(solved[i])] if solved[i] else [])]
 
 
 def _alike(t: _Tally, group: list[int]) -> tuple[np.ndarray, int] | None:

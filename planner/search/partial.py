@@ -33,9 +33,9 @@ from planner.engine.stages import stage_layers
 from planner.search.bounds import MemoryParts, memory_parts
 from planner.search.crossing import recounted
 
-__all__ = ["known_stages", "pairs", "solve", "stage_memory", "to_solve"]
+__all__ = ["known_stages", "pairs", "screen", "solve", "stage_memory", "to_solve"]
 
-# Which rows solve need not solve, only count: from their memory parts at one recomputed layer
+# Which rows screen leaves out of the solve, only counted: from their memory parts at one recomputed layer
 # and a floor on their peak at any count (settle.beaten).
 Beaten = Callable[[MemoryParts, np.ndarray], np.ndarray]
 
@@ -78,49 +78,51 @@ def pairs(c: Candidates, none_ok: np.ndarray, full_ok: np.ndarray, n_rec: int) -
     return np.flatnonzero(~none_ok[0::n_rec] & full_ok[n_rec - 1::n_rec]) * n_rec + (n_rec - 1)
 
 
+def screen(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
+           states: Part | None, flight: Part | None, beaten: Beaten | None,
+           least: np.ndarray | None = None, alike: tuple[np.ndarray, int] | None = None,
+           group: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Which of `rows` (full-recompute rows whose recompute-none row does not fit, their
+    per-stage memory mn, NaN where the caller has not computed it, and usable memory; their
+    states and in-flight parts where the caller has them) are left to solve, and how many of
+    the others were counted: `beaten(parts, least)` says which rows (their parts at one
+    layer, a floor on their peak at any count) are off the front whatever count they get;
+    such a row is only counted, where one layer fewer than its fullest stage's fits (the
+    peak does not increase as layers are recomputed, so then and only then does a smaller
+    count fit). `least`, a floor on the full row's peak, stands for mn in `beaten`'s floor
+    where mn is NaN. `alike`: the rows numbered by their activation tuple (and the count)
+    where the caller knows it: rows alike in it are alike at one recomputed layer too (the
+    recompute mode is the same), so the activations' tuples are not searched for. `group`:
+    each row's layout group where the caller knows it (MemoryParts.group: rows alike but in
+    their states), which names the columns `beaten`'s step floor reads."""
+    if beaten is None or not len(rows):
+        return np.arange(len(rows)), 0
+    parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight, alike)
+    # the peak at any count is at least the full row's (M(n)), the largest stage of mn
+    full = mn.max(axis=0)
+    off = beaten(parts if group is None else replace(parts, group=group),
+                 full if least is None else np.where(np.isnan(full), least, full))
+    most = fullest_stage(p, parts.c, parts.acts)
+    idx = np.flatnonzero(off & (most >= 2.0))
+    counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx],
+                              None if group is None else group.take(idx))
+    return np.flatnonzero(~off), counted
+
+
 def solve(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,
           states: Part | None = None, flight: Part | None = None,
-          beaten: Beaten | None = None, least: np.ndarray | None = None,
-          alike: tuple[np.ndarray, int] | None = None, group: np.ndarray | None = None
-          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray, int]:
-    """The smallest k (above) for each of `rows` (full-recompute rows whose recompute-none row
-    does not fit, their per-stage memory mn and usable memory; their states and in-flight
-    parts where the caller has them): the solved rows, which of `rows` they come from, their
-    memory parts (the states and micro-batches in flight are those of `rows`: only the
-    activations read the layer count), their exact peak memory, and how many solved rows
-    were counted without being returned. A layout needing every layer is its full row
-    already. `beaten(parts, least)`: which rows (their parts at one layer, a floor on their
-    peak at any count) are off the front whatever count they get; such a row is only
-    counted, where one layer fewer than its fullest stage's fits (the peak does not increase
-    as layers are recomputed, so then and only then does a smaller count fit). mn is NaN
-    where the caller has not computed it (computed here for the rows solved); `least`, a
-    floor on the full row's peak, stands for it in `beaten`'s floor there. `alike`: the rows
-    numbered by their activation tuple (and the count) where the caller knows it: rows alike
-    in it are alike at one recomputed layer too (the recompute mode is the same), so the
-    activations' tuples are not searched for. `group`: each row's layout group where the
-    caller knows it (MemoryParts.group: rows alike but in their states), which names the
-    columns `beaten`'s step floor reads."""
+          alike: tuple[np.ndarray, int] | None = None
+          ) -> tuple[Candidates, np.ndarray, MemoryParts, np.ndarray]:
+    """The smallest k (above) for each of `rows` (as screen's, those it leaves): the solved
+    rows, which of `rows` they come from, their memory parts (the states and micro-batches
+    in flight are those of `rows`: only the activations read the layer count) and their
+    exact peak memory. A layout needing every layer is its full row already."""
     parts = memory_parts(p, with_cols(rows, recompute_layers=1), states, flight, alike)
-    counted, live = 0, None
-    if beaten is not None and len(rows):
-        # the peak at any count is at least the full row's (M(n)), the largest stage of mn
-        full = mn.max(axis=0)
-        off = beaten(parts if group is None else replace(parts, group=group),
-                     full if least is None else np.where(np.isnan(full), least, full))
-        most = fullest_stage(p, parts.c, parts.acts)
-        idx = np.flatnonzero(off & (most >= 2.0))
-        counted = _fits_one_fewer(p, parts, rows, idx, most[idx] - 1.0, usable[idx],
-                                  None if group is None else group.take(idx))
-        live = np.flatnonzero(~off)
-        if len(live) < len(rows):
-            rows, mn, usable = rows.take(live), mn[:, live], usable[live]
-            parts = parts.take(live, parts.c.take(live))
     miss = np.flatnonzero(np.isnan(mn).any(axis=0))
     if len(miss):   # the full rows' per-stage memory the caller did not compute
         mn = mn.copy()
         mn[:, miss] = stage_memory(_parts_at(p, parts, miss, rows.take(miss)).rows(p)[2])
-    solved, found, parts, peak = _smallest(p, rows, mn, usable, parts)
-    return solved, found if live is None else live[found], parts, peak, counted
+    return _smallest(p, rows, mn, usable, parts)
 
 
 def _smallest(p: Problem, rows: Candidates, mn: np.ndarray, usable: np.ndarray,

@@ -107,7 +107,7 @@ def _timed(p: Problem, parts: MemoryParts, cand: np.ndarray, rows: Candidates,
 
 
 def beaten_by(p: Problem, anchors: Anchors) -> Beaten | None:
-    """partial.solve's `beaten`: the full-recompute rows whose solved row, whatever count of
+    """partial.screen's `beaten`: the full-recompute rows whose solved row, whatever count of
     layers it recomputes, `anchors` surely put off the front (search.pareto.surely_dominated),
     on the step floor at one recomputed layer (timing.step_floor, times 1 − STEP_FLOOR_MARGIN
     more for rounding) and the floor given on the peak. The floor does not decrease as

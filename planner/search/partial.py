@@ -35,8 +35,8 @@ from planner.search.crossing import recounted
 
 __all__ = ["known_stages", "pairs", "screen", "solve", "stage_memory", "to_solve"]
 
-# Which rows screen leaves out of the solve, only counted: from their memory parts at one recomputed layer
-# and a floor on their peak at any count (settle.beaten).
+# Which rows screen leaves out of the solve, only counted: from their memory parts at one
+# recomputed layer and a floor on their peak at any count (settle.beaten_by).
 Beaten = Callable[[MemoryParts, np.ndarray], np.ndarray]
 
 # The columns a stage's layer count reads (engine.stages.stage_layers).

@@ -96,8 +96,9 @@ def test_a_crossings_columns_are_read_from_its_layouts(p, seed):
 def test_the_passing_layouts_are_the_blocks_rows_that_pass(p, offload):
     """blocks.passing_blocks builds only the layouts that pass every structural rule: block by
     block they are layout_blocks' layouts where its mask passes, column for column, with the
-    same counts and mask, and its whole block on demand is layout_blocks' block; two of its
-    layouts share a group exactly where they are alike in every column but the states'."""
+    same counts and mask, and its block on demand (every split, or those up to the first
+    where each of some rules fails) is layout_blocks' block, or the first rows of it; two of
+    its layouts share a group exactly where they are alike in every column but the states'."""
     space = SearchSpace(allow_offload=offload)
     p = p.resolved()
     n = 0
@@ -114,9 +115,13 @@ def test_the_passing_layouts_are_the_blocks_rows_that_pass(p, offload):
             assert pairs == len(np.unique(group)) == len(np.unique(alike))
         assert [(r, x) for r, x, _ in left] == [(r, x) for r, x, _ in left2]
         at = np.flatnonzero(ok)
+        failing = [int(r) for r in np.flatnonzero(counts)]
+        first = whole(failing[-1:])  # up to the split where the last failing rule first fails
+        assert not failing or 0 < len(first) <= len(lay)
         for name in COLUMN_NAMES:
             assert np.array_equal(getattr(kept, name), getattr(lay, name).take(at)), name
-            assert np.array_equal(getattr(whole(), name), getattr(lay, name)), name
+            assert np.array_equal(getattr(whole(()), name), getattr(lay, name)), name
+            assert np.array_equal(getattr(first, name), getattr(lay, name)[:len(first)]), name
         n += 1
         if n == 3:
             break

@@ -19,7 +19,7 @@ tables (every row built: exact, only slower).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -205,6 +205,21 @@ def _sizes(s: Splits, idx: np.ndarray, tables: list[str]) -> np.ndarray:
     return out
 
 
+def _in_valid_splits(s: Splits, live: np.ndarray, valid: np.ndarray,
+                     grid: tuple[Candidates, np.ndarray, np.ndarray]
+                     ) -> tuple[Candidates, np.ndarray, np.ndarray]:
+    """passing_grid's (layouts, mask, groups) less the rows of a split built though none of
+    its rows is valid (a rule reading the split alone fails it: the grid reads the runs of
+    knob tables only). Only where every split is built (the search's reference tests)."""
+    lay, mask, group = grid
+    dead = valid[live] == 0
+    if not dead.any():
+        return grid
+    alive = np.repeat(~dead, s.sizes()[live])   # per row of product(s, live), split-major
+    keep = np.flatnonzero(alive[mask])
+    return lay.take(keep), mask & alive, group.take(keep)
+
+
 def built_splits(valid: np.ndarray) -> np.ndarray:
     """The splits whose rows are built: those with a structurally valid row."""
     return valid > 0
@@ -257,16 +272,18 @@ def layout_blocks(p: Problem, space: SearchSpace, rows: int | None = None,
 
 
 # A block's layouts (all, or those passing every structural rule), Left, the counts by rule,
-# which layouts pass, the whole block built on demand, and each layout's group (space.product:
-# the layouts alike but in their states share one).
-Block = tuple[Candidates, Left, np.ndarray, np.ndarray, Callable[[], Candidates], np.ndarray]
+# which layouts pass, the block's first splits built on demand (every layout, up to the first
+# split where each of some rules fails; all of them for none), and each layout's group
+# (space.product: the layouts alike but in their states share one).
+Block = tuple[Candidates, Left, np.ndarray, np.ndarray, Callable[[Sequence[int]], Candidates],
+              np.ndarray]
 
 
 def passing_blocks(p: Problem, space: SearchSpace, limit: int | None = None,
                    dominated: bool = False) -> Iterator[Block]:
     """layout_blocks with only the layouts that pass every structural rule built (the first
     item: what the search prices; about three in four of DeepSeek-V3's on 2,048 GPUs), the
-    whole block's layouts built on demand (the last item: for a rule's first example)."""
+    block's layouts built on demand (the fifth item: for a rule's first example)."""
     return _blocks(p, space, None, limit, dominated, True)
 
 
@@ -296,26 +313,29 @@ def _blocks(p: Problem, space: SearchSpace, rows: int | None, limit: int | None,
                      else None) for r, x in enumerate(unbuilt[b] - unbuilt[done]) if x]
             if not len(live):
                 none = np.zeros(0, dtype=bool)
-                yield empty(), left, counts[live].sum(axis=0), none, empty, none.astype(np.int64)
+                yield (empty(), left, counts[live].sum(axis=0), none, lambda rules: empty(),
+                       none.astype(np.int64))
                 done = b
                 continue
             found: list[np.ndarray] = []  # which layouts pass
             positions: dict[str, np.ndarray] = {}
             grid = passing_grid(p, s, live, GRID_RUNS, passes) if passing else None
+
+            def whole(rules: Sequence[int], live: np.ndarray = live) -> Candidates:
+                # the block's splits up to the first where each of `rules` fails, all built
+                upto = 1 + max((int(np.argmax(counts[live, r] > 0)) for r in rules), default=-1)
+                return product(s, live[:upto or len(live)])[0]
             if grid is not None:
-                lay, mask, positions["group"] = grid
+                lay, mask, positions["group"] = _in_valid_splits(s, live, valid, grid)
                 found.append(mask)
-                whole = lambda live=live: product(s, live)[0]  # noqa: E731
             elif passing:
                 def keep(owner: np.ndarray, at: dict[str, np.ndarray],
                          live: np.ndarray = live) -> np.ndarray:
                     found.append(structural_passes(p, s, live, owner, at))
                     return found[0]
                 lay = product(s, live, positions=positions, keep=keep)[0]
-                whole = lambda live=live: product(s, live)[0]  # noqa: E731
             else:
                 lay, owner = product(s, live, positions=positions)
                 found.append(structural_passes(p, s, live, owner, positions))
-                whole = lambda lay=lay: lay  # noqa: E731
             yield lay, left, counts[live].sum(axis=0), found[0], whole, positions["group"]
             done = b

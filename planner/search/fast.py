@@ -119,7 +119,8 @@ def _count_structural(p: Problem, t: _Tally, block: Block, rec: np.ndarray
     of the block's, not yet crossed with their recompute rows) and, under activation offload,
     which of their recompute rows pass the whole host rule (evaluation.host.fits; None: all),
     its misses counted, the first in the space's order its example. Each row's first failing
-    rule (blocks.first_failures, the whole block built) is read only for a rule's example.
+    rule (blocks.first_failures, on the block's splits built up to the first where each rule
+    not yet seen fails) is read only for a rule's example.
     Last, the survivors' groups (blocks.Block)."""
     survivors, left, counts, ok, whole, group = block
     for rule, rows, example in left:
@@ -134,15 +135,13 @@ def _count_structural(p: Problem, t: _Tally, block: Block, rec: np.ndarray
     new = [int(r) for r in failing if r not in t.examples]
     states_at = None  # the row (recompute rows counted) of the states' first host failure
     idx = np.flatnonzero(ok)
-    if new:
-        lay = whole()
+    if new:   # the block's first splits, up to the first where each new rule fails
+        lay = whole(new)
         first = first_failures(p, lay, STRUCTURAL_RULES)
         for rule in new:
             t.examples[rule] = lay.take(np.flatnonzero(first == rule)[:1])
         if HOST in new:
             states_at = int(np.flatnonzero(first == HOST)[0]) * len(rec)
-        idx = np.flatnonzero(first < 0)
-        survivors = lay.take(idx)
     if not p.tuning.activation_offload or not len(idx):
         return survivors, None, group
     crossed = with_recomputes(survivors, rec)

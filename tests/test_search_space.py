@@ -14,7 +14,8 @@ from planner.search.pareto import dominated_by_any
 from planner.evaluation.evaluate import evaluate
 from planner.evaluation.rules import RULE_NAMES
 from planner.search.fast import SearchSpace, search
-from planner.search.space import BLOCK_ROWS, candidate_blocks, split_rows, recomputes, splits
+from planner.search.space import (BLOCK_ROWS, block_ends, candidate_blocks, split_rows,
+                                  recomputes, splits)
 from planner.specs.hardware_toml import load_profile
 from planner.specs.model import model_from_params
 from planner.specs.presets import get_preset
@@ -164,12 +165,27 @@ def test_blocks_are_bounded_and_cover_every_split(p70):
     assert BLOCK_ROWS >= 4096
 
 
-def test_the_shown_rows_do_not_depend_on_the_block_size(p70, shown, monkeypatch):
+def test_growing_blocks_double_up_to_their_cap_and_cover_every_split():
+    """block_ends with growth: block i closes on the first split that brings it to
+    rows × min(growth, 2^i); the blocks are consecutive and cover every split."""
+    sizes = np.random.default_rng(0).integers(1, 700, 400)
+    for growth in (1, 4):
+        ends = list(block_ends(sizes, 1000, growth))
+        assert ends[0][0] == 0 and ends[-1][1] == len(sizes)
+        assert all(b == c for (_, b), (c, _) in zip(ends, ends[1:]))
+        for i, (a, b) in enumerate(ends[:-1]):
+            target = 1000 * min(growth, 2 ** i)
+            assert sizes[a:b].sum() >= target > sizes[a:b - 1].sum()
+
+
+@pytest.mark.parametrize("growth", [1, 4])
+def test_the_shown_rows_do_not_depend_on_the_block_size(p70, shown, monkeypatch, growth):
     import planner.search.blocks
     import planner.search.fast
     import planner.search.space
     for module in (planner.search.space, planner.search.blocks, planner.search.fast):
         monkeypatch.setattr(module, "BLOCK_ROWS", 5000)  # each module reads its own name
+    monkeypatch.setattr(planner.search.blocks, "BLOCK_GROWTH", growth)
     small = search(p70)
 
     def rows(res):

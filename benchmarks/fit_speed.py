@@ -16,14 +16,16 @@ time is the steadier), and two rates per CPU second:
   layouts included) per CPU second. For Llama 3.1 405B, DeepSeek-V3 and Qwen3-235B it also
 says whether the published layouts are among the valid candidates. `--profile N` adds, per
 scenario, the N functions with the most own time in one more search under cProfile (whose
-overhead inflates them; read them as shares). Asserts nothing.
+overhead inflates them; read them as shares). `--digest` prints a digest of each answer, bit for
+bit: equal before and after a change to the search, it answers the same. Asserts nothing.
 
-    python benchmarks/fit_speed.py [--repeats 5] [--profile 5]
+    python benchmarks/fit_speed.py [--repeats 5] [--profile 5] [--digest]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import time
@@ -60,6 +62,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also list the N functions with the most own time (cProfile)")
+    ap.add_argument("--digest", action="store_true",
+                    help="also print a digest of each answer (counts, rows shown, their step "
+                         "times and peaks, bit for bit): equal digests before and after a "
+                         "change to the search show it answers the same")
     args = ap.parse_args()
     print(f"os.cpu_count()={os.cpu_count()}, OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, {args.repeats} runs, medians")
@@ -83,6 +89,8 @@ def main() -> None:
         print(f"{name:50} " + " ".join(f"{x:>10,}" for x in figures)
               + f" {wall:>10.3f} {sec:>10.3f} {evaluated / sec:>15,.0f}"
               + f" {(res.valid + res.solved) / sec:>10,.0f}")
+        if args.digest:
+            print(f"    digest {_digest(res)}")
         if args.profile:
             _profile(p, args.profile)
         if meta:
@@ -93,6 +101,18 @@ def main() -> None:
                   + (f", best {mine.results.time.step[mine.order[0]]:.2f} s/step vs the "
                      f"search's best {res.results.time.step[res.order[0]]:.2f} s"
                      if len(mine.order) else ""))
+
+
+def _digest(res) -> str:
+    """sha256 (first 16 hex digits) of a search's counts, every row it shows (each column),
+    their order and first failing rule, and their step times and peaks, bit for bit."""
+    h = hashlib.sha256()
+    h.update(repr((res.enumerated, res.valid, res.solved, res.rejected.tolist())).encode())
+    for name in sorted(vars(res.candidates)):
+        h.update(name.encode() + getattr(res.candidates, name).tobytes())
+    for a in (res.order, res.first_failure, res.results.time.step, res.results.memory.peak):
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
 
 
 def _profile(p, top: int) -> None:

@@ -25,7 +25,8 @@ from planner.framework_configs.deepspeed import DEEPSPEED_TARGET
 NAMES = names()
 # What the exporter refuses, and why (each a thing DeepSpeed 0.19.8 cannot run)
 REFUSED = {"zero3-hsdp8": "hybrid sharding", "tp8-pp2-interleaved": "interleaved",
-           "tp4-cp2": "context parallel", "zero3-hsdp-cp2": "context parallel", "fail-interleaving-valid": "interleaved",
+           "tp4-cp2": "context parallel", "zero3-hsdp-cp2": "context parallel",
+           "fail-interleaving-valid": "interleaved",
            "fail-sharding-valid": "hybrid sharding", "fail-zero-with-pp": "incompatible with "
            "pipeline", "fail-batch-divisible": "not a multiple",
            "fail-sequence-divisible": "context parallel",

@@ -12,7 +12,8 @@ EP ranks: torchtitan borrows them from the FSDP shard group and TP alone (config
 so EP divides that there (ep-ranks); DeepSpeed's two groupings (expert TP on: EP within DP;
 off: within a stage's TP·DP ranks, deepspeed/utils/groups.py:568, :351) are the expert grid's
 rule, ETP·EP dividing TP·DP. ZeRO-3: DeepSpeed shards an MoE so only through AutoEP, which
-has no AutoTP (edaa7221 runtime/engine.py:1872-1916), so TP is 1 there (moe-zero3-tp). Dense models and frameworks that do not state these keep every choice."""
+has no AutoTP (edaa7221 runtime/engine.py:1872-1916), so TP is 1 there (moe-zero3-tp). Dense
+models and frameworks that do not state these keep every choice."""
 
 from __future__ import annotations
 

@@ -121,8 +121,8 @@ def device_ceiling(states: Num, activations_per_mb: Num, in_flight: Num, transie
                    rounding: Num, *, share: Num, expandable: Num, context: Num, nccl: Num) -> Num:
     """An upper bound on a stage's device total (the max over PHASES that stage_memory takes):
     every moment allocates at most max(S, 0) + n·max(A, 0) + `transient` (computed by
-    search.bound_terms.transient_ceiling: Σ over phase_items' items, the working sets, the loss, the
-    gathered parameters, both gradient buffers and the optimizer's temporaries, of each one's
+    search.bound_terms.transient_ceiling: Σ over phase_items' items, the working sets, the loss,
+    the gathered parameters, both gradient buffers and the optimizer's temporaries, of each one's
     largest over the moments, clipped at 0; each moment holds a subset, h and the
     later-backward mask at most 1, min(n, m − 1) ≤ n) with at most `rounding`; allocator.reserved_bytes is
     non-decreasing in both, then allocator.device_total_bytes, times (1 + CEILING_MARGIN) for

@@ -104,9 +104,11 @@ def rest_inputs(acts: dict, ceiling: bool) -> dict[str, tuple]:
     stage), on its tuples (the caller gathers them to the pairs): per stage the bytes per
     micro-batch, and the backward working set for the floor, or the activations' transient
     ceiling and their segment rounding (held and transient) for the ceiling."""
-    return {s: (a["per_mb"], transient_ceiling(None, a), a["rounding"], a["rounding_transient"])
-            if ceiling else (a["per_mb"], a["backward_working"])
-            for s, a in ((s, acts[s]) for s in STAGES)}
+    def of(a: dict) -> tuple:
+        if ceiling:
+            return a["per_mb"], transient_ceiling(None, a), a["rounding"], a["rounding_transient"]
+        return a["per_mb"], a["backward_working"]
+    return {s: of(acts[s]) for s in STAGES}
 
 
 def rest_terms(p: Problem, acts: dict[str, tuple], flight: dict, middle: np.ndarray,

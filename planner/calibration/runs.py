@@ -24,7 +24,7 @@ from planner.specs.finetune import FULL, Tuning, parse_targets
 from planner.specs.framework import FrameworkProfile, load_framework
 from planner.specs.hardware import HardwareProfile
 from planner.specs.hardware_toml import load_profile
-from planner.specs.knobs import Layout, Recompute, Schedule
+from planner.specs.knobs import Fp8Recipe, Layout, Recompute, Schedule
 from planner.specs.model import ModelSpec
 from planner.specs.presets import get_preset
 from planner.specs.records import FORBID, validate
@@ -77,6 +77,12 @@ class RunLayout:
     sp: bool
     recompute: Recompute
     recompute_layers: Optional[int] = None   # full recompute on this many layers (None: all)
+    ep: int = 1                              # expert parallel, folded over TP x CP x DP
+    shard_group: Optional[int] = None        # hybrid sharding: ZeRO over this many DP ranks
+    etp: Optional[int] = None                # expert tensor parallel (None: TP, Megatron's default)
+    first_stage_layers: Optional[int] = None  # uneven pipeline stages (None: the even split)
+    last_stage_layers: Optional[int] = None
+    fp8: Fp8Recipe = "none"                  # the fp8 recipe ("none" with fp8: tensorwise)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +114,7 @@ class Measured:
     definition: str
     step_time_s: Optional[float] = None
     unit: Optional[str] = None
+    tokens: Optional[float] = None       # a whole-run figure's token count (GPU-hours rows)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +140,8 @@ class PublicRun:
     # profile fields ("time.reduce_dtype", "memory.fp8_params", ...) and the values it states
     settings: dict[str, Union[bool, float, str]] = field(default_factory=dict)
     tuning: Optional[RunTuning] = None    # None: full training
+    model_type: Optional[str] = None      # the config's model_type (the validation rows)
+    not_modelled: tuple[str, ...] = ()    # what the run does that dtplan does not price
 
     @property
     def framework(self) -> str:
@@ -172,6 +181,10 @@ class RunSet:
     runs: tuple[PublicRun, ...]
     memory_rows: tuple[PublicRun, ...]
     not_expressible: tuple[NotExpressible, ...]
+    # one published run per model family (issue #27): evaluated with the shipped profiles and
+    # reported as they are, in no refit and no band (a band is per framework x GPU generation,
+    # and these runs would narrow the dense runs' bands while missing by more)
+    validation: tuple[PublicRun, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -220,6 +233,8 @@ def run_layout(run: PublicRun) -> Layout:
     layout = Layout(tp=lo.tp, pp=lo.pp, dp=lo.dp, cp=lo.cp, zero=lo.zero,
                     micro_batch=lo.micro_batch, chunks=lo.chunks, schedule=lo.schedule, sp=lo.sp,
                     recompute=lo.recompute, recompute_layers=lo.recompute_layers,
+                    ep=lo.ep, etp=lo.etp, shard_group=lo.shard_group, first_stage_layers=lo.first_stage_layers,
+                    last_stage_layers=lo.last_stage_layers, fp8=lo.fp8,
                     precision=run.precision, optimizer="adamw")
     t = run.tuning
     if t is None:

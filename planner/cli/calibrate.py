@@ -12,6 +12,7 @@ from planner.cli.root import EXIT_OK, command
 
 if TYPE_CHECKING:
     from planner.calibration.report import CalibrationReport, CrossValidation
+    from planner.calibration.model_runs import ModelTypeRun
     from planner.specs.hardware import HardwareProfile
     from planner.render import Table
 
@@ -63,6 +64,14 @@ def calibrate_cmd(
         notes += more
         verdict += "; " + line
         data["cross_validation"] = dump(cv)
+        from planner.calibration.model_runs import model_type_runs
+        checks = model_type_runs()
+        if checks:
+            more_tables.append(_model_type_table(checks, merged))
+            notes += [f"{c.run} ({c.source}): {c.measured_as}" + (
+                "; not modelled: " + "; ".join(c.not_modelled) if c.not_modelled else "")
+                for c in checks]
+            data["model_types"] = [dump(c) for c in checks]
     doc = Document(command="calibrate",
                    title=f"Calibration against published runs ({rep.hardware})",
                    tables=tables + more_tables, notes=notes, verdict=verdict,
@@ -153,6 +162,22 @@ def _cross_validation(cv: "CrossValidation", framework: Optional[str], merged: b
             f"{cv.target_worst_pct:g}%, {cv.worst_run}); memory {cv.memory_within}/"
             f"{len(cv.memory)} within ±{cv.memory_target_pct:g}%")
     return tables, notes, line
+
+
+def _model_type_table(checks: list["ModelTypeRun"], merged: bool) -> "Table":
+    """One published run per model family, at the shipped profiles (in no fit and no band)."""
+    from planner.render import Table
+
+    from planner.render.json_out import layout_text
+
+    cells = [[c.model_type, c.run, f"{c.gpus} {c.hardware}", f"{c.measured_step_s:.3g}",
+              f"{c.predicted_step_s:.3g}", f"{c.error_pct:+.1f}%"] for c in checks]
+    texts = [layout_text(c.layout) for c in checks]
+    rows = ([r for t, cell in zip(texts, cells) for r in (cell, ["", t, "", "", "", ""])]
+            if merged else [cell + [t] for t, cell in zip(texts, cells)])
+    return Table("Model families: a published run each, shipped profiles (in no fit or band)",
+                 ["model type", "run / layout" if merged else "run", "GPUs", "measured s",
+                  "predicted s", "error"] + ([] if merged else ["layout"]), rows)
 
 
 def _fitted_on(source: str) -> str:

@@ -241,3 +241,40 @@ def test_the_config_classes_are_live(mc):
         TC(**{**base, "num_attention_heads": 60})
     with pytest.raises(ValueError):
         TC(**base, recompute_granularity="full")
+
+
+def test_megatron_core_builds_a_stated_stage_that_is_no_multiple_of_v(mc, tmp_path):
+    """Stated first/last stages that v does not divide go out as a layout string
+    (--pipeline-model-parallel-layout): megatron-core's PipelineParallelLayerLayout parses it,
+    finds PP × v virtual stages and every layer once, and builds on each pipeline rank the
+    layers dtplan's split puts there (as MLPerf v6.0's DeepSeek-V3 runs 13 layers on the last
+    stage of PP 4 × v 4)."""
+    from megatron.core.transformer.enums import LayerType
+    from planner.framework_configs import export
+    from planner.review.build import inputs_from_plan
+    plan = tmp_path / "uneven-v4.yaml"
+    plan.write_text("model: llama3-70b\nhardware: h100\ngpus: 128\nseq_len: 8192\n"
+                    "layout: {tp: 8, pp: 4, zero: 1, sp: true, micro_batch: 1, "
+                    "schedule: interleaved, chunks: 4, first_stage_layers: 18, "
+                    "last_stage_layers: 14, recompute: full}\nbatch: {global_batch: 512}\n")
+    job = inputs_from_plan(str(plan))
+    a, _, world = script_args(export("megatron", job).text)
+    assert "pipeline_model_parallel_layout" in a and "decoder_first_pipeline_num_layers" not in a
+    tc, _, _ = configs(mc, a)
+    layout = tc.pipeline_model_parallel_layout
+    assert layout.virtual_pipeline_model_parallel_size == 4
+    built = [sum(chunk.count(LayerType.decoder) for chunk in rank) for rank in layout.layout]
+    first, middle, last = stage_layers(80, 4, 4, 18, 14)
+    assert built == [first, middle, middle, last] == [18, 24, 24, 14]
+    assert min(chunk.count(LayerType.decoder) for rank in layout.layout for chunk in rank) >= 1
+
+
+@pytest.mark.parametrize("text", ["Et*4|(t*4|)*14tmL", "Et*3|(tt|)*29,m|L", "E|t*3|(tt|)*3|L"])
+def test_dtplan_reads_a_layout_string_as_megatron_core_does(mc, text):
+    from megatron.core.transformer.pipeline_parallel_layer_layout import \
+        PipelineParallelLayerLayout
+    from planner.framework_configs.megatron_pipeline import parse_layout
+    ref = PipelineParallelLayerLayout.parse_str_to_list(text)
+    assert [len(s) for s in parse_layout(text)] == [len(s) for s in ref]
+    assert [s.count("t") for s in parse_layout(text)] == \
+        [sum(x.name == "decoder" for x in s) for s in ref]

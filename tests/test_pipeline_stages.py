@@ -64,6 +64,34 @@ def test_every_offered_split_is_valid_and_new(layers, pp, v):
     assert uneven_splits(layers, pp, v) == [] or layers % (pp * v)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 130), st.integers(2, 32), st.integers(1, 6),
+       st.none() | st.integers(1, 20), st.none() | st.integers(1, 20))
+def test_a_layout_string_frees_the_stated_stages_of_v_and_nothing_else(layers, pp, v, first,
+                                                                       last):
+    """With a layout string (free_chunks) a stated stage needs a layer per chunk, not a multiple
+    of v: every split the flags accept stays accepted, and the rest only through the edges."""
+    if first is None and last is None:
+        return
+    f, l_ = first or 0, last or 0
+    strict = bool(layers_split_valid(layers, pp, v, f, l_))
+    free = bool(layers_split_valid(layers, pp, v, f, l_, free_chunks=True))
+    assert free >= strict
+    if free:
+        assert (f == 0 or f >= v) and (l_ == 0 or l_ >= v)
+        rest = layers - f - l_
+        others = pp - (f > 0) - (l_ > 0)
+        assert others == 0 or (rest % others == 0 and (rest // others) % v == 0)
+
+
+def test_mlperf_deepseek_v3_layout_string_is_accepted_with_it_only():
+    # MLPerf v6.0 "Et*4|(t*4|)*14tmL" on PP 4 x v 4: 16 layers on the first stage, 13 on the last
+    assert not layers_split_valid(61, 4, 4, 16, 13)
+    assert layers_split_valid(61, 4, 4, 16, 13, free_chunks=True)
+    assert layers_split_valid(61, 4, 4, 4, 9, free_chunks=True)
+    assert not layers_split_valid(61, 4, 4, 2, 11, free_chunks=True)   # a chunk left empty
+
+
 def test_deepseek_v3_split_as_megatron_users_run_it():
     # Megatron-MoE-ModelZoo runtime.conf: DeepSeek-V3, PP 16, PP_FIRST 4, PP_LAST 1
     assert (4, 1) in uneven_splits(61, 16)

@@ -11,33 +11,14 @@ GPUs × batch tokens / tokens; its prediction is dtplan's time to train as `dtpl
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict
 
+from planner.calibration.report import ModelTypeRun
 from planner.calibration.runs import PublicRun, evaluate_run, load_runs, run_layout, run_model
 from planner.evaluation.train import resilience_plan
 from planner.specs.hardware_toml import load_profile
 
 WHOLE_RUN = "gpu_hours"     # a whole-run figure: predicted with dtplan's goodput
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelTypeRun:
-    """A family's published run against dtplan's prediction of its layout."""
-
-    model_type: str
-    run: str
-    source: str
-    hardware: str
-    gpus: int
-    layout: dict[str, Any]   # the run's RunLayout fields
-    measured_step_s: float
-    predicted_step_s: float
-    error_pct: float          # (predicted − measured) / measured × 100
-    mfu: float                # dtplan's MFU of the layout
-    fits: bool                # dtplan's memory verdict on the published layout
-    measured_as: str          # the published figure and how the step was read from it
-    not_modelled: list[str]
 
 
 def model_type_runs() -> list[ModelTypeRun]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -140,3 +140,22 @@ class CrossValidation:
     memory_within: int        # memory rows within it
     not_expressible: dict[str, str]
     notes: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelTypeRun:
+    """A family's published run against dtplan's prediction of its layout."""
+
+    model_type: str
+    run: str
+    source: str
+    hardware: str
+    gpus: int
+    layout: dict[str, Any]   # the run's RunLayout fields
+    measured_step_s: float
+    predicted_step_s: float
+    error_pct: float          # (predicted − measured) / measured × 100
+    mfu: float                # dtplan's MFU of the layout
+    fits: bool                # dtplan's memory verdict on the published layout
+    measured_as: str          # the published figure and how the step was read from it
+    not_modelled: list[str]

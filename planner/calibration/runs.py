@@ -131,7 +131,7 @@ class PublicRun:
     seq_len: int
     global_batch: int
     layout: RunLayout
-    precision: Literal["mixed", "fp8"]
+    precision: Literal["mixed", "fp8", "bf16-pure"]
     precision_published: str
     recompute_published: str
     measured: Measured

@@ -11,8 +11,7 @@ from planner.cli.options import Format, option
 from planner.cli.root import EXIT_OK, command
 
 if TYPE_CHECKING:
-    from planner.calibration.report import CalibrationReport, CrossValidation
-    from planner.calibration.model_runs import ModelTypeRun
+    from planner.calibration.report import CalibrationReport, CrossValidation, ModelTypeRun
     from planner.specs.hardware import HardwareProfile
     from planner.render import Table
 

@@ -60,7 +60,7 @@ def stage_deficit(layers: Num, stages: Num, chunks: Num = 1) -> Num:
 
 
 def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0,
-                       last: Num = 0) -> Mask:
+                       last: Num = 0, free_chunks: bool = False) -> Mask:
     """The layer-count rule. Nothing stated: p·v chunks cover L with at most MAX_STAGE_DEFICIT
     layers short, and every stage holds a layer. Under interleaving the first chunk of the first
     stage and the last chunk of the last may be left with no layer (the embedding or the loss
@@ -71,7 +71,8 @@ def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0
     p ≤ L there. Stated (Megatron-Core's checks,
     transformer_config.py:1083-1135): PP > 1; each stated stage a multiple of v; the rest
     a whole multiple of v on every other stage (dtplan also wants a layer in every chunk), or
-    nothing left where no other stage remains."""
+    nothing left where no other stage remains. `free_chunks` (a framework building each virtual
+    stage from a layout string): a stated stage needs only a layer in each of its v chunks."""
     p, v = np.asarray(stages, dtype=float), np.asarray(chunks, dtype=float)
     f, l_ = np.asarray(first, dtype=float), np.asarray(last, dtype=float)
     auto = (np.asarray(stage_deficit(layers, stages, chunks)) <= MAX_STAGE_DEFICIT) \
@@ -81,7 +82,11 @@ def layers_split_valid(layers: Num, stages: Num, chunks: Num = 1, first: Num = 0
     per = rest / np.maximum(others, 1.0)
     whole = np.where(others > 0, (per >= v) & (np.mod(per, v) == 0) & (np.mod(rest, np.maximum(
         others, 1.0)) == 0), rest == 0)
-    stated = (p > 1) & (np.mod(f, v) == 0) & (np.mod(l_, v) == 0) & whole
+    if free_chunks:
+        edges = ((f == 0) | (f >= v)) & ((l_ == 0) | (l_ >= v))
+    else:
+        edges = (np.mod(f, v) == 0) & (np.mod(l_, v) == 0)
+    stated = (p > 1) & edges & whole
     ok = np.where((f > 0) | (l_ > 0), stated, auto)
     return bool(ok) if np.ndim(ok) == 0 else ok
 

@@ -91,8 +91,8 @@ def _split_detail(p: Problem, lay: Layout, f: "Figures") -> tuple[str, str]:
     others = lay.pp - (first is not None) - (last is not None)
     return (f"{p.model.layers} layers, first {first or '-'}, last {last or '-'}, "
             f"{others} other stages, PP {lay.pp}, v {lay.chunks}",
-            "PP > 1, stated stages multiples of v, the rest ≥ v and a multiple of v per other "
-            "stage")
+            f"PP > 1, stated stages {'≥ v' if p.fw.time.pipeline_layout else 'multiples of v'}"
+            ", the rest ≥ v and a multiple of v per other stage")
 
 
 def _interleaving(p: Problem, c: Candidates, m: np.ndarray) -> np.ndarray:
@@ -229,7 +229,7 @@ RULES: tuple[RuleSpec, ...] = (
              TP_KEYS,
              reads=()),
     RuleSpec("layers-divisible-by-pp", lambda p, c, m: layers_split_valid(
-                 p.model.layers, c.pp, c.chunks, c.first, c.last),
+                 p.model.layers, c.pp, c.chunks, c.first, c.last, p.fw.time.pipeline_layout),
              "layers must divide across PP stages × chunks (first and last stage may hold one "
              "layer fewer, or the layers stated for them)",
              _split_detail,

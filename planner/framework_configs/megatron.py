@@ -8,6 +8,7 @@ core_v0.15.3, ``num_microbatches_calculator.py``, ``transformer_config.py``.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import cast
 
 from planner.errors import InputError, Problems, keyed, validation_message
@@ -272,7 +273,7 @@ def _parallel_flags(inp: Job, stage_layers: tuple[int, int, int],
     lay, mod = inp.layout, inp.model
     a: list[tuple[str, object]] = [
         ("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
-        *pipeline_flags(lay, mod.layers, stage_layers, notes),
+        *pipeline_flags(lay, mod.layers, stage_layers, notes, mod.mtp_layers),
         *group_flags(lay, inp.global_batch // (lay.micro_batch * lay.dp))]
     if lay.sequence_parallel:
         a.append(("--sequence-parallel", None))
@@ -393,6 +394,6 @@ def _launch_script(inp: Job, a: list[tuple[str, object]], gas: int) -> str:
              "# Add the data, tokenizer, optimizer-schedule and checkpoint flags of your run.",
              connections_line(lay, generation(hw) in ("B200", "GB200")), "",
              *torchrun_lines(inp, "pretrain_gpt.py")]
-    flags = [f"  {k}" + ("" if v is None else f" {v}") for k, v in a]
+    flags = [f"  {k}" + ("" if v is None else f" {shlex.quote(str(v))}") for k, v in a]
     lines += [f + " \\" for f in flags[:-1]] + [flags[-1]]
     return "\n".join(lines) + "\n"

@@ -38,7 +38,7 @@ MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LE
              "--max-position-embeddings": MAX_SEQ_LEN}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
            "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy",
-           "--ckpt-format", "--fp8-format", "--fp8-recipe"}
+           "--ckpt-format", "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
             "--swiglu", "--group-query-attention", "--disable-bias-linear",
             "--untie-embeddings-and-output-weights", "--recompute-activations",

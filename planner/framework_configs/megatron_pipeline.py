@@ -8,6 +8,7 @@ module under the size limit.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.engine.pipeline import vp_group_size
@@ -19,12 +20,15 @@ from planner.specs.knobs import Layout
 from planner.specs.verdict import GateRule, make_rule
 
 FIRST, LAST = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
+LAYOUT = "--pipeline-model-parallel-layout"
 GROUP = "--microbatch-group-size-per-virtual-pipeline-stage"
 
 
 def read_pipeline(a: dict[str, Any], layers: int, pp: int, where: str, rules: list
                   ) -> tuple[int, int | None, int | None]:
     """(chunks v, first-stage layers, last-stage layers) of the arguments, with their rules."""
+    if a.get(LAYOUT) is not None:
+        return _read_layout(str(a[LAYOUT]), layers, pp, where, rules)
     lpv = a.get("--num-layers-per-virtual-pipeline-stage")
     vsr = a.get("--num-virtual-stages-per-pipeline-rank")
     first, last = a.get(FIRST), a.get(LAST)
@@ -91,7 +95,7 @@ def _stated_rules(a: dict[str, Any], layers: int, pp: int, v: int, first: int | 
 
 
 def pipeline_flags(lay: Layout, layers: int, split: tuple[int, int, int],
-                   notes: list[str]) -> list[tuple[str, object]]:
+                   notes: list[str], mtp: int = 0) -> list[tuple[str, object]]:
     """The flags of the layout's split: stated first/last stages as --decoder-first/last-
     pipeline-num-layers (with --num-virtual-stages-per-pipeline-rank under interleaving, the one
     virtual-pipeline flag Megatron accepts with them); else interleaving with the embedding
@@ -99,7 +103,12 @@ def pipeline_flags(lay: Layout, layers: int, split: tuple[int, int, int],
     first, full, last = split
     out: list[tuple[str, object]] = []
     stated = lay.first_stage_layers is not None or lay.last_stage_layers is not None
-    if stated:
+    v = lay.chunks if lay.schedule == "interleaved" else 1
+    if stated and (first % v or last % v):   # Megatron's stated stages are multiples of v
+        out.append((LAYOUT, layout_string(layers, lay.pp, v, first, last, mtp)))
+        notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
+                     f"{full} on the others, v {v} virtual stages each ({LAYOUT})")
+    elif stated:
         out += [(f, n) for f, n in ((FIRST, lay.first_stage_layers),
                                     (LAST, lay.last_stage_layers)) if n is not None]
         if lay.schedule == "interleaved":
@@ -140,3 +149,57 @@ def group_rule(a: dict[str, Any], pp: int, m: int, notes: list[str]) -> GateRule
                      "The number of contiguous micro-batches in a virtual pipeline stage should "
                      "range in [PP, M], and M mod it be 0 or ≥ PP (schedules.py)",
                      key=GROUP if GROUP in a else "--global-batch-size")
+
+
+def chunk_layers(stage: int, v: int, lighter_first: bool) -> list[int]:
+    """A stage's layers over its v virtual stages as even as they go, the lighter ones at the
+    pipeline's edge (the first stage's first chunk holds the embedding, the last's last the loss)."""
+    q, r = divmod(stage, v)
+    light, heavy = [q] * (v - r), [q + 1] * r
+    return light + heavy if lighter_first else heavy + light
+
+
+def layout_string(layers: int, pp: int, v: int, first: int, last: int, mtp: int = 0) -> str:
+    """Megatron-Core's pipeline_model_parallel_layout for stated first/last stages: virtual
+    stage k = chunk·PP + stage, 't' a decoder layer, 'E' the embedding (virtual stage 0), 'm' an
+    MTP module and 'L' the loss (the last: PipelineParallelLayerLayout.validate_layer_layout
+    wants the MTP modules there, core/transformer/pipeline_parallel_layer_layout.py:111-131)."""
+    middle = (layers - first - last) // max(pp - 2, 1) if pp > 2 else 0
+    per_stage = [chunk_layers(first, v, True)] + [chunk_layers(middle, v, True)] * (pp - 2) + [
+        chunk_layers(last, v, False)]
+    stages = [per_stage[k % pp][k // pp] for k in range(pp * v)]
+    return "|".join(("E" if k == 0 else "") + "t" * n + ("m" * mtp + "L" if k == pp * v - 1
+                                                        else "") for k, n in enumerate(stages))
+
+
+def parse_layout(text: str) -> list[str]:
+    """The virtual stages of a layout string, each as its letters, as Megatron-Core's
+    PipelineParallelLayerLayout.parse_str_to_list reads it: commas cosmetic, '(…)*n' then 'x*n'
+    unrolled, '|' between stages."""
+    flat = text.replace(",", "").replace(" ", "")
+    flat = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), flat)
+    flat = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), flat)
+    return flat.split("|")
+
+
+def _read_layout(text: str, layers: int, pp: int, where: str, rules: list
+                 ) -> tuple[int, int | None, int | None]:
+    """(v, first-stage layers, last-stage layers) of a layout string, with the rules dtplan
+    reads it by: PP·v virtual stages, the decoder layers all there, equal middle stages."""
+    stages = parse_layout(text)
+    if not stages or any(set(s) - set("EtmL") for s in stages):
+        raise InputError(f"{where}: {LAYOUT}", f"a layout of E, t, m and L per virtual stage "
+                         f"separated by '|' (e.g. Et*4|(t*4|)*14tmL); got '{text}'")
+    v = max(1, len(stages) // pp)
+    rules.append(make_rule("megatron-layout-stages", len(stages) == pp * v,
+                           f"{len(stages)} virtual stages", f"a multiple of PP {pp}",
+                           "the layout's virtual stages fill every pipeline rank", key=LAYOUT))
+    per = [sum(s.count("t") for s in stages[k::pp]) for k in range(pp)]
+    rules.append(make_rule("megatron-layout-layers", sum(per) == layers,
+                           f"{sum(per)} decoder layers in the layout", f"= {layers}",
+                           "the layout places every decoder layer once", key=LAYOUT))
+    middle = set(per[1:-1])
+    rules.append(make_rule("megatron-layout-even-middle", len(middle) <= 1,
+                           f"middle stages {per[1:-1]}", "equal",
+                           "dtplan plans equal middle stages", key=LAYOUT))
+    return v, per[0], per[-1]

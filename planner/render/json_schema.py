@@ -11,7 +11,7 @@ from typing import Any, Callable
 from planner.advice.batch import BatchAdvice
 from planner.advice.shrink import ShrinkResult
 from planner.calibration.fit_links import ConstantFit
-from planner.calibration.report import CalibrationReport, CrossValidation
+from planner.calibration.report import CalibrationReport, CrossValidation, ModelTypeRun
 from planner.evaluation.calculators import (BatchResult, BubbleResult, CheckpointResult, CommResult,
                                             ScalingResult, StateMemoryResult)
 from planner.evaluation.estimate import Estimate
@@ -179,7 +179,8 @@ OUTPUTS: dict[str, list[tuple[str, Callable[[dict], dict]]]] = {
                                             extra={"ok": OK, "notes": STR_LIST}))],
     # cross_validation: without --hardware (the leave-one-family-out report)
     "calibrate": [("calibrate", lambda d: _object(CalibrationReport, defs=d, extra={
-        "ok": OK, "notes": STR_LIST, "cross_validation": _dataclass(CrossValidation, d)})),
+        "ok": OK, "notes": STR_LIST, "cross_validation": _dataclass(CrossValidation, d),
+        "model_types": {"type": "array", "items": _dataclass(ModelTypeRun, d)}})),
                   ("none", lambda d: {"type": "object", "required": ["hardware", "rows"],
                                       "properties": {"hardware": {"type": "string"},
                                                      "cases_hardware": {

@@ -89,6 +89,10 @@ class TimeBehaviour:
         description="flash-attention kernel family (fa3 falls back to fa2 before Hopper)")]
     pipeline_schedules: Annotated[tuple[Schedule, ...], Field(
         description="pipeline schedules the framework implements (empty: no pipeline parallel)")]
+    pipeline_layout: Annotated[bool, Field(
+        description="a stated first or last stage need not be a multiple of the virtual stages: "
+                    "the framework builds any layer count per virtual stage from a layout "
+                    "string (Megatron-Core's pipeline_model_parallel_layout)")] = False
     max_zero_under_pp: Annotated[int, Field(
         ge=0, le=3, description="highest ZeRO stage the framework runs together with "
                                 "pipeline parallelism")] = 3

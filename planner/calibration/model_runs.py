@@ -40,5 +40,6 @@ def _predict(run: PublicRun) -> ModelTypeRun:
         model_type=run.model_type, run=run.id, source=run.source.cite(), hardware=run.hardware,
         gpus=run.gpus, layout=asdict(run.layout), measured_step_s=measured, predicted_step_s=step,
         error_pct=(step / measured - 1.0) * 100.0, mfu=float(ev.throughput.mfu[0]),
-        fits=bool(ev.rules.passes["fits-in-memory"][0]), measured_as=f"{run.measured.metric} {run.measured.value:g}: "
-        f"{run.measured.definition}", not_modelled=list(run.not_modelled))
+        fits=bool(ev.rules.passes["fits-in-memory"][0]),
+        measured_as=f"{run.measured.metric} {run.measured.value:g}: {run.measured.definition}",
+        not_modelled=list(run.not_modelled))

@@ -7,7 +7,9 @@ base: `tuning`, as the MLPerf llama2_70b_lora runs state it) and the measured st
 global batch). A *family* is one source × framework × GPU generation
 ("mlperf-nvidia/megatron/H100"): the unit that `dtplan calibrate` leaves out when it
 cross-validates (planner/calibration/lofo.py). Runs the engine cannot express (an NVFP4 recipe, a GPU without a profile) are kept in the file under
-``not_expressible`` with the reason, so the set's coverage is stated rather than implied.
+``not_expressible`` with the reason, so the set's coverage is stated rather than implied. The
+``validation`` rows share the schema: published runs of today's model families, predicted and
+reported (planner/calibration/model_runs.py) but in no refit and no band.
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ def run_layout(run: PublicRun) -> Layout:
     layout = Layout(tp=lo.tp, pp=lo.pp, dp=lo.dp, cp=lo.cp, zero=lo.zero,
                     micro_batch=lo.micro_batch, chunks=lo.chunks, schedule=lo.schedule, sp=lo.sp,
                     recompute=lo.recompute, recompute_layers=lo.recompute_layers,
-                    ep=lo.ep, etp=lo.etp, shard_group=lo.shard_group, first_stage_layers=lo.first_stage_layers,
+                    ep=lo.ep, etp=lo.etp, shard_group=lo.shard_group,
+                    first_stage_layers=lo.first_stage_layers,
                     last_stage_layers=lo.last_stage_layers, fp8=lo.fp8,
                     precision=run.precision, optimizer="adamw")
     t = run.tuning

@@ -1,9 +1,10 @@
 """Megatron-LM's pipeline split, read and written: interleaving (--num-layers-per-virtual-
 pipeline-stage or --num-virtual-stages-per-pipeline-rank), the embedding and the loss counted
 as layers (--account-for-{embedding,loss}-in-pipeline-split) and stated first/last stages
-(--decoder-first/last-pipeline-num-layers), with the checks of core_v0.15.3 (arguments.py:
-530-600, transformer_config.py:1018-1028 and 1083-1135). Beside ``megatron.py`` to keep that
-module under the size limit.
+(--decoder-first/last-pipeline-num-layers) or, where v does not divide them, a layout string
+(--pipeline-model-parallel-layout), with the checks of core_v0.15.3 (arguments.py:530-600,
+transformer_config.py:1018-1135). Beside ``megatron.py`` to keep that module under the size
+limit.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def group_rule(a: dict[str, Any], pp: int, m: int, notes: list[str]) -> GateRule
 
 def chunk_layers(stage: int, v: int, lighter_first: bool) -> list[int]:
     """A stage's layers over its v virtual stages as even as they go, the lighter ones at the
-    pipeline's edge (the first stage's first chunk holds the embedding, the last's last the loss)."""
+    pipeline's edge (the first stage's first chunk holds the embedding, the last's last the
+    loss)."""
     q, r = divmod(stage, v)
     light, heavy = [q] * (v - r), [q + 1] * r
     return light + heavy if lighter_first else heavy + light

@@ -136,6 +136,26 @@ def test_moe_seed():
     assert f > dense / 0.85 and b > 2 * dense / 0.85
 
 
+def test_expert_shape_share_is_one_for_the_dense_shape_and_falls_with_narrow_experts():
+    # an expert as wide per rank as the dense layer, and every expert as many rows as T: no change
+    assert moe.expert_shape_share(4096, 8, 32, 256, 1024, 1024, 128, 64) == pytest.approx(1.0)
+    # Qwen3-30B-A3B on TP 2 (expert TP 2): 768/2 = 384 wide against h/TP = 1024, T·k·EP/E = 4,096
+    # rows of 8,192: (384/512)/(1024/1152) × (4096/4160)/(8192/8256)
+    got = moe.expert_shape_share(8192, 8, 8, 128, 384, 1024, 128, 64)
+    assert got == pytest.approx((384 / 512) / (1024 / 1152) * (4096 / 4160) / (8192 / 8256))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 65536), st.integers(1, 16), st.integers(1, 64), st.integers(8, 512),
+       st.integers(16, 16384), st.integers(16, 16384))
+def test_an_expert_no_larger_than_the_dense_gemm_runs_no_faster(tokens, k, ep, experts, width,
+                                                                  dense):
+    share = float(moe.expert_shape_share(tokens, k, ep, experts, width, dense, 128, 64))
+    if width <= dense and k * ep <= experts:
+        assert share <= 1.0 + 1e-12
+    assert share > 0
+
+
 def test_fp8_seed():
     rate = fp8.fp8_gemm_rate(1978.9e12, 1402.6 / 1978.9, 1.0, 1.0)
     assert rate == pytest.approx(1402.6e12)

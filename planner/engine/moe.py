@@ -9,7 +9,8 @@ pairs routed to its E/EP experts; balanced routing assumed):
   the way in and once on the way out: 4·T·k·h·bytes of HBM traffic forward, the same backward;
 - experts: 2·T·k·W_e FLOPs forward (W_e one expert's MLP weights), run as one grouped GEMM over
   the local experts at `grouped_fraction` of the dense rate (per-expert row counts are small
-  and uneven; Megatron's --moe-grouped-gemm, torchtitan's grouped_mm).
+  and uneven; Megatron's --moe-grouped-gemm, torchtitan's grouped_mm), itself the profile's
+  grouped-GEMM share × the expert GEMM's shape against the dense layer's (expert_shape_share).
 Backward is twice the forward's FLOPs (Narayanan Eq. 3 convention).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.engine.arrays import Num, out
+from planner.engine.compute import shape_efficiency
 
 
 def router_flops(tokens: Num, hidden: Num, experts: Num) -> Num:
@@ -33,6 +35,16 @@ def expert_flops(tokens: Num, top_k: Num, expert_params: Num) -> Num:
 def permute_bytes(tokens: Num, top_k: Num, hidden: Num, bytes_per_elem: Num = 2.0) -> Num:
     """Forward dispatch + combine HBM traffic: 4·T·k·h·bytes."""
     return out(4.0 * np.asarray(tokens, dtype=float) * top_k * hidden * bytes_per_elem)
+
+
+def expert_shape_share(tokens: Num, top_k: Num, ep: Num, experts: Num, expert_width: Num,
+                       dense_width: Num, half_width: Num, half_tokens: Num) -> Num:
+    """The expert GEMM's rate over the dense layer's under one GEMM-shape model, n/(n + n½) per
+    dimension (engine.compute.shape_efficiency): its sharded width one expert's FFN per expert-TP
+    rank against h/TP, its rows the T·k·EP/E tokens each local expert gets against T."""
+    per_expert = np.asarray(tokens, dtype=float) * top_k * np.asarray(ep, dtype=float) / experts
+    return out(shape_efficiency(expert_width, half_width) / shape_efficiency(dense_width, half_width)
+               * shape_efficiency(per_expert, half_tokens) / shape_efficiency(tokens, half_tokens))
 
 
 def moe_layer_time(tokens: Num, hidden: Num, experts: Num, top_k: Num, expert_params: Num,

@@ -19,13 +19,8 @@ from planner.evaluation.candidates import (AXIS_COLUMNS, COMPUTE_DTYPE, STATE_CO
 from planner.evaluation import paired_overlap as paired, tp_overlap as tpo, tuning as tun
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.stage_balance import stage_edges
-from planner.engine import activations as act
-from planner.engine import attention as attn
-from planner.engine import compute as cmp
-from planner.engine import fp8 as f8
-from planner.engine import moe
-from planner.engine import overlap as ov
-from planner.engine import step_time as st
+from planner.engine import activations as act, attention as attn, compute as cmp, fp8 as f8
+from planner.engine import moe, overlap as ov, step_time as st
 from planner.engine.arrays import array
 from planner.engine.params import attention_score_forward_flops, mlp_params
 from planner.engine.topology import fabric
@@ -110,9 +105,11 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
         t_attn, t_attn_b = f_attn / r_u, 2.0 * f_attn / r_u
     t_exp_f, t_exp_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
     if mod.is_moe:
-        e_f, e_b = map(array, moe.moe_layer_time(
-            tokens / x.tp, h, mod.experts, max(mod.experts_per_token, 1), expert_w, lin_rate,
-            eff.grouped_gemm_fraction, hbm, x.act_bytes))
+        k, n_half = max(mod.experts_per_token, 1), (eff.matmul_half_hidden, eff.matmul_half_tokens)
+        grouped = eff.grouped_gemm_fraction * moe.expert_shape_share(
+            tokens, k, x.ep, mod.experts, mod.expert_width / x.etp, h / x.tp, *n_half)
+        e_f, e_b = map(array, moe.moe_layer_time(tokens / x.tp, h, mod.experts, k, expert_w,
+                                                 lin_rate, grouped, hbm, x.act_bytes))
         t_exp_f, t_exp_b = moe_share * e_f, moe_share * e_b
     cast_f, cast_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
     if p.recipe is not None:

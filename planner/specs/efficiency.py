@@ -60,7 +60,8 @@ class Efficiency:
     # the recipe runs at fp8_matmul_ceiling_fraction.
     recipe_ceiling_fractions: dict[str, float] = field(default_factory=dict)
     # MoE grouped GEMM (all local experts in one kernel) as a share of a dense GEMM's rate of the
-    # same total size: each expert's token count is small and uneven.
+    # same shape (engine.moe.expert_shape_share prices the shape: expert width, rows per expert):
+    # the per-expert GEMMs are uneven and launched together.
     grouped_gemm_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
     # The software stack these constants describe, and the runs they were fitted on ("" = none:
     # the estimate prints the wide band, uncalibrated_band, with its reason).
@@ -115,8 +116,8 @@ DEFAULT_PROVENANCE: dict[str, Provenance] = {
         "the FlashAttention-2 A100 curve's shape (Dao 2023 Fig. 4: half rate near 512 keys) "
         "carried to a GPU with no attention-kernel figure")),
     "grouped_gemm_fraction": Provenance(kind="judgement", source=(
-        "no public bf16 grouped-GEMM sweep by expert token count; MoE experts' small, uneven "
-        "GEMMs taken at 85 % of a dense GEMM of the same size")),
+        "no public bf16 grouped-GEMM sweep by expert token count; MoE experts' uneven GEMMs "
+        "taken at 85 % of dense GEMMs of the same shape (the shape priced apart)")),
     "uncalibrated_band": Provenance(kind="judgement", source=(
         "dtplan's own spread: one Llama-3-8B layout's MFU across the bundled framework x H100 "
         "profiles spans 37.6-58.7 % (44 % about its mean), rounded up; no measured run behind "

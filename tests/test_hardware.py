@@ -23,7 +23,8 @@ EXPECTED = {"a100-40g", "a100-80g", "h100", "h200", "b200", "gb200-nvl72", "mi30
             "h100-96gb-500w",
             # the GPUs people fine-tune on (issue 28): PCIe cards, TP over the host's PCIe
             "rtx3090", "rtx4090", "rtx5090", "rtx-a6000", "rtx6000-ada", "l4", "h100-pcie",
-            "h100-nvl", "h800", "h20", "mi325x", "mi355x", "b300", "a10g", "rtx-pro-6000"}
+            "h100-nvl", "h800", "h20", "mi325x", "mi355x", "b300", "a10g", "rtx-pro-6000",
+            "gb300-nvl72"}
 CASES = Path("/work/shared/reference/calibration_cases.json")
 
 GOOD = """\

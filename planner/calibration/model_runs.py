@@ -27,11 +27,11 @@ def model_type_runs() -> list[ModelTypeRun]:
 
 
 def _predict(run: PublicRun) -> ModelTypeRun:
-    ev = evaluate_run(run)
+    hw = load_profile(run.hardware)
+    ev = evaluate_run(run, hw)
     step = float(ev.time.step[0])
     if run.measured.metric == WHOLE_RUN:
-        res = resilience_plan(run_model(run), load_profile(run.hardware), run.gpus,
-                              run_layout(run),
+        res = resilience_plan(run_model(run), hw, run.gpus, run_layout(run),
                               tokens_per_s=float(ev.throughput.tokens_per_s[0]))
         step /= res.optimum.goodput_fraction
     measured = run.measured.step_time_s

@@ -166,7 +166,6 @@ def _cross_validation(cv: "CrossValidation", framework: Optional[str], merged: b
 def _model_type_table(checks: list["ModelTypeRun"], merged: bool) -> "Table":
     """One published run per model family, at the shipped profiles (in no fit and no band)."""
     from planner.render import Table
-
     from planner.render.json_out import layout_text
 
     cells = [[c.model_type, c.run, f"{c.gpus} {c.hardware}", f"{c.measured_step_s:.3g}",

@@ -106,7 +106,7 @@ def pipeline_flags(lay: Layout, layers: int, split: tuple[int, int, int],
     stated = lay.first_stage_layers is not None or lay.last_stage_layers is not None
     v = lay.chunks if lay.schedule == "interleaved" else 1
     if stated and (first % v or last % v):   # Megatron's stated stages are multiples of v
-        out.append((LAYOUT, layout_string(layers, lay.pp, v, first, last, mtp)))
+        out.append((LAYOUT, layout_string(lay.pp, v, first, full, last, mtp)))
         notes.append(f"uneven pipeline: {first} layers on the first stage, {last} on the last, "
                      f"{full} on the others, v {v} virtual stages each ({LAYOUT})")
     elif stated:
@@ -161,12 +161,12 @@ def chunk_layers(stage: int, v: int, lighter_first: bool) -> list[int]:
     return light + heavy if lighter_first else heavy + light
 
 
-def layout_string(layers: int, pp: int, v: int, first: int, last: int, mtp: int = 0) -> str:
-    """Megatron-Core's pipeline_model_parallel_layout for stated first/last stages: virtual
-    stage k = chunk·PP + stage, 't' a decoder layer, 'E' the embedding (virtual stage 0), 'm' an
-    MTP module and 'L' the loss (the last: PipelineParallelLayerLayout.validate_layer_layout
-    wants the MTP modules there, core/transformer/pipeline_parallel_layer_layout.py:111-131)."""
-    middle = (layers - first - last) // max(pp - 2, 1) if pp > 2 else 0
+def layout_string(pp: int, v: int, first: int, middle: int, last: int, mtp: int = 0) -> str:
+    """Megatron-Core's pipeline_model_parallel_layout for a split of `first`, `middle` (each
+    other stage) and `last` layers: virtual stage k = chunk·PP + stage, 't' a decoder layer, 'E'
+    the embedding (virtual stage 0), 'm' an MTP module and 'L' the loss (the last:
+    PipelineParallelLayerLayout.validate_layer_layout wants the MTP modules there,
+    core/transformer/pipeline_parallel_layer_layout.py:111-131)."""
     per_stage = [chunk_layers(first, v, True)] + [chunk_layers(middle, v, True)] * (pp - 2) + [
         chunk_layers(last, v, False)]
     stages = [per_stage[k % pp][k // pp] for k in range(pp * v)]

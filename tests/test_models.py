@@ -32,6 +32,8 @@ EXACT = [
     ("mixtral-8x7b", 46_702_792_704, 12_879_925_248),
     ("gpt2", 124_439_808, None),
     ("qwen2-7b", 7_615_616_512, None),
+    # transformers' Qwen2ForCausalLM on the meta device counts the same 14,770,033,664
+    ("qwen2.5-14b", 14_770_033_664, None),
 ]
 
 

@@ -97,6 +97,13 @@ _ENTRIES: list[tuple[str, ModelSpec, list[str]]] = [
                          "152064; q/k/v bias", layers=80, hidden=8192, heads=64, kv_heads=8,
                          ffn=29568, vocab=152064, max_positions=131072, qkv_bias=True),
      ["Qwen/Qwen2-72B"]),
+    ("qwen2.5-14b", _llama("Qwen2.5-14B", "Qwen/Qwen2.5-14B config.json's shape as Megatron "
+                           "runs it (alibaba/Pai-Megatron-Patch@a098ca5 toolkits/"
+                           "distributed_checkpoints_convertor/scripts/qwen2_5/run_8xH20.sh:170-"
+                           "180): 48 layers, h 5120, 40/8 heads, ffn 13824, vocab 152064, untied; "
+                           "q/k/v bias", layers=48, hidden=5120, heads=40, kv_heads=8, ffn=13824,
+                           vocab=152064, max_positions=131072, qkv_bias=True),
+     ["Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-14B-Instruct"]),
     ("gpt2", _gpt("GPT-2", f"openai-community/gpt2 {_HF} (n_inner None -> 4h, tied)", layers=12,
                   hidden=768, heads=12, vocab=50257, max_positions=1024),
      ["openai-community/gpt2", "gpt2-small", "gpt2-124m"]),

@@ -94,6 +94,15 @@ def test_calibrate_prints_the_model_family_rows(dtplan, checks):
         assert m["model_type"] == checks[run].model_type and m["layout_text"]
 
 
+def test_calibrate_framework_keeps_the_validation_rows_run_there(dtplan):
+    """--framework filters the model-family rows as it filters the published ones."""
+    runs = load_runs()
+    for fw in ("megatron", "torchtitan"):
+        data = json.loads(dtplan("calibrate", "--framework", fw, "--format", "json").stdout)
+        want = {r.id for r in VALIDATION if runs.frameworks[r.framework].profile == fw}
+        assert want and {m["run"] for m in data["model_types"]} == want
+
+
 def test_validation_rows_leave_the_cross_validation_alone():
     """The bands and the refits read the `runs` alone: no validation row is an observation."""
     obs = {o for base, _ in (lofo._curves(p) for p in lofo._profiles()) for o in base}

@@ -12,18 +12,24 @@ GPUs × batch tokens / tokens; its prediction is dtplan's time to train as `dtpl
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Optional
 
 from planner.calibration.report import ModelTypeRun
 from planner.calibration.runs import PublicRun, evaluate_run, load_runs, run_layout, run_model
 from planner.evaluation.train import resilience_plan
+from planner.specs.framework import load_framework
 from planner.specs.hardware_toml import load_profile
 
 WHOLE_RUN = "gpu_hours"     # a whole-run figure: predicted with dtplan's goodput
 
 
-def model_type_runs() -> list[ModelTypeRun]:
-    """Every validation row of the run set, predicted at the shipped profiles."""
-    return [_predict(r) for r in load_runs().validation]
+def model_type_runs(framework: Optional[str] = None) -> list[ModelTypeRun]:
+    """Every validation row of the run set, predicted at the shipped profiles; with `framework`,
+    the rows whose run is evaluated under that framework profile (as `calibrate --framework`)."""
+    runs = load_runs()
+    keep = None if framework is None else load_framework(framework).name
+    return [_predict(r) for r in runs.validation
+            if keep is None or runs.frameworks[r.framework].profile == keep]
 
 
 def _predict(run: PublicRun) -> ModelTypeRun:

@@ -64,7 +64,7 @@ def calibrate_cmd(
         verdict += "; " + line
         data["cross_validation"] = dump(cv)
         from planner.calibration.model_runs import model_type_runs
-        checks = model_type_runs()
+        checks = model_type_runs(framework)
         if checks:
             more_tables.append(_model_type_table(checks, merged))
             notes += [f"{c.run} ({c.source}): {c.measured_as}" + (

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from planner.api import fit, problem
+from planner.evaluation.candidates import COLUMN_NAMES
 from planner.evaluation.rules import RULE_NAMES
 from planner.specs.hardware_toml import load_profile
 from planner.specs.presets import get_preset
@@ -82,9 +83,8 @@ def test_ranking_is_deterministic_and_sorted():
 def test_no_duplicate_layouts():
     res = search(problem(get_preset("mixtral-8x7b"), H100, 256, seq_len=4096, global_batch=512))
     c = res.candidates
-    keys = np.stack([getattr(c, f) for f in ("tp", "pp", "dp", "cp", "ep", "zero", "shard", "mb",
-                                              "chunks", "recompute", "recompute_layers",
-                                              "schedule", "offload_opt", "offload_par")], axis=1)
+    # every search column (expert TP apart: ETP = TP and ETP 1 are two layouts)
+    keys = np.stack([getattr(c, f) for f in COLUMN_NAMES], axis=1)
     assert len(np.unique(keys, axis=0)) == len(keys)
     # ZeRO stages are only enumerated when there is a data-parallel group to shard over
     assert not np.any((c.dp * c.cp == 1) & (c.zero > 0))

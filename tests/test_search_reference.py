@@ -180,3 +180,14 @@ def test_partial_recompute_is_the_smallest_count_that_fits():
     hybrid = [w.layout for w in want.ranked if w.layout.shard_group == 2 and w.layout.dp == 4
               and w.layout.recompute_layers]
     assert [lay.recompute_layers for lay in hybrid] == [14]
+
+
+def test_the_fast_search_prices_each_ep_apart_on_a_fine_grained_moe():
+    """Rows alike but in EP share their activations, not their expert GEMMs (the GEMM's rows
+    and the busiest rank's load read EP): with 128 experts and a stated imbalance the front
+    equals the reference's row for row."""
+    fw = load_framework("megatron")
+    fw = dataclasses.replace(fw, time=dataclasses.replace(fw.time, ep_load_imbalance=1.3))
+    p = problem(get_preset("qwen3-30b-a3b"), load_profile("h100"), 16, seq_len=4096,
+                global_batch=64, framework=fw)
+    _assert_same(p, SearchSpace(pp=1, micro_batch=1), "time", True)

@@ -47,13 +47,26 @@ def expert_shape_share(tokens: Num, top_k: Num, ep: Num, experts: Num, expert_wi
                * shape_efficiency(per_expert, half_tokens) / shape_efficiency(tokens, half_tokens))
 
 
+def load_factor(ep: Num, imbalance: Num, capacity: Num) -> Num:
+    """Routed rows on the busiest rank over the mean. A capacity factor c > 0 pads each expert's
+    buffer to c × its mean share, dropping the rest (DeepSpeed-MoE: deepspeed 0.19.8
+    moe/sharded_moe.py:152-158 _capacity = ⌈T/E · c⌉, the dispatch tensor E × capacity;
+    Megatron-Core's moe_expert_capacity_factor with moe_pad_expert_input_to_capacity): c. Dropless,
+    the stated imbalance where EP > 1; at EP 1 every expert is local and the rows sum to T·k
+    however they are routed: 1."""
+    ep_, cap = np.asarray(ep, dtype=float), np.asarray(capacity, dtype=float)
+    return out(np.where(cap > 0, cap, np.where(ep_ > 1, imbalance, 1.0)))
+
+
 def moe_layer_time(tokens: Num, hidden: Num, experts: Num, top_k: Num, expert_params: Num,
                    dense_rate: Num, grouped_fraction: Num, hbm_bytes_per_s: Num,
-                   bytes_per_elem: Num = 2.0) -> tuple[Num, Num]:
-    """(forward, backward) seconds of the MoE block's router + permutation + grouped experts."""
+                   bytes_per_elem: Num = 2.0, load: Num = 1.0) -> tuple[Num, Num]:
+    """(forward, backward) seconds of the MoE block's router + permutation + grouped experts,
+    the last two on the busiest rank's `load` (load_factor) times the mean rows."""
     rate = np.asarray(dense_rate, dtype=float)
     t_router = np.asarray(router_flops(tokens, hidden, experts)) / rate
     t_perm = np.asarray(permute_bytes(tokens, top_k, hidden, bytes_per_elem)) / hbm_bytes_per_s
     t_exp = np.asarray(expert_flops(tokens, top_k, expert_params)) / (rate * grouped_fraction)
+    t_perm, t_exp = load * t_perm, load * t_exp
     fwd = t_router + t_perm + t_exp
     return out(fwd), out(2.0 * (t_router + t_exp) + t_perm)

@@ -14,6 +14,7 @@ import numpy as np
 from planner.engine import activations as act
 from planner.engine import step_time as st
 from planner.engine.fp8 import RECIPES, Recipe, recipe_peak
+from planner.engine.moe import load_factor
 from planner.errors import InputError, named
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import KNOB, KNOBS, Knob, Layout
@@ -208,6 +209,12 @@ class Problem:
         return st.EpRoute(float(m.experts), float(m.route_groups), float(m.route_group_topk),
                           t.ep_dispatcher == "deepep",
                           RECIPES["blockwise"].element_bytes if fp8 else None)
+
+    def moe_load(self, ep: Any) -> Any:
+        """Routed rows on the busiest EP rank over the mean (engine.moe.load_factor): the
+        framework's capacity factor where it pads to one, else its stated imbalance at EP > 1."""
+        t = self.fw.time
+        return load_factor(ep, t.ep_load_imbalance, t.moe_capacity_factor)
 
     @property
     def recipe(self) -> Recipe | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.evaluation.candidates import ACTIVATION_COLUMNS, Candidates, Problem, Shape, full_recomputed, shape
-from planner.evaluation.distinct import on_distinct
+from planner.evaluation.distinct import distinct_rows, on_distinct
 from planner.engine import activations as act
 from planner.engine import compute as cmp
 from planner.engine import schedules as sched
@@ -125,8 +125,9 @@ def _optimizer(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages
 
 def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
                   groups: "terms.Groups") -> "terms.Compute":
-    """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads)
-    where the caller knows the rows' tuples (`groups.act`)."""
+    """timing_terms.compute of every row, once per ACTIVATION_COLUMNS tuple (all it reads, with
+    EP in a MoE model: the experts' GEMM shape and load) where the caller knows the rows' tuples
+    (`groups.act`)."""
     if groups.act is None:
         n_layers = x.layers[1]
         return terms.compute(p, c, x, a, n_layers, full_recomputed(c, n_layers))
@@ -135,7 +136,11 @@ def compute_terms(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
         xu = shape(p, u)
         return terms.compute(p, u, xu, {m: v.take(idx) for m, v in a.items()}, xu.layers[1],
                              full_recomputed(u, xu.layers[1]))
-    return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
+    if not p.model.is_moe:
+        return on_distinct(c, ACTIVATION_COLUMNS, part, rows=True, groups=groups.act)
+    found = distinct_rows([groups.act[0], c.ep]) if len(c) else None
+    by_ep = None if found is None else (found[1], len(found[0]))
+    return on_distinct(c, ACTIVATION_COLUMNS + ("ep",), part, rows=True, groups=by_ep)
 
 
 def _paced(x: Shape, comp: "terms.Compute", cm: "terms.Comm", floor: bool = False,

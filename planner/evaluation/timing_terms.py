@@ -109,7 +109,8 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
         grouped = eff.grouped_gemm_fraction * moe.expert_shape_share(
             tokens, k, x.ep, mod.experts, mod.expert_width / x.etp, h / x.tp, *n_half)
         e_f, e_b = map(array, moe.moe_layer_time(tokens / x.tp, h, mod.experts, k, expert_w,
-                                                 lin_rate, grouped, hbm, x.act_bytes))
+                                                 lin_rate, grouped, hbm, x.act_bytes,
+                                                 p.moe_load(x.ep)))
         t_exp_f, t_exp_b = moe_share * e_f, moe_share * e_b
     cast_f, cast_b = np.zeros_like(x.tp), np.zeros_like(x.tp)
     if p.recipe is not None:
@@ -352,7 +353,7 @@ def _axis_times(p: Problem, c: Candidates, x: Shape) -> dict[str, np.ndarray]:
         "cp": n_layers * st.cp_time_per_layer(  # the ring as the framework runs it
             tokens, mod.kv_heads * mod.head_dim, cp, tp, gpn, fab, act_b, rotate=mem.cp_rotate,
             q_dim=mod.heads * mod.head_dim, accum_bytes=mem.cp_accum_bytes),
-        "ep": n_layers * (mod.moe_layers / mod.layers) * st.ep_time_per_layer(
+        "ep": n_layers * (mod.moe_layers / mod.layers) * p.moe_load(ep) * st.ep_time_per_layer(
             tokens / np.where(c.sp > 0, tp, 1.0), h, max(mod.experts_per_token, 1), ep,
             x.etp, gpn, fab, act_b, tp_passes / 2, p.ep_route),   # EP ranks ETP apart (tp-ep-dp)
         "pp": array(st.pp_time_per_micro_batch(tokens, h, pp_tp, pp, tp * cp * dp, gpn, fab,

@@ -33,7 +33,8 @@ KERNEL_CLASSES = ("fused", "compiled", "eager")
 # The [time] constants that set speed: each written `{ value = …, kind = "…", source = "…" }`
 # (specs/provenance.py), so its source is declared once beside it.
 PROVENANCED = ("bucket_params", "bucket_params_per_dp_rank", "prefetch_bucket_params",
-               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits", "step_host_s")
+               "prefetch_depth", "selective_matmul_share", "tp_overlap_rs_splits", "step_host_s",
+               "ep_load_imbalance", "moe_capacity_factor")
 # The layout knob's schedules (knobs.Schedule), in the order the capabilities line names them.
 SCHEDULES = ("1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev")
 EpOverlap = Literal["no-pp", "1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe", "dualpipev"]
@@ -151,6 +152,14 @@ class TimeBehaviour:
     ep_fp8_dispatch: Annotated[bool, Field(
         description="under fp8, the dispatch and its backward twin move fp8 + 1/128 scales, "
                     "the combine 16-bit")] = False
+    ep_load_imbalance: Annotated[float, Field(
+        ge=1, description="routed tokens on the busiest expert-parallel rank over the mean "
+                          "(1: balanced); its expert GEMMs, permutation, all-to-all and permuted "
+                          "activations take that much more (dropless routing, EP > 1)")] = 1.0
+    moe_capacity_factor: Annotated[float, Field(
+        ge=0, description="rows each expert's buffer is padded to, over its mean share (tokens "
+                          "beyond it dropped); 0: dropless, the busiest rank takes "
+                          "ep_load_imbalance")] = 0.0
 
     @property
     def reduce_bytes(self) -> float:

@@ -262,10 +262,11 @@ class ModelSpec:
         """Weight-matrix entries each token is multiplied through (incl. LM head, excl. embedding)."""
         return MP.matmul_params_per_token(self)
 
-    def activation_ffn(self) -> float:
+    def activation_ffn(self, routed_load: float = 1.0) -> float:
         """Mean MLP width a token's activations pass through per layer: ffn in dense blocks,
-        top-k routed + shared expert widths in MoE blocks, averaged over the layers."""
-        return MP.activation_ffn(self)
+        top-k routed (× their load over the mean) + shared expert widths in MoE blocks,
+        averaged over the layers."""
+        return MP.activation_ffn(self, routed_load)
 
     def score_dim(self, seq_len: float, causal: bool = False) -> float:
         """attn_dim × the layers' mean share of full-attention keys (windows): the a·d the

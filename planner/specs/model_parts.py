@@ -103,13 +103,13 @@ def matmul_params_per_token(m: Any) -> int:
                + m.moe_layers * moe + head)
 
 
-def activation_ffn(m: Any) -> float:
+def activation_ffn(m: Any, routed_load: float = 1.0) -> float:
     """Mean MLP width per layer a token's saved activations span: ffn in dense blocks,
-    k·f_e + n_shared·f_s in MoE blocks."""
+    load·k·f_e + n_shared·f_s in MoE blocks (load: the routed rows over the mean)."""
     if not m.is_moe:
         return float(m.ffn)
     shared = m.shared_experts * (m.shared_expert_ffn or m.expert_width)
-    moe = m.experts_per_token * m.expert_width + shared
+    moe = routed_load * m.experts_per_token * m.expert_width + shared
     return (m.dense_layer_count * m.ffn + m.moe_layers * moe) / m.layers
 
 

@@ -1,7 +1,7 @@
 """Routing load on the busiest rank, a stated factor (#27): the framework profile's
 ep_load_imbalance (dropless routing) and moe_capacity_factor (padded expert buffers), through
-engine.moe.load_factor into the experts' GEMMs and permutation, the EP all-to-all and, for a
-capacity, the permuted activations; and the fast search pricing each EP's expert GEMMs apart."""
+engine.moe.load_factor into the experts' GEMMs and permutation, the EP all-to-all and the
+permuted activations; and the fast search pricing each EP's expert GEMMs apart."""
 
 from __future__ import annotations
 
@@ -118,3 +118,14 @@ def test_a_stated_imbalance_through_the_cli(dtplan, tmp_path):
     hot = json.loads(run.stdout)
     assert hot["step_time_s"] > base["step_time_s"]
     assert any("1.25x the mean routed tokens" in n for n in hot["notes"])
+
+
+def test_dropless_imbalance_grows_the_busiest_ranks_activations_beyond_ep_1():
+    """The permuted activations on the busiest rank: more with a stated imbalance at EP > 1,
+    the same at EP 1 (rows alike but in EP are then apart in the activations' tuple)."""
+    lay = Candidates.from_layouts([Layout(zero=1, ep=e, dp=16) for e in (1, 4)])
+    base = evaluate_memory(_problem(), lay)[2].peak
+    hot_p = _problem(ep_load_imbalance=1.5)
+    assert "ep" in hot_p.activation_columns and "ep" not in _problem().activation_columns
+    hot = evaluate_memory(hot_p, lay)[2].peak
+    assert hot[0] == base[0] and hot[1] > base[1]

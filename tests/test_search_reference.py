@@ -35,7 +35,8 @@ MODELS = {"1.3B": model_from_params(1.3e9), "7B": model_from_params(7e9),
 # h100 uncalibrated; a100-40g and h100-96gb-500w with error bands (a tolerance, a bucketed
 # rank); l40s one GPU per NVLink domain; gb200-nvl72 72 per domain
 HARDWARE = ("h100", "a100-40g", "h100-96gb-500w", "l40s", "gb200-nvl72")
-FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp")
+# "+imbalance": the profile stating a routing imbalance (the activations then read EP)
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "fsdp", "megatron+imbalance")
 
 
 def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: str, fw: str,
@@ -53,7 +54,11 @@ def _problem(model: str, hw: str, gpus: int, seq: int, batch: int, precision: st
                 precision=precision if recipe == "none" else "fp8", budget=budget,
                 tuning=Tuning(fp8=recipe, activation_offload=offload,
                               optimizer_in_backward=in_bwd))
-    return dataclasses.replace(p, framework=load_framework(fw))
+    name, _, hot = fw.partition("+")
+    f = load_framework(name)
+    if hot:
+        f = dataclasses.replace(f, time=dataclasses.replace(f.time, ep_load_imbalance=1.3))
+    return dataclasses.replace(p, framework=f)
 
 
 problems = st.builds(_problem, st.sampled_from(sorted(MODELS)), st.sampled_from(HARDWARE),

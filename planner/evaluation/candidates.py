@@ -217,6 +217,19 @@ class Problem:
         return load_factor(ep, t.ep_load_imbalance, t.moe_capacity_factor)
 
     @property
+    def activation_columns(self) -> tuple[str, ...]:
+        """ACTIVATION_COLUMNS, with EP where the busiest rank's permuted activations read it (a
+        MoE routed dropless with a stated imbalance, moe_load)."""
+        t = self.fw.time
+        reads_ep = self.model.is_moe and not t.moe_capacity_factor and t.ep_load_imbalance != 1
+        return ACTIVATION_COLUMNS + ("ep",) if reads_ep else ACTIVATION_COLUMNS
+
+    @property
+    def layer_columns(self) -> tuple[str, ...]:
+        """LAYER_COLUMNS, with EP as activation_columns has it."""
+        return tuple(n for n in self.activation_columns if n not in RECOMPUTE_COLUMNS)
+
+    @property
     def recipe(self) -> Recipe | None:
         """The low-precision recipe of the linears' GEMMs (None: bf16)."""
         return None if self.tuning.fp8 == "none" else RECIPES[self.tuning.fp8]

@@ -164,7 +164,7 @@ def ep_note(p: Problem, lay: Layout) -> str:
     load = float(p.moe_load(lay.ep))
     busiest = "" if load == 1.0 else (
         f"; the busiest rank takes {load:g}x the mean routed tokens, in its all-to-alls, expert "
-        "GEMMs and permutation (the framework profile's " + (
+        "GEMMs, permutation and permuted activations (the framework profile's " + (
             "moe_capacity_factor)" if p.fw.time.moe_capacity_factor else "ep_load_imbalance)"))
     return (f"EP {lay.ep} over {n_dom} NVLink domain(s): {how}{limit}; {nic:.2f} NIC copies of "
             f"a token per all-to-all (per-expert sending: {per_expert:.2f}); dispatch in "

@@ -13,8 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS, SCHEDULE_CODES,
-                         STATE_COLUMNS,
+from planner.evaluation.candidates import (IN_FLIGHT_COLUMNS, SCHEDULE_CODES, STATE_COLUMNS,
                          Candidates, Problem, Shape, shape)
 from planner.engine import activations as act
 from planner.engine import budget as bud
@@ -272,7 +271,7 @@ def _activation_part(p: Problem, u: Candidates,
     recompute mode (the ACTIVATION_COLUMNS part); the layer's bytes once per LAYER_COLUMNS
     tuple (the recompute variants of a layout share them; `layer_groups` where known)."""
     x = shape(p, u)
-    layer = on_distinct(u, LAYER_COLUMNS, lambda w: _layer_part(p, w), groups=layer_groups)
+    layer = on_distinct(u, p.layer_columns, lambda w: _layer_part(p, w), groups=layer_groups)
     views = layer["views"]
     out = {}
     for i, name in enumerate(STAGES):
@@ -320,7 +319,7 @@ def memory(p: Problem, c: Candidates, x: Shape, acts: dict | None = None,
     minus the margin. `acts` is the activation part where the caller has it; without `detail`
     a stage holds its states, reserved and device total only (StageMemory)."""
     states = on_distinct(c, STATE_COLUMNS, lambda u: _state_part(p, u))
-    acts = acts or on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    acts = acts or on_distinct(c, p.activation_columns, lambda u: _activation_part(p, u))
     flight = on_distinct(c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u))
     return _memory(p, x, states, acts, flight, detail)
 
@@ -354,7 +353,7 @@ def evaluate_memory(p: Problem, c: Candidates, detail: bool = True
     """(shape, the activation part, memory) of every candidate: what evaluate needs before the
     step time, for a caller that keeps only the rows that fit before timing them."""
     x = shape(p, c)
-    acts = on_distinct(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u))
+    acts = on_distinct(c, p.activation_columns, lambda u: _activation_part(p, u))
     return x, acts, memory(p, c, x, acts, detail)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from planner.engine.memory import PAGED_STATES, optimizer_bytes_per_param, paged_moment_bytes
 from planner.evaluation import tuning as tun
-from planner.evaluation.candidates import LAYER_COLUMNS, Candidates, Problem, shape
+from planner.evaluation.candidates import Candidates, Problem, shape
 from planner.evaluation.distinct import on_distinct
 from planner.evaluation.memory import layer_activation_views
 
@@ -82,7 +82,7 @@ def activation_bytes_per_gpu(p: Problem, c: Candidates) -> np.ndarray:
         return np.zeros(len(c))
     x = shape(p, c)
     layers = np.maximum(np.maximum(x.held_layers(0), x.held_layers(1)), x.held_layers(2))
-    views = on_distinct(c, LAYER_COLUMNS, lambda u: layer_activation_views(p, u, p.fw))
+    views = on_distinct(c, p.layer_columns, lambda u: layer_activation_views(p, u, p.fw))
     return np.asarray(tun.offloaded_activation_bytes(p, c, views, layers), dtype=float)
 
 

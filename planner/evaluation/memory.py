@@ -80,7 +80,7 @@ def _activation_inputs(p: Any, c: Any) -> tuple[tuple, dict]:
     tp, cp = np.asarray(c.tp, dtype=float), np.asarray(c.cp, dtype=float)
     width = 4.0 if p.precision == "fp32" else 2.0
     shape = (p.seq_len, np.asarray(c.mb, dtype=float), mod.hidden, mod.heads, mod.kv_heads,
-             mod.head_dim, mod.activation_ffn(p.fw.time.moe_capacity_factor or 1.0))
+             mod.head_dim, mod.activation_ffn(p.moe_load(c.ep)))
     latent = (mod.q_lora_rank or 0) + mod.kv_lora_rank if mod.is_mla else 0.0
     return shape, dict(mlp=mod.mlp, dropout=mod.dropout, flash=p.flash, tp=tp, sp=c.sp, cp=cp,
                        bytes_per_elem=width, v_head_dim=mod.value_dim, latent=latent,

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.evaluation.candidates import (ACTIVATION_COLUMNS, IN_FLIGHT_COLUMNS, LAYER_COLUMNS,
-                         RECOMPUTE_COLUMNS, STATE_COLUMNS, Candidates, Problem, Shape, shape)
+from planner.evaluation.candidates import (IN_FLIGHT_COLUMNS, RECOMPUTE_COLUMNS, STATE_COLUMNS,
+                                           Candidates, Problem, Shape, shape)
 from planner.evaluation.distinct import (Part, _dense, _first_rows, crossed_part, distinct_part,
                                          distinct_rows, gather)
 from planner.engine import peak as pk
@@ -216,7 +216,7 @@ class MemoryParts:
                                acts=Part(tree=_activation_part(p, c, layer_groups), index=None,
                                          size=len(c)))
         return MemoryParts(c=c, states=self.states, flight=self.flight,
-                           acts=distinct_part(c, ACTIVATION_COLUMNS,
+                           acts=distinct_part(c, p.activation_columns,
                                               lambda u: _activation_part(p, u), alike))
 
 
@@ -250,7 +250,7 @@ def memory_parts(p: Problem, c: Candidates, states: Part | None = None,
     return MemoryParts(
         c=c, states=states if states is not None else distinct_part(
             c, STATE_COLUMNS, lambda u: _state_part(p, u)),
-        acts=distinct_part(c, ACTIVATION_COLUMNS, lambda u: _activation_part(p, u), alike),
+        acts=distinct_part(c, p.activation_columns, lambda u: _activation_part(p, u), alike),
         flight=flight if flight is not None else distinct_part(
             c, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u)))
 
@@ -283,7 +283,7 @@ def crossed_memory_parts(p: Problem, c: Candidates, layouts: Candidates, k: int,
                           groups=alike(STATE_COLUMNS, STATE_KNOBS))
     return MemoryParts(
         crossed=k, group=None if groups is None else groups[0], c=c, states=states,
-        acts=crossed_part(c, layouts, k, LAYER_COLUMNS, lambda u: _activation_part(p, u),
-                          RECOMPUTE_COLUMNS, alike(LAYER_COLUMNS)),
+        acts=crossed_part(c, layouts, k, p.layer_columns, lambda u: _activation_part(p, u),
+                          RECOMPUTE_COLUMNS, alike(p.layer_columns)),
         flight=crossed_part(c, layouts, k, IN_FLIGHT_COLUMNS, lambda u: _in_flight_part(p, u),
                             groups=alike(IN_FLIGHT_COLUMNS)))

@@ -38,7 +38,8 @@ def _without(*names: str) -> tuple[str, ...]:
 # counts everywhere until someone says where it does not: the states and the ZeRO / DP
 # collectives ignore micro-batch, SP and recompute (not the schedule: DualPipe holds two
 # stages' parameters on a rank); a micro-batch's activations ignore
-# DP, EP, ZeRO, sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
+# DP, EP (but where a stated routing imbalance reads it: Problem.activation_columns), ZeRO,
+# sharding, offload and the schedule; the per-layer TP, CP, EP and PP traffic
 # ignores ZeRO, sharding, offload and the schedule; the micro-batches in flight depend on the
 # schedule, PP, interleaving, the stage split and m = B / (mb · DP) alone.
 STATE_COLUMNS = _without("mb", "sp", "recompute", "recompute_layers")

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field
 
 from planner.engine import params as P
+from planner.engine.arrays import Num
 from planner.errors import InputError, named
 from planner.specs import model_parts as MP
 from planner.specs.records import FORBID, adapter
@@ -262,7 +263,7 @@ class ModelSpec:
         """Weight-matrix entries each token is multiplied through (incl. LM head, excl. embedding)."""
         return MP.matmul_params_per_token(self)
 
-    def activation_ffn(self, routed_load: float = 1.0) -> float:
+    def activation_ffn(self, routed_load: Num = 1.0) -> Num:
         """Mean MLP width a token's activations pass through per layer: ffn in dense blocks,
         top-k routed (× their load over the mean) + shared expert widths in MoE blocks,
         averaged over the layers."""

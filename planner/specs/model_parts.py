@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.engine import params as P
+from planner.engine.arrays import Num
 
 # Each function takes the ModelSpec as ``m`` (typed Any: planner.specs.model imports this
 # module, so naming the class here would be an import cycle).
@@ -103,7 +104,7 @@ def matmul_params_per_token(m: Any) -> int:
                + m.moe_layers * moe + head)
 
 
-def activation_ffn(m: Any, routed_load: float = 1.0) -> float:
+def activation_ffn(m: Any, routed_load: Num = 1.0) -> Num:
     """Mean MLP width per layer a token's saved activations span: ffn in dense blocks,
     load·k·f_e + n_shared·f_s in MoE blocks (load: the routed rows over the mean)."""
     if not m.is_moe:

@@ -57,3 +57,24 @@ def test_a_calibrated_regime_keeps_its_band(dtplan):
     e = dtplan("estimate", "--model", "gpt2", "--gpus", "8", "--framework", "deepspeed",
                "--format", "json").json()
     assert e["error_band_pct"] == 45.0 and e["error_band_calibrated"] is False
+
+
+def test_a_mixture_of_experts_is_a_regime_without_runs(dtplan):
+    """The calibration runs are dense: a MoE on a calibrated regime (megatron/B200) prints the
+    wide band and says why, where a dense model there keeps the derived one; fit's rows alike."""
+    b200 = load_profile("b200")
+    dense = band_for(b200, "megatron")
+    assert dense is not None and dense < b200.efficiency.uncalibrated_band
+    assert band_for(b200, "megatron", moe=True) is None
+    args = ("--hardware", "b200", "--gpus", "8", "--format", "json")
+    e = dtplan("estimate", "--model", "gpt-oss-20b", "--zero", "1", "--micro-batch", "2",
+               *args).json()
+    assert e["error_band_pct"] == b200.efficiency.uncalibrated_band
+    assert e["error_band_calibrated"] is False
+    assert any("no published run of a mixture of experts (megatron/B200/moe)" in n
+               for n in e["notes"])
+    d = dtplan("estimate", "--model", "llama3-8b", "--zero", "1", *args).json()
+    assert d["error_band_pct"] == dense and d["error_band_calibrated"] is True
+    f = dtplan("fit", "--model", "gpt-oss-20b", "--top", "3", *args).json()
+    assert f["layouts"] and all(x["error_band_pct"] == b200.efficiency.uncalibrated_band
+                                and x["error_band_calibrated"] is False for x in f["layouts"])

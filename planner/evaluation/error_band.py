@@ -89,16 +89,19 @@ def generation(hw: HardwareProfile) -> str:
     return hw.name.upper()   # the profile's own name: GPU names carry vendor words and spaces
 
 
-def regime(framework: str, hw: HardwareProfile, lay: Optional[Layout] = None) -> str:
+def regime(framework: str, hw: HardwareProfile, lay: Optional[Layout] = None,
+           moe: bool = False) -> str:
     """'framework/generation', the key of a derived band (the same for every layout: the
-    runs are too few to split a regime by layout family)."""
-    return f"{framework}/{generation(hw)}"
+    runs are too few to split a regime by layout family); '…/moe' for a mixture of experts,
+    a regime of its own: the calibration runs are dense, and the model-family validation rows
+    (calibration.model_runs), which miss MoE steps by more, set no band."""
+    return f"{framework}/{generation(hw)}" + ("/moe" if moe else "")
 
 
-def band_for(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None
-             ) -> Optional[float]:
+def band_for(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None,
+             moe: bool = False) -> Optional[float]:
     """The band (per cent) derived for this regime from calibration runs, None if it has none."""
-    got = _bands().get(regime(framework, hw, lay))
+    got = _bands().get(regime(framework, hw, lay, moe))
     return None if got is None else float(got["band_pct"])
 
 
@@ -110,21 +113,27 @@ def ranking_band(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[f
     return hw.efficiency.error_bands.get(f"{framework}/{family(lay)}")
 
 
-def shown_band(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None) -> float:
+def shown_band(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None,
+               moe: bool = False) -> float:
     """The band printed on step time, tokens/s and MFU: the regime's derived band, else the
     profile's wide band for regimes without runs (efficiency.uncalibrated_band). Never absent."""
-    b = band_for(hw, framework, lay)
+    b = band_for(hw, framework, lay, moe)
     return hw.efficiency.uncalibrated_band if b is None else b
 
 
-def band_note(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None) -> str:
+def band_note(hw: HardwareProfile, framework: str, lay: Optional[Layout] = None,
+              moe: bool = False) -> str:
     """The sentence every estimate prints about its uncertainty."""
-    key = regime(framework, hw, lay)
+    key = regime(framework, hw, lay, moe)
     got = _bands().get(key)
     if got is None:
+        what = (f"no published run of a mixture of experts ({key}) among `dtplan calibrate`'s "
+                "calibration runs, which are dense (its model-family rows validate MoE runs, "
+                "missing most by 10-60%, and set no band)" if moe else
+                f"no published run of regime {key} in `dtplan calibrate`'s sets")
         return (f"Wide band ± {hw.efficiency.uncalibrated_band:g}% on step time, tokens/s and "
-                f"MFU: no published run of regime {key} in `dtplan calibrate`'s sets, so the "
-                "profile's band for regimes without runs applies (a judgement: the spread of "
-                "dtplan's own MFU across framework × H100 profiles before calibration).")
+                f"MFU: {what}, so the profile's band for regimes without runs applies (a "
+                "judgement: the spread of dtplan's own MFU across framework × H100 profiles "
+                "before calibration).")
     return (f"Error band ± {float(got['band_pct']):g}% on step time, tokens/s and MFU for "
             f"{key}, from `dtplan calibrate`'s {got['basis']}.")

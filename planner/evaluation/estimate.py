@@ -14,7 +14,7 @@ from planner.evaluation import host
 from planner.evaluation.memory import fp8_copies, has_fp8_params
 from planner.io import validate
 from planner.evaluation.candidates import Candidates, Problem
-from planner.evaluation.error_band import shown_band
+from planner.evaluation.error_band import band_for, shown_band
 from planner.evaluation.evaluate import STAGES, Evaluation, evaluate
 from planner.specs.hardware import HardwareProfile
 from planner.specs.knobs import Layout
@@ -122,18 +122,13 @@ def _links(p: Problem, lay: Layout) -> dict[str, str]:
     return out
 
 
-def band_for(hw: HardwareProfile, framework: str, lay: Layout) -> Optional[float]:
-    """The profile's error band for this regime (error_band.band_for)."""
-    from planner.evaluation.error_band import band_for as _band
-    return _band(hw, framework, lay)
-
-
 def _notes(p: Problem, lay: Layout) -> list[str]:
     from planner.evaluation.error_band import band_note
     from planner.specs.constants import constants_note
     from planner.specs.framework_text import capabilities, describe
     return [p.model.describe(), describe(p.fw), capabilities(p.fw),
-            band_note(p.hardware, p.fw.name, lay), constants_note(p.hardware, p.fw),
+            band_note(p.hardware, p.fw.name, lay, p.model.is_moe),
+            constants_note(p.hardware, p.fw),
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             _framework_memory_note(p), budget_note(p.budget)] + [
@@ -313,8 +308,8 @@ def estimate_problem(p: Problem, lay: Layout) -> Estimate:
         links=_links(p, lay),
         rules=rules_for(p, lay, {k: bool(v[0]) for k, v in ev.rules.passes.items()}, figures),
         budget=p.budget, notes=_notes(p, lay) + _fragmentation_note(p, ev), framework=p.fw.name,
-        error_band_pct=shown_band(p.hardware, p.fw.name, lay),
-        error_band_calibrated=band_for(p.hardware, p.fw.name, lay) is not None)
+        error_band_pct=shown_band(p.hardware, p.fw.name, lay, p.model.is_moe),
+        error_band_calibrated=band_for(p.hardware, p.fw.name, lay, p.model.is_moe) is not None)
 
 
 def estimate(model: ModelSpec, hardware: HardwareProfile, gpus: int, layout: Layout, *,

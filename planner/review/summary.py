@@ -89,8 +89,9 @@ def _band(inp: Any) -> tuple[Optional[float], str]:
     """(the calibrated band of the plan's regime or None, the sentence estimate prints about the
     band: the regime's residual RMS, or the profile's wide band with its reason)."""
     fw = inp.framework.name if inp.framework is not None else DEFAULT_FRAMEWORK
-    return (band_for(inp.hardware, fw, inp.layout),
-            band_note(inp.hardware, fw, inp.layout).rstrip("."))
+    moe = inp.model.is_moe
+    return (band_for(inp.hardware, fw, inp.layout, moe),
+            band_note(inp.hardware, fw, inp.layout, moe).rstrip("."))
 
 
 def risks(inp: Any, e: Any, failed: list[str], goodput: Optional[float]) -> list[str]:

@@ -166,7 +166,8 @@ class FitResult:
 
 def _ranked(res: SearchResult, top: int) -> list[RankedLayout]:
     r, p, out = res.results, res.problem, []
-    band = band_for(p.hardware, p.fw.name)   # the regime's derived band: framework / generation
+    # the regime's derived band: framework / generation (a MoE its own, without runs)
+    band = band_for(p.hardware, p.fw.name, moe=p.model.is_moe)
     need = p.budget.required_headroom(r.memory.peak)
     for rank, i in enumerate(res.order[:top], 1):
         i = int(i)

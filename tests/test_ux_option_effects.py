@@ -97,6 +97,7 @@ LAYOUT_CASES = {
     "--fp8": _with(B, "--fp8", "rowwise"),
     "--activation-offload": _with(B, "--activation-offload"),
     "--optimizer-in-backward": _with(B, "--optimizer-in-backward"),
+    "--doc-tokens": _with(B, "--doc-tokens", "512"),
     "--finetune": _with(B, "--finetune", "lora"),
     "--lora-rank": _with(B + ("--finetune", "lora"), "--lora-rank", "64"),
     "--lora-alpha": _with(B + ("--finetune", "lora"), "--lora-alpha", "8"),  # printed in the recipe note
@@ -154,6 +155,7 @@ CASES = {"memory": LAYOUT_CASES, "estimate": {**LAYOUT_CASES, **TIME_CASES},
 # Options a command accepts that do not change its answer, and why.
 NO_OPS = {
     "memory": {"--nic-gbit-per-gpu": "hidden: memory reads no network; older scripts pass it",
+               "--doc-tokens": "hidden: packed documents change the attention's time alone",
                **{f: "hidden: estimate's; accepted with a note for older scripts" for f in
                   ("--train-tokens", "--gpu-hour-cost", "--gpu-mtbf-hours", "--job-mtbf-hours",
                    "--async-checkpoint")}},

@@ -132,7 +132,7 @@ def test_memory_lists_no_time_or_cost_options_and_estimate_does():
     memory = {o.opts[0] for o in _options(COMMANDS["memory"]) if not o.hidden}
     estimate = {o.opts[0] for o in _options(COMMANDS["estimate"]) if not o.hidden}
     timing = {"--train-tokens", "--gpu-hour-cost", "--gpu-mtbf-hours", "--job-mtbf-hours",
-              "--async-checkpoint"}
+              "--async-checkpoint", "--doc-tokens"}
     assert not memory & timing and timing <= estimate
     assert estimate - memory == timing | {"--nic-gbit-per-gpu"}   # memory reads no network
     shown = dtplan("memory", "--help").out

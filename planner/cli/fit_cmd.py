@@ -9,7 +9,7 @@ from planner.cli import settled
 from planner.cli import options as o
 from planner.cli.common import JOB, emit_job
 from planner.cli.knob_options import (ActivationOffload, BaseFormat, CpSearch, EpSearch, Finetune,
-                                      Fp8, LoraAlpha, OptimizerInBackward,
+                                      DocTokens, Fp8, LoraAlpha, OptimizerInBackward,
                                       LoraDropout, LoraRank, LoraTargets, MicroBatchSearch, Optimizer,
                                       PpSearch, Precision, RecomputeSearch, TpSearch, ZeroSearch)
 from planner.cli.options import (MAX_FIT_COUNTS, MAX_WHOLE, Format, option, parse_list, real,
@@ -51,6 +51,7 @@ def fit_cmd(
     tp: TpSearch = None, pp: PpSearch = None, cp: CpSearch = None, ep: EpSearch = None,
     zero: ZeroSearch = None, recompute: RecomputeSearch = None,
     act_offload: ActivationOffload = False, opt_in_bwd: OptimizerInBackward = False,
+    doc_tokens: DocTokens = None,
     allow_offload: Annotated[bool, switch("--allow-offload", "also consider CPU offload",
                                           LAYOUT)] = False,
     objective: Annotated[str, option("--objective", help="time, headroom, cost or gpus",
@@ -80,7 +81,7 @@ def fit_cmd(
     from planner.search.fast import SearchSpace
 
     tuning = _tuning(precision, fp8, finetune, lora_rank, lora_alpha, lora_targets, base_format,
-                     lora_dropout, act_offload, opt_in_bwd)
+                     lora_dropout, act_offload, opt_in_bwd, doc_tokens)
     counts = _counts(gpus)
     if from_plan is not None:
         return _shrink(from_plan, counts, top, fmt.value, batch_tolerance,
@@ -174,7 +175,7 @@ def _counts(gpus: list[str] | str) -> list[int]:
 
 def _tuning(precision: str, fp8: str, finetune: str, rank: int, alpha: int, targets: str,
             base_format: str, dropout: Optional[bool], activation_offload: Optional[bool],
-            optimizer_in_backward: Optional[bool]) -> "Tuning":
+            optimizer_in_backward: Optional[bool], doc_tokens: Optional[int]) -> "Tuning":
     """The fine-tuning and low-precision recipe of fit's options (checked as a layout's knobs
     are)."""
     from planner.specs.finetune import Tuning
@@ -185,7 +186,8 @@ def _tuning(precision: str, fp8: str, finetune: str, rank: int, alpha: int, targ
                             base_format=base_format,  # type: ignore[arg-type]
                             lora_dropout=bool(dropout),
                             activation_offload=bool(activation_offload),
-                            optimizer_in_backward=bool(optimizer_in_backward)))
+                            optimizer_in_backward=bool(optimizer_in_backward),
+                            doc_tokens=doc_tokens))
 
 
 def _progress(total: int) -> Callable[[int, int], None]:

@@ -45,8 +45,8 @@ KNOB_DEFAULTS: dict[str, Any] = {k.name: str(k.default) if k.cli_auto else k.def
 
 Tp, Pp, Cp, Ep = (KNOB_OPTIONS[n] for n in ("tp", "pp", "cp", "ep"))
 Precision, Optimizer, Fp8 = (KNOB_OPTIONS[n] for n in ("precision", "optimizer", "fp8"))
-ActivationOffload, OptimizerInBackward = (KNOB_OPTIONS[n] for n in ("activation_offload",
-                                                                    "optimizer_in_backward"))
+ActivationOffload, OptimizerInBackward, DocTokens = (
+    KNOB_OPTIONS[n] for n in ("activation_offload", "optimizer_in_backward", "doc_tokens"))
 Finetune, LoraRank, LoraAlpha, LoraTargets, BaseFormat, LoraDropout = (
     KNOB_OPTIONS[n] for n in ("finetune", "lora_rank", "lora_alpha", "lora_targets", "base_format",
                               "lora_dropout"))

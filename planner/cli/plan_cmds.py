@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional, TypeAlias
 
 from planner.cli import options as o
 from planner.cli.common import JOB, LAYOUT, OptionGroup, emit_job, optional_int
-from planner.cli.knob_options import ZeroMemory
+from planner.cli.knob_options import DocTokens, ZeroMemory
 from planner.cli.options import Format, given, unlisted, unlisted_info
 from planner.cli.root import EXIT_FAIL, EXIT_OK, command
 from planner.errors import InputError, renamed
@@ -57,7 +57,7 @@ AsyncCheckpoint: TypeAlias = Annotated[bool, unlisted_info(o.AsyncCheckpoint)]
 @command("memory", "dtplan memory --params 7e9 --gpus 8 --zero 2",
          "dtplan memory --model llama3-70b --gpus 64 --tp 8 --pp 2 --recompute selective")
 @JOB.varied(nic_gbit=(unlisted(o.NicGbit), None))
-@LAYOUT.varied(zero=(ZeroMemory, None))
+@LAYOUT.varied(zero=(ZeroMemory, None), doc_tokens=(unlisted(DocTokens), None))
 @BUDGET
 def memory_cmd(
     job: Flags, layout: dict, budget: MemoryBudget,
@@ -72,14 +72,17 @@ def memory_cmd(
 ) -> int:
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
-    code = _evaluate("memory", job, layout, gpus, budget, gib, fmt.value)
+    # packed documents change the attention's time alone: the memory is the same without them
+    doc_tokens = layout.pop("doc_tokens", None)
+    code = _evaluate("memory", job, {**layout, "doc_tokens": None}, gpus, budget, gib, fmt.value)
     # Older scripts passed estimate's time and cost options here too: still accepted, unlisted,
     # and said to do nothing (after the answer: an input error stays the one stderr line).
     for flag, x in (("--train-tokens", train_tokens),
                     ("--gpu-hour-cost", given(gpu_hour_cost, price_per_gpu_hour)),
                     ("--gpu-mtbf-hours", gpu_mtbf_hours),
                     ("--job-mtbf-hours", given(job_mtbf_hours, mtbf_hours)),
-                    ("--async-checkpoint", async_ckpt or async_old or None)):
+                    ("--async-checkpoint", async_ckpt or async_old or None),
+                    ("--doc-tokens", doc_tokens)):
         if x is not None:
             sys.stderr.write(f"dtplan: note: {flag} is for `dtplan estimate`; memory ignores it\n")
     return code

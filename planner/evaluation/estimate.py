@@ -132,7 +132,8 @@ def _notes(p: Problem, lay: Layout) -> list[str]:
             f"Precision {p.precision}, optimizer {p.optimizer}; "
             f"{'flash (causal) attention' if p.flash else 'full s×s attention scores stored'}",
             _framework_memory_note(p), budget_note(p.budget)] + [
-                n for n in [tun.note(p), recipe_note(p), offload_note(p, lay), ep_note(p, lay)]
+                n for n in [tun.note(p), recipe_note(p), offload_note(p, lay), ep_note(p, lay),
+                            packing_note(p)]
                 if n]
 
 
@@ -164,6 +165,22 @@ def ep_note(p: Problem, lay: Layout) -> str:
     return (f"EP {lay.ep} over {n_dom} NVLink domain(s): {how}{limit}; {nic:.2f} NIC copies of "
             f"a token per all-to-all (per-expert sending: {per_expert:.2f}); dispatch in "
             f"{dtype}, 4 all-to-alls per MoE layer{again}{busiest}.")
+
+
+def packing_note(p: Problem) -> str:
+    """How packed documents are priced ("" for one document a sequence)."""
+    d = p.tuning.doc_tokens
+    if d is None or d >= p.seq_len:
+        return ""
+    if not p.flash:
+        return (f"Packed documents of {d:,} tokens: unfused attention computes each sequence's "
+                "whole s×s scores before the mask, so the documents save no attention time "
+                "(MFU counts the attention they need).")
+    return (f"Packed documents of {d:,} tokens in each {p.seq_len:,}-token sequence: attention "
+            "stays within each (variable-length flash attention), so its FLOPs and its kernel's "
+            f"length are a document's ({d / p.seq_len:.0%} of a sequence's keys); MFU counts the "
+            "attention the documents need (Megatron's and torchtitan's logged FLOPs count the "
+            "whole sequence's, higher).")
 
 
 def offload_note(p: Problem, lay: Layout) -> str:

@@ -253,11 +253,12 @@ def step_time(p: Problem, c: Candidates, x: Shape, mem: terms.MemoryStages,
 def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: "terms.Comm",
                 t: StepTime,
                 n_layers: np.ndarray, k_full: np.ndarray) -> Throughput:
-    """Tokens/s, model FLOPs (6N + attention, the paper's count) vs hardware FLOPs (+ what
-    recomputation redoes), MFU and HFU against peak, bubble and collective shares, energy."""
+    """Tokens/s, model FLOPs (6N + attention, the paper's count over each packed document) vs
+    hardware FLOPs (+ what recomputation redoes), MFU and HFU against peak, bubble and
+    collective shares, energy."""
     mod, m, step, peak = p.model, x.micro_batches, t.step, comp.peak_flops
     tokens_step = p.global_batch * p.seq_len
-    model_flops = (mod.training_flops_per_token(p.seq_len)
+    model_flops = (mod.training_flops_per_token(min(p.seq_len, p.tuning.doc_tokens or p.seq_len))
                    + tun.frozen_flops_per_token_delta(p)) * tokens_step
     extra = np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                      mod.layers * comp.attn_flops * x.tp * x.cp,

@@ -91,14 +91,15 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     expert_active = moe_share * max(mod.experts_per_token, 1) * expert_w
     dense_matmul = layer_matmul - expert_active
     f_lin = 2.0 * tokens * dense_matmul / x.tp
-    causal = p.flash
-    score_dim = mod.score_dim(s, causal)   # a·d scaled by the layers' windows
-    f_attn = array(attention_score_forward_flops(tokens, s, score_dim / x.tp, causal))
+    causal = p.flash   # flash kernels skip masked tiles: a query's keys stay in its document
+    span = min(s, p.tuning.doc_tokens or s) if causal else s
+    score_dim = mod.score_dim(span, causal)   # a·d scaled by the layers' windows
+    f_attn = array(attention_score_forward_flops(tokens, span, score_dim / x.tp, causal))
     if p.flash:
         frac = attn.kernel_fraction(fw.attention_kernel, eff.flash_attention_fraction,
                                     eff.fa3_attention_fraction)
         t_attn, t_attn_b = map(array, attn.attention_time(
-            tokens, s, score_dim / x.tp, mod.head_dim, True, bf16, frac, eff.attention_half_seq))
+            tokens, span, score_dim / x.tp, mod.head_dim, True, bf16, frac, eff.attention_half_seq))
     else:  # unfused QKᵀ and scores×V: batched GEMMs whose short side is the head dim
         r_u = cmp.matmul_rate(peak, hw.gpu.matmul_ceiling_fraction * eff.sustained_matmul_fraction,
                               mod.head_dim, tokens, eff.matmul_half_hidden, eff.matmul_half_tokens)

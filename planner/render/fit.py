@@ -143,7 +143,7 @@ def fit_doc(r: FitResult, *, gib: bool = False, wide: bool = False,
               "`dtplan checkpoint` takes your own figures."]
     if r.best is not None:   # the winner's framework line and its band note
         notes += [n for n in r.best.notes if n.startswith(("Framework ", "Error band", "Wide band",
-                                                         "Fine-tuning "))]
+                                                         "Fine-tuning ", "Packed documents"))]
     if r.layouts:
         notes.append(headroom_note(r))
     notes += ([r.empty_space] if r.empty_space else []) + [f"What would fit: {s}" for s in r.suggestions]

@@ -152,7 +152,7 @@ def _finetune_fixes(p: Problem, space: SearchSpace, budget: Budget) -> list[str]
     for mode in ("lora", "qlora"):
         lora = Tuning.of(Layout(finetune=mode, **{
             k: getattr(p.tuning, k) for k in ("fp8", "activation_offload",
-                                              "optimizer_in_backward")}))
+                                              "optimizer_in_backward", "doc_tokens")}))
         if any_fits(replace(p, tuning=lora), space, budget):
             return [f"--finetune {mode}: LoRA adapters on a frozen "
                     f"{'4-bit ' if mode == 'qlora' else ''}base fit, if this job is a fine-tune"]

@@ -77,6 +77,7 @@ class Tuning:
     fp8: str = "none"
     activation_offload: bool = False
     optimizer_in_backward: bool = False
+    doc_tokens: int | None = None   # packed documents' mean length (None: one a sequence)
 
     @property
     def frozen(self) -> bool:
@@ -112,7 +113,8 @@ class Tuning:
                    fp8=fp8_recipe(getattr(layout, "precision", None),
                                   getattr(layout, "fp8", "none")),
                    activation_offload=bool(getattr(layout, "activation_offload", False)),
-                   optimizer_in_backward=bool(getattr(layout, "optimizer_in_backward", False)))
+                   optimizer_in_backward=bool(getattr(layout, "optimizer_in_backward", False)),
+                   doc_tokens=getattr(layout, "doc_tokens", None))
 
     def layout_fields(self) -> dict[str, Any]:
         """The Layout knobs that state this recipe (a searched layout carries them back)."""
@@ -122,7 +124,7 @@ class Tuning:
         return dict(finetune=self.mode, lora_rank=self.rank, lora_alpha=self.alpha,
                     lora_targets=names, base_format=fmt, lora_dropout=self.dropout,
                     fp8=self.fp8, activation_offload=self.activation_offload,
-                    optimizer_in_backward=self.optimizer_in_backward)
+                    optimizer_in_backward=self.optimizer_in_backward, doc_tokens=self.doc_tokens)
 
     def describe(self) -> str:
         if not self.frozen:

@@ -130,6 +130,13 @@ class Layout:
         "as soon as it is reduced (torchtune optimizer_in_bwd); no whole-model gradient buffer; "
         "no gradient accumulation", cli_help="step the optimizer in backward (no gradient "
         "buffer; needs one micro-batch per step)")
+    doc_tokens: int | None = knob(
+        None, "mean tokens per document packed into a sequence, attention kept within each "
+        "(variable-length / document-masked flash attention, as packed fine-tuning runs it): "
+        "the attention's FLOPs and its kernel's length follow the document; None = one "
+        "document fills each sequence", "tokens", ge=1, le=v.MAX_SEQ_LEN,
+        cli_help="mean tokens per packed document, attention within each (default: one "
+        "document a sequence)")
     # What is trained (not search axes: fixed for a whole fit, like precision and optimizer).
     finetune: Finetune = knob("full", "what trains: full (every weight), lora (LoRA adapters on a "
                               "frozen 16-bit base) or qlora (adapters on a frozen 4-bit base)",

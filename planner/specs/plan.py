@@ -129,6 +129,7 @@ class LayoutSection(_Strict):
     fp8: Fp8Recipe = _knob("fp8")
     activation_offload: bool = _knob("activation_offload")
     optimizer_in_backward: bool = _knob("optimizer_in_backward")
+    doc_tokens: Optional[int] = _knob("doc_tokens")
     finetune: Finetune = _knob("finetune")
     lora_rank: int = _knob("lora_rank")
     lora_alpha: int = _knob("lora_alpha")

@@ -218,6 +218,12 @@ class Problem:
         return load_factor(ep, t.ep_load_imbalance, t.moe_capacity_factor)
 
     @property
+    def attention_span(self) -> int:
+        """The sequence a query's keys come from: a packed document's tokens (tuning.doc_tokens),
+        else the whole sequence's."""
+        return min(self.seq_len, self.tuning.doc_tokens or self.seq_len)
+
+    @property
     def activation_columns(self) -> tuple[str, ...]:
         """ACTIVATION_COLUMNS, with EP where the busiest rank's permuted activations read it (a
         MoE routed dropless with a stated imbalance, moe_load)."""

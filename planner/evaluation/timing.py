@@ -258,7 +258,7 @@ def _throughput(p: Problem, c: Candidates, x: Shape, comp: "terms.Compute", cm: 
     collective shares, energy."""
     mod, m, step, peak = p.model, x.micro_batches, t.step, comp.peak_flops
     tokens_step = p.global_batch * p.seq_len
-    model_flops = (mod.training_flops_per_token(min(p.seq_len, p.tuning.doc_tokens or p.seq_len))
+    model_flops = (mod.training_flops_per_token(p.attention_span)
                    + tun.frozen_flops_per_token_delta(p)) * tokens_step
     extra = np.where(c.recompute == act.RECOMPUTE_SELECTIVE,
                      mod.layers * comp.attn_flops * x.tp * x.cp,

@@ -92,7 +92,7 @@ def compute(p: Problem, c: Candidates, x: Shape, a: dict[int, np.ndarray],
     dense_matmul = layer_matmul - expert_active
     f_lin = 2.0 * tokens * dense_matmul / x.tp
     causal = p.flash   # flash kernels skip masked tiles: a query's keys stay in its document
-    span = min(s, p.tuning.doc_tokens or s) if causal else s
+    span = p.attention_span if causal else s
     score_dim = mod.score_dim(span, causal)   # a·d scaled by the layers' windows
     f_attn = array(attention_score_forward_flops(tokens, span, score_dim / x.tp, causal))
     if p.flash:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from conftest import ROOT
 from engine_exports import accumulation, names, written, written_as_expected
 from planner.engine.stages import stage_layers
 from planner.framework_configs.megatron_args import MEGATRON_TARGET
@@ -278,3 +280,32 @@ def test_dtplan_reads_a_layout_string_as_megatron_core_does(mc, text):
     assert [len(s) for s in parse_layout(text)] == [len(s) for s in ref]
     assert [s.count("t") for s in parse_layout(text)] == \
         [sum(x.name == "decoder" for x in s) for s in ref]
+
+
+@pytest.mark.parametrize("dispatcher,capacity", [("alltoall", 1.25), ("allgather", 0.0)])
+def test_megatron_core_builds_the_token_path_a_profile_states(mc, tmp_path, dispatcher, capacity):
+    """A profile's dispatcher and padded expert capacity go out as Megatron's flags; megatron-
+    core's TransformerConfig takes them (transformer_config.py:554-570, 855-885) and dtplan's
+    reader reads them back to the same profile keys."""
+    from planner.framework_configs import export
+    from planner.framework_configs.megatron_args import parse_megatron_args
+    from planner.framework_configs.megatron_moe import job_framework
+    from planner.review.build import inputs_from_plan
+    base = (Path(ROOT) / "framework_profiles" / "megatron.toml").read_text()
+    prof = tmp_path / "mine.toml"
+    prof.write_text(base.replace('ep_dispatcher = "deepep"', f'ep_dispatcher = "{dispatcher}"')
+                    .replace("moe_capacity_factor = { value = 0.0,",
+                             f"moe_capacity_factor = {{ value = {capacity},")
+                    .replace('name = "megatron"', 'name = "megatron-mine"'))
+    plan = tmp_path / "moe.yaml"
+    plan.write_text(f"model: mixtral-8x7b\nhardware: h100\ngpus: 16\nseq_len: 4096\n"
+                    f"framework: {prof}\nlayout: {{ep: 8, zero: 1, micro_batch: 1, "
+                    "recompute: full}\nbatch: {global_batch: 64}\n")
+    text = export("megatron", inputs_from_plan(str(plan))).text
+    a, _, _ = script_args(text)
+    tc, _, _ = configs(mc, a)
+    assert tc.moe_token_dispatcher_type == dispatcher
+    assert (tc.moe_expert_capacity_factor or 0.0) == capacity
+    assert tc.moe_pad_expert_input_to_capacity == bool(capacity)
+    fw = job_framework(parse_megatron_args(text, "moe.sh"), "moe.sh", [])
+    assert (fw.time.ep_dispatcher, fw.time.moe_capacity_factor) == (dispatcher, capacity)

@@ -85,13 +85,17 @@ class EpRoute(NamedTuple):
     @567632d "Normal kernels with NVLink and RDMA forwarding"); otherwise (the alltoall
     dispatcher) once per routed expert. `dispatch_bytes`: bytes per element on the dispatch
     and its backward twin (fp8 + one fp32 scale per 128: 1 + 4/128, deep_ep/buffer.py:340-343
-    @567632d); the combine and its twin move act_bytes."""
+    @567632d); the combine and its twin move act_bytes. `gather` (the allgather dispatcher,
+    Megatron-Core's default: megatron-core 0.15.3 transformer/moe/token_dispatcher.py
+    MoEAllGatherTokenDispatcher gathers every rank's tokens over the EP group, and the combine
+    reduce-scatters them back): an all-gather and a reduce-scatter of EP × the rank's tokens."""
 
     experts: float = 0.0        # routed experts E
     groups: float = 0.0         # n_group (0: every expert allowed)
     group_topk: float = 0.0     # topk_group: groups a token may use
     dedup: bool = False
     dispatch_bytes: Optional[float] = None   # None: act_bytes
+    gather: bool = False
 
 
 def ep_reach(top_k: Num, route: EpRoute, ep: Num, per_domain: Num) -> tuple[Num, Num]:
@@ -123,11 +127,16 @@ def ep_time_per_layer(tokens_per_rank: Num, hidden: Num, top_k: Num, ep: Num, st
     block.py:668 and 456-486 checkpoint whole layers, token dispatcher included); 0 at EP 1.
     Per token: alltoall, k copies of its h-vector (NCCL's all-to-all, the share bound off the
     domain on the NIC); dedup, D·(N−1)/N copies on the NIC and R·(k_dom−1)/k_dom on NVLink
-    (ep_reach, topology.routed_all_to_all_time)."""
+    (ep_reach, topology.routed_all_to_all_time); gather, NCCL's ring all-gather and
+    reduce-scatter of the EP group's tokens, every token to every rank."""
     tokens = np.asarray(tokens_per_rank, dtype=float) * hidden
     per_domain = members_per_domain(ep, stride, gpus_per_domain)
     d_bytes = act_bytes if route.dispatch_bytes is None else route.dispatch_bytes
-    if route.dedup and route.experts > 0:
+    if route.gather:
+        whole = tokens * np.maximum(ep, 1.0) * act_bytes   # every EP rank's tokens, gathered
+        pair = sum(topo_collective_time(kind, whole, ep, per_domain, fab)
+                   for kind in ("all-gather", "reduce-scatter"))
+    elif route.dedup and route.experts > 0:
         doms, ranks = ep_reach(top_k, route, ep, per_domain)
         k_dom = np.minimum(np.asarray(per_domain, dtype=float), np.maximum(ep, 1.0))
         n_dom = np.ceil(np.maximum(ep, 1.0) / k_dom)

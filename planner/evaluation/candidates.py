@@ -209,7 +209,8 @@ class Problem:
         fp8 = self.precision == "fp8" and t.ep_fp8_dispatch
         return st.EpRoute(float(m.experts), float(m.route_groups), float(m.route_group_topk),
                           t.ep_dispatcher == "deepep",
-                          RECIPES["blockwise"].element_bytes if fp8 else None)
+                          RECIPES["blockwise"].element_bytes if fp8 else None,
+                          t.ep_dispatcher == "allgather")
 
     def moe_load(self, ep: Any) -> Any:
         """Routed rows on the busiest EP rank over the mean (engine.moe.load_factor): the

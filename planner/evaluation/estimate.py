@@ -149,8 +149,9 @@ def ep_note(p: Problem, lay: Layout) -> str:
     n_dom, top = -(-lay.ep // int(k)), m.experts_per_token
     per_expert = top * (lay.ep - k) / lay.ep   # nccl.all_to_all_time's off-domain share
     nic = (float(st.ep_reach(top, r, lay.ep, k)[0]) * (n_dom - 1) / n_dom if r.dedup
-           else per_expert)
+           else lay.ep - k if r.gather else per_expert)   # gather: to every off-domain rank
     how = ("DeepEP-style, once per rank and per remote domain" if r.dedup
+           else "all-gather of every rank's tokens, reduce-scatter back" if r.gather
            else "NCCL all-to-all, once per routed expert")
     limit = (f", routing limited to {m.route_group_topk} of {m.route_groups} expert groups"
              if m.route_groups else "")
@@ -164,7 +165,8 @@ def ep_note(p: Problem, lay: Layout) -> str:
             "moe_capacity_factor)" if p.fw.time.moe_capacity_factor else "ep_load_imbalance)"))
     return (f"EP {lay.ep} over {n_dom} NVLink domain(s): {how}{limit}; {nic:.2f} NIC copies of "
             f"a token per all-to-all (per-expert sending: {per_expert:.2f}); dispatch in "
-            f"{dtype}, 4 all-to-alls per MoE layer{again}{busiest}.")
+            f"{dtype}, 4 {'collectives' if r.gather else 'all-to-alls'} per MoE layer"
+            f"{again}{busiest}.")
 
 
 def packing_note(p: Problem) -> str:

@@ -15,7 +15,6 @@ from planner.errors import InputError, Problems, keyed, validation_message
 from planner.evaluation.candidates import usable_recipe
 from planner.io.lines import at_line
 from planner.specs.finetune import fp8_recipe
-from planner.specs.framework import load_framework
 from planner.specs.job import CheckOptions, Job
 from planner.specs.knobs import Fp8Recipe, Layout, Recompute
 from planner.specs.model import ModelSpec, validate_model
@@ -24,11 +23,10 @@ from planner.specs.verdict import GateRule, make_rule
 from planner.framework_configs.common import Export, _accumulation, _hardware, _need, _stage_layers, _unsupported, given_model, schedule_refusal, torchrun_lines
 from planner.evaluation.error_band import generation
 from planner.framework_configs.megatron_args import (MEGATRON_TARGET, _megatron_model, _overrides, _shard_group,
-                                                     connections_line, dispatcher_flags, ep_overlap_flags,
-                                                     ep_overlap_rule,
-                                                     expert_rules,
-                                                     launch_rules,
+                                                     connections_line, launch_rules,
                                                      parse_megatron_args, per_chunk_recompute)
+from planner.framework_configs.megatron_moe import (dispatcher_flags, ep_overlap_flags,
+                                                    ep_overlap_rule, expert_rules, job_framework)
 from planner.framework_configs.megatron_pipeline import (group_flags, group_rule, pipeline_flags,
                                                          read_pipeline)
 
@@ -183,11 +181,7 @@ def read_megatron(where: str, text: str, opts: CheckOptions) -> Job:
     flag = ("--precision" if fp8 == "none" else at_line(where, "--fp8-recipe" if "--fp8-recipe"
                                                          in a else "--fp8-format", text))
     keyed(flag, usable_recipe, hw, precision, layout.fp8)
-    meg = load_framework("megatron")   # the EP pairing only where the arguments switch it on
-    fw = meg if a.get("--overlap-moe-expert-parallel-comm") else dataclasses.replace(
-        meg, time=dataclasses.replace(meg.time, ep_overlap=()))
-    if a.get("--tp-comm-overlap"):     # arguments.py:2090 (core_v0.15.3): TE userbuffers
-        fw = dataclasses.replace(fw, time=dataclasses.replace(fw.time, tp_comm_overlap=True))
+    fw = job_framework(a, where, notes)   # what the arguments switch on or state
     return Job(model=model, hardware=hw, gpus=gpus, layout=layout, seq_len=seq,
                global_batch=gbs, keys=config_keys("megatron", layout),
                rules=rules, notes=notes, framework=fw)

@@ -12,9 +12,7 @@ from typing import Any
 from planner.engine.stages import stage_deficit
 from planner.errors import InputError
 from planner.io.bounds import bounded_int
-from planner.evaluation import paired_overlap as paired
-from planner.specs.framework import load_framework
-from planner.specs.job import CheckOptions, Job
+from planner.specs.job import CheckOptions
 from planner.specs.knobs import Layout
 from planner.io.validate import MAX_GLOBAL_BATCH, MAX_GPUS, MAX_SEQ_LEN
 from planner.specs.verdict import make_rule
@@ -38,7 +36,8 @@ MEG_UPPER = {"--global-batch-size": MAX_GLOBAL_BATCH, "--seq-length": MAX_SEQ_LE
              "--max-position-embeddings": MAX_SEQ_LEN}
 MEG_STR = {"--recompute-granularity", "--recompute-method", "--normalization",
            "--position-embedding-type", "--optimizer", "--data-parallel-sharding-strategy",
-           "--ckpt-format", "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout"}
+           "--ckpt-format", "--fp8-format", "--fp8-recipe", "--pipeline-model-parallel-layout",
+           "--moe-token-dispatcher-type", "--moe-expert-capacity-factor"}
 MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--fp16",
             "--swiglu", "--group-query-attention", "--disable-bias-linear",
             "--untie-embeddings-and-output-weights", "--recompute-activations",
@@ -46,7 +45,8 @@ MEG_FLAG = {"--sequence-parallel", "--use-distributed-optimizer", "--bf16", "--f
             "--use-torch-fsdp2", "--use-megatron-fsdp", "--add-qkv-bias",
             "--overlap-p2p-communication", "--no-overlap-p2p-communication",
             "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-            "--overlap-moe-expert-parallel-comm", "--tp-comm-overlap"}
+            "--overlap-moe-expert-parallel-comm", "--tp-comm-overlap", "--moe-enable-deepep",
+            "--moe-pad-expert-input-to-capacity"}
 # The embedding and the loss counted as a layer each in the pipeline split (arguments.py:557-579)
 ACCOUNT_FLAGS = ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split")
 # Flags older dtplan exports wrote that Megatron-LM's argparse rejects (core_v0.15.3 and main
@@ -263,48 +263,6 @@ def launch_rules(a: dict[str, Any], tp: int, cp: int, blackwell: bool, rules: li
                                    f"argparse rejects {flag}: {why}", key=flag))
 
 
-def ep_overlap_flags(inp: Job) -> list[tuple[str, object]]:
-    """--overlap-moe-expert-parallel-comm where the job's framework (Megatron's profile when
-    none is given) pairs the layout's chunks (evaluation.paired_overlap.layout_pairs)."""
-    lay = inp.layout
-    fw = (inp.framework or load_framework("megatron")).time
-    pairs = paired.layout_pairs(fw, lay, inp.global_batch // (lay.micro_batch * lay.dp),
-                                inp.model.mtp_layers)
-    return [("--overlap-moe-expert-parallel-comm", None)] if pairs else []
-
-
-def dispatcher_flags(inp: Job) -> list[tuple[str, object]]:
-    """The token dispatcher the job's framework profile prices (ep_dispatcher: DeepEP through
-    the flex dispatcher, core_v0.15.3 arguments.py:3131-3136, or alltoall) and the model's
-    group-limited routing (--moe-router-num-groups / --moe-router-group-topk, :3098-3101)."""
-    fw = (inp.framework or load_framework("megatron")).time
-    a: list[tuple[str, object]] = ([("--moe-token-dispatcher-type", "flex"),
-                                    ("--moe-enable-deepep", None)]
-                                   if fw.ep_dispatcher == "deepep"
-                                   else [("--moe-token-dispatcher-type", "alltoall")])
-    m = inp.model
-    if m.route_groups and 0 < m.route_group_topk < m.route_groups:
-        a += [("--moe-router-num-groups", m.route_groups),
-              ("--moe-router-group-topk", m.route_group_topk)]
-    return a
-
-
-def ep_overlap_rule(a: dict[str, Any], pp: int, interleaved: bool, ep: int,
-                    granularity: str | None, rules: list) -> None:
-    """--overlap-moe-expert-parallel-comm's checks (core_v0.15.3 transformer_config.py:
-    1441-1480): with PP > 1 it needs virtual pipeline stages, EP > 1, no full recompute and at
-    most one MTP module."""
-    if a.get("--overlap-moe-expert-parallel-comm"):
-        mtp = a.get("--mtp-num-layers") or 0
-        ok = (pp == 1 or interleaved) and ep > 1 and granularity != "full" and mtp <= 1
-        rules.append(make_rule("megatron-ep-overlap", ok, f"PP {pp}, EP {ep}, recompute "
-                               f"{granularity or 'none'}, MTP {mtp}", "PP 1 or virtual stages, "
-                               "EP > 1, not full, MTP ≤ 1", "overlap_moe_expert_parallel_comm "
-                               "needs virtual pipeline stages under PP, expert parallelism, no "
-                               "full recomputation and at most one MTP layer (TransformerConfig)",
-                               key="--overlap-moe-expert-parallel-comm"))
-
-
 def connections_line(lay: Layout, blackwell: bool) -> str:
     """The launch script's CUDA_DEVICE_MAX_CONNECTIONS line, as validate_args requires it:
     unset under Megatron-FSDP (it asserts != 1), 1 without FSDP when TP or CP > 1 before
@@ -329,31 +287,6 @@ def per_chunk_recompute(lay: Layout, stage_layers: int) -> int:
                          f"layers per stage must be a multiple of {v} (use --recompute-layers "
                          f"{max(v, k // v * v)} or {k // v * v + v})")
     return k // v
-
-
-def expert_rules(a: dict, experts: int, gpus: int, rules: list) -> int | None:
-    """The expert grid's checks (core_v0.15.3): --num-experts % EP == 0 (validate_args,
-    arguments.py:1036-1040) and world % (ETP·EP·PP) == 0 (parallel_state.py:745-751; ETP
-    defaults to TP, :743). EP may span TP, CP and DP ranks: no rule ties it to DP. Returns the
-    --expert-tensor-parallel-size given (None: TP)."""
-    tp = a.get("--tensor-model-parallel-size", 1)
-    pp = a.get("--pipeline-model-parallel-size", 1)
-    ep = a.get("--expert-model-parallel-size", 1)
-    etp = a.get("--expert-tensor-parallel-size")
-    if ep > 1:
-        rules.append(make_rule("megatron-experts-ep", experts > 0 and experts % ep == 0,
-                               f"{experts} experts, EP {ep}", "multiple of EP",
-                               "Number of experts should be a multiple of expert model parallel "
-                               "size", key="--expert-model-parallel-size"))
-    if ep == 1 and etp is None:
-        return None
-    grid = (etp or tp) * ep * pp
-    rules.append(make_rule("megatron-expert-grid", gpus % grid == 0,
-                           f"{gpus} % (ETP {etp or tp} × EP {ep} × PP {pp})", "= 0",
-                           "world_size is not divisible by expert_tensor_model_pipeline_parallel "
-                           "size (parallel_state)", key="--expert-tensor-parallel-size"
-                           if etp is not None else "--expert-model-parallel-size"))
-    return etp
 
 
 def counted_layers(a: dict[str, Any], layers: int) -> int:

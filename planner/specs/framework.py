@@ -146,9 +146,11 @@ class TimeBehaviour:
                           "step issued after its host sync and the loop's per-step work; the "
                           "step's optimizer term is the longer of it and the GPU's update "
                           "(0: not modelled)")] = 0.0
-    ep_dispatcher: Annotated[Literal["alltoall", "deepep"], Field(
-        description="EP tokens sent once per routed expert (alltoall), or once per rank and "
-                    "remote domain with NVLink forwarding (deepep; step_time.EpRoute)")] = "alltoall"
+    ep_dispatcher: Annotated[Literal["alltoall", "deepep", "allgather"], Field(
+        description="EP tokens sent once per routed expert (alltoall), once per rank and "
+                    "remote domain with NVLink forwarding (deepep), or every rank's tokens "
+                    "all-gathered over the EP group and reduce-scattered back (allgather, "
+                    "Megatron-Core's default; step_time.EpRoute)")] = "alltoall"
     ep_fp8_dispatch: Annotated[bool, Field(
         description="under fp8, the dispatch and its backward twin move fp8 + 1/128 scales, "
                     "the combine 16-bit")] = False

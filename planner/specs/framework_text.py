@@ -40,7 +40,8 @@ def capabilities(fw: FrameworkProfile) -> str:
     cp = "ring context parallel" if t.context_parallel else "no ring context parallel"
     ep = "no expert parallel (experts replicated)"
     if t.expert_parallel:
-        ep = ("expert parallel" + " over DeepEP" * (t.ep_dispatcher == "deepep")
+        ep = ("expert parallel" + {"deepep": " over DeepEP", "allgather": " over an all-gather "
+                                   "dispatcher"}.get(t.ep_dispatcher, "")
               + " with fp8 dispatch" * t.ep_fp8_dispatch)
     if t.expert_parallel and t.ep_overlap:
         ep += (" (all-to-all hidden in paired chunks: "

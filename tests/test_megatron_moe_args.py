@@ -64,6 +64,9 @@ def test_allgather_moves_every_token_to_every_rank():
     gather = st.ep_time_per_layer(tokens, h, k, 8, 1, 8, fab, route=st.EpRoute(gather=True))
     a2a = st.ep_time_per_layer(tokens, h, k, 8, 1, 8, fab, route=st.EpRoute())
     assert float(np.asarray(gather)) > float(np.asarray(a2a)) > 0.0
+    # the group is expert TP × EP (Megatron's tp_ep_group): ETP 2 gathers twice the tokens
+    etp2 = st.ep_time_per_layer(tokens, h, k, 8, 2, 8, fab, route=st.EpRoute(gather=True))
+    assert float(np.asarray(etp2)) > float(np.asarray(gather))
     assert float(np.asarray(st.ep_time_per_layer(tokens, h, k, 1, 1, 8, fab,
                                                  route=st.EpRoute(gather=True)))) == 0.0
 

@@ -128,13 +128,15 @@ def ep_time_per_layer(tokens_per_rank: Num, hidden: Num, top_k: Num, ep: Num, st
     Per token: alltoall, k copies of its h-vector (NCCL's all-to-all, the share bound off the
     domain on the NIC); dedup, D·(N−1)/N copies on the NIC and R·(k_dom−1)/k_dom on NVLink
     (ep_reach, topology.routed_all_to_all_time); gather, NCCL's ring all-gather and
-    reduce-scatter of the EP group's tokens, every token to every rank."""
+    reduce-scatter over the ETP × EP group (`stride` = ETP), every token to every rank."""
     tokens = np.asarray(tokens_per_rank, dtype=float) * hidden
     per_domain = members_per_domain(ep, stride, gpus_per_domain)
     d_bytes = act_bytes if route.dispatch_bytes is None else route.dispatch_bytes
-    if route.gather:
-        whole = tokens * np.maximum(ep, 1.0) * act_bytes   # every EP rank's tokens, gathered
-        pair = sum(topo_collective_time(kind, whole, ep, per_domain, fab)
+    if route.gather:   # over the expert TP × EP group (tp_ep_group): ETP·EP adjacent ranks
+        n = np.maximum(ep, 1.0) * np.asarray(stride, dtype=float)
+        whole = tokens * n * act_bytes   # every rank's tokens, gathered
+        near = members_per_domain(n, 1.0, gpus_per_domain)
+        pair = sum(topo_collective_time(kind, whole, n, near, fab)
                    for kind in ("all-gather", "reduce-scatter"))
     elif route.dedup and route.experts > 0:
         doms, ranks = ep_reach(top_k, route, ep, per_domain)

@@ -73,7 +73,7 @@ def memory_cmd(
     """The per-GPU memory budget per pipeline stage, item by item, with a verdict and the layout
     rules."""
     # packed documents change the attention's time alone: the memory is the same without them
-    doc_tokens = layout.pop("doc_tokens", None)
+    doc_tokens = layout["doc_tokens"]
     code = _evaluate("memory", job, {**layout, "doc_tokens": None}, gpus, budget, gib, fmt.value)
     # Older scripts passed estimate's time and cost options here too: still accepted, unlisted,
     # and said to do nothing (after the answer: an input error stays the one stderr line).

@@ -171,8 +171,8 @@ def ep_note(p: Problem, lay: Layout) -> str:
 
 def packing_note(p: Problem) -> str:
     """How packed documents are priced ("" for one document a sequence)."""
-    d = p.tuning.doc_tokens
-    if d is None or d >= p.seq_len:
+    d = p.attention_span
+    if d == p.seq_len:
         return ""
     if not p.flash:
         return (f"Packed documents of {d:,} tokens: unfused attention computes each sequence's "

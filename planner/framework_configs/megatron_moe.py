@@ -36,7 +36,8 @@ def job_framework(a: dict[str, Any], where: str, notes: list[str]) -> FrameworkP
     the token dispatcher and the expert capacity (transformer_config.py:554-570: None drops
     nothing; with --moe-pad-expert-input-to-capacity every expert's input is padded to it,
     without it the capacity only caps the busiest expert)."""
-    t = load_framework("megatron").time
+    meg = load_framework("megatron")
+    t = meg.time
     kind = a.get("--moe-token-dispatcher-type", "allgather")
     if kind not in DISPATCHERS:
         raise InputError(f"{where}: --moe-token-dispatcher-type", f"{kind!r} is not one of "
@@ -61,7 +62,7 @@ def job_framework(a: dict[str, Any], where: str, notes: list[str]) -> FrameworkP
         t, ep_overlap=t.ep_overlap if a.get("--overlap-moe-expert-parallel-comm") else (),
         tp_comm_overlap=bool(a.get("--tp-comm-overlap")) or t.tp_comm_overlap,
         ep_dispatcher=DISPATCHERS[kind], moe_capacity_factor=cap, ep_load_imbalance=imbalance)
-    return dataclasses.replace(load_framework("megatron"), time=time)
+    return dataclasses.replace(meg, time=time)
 
 
 def dispatcher_flags(inp: Job) -> list[tuple[str, object]]:
